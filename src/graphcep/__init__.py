@@ -1,0 +1,3 @@
+"""graphcep: online pattern matching over streaming temporal graphs."""
+
+__version__ = "0.1.0"

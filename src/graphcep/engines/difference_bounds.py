@@ -1,0 +1,150 @@
+"""Temporal constraints as a difference-bound matrix: closure, satisfiability, extent.
+
+Each query edge ``i`` contributes two time variables, its start ``s_i`` (index ``2i``) and
+end ``f_i = s_i + dur_i`` (index ``2i + 1``); one more variable ``z`` (the time origin,
+index ``2k``) carries comparisons with constants. Every SAL constraint is a difference
+constraint ``x - y <= c`` over integer microseconds once strictness is folded in
+(``x - y < c`` is ``x - y <= ceil(c) - 1``), so the tightest implied bounds are a
+Floyd-Warshall closure, and the query is unsatisfiable exactly when the closure has a
+negative cycle.
+
+The *extent* of a query is the largest possible gap between the start times of two of its
+edges; the engine keeps an edge only while a later edge could still complete a match with
+it, so its state is bounded by the extent. Constraints written against end times bound
+start times only once durations are bounded: callers pass ``max_duration_us`` for that.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from graphcep.patterns.subgraph import QueryError, SubgraphQuery, TemporalConstraint, TimeRef
+
+#: "No bound": large enough to never bind, small enough that sums do not overflow int64.
+UNBOUNDED = np.int64(2**61)
+
+
+class UnboundedQueryError(QueryError):
+    """The constraints do not bound how far apart a match's edges may be in time."""
+
+
+class UnsatisfiableQueryError(QueryError):
+    """The temporal constraints contradict each other; the query can never match."""
+
+
+def variable_index(ref: TimeRef, edge_index: dict[str, int]) -> int:
+    return 2 * edge_index[ref.edge] + (1 if ref.kind == "end" else 0)
+
+
+def integer_bounds(op: str, bound: Fraction) -> tuple[int | None, int | None]:
+    """Integer ``(upper, lower)`` bounds on an integer X from ``X op bound`` (None = none).
+
+    >>> integer_bounds("<", Fraction(10))
+    (9, None)
+    >>> integer_bounds(">=", Fraction(5, 2))
+    (None, 3)
+    """
+    floor_b, ceil_b = math.floor(bound), math.ceil(bound)
+    if op == "<=":
+        return floor_b, None
+    if op == "<":
+        return ceil_b - 1, None
+    if op == ">=":
+        return None, ceil_b
+    if op == ">":
+        return None, floor_b + 1
+    return floor_b, ceil_b  # "=": contradictory when bound is not integral
+
+
+@dataclass
+class DifferenceBounds:
+    """Closed bounds ``upper[x, y] >= value(x) - value(y)`` over a query's time variables."""
+
+    edges: tuple[str, ...]
+    upper: np.ndarray  # (2k+1, 2k+1) int64, UNBOUNDED where nothing is known
+
+    @property
+    def origin(self) -> int:
+        return 2 * len(self.edges)
+
+    def start_gap(self, later: int, earlier: int) -> int:
+        """Upper bound on ``s_later - s_earlier`` (UNBOUNDED if none)."""
+        return int(self.upper[2 * later, 2 * earlier])
+
+    def forced_before(self, a: int, b: int) -> bool:
+        """True when every match has ``s_a < s_b`` strictly."""
+        return self.upper[2 * a, 2 * b] < 0
+
+    def extent(self) -> int | None:
+        """Largest possible ``s_i - s_j`` over all edge pairs, or None if unbounded."""
+        k = len(self.edges)
+        if k == 1:
+            return 0
+        starts = self.upper[0 : 2 * k : 2, 0 : 2 * k : 2]
+        worst = int(starts.max())
+        return None if worst >= UNBOUNDED else max(worst, 0)
+
+
+def build_bounds(
+    query: SubgraphQuery,
+    max_duration_us: int | None = None,
+    window_us: int | None = None,
+) -> DifferenceBounds:
+    """Close the query's temporal constraints (plus durations and window) into bounds.
+
+    ``max_duration_us`` adds ``f_i - s_i <= D`` (use for the extent only: a stream edge
+    longer than D would violate it). ``window_us`` adds ``|s_i - s_j| <= W`` for all pairs.
+    """
+    names = query.edge_names
+    index = {n: i for i, n in enumerate(names)}
+    k = len(names)
+    size = 2 * k + 1
+    z = 2 * k
+    upper = np.full((size, size), UNBOUNDED, dtype=np.int64)
+    np.fill_diagonal(upper, 0)
+
+    def tighten(x: int, y: int, c: int) -> None:
+        if c < upper[x, y]:
+            upper[x, y] = c
+
+    for i in range(k):
+        tighten(2 * i, 2 * i + 1, 0)  # s_i - f_i <= 0: durations are never negative
+        if max_duration_us is not None:
+            tighten(2 * i + 1, 2 * i, max_duration_us)
+    if window_us is not None:
+        for i in range(k):
+            for j in range(k):
+                if i != j:
+                    tighten(2 * i, 2 * j, window_us)
+    for c in query.temporal:
+        add_constraint(c, index, z, tighten)
+    close(upper)
+    if np.any(np.diag(upper) < 0):
+        raise UnsatisfiableQueryError(
+            f"query {query.name!r}: the temporal constraints contradict each other; "
+            "no set of edges can satisfy them"
+        )
+    return DifferenceBounds(names, upper)
+
+
+def add_constraint(c: TemporalConstraint, index: dict[str, int], z: int, tighten) -> None:
+    x = variable_index(c.plus, index)
+    y = z if c.minus is None else variable_index(c.minus, index)
+    hi, lo = integer_bounds(c.op, c.bound_us)
+    if hi is not None:
+        tighten(x, y, hi)  # x - y <= hi
+    if lo is not None:
+        tighten(y, x, -lo)  # y - x <= -lo
+
+
+def close(upper: np.ndarray) -> None:
+    """Floyd-Warshall in place; values are capped at UNBOUNDED so sums never overflow."""
+    n = upper.shape[0]
+    for m in range(n):
+        col, row = upper[:, m : m + 1], upper[m : m + 1, :]
+        via = np.where((col >= UNBOUNDED) | (row >= UNBOUNDED), UNBOUNDED, col + row)
+        np.minimum(upper, via, out=upper)

@@ -1,0 +1,322 @@
+"""The one edge schema every stream is read into, the Match record, and exact time.
+
+Every reader produces an Arrow table with this schema; nothing downstream knows where the
+data came from.
+
+=========  ==========  ========================================================
+column     type        meaning
+=========  ==========  ========================================================
+``t``      int64       start time of the edge, integer **microseconds**
+``src``    string      source vertex
+``dst``    string      destination vertex
+``dur``    int64       duration in microseconds (0 when the source has none)
+``seq``    int64       arrival order (0, 1, 2, ... in the order lines were read);
+                       breaks ties between equal ``t`` so stream order is total
+``label``  string      optional edge label
+...        any         free attribute columns (netflow fields, message type, ...)
+=========  ==========  ========================================================
+
+Why integers: with float seconds, ``t3 - t1 <= 10`` at a window boundary depends on
+rounding (``0.2 + 0.001 * 9800`` is not exactly ``10.0``), and two correct engines
+disagree. Readers convert seconds or dates exactly (through :class:`decimal.Decimal`);
+outputs show seconds again.
+
+*Stream order* is ``(t, seq)``: an edge is "after" another when its start time is later,
+or equal with a later arrival.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from dataclasses import dataclass, field
+from decimal import Decimal, InvalidOperation
+from fractions import Fraction
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+US_PER_SECOND = 1_000_000
+
+#: Columns every edge table has, in this order.
+CORE_FIELDS: tuple[pa.Field, ...] = (
+    pa.field("t", pa.int64(), nullable=False),
+    pa.field("src", pa.string(), nullable=False),
+    pa.field("dst", pa.string(), nullable=False),
+    pa.field("dur", pa.int64(), nullable=False),
+    pa.field("seq", pa.int64(), nullable=False),
+)
+CORE_NAMES: tuple[str, ...] = tuple(f.name for f in CORE_FIELDS)
+EDGE_SCHEMA = pa.schema(list(CORE_FIELDS))
+
+
+class TimeFormatError(ValueError):
+    """A time value that cannot be read exactly."""
+
+
+def seconds_to_us(value: str | int | float | Decimal) -> int:
+    """Convert seconds to integer microseconds, exactly, rounding half-even.
+
+    Strings are parsed as decimals, so ``"9.8399999999998347"`` becomes ``9839999``
+    microseconds... rounded to the nearest microsecond: ``9_840_000``. Floats are taken
+    through their shortest ``repr`` so ``0.1`` means one tenth, not the binary fraction.
+
+    >>> seconds_to_us("0.2")
+    200000
+    >>> seconds_to_us(1082040961)
+    1082040961000000
+    >>> seconds_to_us("nan")
+    Traceback (most recent call last):
+    ...
+    graphcep.events.TimeFormatError: time is not a finite number: 'nan'
+    """
+    if isinstance(value, bool):
+        raise TimeFormatError(f"time is not a number: {value!r}")
+    if isinstance(value, int):
+        return value * US_PER_SECOND
+    if isinstance(value, float):
+        if not math.isfinite(value):
+            raise TimeFormatError(f"time is not a finite number: {value!r}")
+        value = repr(value)
+    try:
+        dec = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise TimeFormatError(f"time is not a number: {value!r}") from None
+    if not dec.is_finite():
+        raise TimeFormatError(f"time is not a finite number: {value!r}")
+    us = (dec * US_PER_SECOND).to_integral_value()  # ROUND_HALF_EVEN by default
+    result = int(us)
+    if abs(result) >= 2**62:
+        raise TimeFormatError(f"time out of range: {value!r}")
+    return result
+
+
+def seconds_to_fraction_us(value: str | int | Decimal) -> Fraction:
+    """Convert a constant in seconds to an exact number of microseconds (may be fractional).
+
+    Used for query constants: ``t3 - t1 <= 10`` compares against exactly 10_000_000 us.
+    """
+    try:
+        dec = Decimal(str(value).strip())
+    except InvalidOperation:
+        raise TimeFormatError(f"not a number: {value!r}") from None
+    if not dec.is_finite():
+        raise TimeFormatError(f"not a finite number: {value!r}")
+    return Fraction(dec) * US_PER_SECOND
+
+
+def us_to_seconds(us: int) -> float:
+    """Microseconds to float seconds, for display only."""
+    return us / US_PER_SECOND
+
+
+def format_seconds(us: int) -> str:
+    """Microseconds as an exact decimal string of seconds, trailing zeros trimmed.
+
+    >>> format_seconds(9_840_000)
+    '9.84'
+    >>> format_seconds(-1)
+    '-0.000001'
+    """
+    sign = "-" if us < 0 else ""
+    whole, frac = divmod(abs(us), US_PER_SECOND)
+    if frac == 0:
+        return f"{sign}{whole}"
+    return f"{sign}{whole}.{frac:06d}".rstrip("0")
+
+
+def empty_edges(extra: pa.Schema | None = None) -> pa.Table:
+    """An empty edge table with the core columns (and ``extra`` ones)."""
+    schema = EDGE_SCHEMA if extra is None else pa.unify_schemas([EDGE_SCHEMA, extra])
+    return schema.empty_table()
+
+
+def normalize_edges(table: pa.Table) -> pa.Table:
+    """Cast and reorder a table to the edge schema: core columns first, then the rest.
+
+    Missing ``dur`` becomes 0 and missing ``seq`` becomes the row order.
+    """
+    n = table.num_rows
+    if "dur" not in table.column_names:
+        table = table.append_column("dur", pa.array([0] * n, pa.int64()))
+    if "seq" not in table.column_names:
+        table = table.append_column("seq", pa.array(range(n), pa.int64()))
+    for name in ("t", "src", "dst"):
+        if name not in table.column_names:
+            raise ValueError(f"edge table lacks the required column {name!r}")
+    columns = []
+    names = []
+    for f in CORE_FIELDS:
+        columns.append(table.column(f.name).cast(f.type))
+        names.append(f.name)
+    for name in table.column_names:
+        if name not in CORE_NAMES:
+            columns.append(table.column(name))
+            names.append(name)
+    return pa.table(columns, names=names)
+
+
+def sort_stream(table: pa.Table) -> pa.Table:
+    """Sort edges into stream order ``(t, seq)``."""
+    if table.num_rows == 0:
+        return table
+    return table.sort_by([("t", "ascending"), ("seq", "ascending")])
+
+
+@dataclass(frozen=True)
+class MatchedEdge:
+    """One stream edge inside a match."""
+
+    var: str  #: the query edge variable it binds (``e1``)
+    t: int  #: start time, microseconds
+    src: str
+    dst: str
+    dur: int = 0
+    seq: int = 0
+    attrs: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {
+            "var": self.var,
+            "t": format_seconds(self.t),
+            "src": self.src,
+            "dst": self.dst,
+            "dur": format_seconds(self.dur),
+            "seq": self.seq,
+        }
+        out.update(self.attrs)
+        return out
+
+
+@dataclass(frozen=True)
+class Match:
+    """A match record: what matched, with which stream edges, and when.
+
+    ``match_id`` is deterministic: a hash of the query name and the matched edges'
+    arrival sequence numbers in query-edge order (:func:`match_ids`), so the same match
+    found by any runtime, shard or restart has the same id (sinks can be idempotent).
+    """
+
+    query: str
+    bindings: tuple[tuple[str, str], ...]  #: (query vertex, stream vertex), sorted by name
+    edges: tuple[MatchedEdge, ...]  #: in query-edge order
+    first_t: int
+    last_t: int
+    match_id: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.match_id:
+            object.__setattr__(self, "match_id", make_match_id(self.query, self.edges))
+
+    @property
+    def key(self) -> tuple:
+        """Identity of the match for set comparisons: query and edge seqs in order."""
+        return (self.query, tuple(e.seq for e in self.edges))
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "query": self.query,
+            "match_id": self.match_id,
+            "first_t": format_seconds(self.first_t),
+            "last_t": format_seconds(self.last_t),
+            "bindings": dict(self.bindings),
+            "edges": [e.to_dict() for e in self.edges],
+        }
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), default=str)
+
+
+def _query_salt(query: str) -> np.uint64:
+    return np.uint64(int.from_bytes(hashlib.blake2b(query.encode(), digest_size=8).digest(), "little"))
+
+
+def match_ids(query: str, seqs: np.ndarray) -> np.ndarray:
+    """Deterministic ids for matches given their edges' ``seq`` values (rows, query order).
+
+    A 64-bit splitmix-style hash of the query name and the edges' arrival sequence numbers,
+    as 16 hex digits: the same match found by any runtime, shard or restart has the same id.
+    """
+    seqs = np.asarray(seqs, dtype=np.int64)
+    if seqs.ndim == 1:
+        seqs = seqs.reshape(1, -1)
+    with np.errstate(over="ignore"):
+        h = np.full(seqs.shape[0], _query_salt(query), dtype=np.uint64)
+        for col in range(seqs.shape[1]):
+            h = _mix64(h ^ (seqs[:, col].astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)))
+    return np.char.zfill(np.char.mod("%x", h.astype(np.uint64)), 16) if len(h) else np.empty(0, dtype="<U16")
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def make_match_id(query: str, edges: tuple[MatchedEdge, ...]) -> str:
+    return str(match_ids(query, np.array([[e.seq for e in edges]], dtype=np.int64))[0])
+
+
+#: Columnar form of matches (what sinks write and runtimes exchange).
+MATCHED_EDGE_TYPE = pa.struct(
+    [
+        pa.field("var", pa.string()),
+        pa.field("t", pa.int64()),
+        pa.field("src", pa.string()),
+        pa.field("dst", pa.string()),
+        pa.field("dur", pa.int64()),
+        pa.field("seq", pa.int64()),
+    ]
+)
+MATCH_SCHEMA = pa.schema(
+    [
+        pa.field("query", pa.string()),
+        pa.field("match_id", pa.string()),
+        pa.field("first_t", pa.int64()),
+        pa.field("last_t", pa.int64()),
+        pa.field("bindings", pa.map_(pa.string(), pa.string())),
+        pa.field("edges", pa.list_(MATCHED_EDGE_TYPE)),
+    ]
+)
+
+
+def matches_to_table(matches: list[Match]) -> pa.Table:
+    """Matches as an Arrow table with :data:`MATCH_SCHEMA` (attributes are dropped)."""
+    rows = {
+        "query": [m.query for m in matches],
+        "match_id": [m.match_id for m in matches],
+        "first_t": [m.first_t for m in matches],
+        "last_t": [m.last_t for m in matches],
+        "bindings": [list(m.bindings) for m in matches],
+        "edges": [
+            [
+                {"var": e.var, "t": e.t, "src": e.src, "dst": e.dst, "dur": e.dur, "seq": e.seq}
+                for e in m.edges
+            ]
+            for m in matches
+        ],
+    }
+    return pa.table(rows, schema=MATCH_SCHEMA)
+
+
+def table_to_matches(table: pa.Table) -> list[Match]:
+    """Inverse of :func:`matches_to_table`."""
+    out = []
+    for row in table.to_pylist():
+        edges = tuple(
+            MatchedEdge(e["var"], e["t"], e["src"], e["dst"], e["dur"], e["seq"])
+            for e in row["edges"]
+        )
+        out.append(
+            Match(
+                query=row["query"],
+                bindings=tuple(sorted(row["bindings"])),
+                edges=edges,
+                first_t=row["first_t"],
+                last_t=row["last_t"],
+                match_id=row["match_id"],
+            )
+        )
+    return out

@@ -1,0 +1,20 @@
+"""SAL (Streaming Analytics Language) front end: tokenizer, parser and errors.
+
+>>> from graphcep.lang import parse_query
+>>> parse_query("{ x1 e1 x2; x2 e2 x3; starttime(e1) < starttime(e2); }").edge_names
+('e1', 'e2')
+"""
+
+from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.sal import STREAM_FUNCTIONS, parse_file, parse_program, parse_query
+from graphcep.lang.tokens import Token, tokenize
+
+__all__ = [
+    "STREAM_FUNCTIONS",
+    "SalSyntaxError",
+    "Token",
+    "parse_file",
+    "parse_program",
+    "parse_query",
+    "tokenize",
+]

@@ -1,0 +1,232 @@
+"""Hand-written tokenizer for SAL.
+
+Token kinds
+-----------
+``IDENT``
+    ``[A-Za-z_][A-Za-z0-9_]*`` (ASCII). Keywords are identifiers too; the parser compares
+    them case-insensitively (:meth:`Token.is_keyword`).
+``NUMBER``
+    ``digits[.digits][(e|E)[+-]digits]``, kept as the exact source text (no float
+    rounding). A sign is a separate ``OP`` token. An exponent beyond +-100 is refused,
+    as is a number running straight into letters (``10s``).
+``STRING``
+    ``"..."`` on one line, with the escapes ``\\"`` ``\\\\`` ``\\n`` ``\\t`` ``\\r`` ``\\/``;
+    :attr:`Token.value` is the decoded text.
+``OP``
+    ``== != <= >= < > = + - ( ) { } , ; .`` (``.`` is always its own token:
+    ``e1.DestPort`` is ``IDENT OP IDENT``).
+``EOF``
+    End of input (always the last token).
+
+Whitespace separates tokens; ``//`` and ``#`` start comments to the end of the line and
+``/* ... */`` is a block comment. Lines and columns are 1-based; a tab counts as one
+column; lines end at ``\\n``.
+
+Examples
+--------
+>>> [t.value for t in tokenize('x1 e1 x2; // comment\\nstarttime(e1) >= 1.50')]
+['x1', 'e1', 'x2', ';', 'starttime', '(', 'e1', ')', '>=', '1.50', '']
+>>> tokenize('a\\n  "b"')[1].line, tokenize('a\\n  "b"')[1].column
+(2, 3)
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Literal
+
+from graphcep.lang.errors import SalSyntaxError
+
+__all__ = ["Token", "TokenKind", "tokenize", "OPERATORS", "MAX_EXPONENT"]
+
+TokenKind = Literal["IDENT", "NUMBER", "STRING", "OP", "EOF"]
+
+#: Operator and punctuation tokens, longest first.
+OPERATORS: tuple[str, ...] = (
+    "==", "!=", "<=", ">=", "<", ">", "=", "+", "-", "(", ")", "{", "}", ",", ";", ".",
+)  # fmt: skip
+
+#: Largest exponent magnitude accepted in a number literal (``1e100``).
+MAX_EXPONENT = 100
+
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?(?:[eE][+-]?[0-9]+)?")
+_EXPONENT = re.compile(r"[eE]([+-]?[0-9]+)$")
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]")
+_ESCAPES = {'"': '"', "\\": "\\", "n": "\n", "t": "\t", "r": "\r", "/": "/"}
+_SPACE = " \t\r\n\f\v"
+
+
+@dataclass(frozen=True, slots=True)
+class Token:
+    """One token: its kind, decoded value, source text and 1-based position."""
+
+    kind: TokenKind
+    value: str
+    text: str
+    line: int
+    column: int
+
+    def is_keyword(self, word: str) -> bool:
+        """True for an identifier spelling ``word`` in any letter case."""
+        return self.kind == "IDENT" and self.value.lower() == word
+
+    def is_op(self, *symbols: str) -> bool:
+        """True for an operator token among ``symbols``."""
+        return self.kind == "OP" and self.value in symbols
+
+    def describe(self) -> str:
+        """How the token is shown in an error message."""
+        if self.kind == "EOF":
+            return "end of input"
+        shown = self.text if len(self.text) <= 40 else self.text[:37] + "..."
+        if self.kind == "STRING":
+            return f"string {shown}"
+        return f"'{shown}'"
+
+
+class _Scanner:
+    """Position bookkeeping over the source text."""
+
+    def __init__(self, text: str, source: str) -> None:
+        self.text = text
+        self.source = source
+        self.pos = 0
+        self.line = 1
+        self.line_start = 0
+        self.tokens: list[Token] = []
+
+    @property
+    def column(self) -> int:
+        return self.pos - self.line_start + 1
+
+    def error(self, expected: str, found: str, message: str, line: int, column: int) -> None:
+        raise SalSyntaxError(expected, found, line, column, self.source, self.text, message)
+
+    def advance(self, n: int) -> None:
+        """Move ``n`` characters on, counting newlines."""
+        end = self.pos + n
+        nl = self.text.rfind("\n", self.pos, end)
+        if nl >= 0:
+            self.line += self.text.count("\n", self.pos, end)
+            self.line_start = nl + 1
+        self.pos = end
+
+    def emit(self, kind: TokenKind, value: str, length: int) -> None:
+        text = self.text[self.pos : self.pos + length]
+        self.tokens.append(Token(kind, value, text, self.line, self.column))
+        self.advance(length)
+
+
+def _skip_space_and_comments(sc: _Scanner) -> None:
+    text = sc.text
+    while sc.pos < len(text):
+        ch = text[sc.pos]
+        if ch in _SPACE:
+            sc.advance(1)
+        elif ch == "#" or text.startswith("//", sc.pos):
+            nl = text.find("\n", sc.pos)
+            sc.advance((len(text) if nl < 0 else nl) - sc.pos)
+        elif text.startswith("/*", sc.pos):
+            end = text.find("*/", sc.pos + 2)
+            if end < 0:
+                sc.error(
+                    "'*/'", "end of input", "unterminated block comment '/*'", sc.line, sc.column
+                )
+            sc.advance(end + 2 - sc.pos)
+        else:
+            return
+
+
+def _scan_number(sc: _Scanner) -> None:
+    m = _NUMBER.match(sc.text, sc.pos)
+    assert m is not None
+    end = m.end()
+    if end < len(sc.text) and _WORD_CHAR.match(sc.text, end):
+        bad = _IDENT.match(sc.text, end)
+        tail = bad.group() if bad else sc.text[end]
+        word = m.group() + tail
+        sc.error(
+            "a number", f"'{word}'", f"malformed number '{word}' (no units; times are seconds)",
+            sc.line, sc.column,
+        )  # fmt: skip
+    exp = _EXPONENT.search(m.group())
+    if exp and abs(int(exp.group(1))) > MAX_EXPONENT:
+        sc.error(
+            f"an exponent between -{MAX_EXPONENT} and {MAX_EXPONENT}", f"'{m.group()}'",
+            f"number '{m.group()}' is out of range", sc.line, sc.column,
+        )  # fmt: skip
+    sc.emit("NUMBER", m.group(), len(m.group()))
+
+
+def _scan_string(sc: _Scanner) -> None:
+    text, i = sc.text, sc.pos + 1
+    out: list[str] = []
+    while i < len(text) and text[i] not in '"\n':
+        if text[i] != "\\":
+            out.append(text[i])
+            i += 1
+            continue
+        nxt = text[i + 1] if i + 1 < len(text) else ""
+        if nxt not in _ESCAPES:
+            col = sc.column + (i - sc.pos)
+            shown = repr("\\" + nxt) if nxt else "'\\' at end of input"
+            msg = f"unknown escape {shown} in string (use \\\\ for a backslash)"
+            sc.error('an escape (\\" \\\\ \\n \\t \\r \\/)', shown, msg, sc.line, col)
+        out.append(_ESCAPES[nxt])
+        i += 2
+    if i >= len(text) or text[i] != '"':
+        sc.error(
+            "'\"' closing the string", "end of line", "unterminated string", sc.line, sc.column
+        )
+    sc.emit("STRING", "".join(out), i + 1 - sc.pos)
+
+
+def _scan_operator(sc: _Scanner) -> None:
+    for op in OPERATORS:
+        if sc.text.startswith(op, sc.pos):
+            sc.emit("OP", op, len(op))
+            return
+    ch = sc.text[sc.pos]
+    hint = "; strings use double quotes" if ch == "'" else ""
+    sc.error("a token", repr(ch), f"unexpected character {ch!r}{hint}", sc.line, sc.column)
+
+
+def tokenize(text: str, source: str = "<query>") -> list[Token]:
+    """Split SAL text into tokens, ending with one ``EOF`` token.
+
+    Parameters
+    ----------
+    text : str
+        SAL source.
+    source : str
+        Name used in error messages.
+
+    Returns
+    -------
+    list of Token
+
+    Raises
+    ------
+    SalSyntaxError
+        On an unexpected character, an unterminated string or block comment, a bad
+        escape or a malformed number.
+    """
+    sc = _Scanner(text, source)
+    while True:
+        _skip_space_and_comments(sc)
+        if sc.pos >= len(text):
+            sc.tokens.append(Token("EOF", "", "", sc.line, sc.column))
+            return sc.tokens
+        ch = text[sc.pos]
+        if ch.isascii() and (ch.isalpha() or ch == "_"):
+            m = _IDENT.match(text, sc.pos)
+            assert m is not None
+            sc.emit("IDENT", m.group(), len(m.group()))
+        elif ch.isascii() and ch.isdigit():
+            _scan_number(sc)
+        elif ch == '"':
+            _scan_string(sc)
+        else:
+            _scan_operator(sc)
