@@ -234,7 +234,11 @@ def check_key_bound(feature: str, held: int, max_keys: int) -> None:
 
 
 def check_max_keys(feature: str, max_keys: Any) -> int:
-    if isinstance(max_keys, bool) or not isinstance(max_keys, int) or not 1 <= max_keys <= MAX_SLOTS:
+    if (
+        isinstance(max_keys, bool)
+        or not isinstance(max_keys, int)
+        or not 1 <= max_keys <= MAX_SLOTS
+    ):
         raise FeatureDefinitionError(
             f"feature {feature}: max_keys must be an integer in [1, {MAX_SLOTS}], got {max_keys!r}"
         )
@@ -342,7 +346,12 @@ class NumericHistory:
         self._sorted: tuple[np.ndarray, np.ndarray] | None = None
 
     def record(
-        self, kept_from: int, pos: np.ndarray, slots: np.ndarray, before: np.ndarray, after: np.ndarray
+        self,
+        kept_from: int,
+        pos: np.ndarray,
+        slots: np.ndarray,
+        before: np.ndarray,
+        after: np.ndarray,
     ) -> None:
         self.kept_from = kept_from
         self.pos, self.slots, self.before, self.after = pos, slots, before, after
@@ -475,6 +484,14 @@ class KeyedNumericFeature:
         if not isinstance(obj, cls):
             raise FeatureInputError(f"snapshot holds a {type(obj).__name__}, not a {cls.__name__}")
         return obj
+
+    def _after(self, slots: np.ndarray, before: np.ndarray) -> np.ndarray:
+        # An item's "after" is the next same-key item's "before", or the key's current value.
+        after = self._current[slots]
+        order = np.argsort(slots, kind="stable")
+        same = slots[order][1:] == slots[order][:-1]
+        after[order[:-1][same]] = before[order[1:][same]]
+        return after
 
     # Subclass hooks ---------------------------------------------------------------
 

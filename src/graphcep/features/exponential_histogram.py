@@ -267,11 +267,11 @@ class SlidingStat(KeyedNumericFeature):
             )
         if self._dtype is None:
             self._dtype = np.dtype(np.int64 if values.dtype.kind in "biu" else np.float64)
-        if self._dtype == np.int64 and values.dtype.kind == "f":
-            if not (values == np.floor(values)).all():
-                raise FeatureInputError(
-                    f"feature {self.name}: got fractional values after integer ones"
-                )
+        fractional = values.dtype.kind == "f" and not (values == np.floor(values)).all()
+        if self._dtype == np.int64 and fractional:
+            raise FeatureInputError(
+                f"feature {self.name}: got fractional values after integer ones"
+            )
         return values.astype(self._dtype, copy=False)
 
     def _grow(self, n_slots: int) -> None:
@@ -310,14 +310,6 @@ class SlidingStat(KeyedNumericFeature):
             self._pool.off, data1, data2, self._current, before,
         )  # fmt: skip
         return before, self._after(slots, before)
-
-    def _after(self, slots: np.ndarray, before: np.ndarray) -> np.ndarray:
-        # An item's "after" is the next same-key item's "before", or the key's current value.
-        after = self._current[slots].copy()
-        order = np.argsort(slots, kind="stable")
-        same = slots[order][1:] == slots[order][:-1]
-        after[order[:-1][same]] = before[order[1:][same]]
-        return after
 
     def _consume_eh(self, slots: np.ndarray, values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         before = np.empty(len(slots))

@@ -83,7 +83,9 @@ class TopK:
     name
         SAL feature name, used in messages.
     max_keys
-        Most distinct values a window may hold before :class:`FeatureStateError`.
+        Most distinct values a window may hold; checked at each refresh, raising
+        :class:`FeatureStateError` (the window already holds at most ``window`` values, so
+        this only bites when ``max_keys < window``; the feature is spent after the error).
 
     Notes
     -----

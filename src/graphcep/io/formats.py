@@ -241,8 +241,9 @@ class ReaderOptions:
     ----------
     time_unit
         Unit of plain numbers in the time (and duration) column: ``"s"``, ``"ms"`` or
-        ``"us"``. ``None`` = seconds (for Parquet: the file's ``graphcep.time_unit``
-        metadata, else seconds).
+        ``"us"``. ``None`` = seconds, except for Parquet/Arrow input, where integer
+        columns named ``t``/``dur`` are microseconds and a file's
+        ``graphcep.time_unit`` metadata is honoured.
     time_format
         ``"number"``, ``"iso"`` (ISO-8601 date-time, UTC when no zone) or ``"auto"``.
     delimiter
@@ -622,7 +623,7 @@ def _decode(lines: pa.Array, max_line_bytes: int, rejects: _Rejects) -> pa.Array
                 raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 where = exc.start
-            rejects.add(np.array([row]), f"invalid UTF-8 at byte {where + 1}")
+            rejects.add(np.array([row]), f"invalid UTF-8 (at byte {where + 1})")
             rejects.texts[row] = raw[: REJECT_TEXT_CHARS * 4].decode("utf-8", "backslashreplace")
             bad[row] = True
     if bad.any():
@@ -917,8 +918,8 @@ def _first_line_is_header(fields: list[str], options: ReaderOptions) -> bool:
     if any(isinstance(v, str) for v in mapping.values()):
         return True
     t_index = mapping.get("t", 2)
-    if not isinstance(t_index, int) or t_index >= len(fields):
-        return True
+    if t_index >= len(fields):
+        return False  # too short to name the columns: a malformed data line, not a header
     return not _looks_like_time(fields[t_index], options)
 
 
@@ -1094,7 +1095,7 @@ def _netflow5_times(columns: dict[str, pa.Array], rows: np.ndarray, rejects: _Re
         no = [f[0] for f in NETFLOW5_FIELDS].index(name) + 1
         rejects.add(
             rows[bad],
-            [f"field {no} ({name}): out of range [0, {limit}): {get[name][b]}" for b in bad],
+            [f"field {no} ({name}): out of range: {values[b]} not in [0, {limit})" for b in bad],
         )
         get[name] = np.where((values < 0) | (values >= limit), 0, values)
     since_first_ms = (get["sysuptime"] - get["First"]) % _U32
@@ -1373,7 +1374,10 @@ def parse_table(
     Core columns come from ``options.columns``, else the schema names, else a
     format-native alias (``TimeSeconds``, ``SourceIp`` ...). The time column may be an
     integer in ``options.time_unit``, a float or decimal of that unit (exact through its
-    shortest decimal text), a string (number or ISO-8601), a timestamp or a date. An
+    shortest decimal text), a string (number or ISO-8601), a timestamp or a date. With
+    ``options.time_unit=None``, integer columns named exactly ``t``/``dur`` are taken as
+    microseconds (a table already in the edge schema, as :func:`write_parquet
+    <graphcep.io.generator.write_parquet>` writes it) and other numbers as seconds. An
     existing integer ``seq`` column is kept; otherwise ``seq`` is the 1-based row number
     (plus ``row_offset``). Rejected rows report that row number as ``line``.
     """
@@ -1392,7 +1396,10 @@ def parse_table(
         if names[core] is None:
             columns[core] = pa.array(np.zeros(n, np.int64))
             continue
-        values, errors = column_to_us(table.column(names[core]), options)
+        column = table.column(names[core])
+        values, errors = column_to_us(
+            column, options, _table_unit(core, names[core], column, options)
+        )
         if core == "dur":
             for row in np.flatnonzero(values < 0):
                 errors.setdefault(int(row), "negative duration")
@@ -1415,6 +1422,14 @@ def parse_table(
     for row in rejects.reasons:
         rejects.texts[row] = _row_text(table, row)
     return edges, rejects.table(pa.nulls(n, pa.string()), row_numbers)
+
+
+def _table_unit(core: str, name: str, column: pa.ChunkedArray, options: ReaderOptions) -> str:
+    """Unit of a numeric time column: an integer column already named ``t``/``dur`` is in
+    the edge schema, so microseconds; anything else follows ``options.time_unit``."""
+    if options.time_unit is None and name == core and pa.types.is_integer(column.type):
+        return "us"
+    return options.time_unit or "s"
 
 
 def _table_seq(table: pa.Table, n: int, row_offset: int) -> np.ndarray:

@@ -17,8 +17,8 @@ Decisions
 * The ``vast`` ``Label`` column is dropped when no line of the whole read had one.
 * Format guessing (``fmt=None``): ``.parquet`` -> parquet, ``.jsonl``/``.ndjson`` -> jsonl,
   ``.tsv`` -> tsv, ``.csv`` -> csv unless its first data line has 19 or 20
-  comma-separated fields (then vast), anything else -> snap. A ``.gz`` suffix is looked
-  through (``x.csv.gz`` is csv).
+  comma-separated fields or is a VAST header (then vast), anything else -> snap. A
+  ``.gz`` suffix is looked through (``x.csv.gz`` is csv).
 """
 
 from __future__ import annotations
@@ -132,7 +132,11 @@ def _looks_like_vast(path: Path) -> bool:
     except OSError:
         return False
     data = [ln for ln in head if ln.strip()]
-    return bool(data) and len(data[0].split(",")) in (19, 20)
+    if not data:
+        return False
+    fields = data[0].split(",")
+    named = any(f.strip().lower() == "timeseconds" for f in fields[:2])
+    return named or len(fields) in (19, 20)
 
 
 def _split_block(body: bytes, first_line: int) -> tuple[pa.Array, np.ndarray]:

@@ -1,0 +1,334 @@
+"""Write match tables (:data:`graphcep.events.MATCH_SCHEMA`) to the console, JSONL or Parquet.
+
+Every sink has ``write(table, batch_id=None)``, ``close()`` and works as a context
+manager. :func:`make_sink` picks one from a target string.
+
+Decisions
+---------
+* **Console**: one block per match, times in seconds (exact, via
+  :func:`graphcep.events.format_seconds`)::
+
+      match 1  query=triangle  id=5c1f...  12.5s .. 14s
+        bindings: x1=node3 x2=node9 x3=node4
+        e1: node3 -> node9 @ 12.5s
+        ...
+
+  ``limit`` caps how many are printed; :meth:`ConsoleSink.close` reports the rest.
+* **JSONL**: one object per match with the keys of
+  :meth:`graphcep.events.Match.to_dict`. Times (``first_t``, ``last_t``, edge ``t`` and
+  ``dur``) are JSON *numbers of seconds* written with exactly the microsecond digits
+  (``1312964022.93089``), not strings and not float-printed: ``json.loads(...,
+  parse_float=decimal.Decimal)`` gets them back exactly; plain ``float`` readers lose at
+  most the sub-microsecond rounding of float64.
+* **Parquet**: the Arrow table as is: nested ``bindings`` map and ``edges`` list of
+  structs, times int64 microseconds. The file carries ``graphcep.time_unit = us`` in its
+  schema metadata.
+* **Directories and exactly-once**: a JSONL or Parquet target that is a directory (an
+  existing one, or a path ending in ``/``) gets one ``part-<batch_id>.jsonl|parquet`` file
+  per ``write``, written to a temporary name and renamed into place, so rewriting the
+  same ``batch_id`` (a retried micro-batch) replaces the file instead of duplicating
+  matches. ``batch_id=None`` takes the next number after the parts already there. A
+  single-file sink appends; there a repeated ``batch_id`` is ignored (idempotent within
+  one sink object).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, TextIO
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+
+from graphcep.events import MATCH_SCHEMA, format_seconds
+
+_PART = re.compile(r"^part-(\d+)\.")
+_SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
+_PARQUET_METADATA = {b"graphcep.time_unit": b"us"}
+
+
+def _rows(table: pa.Table) -> list[dict[str, Any]]:
+    if table.schema != MATCH_SCHEMA:
+        table = table.select(MATCH_SCHEMA.names).cast(MATCH_SCHEMA)
+    return table.to_pylist()
+
+
+def _bindings(value: Any) -> list[tuple[str, str]]:
+    """Arrow maps come back as lists of pairs; accept dicts too."""
+    if isinstance(value, dict):
+        return sorted(value.items())
+    return sorted((k, v) for k, v in value or [])
+
+
+class Sink:
+    """Base class: context management and the ``write``/``close`` protocol."""
+
+    def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        """Flush and release resources (idempotent)."""
+
+    def __enter__(self) -> Sink:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+class ConsoleSink(Sink):
+    """Human-readable matches on a text stream.
+
+    Parameters
+    ----------
+    stream
+        Where to print (standard output by default).
+    limit
+        Print at most this many matches; the others are counted and reported on close.
+    """
+
+    def __init__(self, stream: TextIO | None = None, limit: int | None = None) -> None:
+        self.stream = stream if stream is not None else sys.stdout
+        self.limit = limit
+        self.printed = 0
+        self.total = 0
+        self._closed = False
+
+    def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
+        """Print the matches of ``table`` (``batch_id`` is ignored)."""
+        for row in _rows(table):
+            self.total += 1
+            if self.limit is not None and self.printed >= self.limit:
+                continue
+            self.printed += 1
+            self.stream.write(format_match(row, self.printed))
+        self.stream.flush()
+
+    def close(self) -> None:
+        """Report matches not printed because of ``limit``."""
+        if self._closed:
+            return
+        self._closed = True
+        hidden = self.total - self.printed
+        if hidden:
+            self.stream.write(f"... and {hidden} more matches not shown ({self.total} in all)\n")
+            self.stream.flush()
+
+
+def format_match(row: dict[str, Any], number: int) -> str:
+    """One match row (a :data:`MATCH_SCHEMA` dict) as a text block."""
+    first, last = format_seconds(row["first_t"]), format_seconds(row["last_t"])
+    lines = [f"match {number}  query={row['query']}  id={row['match_id']}  {first}s .. {last}s"]
+    pairs = " ".join(f"{k}={v}" for k, v in _bindings(row["bindings"]))
+    lines.append(f"  bindings: {pairs}")
+    for edge in row["edges"] or []:
+        lines.append(
+            f"  {edge['var']}: {edge['src']} -> {edge['dst']} @ {format_seconds(edge['t'])}s"
+        )
+    return "\n".join(lines) + "\n"
+
+
+def match_to_json(row: dict[str, Any]) -> str:
+    """One match row as a JSON object with exact decimal seconds as numbers."""
+    edges = ",".join(
+        "{"
+        f'"var":{json.dumps(e["var"])},"t":{format_seconds(e["t"])},'
+        f'"src":{json.dumps(e["src"])},"dst":{json.dumps(e["dst"])},'
+        f'"dur":{format_seconds(e["dur"])},"seq":{int(e["seq"])}'
+        "}"
+        for e in row["edges"] or []
+    )
+    bindings = json.dumps(dict(_bindings(row["bindings"])))
+    return (
+        f'{{"query":{json.dumps(row["query"])},"match_id":{json.dumps(row["match_id"])},'
+        f'"first_t":{format_seconds(row["first_t"])},"last_t":{format_seconds(row["last_t"])},'
+        f'"bindings":{bindings},"edges":[{edges}]}}'
+    )
+
+
+def _is_directory_target(path: str | os.PathLike, directory: bool | None) -> bool:
+    if directory is not None:
+        return directory
+    # Path() drops a trailing slash, so look at the text as given.
+    return Path(path).is_dir() or os.fspath(path).endswith(("/", os.sep))
+
+
+def _part_name(batch_id: int | str, suffix: str) -> str:
+    if isinstance(batch_id, int):
+        return f"part-{batch_id:08d}{suffix}"
+    if not _SAFE_ID.match(str(batch_id)):
+        raise ValueError(f"batch_id {batch_id!r} is not a safe file name part")
+    return f"part-{batch_id}{suffix}"
+
+
+def _next_part(directory: Path) -> int:
+    numbers = [int(m.group(1)) for p in directory.iterdir() if (m := _PART.match(p.name))]
+    return max(numbers) + 1 if numbers else 0
+
+
+def _replace_atomically(target: Path, write) -> None:
+    """Write through a temporary file in the same directory, then rename over ``target``."""
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
+    os.close(fd)
+    try:
+        write(tmp)
+        os.replace(tmp, target)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+class _FileSink(Sink):
+    """Shared logic of the JSONL and Parquet sinks: single file or part directory."""
+
+    suffix = ""
+
+    def __init__(self, path: str | os.PathLike, directory: bool | None = None) -> None:
+        self.path = Path(path)
+        self.directory = _is_directory_target(path, directory)
+        self.rows_written = 0
+        self._seen: set[int | str] = set()
+        self._closed = False
+        if self.directory:
+            self.path.mkdir(parents=True, exist_ok=True)
+        else:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+
+    def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
+        """Write a match table (see module docstring for ``batch_id``)."""
+        if self._closed:
+            raise ValueError("sink is closed")
+        table = table.select(MATCH_SCHEMA.names).cast(MATCH_SCHEMA)
+        if self.directory:
+            part_id = _next_part(self.path) if batch_id is None else batch_id
+            target = self.path / _part_name(part_id, self.suffix)
+            _replace_atomically(target, lambda tmp: self._write_part(table, tmp))
+        elif batch_id is None or batch_id not in self._seen:
+            self._append(table)
+        else:
+            return
+        if batch_id is not None:
+            self._seen.add(batch_id)
+        self.rows_written += table.num_rows
+
+    def _write_part(self, table: pa.Table, path: str) -> None:
+        raise NotImplementedError
+
+    def _append(self, table: pa.Table) -> None:
+        raise NotImplementedError
+
+
+class JsonlSink(_FileSink):
+    """Matches as JSON lines (one object per match); see module docstring."""
+
+    suffix = ".jsonl"
+
+    def __init__(self, path: str | os.PathLike, directory: bool | None = None) -> None:
+        super().__init__(path, directory)
+        self._out: TextIO | None = None
+
+    def _write_part(self, table: pa.Table, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as out:
+            for row in _rows(table):
+                out.write(match_to_json(row) + "\n")
+
+    def _append(self, table: pa.Table) -> None:
+        if self._out is None:
+            self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 -- held open
+        for row in _rows(table):
+            self._out.write(match_to_json(row) + "\n")
+        self._out.flush()
+
+    def close(self) -> None:
+        """Close the file (an empty file is created when nothing was written)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self.directory and self._out is None:
+            self.path.touch()
+        if self._out is not None:
+            self._out.close()
+
+
+class ParquetSink(_FileSink):
+    """Matches as Parquet with the nested :data:`MATCH_SCHEMA`; times int64 microseconds."""
+
+    suffix = ".parquet"
+
+    def __init__(self, path: str | os.PathLike, directory: bool | None = None) -> None:
+        super().__init__(path, directory)
+        self._writer: pq.ParquetWriter | None = None
+        self._schema = MATCH_SCHEMA.with_metadata(_PARQUET_METADATA)
+
+    def _write_part(self, table: pa.Table, path: str) -> None:
+        pq.write_table(table.replace_schema_metadata(_PARQUET_METADATA), path)
+
+    def _append(self, table: pa.Table) -> None:
+        if self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, self._schema)
+        self._writer.write_table(table.replace_schema_metadata(_PARQUET_METADATA))
+
+    def close(self) -> None:
+        """Finish the file (a valid empty file when nothing was written)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self.directory and self._writer is None:
+            self._writer = pq.ParquetWriter(self.path, self._schema)
+        if self._writer is not None:
+            self._writer.close()
+
+
+_SINK_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
+
+
+def make_sink(
+    target: str | os.PathLike | None,
+    fmt: str | None = None,
+    limit: int | None = None,
+    directory: bool | None = None,
+) -> Sink:
+    """A sink for ``target``.
+
+    Parameters
+    ----------
+    target
+        ``None`` or ``"-"`` for the console; otherwise a file or directory path.
+    fmt
+        ``"console"``, ``"jsonl"`` or ``"parquet"``; ``None`` = from the suffix of the
+        path (``.jsonl``/``.ndjson``/``.json``, ``.parquet``; a trailing ``/`` is ignored).
+    limit
+        Console only: how many matches to print.
+    directory
+        Force directory (part files) or single-file mode; ``None`` = directory when the
+        path exists as one or ends with ``/``.
+    """
+    if target is None or str(target) == "-" or fmt == "console":
+        return ConsoleSink(limit=limit)
+    path = Path(target)
+    kind = fmt or _SINK_SUFFIXES.get(path.suffix.lower())
+    if kind is None:
+        raise ValueError(f"cannot tell the sink format of {str(target)!r}; give fmt")
+    if directory is None and str(target).endswith(("/", os.sep)):
+        directory = True
+    if kind == "jsonl":
+        return JsonlSink(path, directory)
+    if kind == "parquet":
+        return ParquetSink(path, directory)
+    raise ValueError(f"unknown sink format {kind!r}; use console, jsonl or parquet")
+
+
+__all__ = [
+    "ConsoleSink",
+    "JsonlSink",
+    "ParquetSink",
+    "Sink",
+    "format_match",
+    "make_sink",
+    "match_to_json",
+]

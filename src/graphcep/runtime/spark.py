@@ -1,0 +1,324 @@
+"""Spark runtime: read edge files with Spark, replay time shards of them in parallel tasks.
+
+**Exact time-sharded replay.** Event time is cut into shards of length
+``L >= extent`` (the query's largest start-time gap). Each edge belongs to the shard
+holding its start time and is *also* copied into the next shard when it lies within one
+extent of that shard's start, because a match completed there may still use it. A Spark
+task replays its shard in stream order with the in-process runtime
+(:func:`graphcep.runtime.local.replay`): copied edges only warm the engine up, and since a
+push reports exactly the matches whose last edge it delivers, a match is reported by the
+shard that holds its last edge -- exactly once, with no deduplication step.
+
+**Reading.** ``spark.read.text`` gives the lines; line numbers (which become ``seq`` and
+the reject line numbers) are recovered exactly by counting lines per file block in the
+JVM and numbering them in a ``mapInArrow`` pass, which also parses them with the same
+vectorized parser the local reader uses. Parquet inputs are read by the local reader
+(their row numbers become ``seq``) and handed to Spark as Arrow.
+Spark decodes text as UTF-8 with replacement characters, so lines holding U+FFFD are
+rejected as "invalid UTF-8" (the local reader rejects the undecodable bytes themselves).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from collections.abc import Iterator
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from graphcep.engines.subgraph_plan import compile_query
+from graphcep.events import MATCH_SCHEMA, normalize_edges, sort_stream
+from graphcep.io.formats import ReaderOptions, edge_schema, parse_lines, prepare_options
+from graphcep.io.readers import expand_paths, guess_format
+from graphcep.patterns.program import Program
+from graphcep.patterns.subgraph import SubgraphQuery
+from graphcep.runtime.job import Job
+from graphcep.runtime.local import RunStats, make_engine, replay
+
+MATCH_DDL = (
+    "query string, match_id string, first_t long, last_t long, "
+    "bindings map<string,string>, "
+    "edges array<struct<var:string,t:long,src:string,dst:string,dur:long,seq:long>>"
+)
+REPLACEMENT_CHAR = "\ufffd"
+
+
+class JavaMissingError(RuntimeError):
+    pass
+
+
+def check_java() -> None:
+    """Fail with one clear line when no Java runtime is available for Spark."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and Path(java_home, "bin", "java").exists():
+        return
+    if shutil.which("java"):
+        return
+    raise JavaMissingError(
+        "Spark needs Java 17 or newer and none was found: install it (e.g. "
+        "'apt-get install openjdk-17-jre-headless') or set JAVA_HOME; "
+        "'--engine local' runs without Spark."
+    )
+
+
+def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_partitions: int | None = None):
+    """The shared SparkSession: UI off, Arrow on, few shuffle partitions by default."""
+    check_java()
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    # Python workers must run the interpreter graphcep is installed in, not "python3"
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    cores = os.cpu_count() or 2
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, cores)))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
+        .config("spark.driver.memory", os.environ.get("GRAPHCEP_DRIVER_MEMORY", "4g"))
+        .config("spark.sql.session.timeZone", "UTC")
+    )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+# -- reading ----------------------------------------------------------------------------
+
+
+def _reject_fields() -> list[pa.Field]:
+    return [
+        pa.field("_reject_line", pa.int64()),
+        pa.field("_reject_reason", pa.string()),
+        pa.field("_reject_text", pa.string()),
+        pa.field("_reject_file", pa.string()),
+    ]
+
+
+def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOptions | None = None):
+    """Read edge files with Spark: ``(edges_df, rejects_df, lines_read)``.
+
+    ``edges_df`` has the edge schema; ``rejects_df`` has ``file, line, reason, text``.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    files = expand_paths(paths)
+    fmt = fmt or guess_format(files[0])
+    options = options or ReaderOptions()
+    if fmt == "parquet":
+        return _read_parquet_spark(spark, files, options)
+    head = _head_lines(files[0])
+    options = prepare_options(fmt, head, options)
+    schema = edge_schema(fmt, options)
+    if schema is None:  # jsonl: attribute columns depend on the data; learn them from a sample
+        sample, _ = parse_lines(pa.array(head), np.arange(1, len(head) + 1), fmt, options)
+        schema = sample.schema
+    uris = [f.resolve().as_uri() for f in files]
+    lines = spark.read.text([str(f) for f in files]).select(
+        "value",
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("block"),
+    )
+    blocks = lines.groupBy("file", "block").count().collect()
+    first_line = _first_lines(blocks)
+    file_index = {_norm_uri(u): i for i, u in enumerate(uris)}
+    out_schema = pa.schema(list(schema) + _reject_fields())
+
+    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        counters: dict[tuple[str, int], int] = {}
+        for rb in batches:
+            table = pa.Table.from_batches([rb])
+            for (file, block), part in _split_by_block(table):
+                start = counters.get((file, block), first_line[(file, block)])
+                n = part.num_rows
+                counters[(file, block)] = start + n
+                numbers = np.arange(start, start + n, dtype=np.int64)
+                yield from _parse_part(part.column("value"), numbers, fmt, options, out_schema,
+                                       file, file_index.get(_norm_uri(file), 0))
+
+    parsed = lines.mapInArrow(parse, from_arrow_schema(out_schema)).cache()
+    edge_cols = [f.name for f in schema]
+    edges_df = parsed.where(F.col("_reject_line").isNull()).select(*edge_cols)
+    rejects_df = parsed.where(F.col("_reject_line").isNotNull()).select(
+        F.col("_reject_file").alias("file"),
+        F.col("_reject_line").alias("line"),
+        F.col("_reject_reason").alias("reason"),
+        F.col("_reject_text").alias("text"),
+    )
+    lines_read = sum(r["count"] for r in blocks)
+    return edges_df, rejects_df, lines_read
+
+
+def _norm_uri(uri: str) -> str:
+    return uri.replace("file:///", "file:/")
+
+
+def _head_lines(path: Path, count: int = 50) -> list[str]:
+    import gzip
+
+    with open(path, "rb") as fh:
+        magic = fh.read(2)
+    opener = gzip.open if magic == b"\x1f\x8b" else open
+    out = []
+    with opener(path, "rb") as fh:
+        for raw in fh:
+            out.append(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
+            if len(out) >= count:
+                break
+    return out
+
+
+def _first_lines(blocks) -> dict[tuple[str, int], int]:
+    """1-based number of the first line of every (file, block), from per-block counts."""
+    by_file: dict[str, list[tuple[int, int]]] = {}
+    for r in blocks:
+        by_file.setdefault(r["file"], []).append((r["block"], r["count"]))
+    first: dict[tuple[str, int], int] = {}
+    for file, parts in by_file.items():
+        line = 1
+        for block, count in sorted(parts):
+            first[(file, block)] = line
+            line += count
+    return first
+
+
+def _split_by_block(table: pa.Table):
+    """Consecutive runs of rows from the same (file, block), in row order."""
+    files = table.column("file").to_pylist()
+    blocks = table.column("block").to_numpy()
+    start = 0
+    n = table.num_rows
+    for i in range(1, n + 1):
+        if i == n or files[i] != files[start] or blocks[i] != blocks[start]:
+            yield (files[start], int(blocks[start])), table.slice(start, i - start)
+            start = i
+
+
+def _parse_part(values, numbers, fmt, options, out_schema, file, findex) -> Iterator[pa.RecordBatch]:
+    text = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    bad_utf8 = pc.match_substring(text, REPLACEMENT_CHAR).to_numpy(zero_copy_only=False)
+    bad_utf8 = np.asarray(bad_utf8, dtype=bool) if len(text) else np.zeros(0, bool)
+    edges, rejects = parse_lines(text.filter(pa.array(~bad_utf8)), numbers[~bad_utf8], fmt, options)
+    if findex:
+        edges = edges.set_column(
+            edges.schema.get_field_index("seq"), "seq",
+            pc.add(edges.column("seq"), pa.scalar(findex << 40, pa.int64())))
+    n_bad = int(bad_utf8.sum())
+    reject_lines = np.concatenate([rejects.column("line").to_numpy(), numbers[bad_utf8]])
+    reasons = rejects.column("reason").to_pylist() + ["invalid UTF-8"] * n_bad
+    texts = rejects.column("text").to_pylist() + [s[:200] for s in text.filter(pa.array(bad_utf8)).to_pylist()]
+    if edges.num_rows:
+        cols = {f.name: edges.column(f.name) if f.name in edges.column_names else pa.nulls(edges.num_rows, f.type)
+                for f in out_schema if not f.name.startswith("_reject")}
+        for f in _reject_fields():
+            cols[f.name] = pa.nulls(edges.num_rows, f.type)
+        yield from pa.table(cols, schema=out_schema).to_batches()
+    if len(reject_lines):
+        m = len(reject_lines)
+        cols = {f.name: pa.nulls(m, f.type) for f in out_schema if not f.name.startswith("_reject")}
+        cols["_reject_line"] = pa.array(reject_lines, pa.int64())
+        cols["_reject_reason"] = pa.array(reasons, pa.string())
+        cols["_reject_text"] = pa.array(texts, pa.string())
+        cols["_reject_file"] = pa.array([file] * m, pa.string())
+        yield from pa.table(cols, schema=out_schema).to_batches()
+
+
+def _read_parquet_spark(spark, files, options: ReaderOptions):
+    """Parquet is read by the local reader (row numbers must be global to become ``seq``)
+    and handed to Spark as an Arrow table."""
+    from graphcep.io.readers import read_edges
+
+    result = read_edges(files, "parquet", options)
+    edges_df = spark.createDataFrame(result.edges)
+    rejects_df = spark.createDataFrame(result.rejects) if result.rejects.num_rows else (
+        spark.createDataFrame([], "file string, line long, reason string, text string"))
+    return edges_df, rejects_df, result.lines_read
+
+
+# -- sharded replay ----------------------------------------------------------------------
+
+
+def plan_shards(t_min: int, t_max: int, extent_us: int, shards: int) -> int:
+    """Shard length: at least the extent (so copies go to one next shard only)."""
+    span = max(t_max - t_min + 1, 1)
+    return max(extent_us, -(-span // max(shards, 1)), 1)
+
+
+def run_spark(
+    spark,
+    job: Job | SubgraphQuery,
+    edges_df,
+    *,
+    shards: int | None = None,
+    shard_length_us: int | None = None,
+) -> tuple[pa.Table, RunStats]:
+    """All matches of the job's query over ``edges_df`` by exact time-sharded replay.
+
+    Queries with vertex features run as one shard: a feature such as ``topk`` counts
+    items over the whole stream, which time shards do not see.
+    """
+    from pyspark.sql import functions as F
+
+    if isinstance(job, SubgraphQuery):
+        job = Job.create(Program(queries=[job]))
+    started = time.perf_counter()
+    agg = edges_df.agg(
+        F.min("t").alias("t_min"), F.max("t").alias("t_max"),
+        F.max("dur").alias("d_max"), F.count(F.lit(1)).alias("n"),
+    ).collect()[0]
+    n = int(agg["n"])
+    if n == 0:
+        return MATCH_SCHEMA.empty_table(), RunStats(seconds=time.perf_counter() - started)
+    if job.max_duration_us is None:
+        job = replace(job, max_duration_us=int(agg["d_max"] or 0))
+    extent = compile_query(job.query, job.max_duration_us).extent_us
+    t_min, t_max = int(agg["t_min"]), int(agg["t_max"])
+    if job.query.vertex_constraints:
+        length = t_max - t_min + 1
+    else:
+        shards = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
+        length = shard_length_us or plan_shards(t_min, t_max, extent, shards)
+    length = max(length, extent, 1)
+
+    shard = F.floor((F.col("t") - F.lit(t_min)) / F.lit(length)).cast("long")
+    owned = edges_df.withColumn("_shard", shard).withColumn("_owned", F.lit(True))
+    next_start = F.lit(t_min) + (F.col("_shard") + 1) * F.lit(length)
+    copies = (
+        owned.where(F.col("t") >= next_start - F.lit(extent))
+        .withColumn("_shard", F.col("_shard") + 1)
+        .withColumn("_owned", F.lit(False))
+    )
+    sharded = owned.unionByName(copies)
+
+    def run_shard(table: pa.Table) -> pa.Table:
+        return replay_shard(job, table)
+
+    matches = sharded.groupBy("_shard").applyInArrow(run_shard, MATCH_DDL).toArrow()
+    matches = matches.cast(MATCH_SCHEMA) if matches.num_rows else MATCH_SCHEMA.empty_table()
+    stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started)
+    stats.extra.update({"shards": -(-(t_max - t_min + 1) // length),
+                        "shard_length_us": length, "extent_us": extent})
+    return matches, stats
+
+
+def replay_shard(job: Job, table: pa.Table) -> pa.Table:
+    """What one Spark task runs: warm up on the copied edges, report the shard's own matches."""
+    owned_mask = table.column("_owned")
+    edges = job.orient(table.drop_columns(["_shard", "_owned"]))
+    own = sort_stream(normalize_edges(edges.filter(owned_mask)))
+    warm = sort_stream(normalize_edges(edges.filter(pc.invert(owned_mask))))
+    engine = make_engine(job.query, features=job.features(), **job.engine_options())
+    parts = list(replay(engine, own, warmup=warm))
+    return pa.concat_tables(parts) if parts else MATCH_SCHEMA.empty_table()
