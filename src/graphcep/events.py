@@ -10,8 +10,9 @@ column     type        meaning
 ``src``    string      source vertex
 ``dst``    string      destination vertex
 ``dur``    int64       duration in microseconds (0 when the source has none)
-``seq``    int64       arrival order (0, 1, 2, ... in the order lines were read);
-                       breaks ties between equal ``t`` so stream order is total
+``seq``    int64       arrival order (readers use the 1-based line number, plus
+                       ``file_index << 40`` for multi-file reads); breaks ties
+                       between equal ``t`` so stream order is total
 ``label``  string      optional edge label
 ...        any         free attribute columns (netflow fields, message type, ...)
 =========  ==========  ========================================================
@@ -86,8 +87,9 @@ def seconds_to_us(value: str | int | float | Decimal) -> int:
         raise TimeFormatError(f"time is not a number: {value!r}") from None
     if not dec.is_finite():
         raise TimeFormatError(f"time is not a finite number: {value!r}")
-    us = (dec * US_PER_SECOND).to_integral_value()  # ROUND_HALF_EVEN by default
-    result = int(us)
+    if dec != 0 and dec.adjusted() > 15:
+        raise TimeFormatError(f"time out of range: {value!r}")
+    result = round(Fraction(dec) * US_PER_SECOND)  # exact; ties to even
     if abs(result) >= 2**62:
         raise TimeFormatError(f"time out of range: {value!r}")
     return result

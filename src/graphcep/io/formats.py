@@ -409,7 +409,9 @@ def decimal_to_us(texts: pa.Array, unit: str | None = "s") -> tuple[np.ndarray, 
     return values.astype(np.int64, copy=False), errors
 
 
-def _round_up(fpart: pa.Array, k: int, flen: np.ndarray, mag: np.ndarray, fast: np.ndarray):
+def _round_up(
+    fpart: pa.Array, k: int, flen: np.ndarray, mag: np.ndarray, fast: np.ndarray
+) -> np.ndarray:
     """1 where the fraction digits after position ``k`` round the magnitude up (half-even)."""
     up = np.zeros(len(mag), dtype=np.int64)
     rows = np.flatnonzero(fast & (flen > k))
@@ -979,6 +981,10 @@ def _core_indices(names: Sequence[str], options: ReaderOptions) -> dict[str, int
 # ---------------------------------------------------------------------------------------
 
 
+#: What a per-format parser returns: converted columns and the chunk rows they belong to.
+_Parsed = tuple[dict[str, pa.Array], np.ndarray]
+
+
 def _split_csv(text: pa.Array, delimiter: str, quoting: bool) -> pa.Array:
     """Split by ``delimiter``; lines with quotes (rare) go through :mod:`csv`."""
     lists = pc.split_pattern(text, delimiter)
@@ -1001,7 +1007,7 @@ def _parse_table_like(
     line_numbers: np.ndarray,
     options: ReaderOptions,
     rejects: _Rejects,
-):
+) -> _Parsed:
     """``csv``/``tsv``/``snap``: returns (columns, kept rows)."""
     if options.column_names is None:
         # No layout from the caller: infer it from this chunk. Only a chunk holding line 1
@@ -1033,7 +1039,9 @@ def _parse_table_like(
     return columns, rows
 
 
-def _parse_vast(text: pa.Array, rows: np.ndarray, options: ReaderOptions, rejects: _Rejects):
+def _parse_vast(
+    text: pa.Array, rows: np.ndarray, options: ReaderOptions, rejects: _Rejects
+) -> _Parsed:
     sub = text.take(pa.array(rows))
     header = _bool_np(pc.match_substring_regex(sub, r"^(label,)?timeseconds,", ignore_case=True))
     rows, sub = rows[~header], sub.filter(pa.array(~header))
@@ -1060,7 +1068,9 @@ def _vast_column(name: str, kind: str) -> str:
 _U32 = 2**32
 
 
-def _parse_netflow5(text: pa.Array, rows: np.ndarray, options: ReaderOptions, rejects: _Rejects):
+def _parse_netflow5(
+    text: pa.Array, rows: np.ndarray, options: ReaderOptions, rejects: _Rejects
+) -> _Parsed:
     sub = text.take(pa.array(rows))
     header = _bool_np(pc.match_substring_regex(sub, r"^unix_?secs,", ignore_case=True))
     rows, sub = rows[~header], sub.filter(pa.array(~header))
@@ -1119,7 +1129,9 @@ def _json_text(value: object) -> str:
     return json.dumps(value, default=str)
 
 
-def _parse_jsonl(text: pa.Array, rows: np.ndarray, options: ReaderOptions, rejects: _Rejects):
+def _parse_jsonl(
+    text: pa.Array, rows: np.ndarray, options: ReaderOptions, rejects: _Rejects
+) -> _Parsed:
     """Per-line :func:`json.loads` (floats as Decimal for exact times)."""
     records: list[dict] = []
     kept: list[int] = []
@@ -1274,7 +1286,14 @@ def parse_lines(
     return edges, rejects.table(text, line_numbers)
 
 
-def _parse_rows(fmt, text, rows, line_numbers, options, rejects):
+def _parse_rows(
+    fmt: str,
+    text: pa.Array,
+    rows: np.ndarray,
+    line_numbers: np.ndarray,
+    options: ReaderOptions,
+    rejects: _Rejects,
+) -> _Parsed:
     if fmt in ("csv", "tsv", "snap"):
         return _parse_table_like(fmt, text, rows, line_numbers, options, rejects)
     if fmt == "vast":

@@ -218,7 +218,9 @@ def _increasing_offsets(rng: np.random.Generator, k: int, m: int, span: int) -> 
     return np.hstack([np.zeros((k, 1), dtype=np.int64), draws])
 
 
-def _planted_edges(pattern: str, k: int, window: int, rng: np.random.Generator, fan: int):
+def _planted_edges(
+    pattern: str, k: int, window: int, rng: np.random.Generator, fan: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(src names, dst names, offsets µs, durations µs), each shaped (k, m)."""
     j = np.arange(k)[:, None].astype(str)
     span = max(window * 9 // 10, 1)  # strictly inside the window whether it is < or <=
@@ -308,7 +310,9 @@ def generate_planted(
     return Planted(table, instances, pattern)
 
 
-def _noise(rng: np.random.Generator, n: int, vertices: int, lo: int, hi: int):
+def _noise(
+    rng: np.random.Generator, n: int, vertices: int, lo: int, hi: int
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(t, src, dst, dur) of ``n`` random edges among ``noise<i>`` vertices."""
     if n and vertices < 2:
         raise ValueError("noise needs at least 2 vertices")

@@ -6,14 +6,14 @@ resolved against a stream is written once.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import pyarrow as pa
 
 from graphcep.features.feature_set import FeatureSet
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.patterns.program import Program
-from graphcep.patterns.subgraph import QueryError, SubgraphQuery
+from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
 
 
 @dataclass
@@ -39,7 +39,7 @@ class Job:
         homomorphic: bool = False,
         max_duration_us: int | None = None,
     ) -> Job:
-        query = program.query(query_name)
+        query = _with_stream_filters(program, program.query(query_name))
         if window_us is not None:
             query = query.with_window(window_us)
         aliases = dict(FORMAT_FIELD_ALIASES.get(fmt or "", {}))
@@ -86,6 +86,35 @@ class Job:
         i, j = names.index("src"), names.index("dst")
         src, dst = edges.column(i), edges.column(j)
         return edges.set_column(i, "src", dst).set_column(j, "dst", src)
+
+
+def _with_stream_filters(program: Program, query: SubgraphQuery) -> SubgraphQuery:
+    """A query ON a FILTER stream: the filter's predicates hold for every query edge.
+
+    Edges that fail the filter are still pushed to the engine (they simply match no query
+    edge), so features defined on the unfiltered stream keep seeing every edge.
+    """
+    predicates = []
+    stream = query.stream
+    seen = set()
+    while stream in program.filters and stream not in seen:
+        seen.add(stream)
+        flt = program.filters[stream]
+        predicates.extend(flt.predicates)
+        stream = flt.stream
+    if not predicates:
+        return query
+    for name, feature in program.features.items():
+        if feature.stream in program.filters:
+            raise QueryError(
+                f"feature {name!r} is computed over the FILTER stream {feature.stream!r}; "
+                "features over filtered streams are not supported yet: define it on the "
+                "unfiltered stream"
+            )
+    extra = tuple(
+        EdgePredicate(edge.name, p.field, p.op, p.value) for edge in query.edges for p in predicates
+    )
+    return replace(query, edge_predicates=query.edge_predicates + extra)
 
 
 def _endpoint_names(fmt: str | None) -> str:

@@ -1,0 +1,23 @@
+"""Shared fixtures: one SparkSession for the whole run (UI off, two shuffle partitions)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    from graphcep.runtime.spark import spark_session
+
+    session = spark_session("local[2]", app_name="graphcep-tests", shuffle_partitions=2)
+    yield session
+    session.stop()
+
+
+@pytest.fixture(scope="session")
+def college_msg_path() -> Path:
+    return FIXTURES / "CollegeMsg.txt.gz"
