@@ -131,6 +131,15 @@ def build_bounds(
     return DifferenceBounds(names, upper)
 
 
+def difference_constraints(query: SubgraphQuery) -> list[tuple[int, int, int]]:
+    """The query's own constraints as ``(x, y, c)`` meaning ``value(x) - value(y) <= c``."""
+    index = {n: i for i, n in enumerate(query.edge_names)}
+    out: list[tuple[int, int, int]] = []
+    for c in query.temporal:
+        add_constraint(c, index, 2 * len(index), lambda x, y, b: out.append((x, y, b)))
+    return out
+
+
 def add_constraint(c: TemporalConstraint, index: dict[str, int], z: int, tighten) -> None:
     x = variable_index(c.plus, index)
     y = z if c.minus is None else variable_index(c.minus, index)

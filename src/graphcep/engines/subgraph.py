@@ -55,6 +55,7 @@ from graphcep.engines.subgraph_kernel import (
     MODE_PAIR,
     build_layout,
     build_pair_index,
+    build_signatures,
     group_by,
     search,
 )
@@ -79,6 +80,14 @@ class VertexFeatures(Protocol):
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
 _EMPTY_I32 = np.empty(0, dtype=np.int32)
+
+
+def signature_words(edges: int, vertices: int) -> int:
+    """64-bit words per vertex signature: about 16 bits per edge of an average vertex."""
+    words = 1
+    while words * 64 < 16 * edges / max(vertices, 1) and words < 64:
+        words *= 2
+    return words
 
 
 class SubgraphEngine:
@@ -305,6 +314,8 @@ class SubgraphEngine:
         table_ids = np.zeros(2, dtype=np.int32)
         bitset = np.zeros(1, dtype=np.uint64)
         hbits = 1
+        words = 1
+        sig_out = sig_in = np.zeros(1, dtype=np.uint64)
         segments = []
         seg_base = np.zeros(4, dtype=np.int64)
         offset = 0
@@ -318,6 +329,8 @@ class SubgraphEngine:
             elif mode == MODE_PAIR:
                 table_keys, table_ids, bitset, hbits, pair_off, idx = build_pair_index(
                     self._src, self._dst, nvertices)
+                words = signature_words(len(self._t), nvertices)
+                sig_out, sig_in = build_signatures(self._src, self._dst, nvertices, words)
             else:
                 idx = np.arange(len(self._t), dtype=np.int32)
             seg_base[mode] = offset
@@ -325,8 +338,9 @@ class SubgraphEngine:
             segments.append(idx)
         if not segments:
             segments.append(np.empty(0, dtype=np.int32))
-        layout = build_layout(
-            nb_list(segments), self._t, self._end, self._src, self._dst, self._ok)
+        # without edge predicates every edge is eligible: skip copying the mask
+        ok = self._ok if self.query.edge_predicates else self._ok[:0]
+        layout = build_layout(nb_list(segments), self._t, self._end, self._src, self._dst, ok)
         found = []
         for plan in c.plans:
             a_q = int(plan.order[0])
@@ -334,11 +348,13 @@ class SubgraphEngine:
             start = 0
             while start < len(anchors):
                 nxt, rows = search(
-                    anchors, start, plan.order, plan.mode, c.esrc, c.edst, c.check_bounds,
-                    len(c.vertex_vars), not self.homomorphic,
-                    self._t, self._end, self._src, self._dst, self._ok, nvertices,
+                    anchors, start, plan.order, plan.mode, c.esrc, c.edst,
+                    len(c.vertex_vars), not self.homomorphic, plan.parallel | self.homomorphic,
+                    plan.rng_off, plan.rng_var, plan.rng_upper, plan.rng_c,
+                        plan.chk_off, plan.chk_x, plan.chk_y, plan.chk_c, plan.sig_side,
+                    self._t, self._end, self._src, self._dst, nvertices,
                     seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset, hbits,
-                    *layout, self._buffer,
+                    sig_out, sig_in, words, *layout, self._buffer,
                 )
                 found.append(self._buffer[:rows].copy())
                 if nxt < len(anchors):

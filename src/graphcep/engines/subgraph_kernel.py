@@ -100,12 +100,39 @@ def build_pair_index(src: np.ndarray, dst: np.ndarray, nvertices: int):
 
 
 @nb.njit(cache=True)
+def build_signatures(src, dst, nvertices, words):
+    """Per-vertex neighbour signatures: bit ``h(v) mod 64*words`` of row ``u`` is set when
+    the window has an edge u -> v (``out``), resp. v -> u (``in``).
+
+    A pair lookup first tests the signature of the endpoint bound earlier -- one row that
+    stays in cache while its partner varies -- and probes the hash table only on a hit.
+    """
+    bits = words * 64
+    sig_out = np.zeros(nvertices * words, dtype=np.uint64)
+    sig_in = np.zeros(nvertices * words, dtype=np.uint64)
+    for i in range(src.shape[0]):
+        u = src[i]
+        v = dst[i]
+        bu = np.int64(_hash(np.int64(v)) >> np.uint64(40)) & (bits - 1)
+        bv = np.int64(_hash(np.int64(u)) >> np.uint64(40)) & (bits - 1)
+        sig_out[u * words + (bu >> 6)] |= np.uint64(1) << np.uint64(bu & 63)
+        sig_in[v * words + (bv >> 6)] |= np.uint64(1) << np.uint64(bv & 63)
+    return sig_out, sig_in
+
+
+@nb.njit(cache=True)
+def _signature_has(sig, row, other, words) -> bool:
+    b = np.int64(_hash(np.int64(other)) >> np.uint64(40)) & (words * 64 - 1)
+    return ((sig[row * words + (b >> 6)] >> np.uint64(b & 63)) & np.uint64(1)) != np.uint64(0)
+
+
+@nb.njit(cache=True)
 def build_layout(segments, t, end, src, dst, ok):
     """Copy edge data into group order: one row per (segment, edge) in ``segments`` order."""
     total = 0
     for seg in segments:
         total += seg.shape[0]
-    k = ok.shape[0]
+    k = ok.shape[0]  # 0 rows: every edge may play every query edge (no predicates)
     l_idx = np.empty(total, dtype=np.int32)
     l_t = np.empty(total, dtype=np.int64)
     l_end = np.empty(total, dtype=np.int64)
@@ -157,110 +184,28 @@ def _first_time_at_or_after(lt, lo_i, hi_i, t_min) -> int:
 
 
 @nb.njit(cache=True)
-def _time_range(q, depth, order, bt, bend, U, k):
-    """Start-time range for query edge q given the edges bound at levels < depth."""
-    lo = -_INF
-    hi = _INF
-    sq = 2 * q
-    z = 2 * k
-    if U[sq, z] < _INF:
-        hi = min(hi, U[sq, z])
-    if U[z, sq] < _INF:
-        lo = max(lo, -U[z, sq])
-    for level in range(depth):
-        b = order[level]
-        for var in range(2):
-            x = 2 * b + var
-            val = bt[b] if var == 0 else bend[b]
-            if U[sq, x] < _INF:  # s_q - x <= U
-                hi = min(hi, val + U[sq, x])
-            if U[x, sq] < _INF:  # x - s_q <= U
-                lo = max(lo, val - U[x, sq])
-    return lo, hi
-
-
-@nb.njit(cache=True)
-def _times_ok(q, ct, cend, depth, order, bt, bend, U, k) -> bool:
-    """All closed bounds between query edge q (start ct, end cend) and bound edges hold."""
-    z = 2 * k
-    sq = 2 * q
-    fq = sq + 1
-    if ct > U[sq, z] or -ct > U[z, sq] or cend > U[fq, z] or -cend > U[z, fq]:
-        return False
-    if ct - cend > U[sq, fq] or cend - ct > U[fq, sq]:
-        return False
-    for level in range(depth):
-        b = order[level]
-        sb = 2 * b
-        fb = sb + 1
-        tb = bt[b]
-        eb = bend[b]
-        if ct - tb > U[sq, sb] or tb - ct > U[sb, sq]:
-            return False
-        if ct - eb > U[sq, fb] or eb - ct > U[fb, sq]:
-            return False
-        if cend - tb > U[fq, sb] or tb - cend > U[sb, fq]:
-            return False
-        if cend - eb > U[fq, fb] or eb - cend > U[fb, fq]:
-            return False
-    return True
-
-
-@nb.njit(cache=True)
-def _vertex_free(v, bind, nvars) -> bool:
-    for var in range(nvars):  # noqa: SIM110 (numba compiles no generators)
-        if bind[var] == v:
-            return False
-    return True
-
-
-@nb.njit(cache=True)
-def _try_bind(q, sv, dv, esrc, edst, bind, nvars, iso, newly):
-    """Bind query edge q's endpoints to stream vertices sv, dv; record new bindings."""
-    vs = esrc[q]
-    vd = edst[q]
-    newly[0] = -1
-    newly[1] = -1
-    if vs == vd:
-        if sv != dv:
-            return False
-        if bind[vs] >= 0:
-            return bind[vs] == sv
-        if iso and not _vertex_free(sv, bind, nvars):
-            return False
-        bind[vs] = sv
-        newly[0] = vs
-        return True
-    if bind[vs] >= 0:
-        if bind[vs] != sv:
-            return False
-    elif iso and not _vertex_free(sv, bind, nvars):
-        return False
-    if bind[vd] >= 0:
-        if bind[vd] != dv:
-            return False
-    elif iso and (sv == dv or not _vertex_free(dv, bind, nvars)):
-        return False
-    if bind[vs] < 0:
-        bind[vs] = sv
-        newly[0] = vs
-    if bind[vd] < 0:
-        bind[vd] = dv
-        newly[1] = vd
-    return True
-
-
-@nb.njit(cache=True)
 def search(
-    anchors, start, order, mode, esrc, edst, U, nvars, iso,
-    t, end, src, dst, ok, nvertices,
+    anchors, start, order, mode, esrc, edst, nvars, iso, dup,
+    rng_off, rng_var, rng_upper, rng_c, chk_off, chk_x, chk_y, chk_c, sig_side,
+    t, end, src, dst, nvertices,
     seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset, hbits,
+    sig_out, sig_in, words,
     l_idx, l_t, l_end, l_src, l_dst, l_ok,
     out_rows,
 ):
     """Enumerate matches anchored at window edges ``anchors[start:]`` into ``out_rows``.
 
-    ``seg_base[mode]`` is where that grouping starts in the layout arrays ``l_*``.
+    Level ``d`` binds query edge ``order[d]``. Its start time must lie in the range given
+    by ``rng_*[rng_off[d]:rng_off[d+1]]`` (``val[var] + c`` as an upper bound when
+    ``rng_upper``, else ``val[var] - c`` as a lower bound), and the explicit checks
+    ``chk_*[chk_off[d]:chk_off[d+1]]`` (``val[x] - val[y] <= c``) must hold; ``val`` holds
+    the start (``2q``) and end (``2q+1``) of every bound query edge and 0 for the origin
+    (``2k``). ``seg_base[mode]`` is where that grouping starts in the layout ``l_*``.
+
+    Everything runs in this one function on purpose: numba passes each array argument of
+    a call that LLVM does not inline with reference-count updates, and with this many
+    arrays a helper call per candidate cost more than the search itself.
+
     Returns ``(next_anchor, rows)``: ``next_anchor < len(anchors)`` means the buffer filled
     up and the caller must grow it and call again from ``next_anchor``.
     """
@@ -269,31 +214,45 @@ def search(
     rows = 0
     bind = np.full(nvars, -1, dtype=np.int64)
     bound_edge = np.full(k, -1, dtype=np.int64)
-    bt = np.zeros(k, dtype=np.int64)
-    bend = np.zeros(k, dtype=np.int64)
+    val = np.zeros(2 * k + 1, dtype=np.int64)
     cur = np.zeros(k, dtype=np.int64)
     stop = np.zeros(k, dtype=np.int64)
     hi_t = np.zeros(k, dtype=np.int64)
     newv = np.full((k, 2), -1, dtype=np.int64)
-    newly = np.full(2, -1, dtype=np.int64)
+    sig_bits = words * 64
+    filtered = l_ok.shape[0] > 0
     a_q = order[0]
     for ai in range(start, anchors.shape[0]):
         anchor = anchors[ai]
         rows_before = rows
         for var in range(nvars):
             bind[var] = -1
-        for q in range(k):
-            bound_edge[q] = -1
         for level in range(k):
+            bound_edge[order[level]] = -1
             newv[level, 0] = -1
             newv[level, 1] = -1
-        if not _times_ok(a_q, t[anchor], end[anchor], 0, order, bt, bend, U, k):
+        # level 0: the anchor edge itself
+        val[2 * a_q] = t[anchor]
+        val[2 * a_q + 1] = end[anchor]
+        ok = True
+        for j in range(chk_off[0], chk_off[1]):
+            if val[chk_x[j]] - val[chk_y[j]] > chk_c[j]:
+                ok = False
+                break
+        if not ok:
             continue
-        if not _try_bind(a_q, src[anchor], dst[anchor], esrc, edst, bind, nvars, iso, newly):
-            continue
+        sv = src[anchor]
+        dv = dst[anchor]
+        if esrc[a_q] == edst[a_q]:
+            if sv != dv:
+                continue
+            bind[esrc[a_q]] = sv
+        else:
+            if iso and sv == dv:
+                continue
+            bind[esrc[a_q]] = sv
+            bind[edst[a_q]] = dv
         bound_edge[a_q] = anchor
-        bt[a_q] = t[anchor]
-        bend[a_q] = end[anchor]
         if k == 1:
             if rows >= cap:
                 return ai, rows_before
@@ -301,46 +260,166 @@ def search(
             rows += 1
             continue
         depth = 1
-        _open_level(depth, order, mode, esrc, edst, bind, bt, bend, U, k, anchor, nvertices,
-                    seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset, hbits,
-                    l_t, cur, stop, hi_t)
+        opening = True
         while depth >= 1:
             q = order[depth]
-            if bound_edge[q] >= 0:  # undo the previous candidate's bindings at this level
+            if opening:
+                # -- set the scan range of this level from the bindings so far --------
+                opening = False
+                cur[depth] = 0
+                stop[depth] = 0
+                m = mode[depth]
+                base = seg_base[m]
+                a = 0
+                b = 0
+                if m == MODE_PAIR:  # cheap existence tests first: most pairs have no edge
+                    u = bind[esrc[q]]
+                    v = bind[edst[q]]
+                    if sig_side[depth] == 0:
+                        row, other, sig = u, v, sig_out
+                    else:
+                        row, other, sig = v, u, sig_in
+                    bit = np.int64(_hash(np.int64(other)) >> np.uint64(40)) & (sig_bits - 1)
+                    word = sig[row * words + (bit >> 6)]
+                    if ((word >> np.uint64(bit & 63)) & np.uint64(1)) == np.uint64(0):
+                        depth -= 1
+                        continue
+                    pid = _find_pair(u, v, nvertices, table_keys, table_ids, bitset, hbits)
+                    if pid < 0:
+                        depth -= 1
+                        continue
+                    a = base + pair_off[pid]
+                    b = base + pair_off[pid + 1]
+                elif m == MODE_OUT:
+                    u = bind[esrc[q]]
+                    a = base + out_off[u]
+                    b = base + out_off[u + 1]
+                elif m == MODE_IN:
+                    v = bind[edst[q]]
+                    a = base + in_off[v]
+                    b = base + in_off[v + 1]
+                else:
+                    a = base
+                    b = base + anchor
+                lo = -_INF
+                hi = _INF
+                for j in range(rng_off[depth], rng_off[depth + 1]):
+                    bound = val[rng_var[j]]
+                    if rng_upper[j]:
+                        hi = min(hi, bound + rng_c[j])
+                    else:
+                        lo = max(lo, bound - rng_c[j])
+                if lo > hi:
+                    depth -= 1
+                    continue
+                hi_t[depth] = hi
+                while a < b:  # first position with start >= lo (groups are time-sorted)
+                    mid = (a + b) >> 1
+                    if l_t[mid] < lo:
+                        a = mid + 1
+                    else:
+                        b = mid
+                cur[depth] = a
+                if m == MODE_PAIR:
+                    stop[depth] = base + pair_off[pid + 1]
+                elif m == MODE_OUT:
+                    stop[depth] = base + out_off[bind[esrc[q]] + 1]
+                elif m == MODE_IN:
+                    stop[depth] = base + in_off[bind[edst[q]] + 1]
+                else:
+                    stop[depth] = base + anchor
+            elif bound_edge[q] >= 0:  # undo the previous candidate's bindings
                 for j in range(2):
                     if newv[depth, j] >= 0:
                         bind[newv[depth, j]] = -1
                         newv[depth, j] = -1
                 bound_edge[q] = -1
+            # -- next candidate at this level -----------------------------------------
             found = False
             hi = hi_t[depth]
-            while cur[depth] < stop[depth]:
-                p = cur[depth]
-                cur[depth] += 1
+            vs = esrc[q]
+            vd = edst[q]
+            # look ahead: when the next level needs an edge between two vertices this
+            # candidate determines, test that pair's signature before anything else --
+            # it rejects most candidates with one cached memory access
+            lookahead = depth + 1 < k and mode[depth + 1] == MODE_PAIR
+            if lookahead:
+                q2 = order[depth + 1]
+                u_var = esrc[q2]
+                v_var = edst[q2]
+                side = sig_side[depth + 1]
+            p = cur[depth] - 1
+            end_p = stop[depth]
+            while p + 1 < end_p:
+                p += 1
                 c = l_idx[p]
                 if c >= anchor or l_t[p] > hi:
-                    cur[depth] = stop[depth]
+                    p = end_p
                     break
-                if l_ok[q, p] == 0:
+                if lookahead:
+                    sv = l_src[p]
+                    dv = l_dst[p]
+                    u = sv if u_var == vs else (dv if u_var == vd else bind[u_var])
+                    v = sv if v_var == vs else (dv if v_var == vd else bind[v_var])
+                    if side == 0:
+                        row, other, sig = u, v, sig_out
+                    else:
+                        row, other, sig = v, u, sig_in
+                    bit = np.int64(_hash(np.int64(other)) >> np.uint64(40)) & (sig_bits - 1)
+                    word = sig[row * words + (bit >> 6)]
+                    if ((word >> np.uint64(bit & 63)) & np.uint64(1)) == np.uint64(0):
+                        continue
+                if filtered and l_ok[q, p] == 0:
                     continue
-                dup = False
-                for level in range(depth):
-                    if bound_edge[order[level]] == c:
-                        dup = True
+                if dup[depth]:
+                    seen = False
+                    for level in range(depth):
+                        if bound_edge[order[level]] == c:
+                            seen = True
+                            break
+                    if seen:
+                        continue
+                val[2 * q] = l_t[p]
+                val[2 * q + 1] = l_end[p]
+                ok = True
+                for j in range(chk_off[depth], chk_off[depth + 1]):
+                    if val[chk_x[j]] - val[chk_y[j]] > chk_c[j]:
+                        ok = False
                         break
-                if dup:
+                if not ok:
                     continue
-                if not _times_ok(q, l_t[p], l_end[p], depth, order, bt, bend, U, k):
+                # bind the endpoints: equal to earlier bindings, or new and (iso) unused
+                sv = l_src[p]
+                dv = l_dst[p]
+                if vs == vd and sv != dv:
                     continue
-                if not _try_bind(q, l_src[p], l_dst[p], esrc, edst, bind, nvars, iso, newly):
+                new_s = bind[vs] < 0
+                new_d = vd != vs and bind[vd] < 0
+                if not new_s and bind[vs] != sv:
                     continue
-                newv[depth, 0] = newly[0]
-                newv[depth, 1] = newly[1]
+                if vd != vs and not new_d and bind[vd] != dv:
+                    continue
+                if iso:
+                    if new_s and new_d and sv == dv:
+                        continue
+                    clash = False
+                    for var in range(nvars):
+                        w = bind[var]
+                        if (new_s and w == sv) or (new_d and w == dv):
+                            clash = True
+                            break
+                    if clash:
+                        continue
+                if new_s:
+                    bind[vs] = sv
+                    newv[depth, 0] = vs
+                if new_d:
+                    bind[vd] = dv
+                    newv[depth, 1] = vd
                 bound_edge[q] = c
-                bt[q] = l_t[p]
-                bend[q] = l_end[p]
                 found = True
                 break
+            cur[depth] = p + 1
             if not found:
                 depth -= 1
                 continue
@@ -352,39 +431,5 @@ def search(
                 rows += 1
                 continue
             depth += 1
-            _open_level(depth, order, mode, esrc, edst, bind, bt, bend, U, k, anchor, nvertices,
-                        seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset,
-                        hbits, l_t, cur, stop, hi_t)
+            opening = True
     return anchors.shape[0], rows
-
-
-@nb.njit(cache=True)
-def _open_level(depth, order, mode, esrc, edst, bind, bt, bend, U, k, anchor, nvertices,
-                seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset, hbits,
-                l_t, cur, stop, hi_t):
-    """Set the scan range of level ``depth`` (positions in the layout) from the bindings."""
-    q = order[depth]
-    lo, hi = _time_range(q, depth, order, bt, bend, U, k)
-    hi_t[depth] = hi
-    cur[depth] = 0
-    stop[depth] = 0
-    if lo > hi:
-        return
-    m = mode[depth]
-    base = seg_base[m]
-    if m == MODE_OUT:
-        u = bind[esrc[q]]
-        a, b = base + out_off[u], base + out_off[u + 1]
-    elif m == MODE_IN:
-        v = bind[edst[q]]
-        a, b = base + in_off[v], base + in_off[v + 1]
-    elif m == MODE_PAIR:
-        pid = _find_pair(bind[esrc[q]], bind[edst[q]], nvertices, table_keys, table_ids,
-                         bitset, hbits)
-        if pid < 0:
-            return
-        a, b = base + pair_off[pid], base + pair_off[pid + 1]
-    else:
-        a, b = base, base + anchor
-    cur[depth] = _first_time_at_or_after(l_t, a, b, lo)
-    stop[depth] = b

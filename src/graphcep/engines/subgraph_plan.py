@@ -20,6 +20,7 @@ from graphcep.engines.difference_bounds import (
     DifferenceBounds,
     UnboundedQueryError,
     build_bounds,
+    difference_constraints,
 )
 from graphcep.engines.subgraph_kernel import MODE_ALL, MODE_IN, MODE_OUT, MODE_PAIR
 from graphcep.patterns.subgraph import SubgraphQuery
@@ -30,10 +31,27 @@ MODE_NAMES = {MODE_OUT: "out-edges of", MODE_IN: "in-edges of", MODE_PAIR: "edge
 
 @dataclass(frozen=True)
 class AnchorPlan:
-    """Binding order and lookup mode per level for one anchor query edge."""
+    """Binding order, lookup mode, time ranges and checks per level for one anchor.
+
+    Level ``d`` binds query edge ``order[d]``. Its start must lie within the bounds
+    ``rng_*[rng_off[d]:rng_off[d+1]]`` derived from the closed constraints and the values
+    bound before it (these enforce every start-start and start-origin constraint); the
+    remaining constraints -- those on end times, and all of them for the anchor -- are
+    checked explicitly by ``chk_*`` at the level where their last edge is bound.
+    """
 
     order: np.ndarray  # int32[k]: query edge bound at each level; order[0] is the anchor
     mode: np.ndarray  # int32[k]: lookup mode per level (level 0 unused)
+    parallel: np.ndarray  # bool[k]: an earlier level has the same endpoint variables
+    sig_side: np.ndarray  # int8[k]: pair lookups test the source's (0) or target's (1) row
+    rng_off: np.ndarray
+    rng_var: np.ndarray
+    rng_upper: np.ndarray
+    rng_c: np.ndarray
+    chk_off: np.ndarray
+    chk_x: np.ndarray
+    chk_y: np.ndarray
+    chk_c: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -103,8 +121,10 @@ def compile_query(
     vindex = {v: i for i, v in enumerate(vertex_vars)}
     esrc = np.array([vindex[e.src] for e in query.edges], dtype=np.int32)
     edst = np.array([vindex[e.dst] for e in query.edges], dtype=np.int32)
+    constraints = difference_constraints(query)
     plans = tuple(
-        plan_for_anchor(a, esrc, edst, check) for a in anchor_candidates(check, len(query.edges))
+        plan_for_anchor(a, esrc, edst, check, constraints)
+        for a in anchor_candidates(check, len(query.edges))
     )
     return CompiledQuery(query, vertex_vars, esrc, edst, check.upper, extent, plans)
 
@@ -115,7 +135,11 @@ def anchor_candidates(bounds: DifferenceBounds, k: int) -> list[int]:
 
 
 def plan_for_anchor(
-    anchor: int, esrc: np.ndarray, edst: np.ndarray, bounds: DifferenceBounds
+    anchor: int,
+    esrc: np.ndarray,
+    edst: np.ndarray,
+    bounds: DifferenceBounds,
+    constraints: list[tuple[int, int, int]],
 ) -> AnchorPlan:
     k = len(esrc)
     order = [anchor]
@@ -137,7 +161,61 @@ def plan_for_anchor(
         modes.append(mode)
         bound_vars |= {int(esrc[best]), int(edst[best])}
         remaining.remove(best)
-    return AnchorPlan(np.array(order, dtype=np.int32), np.array(modes, dtype=np.int32))
+    return _level_tables(order, modes, esrc, edst, bounds, constraints)
+
+
+def _level_tables(order, modes, esrc, edst, bounds: DifferenceBounds, constraints) -> AnchorPlan:
+    k = len(order)
+    z = 2 * k
+    upper = bounds.upper
+    parallel = [
+        any(esrc[b] == esrc[q] and edst[b] == edst[q] for b in order[:d])
+        for d, q in enumerate(order)
+    ]
+    # pair lookups test the signature row of the endpoint bound first: it stays cached
+    first_bound: dict[int, int] = {}
+    for d, q in enumerate(order):
+        first_bound.setdefault(int(esrc[q]), d)
+        first_bound.setdefault(int(edst[q]), d)
+    sig_side = [0 if first_bound[int(esrc[q])] <= first_bound[int(edst[q])] else 1 for q in order]
+    rng: list[list[tuple[int, bool, int]]] = [[] for _ in range(k)]
+    chk: list[list[tuple[int, int, int]]] = [[] for _ in range(k)]
+    level_of = {q: d for d, q in enumerate(order)}
+    for d in range(1, k):
+        sq = 2 * order[d]
+        for var in [z] + [2 * b + j for b in order[:d] for j in (0, 1)]:
+            # s_q <= f_b + c never beats s_q <= s_b + c' when c >= c' (f_b >= s_b)
+            redundant_upper = var != z and var % 2 == 1 and upper[sq, var] >= upper[sq, var - 1]
+            if upper[sq, var] < UNBOUNDED and not redundant_upper:
+                rng[d].append((var, True, int(upper[sq, var])))
+            if upper[var, sq] < UNBOUNDED:
+                rng[d].append((var, False, int(upper[var, sq])))
+    for x, y, c in constraints:
+        edges = {v // 2 for v in (x, y) if v != z}
+        d = max(level_of[e] for e in edges)
+        starts_only = all(v == z or v % 2 == 0 for v in (x, y))
+        if d == 0 or not starts_only or len(edges) == 1 and z not in (x, y):
+            chk[d].append((x, y, c))
+    return AnchorPlan(
+        np.array(order, dtype=np.int32),
+        np.array(modes, dtype=np.int32),
+        np.array(parallel, dtype=np.bool_),
+        np.array(sig_side, dtype=np.int8),
+        *_ragged([[(v,) for v, _, _ in r] for r in rng], np.int32),
+        np.array([u for r in rng for _, u, _ in r], dtype=np.bool_),
+        np.array([c for r in rng for _, _, c in r], dtype=np.int64),
+        *_ragged([[(x,) for x, _, _ in r] for r in chk], np.int32),
+        np.array([y for r in chk for _, y, _ in r], dtype=np.int32),
+        np.array([c for r in chk for _, _, c in r], dtype=np.int64),
+    )
+
+
+def _ragged(rows: list[list[tuple[int]]], dtype) -> tuple[np.ndarray, np.ndarray]:
+    """Offsets and flat first elements of a list of per-level lists."""
+    off = np.zeros(len(rows) + 1, dtype=np.int64)
+    off[1:] = np.cumsum([len(r) for r in rows])
+    flat = np.array([item[0] for r in rows for item in r], dtype=dtype)
+    return off, flat
 
 
 def _cost(q, order, esrc, edst, bound_vars, bounds: DifferenceBounds) -> tuple[int, int]:
