@@ -78,3 +78,22 @@ def test_spark_reads_files_like_the_local_reader(spark, stream, tmp_path):
     matches, _ = run_spark(spark, job, edges_df)
     expected, _ = run_local(job.query, local.edges)
     assert keys(matches) == keys(expected)
+
+
+def test_shard_keys_land_on_their_own_partitions(spark):
+    from pyspark.sql import functions as F
+
+    from graphcep.runtime.spark import partition_keys, spark_hash_long
+
+    values = [0, 1, -1, 2**40, -(2**62), 123456789]
+    df = spark.createDataFrame([(v,) for v in values], "v long")
+    assert [r[0] for r in df.select(F.hash("v")).collect()] == [spark_hash_long(v) for v in values]
+    for parts in (1, 2, 3, 8):
+        keys = partition_keys(parts)
+        placed = (
+            spark.createDataFrame([(k,) for k in keys], "k long")
+            .repartition(parts, "k")
+            .select("k", F.spark_partition_id().alias("p"))
+            .collect()
+        )
+        assert sorted((keys.index(r["k"]), r["p"]) for r in placed) == [(p, p) for p in range(parts)]

@@ -263,3 +263,17 @@ def test_property_test_exercised_real_matches():
     if not NONEMPTY:
         pytest.skip("runs after test_engine_equals_brute_force in the same session")
     assert sum(NONEMPTY) >= 0.1 * len(NONEMPTY)
+
+
+def test_warm_up_edges_complete_matches_but_are_not_anchors():
+    table = edge_table([("1", "a", "b"), ("2", "b", "c"), ("3", "c", "a"), ("4", "a", "b"),
+                        ("5", "b", "c"), ("6", "c", "a")])
+    engine = SubgraphEngine(parse_query(TRIANGLE))
+    engine.warm(table.slice(0, 3))  # the first triangle ends here: not reported
+    later = table_to_matches(engine.push(table.slice(3)))
+    expected = {k for k in brute_force_matches(parse_query(TRIANGLE), table.to_pylist())
+                if max(k) >= 3}
+    assert {tuple(e.seq for e in m.edges) for m in later} == expected
+    # closing at c->a @6: (0,1,5), (0,4,5), (3,4,5); rotations b->c->a->b: (1,2,3),
+    # c->a->b->c: (2,3,4)
+    assert expected == {(0, 1, 5), (0, 4, 5), (3, 4, 5), (1, 2, 3), (2, 3, 4)}

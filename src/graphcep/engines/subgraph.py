@@ -156,6 +156,17 @@ class SubgraphEngine:
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Add a batch in stream order; return the matches whose last edge is in it."""
+        return self._ingest(batch, search=True)
+
+    def warm(self, batch: pa.Table | pa.RecordBatch) -> None:
+        """Add a batch as context only: no match whose last edge is in it is looked for.
+
+        Time-sharded replay warms a shard's engine with the edges of the preceding extent,
+        whose matches belong to the previous shard.
+        """
+        self._ingest(batch, search=False)
+
+    def _ingest(self, batch: pa.Table | pa.RecordBatch, search: bool) -> pa.Table:
         if isinstance(batch, pa.RecordBatch):
             batch = pa.Table.from_batches([batch])
         if batch.num_rows == 0:
@@ -182,8 +193,10 @@ class SubgraphEngine:
                 f"extent of {self.extent_us / 1e6:g} s, above max_window_edges="
                 f"{self.max_window_edges:,}; raise the bound or narrow the query's window"
             )
-        rows = self._search(start)
         self.edges_seen += batch.num_rows
+        if not search:
+            return MATCH_SCHEMA.empty_table()
+        rows = self._search(start)
         matches = self._matches_table(rows)
         self.matches_found += matches.num_rows
         return matches

@@ -71,13 +71,14 @@ def replay(
 ) -> Iterator[pa.Table]:
     """Push ``edges`` (in stream order) through ``engine``, yielding match tables.
 
-    ``warmup`` edges (all before ``edges`` in stream order) are pushed first and their
-    matches dropped: a push reports exactly the matches whose last edge it delivers, so
-    this is all time-sharded replay needs.
+    ``warmup`` edges (all before ``edges`` in stream order) only fill the engine's window
+    (:meth:`SubgraphEngine.warm`): a push reports exactly the matches whose last edge it
+    delivers, so matches ending in the warm-up are the previous shard's, never lost or
+    repeated.
     """
     if warmup is not None:
         for start in range(0, warmup.num_rows, batch_edges):
-            engine.push(warmup.slice(start, batch_edges))
+            engine.warm(warmup.slice(start, batch_edges))
     for start in range(0, edges.num_rows, batch_edges):
         batch = edges.slice(start, batch_edges)
         matches = engine.push(batch)
