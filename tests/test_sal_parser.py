@@ -13,6 +13,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from graphcep.lang import SalSyntaxError, parse_file, parse_program, parse_query, tokenize
+from graphcep.lang.listings import LISTING_1, LISTING_2, LISTING_3
 from graphcep.patterns.program import (
     Connection,
     FeatureDef,
@@ -34,44 +35,6 @@ from graphcep.patterns.subgraph import (
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 S = 1_000_000  # microseconds per second
-
-LISTING_1 = """
-{
-    x1 e1 x2;
-    x2 e2 x3;
-    x3 e3 x1;
-    starttime(e3) - starttime(e1) <= 10;
-    starttime(e1) < starttime(e2);
-    starttime(e2) < starttime(e3);
-}
-"""
-
-LISTING_2 = (
-    "{ target e1 bait; target e2 controller; starttime(e2) > endtime(e1); "
-    "starttime(e2) - endtime(e1) < 20; bait in Top1000; controller not in Top1000; }"
-)
-
-LISTING_3 = """// Preamble Statements
-WindowSize = 1000
-// Connection Statements
-Netflows = VastStream("localhost", 9999);
-// Partition Statements
-PARTITION Netflows BY SourceIp, DestIp;
-HASH SourceIp WITH IpHashFunction;
-HASH DestIp WITH IpHashFunction;
-// Defining Features
-Top1000 = FOREACH Netflows GENERATE topk(DestIp, 100000, 10000, 10000);
-// Subgraph definition
-SUBGRAPH ON Netflows WITH source(SourceIp) AND target(DestIp)
-{
-  target e1 bait;
-  target e2 controller;
-  starttime(e2) > endtime(e1);
-  starttime(e2) - endtime(e1) < 20;
-  bait in Top1000;
-  controller not in Top1000;
-}
-"""
 
 # The paper's own capitalisation and line breaks (Listing 3 as printed).
 LISTING_3_PAPER_STYLE = """

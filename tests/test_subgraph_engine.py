@@ -14,18 +14,12 @@ from graphcep.engines.base import OutOfOrderError, StateBoundError
 from graphcep.engines.difference_bounds import UnboundedQueryError, UnsatisfiableQueryError
 from graphcep.engines.subgraph import SubgraphEngine
 from graphcep.events import seconds_to_us, table_to_matches
+from graphcep.lang.listings import LISTING_1
 from graphcep.lang.sal import parse_query
 from graphcep.patterns.subgraph import QueryBuilder, SubgraphQuery, TimeRef
 from tests.oracle import brute_force_matches
 
-TRIANGLE = """{
-    x1 e1 x2;
-    x2 e2 x3;
-    x3 e3 x1;
-    starttime(e3) - starttime(e1) <= 10;
-    starttime(e1) < starttime(e2);
-    starttime(e2) < starttime(e3);
-}"""
+TRIANGLE = LISTING_1
 
 
 def edge_table(rows: list[tuple]) -> pa.Table:

@@ -20,18 +20,10 @@ import pyarrow.compute as pc
 from graphcep.events import US_PER_SECOND
 from graphcep.io.generator import generate_netflow, write_edges
 from graphcep.io.sinks import make_sink
+from graphcep.lang.listings import LISTING_1
 from graphcep.lang.sal import parse_program
 
-TRIANGLE_SAL = """// Listing 1: temporal triangles within 10 seconds
-{
-    x1 e1 x2;
-    x2 e2 x3;
-    x3 e3 x1;
-    starttime(e3) - starttime(e1) <= 10;
-    starttime(e1) < starttime(e2);
-    starttime(e2) < starttime(e3);
-}
-"""
+TRIANGLE_SAL = LISTING_1
 
 WATERING_HOLE_SAL = """// Listing 3, with the top-k sized to the demo's {vertices} hosts
 Netflows = VastStream("localhost", 9999);
