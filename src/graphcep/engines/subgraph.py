@@ -38,8 +38,11 @@ Example
 
 from __future__ import annotations
 
+import os
 import pickle
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
+from itertools import repeat
 from typing import Any, Protocol
 
 import numpy as np
@@ -90,6 +93,20 @@ def signature_words(edges: int, vertices: int) -> int:
     return words
 
 
+def _search_all(anchors: np.ndarray, plan_args: tuple, shared: tuple, k: int) -> np.ndarray:
+    """All match rows anchored at ``anchors``, growing the output buffer as needed."""
+    buffer = np.empty((max(1024, 2 * len(anchors)), k), dtype=np.int32)
+    parts = []
+    start = 0
+    while start < len(anchors):
+        nxt, rows = search(anchors, start, *plan_args, *shared, buffer)
+        parts.append(buffer[:rows].copy())
+        if nxt < len(anchors):
+            buffer = np.empty((len(buffer) * 4, k), dtype=np.int32)
+        start = nxt
+    return np.concatenate(parts) if parts else np.empty((0, k), dtype=np.int32)
+
+
 class SubgraphEngine:
     """Incremental exact matcher for one :class:`SubgraphQuery`.
 
@@ -109,6 +126,9 @@ class SubgraphEngine:
     max_window_edges
         State bound: pushing more edges than this into one extent raises
         :class:`StateBoundError` with a clear message instead of exhausting memory.
+    threads
+        Threads for the search of a large batch (default: the machine's cores; Spark
+        tasks use 1, as Spark runs one task per core).
     """
 
     def __init__(
@@ -120,6 +140,7 @@ class SubgraphEngine:
         field_aliases: Mapping[str, str] | None = None,
         features: VertexFeatures | None = None,
         max_window_edges: int = 50_000_000,
+        threads: int | None = None,
     ) -> None:
         self.query = query
         self.compiled: CompiledQuery = compile_query(query, max_duration_us)
@@ -128,6 +149,7 @@ class SubgraphEngine:
         self.field_aliases = dict(field_aliases or {})
         self.features = features
         self.max_window_edges = max_window_edges
+        self.threads = threads if threads is not None else (os.cpu_count() or 1)
         if query.vertex_constraints and features is None:
             names = sorted({c.feature for c in query.vertex_constraints})
             raise QueryError(
@@ -144,7 +166,6 @@ class SubgraphEngine:
         self._ok = np.zeros((self.compiled.k, 0), dtype=np.uint8)
         self._last = (-(2**63), -(2**63))  # (t, seq) of the newest edge seen
         self._next_position = 0
-        self._buffer = np.empty((1024, self.compiled.k), dtype=np.int32)
         self.edges_seen = 0
         self.matches_found = 0
 
@@ -280,8 +301,9 @@ class SubgraphEngine:
         dur = batch.column("dur").to_numpy().astype(np.int64, copy=False)
         self._t = np.concatenate([self._t, t])
         self._end = np.concatenate([self._end, t + dur])
-        self._src = np.concatenate([self._src, self._ids.encode(batch.column("src"))])
-        self._dst = np.concatenate([self._dst, self._ids.encode(batch.column("dst"))])
+        src, dst = self._ids.encode_many([batch.column("src"), batch.column("dst")])
+        self._src = np.concatenate([self._src, src])
+        self._dst = np.concatenate([self._dst, dst])
         self._seq = np.concatenate([self._seq, seq])
         self._pos = np.concatenate([self._pos, pos])
         self._ok = np.concatenate([self._ok, self._eligibility(batch)], axis=1)
@@ -318,64 +340,84 @@ class SubgraphEngine:
     def _search(self, batch_start: int) -> np.ndarray:
         c = self.compiled
         nvertices = len(self._ids)
-        modes = set()
-        for plan in c.plans:
-            modes.update(int(m) for m in plan.mode[1:])
+        modes = sorted({int(m) for plan in c.plans for m in plan.mode[1:]})
+        grouped = self._groupings(modes, nvertices)
         empty_off = np.zeros(1, dtype=np.int64)
-        out_off = in_off = pair_off = empty_off
-        table_keys = np.full(2, -1, dtype=np.int64)
-        table_ids = np.zeros(2, dtype=np.int32)
-        bitset = np.zeros(1, dtype=np.uint64)
-        hbits = 1
-        words = 1
-        sig_out = sig_in = np.zeros(1, dtype=np.uint64)
-        segments = []
+        out_off = grouped[MODE_OUT][0] if MODE_OUT in grouped else empty_off
+        in_off = grouped[MODE_IN][0] if MODE_IN in grouped else empty_off
+        if MODE_PAIR in grouped:
+            pair_off, _, table_keys, table_ids, bitset, hbits, sig_out, sig_in, words = (
+                grouped[MODE_PAIR])
+        else:
+            pair_off = empty_off
+            table_keys = np.full(2, -1, dtype=np.int64)
+            table_ids = np.zeros(2, dtype=np.int32)
+            bitset = sig_out = sig_in = np.zeros(1, dtype=np.uint64)
+            hbits = words = 1
+        segments = [grouped[m][1] for m in modes] or [np.empty(0, dtype=np.int32)]
         seg_base = np.zeros(4, dtype=np.int64)
-        offset = 0
-        for mode in (MODE_OUT, MODE_IN, MODE_PAIR, MODE_ALL):
-            if mode not in modes:
-                continue
-            if mode == MODE_OUT:
-                out_off, idx = group_by(self._src, nvertices)
-            elif mode == MODE_IN:
-                in_off, idx = group_by(self._dst, nvertices)
-            elif mode == MODE_PAIR:
-                table_keys, table_ids, bitset, hbits, pair_off, idx = build_pair_index(
-                    self._src, self._dst, nvertices)
-                words = signature_words(len(self._t), nvertices)
-                sig_out, sig_in = build_signatures(self._src, self._dst, nvertices, words)
-            else:
-                idx = np.arange(len(self._t), dtype=np.int32)
-            seg_base[mode] = offset
-            offset += len(idx)
-            segments.append(idx)
-        if not segments:
-            segments.append(np.empty(0, dtype=np.int32))
+        seg_base[modes] = np.cumsum([0] + [len(x) for x in segments[:-1]])[: len(modes)]
         # without edge predicates every edge is eligible: skip copying the mask
         ok = self._ok if self.query.edge_predicates else self._ok[:0]
         layout = build_layout(nb_list(segments), self._t, self._end, self._src, self._dst, ok)
+        arrays = (
+            c.esrc, c.edst, len(c.vertex_vars), not self.homomorphic,
+        )
+        shared = (
+            self._t, self._end, self._src, self._dst, nvertices,
+            seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset, hbits,
+            sig_out, sig_in, words, *layout,
+        )
         found = []
         for plan in c.plans:
             a_q = int(plan.order[0])
-            anchors = (np.flatnonzero(self._ok[a_q, batch_start:]) + batch_start).astype(np.int64)
-            start = 0
-            while start < len(anchors):
-                nxt, rows = search(
-                    anchors, start, plan.order, plan.mode, c.esrc, c.edst,
-                    len(c.vertex_vars), not self.homomorphic, plan.parallel | self.homomorphic,
-                    plan.rng_off, plan.rng_var, plan.rng_upper, plan.rng_c,
-                        plan.chk_off, plan.chk_x, plan.chk_y, plan.chk_c, plan.sig_side,
-                    self._t, self._end, self._src, self._dst, nvertices,
-                    seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset, hbits,
-                    sig_out, sig_in, words, *layout, self._buffer,
-                )
-                found.append(self._buffer[:rows].copy())
-                if nxt < len(anchors):
-                    self._buffer = np.empty((len(self._buffer) * 4, c.k), dtype=np.int32)
-                start = nxt
+            if self.query.edge_predicates:
+                anchors = np.flatnonzero(self._ok[a_q, batch_start:]) + batch_start
+            else:
+                anchors = np.arange(batch_start, len(self._t), dtype=np.int64)
+            plan_args = (
+                plan.order, plan.mode, *arrays, plan.parallel | self.homomorphic,
+                plan.rng_off, plan.rng_var, plan.rng_upper, plan.rng_c,
+                plan.chk_off, plan.chk_x, plan.chk_y, plan.chk_c, plan.sig_side,
+            )
+            chunks = np.array_split(anchors, self._chunks(len(anchors)))
+            if len(chunks) == 1:
+                found.append(_search_all(chunks[0], plan_args, shared, c.k))
+            else:
+                # the compiled search releases the GIL: anchors split across threads
+                with ThreadPoolExecutor(len(chunks)) as pool:
+                    found += pool.map(
+                        _search_all, chunks, *(repeat(x) for x in (plan_args, shared, c.k)))
         if not found:
             return np.empty((0, c.k), dtype=np.int32)
         return np.concatenate(found)
+
+    def _groupings(self, modes: list[int], nvertices: int) -> dict[int, tuple]:
+        """The window grouped for each lookup mode ``(offsets, edge order, ...)``, built in
+        parallel threads (the compiled builders release the GIL)."""
+        src, dst = self._src, self._dst
+
+        def pairs() -> tuple:
+            keys, ids, bitset, hbits, off, idx = build_pair_index(src, dst, nvertices)
+            words = signature_words(len(src), nvertices)
+            sig_out, sig_in = build_signatures(src, dst, nvertices, words)
+            return off, idx, keys, ids, bitset, hbits, sig_out, sig_in, words
+
+        builders = {
+            MODE_OUT: lambda: group_by(src, nvertices),
+            MODE_IN: lambda: group_by(dst, nvertices),
+            MODE_PAIR: pairs,
+            MODE_ALL: lambda: (None, np.arange(len(src), dtype=np.int32)),
+        }
+        if len(modes) < 2 or len(src) < 100_000:
+            return {m: builders[m]() for m in modes}
+        with ThreadPoolExecutor(len(modes)) as pool:
+            futures = {m: pool.submit(builders[m]) for m in modes}
+            return {m: f.result() for m, f in futures.items()}
+
+    def _chunks(self, anchors: int) -> int:
+        """Threads for a search: one per 50,000 anchors, at most ``self.threads``."""
+        return max(1, min(self.threads, anchors // 50_000))
 
     def _matches_table(self, rows: np.ndarray) -> pa.Table:
         if self.query.vertex_constraints and len(rows):

@@ -38,7 +38,7 @@ HASH_MULTIPLIER = np.uint64(0x9E3779B97F4A7C15)
 _INF = np.int64(2**60)  # bounds at or above this mean "none" (UNBOUNDED is 2**61)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def group_by(keys: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
     """Stable counting sort: ``idx[off[k]:off[k+1]]`` are the positions holding key k."""
     off = np.zeros(nkeys + 1, dtype=np.int64)
@@ -60,7 +60,7 @@ def _hash(key: np.int64) -> np.uint64:
     return np.uint64(key) * HASH_MULTIPLIER
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def build_pair_index(src: np.ndarray, dst: np.ndarray, nvertices: int):
     """Group edges by (src, dst): hash table -> dense pair id -> counting sort, plus bitset."""
     n = src.shape[0]
@@ -99,7 +99,7 @@ def build_pair_index(src: np.ndarray, dst: np.ndarray, nvertices: int):
     return table_keys, table_ids, bitset, hbits, off, idx
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def build_signatures(src, dst, nvertices, words):
     """Per-vertex neighbour signatures: bit ``h(v) mod 64*words`` of row ``u`` is set when
     the window has an edge u -> v (``out``), resp. v -> u (``in``).
@@ -126,7 +126,7 @@ def _signature_has(sig, row, other, words) -> bool:
     return ((sig[row * words + (b >> 6)] >> np.uint64(b & 63)) & np.uint64(1)) != np.uint64(0)
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def build_layout(segments, t, end, src, dst, ok):
     """Copy edge data into group order: one row per (segment, edge) in ``segments`` order."""
     total = 0
@@ -183,7 +183,7 @@ def _first_time_at_or_after(lt, lo_i, hi_i, t_min) -> int:
     return lo_i
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def search(
     anchors, start, order, mode, esrc, edst, nvars, iso, dup,
     rng_off, rng_var, rng_upper, rng_c, chk_off, chk_x, chk_y, chk_c, sig_side,

@@ -2,9 +2,22 @@
 
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+
+def _dictionary(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]] | None:
+    """Local codes and the distinct names of a column (None when empty)."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if len(column) == 0:
+        return None
+    encoded = pc.dictionary_encode(column.cast(pa.string()))
+    local = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    return local, encoded.dictionary.to_pylist()
 
 
 class VertexIds:
@@ -29,13 +42,19 @@ class VertexIds:
         return len(self._names)
 
     def encode(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
-        if isinstance(column, pa.ChunkedArray):
-            column = column.combine_chunks()
-        if len(column) == 0:
+        return self._assign(_dictionary(column))
+
+    def encode_many(self, columns: list[pa.Array | pa.ChunkedArray]) -> list[np.ndarray]:
+        """Encode several columns; the Arrow encodings (which release the GIL) run in
+        parallel threads, the id assignment after them in order."""
+        with ThreadPoolExecutor(len(columns)) as pool:
+            encoded = list(pool.map(_dictionary, columns))
+        return [self._assign(e) for e in encoded]
+
+    def _assign(self, encoded: tuple[np.ndarray, list[str]] | None) -> np.ndarray:
+        if encoded is None:
             return np.empty(0, dtype=np.int32)
-        encoded = pc.dictionary_encode(column.cast(pa.string()))
-        local = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-        uniques = encoded.dictionary.to_pylist()
+        local, uniques = encoded
         index = self._index
         mapping = np.empty(len(uniques), dtype=np.int32)
         for i, name in enumerate(uniques):
