@@ -48,6 +48,7 @@ def make_engine(
     max_duration_us: int | None = None,
     features: VertexFeatures | None = None,
     field_aliases: dict[str, str] | None = None,
+    threads: int | None = None,
 ) -> SubgraphEngine:
     """An engine for ``query``; the duration bound defaults to the longest edge in ``edges``."""
     if max_duration_us is None and edges is not None:
@@ -58,6 +59,7 @@ def make_engine(
         max_duration_us=max_duration_us,
         features=features,
         field_aliases=field_aliases,
+        threads=threads,
     )
 
 

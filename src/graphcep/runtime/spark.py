@@ -267,8 +267,21 @@ def run_spark(
     *,
     shards: int | None = None,
     shard_length_us: int | None = None,
+    strategy: str = "auto",
 ) -> tuple[pa.Table, RunStats]:
-    """All matches of the job's query over ``edges_df`` by exact time-sharded replay.
+    """All matches of the job's query over ``edges_df``, replayed in parallel Spark tasks.
+
+    Two exact strategies (``strategy="auto"`` picks):
+
+    ``"partitions"``
+        When the DataFrame's partitions hold disjoint, increasing time ranges (a
+        time-ordered file split into blocks, an ordered table), every partition is a
+        shard as it stands: nothing is shuffled. The edges within one extent before each
+        partition's start -- its warm-up -- are collected once and broadcast.
+    ``"shuffle"``
+        Otherwise edges are cut into time shards at least one extent long; each edge also
+        goes to the next shard when within one extent of its start; shards are shuffled
+        onto partitions of their own.
 
     Queries with vertex features run as one shard: a feature such as ``topk`` counts
     items over the whole stream, which time shards do not see.
@@ -278,57 +291,117 @@ def run_spark(
     if isinstance(job, SubgraphQuery):
         job = Job.create(Program(queries=[job]))
     started = time.perf_counter()
-    agg = edges_df.agg(
-        F.min("t").alias("t_min"), F.max("t").alias("t_max"),
-        F.max("dur").alias("d_max"), F.count(F.lit(1)).alias("n"),
-    ).collect()[0]
-    n = int(agg["n"])
+    parts = (
+        edges_df.groupBy(F.spark_partition_id().alias("p"))
+        .agg(F.min("t").alias("t_min"), F.max("t").alias("t_max"),
+             F.max("dur").alias("d_max"), F.count(F.lit(1)).alias("n"))
+        .orderBy("p")
+        .collect()
+    )
+    n = sum(int(r["n"]) for r in parts)
     if n == 0:
         return MATCH_SCHEMA.empty_table(), RunStats(seconds=time.perf_counter() - started)
     if job.max_duration_us is None:
-        job = replace(job, max_duration_us=int(agg["d_max"] or 0))
+        job = replace(job, max_duration_us=max(int(r["d_max"] or 0) for r in parts))
     extent = compile_query(job.query, job.max_duration_us).extent_us
-    t_min, t_max = int(agg["t_min"]), int(agg["t_max"])
+    # ship only what the engine reads: wide netflow rows would cost transfer time for nothing
+    edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
+    ordered = all(a["t_max"] < b["t_min"] for a, b in zip(parts, parts[1:], strict=False))
+    use_partitions = strategy == "partitions" or (
+        strategy == "auto" and ordered and len(parts) > 1 and not job.query.vertex_constraints
+        and shards is None and shard_length_us is None
+    )
+    if use_partitions:
+        if not ordered:
+            raise ValueError("strategy 'partitions' needs partitions in increasing time order")
+        matches, extra = _replay_partitions(spark, job, edges_df, parts, extent)
+    else:
+        matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent, shards,
+                                          shard_length_us)
+    matches = matches.cast(MATCH_SCHEMA) if matches.num_rows else MATCH_SCHEMA.empty_table()
+    stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started)
+    stats.extra.update({"extent_us": extent, **extra})
+    return matches, stats
+
+
+def _replay_partitions(spark, job: Job, edges_df, parts, extent: int):
+    """Each partition replays its own edges after a broadcast warm-up of the edges within
+    one extent before its first edge."""
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+
+    starts = {int(r["p"]): int(r["t_min"]) for r in parts}
+    windows = [(start - extent, start) for p, start in starts.items() if p != parts[0]["p"]]
+    near_start = F.lit(False)
+    for lo, hi in windows:
+        near_start = near_start | ((F.col("t") >= lo) & (F.col("t") < hi))
+    tails = edges_df.where(near_start).toArrow()
+    tails = sort_stream(normalize_edges(tails)) if tails.num_rows else None
+    shared = spark.sparkContext.broadcast(_ipc_bytes(tails) if tails is not None else b"")
+
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        own = pa.Table.from_batches(list(batches))
+        if own.num_rows == 0:
+            return
+        start = starts[TaskContext.get().partitionId()]
+        warm = None
+        if shared.value:
+            everything = pa.ipc.open_stream(shared.value).read_all()
+            in_range = pc.and_(pc.greater_equal(everything.column("t"), start - extent),
+                               pc.less(everything.column("t"), start))
+            warm = everything.filter(in_range)
+        yield from _replay_edges(job, own, warm).to_batches()
+
+    matches = edges_df.mapInArrow(run_partition, MATCH_DDL).toArrow()
+    return matches, {"strategy": "partitions", "shards": len(parts),
+                     "warmup_edges": 0 if tails is None else tails.num_rows}
+
+
+def _ipc_bytes(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _replay_shuffled(spark, job: Job, edges_df, parts, extent: int, shards, shard_length_us):
+    from pyspark.sql import functions as F
+
+    t_min = min(int(r["t_min"]) for r in parts)
+    t_max = max(int(r["t_max"]) for r in parts)
     if job.query.vertex_constraints:
         length = t_max - t_min + 1
     else:
         shards = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
         length = shard_length_us or plan_shards(t_min, t_max, extent, shards)
     length = max(length, extent, 1)
+    count = -(-(t_max - t_min + 1) // length)
 
     shard = F.floor((F.col("t") - F.lit(t_min)) / F.lit(length)).cast("long")
-    # ship only what the engine reads: wide netflow rows would cost shuffle time for nothing
-    edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
     owned = edges_df.withColumn("_shard", shard).withColumn("_owned", F.lit(True))
     next_start = F.lit(t_min) + (F.col("_shard") + 1) * F.lit(length)
-    count = -(-(t_max - t_min + 1) // length)
     copies = (
         owned.where((F.col("t") >= next_start - F.lit(extent)) & (F.col("_shard") + 1 < count))
         .withColumn("_shard", F.col("_shard") + 1)
         .withColumn("_owned", F.lit(False))
     )
     sharded = owned.unionByName(copies)
-    parts = max(1, min(count, spark.sparkContext.defaultParallelism * 2))
-    keys = partition_keys(parts)
-    key_of_shard = F.element_at(F.array(*[F.lit(k).cast("long") for k in keys]), ((F.col("_shard") % parts) + 1).cast("int"))
-    placed = sharded.withColumn("_key", key_of_shard).repartition(parts, "_key")
+    nparts = max(1, min(count, spark.sparkContext.defaultParallelism * 2))
+    keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(nparts)])
+    key_of_shard = F.element_at(keys, ((F.col("_shard") % nparts) + 1).cast("int"))
+    placed = sharded.withColumn("_key", key_of_shard).repartition(nparts, "_key")
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = pa.Table.from_batches(list(batches))
         if table.num_rows == 0:
             return
         table = table.drop_columns(["_key"])
-        shard_ids = pc.unique(table.column("_shard")).to_pylist()
-        for shard_id in sorted(shard_ids):
+        for shard_id in sorted(pc.unique(table.column("_shard")).to_pylist()):
             rows = table.filter(pc.equal(table.column("_shard"), shard_id))
             yield from replay_shard(job, rows).to_batches()
 
     matches = placed.mapInArrow(run_partition, MATCH_DDL).toArrow()
-    matches = matches.cast(MATCH_SCHEMA) if matches.num_rows else MATCH_SCHEMA.empty_table()
-    stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started)
-    stats.extra.update({"shards": count,
-                        "shard_length_us": length, "extent_us": extent})
-    return matches, stats
+    return matches, {"strategy": "shuffle", "shards": count, "shard_length_us": length}
 
 
 def spark_hash_long(value: int, seed: int = 42) -> int:
@@ -371,11 +444,18 @@ def partition_keys(parts: int) -> list[int]:
 
 
 def replay_shard(job: Job, table: pa.Table) -> pa.Table:
-    """What one Spark task runs: warm up on the copied edges, report the shard's own matches."""
+    """What one shuffled Spark task runs: warm up on the copied edges, report the shard's own
+    matches."""
     owned_mask = table.column("_owned")
-    edges = job.orient(table.drop_columns(["_shard", "_owned"]))
-    own = sort_stream(normalize_edges(edges.filter(owned_mask)))
-    warm = sort_stream(normalize_edges(edges.filter(pc.invert(owned_mask))))
-    engine = make_engine(job.query, features=job.features(), **job.engine_options())
+    edges = table.drop_columns(["_shard", "_owned"])
+    return _replay_edges(job, edges.filter(owned_mask), edges.filter(pc.invert(owned_mask)))
+
+
+def _replay_edges(job: Job, own: pa.Table, warm: pa.Table | None) -> pa.Table:
+    own = sort_stream(normalize_edges(job.orient(own)))
+    if warm is not None:
+        warm = sort_stream(normalize_edges(job.orient(warm)))
+    # Spark already runs one task per core: one thread per engine
+    engine = make_engine(job.query, features=job.features(), threads=1, **job.engine_options())
     parts = list(replay(engine, own, warmup=warm))
     return pa.concat_tables(parts) if parts else MATCH_SCHEMA.empty_table()
