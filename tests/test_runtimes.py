@@ -48,7 +48,7 @@ def test_spark_equals_local_for_several_shard_sizes(spark, stream, name):
     expected, _ = run_local(job.query, stream)
     assert expected.num_rows > 0
     df = spark.createDataFrame(stream).cache()
-    for shards in (1, 5):
+    for shards in (1, 5) if name == "triangle" else (5,):
         matches, stats = run_spark(spark, job, df, shards=shards)
         assert stats.extra["strategy"] == "shuffle"
         assert keys(matches) == keys(expected), f"{shards} shards"
@@ -57,11 +57,16 @@ def test_spark_equals_local_for_several_shard_sizes(spark, stream, name):
     assert keys(matches) == keys(expected)
     assert stats.extra["shard_length_us"] == stats.extra["extent_us"]
     # time-ordered partitions are replayed where they are, with a broadcast warm-up
-    for parts in (3,):
+    for parts in (2, 5) if name == "triangle" else (5,):
         ordered = spark.createDataFrame(stream).repartitionByRange(parts, "t", "seq").cache()
-        matches, stats = run_spark(spark, job, ordered)
+        matches, stats = run_spark(spark, job, ordered, strategy="partitions")
         assert stats.extra["strategy"] == "partitions"
         assert keys(matches) == keys(expected), f"{parts} ordered partitions"
+    # chosen by itself when ordered partitions are at least one extent long (2 x 15 s)
+    halves = spark.createDataFrame(stream).repartitionByRange(2, "t", "seq")
+    matches, stats = run_spark(spark, job, halves)
+    assert stats.extra["strategy"] == "partitions"
+    assert keys(matches) == keys(expected)
 
 
 def test_partition_strategy_needs_ordered_partitions(spark, stream):
@@ -116,3 +121,13 @@ def test_shard_keys_land_on_their_own_partitions(spark):
             .collect()
         )
         assert sorted((keys.index(r["k"]), r["p"]) for r in placed) == [(p, p) for p in range(parts)]
+
+
+def test_short_streams_and_feature_queries_run_as_one_task(spark, stream):
+    from graphcep.runtime.spark import run_spark
+
+    job = Job.create(parse_program(QUERIES["triangle"].replace("<= 10", "<= 20")))
+    expected, _ = run_local(job.query, stream)
+    matches, stats = run_spark(spark, job, spark.createDataFrame(stream))
+    assert stats.extra["strategy"] == "single"  # 30 s of stream, a 20 s extent
+    assert keys(matches) == keys(expected)

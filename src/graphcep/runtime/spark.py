@@ -271,8 +271,12 @@ def run_spark(
 ) -> tuple[pa.Table, RunStats]:
     """All matches of the job's query over ``edges_df``, replayed in parallel Spark tasks.
 
-    Two exact strategies (``strategy="auto"`` picks):
+    Exact strategies (``strategy="auto"`` picks with :func:`choose_strategy`):
 
+    ``"single"``
+        One task replays the whole stream (partitions concatenated in place, no shuffle;
+        its engine uses every core): for streams shorter than two extents, where time
+        shards would mostly re-read each other's edges, and for queries with features.
     ``"partitions"``
         When the DataFrame's partitions hold disjoint, increasing time ranges (a
         time-ordered file split into blocks, an ordered table), every partition is a
@@ -306,22 +310,60 @@ def run_spark(
     extent = compile_query(job.query, job.max_duration_us).extent_us
     # ship only what the engine reads: wide netflow rows would cost transfer time for nothing
     edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
-    ordered = all(a["t_max"] < b["t_min"] for a, b in zip(parts, parts[1:], strict=False))
-    use_partitions = strategy == "partitions" or (
-        strategy == "auto" and ordered and len(parts) > 1 and not job.query.vertex_constraints
-        and shards is None and shard_length_us is None
-    )
-    if use_partitions:
-        if not ordered:
+    if strategy == "auto":
+        strategy = choose_strategy(parts, extent, job, shards, shard_length_us)
+    if strategy == "single":
+        matches, extra = _replay_single(spark, job, edges_df)
+    elif strategy == "partitions":
+        if not _time_ordered(parts):
             raise ValueError("strategy 'partitions' needs partitions in increasing time order")
         matches, extra = _replay_partitions(spark, job, edges_df, parts, extent)
-    else:
+    elif strategy == "shuffle":
         matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent, shards,
                                           shard_length_us)
+    else:
+        raise ValueError(f"unknown strategy {strategy!r}: auto, single, partitions or shuffle")
     matches = matches.cast(MATCH_SCHEMA) if matches.num_rows else MATCH_SCHEMA.empty_table()
     stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started)
     stats.extra.update({"extent_us": extent, **extra})
     return matches, stats
+
+
+def _time_ordered(parts) -> bool:
+    return all(a["t_max"] < b["t_min"] for a, b in zip(parts, parts[1:], strict=False))
+
+
+def choose_strategy(parts, extent: int, job: Job, shards, shard_length_us) -> str:
+    """How to cut the work, from per-partition time ranges (see :func:`run_spark`).
+
+    Time shards pay for parallelism with warm-up: a shard re-reads one extent of edges
+    before its start. A stream shorter than two extents therefore runs as one task
+    (whose engine then uses every core); features need the whole stream in one task too.
+    Time-ordered partitions are used in place when they are, on average, at least one
+    extent long; otherwise edges are shuffled into longer shards.
+    """
+    if shards is not None or shard_length_us is not None:
+        return "shuffle"
+    t_min = min(int(r["t_min"]) for r in parts)
+    t_max = max(int(r["t_max"]) for r in parts)
+    if job.query.vertex_constraints or t_max - t_min < 2 * extent:
+        return "single"
+    if len(parts) > 1 and _time_ordered(parts) and (t_max - t_min) / len(parts) >= extent:
+        return "partitions"
+    return "shuffle"
+
+
+def _replay_single(spark, job: Job, edges_df):
+    """One task replays everything (no shuffle: partitions are concatenated in place)."""
+    threads = max(1, spark.sparkContext.defaultParallelism)
+
+    def run_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = pa.Table.from_batches(list(batches))
+        if table.num_rows:
+            yield from _replay_edges(job, table, None, threads=threads).to_batches()
+
+    matches = edges_df.coalesce(1).mapInArrow(run_all, MATCH_DDL).toArrow()
+    return matches, {"strategy": "single", "shards": 1}
 
 
 def _replay_partitions(spark, job: Job, edges_df, parts, extent: int):
@@ -451,11 +493,12 @@ def replay_shard(job: Job, table: pa.Table) -> pa.Table:
     return _replay_edges(job, edges.filter(owned_mask), edges.filter(pc.invert(owned_mask)))
 
 
-def _replay_edges(job: Job, own: pa.Table, warm: pa.Table | None) -> pa.Table:
+def _replay_edges(job: Job, own: pa.Table, warm: pa.Table | None, threads: int = 1) -> pa.Table:
+    """Replay one shard; Spark runs one task per core, so one thread unless told otherwise."""
     own = sort_stream(normalize_edges(job.orient(own)))
     if warm is not None:
         warm = sort_stream(normalize_edges(job.orient(warm)))
-    # Spark already runs one task per core: one thread per engine
-    engine = make_engine(job.query, features=job.features(), threads=1, **job.engine_options())
+    engine = make_engine(job.query, features=job.features(), threads=threads,
+                         **job.engine_options())
     parts = list(replay(engine, own, warmup=warm))
     return pa.concat_tables(parts) if parts else MATCH_SCHEMA.empty_table()
