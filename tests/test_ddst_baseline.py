@@ -21,7 +21,7 @@ from graphcep.engines.ddst_baseline import (
     timing_filter,
 )
 from graphcep.lang.ddst import parse_ddst
-from graphcep.patterns.ddst import DDSTBuilder, DDSTQuery, QueryEdge, QueryVertex, Window
+from graphcep.patterns.ddst import DDSTQuery, QueryEdge, QueryVertex, Window
 from tests import ddst_oracle as oracle
 
 S = 1_000_000  # microseconds per second

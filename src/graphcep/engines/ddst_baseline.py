@@ -114,7 +114,7 @@ Example (the paper's Example 5 as a stream: AB edges at 30, 40, 90; CA at 2, 45,
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -123,7 +123,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.base import OutOfOrderError, StateBoundError
-from graphcep.events import match_ids, normalize_edges
+from graphcep.events import empty_edges, match_ids, normalize_edges
 from graphcep.patterns.ddst import DDSTQuery, order_cycle
 
 __all__ = [
@@ -226,8 +226,8 @@ class MatchGraph:
 
     def component_of(self, seq: int) -> MatchGraph:
         """The match component holding stream edge ``seq`` (empty if it is unmatched)."""
-        return next((c for c in self.components() if any(e.seq == seq for e in c.edges)),
-                    MatchGraph())  # fmt: skip
+        mine = (c for c in self.components() if any(e.seq == seq for e in c.edges))
+        return next(mine, MatchGraph())
 
 
 # -- the query and the window as arrays ------------------------------------------------
@@ -289,8 +289,8 @@ class _Graph:
 
     def select(self, keep: np.ndarray) -> _Graph:
         """The edges where ``keep``; vertices (and their labels) unchanged."""
-        return _Graph(self.src[keep], self.dst[keep], self.t[keep], self.seq[keep],
-                      self.label[keep], self.vlabel, self.names)  # fmt: skip
+        kept = (self.src, self.dst, self.t, self.seq, self.label)
+        return _Graph(*(col[keep] for col in kept), self.vlabel, self.names)
 
 
 def _graph(cols: Mapping[str, np.ndarray]) -> _Graph:
@@ -315,8 +315,8 @@ def _graph(cols: Mapping[str, np.ndarray]) -> _Graph:
 
 def _compat(q: _Query, g: _Graph) -> tuple[np.ndarray, np.ndarray]:
     """Label compatibility: vertices ``(nv, n)`` and edges with their endpoints ``(ne, m)``."""
-    vc = np.array([np.ones(g.n, bool) if lab is None else g.vlabel == lab for lab in q.vlabels],
-                  dtype=bool).reshape(len(q.vlabels), g.n)  # fmt: skip
+    vl = [np.ones(g.n, bool) if lab is None else g.vlabel == lab for lab in q.vlabels]
+    vc = np.array(vl, dtype=bool).reshape(len(q.vlabels), g.n)
     el = [np.ones(len(g.t), bool) if lab is None else g.label == lab for lab in q.elabels]
     ec = np.array(el, dtype=bool).reshape(len(q.elabels), len(g.t))
     return vc, ec & vc[q.qsrc][:, g.src] & vc[q.qdst][:, g.dst]
@@ -359,27 +359,34 @@ def _components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
 
 
 def _timing_keep(
-    times: list[np.ndarray], comps: list[np.ndarray], ncomp: int, q: _Query
+    times: list[np.ndarray],
+    comps: list[np.ndarray],
+    ncomp: int,
+    topo: Sequence[int],
+    pre: Sequence[Sequence[int]],
+    post: Sequence[Sequence[int]],
 ) -> list[np.ndarray]:
     """Lines 9-18: forward then backward timing filtering, per component.
 
-    ``times[k]`` / ``comps[k]`` are the times and component numbers of query edge ``k``'s
-    candidate stream edges; returns which candidates are kept.
+    ``times[k]`` / ``comps[k]`` are the times and component numbers (``0..ncomp-1``) of
+    query edge ``k``'s candidate stream edges; ``topo`` orders the query edges
+    topologically in the timing graph, whose edges ``pre`` / ``post`` give. Returns which
+    candidates are kept.
     """
     keep = [np.ones(len(x), dtype=bool) for x in times]
     lo: dict[int, np.ndarray] = {}
-    for k in q.topo:  # ts(v) = min{t(e) : t(e) > ts(u) for u in pre(v)}; drop earlier ones
+    for k in topo:  # ts(v) = min{t(e) : t(e) > ts(u) for u in pre(v)}; drop earlier ones
         bound = np.full(ncomp, _INT_MIN)
-        for p in q.pre[k]:
+        for p in pre[k]:
             bound = np.maximum(bound, lo[p])
         ok = keep[k] & (times[k] > bound[comps[k]])
         lo[k] = np.full(ncomp, _INT_MAX)
         np.minimum.at(lo[k], comps[k][ok], times[k][ok])
         keep[k] &= times[k] >= lo[k][comps[k]]
     hi: dict[int, np.ndarray] = {}
-    for k in reversed(q.topo):  # ts(v) = max{t(e) : t(e) < ts(u) for u in post(v)}
+    for k in reversed(topo):  # ts(v) = max{t(e) : t(e) < ts(u) for u in post(v)}
         bound = np.full(ncomp, _INT_MAX)
-        for s in q.post[k]:
+        for s in post[k]:
             bound = np.minimum(bound, hi[s])
         ok = keep[k] & (times[k] < bound[comps[k]])
         hi[k] = np.full(ncomp, _INT_MIN)
@@ -393,7 +400,7 @@ def _timing_filter(q: _Query, g: _Graph, se: np.ndarray) -> np.ndarray:
     active = se.any(axis=0)
     comp = _components(g.n, g.src[active], g.dst[active])[g.src]
     rows = [np.flatnonzero(se[k]) for k in range(len(q.enames))]
-    keep = _timing_keep([g.t[r] for r in rows], [comp[r] for r in rows], g.n, q)
+    keep = _timing_keep([g.t[r] for r in rows], [comp[r] for r in rows], g.n, q.topo, q.pre, q.post)
     out = se.copy()
     for k, r in enumerate(rows):
         out[k, r[~keep[k]]] = False
@@ -455,14 +462,11 @@ def _match_graph(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> Match
     vertices = sorted(zip(*np.nonzero(sim), strict=True), key=lambda p: (p[0], g.names[p[1]]))
     ks, es = np.nonzero(se)
     order = np.lexsort((ks, g.seq[es], g.t[es]))
-    return MatchGraph(
-        tuple((q.vnames[u], str(g.names[v])) for u, v in vertices),
-        tuple(
-            EdgeMatch(q.enames[k], int(g.seq[e]), int(g.t[e]), str(g.names[g.src[e]]),
-                      str(g.names[g.dst[e]]))
-            for k, e in zip(ks[order], es[order], strict=True)
-        ),
-    )  # fmt: skip
+    edges = (
+        EdgeMatch(q.enames[k], int(g.seq[e]), int(g.t[e]), g.names[g.src[e]], g.names[g.dst[e]])
+        for k, e in zip(ks[order], es[order], strict=True)
+    )
+    return MatchGraph(tuple((q.vnames[u], g.names[v]) for u, v in vertices), tuple(edges))
 
 
 def _component_of(g: _Graph, sim: np.ndarray, se: np.ndarray, e: int) -> tuple[np.ndarray, ...]:
@@ -512,14 +516,15 @@ def timing_filter(
     if unknown:
         raise ValueError(f"the timing order names unknown edges: {', '.join(unknown)}")
     pre = [[idx[a] for a, b in pairs if b == n] for n in names]
+    post = [[idx[b] for a, b in pairs if a == n] for n in names]
     topo: list[int] = []
     while len(topo) < len(names):
-        topo.append(next(i for i in range(len(names)) if i not in topo and set(pre[i]) <= set(topo)))
-    q = _Query((), tuple(names), (), (), np.empty(0), np.empty(0), (), (), tuple(topo),
-               tuple(map(tuple, pre)),
-               tuple(tuple(idx[b] for a, b in pairs if a == n) for n in names))  # fmt: skip
+        topo.append(
+            next(i for i in range(len(names)) if i not in topo and set(pre[i]) <= set(topo))
+        )
     times = [np.asarray(list(candidates[n]), dtype=np.int64) for n in names]
-    keep = _timing_keep(times, [np.zeros(len(x), dtype=np.int64) for x in times], 1, q)
+    zeros = [np.zeros(len(x), dtype=np.int64) for x in times]
+    keep = _timing_keep(times, zeros, 1, topo, pre, post)
     return {n: times[i][keep[i]].tolist() for i, n in enumerate(names)}
 
 
@@ -603,9 +608,7 @@ class DDSTBaselineEngine:
         self.query = query
         self.max_window_edges = max_window_edges
         self._q = _compile(query)
-        self._cols: dict[str, np.ndarray] = _columns(normalize_edges(
-            pa.table({"t": pa.array([], pa.int64()), "src": pa.array([], pa.string()),
-                      "dst": pa.array([], pa.string())})))  # fmt: skip
+        self._cols: dict[str, np.ndarray] = _columns(empty_edges())
         self._last = (_INT_MIN, _INT_MIN)
         self._watermark = _INT_MIN
         self._next_seq = 0
@@ -627,7 +630,8 @@ class DDSTBaselineEngine:
         if "seq" not in batch.column_names:
             first = self._next_seq
             batch = batch.append_column(
-                "seq", pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64)))
+                "seq", pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
+            )
         new = _columns(normalize_edges(batch))
         self._check_order(new["t"], new["seq"])
         base = len(self._cols["t"])
@@ -684,7 +688,11 @@ class DDSTBaselineEngine:
     def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
         first = (int(t[0]), int(seq[0]))
         dt, ds = np.diff(t), np.diff(seq)
-        if first <= self._last or t[0] < self._watermark or np.any((dt < 0) | ((dt == 0) & (ds <= 0))):
+        if (
+            first <= self._last
+            or t[0] < self._watermark
+            or np.any((dt < 0) | ((dt == 0) & (ds <= 0)))
+        ):
             raise OutOfOrderError(
                 f"edges must be pushed in stream order (t, seq), after the watermark; got "
                 f"t={first[0]} µs, seq={first[1]} after t={self._last[0]} µs, "

@@ -83,6 +83,7 @@ from graphcep.lang.tokens import (
 )
 from graphcep.patterns.ddst import (
     COUNT_UNITS,
+    MAX_WINDOW,
     RESERVED,
     TIME_UNITS,
     DDSTQuery,
@@ -238,8 +239,10 @@ class _Parser:
     def define(self, tok: Token, kind: str) -> None:
         if tok.value in self.names:
             other, first = self.names[tok.value]
-            what = f"{kind} '{tok.value}' is already declared" if other == kind else (
-                f"'{tok.value}' is already the name of a {other}"
+            what = (
+                f"{kind} '{tok.value}' is already declared"
+                if other == kind
+                else f"'{tok.value}' is already the name of a {other}"
             )
             self.fail(f"a new {kind} name", tok, f"{what} at {_pos(first)}")
         self.names[tok.value] = (kind, tok)
@@ -271,8 +274,11 @@ class _Parser:
             self.edge()
 
     def edge(self) -> None:
-        tok = self.expect_name("an edge 'NAME: SRC -> DST [label];'" if not self.edges else
-                               "another edge 'NAME: SRC -> DST [label];', ORDER or WITHIN")
+        tok = self.expect_name(
+            "an edge 'NAME: SRC -> DST [label];'"
+            if not self.edges
+            else "another edge 'NAME: SRC -> DST [label];', ORDER or WITHIN"
+        )
         self.define(tok, "edge")
         self.expect_op(":", f"':' after the edge name '{tok.value}'")
         src = self.vertex_ref()
@@ -290,8 +296,10 @@ class _Parser:
         kind = self.names.get(tok.value, ("", tok))[0]
         if kind != "vertex":
             known = ", ".join(v.name for v in self.vertices)
-            why = f"'{tok.value}' is an edge, not a vertex" if kind else (
-                f"unknown vertex '{tok.value}'"
+            why = (
+                f"'{tok.value}' is an edge, not a vertex"
+                if kind
+                else f"unknown vertex '{tok.value}'"
             )
             self.fail("a declared vertex name", tok, f"{why} (declared vertices: {known})")
         return tok.value
@@ -317,8 +325,8 @@ class _Parser:
         kind = self.names.get(tok.value, ("", tok))[0]
         if kind != "edge":
             known = ", ".join(e.name for e in self.edges)
-            why = f"'{tok.value}' is a vertex, not an edge" if kind else (
-                f"unknown edge '{tok.value}'"
+            why = (
+                f"'{tok.value}' is a vertex, not an edge" if kind else f"unknown edge '{tok.value}'"
             )
             self.fail("an edge name", tok, f"{why} in the timing order (edges: {known})")
         return tok
@@ -348,15 +356,18 @@ class _Parser:
             hint = ""
             if end.kind == "IDENT" and end.value.lower() in _SECTIONS:
                 hint = " (the statements are QUERY, VERTICES, EDGES, ORDER, WITHIN, in this order)"
-            self.fail("end of input after WITHIN", end,
-                      f"expected end of input after WITHIN, found {end.describe()}{hint}")
+            self.fail(
+                "end of input after WITHIN",
+                end,
+                f"expected end of input after WITHIN, found {end.describe()}{hint}",
+            )
         return window
 
     def window_value(self, num: Token, unit: Token) -> Window:
         word = unit.value.lower()
         if word in COUNT_UNITS:
-            if not num.value.isdigit() or int(num.value) < 1:
-                self.fail("a positive whole number of edges", num)
+            if not num.value.isdigit() or not 1 <= int(num.value) < MAX_WINDOW:
+                self.fail("a positive whole number of edges (below 2**62)", num)
             return Window.edges(int(num.value))
         if word not in TIME_UNITS:
             self.fail(_UNITS, unit, f"unknown window unit '{unit.value}' (use {_UNITS})")
@@ -373,7 +384,8 @@ class _Parser:
         tok = self.names[lonely][1]
         on_edge = any(lonely in (e.src, e.dst) for e in self.edges)
         why = (
-            f"vertex '{lonely}' is not connected to '{names[0]}'" if on_edge
+            f"vertex '{lonely}' is not connected to '{names[0]}'"
+            if on_edge
             else f"vertex '{lonely}' is on no edge"
         )
         self.fail(

@@ -68,6 +68,7 @@ __all__ = [
     "DDSTQuery",
     "DDSTBuilder",
     "window_us",
+    "MAX_WINDOW",
     "order_cycle",
     "disconnected_vertex",
     "format_label",
@@ -103,9 +104,17 @@ COUNT_UNITS = frozenset({"edges", "edge"})
 _IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 _NUMBER_LABEL = re.compile(r"[0-9]+(?:\.[0-9]+)?\Z")
 #: Units :meth:`Window.__str__` writes, largest first, with their size in microseconds.
-_DISPLAY_UNITS = (("d", 86_400_000_000), ("h", 3_600_000_000), ("min", 60_000_000), ("s", 1_000_000), ("ms", 1_000))
+_DISPLAY_UNITS = (
+    ("d", 86_400_000_000),
+    ("h", 3_600_000_000),
+    ("min", 60_000_000),
+    ("s", 1_000_000),
+    ("ms", 1_000),
+)
 
 WindowKind = Literal["time", "count"]
+#: Windows (µs or edges) stay below this, like times (:func:`graphcep.events.seconds_to_us`).
+MAX_WINDOW = 2**62
 
 
 class DDSTQueryError(QueryError):
@@ -204,8 +213,8 @@ def window_us(amount: str | int | Decimal, unit: str = "s") -> int:
     Raises
     ------
     DDSTQueryError
-        For an unknown unit, a negative amount, or one that is not a whole number of
-        microseconds (``0.5 us``).
+        For an unknown unit, a negative amount, one that is not a whole number of
+        microseconds (``0.5 us``), or one of 2**62 microseconds or more.
 
     Examples
     --------
@@ -225,6 +234,8 @@ def window_us(amount: str | int | Decimal, unit: str = "s") -> int:
         raise DDSTQueryError(
             f"a window must be a whole number of microseconds: {amount} {unit} is {exact} us"
         )
+    if exact >= MAX_WINDOW:
+        raise DDSTQueryError(f"a window must be below 2**62 us: {amount} {unit}")
     return int(exact)
 
 
@@ -369,12 +380,18 @@ class DDSTQuery:
 
     def _check_window(self) -> None:
         w = self.window
-        if w.kind not in ("time", "count") or isinstance(w.size, bool) or not isinstance(w.size, int):
+        if (
+            w.kind not in ("time", "count")
+            or isinstance(w.size, bool)
+            or not isinstance(w.size, int)
+        ):
             raise DDSTQueryError(f"bad window {w!r}")
         if w.kind == "count" and w.size < 1:
             raise DDSTQueryError("a count window needs at least 1 edge")
         if w.kind == "time" and w.size < 0:
             raise DDSTQueryError("a time window cannot be negative")
+        if w.size >= MAX_WINDOW:
+            raise DDSTQueryError(f"a window must be below 2**62 ({w.size} given)")
 
     # -- structure ----------------------------------------------------------------------
 

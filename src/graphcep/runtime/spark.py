@@ -290,18 +290,11 @@ def run_spark(
     Queries with vertex features run as one shard: a feature such as ``topk`` counts
     items over the whole stream, which time shards do not see.
     """
-    from pyspark.sql import functions as F
 
     if isinstance(job, SubgraphQuery):
         job = Job.create(Program(queries=[job]))
     started = time.perf_counter()
-    parts = (
-        edges_df.groupBy(F.spark_partition_id().alias("p"))
-        .agg(F.min("t").alias("t_min"), F.max("t").alias("t_max"),
-             F.max("dur").alias("d_max"), F.count(F.lit(1)).alias("n"))
-        .orderBy("p")
-        .collect()
-    )
+    parts = _partition_stats(edges_df)
     n = sum(int(r["n"]) for r in parts)
     if n == 0:
         return MATCH_SCHEMA.empty_table(), RunStats(seconds=time.perf_counter() - started)
@@ -315,9 +308,19 @@ def run_spark(
     if strategy == "single":
         matches, extra = _replay_single(spark, job, edges_df)
     elif strategy == "partitions":
+        cached = edges_df.storageLevel.useMemory or edges_df.storageLevel.useDisk
+        if not cached:
+            # the warm-up is cut at each partition's start, so the partitions must be the
+            # same in every job: an uncached range partitioning is re-sampled each time
+            edges_df = edges_df.persist()
+            parts = _partition_stats(edges_df)
         if not _time_ordered(parts):
             raise ValueError("strategy 'partitions' needs partitions in increasing time order")
-        matches, extra = _replay_partitions(spark, job, edges_df, parts, extent)
+        try:
+            matches, extra = _replay_partitions(spark, job, edges_df, parts, extent)
+        finally:
+            if not cached:
+                edges_df.unpersist()
     elif strategy == "shuffle":
         matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent, shards,
                                           shard_length_us)
@@ -327,6 +330,19 @@ def run_spark(
     stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started)
     stats.extra.update({"extent_us": extent, **extra})
     return matches, stats
+
+
+def _partition_stats(edges_df) -> list:
+    """Per input partition: first and last start time, longest duration, edge count."""
+    from pyspark.sql import functions as F
+
+    return (
+        edges_df.groupBy(F.spark_partition_id().alias("p"))
+        .agg(F.min("t").alias("t_min"), F.max("t").alias("t_max"),
+             F.max("dur").alias("d_max"), F.count(F.lit(1)).alias("n"))
+        .orderBy("p")
+        .collect()
+    )
 
 
 def _time_ordered(parts) -> bool:
