@@ -1,5 +1,5 @@
-"""A brute-force DDST checker written from Definitions 1-2 of Wang et al., "Event pattern
-matching over graph streams" -- not from Algorithm DDST.
+"""A brute-force DDST checker written from Definitions 1-2 of "Event pattern matching over
+graph streams" -- not from Algorithm DDST.
 
 It knows nothing of the engine: no dual-simulation refinement, no timing graph, no
 topological passes, no bipartite matching. For one window it computes the maximal match
@@ -29,8 +29,10 @@ condition. The window itself (Definition 2, condition 2) is the caller's: every 
 of the stream is given here separately (:func:`windows`).
 
 Edges are dicts with ``t`` (µs), ``seq``, ``src``, ``dst`` and optional ``label``,
-``src_label``, ``dst_label`` (``None``: no label). A vertex's label is the newest non-null
-label it is given in the window (source before destination within an edge).
+``src_label``, ``dst_label`` (``None``: no label). A stream vertex is an id with the label
+an edge gives it, ``(src, src_label)`` and ``(dst, dst_label)``: ``L`` is then a function
+on vertices, as the definitions have it. ``S`` is returned as ``(query vertex, id, label)``
+triples, ``Se`` as ``(query edge, seq)`` pairs.
 """
 
 from __future__ import annotations
@@ -39,19 +41,17 @@ from itertools import permutations, product
 
 from graphcep.patterns.ddst import DDSTQuery
 
-VertexPairs = frozenset[tuple[str, str]]
+Vertex = tuple[str, str | None]
+VertexPairs = frozenset[tuple[str, str, str | None]]
 EdgePairs = frozenset[tuple[str, int]]
 
 
-def vertex_labels(edges: list[dict]) -> dict[str, str | None]:
-    """Each vertex's label: the newest non-null one given to it."""
-    labels: dict[str, str | None] = {}
-    for e in edges:
-        for v, lab in ((e["src"], e.get("src_label")), (e["dst"], e.get("dst_label"))):
-            labels.setdefault(v, None)
-            if lab is not None:
-                labels[v] = lab
-    return labels
+def ends(edge: dict) -> dict[str, Vertex]:
+    """The stream vertices an edge joins, by end."""
+    return {
+        "src": (edge["src"], edge.get("src_label")),
+        "dst": (edge["dst"], edge.get("dst_label")),
+    }
 
 
 def fits(wanted: str | None, given: str | None) -> bool:
@@ -78,18 +78,18 @@ def components(edges: dict[int, dict], se: set[tuple[str, int]]) -> dict[int, in
         changed = False
         for a in matched:
             for b in matched:
-                ends_a = {edges[a]["src"], edges[a]["dst"]}
-                if comp[b] < comp[a] and ends_a & {edges[b]["src"], edges[b]["dst"]}:
+                ends_a = set(ends(edges[a]).values())
+                if comp[b] < comp[a] and ends_a & set(ends(edges[b]).values()):
                     comp[a] = comp[b]
                     changed = True
     return comp
 
 
-def degree_ok(query: DDSTQuery, edges: dict[int, dict], se: set, u: str, v: str) -> bool:
+def degree_ok(query: DDSTQuery, edges: dict[int, dict], se: set, u: str, v: Vertex) -> bool:
     """Conditions 2b and 2c for ``(u, v)``: distinct matching edges for u's out- and in-edges."""
     for end in ("src", "dst"):  # out-edges of u at v, then in-edges
         mine = [q.name for q in query.edges if getattr(q, end) == u]
-        at_v = [s for s, e in edges.items() if e[end] == v]
+        at_v = [s for s, e in edges.items() if ends(e)[end] == v]
         if mine and not any(
             all((q, s) in se for q, s in zip(mine, choice, strict=True))
             for choice in permutations(at_v, len(mine))
@@ -124,13 +124,15 @@ def match_graph(query: DDSTQuery, window: list[dict]) -> tuple[VertexPairs, Edge
     """The maximal DDST match graph of one window: ``(S, Se)`` with ``Se`` as (qedge, seq)."""
     edges = {e["seq"]: e for e in window}
     order = strict_order(query)
-    labels = vertex_labels(window)
-    s = {(u.name, v) for u in query.vertices for v in labels if fits(u.label, labels[v])}
+    vertices = {v for e in window for v in ends(e).values()}
+    s = {(u.name, v) for u in query.vertices for v in vertices if fits(u.label, v[1])}
     se = {
         (q.name, e["seq"])
         for q in query.edges
         for e in window
-        if fits(q.label, e.get("label")) and (q.src, e["src"]) in s and (q.dst, e["dst"]) in s
+        if fits(q.label, e.get("label"))
+        and (q.src, ends(e)["src"]) in s
+        and (q.dst, ends(e)["dst"]) in s
     }
     while True:
         comp = components(edges, se)
@@ -139,8 +141,8 @@ def match_graph(query: DDSTQuery, window: list[dict]) -> tuple[VertexPairs, Edge
         se_next = {
             (q, x)
             for q, x in se
-            if (src_dst[q][0], edges[x]["src"]) in s_next
-            and (src_dst[q][1], edges[x]["dst"]) in s_next
+            if (src_dst[q][0], ends(edges[x])["src"]) in s_next
+            and (src_dst[q][1], ends(edges[x])["dst"]) in s_next
             and timing_ok(query, order, edges, se, comp, q, x)
         }
         if s_next == s and se_next == se:
@@ -148,7 +150,7 @@ def match_graph(query: DDSTQuery, window: list[dict]) -> tuple[VertexPairs, Edge
         s, se = s_next, se_next
     if any(all(u.name != a for a, _ in s) for u in query.vertices):
         return frozenset(), frozenset()
-    return frozenset(s), frozenset(se)
+    return frozenset((u, v, lab) for u, (v, lab) in s), frozenset(se)
 
 
 def windows(query: DDSTQuery, stream: list[dict]) -> list[list[dict]]:
@@ -172,9 +174,9 @@ def component_of(
     edges = {e["seq"]: e for e in window}
     comp = components(edges, set(se))
     mine = {x for _, x in se if comp[x] == comp[seq]}
-    vertices = {v for x in mine for v in (edges[x]["src"], edges[x]["dst"])}
+    vertices = {v for x in mine for v in ends(edges[x]).values()}
     return (
-        frozenset((u, v) for u, v in s if v in vertices),
+        frozenset((u, v, lab) for u, v, lab in s if (v, lab) in vertices),
         frozenset((q, x) for q, x in se if x in mine),
     )
 

@@ -1,5 +1,5 @@
-"""Baseline DDST engine: Algorithm DDST of X. Wang et al., "Event pattern matching over
-graph streams" (Sec. 3.1), run on every window.
+"""Baseline DDST engine: Algorithm DDST of "Event pattern matching over graph streams"
+(Sec. 3.1), run on every window.
 
 This is the reference the faster signature and coloring engines are checked against; it
 favours being obviously right over being fast.
@@ -9,8 +9,14 @@ Semantics
 *Labels.* Stream edges carry ``label``; their endpoints carry ``src_label`` /
 ``dst_label`` (all optional columns; absent or null means "no label"). A query label
 ``None`` (``*``) matches any label, null included; a query label ``"M"`` matches exactly
-``"M"``. A vertex's label in a window is the newest non-null label it is given there (its
-occurrences in stream order, an edge's source before its destination); null if none.
+``"M"``. A stream vertex is an id *with* the label an edge gives it: the graph of a window
+has vertex ``(a, "M")`` for every edge giving ``a`` the label ``M``, and ``(a, null)``
+for every edge giving it none. The paper's ``L`` is a function on vertices, so in its
+model -- every edge reporting the same label for ``a`` -- this is just ``L``. When labels
+disagree, ``a`` labelled ``S`` and ``a`` labelled ``M`` are two vertices; a later edge can
+then never relabel an earlier one, which the reporting rule below needs (with "the newest
+label wins", an edge fitting no query edge could relabel ``a`` and complete a match that
+holds no new edge, and that no arrival would report).
 
 *Definition 1 (DDS), read per pair.* A vertex relation ``S ⊆ Vq × V`` with, for **every**
 ``(u, v) ∈ S``: the labels agree (1); the out-edges of ``u`` have pairwise *distinct*
@@ -57,8 +63,9 @@ Edges with equal ``t`` each open their own window (the later one holds the earli
 manner"). At window ``k`` the engine reports the match component of the maximal match
 graph that contains the newest edge ``e_k`` -- if ``e_k`` is matched at all -- and nothing
 else. This loses nothing and never repeats without news: validity is monotone in the
-graph, so a component of window ``k`` that does not contain ``e_k`` is valid within
-window ``k-1`` and lies inside one component of it; by induction every component of every
+graph (and a vertex's label is fixed by its identity), so a component of window ``k``
+that does not contain ``e_k`` lies within window ``k-1``, is valid there, and lies inside
+one component of it; by induction every component of every
 window is a subgraph of a component reported at that window or earlier. Each report holds
 its newest edge for the first time; a component that only shrinks as old edges expire is
 not reported again. Equivalently: every matched stream edge is reported by the arrival
@@ -86,9 +93,13 @@ column            type                                           meaning
 ``window_end``    int64                                          µs: ``t_k``
 ``trigger_seq``   int64                                          ``seq`` of ``e_k``
 ``first_t``       int64                                          earliest matched edge's t
-``vertices``      list<struct<qvar: string, vertex: string>>     the component's ``S``
+``vertices``      list<struct<qvar: string, vertex: string,      the component's ``S``:
+                  label: string>>                                query vertex, stream
+                                                                 vertex id and label
 ``edges``         list<struct<qedge: string, seq: int64,         the component's ``Se``,
-                  t: int64, src: string, dst: string>>           in stream order
+                  t: int64, src: string, dst: string,            in stream order, with the
+                  label: string, src_label: string,              stream edge's labels
+                  dst_label: string>>
 ================  =============================================  ==========================
 
 Example (the paper's Example 5 as a stream: AB edges at 30, 40, 90; CA at 2, 45, 100; DC at
@@ -137,8 +148,10 @@ __all__ = [
     "timing_filter",
 ]
 
-#: One pair of the vertex match relation ``S``.
-DDST_VERTEX_TYPE = pa.struct([pa.field("qvar", pa.string()), pa.field("vertex", pa.string())])
+#: One pair of the vertex match relation ``S``: query vertex, stream vertex id and label.
+DDST_VERTEX_TYPE = pa.struct(
+    [pa.field("qvar", pa.string()), pa.field("vertex", pa.string()), pa.field("label", pa.string())]
+)
 #: One pair of the edge match relation ``Se``, with the stream edge's time and endpoints.
 DDST_EDGE_TYPE = pa.struct(
     [
@@ -147,6 +160,9 @@ DDST_EDGE_TYPE = pa.struct(
         pa.field("t", pa.int64()),
         pa.field("src", pa.string()),
         pa.field("dst", pa.string()),
+        pa.field("label", pa.string()),
+        pa.field("src_label", pa.string()),
+        pa.field("dst_label", pa.string()),
     ]
 )
 #: Reported match components (see the module docstring).
@@ -171,33 +187,41 @@ _INT_MAX = np.iinfo(np.int64).max
 # -- results ---------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, order=True)
+@dataclass(frozen=True)
 class EdgeMatch:
-    """One pair ``(qedge, stream edge)`` of the edge match relation ``Se``."""
+    """One pair ``(qedge, stream edge)`` of the edge match relation ``Se``, with the edge."""
 
     qedge: str
     seq: int
     t: int
     src: str
     dst: str
+    label: str | None = None
+    src_label: str | None = None
+    dst_label: str | None = None
+
+    @property
+    def ends(self) -> tuple[tuple[str, str | None], tuple[str, str | None]]:
+        """The stream vertices it joins: ``(id, label)`` of its source and destination."""
+        return (self.src, self.src_label), (self.dst, self.dst_label)
 
 
 @dataclass(frozen=True)
 class MatchGraph:
     """A match graph: vertex relation ``S`` and edge relation ``Se`` (empty: no match).
 
-    ``vertices`` are ``(query vertex, stream vertex)`` pairs in query-vertex order;
+    ``vertices`` are ``(query vertex, stream vertex id, its label)`` in query-vertex order;
     ``edges`` are in stream order (then query-edge order).
     """
 
-    vertices: tuple[tuple[str, str], ...] = ()
+    vertices: tuple[tuple[str, str, str | None], ...] = ()
     edges: tuple[EdgeMatch, ...] = ()
 
     def __bool__(self) -> bool:
         return bool(self.edges)
 
-    def vertex_pairs(self) -> frozenset[tuple[str, str]]:
-        """``S`` as a set."""
+    def vertex_pairs(self) -> frozenset[tuple[str, str, str | None]]:
+        """``S`` as a set of ``(query vertex, stream vertex id, label)``."""
         return frozenset(self.vertices)
 
     def edge_pairs(self) -> frozenset[tuple[str, int]]:
@@ -206,21 +230,22 @@ class MatchGraph:
 
     def components(self) -> list[MatchGraph]:
         """The match components (weakly connected), ordered by their earliest edge."""
-        root: dict[str, str] = {}
+        Vertex = tuple[str, str | None]
+        root: dict[Vertex, Vertex] = {}
 
-        def find(x: str) -> str:
+        def find(x: Vertex) -> Vertex:
             while root.setdefault(x, x) != x:
                 root[x] = root[root[x]]
                 x = root[x]
             return x
 
         for e in self.edges:
-            root[find(e.src)] = find(e.dst)
-        groups: dict[str, list[EdgeMatch]] = {}
+            root[find(e.ends[0])] = find(e.ends[1])
+        groups: dict[Vertex, list[EdgeMatch]] = {}
         for e in self.edges:
-            groups.setdefault(find(e.src), []).append(e)
+            groups.setdefault(find(e.ends[0]), []).append(e)
         return [
-            MatchGraph(tuple(p for p in self.vertices if find(p[1]) == r), tuple(es))
+            MatchGraph(tuple(p for p in self.vertices if find((p[1], p[2])) == r), tuple(es))
             for r, es in groups.items()
         ]
 
@@ -273,14 +298,14 @@ def _compile(query: DDSTQuery) -> _Query:
 
 @dataclass(frozen=True)
 class _Graph:
-    """A window's edges with vertices numbered ``0..n-1`` (``names`` holds their ids)."""
+    """A window's edges; vertices, ``(id, label)`` pairs, are numbered ``0..n-1``."""
 
     src: np.ndarray  #: int64 vertex numbers
     dst: np.ndarray
     t: np.ndarray  #: int64 µs
     seq: np.ndarray
     label: np.ndarray  #: object: edge label or None
-    vlabel: np.ndarray  #: object, per vertex number: label or None
+    vlabel: np.ndarray  #: object, per vertex number: its label or None
     names: np.ndarray  #: object, per vertex number: the stream vertex id
 
     @property
@@ -294,20 +319,20 @@ class _Graph:
 
 
 def _graph(cols: Mapping[str, np.ndarray]) -> _Graph:
-    """Number the vertices of a window's columns and give each its label in the window."""
+    """Number the vertices, ``(id, label)`` pairs, of a window's columns."""
     m = len(cols["t"])
-    names, inverse = np.unique(np.concatenate([cols["src"], cols["dst"]]), return_inverse=True)
+    labels = np.concatenate([cols["src_label"], cols["dst_label"]])
+    null = np.equal(labels, None)
+    id_names, id_code = np.unique(np.concatenate([cols["src"], cols["dst"]]), return_inverse=True)
+    label_names, label_code = np.unique(np.where(null, "", labels), return_inverse=True)
+    width = len(label_names) + 1
+    key = id_code.astype(np.int64) * width + np.where(null, 0, label_code + 1)
+    vertex_key, inverse = np.unique(key, return_inverse=True)
+    code = vertex_key % width
+    vlabel = np.where(code == 0, None, label_names.astype(object)[np.maximum(code - 1, 0)])
+    names = id_names.astype(object)[vertex_key // width]
     src, dst = inverse[:m].astype(np.int64), inverse[m:].astype(np.int64)
-    occ_v = np.empty(2 * m, dtype=np.int64)
-    occ_v[0::2], occ_v[1::2] = src, dst
-    occ_l = np.empty(2 * m, dtype=object)
-    occ_l[0::2], occ_l[1::2] = cols["src_label"], cols["dst_label"]
-    given = np.not_equal(occ_l, None)
-    newest_first_v, newest_first_l = occ_v[given][::-1], occ_l[given][::-1]
-    vertex, first = np.unique(newest_first_v, return_index=True)
-    vlabel = np.full(len(names), None, dtype=object)
-    vlabel[vertex] = newest_first_l[first]
-    return _Graph(src, dst, cols["t"], cols["seq"], cols["label"], vlabel, names.astype(object))
+    return _Graph(src, dst, cols["t"], cols["seq"], cols["label"], vlabel.astype(object), names)
 
 
 # -- Algorithm DDST ----------------------------------------------------------------------
@@ -459,14 +484,26 @@ def _ddst(q: _Query, g: _Graph, vc: np.ndarray, ec: np.ndarray) -> tuple[np.ndar
 
 def _match_graph(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> MatchGraph:
     """Boolean relations as a :class:`MatchGraph` (names, times; sorted)."""
-    vertices = sorted(zip(*np.nonzero(sim), strict=True), key=lambda p: (p[0], g.names[p[1]]))
+    vertices = sorted(
+        ((u, g.names[v], g.vlabel[v]) for u, v in zip(*np.nonzero(sim), strict=True)),
+        key=lambda p: (p[0], p[1], p[2] is not None, p[2] or ""),
+    )
     ks, es = np.nonzero(se)
     order = np.lexsort((ks, g.seq[es], g.t[es]))
     edges = (
-        EdgeMatch(q.enames[k], int(g.seq[e]), int(g.t[e]), g.names[g.src[e]], g.names[g.dst[e]])
+        EdgeMatch(
+            q.enames[k],
+            int(g.seq[e]),
+            int(g.t[e]),
+            g.names[g.src[e]],
+            g.names[g.dst[e]],
+            g.label[e],
+            g.vlabel[g.src[e]],
+            g.vlabel[g.dst[e]],
+        )  # fmt: skip
         for k, e in zip(ks[order], es[order], strict=True)
     )
-    return MatchGraph(tuple((q.vnames[u], g.names[v]) for u, v in vertices), tuple(edges))
+    return MatchGraph(tuple((q.vnames[u], v, lab) for u, v, lab in vertices), tuple(edges))
 
 
 def _component_of(g: _Graph, sim: np.ndarray, se: np.ndarray, e: int) -> tuple[np.ndarray, ...]:
@@ -761,6 +798,6 @@ class DDSTBaselineEngine:
             "window_end": int(g.t[at]),
             "trigger_seq": trigger,
             "first_t": min(e.t for e in mg.edges),
-            "vertices": [{"qvar": a, "vertex": b} for a, b in mg.vertices],
+            "vertices": [{"qvar": a, "vertex": b, "label": c} for a, b, c in mg.vertices],
             "edges": [asdict(e) for e in mg.edges],
         }

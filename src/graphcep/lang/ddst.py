@@ -1,5 +1,5 @@
-r"""Parser for DDST event pattern queries (X. Wang et al., "Event pattern matching over graph
-streams", Definitions 1-2).
+r"""Parser for DDST event pattern queries ("Event pattern matching over graph streams",
+Definitions 1-2).
 
 Turns DDST text into a :class:`~graphcep.patterns.ddst.DDSTQuery`. Every error --
 malformed text as well as a semantic mistake such as an unknown name or a cyclic timing

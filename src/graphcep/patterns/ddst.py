@@ -1,7 +1,7 @@
 """DDST event pattern queries: the pattern objects, their checks, and a Python builder.
 
-A DDST query is the event pattern of X. Wang et al.'s degree-preserving dual simulation
-with timing constraints (Definitions 1-2 of "Event pattern matching over graph streams"):
+A DDST query is the event pattern of degree-preserving dual simulation with timing
+constraints (Definitions 1-2 of "Event pattern matching over graph streams"):
 
 * a labelled directed **query graph** ``Q = (Vq, Eq, Lq)``: vertex variables
   (:class:`QueryVertex`) and edge variables (:class:`QueryEdge`), each with an optional
