@@ -14,6 +14,8 @@ column     type        meaning
                        ``file_index << 40`` for multi-file reads); breaks ties
                        between equal ``t`` so stream order is total
 ``label``  string      optional edge label
+``src_label``  string  optional label of the source vertex (DDST patterns)
+``dst_label``  string  optional label of the destination vertex
 ...        any         free attribute columns (netflow fields, message type, ...)
 =========  ==========  ========================================================
 
