@@ -194,6 +194,7 @@ def cmdline(pid: int) -> str:
 
 
 def job_local(stream: Stream, repeat: int) -> list[Row]:
+    check_source()
     from graphcep.runtime.local import run_local
 
     query, table = triangle_query(), load_table(stream)
@@ -206,6 +207,7 @@ def job_local(stream: Stream, repeat: int) -> list[Row]:
 
 
 def job_local_file(stream: Stream, repeat: int) -> list[Row]:
+    check_source()
     from graphcep.io.readers import read_edges
     from graphcep.runtime.local import run_local
 
@@ -276,15 +278,44 @@ class SparkMemory:
 
 
 def spark_step(stream: Stream, label: str, family: str, fn: Callable[[], int],
-               repeat: int, memory: SparkMemory) -> Row:
+               repeat: int, memory: SparkMemory, extra: dict[str, Any] | None = None) -> Row:
     memory.start()
     count, first, best = measure(fn, repeat)
     driver, jvm, workers = memory.stop()
+    note = f"Python workers peak {workers:.0f} MiB"
+    if extra:
+        note += "; " + run_spark_plan(extra)
     return Row(stream.name, label, family, stream.edges, count, first, best, driver, jvm,
-               note=f"Python workers peak {workers:.0f} MiB")
+               note=note)
+
+
+def run_spark_plan(extra: dict[str, Any]) -> str:
+    """``RunStats.extra`` of ``run_spark`` in words: strategy, shards, shard length."""
+    words = [str(extra["strategy"])] if "strategy" in extra else []
+    if "shards" in extra:
+        words.append(f"{extra['shards']} shard(s)")
+    if extra.get("shard_length_us"):
+        words.append(f"of {extra['shard_length_us'] / 1e6:g} s")
+    return " ".join(words)
+
+
+def graphcep_runner(run_spark: Callable, spark: Any, query: Any, edges: Callable[[], Any],
+                    extra: dict[str, Any], after: Callable[[], None] | None = None
+                    ) -> Callable[[], int]:
+    """A timed function: ``run_spark`` on ``edges()``, keeping ``RunStats.extra`` in ``extra``."""
+
+    def run() -> int:
+        matches, stats = run_spark(spark, query, edges())
+        extra.update(stats.extra)
+        if after is not None:
+            after()
+        return matches.num_rows
+
+    return run
 
 
 def job_spark(stream: Stream, repeat: int, methods: frozenset[str]) -> list[Row]:
+    check_source()
     from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
 
     started = time.perf_counter()
@@ -314,13 +345,14 @@ def spark_methods(spark: Any, stream: Stream, df: Any, query: Any, repeat: int,
                   run_spark: Callable) -> list[Row]:
     rows = []
     if "spark" in methods:
+        extra: dict[str, Any] = {}
+        run = graphcep_runner(run_spark, spark, query, lambda: df, extra)
         rows.append(spark_step(stream, "2a graphcep run_spark (cached DataFrame, warm session)",
-                               "graphcep-spark", lambda: run_spark(spark, query, df)[0].num_rows,
-                               repeat, memory))
+                               "graphcep-spark", run, repeat, memory, extra))
         core = df.select("t", "src", "dst", "dur", "seq")  # served by the same cache
+        run = graphcep_runner(run_spark, spark, query, lambda: core, extra)
         rows.append(spark_step(stream, "2a' graphcep run_spark, same cached DF projected to core columns",
-                               "graphcep-spark-core",
-                               lambda: run_spark(spark, query, core)[0].num_rows, repeat, memory))
+                               "graphcep-spark-core", run, repeat, memory, extra))
     if "sparksql" in methods:
         df.createOrReplaceTempView("edges")
         for broadcast in (False, True):
@@ -329,16 +361,17 @@ def spark_methods(spark: Any, stream: Stream, df: Any, query: Any, repeat: int,
             rows.append(spark_step(stream, f"{label}, .count() (same session/DF)", "spark-sql",
                                    lambda sql=sql: spark.sql(sql).count(), repeat, memory))
     if "spark" in methods:
-        def end_to_end() -> int:
-            edges_df, rejects_df, lines = read_edges_spark(spark, str(stream.vast_path), "vast")
-            count = run_spark(spark, query, edges_df)[0].num_rows
-            spark.catalog.clearCache()  # read_edges_spark caches its parse; drop it per run
+        def read_vast() -> Any:
+            edges_df, _, lines = read_edges_spark(spark, str(stream.vast_path), "vast")
             if lines != stream.edges:
                 raise AssertionError(f"read_edges_spark read {lines} lines")
-            return count
+            return edges_df
 
+        extra = {}
+        # read_edges_spark caches its parse: drop it after every run
+        run = graphcep_runner(run_spark, spark, query, read_vast, extra, spark.catalog.clearCache)
         rows.append(spark_step(stream, "2b graphcep Spark end to end (read_edges_spark VAST + run_spark)",
-                               "graphcep-spark-e2e", end_to_end, repeat, memory))
+                               "graphcep-spark-e2e", run, repeat, memory, extra))
     return rows
 
 
@@ -621,13 +654,58 @@ def shell(cmd: list[str]) -> str:
         return "?"
 
 
-def machine_info() -> list[str]:
+def source_state(package: Path = ROOT / "src" / "graphcep") -> str:
+    """Digest of the contents of a copy of graphcep's source files."""
+    import hashlib
+
+    digest = hashlib.sha1()
+    for path in sorted(package.rglob("*.py")):
+        digest.update(str(path.relative_to(package)).encode() + b"\0" + path.read_bytes())
+    return digest.hexdigest()[:12]
+
+
+def snapshot_source() -> tuple[Path, str]:
+    """Copy src/graphcep to bench/data/src-<digest>/ so that every child process (and
+    Spark's Python workers) import one version, even while src/ is being edited."""
+    import shutil
+
+    tmp = DATA_DIR / f"src-tmp-{os.getpid()}"
+    shutil.rmtree(tmp, ignore_errors=True)
+    shutil.copytree(ROOT / "src" / "graphcep", tmp / "graphcep",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    state = source_state(tmp / "graphcep")
+    target = DATA_DIR / f"src-{state}"
+    if target.exists():
+        shutil.rmtree(tmp)
+    else:
+        tmp.rename(target)
+    return target, state
+
+
+def use_source(path: Path) -> None:
+    """Import graphcep from ``path`` here, in spawned children and in Spark's workers."""
+    sys.path.insert(0, str(path))
+    os.environ["PYTHONPATH"] = os.pathsep.join(
+        [str(path), *([os.environ["PYTHONPATH"]] if os.environ.get("PYTHONPATH") else [])])
+
+
+def check_source() -> None:
+    """In a child: fail unless graphcep comes from the snapshot the parent chose."""
+    import graphcep
+
+    wanted = os.environ.get("PYTHONPATH", "").split(os.pathsep)[0]
+    if wanted and not str(Path(graphcep.__file__).resolve()).startswith(str(Path(wanted).resolve())):
+        raise RuntimeError(f"graphcep imported from {graphcep.__file__}, not from {wanted}")
+
+
+def machine_info(state: str) -> list[str]:
     model = re.search(r"Model name:\s*(.+)", shell(["lscpu"]))
     mem = re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text())
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
     versions = ", ".join(f"{p} {metadata.version(p)}" for p in
                          ("pyspark", "polars", "duckdb", "pyarrow", "numpy", "numba"))
-    dirty = len(shell(["git", "status", "--porcelain", "--untracked-files=all", "src"]).splitlines())
+    status = shell(["git", "status", "--porcelain", "--untracked-files=all", "src"])
+    dirty = [line.split(maxsplit=1)[1] for line in status.splitlines() if line.strip()]
     return [
         f"- date: {datetime.datetime.now(datetime.UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- CPU: {model.group(1) if model else '?'}, {os.cpu_count()} cores; "
@@ -635,11 +713,12 @@ def machine_info() -> list[str]:
         f"- Python {platform.python_version()}; {versions}",
         f"- Java: {(java.stderr.splitlines() or ['?'])[0]}",
         f"- graphcep: git {shell(['git', 'rev-parse', '--short', 'HEAD'])} "
-        f"with {dirty} uncommitted paths under src/",
+        + (f"+ uncommitted changes in {', '.join(dirty)}" if dirty else "(src/ clean)")
+        + f"; src digest {state}",
     ]
 
 
-def report(rows: list[Row], args: argparse.Namespace, load_before: str, load_after: str,
+def report(rows: list[Row], args: argparse.Namespace, machine: list[str], load_after: str,
            counts: dict[str, set[int]]) -> str:
     agree = all(len(v) == 1 for v in counts.values())
     count_lines = [f"- {s}: {', '.join(f'{c:,}' for c in sorted(v))} "
@@ -662,9 +741,8 @@ def report(rows: list[Row], args: argparse.Namespace, load_before: str, load_aft
         "Targets:",
         *(targets(rows, args.streams) or ["- (not enough methods run to evaluate)"]),
         "",
-        "Machine:",
-        *machine_info(),
-        f"- load (uptime) before: {load_before}",
+        "Machine (graphcep state at the start of the run):",
+        *machine,
         f"- load (uptime) after:  {load_after}",
     ])
 
@@ -689,6 +767,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--naive-timeout", type=float, default=300.0,
                         help="seconds before the naive matcher gives up")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
+    parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
+                        help="import graphcep from src/ itself, not from a copy taken at start")
     args = parser.parse_args(argv)
     args.streams = [s for s in args.streams.split(",") if s]
     args.skip = frozenset(s for s in args.skip.split(",") if s)
@@ -700,7 +780,13 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    load_before = shell(["uptime"])
+    DATA_DIR.mkdir(parents=True, exist_ok=True)
+    snapshot, state = snapshot_source() if args.snapshot else (ROOT / "src", source_state())
+    use_source(snapshot)
+    machine = [*machine_info(state), f"- load (uptime) before: {shell(['uptime'])}"]
+    if args.snapshot:
+        machine.append(f"- all methods imported graphcep from a copy of src/ taken at the start "
+                       f"(bench/data/{snapshot.name})")
     rows: list[Row] = []
     for name in args.streams:
         stream = STREAMS[name]
@@ -708,7 +794,11 @@ def main(argv: list[str] | None = None) -> int:
         for job, fn, job_args in jobs_for(stream, args.skip, args.repeat, args.naive_timeout):
             rows += run_child(job, fn, job_args, stream)
     counts = check_counts(rows)
-    text = report(rows, args, load_before, shell(["uptime"]), counts)
+    after = source_state(snapshot / "graphcep")
+    if after != state:
+        machine.append(f"- WARNING: graphcep's source changed during the run (now {after}); "
+                       "methods may have run different versions")
+    text = report(rows, args, machine, shell(["uptime"]), counts)
     print(text)
     if args.record:
         record(text)

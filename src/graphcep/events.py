@@ -3,21 +3,21 @@
 Every reader produces an Arrow table with this schema; nothing downstream knows where the
 data came from.
 
-=========  ==========  ========================================================
-column     type        meaning
-=========  ==========  ========================================================
-``t``      int64       start time of the edge, integer **microseconds**
-``src``    string      source vertex
-``dst``    string      destination vertex
-``dur``    int64       duration in microseconds (0 when the source has none)
-``seq``    int64       arrival order (readers use the 1-based line number, plus
-                       ``file_index << 40`` for multi-file reads); breaks ties
-                       between equal ``t`` so stream order is total
-``label``  string      optional edge label
-``src_label``  string  optional label of the source vertex (DDST patterns)
-``dst_label``  string  optional label of the destination vertex
-...        any         free attribute columns (netflow fields, message type, ...)
-=========  ==========  ========================================================
+=============  ========  ======================================================
+column         type      meaning
+=============  ========  ======================================================
+``t``          int64     start time of the edge, integer **microseconds**
+``src``        string    source vertex
+``dst``        string    destination vertex
+``dur``        int64     duration in microseconds (0 when the source has none)
+``seq``        int64     arrival order (readers use the 1-based line number, plus
+                         ``file_index << 40`` for multi-file reads); breaks ties
+                         between equal ``t`` so stream order is total
+``label``      string    optional edge label
+``src_label``  string    optional label of the source vertex (DDST patterns)
+``dst_label``  string    optional label of the destination vertex
+...            any       free attribute columns (netflow fields, message type, ...)
+=============  ========  ======================================================
 
 Why integers: with float seconds, ``t3 - t1 <= 10`` at a window boundary depends on
 rounding (``0.2 + 0.001 * 9800`` is not exactly ``10.0``), and two correct engines
