@@ -5,6 +5,15 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, settings
+
+# Timing is not what these tests check: a loaded CI machine must not fail them.
+settings.register_profile(
+    "graphcep",
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
+)
+settings.load_profile("graphcep")
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -163,10 +163,24 @@ def normalize_edges(table: pa.Table) -> pa.Table:
 
 
 def sort_stream(table: pa.Table) -> pa.Table:
-    """Sort edges into stream order ``(t, seq)``."""
-    if table.num_rows == 0:
+    """Sort edges into stream order ``(t, seq)`` (returned as is when already in order:
+    most streams arrive sorted, and checking is far cheaper than sorting)."""
+    if table.num_rows == 0 or in_stream_order(table):
         return table
     return table.sort_by([("t", "ascending"), ("seq", "ascending")])
+
+
+def in_stream_order(table: pa.Table) -> bool:
+    """Whether rows are already in stream order ``(t, seq)`` (``seq`` unique per stream)."""
+    t = table.column("t").to_numpy()
+    dt = np.diff(t)
+    if np.any(dt < 0):
+        return False
+    ties = np.flatnonzero(dt == 0)
+    if len(ties) == 0:
+        return True
+    seq = table.column("seq").to_numpy()
+    return bool(np.all(seq[ties + 1] > seq[ties]))
 
 
 @dataclass(frozen=True)

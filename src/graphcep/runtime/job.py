@@ -80,12 +80,21 @@ class Job:
 
     def needed_columns(self, available: list[str]) -> list[str]:
         """The edge columns the engine and the features read, in ``available``'s order."""
-        wanted = {"t", "src", "dst", "dur", "seq", "pos"}
+        wanted = {"t", "src", "dst", "seq", "pos"}
+        if self._uses_durations():
+            wanted.add("dur")
         wanted |= {self.field_aliases.get(p.field, p.field) for p in self.query.edge_predicates}
         for name in {c.feature for c in self.query.vertex_constraints}:
             field_name = self.program.features[name].field
             wanted.add(self.field_aliases.get(field_name, field_name))
         return [c for c in available if c in wanted]
+
+    def _uses_durations(self) -> bool:
+        return any(
+            ref is not None and ref.kind == "end"
+            for c in self.query.temporal
+            for ref in (c.plus, c.minus)
+        )
 
     def orient(self, edges: pa.Table) -> pa.Table:
         """Swap ``src``/``dst`` when the query reads edges the other way round."""
