@@ -5,7 +5,8 @@ from the repository root. See ``bench/README.md`` for what each method is.
 
 Every method runs in its own spawned child process, one at a time, so its peak memory
 (``ru_maxrss``) is its own. Each timed method runs once as a warm-up ("first") and then
-``--repeat`` more times; "best" is the fastest of those and edges/s = stream edges / best.
+``--repeat`` more times (Spark steps ``--spark-repeat`` times: Spark keeps warming up over
+several runs); "best" is the fastest of those and edges/s = stream edges / best.
 All methods must report the same triangle count per stream.
 """
 
@@ -89,6 +90,7 @@ class Row:
     rss_mib: float | None = None
     jvm_mib: float | None = None
     note: str = ""
+    runs: int = 0  # timed runs after the warm-up
 
     @property
     def edges_per_s(self) -> float | None:
@@ -202,7 +204,7 @@ def job_local(stream: Stream, repeat: int) -> list[Row]:
     return [
         Row(stream.name, "1 graphcep run_local (Arrow table in memory)", "graphcep-local",
             stream.edges, count, first, best, peak_rss_mib(),
-            note="first run includes numba JIT/cache load")
+            note="first run includes numba JIT/cache load", runs=repeat)
     ]
 
 
@@ -224,9 +226,10 @@ def job_local_file(stream: Stream, repeat: int) -> list[Row]:
     _, read_first, read_best = measure(lambda: read().num_rows, repeat)
     return [
         Row(stream.name, "1r graphcep read_edges (VAST file -> Arrow), read only", "read",
-            stream.edges, None, read_first, read_best, None, note="parse only, no matching"),
+            stream.edges, None, read_first, read_best, None, note="parse only, no matching",
+            runs=repeat),
         Row(stream.name, "1e graphcep read_edges + run_local (VAST file, end to end)",
-            "graphcep-local-e2e", stream.edges, count, first, best, e2e_rss),
+            "graphcep-local-e2e", stream.edges, count, first, best, e2e_rss, runs=repeat),
     ]
 
 
@@ -286,7 +289,7 @@ def spark_step(stream: Stream, label: str, family: str, fn: Callable[[], int],
     if extra:
         note += "; " + run_spark_plan(extra)
     return Row(stream.name, label, family, stream.edges, count, first, best, driver, jvm,
-               note=note)
+               note=note, runs=repeat)
 
 
 def run_spark_plan(extra: dict[str, Any]) -> str:
@@ -411,8 +414,9 @@ def job_duckdb(stream: Stream, repeat: int, variant: str) -> list[Row]:
     sql = duckdb_sql(variant)
     count, first, best = measure(lambda: int(con.execute(sql).fetchone()[0]), repeat)
     label = {"range": "range-join predicates", "bucket": "bucketed equi-joins"}[variant]
+    threads = con.execute("SELECT current_setting('threads')").fetchone()[0]
     return [Row(stream.name, f"4 DuckDB SQL, {label}", "duckdb", stream.edges, count, first,
-                best, peak_rss_mib(), note=f"{con.execute('SELECT current_setting(' + repr('threads') + ')').fetchone()[0]} threads")]
+                best, peak_rss_mib(), runs=repeat, note=f"{threads} threads")]
 
 
 def polars_count(table: pa.Table, variant: str, w: int = WINDOW_US) -> int:
@@ -454,7 +458,8 @@ def job_polars(stream: Stream, repeat: int, variant: str) -> list[Row]:
     count, first, best = measure(lambda: polars_count(table, variant), repeat)
     label = {"join_where": "join_where", "bucket": "bucketed join + filter"}[variant]
     return [Row(stream.name, f"4 Polars lazy, {label}", "polars", stream.edges, count, first,
-                best, peak_rss_mib(), note=f"{pl.thread_pool_size()} threads, incl. from_arrow")]
+                best, peak_rss_mib(), runs=repeat,
+                note=f"{pl.thread_pool_size()} threads, incl. from_arrow")]
 
 
 # -- 5. naive per-edge Python matcher ----------------------------------------------------
@@ -523,7 +528,7 @@ def job_naive(stream: Stream, timeout_s: float) -> list[Row]:
 # -- orchestration -----------------------------------------------------------------------
 
 
-def jobs_for(stream: Stream, skip: frozenset[str], repeat: int,
+def jobs_for(stream: Stream, skip: frozenset[str], repeat: int, spark_repeat: int,
              naive_timeout: float) -> list[tuple[str, Callable[..., list[Row]], tuple]]:
     """(name, function, args) of every child-process job for one stream."""
     jobs: list[tuple[str, Callable[..., list[Row]], tuple]] = []
@@ -533,7 +538,7 @@ def jobs_for(stream: Stream, skip: frozenset[str], repeat: int,
         jobs.append(("file", job_local_file, (stream, repeat)))
     spark_methods_wanted = frozenset({"spark", "sparksql"} - skip)
     if spark_methods_wanted:
-        jobs.append(("spark", job_spark, (stream, repeat, spark_methods_wanted)))
+        jobs.append(("spark", job_spark, (stream, spark_repeat, spark_methods_wanted)))
     if "duckdb" not in skip:
         jobs += [(f"duckdb-{v}", job_duckdb, (stream, repeat, v)) for v in ("range", "bucket")]
     if "polars" not in skip:
@@ -584,14 +589,14 @@ def fmt_rate(value: float | None) -> str:
     return "-" if value is None else f"{value:,.0f}"
 
 
-def results_table(rows: list[Row], repeat: int) -> str:
-    head = (f"| stream | method | triangles | first s | best s (of {repeat}) | edges/s (best) "
+def results_table(rows: list[Row]) -> str:
+    head = ("| stream | method | triangles | first s | best s | timed runs | edges/s (best) "
             "| peak RSS MiB (Python) | JVM peak MiB | notes |")
-    lines = [head, "|" + "---|" * 9]
+    lines = [head, "|" + "---|" * 10]
     for r in rows:
         lines.append(
             f"| {r.stream} | {r.method} | {'-' if r.triangles is None else f'{r.triangles:,}'} "
-            f"| {fmt_s(r.first_s)} | {fmt_s(r.best_s)} | {fmt_rate(r.edges_per_s)} "
+            f"| {fmt_s(r.first_s)} | {fmt_s(r.best_s)} | {r.runs or '-'} | {fmt_rate(r.edges_per_s)} "
             f"| {fmt_mib(r.rss_mib)} | {fmt_mib(r.jvm_mib)} | {r.note} |"
         )
     return "\n".join(lines)
@@ -733,7 +738,7 @@ def report(rows: list[Row], args: argparse.Namespace, machine: list[str], load_a
         *[f"- {s.name}: {s.edges:,} edges, |V| = {s.vertices:,}, {s.rate:,} edges/s, seed {s.seed}"
           for s in streams],
         "",
-        results_table(rows, args.repeat),
+        results_table(rows),
         "",
         "Triangle counts:" if agree else "Triangle counts (DISAGREE):",
         *count_lines,
@@ -764,6 +769,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--streams", default="S1,S2", help="comma list of S1,S2")
     parser.add_argument("--skip", default="", help=f"comma list of {','.join(METHODS)}")
     parser.add_argument("--repeat", type=int, default=3, help="timed runs after the warm-up")
+    parser.add_argument("--spark-repeat", type=int, default=5,
+                        help="timed runs after the warm-up for the Spark steps (2a, 2a', 2b, 3)")
     parser.add_argument("--naive-timeout", type=float, default=300.0,
                         help="seconds before the naive matcher gives up")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
@@ -791,7 +798,8 @@ def main(argv: list[str] | None = None) -> int:
     for name in args.streams:
         stream = STREAMS[name]
         ensure_stream(stream)
-        for job, fn, job_args in jobs_for(stream, args.skip, args.repeat, args.naive_timeout):
+        for job, fn, job_args in jobs_for(stream, args.skip, args.repeat, args.spark_repeat,
+                                         args.naive_timeout):
             rows += run_child(job, fn, job_args, stream)
     counts = check_counts(rows)
     after = source_state(snapshot / "graphcep")

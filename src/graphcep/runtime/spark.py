@@ -336,13 +336,13 @@ def _partition_stats(edges_df) -> list:
     """Per input partition: first and last start time, longest duration, edge count."""
     from pyspark.sql import functions as F
 
-    return (
+    rows = (
         edges_df.groupBy(F.spark_partition_id().alias("p"))
         .agg(F.min("t").alias("t_min"), F.max("t").alias("t_max"),
              F.max("dur").alias("d_max"), F.count(F.lit(1)).alias("n"))
-        .orderBy("p")
         .collect()
     )
+    return sorted(rows, key=lambda r: r["p"])  # sorted here: orderBy would cost a job
 
 
 def _time_ordered(parts) -> bool:
