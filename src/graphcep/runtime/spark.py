@@ -336,10 +336,11 @@ def _partition_stats(edges_df) -> list:
     """Per input partition: first and last start time, longest duration, edge count."""
     from pyspark.sql import functions as F
 
+    longest = F.max("dur") if "dur" in edges_df.columns else F.lit(0)
     rows = (
         edges_df.groupBy(F.spark_partition_id().alias("p"))
         .agg(F.min("t").alias("t_min"), F.max("t").alias("t_max"),
-             F.max("dur").alias("d_max"), F.count(F.lit(1)).alias("n"))
+             longest.alias("d_max"), F.count(F.lit(1)).alias("n"))
         .collect()
     )
     return sorted(rows, key=lambda r: r["p"])  # sorted here: orderBy would cost a job
