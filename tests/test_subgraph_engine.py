@@ -254,8 +254,8 @@ NONEMPTY: list[bool] = []
 
 def test_property_test_exercised_real_matches():
     """Guard against a vacuous oracle test: a good share of examples must have matches."""
-    if not NONEMPTY:
-        pytest.skip("runs after test_engine_equals_brute_force in the same session")
+    if not NONEMPTY:  # run on its own: drive the property test here
+        test_engine_equals_brute_force()
     assert sum(NONEMPTY) >= 0.1 * len(NONEMPTY)
 
 

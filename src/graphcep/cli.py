@@ -16,8 +16,6 @@ import sys
 import time
 from pathlib import Path
 
-import pyarrow as pa
-
 from graphcep.engines.difference_bounds import UnboundedQueryError, UnsatisfiableQueryError
 from graphcep.engines.subgraph_plan import compile_query
 from graphcep.events import format_seconds, seconds_to_us
@@ -307,11 +305,6 @@ class SparkProgress:
             self._stop.set()
             self._thread.join()
             print("\r" + " " * 40 + "\r", end="", file=sys.stderr)
-
-
-def matches_to_console(matches: pa.Table, limit: int = 5) -> None:
-    with make_sink("-", limit=limit) as sink:
-        sink.write(matches)
 
 
 if __name__ == "__main__":

@@ -107,23 +107,30 @@ def build_signatures(src, dst, nvertices, words):
     A pair lookup first tests the signature of the endpoint bound earlier -- one row that
     stays in cache while its partner varies -- and probes the hash table only on a hit.
     """
-    bits = words * 64
     sig_out = np.zeros(nvertices * words, dtype=np.uint64)
     sig_in = np.zeros(nvertices * words, dtype=np.uint64)
     for i in range(src.shape[0]):
         u = src[i]
         v = dst[i]
-        bu = np.int64(_hash(np.int64(v)) >> np.uint64(40)) & (bits - 1)
-        bv = np.int64(_hash(np.int64(u)) >> np.uint64(40)) & (bits - 1)
+        bu = _signature_bit(v, words)
+        bv = _signature_bit(u, words)
         sig_out[u * words + (bu >> 6)] |= np.uint64(1) << np.uint64(bu & 63)
         sig_in[v * words + (bv >> 6)] |= np.uint64(1) << np.uint64(bv & 63)
     return sig_out, sig_in
 
 
 @nb.njit(cache=True)
-def _signature_has(sig, row, other, words) -> bool:
-    b = np.int64(_hash(np.int64(other)) >> np.uint64(40)) & (words * 64 - 1)
-    return ((sig[row * words + (b >> 6)] >> np.uint64(b & 63)) & np.uint64(1)) != np.uint64(0)
+def _signature_bit(other, words) -> np.int64:
+    """The bit that stands for vertex ``other`` in a signature row of ``words`` words."""
+    return np.int64(_hash(np.int64(other)) >> np.uint64(40)) & (words * 64 - 1)
+
+
+@nb.njit(cache=True)
+def _in_signature(sig, row, other, words) -> bool:
+    """Whether ``other``'s bit is set in signature row ``row`` (False: no such edge)."""
+    bit = _signature_bit(other, words)
+    word = sig[row * words + (bit >> 6)]
+    return ((word >> np.uint64(bit & 63)) & np.uint64(1)) != np.uint64(0)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -172,17 +179,6 @@ def _find_pair(u, v, nvertices, table_keys, table_ids, bitset, hbits) -> int:
         slot = (slot + 1) & mask
 
 
-@nb.njit(cache=True)
-def _first_time_at_or_after(lt, lo_i, hi_i, t_min) -> int:
-    while lo_i < hi_i:
-        mid = (lo_i + hi_i) >> 1
-        if lt[mid] < t_min:
-            lo_i = mid + 1
-        else:
-            hi_i = mid
-    return lo_i
-
-
 @nb.njit(cache=True, nogil=True)
 def search(
     anchors, start, order, mode, esrc, edst, nvars, iso, dup,
@@ -219,7 +215,6 @@ def search(
     stop = np.zeros(k, dtype=np.int64)
     hi_t = np.zeros(k, dtype=np.int64)
     newv = np.full((k, 2), -1, dtype=np.int64)
-    sig_bits = words * 64
     filtered = l_ok.shape[0] > 0
     a_q = order[0]
     for ai in range(start, anchors.shape[0]):
@@ -275,13 +270,9 @@ def search(
                 if m == MODE_PAIR:  # cheap existence tests first: most pairs have no edge
                     u = bind[esrc[q]]
                     v = bind[edst[q]]
-                    if sig_side[depth] == 0:
-                        row, other, sig = u, v, sig_out
-                    else:
-                        row, other, sig = v, u, sig_in
-                    bit = np.int64(_hash(np.int64(other)) >> np.uint64(40)) & (sig_bits - 1)
-                    word = sig[row * words + (bit >> 6)]
-                    if ((word >> np.uint64(bit & 63)) & np.uint64(1)) == np.uint64(0):
+                    maybe = (_in_signature(sig_out, u, v, words) if sig_side[depth] == 0
+                             else _in_signature(sig_in, v, u, words))
+                    if not maybe:
                         depth -= 1
                         continue
                     pid = _find_pair(u, v, nvertices, table_keys, table_ids, bitset, hbits)
@@ -361,13 +352,9 @@ def search(
                     dv = l_dst[p]
                     u = sv if u_var == vs else (dv if u_var == vd else bind[u_var])
                     v = sv if v_var == vs else (dv if v_var == vd else bind[v_var])
-                    if side == 0:
-                        row, other, sig = u, v, sig_out
-                    else:
-                        row, other, sig = v, u, sig_in
-                    bit = np.int64(_hash(np.int64(other)) >> np.uint64(40)) & (sig_bits - 1)
-                    word = sig[row * words + (bit >> 6)]
-                    if ((word >> np.uint64(bit & 63)) & np.uint64(1)) == np.uint64(0):
+                    maybe = (_in_signature(sig_out, u, v, words) if side == 0
+                             else _in_signature(sig_in, v, u, words))
+                    if not maybe:
                         continue
                 if filtered and l_ok[q, p] == 0:
                     continue

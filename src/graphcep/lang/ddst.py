@@ -68,18 +68,17 @@ from __future__ import annotations
 
 import re
 from pathlib import Path
-from typing import NoReturn
 
 from graphcep.lang.errors import SalSyntaxError
 from graphcep.lang.tokens import (
     _EXPONENT,
-    _IDENT,
     _NUMBER,
     MAX_EXPONENT,
     Token,
-    _scan_string,
+    TokenCursor,
     _Scanner,
-    _skip_space_and_comments,
+    position,
+    scan_tokens,
 )
 from graphcep.patterns.ddst import (
     COUNT_UNITS,
@@ -117,23 +116,7 @@ def tokenize_ddst(text: str, source: str = "<query>") -> list[Token]:
     >>> [t.value for t in tokenize_ddst("AB: A -> B [x]; // c\\nWITHIN 5min")]
     ['AB', ':', 'A', '->', 'B', '[', 'x', ']', ';', 'WITHIN', '5', 'min', '']
     """
-    sc = _Scanner(text, source)
-    while True:
-        _skip_space_and_comments(sc)
-        if sc.pos >= len(text):
-            sc.tokens.append(Token("EOF", "", "", sc.line, sc.column))
-            return sc.tokens
-        ch = text[sc.pos]
-        if ch.isascii() and (ch.isalpha() or ch == "_"):
-            m = _IDENT.match(text, sc.pos)
-            assert m is not None
-            sc.emit("IDENT", m.group(), len(m.group()))
-        elif ch.isascii() and ch.isdigit():
-            _scan_number(sc)
-        elif ch == '"':
-            _scan_string(sc)
-        else:
-            _scan_operator(sc)
+    return scan_tokens(text, source, _scan_number, _scan_operator)
 
 
 def _scan_number(sc: _Scanner) -> None:
@@ -157,55 +140,17 @@ def _scan_operator(sc: _Scanner) -> None:
     sc.error("a token", repr(ch), f"unexpected character {ch!r}", sc.line, sc.column)
 
 
-def _pos(tok: Token) -> str:
-    return f"line {tok.line}:{tok.column}"
-
-
-class _Parser:
+class _Parser(TokenCursor):
     """Recursive-descent parser over the tokens of one DDST text."""
 
     def __init__(self, text: str, source: str, default_name: str) -> None:
-        self.text = text
-        self.source = source
-        self.toks = tokenize_ddst(text, source)
-        self.i = 0
+        super().__init__(text, source, tokenize_ddst(text, source))
         self.name = default_name
         self.names: dict[str, tuple[str, Token]] = {}
         self.vertices: list[QueryVertex] = []
         self.edges: list[QueryEdge] = []
         self.order: list[tuple[str, str]] = []
 
-    # -- token helpers ---------------------------------------------------------------
-
-    def peek(self, k: int = 0) -> Token:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
-
-    def next(self) -> Token:
-        tok = self.peek()
-        self.i = min(self.i + 1, len(self.toks) - 1)
-        return tok
-
-    def fail(self, expected: str, tok: Token | None = None, message: str | None = None) -> NoReturn:
-        tok = tok or self.peek()
-        raise SalSyntaxError(
-            expected, tok.describe(), tok.line, tok.column, self.source, self.text, message
-        )
-
-    def expect_op(self, symbol: str, expected: str) -> Token:
-        if not self.peek().is_op(symbol):
-            self.fail(expected)
-        return self.next()
-
-    def accept_op(self, symbol: str) -> Token | None:
-        return self.next() if self.peek().is_op(symbol) else None
-
-    def expect_kw(self, word: str, expected: str) -> Token:
-        if not self.peek().is_keyword(word):
-            self.fail(expected)
-        return self.next()
-
-    def accept_kw(self, word: str) -> Token | None:
-        return self.next() if self.peek().is_keyword(word) else None
 
     def expect_name(self, expected: str) -> Token:
         tok = self.peek()
@@ -244,7 +189,7 @@ class _Parser:
                 if other == kind
                 else f"'{tok.value}' is already the name of a {other}"
             )
-            self.fail(f"a new {kind} name", tok, f"{what} at {_pos(first)}")
+            self.fail(f"a new {kind} name", tok, f"{what} at {position(first)}")
         self.names[tok.value] = (kind, tok)
 
     def label(self) -> str | None:

@@ -105,7 +105,7 @@ from typing import NoReturn, cast
 
 from graphcep.events import US_PER_SECOND, seconds_to_fraction_us
 from graphcep.lang.errors import SalSyntaxError
-from graphcep.lang.tokens import Token, tokenize
+from graphcep.lang.tokens import Token, TokenCursor, position, tokenize
 from graphcep.patterns.program import (
     FEATURE_OPERATORS,
     Connection,
@@ -209,18 +209,11 @@ class _Header:
     target_field: str = "dst"
 
 
-def _pos(tok: Token) -> str:
-    return f"line {tok.line}:{tok.column}"
-
-
-class _Parser:
+class _Parser(TokenCursor):
     """Recursive-descent parser over the token list of one SAL text."""
 
     def __init__(self, text: str, source: str) -> None:
-        self.text = text
-        self.source = source
-        self.toks = tokenize(text, source)
-        self.i = 0
+        super().__init__(text, source, tokenize(text, source))
         self.program = Program()
         self.defs: dict[str, tuple[str, Token]] = {}
         self.constants: dict[str, _Constant] = {}
@@ -228,42 +221,6 @@ class _Parser:
         self.query_names: dict[str, Token] = {}
         self.full = False
 
-    # -- token helpers ---------------------------------------------------------------
-
-    def peek(self, k: int = 0) -> Token:
-        return self.toks[min(self.i + k, len(self.toks) - 1)]
-
-    def next(self) -> Token:
-        tok = self.peek()
-        self.i = min(self.i + 1, len(self.toks) - 1)
-        return tok
-
-    def fail(self, expected: str, tok: Token | None = None, message: str | None = None) -> NoReturn:
-        tok = tok or self.peek()
-        raise SalSyntaxError(
-            expected, tok.describe(), tok.line, tok.column, self.source, self.text, message
-        )
-
-    def expect_op(self, symbol: str, expected: str) -> Token:
-        if not self.peek().is_op(symbol):
-            self.fail(expected)
-        return self.next()
-
-    def accept_op(self, symbol: str) -> Token | None:
-        return self.next() if self.peek().is_op(symbol) else None
-
-    def expect_ident(self, expected: str) -> Token:
-        if self.peek().kind != "IDENT":
-            self.fail(expected)
-        return self.next()
-
-    def expect_kw(self, word: str, expected: str) -> Token:
-        if not self.peek().is_keyword(word):
-            self.fail(expected)
-        return self.next()
-
-    def accept_kw(self, word: str) -> Token | None:
-        return self.next() if self.peek().is_keyword(word) else None
 
     def ident_list(self, what: str) -> list[Token]:
         names = [self.expect_ident(what)]
@@ -332,7 +289,7 @@ class _Parser:
             self.fail("a name", name, f"'{name.value}' is a reserved word and cannot be defined")
         if name.value in self.defs:
             first = self.defs[name.value][1]
-            self.fail("a new name", name, f"'{name.value}' is already defined at {_pos(first)}")
+            self.fail("a new name", name, f"'{name.value}' is already defined at {position(first)}")
         self.next()  # '='
         rhs = self.peek()
         handlers: dict[str, Callable[[Token], None]] = {
@@ -564,7 +521,7 @@ class _Parser:
             self.fail(
                 "a new query name",
                 tok,
-                f"a query named '{name}' is already defined at {_pos(first)}",
+                f"a query named '{name}' is already defined at {position(first)}",
             )
         self.query_names[name] = tok
         return name
@@ -573,7 +530,7 @@ class _Parser:
         block = _Block(self.expect_op("{", "'{' opening the query block"))
         while not self.peek().is_op("}"):
             if self.peek().kind == "EOF":
-                self.fail(f"'}}' closing the query block opened at {_pos(block.open_tok)}")
+                self.fail(f"'}}' closing the query block opened at {position(block.open_tok)}")
             self.block_statement(block)
         self.next()
         if not block.topology:
@@ -727,14 +684,14 @@ class _Parser:
                 self.fail(
                     "a new edge name",
                     name,
-                    f"edge variable '{name.value}' is defined twice (first at {_pos(first)})",
+                    f"edge variable '{name.value}' is defined twice (first at {position(first)})",
                 )
             if name.value in vertices:
                 first = vertices[name.value]
                 self.fail(
                     "an edge name",
                     name,
-                    f"'{name.value}' is used both as a vertex (at {_pos(first)}) and as an edge variable",
+                    f"'{name.value}' is used both as a vertex (at {position(first)}) and as an edge variable",
                 )
             edges[name.value] = name
             for v in (src, dst):
@@ -742,7 +699,7 @@ class _Parser:
                     self.fail(
                         "a vertex name",
                         v,
-                        f"'{v.value}' is used both as an edge (at {_pos(edges[v.value])}) and as a vertex variable",
+                        f"'{v.value}' is used both as an edge (at {position(edges[v.value])}) and as a vertex variable",
                     )
                 vertices.setdefault(v.value, v)
         return edges
@@ -778,7 +735,7 @@ class _Parser:
             if kind == "feature" and (where.line, where.column) < (ref.line, ref.column):
                 continue
             if kind == "feature":
-                why = f"feature '{ref.value}' is used before its definition at {_pos(where)}"
+                why = f"feature '{ref.value}' is used before its definition at {position(where)}"
             elif kind:
                 why = f"'{ref.value}' is a {kind}, not a feature"
             else:

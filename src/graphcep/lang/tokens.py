@@ -33,8 +33,9 @@ Examples
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Literal
+from typing import Literal, NoReturn
 
 from graphcep.lang.errors import SalSyntaxError
 
@@ -213,6 +214,17 @@ def tokenize(text: str, source: str = "<query>") -> list[Token]:
         On an unexpected character, an unterminated string or block comment, a bad
         escape or a malformed number.
     """
+    return scan_tokens(text, source, _scan_number, _scan_operator)
+
+
+def scan_tokens(
+    text: str,
+    source: str,
+    scan_number: Callable[[_Scanner], None],
+    scan_operator: Callable[[_Scanner], None],
+) -> list[Token]:
+    """The scanning loop every language here shares: comments, identifiers and strings
+    are the same; each language brings its own numbers and punctuation."""
     sc = _Scanner(text, source)
     while True:
         _skip_space_and_comments(sc)
@@ -225,8 +237,58 @@ def tokenize(text: str, source: str = "<query>") -> list[Token]:
             assert m is not None
             sc.emit("IDENT", m.group(), len(m.group()))
         elif ch.isascii() and ch.isdigit():
-            _scan_number(sc)
+            scan_number(sc)
         elif ch == '"':
             _scan_string(sc)
         else:
-            _scan_operator(sc)
+            scan_operator(sc)
+
+
+def position(tok: Token) -> str:
+    """``line L:C`` of a token, for messages that point back at an earlier definition."""
+    return f"line {tok.line}:{tok.column}"
+
+
+class TokenCursor:
+    """Recursive-descent helpers over a token list; parsers of each language extend it."""
+
+    def __init__(self, text: str, source: str, tokens: list[Token]) -> None:
+        self.text = text
+        self.source = source
+        self.toks = tokens
+        self.i = 0
+
+    def peek(self, k: int = 0) -> Token:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def next(self) -> Token:
+        tok = self.peek()
+        self.i = min(self.i + 1, len(self.toks) - 1)
+        return tok
+
+    def fail(self, expected: str, tok: Token | None = None, message: str | None = None) -> NoReturn:
+        tok = tok or self.peek()
+        raise SalSyntaxError(
+            expected, tok.describe(), tok.line, tok.column, self.source, self.text, message
+        )
+
+    def expect_op(self, symbol: str, expected: str) -> Token:
+        if not self.peek().is_op(symbol):
+            self.fail(expected)
+        return self.next()
+
+    def accept_op(self, symbol: str) -> Token | None:
+        return self.next() if self.peek().is_op(symbol) else None
+
+    def expect_ident(self, expected: str) -> Token:
+        if self.peek().kind != "IDENT":
+            self.fail(expected)
+        return self.next()
+
+    def expect_kw(self, word: str, expected: str) -> Token:
+        if not self.peek().is_keyword(word):
+            self.fail(expected)
+        return self.next()
+
+    def accept_kw(self, word: str) -> Token | None:
+        return self.next() if self.peek().is_keyword(word) else None

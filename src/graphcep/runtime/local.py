@@ -26,7 +26,6 @@ class RunStats:
     edges: int = 0
     matches: int = 0
     seconds: float = 0.0
-    peak_window_edges: int = 0
     extra: dict[str, int] = field(default_factory=dict)
 
     @property
