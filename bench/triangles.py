@@ -752,13 +752,13 @@ def report(rows: list[Row], args: argparse.Namespace, machine: list[str], load_a
     ])
 
 
-def record(text: str) -> None:
-    """Replace this benchmark's marked section of bench/RESULTS.md (append it if absent)."""
-    block = f"{START_MARK}\n{text}\n{END_MARK}"
+def record(text: str, start: str = START_MARK, end: str = END_MARK) -> None:
+    """Replace a benchmark's marked section of bench/RESULTS.md (append it if absent)."""
+    block = f"{start}\n{text}\n{end}"
     old = RESULTS_FILE.read_text() if RESULTS_FILE.exists() else "# Benchmark results\n"
-    if START_MARK in old and END_MARK in old:
-        head, rest = old.split(START_MARK, 1)
-        new = head + block + rest.split(END_MARK, 1)[1]
+    if start in old and end in old:
+        head, rest = old.split(start, 1)
+        new = head + block + rest.split(end, 1)[1]
     else:
         new = old.rstrip("\n") + "\n\n" + block + "\n"
     RESULTS_FILE.write_text(new)

@@ -130,4 +130,17 @@ def test_short_streams_and_feature_queries_run_as_one_task(spark, stream):
     expected, _ = run_local(job.query, stream)
     matches, stats = run_spark(spark, job, spark.createDataFrame(stream))
     assert stats.extra["strategy"] == "single"  # 30 s of stream, a 20 s extent
+    assert stats.extra["where"] == "driver"
+    assert keys(matches) == keys(expected)
+
+
+def test_single_strategy_runs_large_streams_in_one_task(spark, stream, monkeypatch):
+    import graphcep.runtime.spark as spark_runtime
+
+    monkeypatch.setattr(spark_runtime, "DRIVER_REPLAY_ROWS", stream.num_rows - 1)
+    job = Job.create(parse_program(QUERIES["triangle"]))
+    expected, _ = run_local(job.query, stream)
+    matches, stats = spark_runtime.run_spark(spark, job, spark.createDataFrame(stream),
+                                             strategy="single")
+    assert stats.extra["where"] == "task"
     assert keys(matches) == keys(expected)

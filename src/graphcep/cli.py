@@ -4,7 +4,9 @@
 
     graphcep demo                                   generate netflow, run the paper's queries on Spark
     graphcep run QUERY.sal --input PATH [options]   all matches of a query over a stream
-    graphcep explain QUERY.sal                      parsed query, derived extent, plan
+    graphcep run QUERY.ddst --input PATH [options]  the same for a DDST event pattern
+    graphcep explain QUERY.sal|QUERY.ddst           parsed query, derived extent, plan
+    graphcep stream QUERY.sal --source … --checkpoint DIR   continuous matching (Spark streaming)
     graphcep gen netflow --edges N ... --output F   reproducible synthetic netflow
 """
 
@@ -12,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 import time
 from pathlib import Path
@@ -23,11 +26,13 @@ from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import guess_format, read_edges
 from graphcep.io.rejects import RejectLog
 from graphcep.io.sinks import make_sink
+from graphcep.lang.ddst import parse_ddst_file
 from graphcep.lang.errors import SalSyntaxError
 from graphcep.lang.sal import parse_file
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.job import Job
-from graphcep.runtime.local import RunStats, run_local
+from graphcep.runtime.job import DDST_ENGINES, DDSTJob, Job, ReplayJob
+from graphcep.runtime.local import RunStats, run_job
+from graphcep.stream_command import add_parser as add_stream_parser
 
 FORMATS = (*LINE_FORMATS, "parquet")
 
@@ -55,8 +60,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="find every match of a SAL query in a stream")
-    run.add_argument("query", help="SAL file")
+    run = sub.add_parser("run", help="find every match of a SAL or DDST query in a stream")
+    run.add_argument("query", help="SAL file, or DDST file (.ddst, or text starting QUERY/VERTICES)")
     run.add_argument("--input", "-i", required=True, nargs="+", help="edge file(s) or directory")
     run.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from the name)")
     run.add_argument("--output", "-o", help="matches.jsonl, matches.parquet or - (console, default)")
@@ -74,10 +79,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shards", type=int, help="number of time shards (Spark)")
     run.add_argument("--limit", type=int, default=20, help="matches printed on the console")
     run.add_argument("--summary", choices=("text", "json"), default="text")
+    run.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default="baseline",
+                     help="algorithm for DDST queries (default baseline)")
     run.set_defaults(handler=cmd_run)
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
-    explain.add_argument("query")
+    explain.add_argument("query", help="SAL or DDST file")
+    explain.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default="baseline")
     explain.add_argument("--query-name")
     explain.add_argument("--window", type=str)
     explain.add_argument("--max-duration", type=str)
@@ -94,6 +102,8 @@ def build_parser() -> argparse.ArgumentParser:
     netflow.add_argument("--format", choices=("vast", "snap", "csv", "jsonl", "parquet"))
     netflow.set_defaults(handler=cmd_gen_netflow)
 
+    add_stream_parser(sub)
+
     demo = sub.add_parser("demo", help="generate netflow and run the paper's queries on Spark")
     demo.add_argument("--edges", type=int, default=200_000)
     demo.add_argument("--master", default="local[*]")
@@ -107,24 +117,15 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    program = parse_file(args.query)
     fmt = args.format or guess_format(_first_file(args.input))
-    job = Job.create(
-        program,
-        args.query_name,
-        fmt,
-        window_us=_seconds(args.window),
-        homomorphic=args.homomorphic,
-        max_duration_us=_seconds(args.max_duration),
-    )
-    compile_query(job.query, job.max_duration_us if job.max_duration_us is not None else 0)
+    job = _make_job(args, fmt)
     options = ReaderOptions(time_unit=args.time_unit)
     rejects = RejectLog(args.rejects)
     if args.engine == "local":
         matches, stats, lines = _run_local(job, args.input, fmt, options, rejects)
     else:
         matches, stats, lines = _run_spark(job, args, fmt, options, rejects)
-    with make_sink(args.output, limit=args.limit) as sink:
+    with make_sink(args.output, limit=args.limit, matches=job.output) as sink:
         sink.write(matches)
     if rejects.count:
         rejects.write()
@@ -133,25 +134,64 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+_COMMENT = re.compile(r"//[^\n]*|#[^\n]*|/\*.*?\*/", re.DOTALL)
+#: How DDST text starts once comments are gone: its first statement, not a SAL assignment.
+_DDST_START = re.compile(r"\s*(?:QUERY|VERTICES)\b(?!\s*=)", re.IGNORECASE)
+
+
+def _is_ddst(path: str) -> bool:
+    """A DDST query file: named ``.ddst``, or text that starts like one."""
+    if Path(path).suffix.lower() == ".ddst":
+        return True
+    try:
+        text = Path(path).read_text(encoding="utf-8", errors="replace")
+    except OSError:
+        return False  # the SAL parser reports the missing file
+    return bool(_DDST_START.match(_COMMENT.sub(" ", text)))
+
+
+def _ddst_job(args: argparse.Namespace) -> DDSTJob:
+    sal_only = [f"--{k.replace('_', '-')}" for k in ("query_name", "window", "max_duration")
+                if getattr(args, k, None) is not None]
+    if getattr(args, "homomorphic", False):
+        sal_only.append("--homomorphic")
+    if sal_only:
+        raise QueryError(f"{', '.join(sal_only)} apply to SAL queries only; a DDST query "
+                         "gives its window with WITHIN")
+    return DDSTJob(parse_ddst_file(args.query), args.ddst_engine)
+
+
+def _make_job(args: argparse.Namespace, fmt: str) -> ReplayJob:
+    if _is_ddst(args.query):
+        return _ddst_job(args)
+    job = Job.create(
+        parse_file(args.query),
+        args.query_name,
+        fmt,
+        window_us=_seconds(args.window),
+        homomorphic=args.homomorphic,
+        max_duration_us=_seconds(args.max_duration),
+    )
+    compile_query(job.query, job.max_duration_us if job.max_duration_us is not None else 0)
+    return job
+
+
 def _first_file(inputs: list[str]) -> str:
     from graphcep.io.readers import expand_paths
 
     return str(expand_paths(inputs)[0])
 
 
-def _run_local(job: Job, inputs, fmt, options, rejects: RejectLog):
+def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog):
     result = read_edges(inputs, fmt, options)
     rejects.add(result.rejects)
     progress = Progress(result.edges.num_rows)
-    matches, stats = run_local(
-        job.query, job.orient(result.edges), features=job.features(),
-        on_progress=progress.advance, **job.engine_options(),
-    )
+    matches, stats = run_job(job, result.edges, on_progress=progress.advance)
     progress.close()
     return matches, stats, result.lines_read
 
 
-def _run_spark(job: Job, args, fmt, options, rejects: RejectLog):
+def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog):
     from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
 
     t0 = time.perf_counter()
@@ -167,10 +207,12 @@ def _run_spark(job: Job, args, fmt, options, rejects: RejectLog):
     return matches, stats, lines
 
 
-def _print_summary(args, job: Job, stats: RunStats, lines: int, rejects: RejectLog) -> None:
+def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,
+                   rejects: RejectLog) -> None:
     summary = {
-        "query": job.query.name,
+        "query": job.name,
         "engine": args.engine,
+        **({"ddst_engine": job.engine} if isinstance(job, DDSTJob) else {}),
         "lines": lines,
         "edges": stats.edges,
         "rejected": rejects.count,
@@ -197,6 +239,9 @@ def _print_summary(args, job: Job, stats: RunStats, lines: int, rejects: RejectL
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    if _is_ddst(args.query):
+        print("\n".join(_ddst_job(args).describe()))
+        return 0
     program = parse_file(args.query)
     query = program.query(args.query_name)
     window = _seconds(args.window)

@@ -24,6 +24,7 @@ Decisions
 from __future__ import annotations
 
 import gzip
+import io
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass, replace
@@ -110,6 +111,13 @@ def _open_binary(path: Path) -> BinaryIO:
 def guess_format(path: str | os.PathLike) -> str:
     """Guess a file's format from its name (and, for ``.csv``, its first data line)."""
     path = Path(path)
+    fmt = _format_from_name(path)
+    if fmt == "csv" and _looks_like_vast(path):
+        return "vast"
+    return fmt
+
+
+def _format_from_name(path: Path) -> str:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
@@ -121,7 +129,7 @@ def guess_format(path: str | os.PathLike) -> str:
     if last == ".tsv":
         return "tsv"
     if last == ".csv":
-        return "vast" if _looks_like_vast(path) else "csv"
+        return "csv"
     return "snap"
 
 
@@ -131,6 +139,10 @@ def _looks_like_vast(path: Path) -> bool:
             head = fh.read(64 * 1024).decode("utf-8", "replace").splitlines()
     except OSError:
         return False
+    return _first_line_is_vast(head)
+
+
+def _first_line_is_vast(head: list[str]) -> bool:
     data = [ln for ln in head if ln.strip()]
     if not data:
         return False
@@ -207,24 +219,32 @@ def _with_file(rejects: pa.Table, name: str) -> pa.Table:
 
 def _read_text_file(path: Path, fmt: str, options: ReaderOptions) -> tuple[list, list, int]:
     """Parse one text file; returns (edge tables, reject tables, lines read)."""
+    with _open_binary(path) as fh:
+        return _read_text_stream(fh, str(path), fmt, options)
+
+
+def _read_text_stream(
+    fh: BinaryIO, name: str, fmt: str, options: ReaderOptions
+) -> tuple[list, list, int]:
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
     lines_read = 0
     prepared: ReaderOptions | None = None
-    with _open_binary(path) as fh:
-        for lines, numbers in iter_line_blocks(fh, options.chunk_bytes, options.max_line_bytes):
-            if prepared is None:
-                head = lines.slice(0, _HEAD_LINES).to_pylist()
-                text = [b[: options.max_line_bytes].decode("utf-8", "replace") for b in head]
-                prepared = prepare_options(fmt, text, options)
-            good, bad = parse_lines(lines, numbers, fmt, prepared)
-            edges.append(good)
-            rejects.append(_with_file(bad, str(path)))
-            lines_read += len(numbers)
+    for lines, numbers in iter_line_blocks(fh, options.chunk_bytes, options.max_line_bytes):
+        if prepared is None:
+            head = lines.slice(0, _HEAD_LINES).to_pylist()
+            text = [b[: options.max_line_bytes].decode("utf-8", "replace") for b in head]
+            prepared = prepare_options(fmt, text, options)
+        good, bad = parse_lines(lines, numbers, fmt, prepared)
+        edges.append(good)
+        rejects.append(_with_file(bad, name))
+        lines_read += len(numbers)
     return edges, rejects, lines_read
 
 
-def _read_parquet_file(path: Path, options: ReaderOptions) -> tuple[list, list, int]:
+def _read_parquet_file(
+    path: Path | BinaryIO, options: ReaderOptions, name: str | None = None
+) -> tuple[list, list, int]:
     """Parse one Parquet file (or dataset directory) batch by batch."""
     file = pq.ParquetFile(path)
     metadata = file.schema_arrow.metadata or {}
@@ -237,9 +257,45 @@ def _read_parquet_file(path: Path, options: ReaderOptions) -> tuple[list, list, 
     for batch in file.iter_batches(batch_size=1 << 20):
         good, bad = parse_table(batch, options, row_offset=offset)
         edges.append(good)
-        rejects.append(_with_file(bad, str(path)))
+        rejects.append(_with_file(bad, name or str(path)))
         offset += batch.num_rows
     return edges, rejects, offset
+
+
+def read_edges_bytes(
+    name: str, data: bytes, fmt: str | None = None, options: ReaderOptions | None = None,
+    file_index: int = 0,
+) -> ReadResult:
+    """Read one file's content held in memory, exactly as :func:`read_edges` reads a file.
+
+    ``name`` is the file's name (for format guessing and the rejects' ``file``);
+    ``file_index`` goes into ``seq`` as in :func:`read_edges`. Gzip is detected by its
+    magic bytes. Used by the streaming runtime, which receives arriving files as bytes.
+    """
+    options = options or ReaderOptions()
+    fmt = fmt or _guess_format_of_bytes(name, data)
+    if fmt == "parquet":
+        good, bad, count = _read_parquet_file(io.BytesIO(data), options, name)
+    else:
+        raw: BinaryIO = io.BytesIO(data)
+        if data[:2] == _GZIP_MAGIC:
+            raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+        good, bad, count = _read_text_stream(raw, name, fmt, options)
+    edges = _concat_edges([offset_seq(t, file_index) for t in good], fmt)
+    rejects = pa.concat_tables(bad) if bad else READ_REJECT_SCHEMA.empty_table()
+    return ReadResult(edges, rejects, count, count - edges.num_rows - rejects.num_rows, fmt)
+
+
+def _guess_format_of_bytes(name: str, data: bytes) -> str:
+    """:func:`guess_format` for content in memory (VAST is told from its first line)."""
+    fmt = _format_from_name(Path(name))
+    if fmt != "csv":
+        return fmt
+    raw: BinaryIO = io.BytesIO(data)
+    if data[:2] == _GZIP_MAGIC:
+        raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
+    head = raw.read(64 * 1024)
+    return "vast" if _first_line_is_vast(head.decode("utf-8", "replace").splitlines()) else "csv"
 
 
 def read_edges(

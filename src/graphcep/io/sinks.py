@@ -1,5 +1,10 @@
 """Write match tables (:data:`graphcep.events.MATCH_SCHEMA`) to the console, JSONL or Parquet.
 
+A sink writes one kind of match record, described by a :class:`MatchFormat` (its Arrow
+schema, its console block, its JSON line): :data:`SAL_MATCHES` by default; DDST match
+components use the format the DDST job carries (their writers, :func:`format_ddst_match`
+and :func:`ddst_match_to_json`, are here with the others).
+
 Every sink has ``write(table, batch_id=None)``, ``close()`` and works as a context
 manager. :func:`make_sink` picks one from a target string.
 
@@ -39,6 +44,8 @@ import os
 import re
 import sys
 import tempfile
+from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -52,9 +59,9 @@ _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
 _PARQUET_METADATA = {b"graphcep.time_unit": b"us"}
 
 
-def _rows(table: pa.Table) -> list[dict[str, Any]]:
-    if table.schema != MATCH_SCHEMA:
-        table = table.select(MATCH_SCHEMA.names).cast(MATCH_SCHEMA)
+def _rows(table: pa.Table, schema: pa.Schema = MATCH_SCHEMA) -> list[dict[str, Any]]:
+    if table.schema != schema:
+        table = table.select(schema.names).cast(schema)
     return table.to_pylist()
 
 
@@ -92,21 +99,23 @@ class ConsoleSink(Sink):
         Print at most this many matches; the others are counted and reported on close.
     """
 
-    def __init__(self, stream: TextIO | None = None, limit: int | None = None) -> None:
+    def __init__(self, stream: TextIO | None = None, limit: int | None = None,
+                 matches: MatchFormat | None = None) -> None:
         self.stream = stream if stream is not None else sys.stdout
         self.limit = limit
+        self.matches = matches or SAL_MATCHES
         self.printed = 0
         self.total = 0
         self._closed = False
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
         """Print the matches of ``table`` (``batch_id`` is ignored)."""
-        for row in _rows(table):
+        for row in _rows(table, self.matches.schema):
             self.total += 1
             if self.limit is not None and self.printed >= self.limit:
                 continue
             self.printed += 1
-            self.stream.write(format_match(row, self.printed))
+            self.stream.write(self.matches.text(row, self.printed))
         self.stream.flush()
 
     def close(self) -> None:
@@ -151,6 +160,64 @@ def match_to_json(row: dict[str, Any]) -> str:
     )
 
 
+def _seconds_or_null(us: int | None) -> str:
+    return "null" if us is None else format_seconds(us)
+
+
+def format_ddst_match(row: dict[str, Any], number: int) -> str:
+    """One DDST match component (a ``DDST_MATCH_SCHEMA`` dict) as a text block: the
+    window, each query vertex with the stream vertices it matches, then the matched edges
+    in stream order."""
+    start, end = _seconds_or_null(row["window_start"]), format_seconds(row["window_end"])
+    lines = [f"match {number}  query={row['query']}  id={row['match_id']}  "
+             f"window {start}s .. {end}s  trigger seq={row['trigger_seq']}"]
+    hosts: dict[str, list[str]] = {}
+    for v in row["vertices"] or []:
+        label = "" if v["label"] is None else f":{v['label']}"
+        hosts.setdefault(v["qvar"], []).append(f"{v['vertex']}{label}")
+    lines += [f"  {qvar} -> {', '.join(found)}" for qvar, found in hosts.items()]
+    for e in row["edges"] or []:
+        label = "" if e["label"] is None else f" [{e['label']}]"
+        lines.append(f"  {e['qedge']}: {e['src']} -> {e['dst']}{label} "
+                     f"@ {format_seconds(e['t'])}s  seq={e['seq']}")
+    return "\n".join(lines) + "\n"
+
+
+def ddst_match_to_json(row: dict[str, Any]) -> str:
+    """One DDST match component as a JSON object with the ``DDST_MATCH_SCHEMA`` keys;
+    times are exact decimal seconds, as in :func:`match_to_json`."""
+    edges = ",".join(
+        "{"
+        f'"qedge":{json.dumps(e["qedge"])},"seq":{int(e["seq"])},"t":{format_seconds(e["t"])},'
+        f'"src":{json.dumps(e["src"])},"dst":{json.dumps(e["dst"])},'
+        f'"label":{json.dumps(e["label"])},"src_label":{json.dumps(e["src_label"])},'
+        f'"dst_label":{json.dumps(e["dst_label"])}'
+        "}"
+        for e in row["edges"] or []
+    )
+    vertices = json.dumps(row["vertices"] or [], separators=(",", ":"))
+    return (
+        f'{{"query":{json.dumps(row["query"])},"match_id":{json.dumps(row["match_id"])},'
+        f'"window_start":{_seconds_or_null(row["window_start"])},'
+        f'"window_end":{format_seconds(row["window_end"])},"trigger_seq":{int(row["trigger_seq"])},'
+        f'"first_t":{format_seconds(row["first_t"])},"vertices":{vertices},"edges":[{edges}]}}'
+    )
+
+
+@dataclass(frozen=True)
+class MatchFormat:
+    """One kind of match record: its Arrow schema, how the console prints a row (given
+    its 1-based number) and how JSONL writes it."""
+
+    schema: pa.Schema
+    text: Callable[[dict[str, Any], int], str]
+    json: Callable[[dict[str, Any]], str]
+
+
+#: SAL matches (:data:`MATCH_SCHEMA`), the sinks' default.
+SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json)
+
+
 def _is_directory_target(path: str | os.PathLike, directory: bool | None) -> bool:
     if directory is not None:
         return directory
@@ -188,9 +255,11 @@ class _FileSink(Sink):
 
     suffix = ""
 
-    def __init__(self, path: str | os.PathLike, directory: bool | None = None) -> None:
+    def __init__(self, path: str | os.PathLike, directory: bool | None = None,
+                 matches: MatchFormat | None = None) -> None:
         self.path = Path(path)
         self.directory = _is_directory_target(path, directory)
+        self.matches = matches or SAL_MATCHES
         self.rows_written = 0
         self._seen: set[int | str] = set()
         self._closed = False
@@ -203,7 +272,8 @@ class _FileSink(Sink):
         """Write a match table (see module docstring for ``batch_id``)."""
         if self._closed:
             raise ValueError("sink is closed")
-        table = table.select(MATCH_SCHEMA.names).cast(MATCH_SCHEMA)
+        schema = self.matches.schema
+        table = table.select(schema.names).cast(schema)
         if self.directory:
             part_id = _next_part(self.path) if batch_id is None else batch_id
             target = self.path / _part_name(part_id, self.suffix)
@@ -228,20 +298,21 @@ class JsonlSink(_FileSink):
 
     suffix = ".jsonl"
 
-    def __init__(self, path: str | os.PathLike, directory: bool | None = None) -> None:
-        super().__init__(path, directory)
+    def __init__(self, path: str | os.PathLike, directory: bool | None = None,
+                 matches: MatchFormat | None = None) -> None:
+        super().__init__(path, directory, matches)
         self._out: TextIO | None = None
 
     def _write_part(self, table: pa.Table, path: str) -> None:
         with open(path, "w", encoding="utf-8") as out:
-            for row in _rows(table):
-                out.write(match_to_json(row) + "\n")
+            for row in _rows(table, self.matches.schema):
+                out.write(self.matches.json(row) + "\n")
 
     def _append(self, table: pa.Table) -> None:
         if self._out is None:
             self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 -- held open
-        for row in _rows(table):
-            self._out.write(match_to_json(row) + "\n")
+        for row in _rows(table, self.matches.schema):
+            self._out.write(self.matches.json(row) + "\n")
         self._out.flush()
 
     def close(self) -> None:
@@ -256,14 +327,16 @@ class JsonlSink(_FileSink):
 
 
 class ParquetSink(_FileSink):
-    """Matches as Parquet with the nested :data:`MATCH_SCHEMA`; times int64 microseconds."""
+    """Matches as Parquet with their nested schema (:data:`MATCH_SCHEMA` by default);
+    times int64 microseconds."""
 
     suffix = ".parquet"
 
-    def __init__(self, path: str | os.PathLike, directory: bool | None = None) -> None:
-        super().__init__(path, directory)
+    def __init__(self, path: str | os.PathLike, directory: bool | None = None,
+                 matches: MatchFormat | None = None) -> None:
+        super().__init__(path, directory, matches)
         self._writer: pq.ParquetWriter | None = None
-        self._schema = MATCH_SCHEMA.with_metadata(_PARQUET_METADATA)
+        self._schema = self.matches.schema.with_metadata(_PARQUET_METADATA)
 
     def _write_part(self, table: pa.Table, path: str) -> None:
         pq.write_table(table.replace_schema_metadata(_PARQUET_METADATA), path)
@@ -292,6 +365,7 @@ def make_sink(
     fmt: str | None = None,
     limit: int | None = None,
     directory: bool | None = None,
+    matches: MatchFormat | None = None,
 ) -> Sink:
     """A sink for ``target``.
 
@@ -307,9 +381,11 @@ def make_sink(
     directory
         Force directory (part files) or single-file mode; ``None`` = directory when the
         path exists as one or ends with ``/``.
+    matches
+        The kind of match record written (default :data:`SAL_MATCHES`).
     """
     if target is None or str(target) == "-" or fmt == "console":
-        return ConsoleSink(limit=limit)
+        return ConsoleSink(limit=limit, matches=matches)
     path = Path(target)
     kind = fmt or _SINK_SUFFIXES.get(path.suffix.lower())
     if kind is None:
@@ -317,17 +393,21 @@ def make_sink(
     if directory is None and str(target).endswith(("/", os.sep)):
         directory = True
     if kind == "jsonl":
-        return JsonlSink(path, directory)
+        return JsonlSink(path, directory, matches)
     if kind == "parquet":
-        return ParquetSink(path, directory)
+        return ParquetSink(path, directory, matches)
     raise ValueError(f"unknown sink format {kind!r}; use console, jsonl or parquet")
 
 
 __all__ = [
+    "SAL_MATCHES",
     "ConsoleSink",
     "JsonlSink",
+    "MatchFormat",
     "ParquetSink",
     "Sink",
+    "ddst_match_to_json",
+    "format_ddst_match",
     "format_match",
     "make_sink",
     "match_to_json",

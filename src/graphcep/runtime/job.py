@@ -1,19 +1,89 @@
-"""A matching job: a SAL program's query bound to a concrete stream format.
+"""Matching jobs: what a runtime replays over a stream.
 
-Both runtimes start here, so the way a query's field names, features and options are
-resolved against a stream is written once.
+A job is a query bound to everything a runtime needs to replay it, shard by shard,
+without knowing which matching semantics it runs (:class:`ReplayJob`): how far back a
+shard must read to warm its engine up (:class:`Extent`), which columns the engine reads,
+how edges are oriented, how to build a fresh engine, and how its match records look.
+Two kinds exist: :class:`Job` (a SAL program's query bound to a stream format) and
+:class:`DDSTJob` (a DDST event pattern and the algorithm that runs it). Both runtimes
+start here, so the way a query is resolved against a stream is written once.
 """
 
 from __future__ import annotations
 
+import importlib
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar, Literal, Protocol
 
 import pyarrow as pa
 
+from graphcep.engines.base import Engine
+from graphcep.engines.ddst_baseline import DDST_MATCH_SCHEMA
+from graphcep.engines.subgraph_plan import compile_query
+from graphcep.events import format_seconds
 from graphcep.features.feature_set import FeatureSet
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
+from graphcep.io.sinks import SAL_MATCHES, MatchFormat, ddst_match_to_json, format_ddst_match
+from graphcep.patterns.ddst import DDSTQuery
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+from graphcep.runtime.local import make_engine
+
+#: DDST match components (:data:`DDST_MATCH_SCHEMA`) on the console and in JSONL.
+DDST_MATCHES = MatchFormat(DDST_MATCH_SCHEMA, format_ddst_match, ddst_match_to_json)
+
+#: ``--ddst-engine`` name -> (module, class); imported on use, so an algorithm's module is
+#: loaded only by the jobs that run it.
+DDST_ENGINES: dict[str, tuple[str, str]] = {
+    "baseline": ("graphcep.engines.ddst_baseline", "DDSTBaselineEngine"),
+    "signature": ("graphcep.engines.ddst_signature", "DDSTSignatureEngine"),
+    "coloring": ("graphcep.engines.ddst_coloring", "DDSTColoringEngine"),
+}
+
+
+@dataclass(frozen=True)
+class Extent:
+    """How far before a shard's first edge its engine must have seen the stream, so that
+    every window ending in the shard is whole: ``size`` microseconds of event time
+    (``unit="us"``), or the ``size`` edges before it in stream order (``unit="edges"``,
+    for count windows, whose reach in time is unknown until the stream is ranked)."""
+
+    size: int
+    unit: Literal["us", "edges"] = "us"
+
+
+class ReplayJob(Protocol):
+    """What the in-process and Spark runtimes replay (:class:`Job`, :class:`DDSTJob`).
+
+    The runtimes rely on one property of every engine a job builds: a push reports
+    exactly the matches *triggered* by the edges it delivers, so edges before a shard
+    (its warm-up) only fill state, and a match is reported by the shard holding the edge
+    that triggers it -- exactly once.
+    """
+
+    #: how matches are written, with their Arrow schema
+    output: MatchFormat
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def whole_stream(self) -> bool:
+        """Whether the query needs the whole stream in one engine (no sharding)."""
+        ...
+
+    def bind(self, longest_duration_us: int) -> ReplayJob:
+        """The job with bounds that default to the data's (the longest edge duration)."""
+        ...
+
+    def extent(self) -> Extent: ...
+
+    def needed_columns(self, available: list[str]) -> list[str]: ...
+
+    def orient(self, edges: pa.Table) -> pa.Table: ...
+
+    def new_engine(self, threads: int | None = 1) -> Engine: ...
 
 
 @dataclass
@@ -27,6 +97,8 @@ class Job:
     max_duration_us: int | None = None
     swap_endpoints: bool = False
     field_aliases: dict[str, str] = field(default_factory=dict)
+
+    output: ClassVar[MatchFormat] = SAL_MATCHES
 
     @classmethod
     def create(
@@ -71,6 +143,28 @@ class Job:
             return None
         return FeatureSet({n: self.program.features[n] for n in sorted(used)}, self.field_aliases)
 
+    @property
+    def name(self) -> str:
+        return self.query.name
+
+    @property
+    def whole_stream(self) -> bool:
+        # a feature such as topk counts items over the whole stream, which no shard sees
+        return bool(self.query.vertex_constraints)
+
+    def bind(self, longest_duration_us: int) -> Job:
+        if self.max_duration_us is not None:
+            return self
+        return replace(self, max_duration_us=longest_duration_us)
+
+    def extent(self) -> Extent:
+        """The largest gap between two start times in a match (durations bound as bound)."""
+        return Extent(compile_query(self.query, self.max_duration_us).extent_us)
+
+    def new_engine(self, threads: int | None = 1) -> Engine:
+        return make_engine(self.query, features=self.features(), threads=threads,
+                           **self.engine_options())
+
     def engine_options(self) -> dict:
         return {
             "homomorphic": self.homomorphic,
@@ -104,6 +198,82 @@ class Job:
         i, j = names.index("src"), names.index("dst")
         src, dst = edges.column(i), edges.column(j)
         return edges.set_column(i, "src", dst).set_column(j, "dst", src)
+
+
+@dataclass(frozen=True)
+class DDSTJob:
+    """A DDST event pattern and the algorithm that runs it (``engine``, a key of
+    :data:`DDST_ENGINES`, with its keyword ``options``).
+
+    A time window ``WITHIN W`` holds the edges with ``t >= t_k - W``: a shard starting at
+    ``s`` needs the edges of ``[s - W, s)`` as warm-up. A count window of ``N`` edges
+    needs the ``N - 1`` edges before the shard's first. DDST engines report a window's
+    match component only at the window's newest edge, so warm-up pushes only fill state.
+    """
+
+    query: DDSTQuery
+    engine: str = "baseline"
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+    output: ClassVar[MatchFormat] = DDST_MATCHES
+
+    def __post_init__(self) -> None:
+        if self.engine not in DDST_ENGINES:
+            raise QueryError(f"unknown DDST engine {self.engine!r}: "
+                             f"{', '.join(DDST_ENGINES)}")
+
+    @property
+    def name(self) -> str:
+        return self.query.name
+
+    @property
+    def whole_stream(self) -> bool:
+        return False
+
+    def bind(self, longest_duration_us: int) -> DDSTJob:
+        return self  # DDST windows look at start times only
+
+    def extent(self) -> Extent:
+        window = self.query.window
+        if window.kind == "count":
+            return Extent(window.size - 1, "edges")
+        return Extent(window.size)
+
+    def needed_columns(self, available: list[str]) -> list[str]:
+        wanted = {"t", "src", "dst", "seq", "label", "src_label", "dst_label"}
+        return [c for c in available if c in wanted]
+
+    def orient(self, edges: pa.Table) -> pa.Table:
+        return edges  # DDST edges are read as the stream gives them
+
+    def new_engine(self, threads: int | None = 1) -> Engine:
+        # threads: DDST engines run one thread (Spark runs one task per core)
+        module, cls = DDST_ENGINES[self.engine]
+        return getattr(importlib.import_module(module), cls)(self.query, **self.options)
+
+    def describe(self) -> list[str]:
+        """The window, the timing order and the plan, in words (``graphcep explain``)."""
+        q, w = self.query, self.query.window
+        if w.kind == "count":
+            window = f"window: the {w.size} most recent edges, one window per arriving edge"
+            shards = (f"Spark: shards cut by edge rank, each warmed up on the {w.size - 1} "
+                      "edges before its first")
+        else:
+            window = (f"window: {w} -- the edges with t >= t_k - {format_seconds(w.size)} s, "
+                      "one window per arriving edge e_k")
+            shards = (f"Spark: time shards, each warmed up on the {format_seconds(w.size)} s "
+                      "before its start")
+        order = ", ".join(f"{a} < {b}" for a, b in sorted(q.closure())) or "none"
+        return [
+            f"DDST query {q.name}: {len(q.vertices)} vertices, {len(q.edges)} edges",
+            q.to_text().rstrip(),
+            "",
+            window,
+            f"timing order (closed): {order}",
+            f"plan: at each arriving edge that fits a query edge, the {self.engine} algorithm "
+            "evaluates its window; the match component holding the edge is reported",
+            shards,
+        ]
 
 
 def _with_stream_filters(program: Program, query: SubgraphQuery) -> SubgraphQuery:

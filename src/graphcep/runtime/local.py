@@ -9,12 +9,17 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import pyarrow as pa
 
+from graphcep.engines.base import Engine
 from graphcep.engines.subgraph import SubgraphEngine, VertexFeatures
 from graphcep.events import MATCH_SCHEMA, normalize_edges, sort_stream
 from graphcep.patterns.subgraph import SubgraphQuery
+
+if TYPE_CHECKING:
+    from graphcep.runtime.job import ReplayJob
 
 #: Edges per push. Each push regroups the window, so batches much smaller than the
 #: window cost more; much larger ones only cost memory.
@@ -63,7 +68,7 @@ def make_engine(
 
 
 def replay(
-    engine: SubgraphEngine,
+    engine: Engine,
     edges: pa.Table,
     *,
     warmup: pa.Table | None = None,
@@ -75,11 +80,14 @@ def replay(
     ``warmup`` edges (all before ``edges`` in stream order) only fill the engine's window
     (:meth:`SubgraphEngine.warm`): a push reports exactly the matches whose last edge it
     delivers, so matches ending in the warm-up are the previous shard's, never lost or
-    repeated.
+    repeated. An engine without ``warm`` (the DDST engines) is pushed the warm-up and its
+    reports are dropped: they are triggered by warm-up edges, so they are the previous
+    shard's too.
     """
     if warmup is not None:
+        warm = getattr(engine, "warm", engine.push)
         for start in range(0, warmup.num_rows, batch_edges):
-            engine.warm(warmup.slice(start, batch_edges))
+            warm(warmup.slice(start, batch_edges))
     for start in range(0, edges.num_rows, batch_edges):
         batch = edges.slice(start, batch_edges)
         matches = engine.push(batch)
@@ -87,6 +95,43 @@ def replay(
             on_progress(batch.num_rows)
         if matches.num_rows:
             yield matches
+
+
+def replay_job(
+    job: ReplayJob,
+    edges: pa.Table,
+    *,
+    warmup: pa.Table | None = None,
+    threads: int | None = 1,
+    on_progress: Callable[[int], None] | None = None,
+) -> pa.Table:
+    """All matches of a (bound) job triggered by ``edges``, after ``warmup``, in one engine.
+
+    Both tables may be in any order (they are oriented and sorted here). One thread by
+    default: Spark tasks call this, and Spark already runs one task per core.
+    """
+    edges = sort_stream(normalize_edges(job.orient(edges)))
+    if warmup is not None:
+        warmup = sort_stream(normalize_edges(job.orient(warmup)))
+    engine = job.new_engine(threads=threads)
+    parts = list(replay(engine, edges, warmup=warmup, on_progress=on_progress))
+    return pa.concat_tables(parts) if parts else job.output.schema.empty_table()
+
+
+def run_job(
+    job: ReplayJob,
+    edges: pa.Table,
+    *,
+    on_progress: Callable[[int], None] | None = None,
+) -> tuple[pa.Table, RunStats]:
+    """All matches of ``job`` in ``edges`` in this process, with every core the engine can
+    use; bounds the job leaves open default to the data's (:meth:`ReplayJob.bind`)."""
+    started = time.perf_counter()
+    job = job.bind(max_duration_of(edges))
+    matches = replay_job(job, edges, threads=None, on_progress=on_progress)
+    stats = RunStats(edges=edges.num_rows, matches=matches.num_rows,
+                     seconds=time.perf_counter() - started)
+    return matches, stats
 
 
 def run_local(

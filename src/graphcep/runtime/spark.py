@@ -13,6 +13,21 @@ Shards are placed on partitions explicitly (:func:`partition_keys`): with a hand
 shards, Spark's hash partitioning of the shard number would often put two shards in one
 task and leave a core idle.
 
+**Jobs.** What is replayed is a :class:`~graphcep.runtime.job.ReplayJob`: a SAL query
+(:class:`~graphcep.runtime.job.Job`, extent = the largest start-time gap of a match) or a
+DDST event pattern (:class:`~graphcep.runtime.job.DDSTJob`, extent = its time window
+``W``: window ``k`` holds the edges with ``t >= t_k - W``, so a shard starting at ``s``
+warms up on ``[s - W, s)``). Every strategy below runs either kind unchanged.
+
+**Count windows** (DDST ``WITHIN N EDGES``) reach back ``N - 1`` *edges*, a span of time
+nobody knows in advance, so they are cut by *edge rank* instead of time: the edges are
+numbered in stream order (each partition sorted locally and offset by the counts of the
+partitions before it; with no usable order, the stream is first range-partitioned on
+``(t, seq)``, one shuffle), each partition is a shard in place, and its warm-up is the
+``N - 1`` edges ranked just before its first -- the time-ordered-partitions code with the
+rank in place of ``t``. Sorting costs one shuffle, but DDST engines spend far more per
+edge than a sort does, so the parallel replay pays for it.
+
 **Reading.** ``spark.read.text`` gives the lines; line numbers (which become ``seq`` and
 the reject line numbers) are recovered exactly by counting lines per file block in the
 JVM and numbering them in a ``mapInArrow`` pass, which also parses them with the same
@@ -28,21 +43,22 @@ import os
 import shutil
 import time
 from collections.abc import Iterator
-from dataclasses import replace
+from contextlib import contextmanager
 from pathlib import Path
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.engines.subgraph_plan import compile_query
-from graphcep.events import MATCH_SCHEMA, normalize_edges, sort_stream
+from graphcep.events import normalize_edges, sort_stream
 from graphcep.io.formats import ReaderOptions, edge_schema, parse_lines, prepare_options
 from graphcep.io.readers import expand_paths, guess_format
+from graphcep.patterns.ddst import DDSTQuery
 from graphcep.patterns.program import Program
-from graphcep.patterns.subgraph import SubgraphQuery
-from graphcep.runtime.job import Job
-from graphcep.runtime.local import RunStats, make_engine, replay
+from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+from graphcep.runtime.hypercube import Shares, choose_shares, free_offsets, home_filter
+from graphcep.runtime.job import DDSTJob, Extent, Job, ReplayJob
+from graphcep.runtime.local import RunStats, replay_job
 
 MATCH_DDL = (
     "query string, match_id string, first_t long, last_t long, "
@@ -50,6 +66,10 @@ MATCH_DDL = (
     "edges array<struct<var:string,t:long,src:string,dst:string,dur:long,seq:long>>"
 )
 REPLACEMENT_CHAR = "\ufffd"
+#: the column holding an edge's 0-based place in stream order (count windows)
+RANK = "_rank"
+# the "single" strategy replays streams up to this many edges in the driver
+DRIVER_REPLAY_ROWS = 20_000_000
 
 
 class JavaMissingError(RuntimeError):
@@ -262,7 +282,7 @@ def plan_shards(t_min: int, t_max: int, extent_us: int, shards: int) -> int:
 
 def run_spark(
     spark,
-    job: Job | SubgraphQuery,
+    job: ReplayJob | SubgraphQuery | DDSTQuery,
     edges_df,
     *,
     shards: int | None = None,
@@ -274,9 +294,10 @@ def run_spark(
     Exact strategies (``strategy="auto"`` picks with :func:`choose_strategy`):
 
     ``"single"``
-        One task replays the whole stream (partitions concatenated in place, no shuffle;
-        its engine uses every core): for streams shorter than two extents, where time
-        shards would mostly re-read each other's edges, and for queries with features.
+        One engine replays the whole stream, using every core: for streams shorter than
+        two extents, where time shards would mostly re-read each other's edges, and for
+        queries with features. Up to ``DRIVER_REPLAY_ROWS`` edges it runs in the driver
+        (see :func:`_replay_single`), beyond that in one task.
     ``"partitions"``
         When the DataFrame's partitions hold disjoint, increasing time ranges (a
         time-ordered file split into blocks, an ordered table), every partition is a
@@ -288,48 +309,112 @@ def run_spark(
         onto partitions of their own.
 
     Queries with vertex features run as one shard: a feature such as ``topk`` counts
-    items over the whole stream, which time shards do not see.
+    items over the whole stream, which time shards do not see. DDST count windows use
+    ``"partitions"`` and ``"shuffle"`` by edge rank (see the module docstring).
     """
 
-    if isinstance(job, SubgraphQuery):
-        job = Job.create(Program(queries=[job]))
+    job = _as_job(job)
+    if strategy == "cells":
+        _check_cells(job, shard_length_us)
     started = time.perf_counter()
     parts = _partition_stats(edges_df)
     n = sum(int(r["n"]) for r in parts)
+    schema = job.output.schema
     if n == 0:
-        return MATCH_SCHEMA.empty_table(), RunStats(seconds=time.perf_counter() - started)
-    if job.max_duration_us is None:
-        job = replace(job, max_duration_us=max(int(r["d_max"] or 0) for r in parts))
-    extent = compile_query(job.query, job.max_duration_us).extent_us
+        return schema.empty_table(), RunStats(seconds=time.perf_counter() - started)
+    job = job.bind(max(int(r["d_max"] or 0) for r in parts))
+    extent = job.extent()
     # ship only what the engine reads: wide netflow rows would cost transfer time for nothing
     edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
     if strategy == "auto":
         strategy = choose_strategy(parts, extent, job, shards, shard_length_us)
     if strategy == "single":
-        matches, extra = _replay_single(spark, job, edges_df)
+        matches, extra = _replay_single(spark, job, edges_df, n)
     elif strategy == "partitions":
-        cached = edges_df.storageLevel.useMemory or edges_df.storageLevel.useDisk
-        if not cached:
-            # the warm-up is cut at each partition's start, so the partitions must be the
-            # same in every job: an uncached range partitioning is re-sampled each time
-            edges_df = edges_df.persist()
-            parts = _partition_stats(edges_df)
-        if not _time_ordered(parts):
-            raise ValueError("strategy 'partitions' needs partitions in increasing time order")
-        try:
-            matches, extra = _replay_partitions(spark, job, edges_df, parts, extent)
-        finally:
-            if not cached:
-                edges_df.unpersist()
+        with _pinned(edges_df, parts) as (pinned, pinned_parts):
+            if not _time_ordered(pinned_parts):
+                raise ValueError("strategy 'partitions' needs partitions in increasing time order")
+            matches, extra = _replay_in_place(spark, job, pinned, pinned_parts, extent)
+    elif strategy == "shuffle" and extent.unit == "edges":
+        matches, extra = _replay_rank_shards(spark, job, edges_df, extent, shards,
+                                             shard_length_us)
     elif strategy == "shuffle":
-        matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent, shards,
+        matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent.size, shards,
                                           shard_length_us)
+    elif strategy == "cells":
+        matches, extra = _replay_cells(spark, job, edges_df, n, shards)
     else:
-        raise ValueError(f"unknown strategy {strategy!r}: auto, single, partitions or shuffle")
-    matches = matches.cast(MATCH_SCHEMA) if matches.num_rows else MATCH_SCHEMA.empty_table()
+        raise ValueError(
+            f"unknown strategy {strategy!r}: auto, single, partitions, shuffle or cells")
+    matches = matches.cast(schema) if matches.num_rows else schema.empty_table()
     stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started)
-    stats.extra.update({"extent_us": extent, **extra})
+    stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
     return matches, stats
+
+
+def _as_job(job: ReplayJob | SubgraphQuery | DDSTQuery) -> ReplayJob:
+    """A bare query runs as a job with default options."""
+    if isinstance(job, SubgraphQuery):
+        return Job.create(Program(queries=[job]))
+    if isinstance(job, DDSTQuery):
+        return DDSTJob(job)
+    return job
+
+
+def _spark_schema(job: ReplayJob):
+    """The Spark type of the job's match rows, for ``mapInArrow``."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(job.output.schema)
+
+
+#: rows of match records per Arrow IPC message a task sends back
+IPC_MATCH_ROWS = 200_000
+
+
+def _collect_matches(job: ReplayJob, df, replay) -> pa.Table:
+    """Run ``replay`` (an iterator of record batches to match tables) over ``df``'s
+    partitions and bring the matches to the driver.
+
+    Tasks send their matches as Arrow IPC messages in a binary column: match records are
+    nested (a map, a list of structs), and letting Spark convert them into its rows and
+    back cost more than finding them (1M matches of a 2-edge query: about 5 s of 10 on
+    ``local[2]``), while the driver reads IPC bytes with no conversion.
+    """
+    schema = job.output.schema
+
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for table in replay(batches):
+            for batch in table.to_batches(max_chunksize=IPC_MATCH_ROWS):
+                sink = pa.BufferOutputStream()
+                with pa.ipc.new_stream(sink, schema) as writer:
+                    writer.write_batch(batch)
+                blob = sink.getvalue()  # one binary value, built around the buffer
+                offsets = pa.py_buffer(np.array([0, blob.size], dtype=np.int32))
+                value = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, blob])
+                yield pa.record_batch([value], names=["ipc"])
+
+    blobs = df.mapInArrow(run, "ipc binary").toArrow().column("ipc")
+    tables = [pa.ipc.open_stream(blob.as_buffer()).read_all()
+              for chunk in blobs.chunks for blob in chunk]
+    return pa.concat_tables(tables) if tables else schema.empty_table()
+
+
+@contextmanager
+def _pinned(edges_df, parts):
+    """``edges_df`` with partitions that stay the same in every job, and their stats.
+
+    Warm-ups are cut at each partition's start, so every job must see the same
+    partitions: an uncached range partitioning would be re-sampled each time.
+    """
+    if edges_df.storageLevel.useMemory or edges_df.storageLevel.useDisk:
+        yield edges_df, parts
+        return
+    pinned = edges_df.persist()
+    try:
+        yield pinned, _partition_stats(pinned)
+    finally:
+        pinned.unpersist()
 
 
 def _partition_stats(edges_df) -> list:
@@ -350,50 +435,119 @@ def _time_ordered(parts) -> bool:
     return all(a["t_max"] < b["t_min"] for a, b in zip(parts, parts[1:], strict=False))
 
 
-def choose_strategy(parts, extent: int, job: Job, shards, shard_length_us) -> str:
+def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_us) -> str:
     """How to cut the work, from per-partition time ranges (see :func:`run_spark`).
 
     Time shards pay for parallelism with warm-up: a shard re-reads one extent of edges
     before its start. A stream shorter than two extents therefore runs as one task
     (whose engine then uses every core); features need the whole stream in one task too.
     Time-ordered partitions are used in place when they are, on average, at least one
-    extent long; otherwise edges are shuffled into longer shards.
+    extent long; otherwise edges are shuffled into longer shards. A count window's
+    extent is in edges, and so is the stream's length it is compared with.
     """
     if shards is not None or shard_length_us is not None:
         return "shuffle"
-    t_min = min(int(r["t_min"]) for r in parts)
-    t_max = max(int(r["t_max"]) for r in parts)
-    if job.query.vertex_constraints or t_max - t_min < 2 * extent:
+    if extent.unit == "edges":
+        span = sum(int(r["n"]) for r in parts)
+    else:
+        span = max(int(r["t_max"]) for r in parts) - min(int(r["t_min"]) for r in parts)
+    if job.whole_stream or span < 2 * extent.size:
         return "single"
-    if len(parts) > 1 and _time_ordered(parts) and (t_max - t_min) / len(parts) >= extent:
+    if len(parts) > 1 and _time_ordered(parts) and span / len(parts) >= extent.size:
         return "partitions"
     return "shuffle"
 
 
-def _replay_single(spark, job: Job, edges_df):
-    """One task replays everything (no shuffle: partitions are concatenated in place)."""
-    threads = max(1, spark.sparkContext.defaultParallelism)
+def _replay_single(spark, job: ReplayJob, edges_df, n: int):
+    """One engine replays everything.
+
+    Up to ``DRIVER_REPLAY_ROWS`` edges the engine runs in the driver: Spark collects the
+    partitions as Arrow in parallel and the driver's engine uses its cores. A single task
+    would instead receive every row through one JVM-to-Python pipe (on the benchmark's 1M
+    edges that pipe alone cost more than collecting and matching together). Larger
+    streams run in one task, so the driver never has to hold them.
+    """
+    threads = max(1, min(spark.sparkContext.defaultParallelism, len(os.sched_getaffinity(0))))
+    if n <= DRIVER_REPLAY_ROWS:
+        table = edges_df.toArrow()
+        matches = (_replay_edges(job, table, None, threads=threads) if table.num_rows
+                   else job.output.schema.empty_table())
+        return matches, {"strategy": "single", "shards": 1, "where": "driver"}
 
     def run_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = pa.Table.from_batches(list(batches))
         if table.num_rows:
             yield from _replay_edges(job, table, None, threads=threads).to_batches()
 
-    matches = edges_df.coalesce(1).mapInArrow(run_all, MATCH_DDL).toArrow()
-    return matches, {"strategy": "single", "shards": 1}
+    matches = edges_df.coalesce(1).mapInArrow(run_all, _spark_schema(job)).toArrow()
+    return matches, {"strategy": "single", "shards": 1, "where": "task"}
 
 
-def _replay_partitions(spark, job: Job, edges_df, parts, extent: int):
-    """Each partition replays its own edges after a broadcast warm-up of the edges within
-    one extent before its first edge."""
+def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent):
+    """Every partition of ``edges_df`` (in increasing stream order) is a shard as it stands.
+
+    Its warm-up is the preceding extent: in time, or, for count windows, in edge rank
+    (:func:`_ranked` numbers the edges first).
+    """
+    if extent.unit == "edges":
+        ranked, starts = _ranked(edges_df, parts)
+        return _replay_partitions(spark, job, ranked, starts, extent.size, RANK)
+    starts = {int(r["p"]): int(r["t_min"]) for r in parts}
+    return _replay_partitions(spark, job, edges_df, starts, extent.size, "t")
+
+
+def _ranked(edges_df, parts):
+    """``edges_df`` with each edge's 0-based place in stream order in column :data:`RANK`,
+    and the rank of each partition's first edge. The partitions must hold increasing
+    stretches of the stream: a partition, sorted, follows the counts of those before it."""
+    from pyspark import TaskContext
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    starts: dict[int, int] = {}
+    total = 0
+    for r in sorted(parts, key=lambda r: r["p"]):
+        starts[int(r["p"])] = total
+        total += int(r["n"])
+    schema = StructType([*edges_df.schema.fields, StructField(RANK, LongType())])
+
+    def number(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        received = list(batches)
+        own = sort_stream(pa.Table.from_batches(received)) if received else None
+        if own is None or own.num_rows == 0:
+            return
+        first = starts[TaskContext.get().partitionId()]
+        rank = pa.array(np.arange(first, first + own.num_rows, dtype=np.int64))
+        yield from own.append_column(RANK, rank).to_batches()
+
+    return edges_df.mapInArrow(number, schema), starts
+
+
+def _replay_rank_shards(spark, job: ReplayJob, edges_df, extent: Extent, shards,
+                        shard_length_us):
+    """Count windows with no usable order: range-partition the stream on ``(t, seq)`` (one
+    shuffle) into ``shards`` stretches of about equal edge counts, then replay in place."""
+    if shard_length_us is not None:
+        raise ValueError("a count window is cut by edge rank: give shards, not shard_length_us")
+    count = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
+    ordered = edges_df.repartitionByRange(count, "t", "seq")
+    with _pinned(ordered, None) as (pinned, parts):
+        matches, extra = _replay_in_place(spark, job, pinned, parts, extent)
+    return matches, {**extra, "strategy": "shuffle"}
+
+
+def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], extent: int,
+                       pos: str = "t"):
+    """Each partition replays its own edges after a broadcast warm-up: the edges within
+    one extent before its first edge, measured on column ``pos`` (``starts``: each
+    partition's first value of it)."""
     from pyspark import TaskContext
     from pyspark.sql import functions as F
 
-    starts = {int(r["p"]): int(r["t_min"]) for r in parts}
-    windows = [(start - extent, start) for p, start in starts.items() if p != parts[0]["p"]]
+    first = min(starts, key=starts.__getitem__)
+    windows = [(start - extent, start) for p, start in starts.items() if p != first]
     near_start = F.lit(False)
     for lo, hi in windows:
-        near_start = near_start | ((F.col("t") >= lo) & (F.col("t") < hi))
+        near_start = near_start | ((F.col(pos) >= lo) & (F.col(pos) < hi))
     tails = edges_df.where(near_start).toArrow()
     tails = sort_stream(normalize_edges(tails)) if tails.num_rows else None
     shared = spark.sparkContext.broadcast(_ipc_bytes(tails) if tails is not None else b"")
@@ -406,13 +560,13 @@ def _replay_partitions(spark, job: Job, edges_df, parts, extent: int):
         warm = None
         if shared.value:
             everything = pa.ipc.open_stream(shared.value).read_all()
-            in_range = pc.and_(pc.greater_equal(everything.column("t"), start - extent),
-                               pc.less(everything.column("t"), start))
+            in_range = pc.and_(pc.greater_equal(everything.column(pos), start - extent),
+                               pc.less(everything.column(pos), start))
             warm = everything.filter(in_range)
         yield from _replay_edges(job, own, warm).to_batches()
 
-    matches = edges_df.mapInArrow(run_partition, MATCH_DDL).toArrow()
-    return matches, {"strategy": "partitions", "shards": len(parts),
+    matches = edges_df.mapInArrow(run_partition, _spark_schema(job)).toArrow()
+    return matches, {"strategy": "partitions", "shards": len(starts),
                      "warmup_edges": 0 if tails is None else tails.num_rows}
 
 
@@ -423,12 +577,13 @@ def _ipc_bytes(table: pa.Table) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def _replay_shuffled(spark, job: Job, edges_df, parts, extent: int, shards, shard_length_us):
+def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards,
+                     shard_length_us):
     from pyspark.sql import functions as F
 
     t_min = min(int(r["t_min"]) for r in parts)
     t_max = max(int(r["t_max"]) for r in parts)
-    if job.query.vertex_constraints:
+    if job.whole_stream:
         length = t_max - t_min + 1
     else:
         shards = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
@@ -459,8 +614,155 @@ def _replay_shuffled(spark, job: Job, edges_df, parts, extent: int, shards, shar
             rows = table.filter(pc.equal(table.column("_shard"), shard_id))
             yield from replay_shard(job, rows).to_batches()
 
-    matches = placed.mapInArrow(run_partition, MATCH_DDL).toArrow()
+    matches = placed.mapInArrow(run_partition, _spark_schema(job)).toArrow()
     return matches, {"strategy": "shuffle", "shards": count, "shard_length_us": length}
+
+
+# -- HyperCube cells ---------------------------------------------------------------------
+
+
+def _check_cells(job: ReplayJob, shard_length_us: int | None) -> None:
+    """Only SAL jobs without vertex features can be split into cells."""
+    if not isinstance(job, Job):
+        raise ValueError(
+            f"strategy 'cells' splits a SAL query by its vertex variables; {job.name!r} is "
+            "a DDST job: use auto, single, partitions or shuffle")
+    if job.whole_stream:
+        names = sorted({c.feature for c in job.query.vertex_constraints})
+        raise ValueError(
+            f"strategy 'cells' cannot run query {job.name!r}: it uses vertex features "
+            f"{names}, which count the whole stream (no cell sees it); use 'single'")
+    if shard_length_us is not None:
+        raise ValueError("strategy 'cells' does not cut time: give shards (the cell budget), "
+                         "not shard_length_us")
+
+
+def cell_budget(spark, shards: int | None) -> int:
+    """How many cells :func:`~graphcep.runtime.hypercube.choose_shares` may use: ``shards``
+    when given, else one per core."""
+    return max(1, shards or spark.sparkContext.defaultParallelism)
+
+
+def _replay_cells(spark, job: Job, edges_df, n: int, shards: int | None):
+    """HyperCube: route every edge to the cells it must reach (in the JVM, see
+    :func:`cell_column`), shuffle each cell onto a partition of its own, replay each cell's
+    edges in stream order and keep its home matches
+    (:func:`~graphcep.runtime.hypercube.home_filter`)."""
+    from pyspark.sql import functions as F
+
+    shares = choose_shares(job.query, cell_budget(spark, shards))
+    if shares.cells == 1:  # no split pays (e.g. the triangle on 2 or 4 cells): one engine
+        matches, extra = _replay_single(spark, job, edges_df, n)
+        return matches, {**extra, "strategy": "cells", "cells": 1}
+    routed = route_spark(job, shares, edges_df)
+    keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(shares.cells)])
+    placed = (routed.withColumn("_key", F.element_at(keys, (F.col("_cell") + 1).cast("int")))
+              .repartition(shares.cells, "_key"))
+
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+        table = pa.Table.from_batches(list(batches))
+        if table.num_rows == 0:
+            return
+        cell_of = table.column("_cell")
+        table = table.drop_columns(["_cell", "_key"])
+        for cell in sorted(pc.unique(cell_of).to_pylist()):
+            rows = table.filter(pc.equal(cell_of, cell))
+            yield home_filter(_replay_edges(job, rows, None), shares, cell)
+
+    matches = _collect_matches(job, placed, run_partition)
+    extra = {"strategy": "cells", "cells": shares.cells,
+             "grid": "x".join(str(s) for s in shares.shares)}
+    return matches, extra
+
+
+def route_spark(job: Job, shares: Shares, edges_df):
+    """``edges_df`` with one row per (edge, cell it must reach), the cell id in column
+    ``_cell``: :func:`~graphcep.runtime.hypercube.route` computed by Spark SQL in the JVM
+    (``pmod(xxhash64(v), s)`` is the module's vertex coordinate).
+
+    Edges that can play no query edge are dropped. When every edge has one cell (keyed
+    partitioning with the key at the same end of every query edge), the cell is a plain
+    column: a projection and a filter, no arrays.
+    """
+    from pyspark.sql import functions as F
+
+    routes = cell_routes(job, shares, edges_df)
+    if len(routes) == 1 and len(routes[0][1]) == 1:
+        eligible, (cell,) = routes[0]
+        return edges_df.where(eligible).withColumn("_cell", cell)
+    empty = F.array().cast("array<bigint>")
+    arrays = [F.when(eligible, F.array(*cells)).otherwise(empty) for eligible, cells in routes]
+    cells = arrays[0] if len(arrays) == 1 else F.array_distinct(F.concat(*arrays))
+    return edges_df.withColumn("_cell", F.explode(cells))
+
+
+def cell_routes(job: Job, shares: Shares, edges_df) -> list:
+    """``[(eligible, [cell, ...]), ...]``: Spark columns, one entry per distinct cell set
+    among the query edges (query edges whose split variables sit at the same ends share
+    one, their eligibility OR-ed), as :func:`~graphcep.runtime.hypercube.route` does:
+    loops only for ``x -> x``, no loops between distinct variables under isomorphism, the
+    edge predicates with the engine's rules (a string field compares with the value's
+    text, a null never holds)."""
+    from pyspark.sql import functions as F
+
+    src, dst = ("dst", "src") if job.swap_endpoints else ("src", "dst")
+    index = {v: i for i, v in enumerate(shares.variables)}
+    same = F.coalesce(F.col("src") == F.col("dst"), F.lit(False))
+    sets: dict[tuple[tuple[int, str], ...], object] = {}
+    for edge in job.query.edges:
+        if edge.src == edge.dst:
+            ok = same
+        elif job.homomorphic:
+            ok = F.lit(True)
+        else:
+            ok = ~same
+        for pred in job.query.edge_predicates:
+            if pred.edge == edge.name:
+                ok = ok & _predicate_column(edges_df, pred, job.field_aliases)
+        ends = {edge.src: src} if edge.src == edge.dst else {edge.src: src, edge.dst: dst}
+        fixed = tuple(sorted((index[v], c) for v, c in ends.items() if shares.share(v) > 1))
+        sets[fixed] = (sets[fixed] | ok) if fixed in sets else ok
+    routes = []
+    for fixed, ok in sets.items():
+        base = F.lit(0).cast("long")
+        for i, column in fixed:
+            coordinate = F.pmod(_spark_vertex_hash(column), F.lit(shares.shares[i]).cast("long"))
+            base = base + coordinate * F.lit(int(shares.strides[i])).cast("long")
+        free = free_offsets(shares, {i for i, _ in fixed})
+        routes.append((F.coalesce(ok, F.lit(False)),
+                       [base + F.lit(int(o)).cast("long") for o in free]))
+    return routes
+
+
+def _spark_vertex_hash(column: str):
+    """Spark SQL's :func:`~graphcep.runtime.hypercube.vertex_hash`: XXH64 (seed 42) of the
+    endpoint as a string, a null as the empty string."""
+    from pyspark.sql import functions as F
+
+    return F.xxhash64(F.coalesce(F.col(column).cast("string"), F.lit("")))
+
+
+def _predicate_column(edges_df, pred: EdgePredicate, aliases: dict[str, str]):
+    """``edge.field op value`` as a Spark column, by the engine's rule (null: no match)."""
+    import operator
+
+    from pyspark.sql import functions as F
+    from pyspark.sql.types import StringType
+
+    name = aliases.get(pred.field, pred.field)
+    if name not in edges_df.columns:
+        raise QueryError(
+            f"predicate '{pred}': the stream has no field {pred.field!r}; "
+            f"fields are {edges_df.columns}"
+        )
+    value = pred.value
+    if isinstance(edges_df.schema[name].dataType, StringType):
+        value = str(value)
+    elif isinstance(value, str):
+        raise QueryError(f"predicate '{pred}': field {pred.field!r} is numeric, got a string")
+    op = {"==": operator.eq, "!=": operator.ne, "<": operator.lt, "<=": operator.le,
+          ">": operator.gt, ">=": operator.ge}[pred.op]
+    return op(F.col(name), F.lit(value))
 
 
 def spark_hash_long(value: int, seed: int = 42) -> int:
@@ -502,7 +804,7 @@ def partition_keys(parts: int) -> list[int]:
     return [found[p] for p in range(parts)]
 
 
-def replay_shard(job: Job, table: pa.Table) -> pa.Table:
+def replay_shard(job: ReplayJob, table: pa.Table) -> pa.Table:
     """What one shuffled Spark task runs: warm up on the copied edges, report the shard's own
     matches."""
     owned_mask = table.column("_owned")
@@ -510,12 +812,7 @@ def replay_shard(job: Job, table: pa.Table) -> pa.Table:
     return _replay_edges(job, edges.filter(owned_mask), edges.filter(pc.invert(owned_mask)))
 
 
-def _replay_edges(job: Job, own: pa.Table, warm: pa.Table | None, threads: int = 1) -> pa.Table:
+def _replay_edges(job: ReplayJob, own: pa.Table, warm: pa.Table | None,
+                  threads: int = 1) -> pa.Table:
     """Replay one shard; Spark runs one task per core, so one thread unless told otherwise."""
-    own = sort_stream(normalize_edges(job.orient(own)))
-    if warm is not None:
-        warm = sort_stream(normalize_edges(job.orient(warm)))
-    engine = make_engine(job.query, features=job.features(), threads=threads,
-                         **job.engine_options())
-    parts = list(replay(engine, own, warmup=warm))
-    return pa.concat_tables(parts) if parts else MATCH_SCHEMA.empty_table()
+    return replay_job(job, own, warmup=warm, threads=threads)

@@ -1,0 +1,614 @@
+"""HyperCube (shares) partitioning of an edge stream for one subgraph query, exactly once.
+
+Method
+------
+A query with vertex variables ``x_1 .. x_n`` is evaluated on a grid of
+``s_1 * ... * s_n`` *cells*; ``s_i`` is the *share* of ``x_i``, and a cell is a coordinate
+vector ``(c_1, ..., c_n)`` with ``0 <= c_i < s_i``. Along ``x_i`` a vertex ``v`` has the
+coordinate ``h(v) mod s_i``, for a fixed 64-bit vertex hash ``h`` (below). A stream edge
+``u -> v`` that may play the query edge ``x -> y`` (its predicates hold) is sent to every
+cell with ``c_x = h(u) mod s_x`` and ``c_y = h(v) mod s_y``, all other coordinates free:
+``cells / (s_x * s_y)`` cells. An edge that may play several query edges goes to the union
+of their cell sets. Each cell is then replayed by the ordinary engine, independently.
+
+This is the HyperCube or *shares* algorithm: F. N. Afrati and J. D. Ullman, "Optimizing
+joins in a map-reduce environment", EDBT 2010; P. Beame, P. Koutris and D. Suciu,
+"Communication steps for parallel query processing", PODS 2013 -- here with one relation,
+the stream, playing every atom of the query.
+
+*Keyed partitioning* is the special case where one variable touches every query edge: all
+the share goes on it. When that variable is the source of every query edge (or the target
+of every one), as the centre of a star, every edge goes to exactly one cell, its key
+vertex's; a variable in the middle, as in a path ``x -> y -> z``, puts an edge in at most
+two.
+
+Exactly once
+------------
+Take a match with bindings ``b``. Its *home cell* has the coordinates ``h(b(x)) mod s_x``.
+Each of its edges plays some query edge ``x -> y`` from ``b(x)`` to ``b(y)``, so it was sent
+to every cell agreeing with the home cell on ``x`` and ``y``, the home cell among them.
+The home cell therefore holds all of the match's edges, and its engine finds the match: a
+match depends on its own edges only (temporal constraints, predicates and the extent
+window look at nothing else), and stream order ``(t, seq)`` is kept because ``seq`` is
+numbered before the stream is split. Other cells may find the match too, when they happen
+to hold all its edges; :func:`home_filter` keeps a match only in the cell equal to its
+home, a function of the match alone. So every match is reported by exactly one cell, with
+no deduplication across cells.
+
+Vertex features (``x in Top1000``) count the whole stream, which no cell sees: queries
+using them cannot be split into cells and run as one partition.
+
+Replication
+-----------
+The price is replication: the number of cells a stream edge is copied to. The cost model
+routes a random edge between two distinct vertices, eligible for every query edge, with
+independent uniform hashes. Its expected number of copies is exact by inclusion--exclusion
+over the query's distinct endpoint pairs: the cells common to a set ``S`` of them number
+``cells / prod(s_z for z in vars(S))`` and exist only when
+``h(u) = h(v) mod lcm(s_z for z both a source and a destination in S)``, which has
+probability ``1 / lcm(...)``. The expected load of each single cell is exact too (a system
+of congruences per term, solved by the Chinese remainder theorem), and it is not uniform:
+cells on the "diagonal" receive fewer edges. :func:`choose_shares` tries every grid with
+product at most ``partitions`` and keeps the least expected load per cell
+(``copies / cells``), skipping grids in which one cell receives every edge (never faster
+than one cell). Copies per edge, and the busiest cell's share of the stream:
+
+=============================  ===============  ===============  ===============  ================
+query                          2 partitions     4                8                16
+=============================  ===============  ===============  ===============  ================
+triangle ``x1->x2->x3->x1``    1 cell: 1, 1     1 cell: 1, 1     2,2,2: 5, 0.75   4,2,2: 7, 0.5
+watering hole (a 2-edge star)  keyed: 1, 0.5    keyed: 1, 0.25   keyed: 1, 0.125  keyed: 1, 0.0625
+=============================  ===============  ===============  ===============  ================
+
+The triangle's 2 x 2 x 1 grid is skipped at 4 partitions: two of its cells receive every
+edge. Real streams add vertex skew: a vertex with many edges loads its cells beyond the
+model's figures (the hash spreads vertices, not edges).
+
+The vertex hash
+---------------
+``h`` is XXH64 with seed 42 of the vertex's UTF-8 bytes, read as a signed 64-bit integer,
+and coordinates use the non-negative modulo: exactly Spark SQL's
+``pmod(xxhash64(v), s)``. So the JVM, Spark's Python workers and the driver all agree, and
+unlike Python's salted ``hash()`` it is the same in every process. It is computed in numpy
+over the Arrow string buffers, once per distinct vertex, with no Python call per string.
+
+Example
+-------
+>>> import pyarrow as pa
+>>> from graphcep.lang.sal import parse_query
+>>> triangle = parse_query('''{ x1 e1 x2; x2 e2 x3; x3 e3 x1;
+...     starttime(e3) - starttime(e1) <= 10;
+...     starttime(e1) < starttime(e2); starttime(e2) < starttime(e3); }''')
+>>> shares = choose_shares(triangle, 8)
+>>> shares.shares, shares.cells, shares.expected_copies
+((2, 2, 2), 8, 5.0)
+>>> edges = pa.table({"t": [0, 1_000_000, 2_000_000], "src": ["a", "b", "c"],
+...                   "dst": ["b", "c", "a"]})
+>>> cells, rows = route(edges, triangle, shares)
+>>> np.bincount(rows).tolist()  # cells each edge is copied to
+[6, 6, 4]
+>>> matches = replay_cells(triangle, edges, 8)
+>>> matches.num_rows, matches.column("bindings").to_pylist()[0]
+(1, [('x1', 'a'), ('x2', 'b'), ('x3', 'c')])
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from itertools import combinations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from graphcep.events import MATCH_SCHEMA, normalize_edges
+from graphcep.patterns.program import Program
+from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+from graphcep.runtime.job import Job
+from graphcep.runtime.local import max_duration_of
+
+__all__ = [
+    "HASH_SEED",
+    "Shares",
+    "choose_shares",
+    "expected_cell_loads",
+    "expected_copies",
+    "free_offsets",
+    "home_cells",
+    "home_filter",
+    "replay_cell",
+    "replay_cells",
+    "route",
+    "vertex_hash",
+]
+
+#: Seed of the vertex hash: Spark SQL's ``xxhash64`` uses 42.
+HASH_SEED = 42
+
+#: Above this many distinct query edges the 2^k-term inclusion--exclusion is replaced by
+#: the union bound (the sum of the query edges' cell counts).
+MAX_EXACT_PATTERNS = 10
+
+
+# -- shares --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Shares:
+    """A HyperCube grid: one share per query vertex variable.
+
+    Cell ids are mixed-radix numbers over the variables in ``variables`` order (the first
+    variable is the most significant digit). ``expected_copies`` and ``max_load`` are the
+    cost model's figures (see :func:`choose_shares`).
+    """
+
+    variables: tuple[str, ...]
+    shares: tuple[int, ...]
+    expected_copies: float = 1.0
+    max_load: float = 1.0
+
+    def __post_init__(self) -> None:
+        if len(self.variables) != len(self.shares) or any(s < 1 for s in self.shares):
+            raise ValueError(f"one share >= 1 per variable, got {self.variables} {self.shares}")
+
+    @property
+    def cells(self) -> int:
+        return math.prod(self.shares)
+
+    @property
+    def strides(self) -> np.ndarray:
+        """int64[n]: how much one step along each variable adds to a cell id."""
+        after = np.cumprod((self.shares[1:] + (1,))[::-1])[::-1]
+        return np.asarray(after, dtype=np.int64)
+
+    def share(self, variable: str) -> int:
+        return self.shares[self.variables.index(variable)]
+
+    def keyed_on(self, query: SubgraphQuery) -> str | None:
+        """The key variable when this is keyed partitioning (all the share on a variable
+        that touches every query edge), else None."""
+        split = [v for v, s in zip(self.variables, self.shares, strict=True) if s > 1]
+        if len(split) != 1:
+            return None
+        key = split[0]
+        return key if all(key in (e.src, e.dst) for e in query.edges) else None
+
+    def __str__(self) -> str:
+        grid = " x ".join(f"{v}:{s}" for v, s in zip(self.variables, self.shares, strict=True))
+        return (f"{grid} = {self.cells} cells, {self.expected_copies:.4g} copies per edge, "
+                f"busiest cell {self.max_load:.3g} of the stream")
+
+
+def choose_shares(query: SubgraphQuery, partitions: int) -> Shares:
+    """The grid with product at most ``partitions`` with the least expected load per cell
+    (``copies / cells`` of the stream, the quantity HyperCube minimises); then the fewest
+    copies per edge; then larger shares on earlier variables.
+
+    Grids in which some cell expects every edge are skipped: that cell redoes all the work
+    of a single cell, so such a grid is never faster than one cell and costs more. It
+    happens: for the triangle on 2 x 2 x 1 cells, two of the four cells receive every edge
+    (an edge ``u -> v`` reaches cell ``(0, 1)`` as ``e1`` when ``h(u), h(v)`` are even and
+    odd, as ``e2`` when ``h(u)`` is odd, as ``e3`` when ``h(v)`` is even), so with 4
+    partitions the triangle runs as one cell.
+    """
+    if partitions < 1:
+        raise ValueError(f"partitions must be at least 1, got {partitions}")
+    _check_partitionable(query, partitions)
+    variables = query.vertices
+    model = _EdgeModel.of(query, variables)
+    candidates = _share_vectors(len(variables), partitions)
+    copies = model.copies(candidates)
+    cells = candidates.prod(axis=1)
+    # rounded so that float noise cannot break an exact tie between two grids
+    keys = [-candidates[:, i] for i in reversed(range(len(variables)))]
+    order = np.lexsort([*keys, np.round(copies, 9), np.round(copies / cells, 9)])
+    for i in order:
+        grid = tuple(int(s) for s in candidates[i])
+        busiest = float(model.cell_loads(grid).max())
+        if cells[i] == 1 or busiest < 1 - 1e-9:
+            return Shares(variables, grid, float(copies[i]), busiest)
+    raise AssertionError("the one-cell grid is always acceptable")
+
+
+def expected_copies(query: SubgraphQuery, shares: Shares) -> float:
+    """Expected cells an edge is copied to under ``shares``: an edge between two distinct
+    vertices, eligible for every query edge, with uniform hashes (the module's cost model)."""
+    grid = np.asarray([shares.shares], dtype=np.int64)
+    return float(_EdgeModel.of(query, shares.variables).copies(grid)[0])
+
+
+def expected_cell_loads(query: SubgraphQuery, shares: Shares) -> np.ndarray:
+    """float[cells]: the probability that such an edge is copied to each cell (they sum to
+    :func:`expected_copies`)."""
+    return _EdgeModel.of(query, shares.variables).cell_loads(shares.shares)
+
+
+def _check_partitionable(query: SubgraphQuery, cells: int) -> None:
+    if cells > 1 and query.vertex_constraints:
+        names = sorted({c.feature for c in query.vertex_constraints})
+        raise ValueError(
+            f"query {query.name!r} uses vertex features {names}, which count the whole "
+            "stream: it cannot be split into cells; run it with one partition"
+        )
+
+
+def _share_vectors(n: int, limit: int) -> np.ndarray:
+    """int64[m, n]: every vector of positive integers with product at most ``limit``."""
+    vectors: list[tuple[int, ...]] = [()]
+    products = [1]
+    for _ in range(n):
+        grown = [(v + (s,), p * s) for v, p in zip(vectors, products, strict=True)
+                 for s in range(1, limit // p + 1)]
+        vectors = [v for v, _ in grown]
+        products = [p for _, p in grown]
+    return np.asarray(vectors, dtype=np.int64).reshape(len(vectors), n)
+
+
+_Term = tuple[tuple[int, ...], tuple[int, ...], int]
+
+
+@dataclass(frozen=True)
+class _EdgeModel:
+    """The edge the cost model routes: ``u -> v`` between distinct vertices whose hashes
+    are independent and uniform, eligible for every query edge (for a query made of loops
+    only, a loop ``u -> u``).
+
+    It goes to the union of the cell sets of the query's distinct endpoint pairs, counted by
+    inclusion--exclusion: ``terms`` holds ``(sources, targets, coefficient)`` for every set
+    ``S`` of pairs, ``sources``/``targets`` being the variables ``h(u)``/``h(v)`` fix in
+    ``S``. Above :data:`MAX_EXACT_PATTERNS` pairs only the single pairs are kept, which
+    bounds the union from above.
+    """
+
+    terms: tuple[_Term, ...]
+    loops: bool
+
+    @classmethod
+    def of(cls, query: SubgraphQuery, variables: tuple[str, ...]) -> _EdgeModel:
+        index = {v: i for i, v in enumerate(variables)}
+        pairs = sorted({(index[e.src], index[e.dst]) for e in query.edges if e.src != e.dst})
+        loops = not pairs  # a non-loop edge can play no loop x -> x
+        if loops:
+            pairs = sorted({(index[e.src], index[e.dst]) for e in query.edges})
+        largest = len(pairs) if len(pairs) <= MAX_EXACT_PATTERNS else 1
+        terms: dict[tuple[tuple[int, ...], tuple[int, ...]], int] = {}
+        for size in range(1, largest + 1):
+            for subset in combinations(pairs, size):
+                sources = {a for a, _ in subset}
+                targets = {b for _, b in subset}
+                if loops:  # u = v: one hash fixes every variable of S
+                    sources = targets = sources | targets
+                key = (tuple(sorted(sources)), tuple(sorted(targets)))
+                terms[key] = terms.get(key, 0) + (1 if size % 2 else -1)
+        return cls(tuple((a, b, c) for (a, b), c in terms.items() if c), loops)
+
+    def copies(self, candidates: np.ndarray) -> np.ndarray:
+        """float[m]: expected copies for each grid (row of ``candidates``).
+
+        For fixed hashes the cells common to ``S`` fix the coordinates of
+        ``sources | targets`` and exist only if ``h(u) = h(v)`` modulo the shares of
+        variables in both; uniform hashes agree so with probability ``1 / lcm``.
+        """
+        cells = candidates.prod(axis=1).astype(np.float64)
+        total = np.zeros(len(candidates))
+        for sources, targets, coefficient in self.terms:
+            fixed = sorted(set(sources) | set(targets))
+            denominator = candidates[:, fixed].prod(axis=1).astype(np.float64)
+            both = sorted(set(sources) & set(targets))
+            if both and not self.loops:
+                denominator *= np.lcm.reduce(candidates[:, both], axis=1)
+            total += coefficient * cells / denominator
+        return total
+
+    def cell_loads(self, grid: tuple[int, ...]) -> np.ndarray:
+        """float[cells]: probability that the model edge is copied to each cell of ``grid``.
+
+        The cell ``c`` is in every cell set of ``S`` when ``h(u) = c_x mod s_x`` for each
+        ``x`` in ``sources`` and ``h(v) = c_y mod s_y`` for each ``y`` in ``targets``: a
+        system of congruences that (Chinese remainder theorem) holds with probability
+        ``1 / lcm`` of the shares when the residues agree pairwise modulo the gcds, else 0.
+        """
+        shares = np.asarray(grid, dtype=np.int64)
+        coords = np.indices(grid).reshape(len(grid), -1)
+        total = np.zeros(coords.shape[1])
+        for sources, targets, coefficient in self.terms:
+            u = _congruence_probability(coords, shares, sources)
+            v = u if self.loops else _congruence_probability(coords, shares, targets)
+            total += coefficient * u * v
+        return total
+
+
+def _congruence_probability(coords: np.ndarray, shares: np.ndarray,
+                            variables: tuple[int, ...]) -> np.ndarray:
+    """float[cells]: P(h = c_x mod s_x for every x in ``variables``) for a uniform h."""
+    ok = np.ones(coords.shape[1], dtype=bool)
+    for x, y in combinations(variables, 2):
+        ok &= (coords[x] - coords[y]) % math.gcd(int(shares[x]), int(shares[y])) == 0
+    lcm = math.lcm(*(int(shares[x]) for x in variables))
+    return ok / lcm
+
+
+# -- the vertex hash -----------------------------------------------------------------
+
+_MASK = (1 << 64) - 1
+_P1 = 0x9E3779B185EBCA87
+_P2 = 0xC2B2AE3D27D4EB4F
+_P3 = 0x165667B19E3779F9
+_P4 = 0x85EBCA77C2B2AE63
+_P5 = 0x27D4EB2F165667C5
+_U = np.uint64
+
+
+def vertex_hash(values: pa.Array | pa.ChunkedArray, seed: int = HASH_SEED) -> np.ndarray:
+    """int64 XXH64 of each value's UTF-8 bytes: Spark SQL's ``xxhash64(column)``.
+
+    Non-string columns are cast to strings first, as :func:`graphcep.events.normalize_edges`
+    casts endpoints; nulls hash like the empty string. Each distinct value is hashed once.
+    """
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
+    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
+        values = pc.cast(values, pa.string())
+    encoded = pc.dictionary_encode(values, null_encoding="encode")
+    hashes = _xxh64(encoded.dictionary, seed)
+    return hashes[encoded.indices.to_numpy(zero_copy_only=False).astype(np.intp)]
+
+
+def _rotl(x: np.ndarray, r: int) -> np.ndarray:
+    return (x << _U(r)) | (x >> _U(64 - r))
+
+
+def _round(acc: np.ndarray | np.uint64, lane: np.ndarray) -> np.ndarray:
+    return _rotl(acc + lane * _U(_P2), 31) * _U(_P1)
+
+
+def _xxh64(strings: pa.Array, seed: int) -> np.ndarray:
+    """XXH64 of every string of an Arrow (large_)string array, vectorised over strings.
+
+    The loop runs over positions within a string (32-byte stripes, then at most three
+    8-byte words, one 4-byte word and three bytes), each step over all strings at once.
+    """
+    n = len(strings)
+    off_type = np.int64 if pa.types.is_large_string(strings.type) else np.int32
+    offsets = np.frombuffer(strings.buffers()[1], dtype=off_type)
+    offsets = offsets[strings.offset: strings.offset + n + 1].astype(np.int64)
+    data = strings.buffers()[2]
+    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
+    # padded so that an 8-byte read at any string position stays inside the buffer
+    padded = np.concatenate([raw[offsets[0]: offsets[-1]], np.zeros(8, np.uint8)])
+    start = offsets[:-1] - offsets[0]
+    length = np.diff(offsets)
+    # unaligned little-endian views: words64[p] is the 8 bytes starting at byte p
+    words64 = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
+    words32 = np.ndarray((len(padded) - 3,), dtype="<u4", buffer=padded, strides=(1,))
+    with np.errstate(over="ignore"):
+        h = np.full(n, _U((seed + _P5) & _MASK))
+        long = np.flatnonzero(length >= 32)
+        if len(long):
+            h[long] = _stripes(words64, start[long], length[long], seed)
+        h += length.astype(np.uint64)
+        pos = start + 32 * (length // 32)
+        rest = length % 32
+        for step in range(3):
+            idx = np.flatnonzero(rest >= 8 * (step + 1))
+            k1 = _round(_U(0), words64[pos[idx] + 8 * step])
+            h[idx] = _rotl(h[idx] ^ k1, 27) * _U(_P1) + _U(_P4)
+        pos += 8 * (rest // 8)
+        rest %= 8
+        idx = np.flatnonzero(rest >= 4)
+        h[idx] = _rotl(h[idx] ^ (words32[pos[idx]].astype(np.uint64) * _U(_P1)), 23)
+        h[idx] = h[idx] * _U(_P2) + _U(_P3)
+        pos[idx] += 4
+        rest[idx] -= 4
+        for step in range(3):
+            idx = np.flatnonzero(rest > step)
+            h[idx] = _rotl(h[idx] ^ (padded[pos[idx] + step].astype(np.uint64) * _U(_P5)), 11)
+            h[idx] *= _U(_P1)
+        return _avalanche(h).view(np.int64)
+
+
+def _stripes(words64: np.ndarray, start: np.ndarray, length: np.ndarray, seed: int) -> np.ndarray:
+    """XXH64's four accumulators over the 32-byte stripes of strings at least 32 long."""
+    m = len(start)
+    acc = [np.full(m, _U(v & _MASK)) for v in (seed + _P1 + _P2, seed + _P2, seed, seed - _P1)]
+    stripes = length // 32
+    for j in range(int(stripes.max())):
+        active = np.flatnonzero(stripes > j)
+        base = start[active] + 32 * j
+        for lane in range(4):
+            acc[lane][active] = _round(acc[lane][active], words64[base + 8 * lane])
+    h = _rotl(acc[0], 1) + _rotl(acc[1], 7) + _rotl(acc[2], 12) + _rotl(acc[3], 18)
+    for lane in acc:
+        h = (h ^ _round(_U(0), lane)) * _U(_P1) + _U(_P4)
+    return h
+
+
+def _avalanche(h: np.ndarray) -> np.ndarray:
+    h = h ^ (h >> _U(33))
+    h = h * _U(_P2)
+    h = h ^ (h >> _U(29))
+    h = h * _U(_P3)
+    return h ^ (h >> _U(32))
+
+
+# -- routing -------------------------------------------------------------------------
+
+
+def route(
+    edges: pa.Table, job: Job | SubgraphQuery, shares: Shares
+) -> tuple[np.ndarray, np.ndarray]:
+    """Every (cell, row) pair: row ``i`` of ``edges`` must be replayed in that cell.
+
+    Returned as two int64 arrays sorted by cell, then row (so rows stay in their input
+    order within a cell). An edge that can play no query edge -- its predicates fail, or a
+    loop ``u -> u`` under isomorphism for a query edge between two variables -- goes nowhere.
+    """
+    job = _as_job(job)
+    _check_grid(job.query, shares)
+    n = edges.num_rows
+    if n == 0:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    edges = job.orient(edges)
+    src_hash = vertex_hash(edges.column("src"))
+    dst_hash = vertex_hash(edges.column("dst"))
+    size = np.asarray(shares.shares, dtype=np.int64)
+    stride = shares.strides
+    index = {v: i for i, v in enumerate(shares.variables)}
+    cells, rows = [], []
+    for (x, y), mask in _eligible_patterns(job, edges).items():
+        eligible = np.flatnonzero(mask)
+        ix, iy = index[x], index[y]
+        base = (src_hash[eligible] % size[ix]) * stride[ix]
+        if ix != iy:
+            base += (dst_hash[eligible] % size[iy]) * stride[iy]
+        free = free_offsets(shares, {ix, iy})
+        cells.append((base[:, None] + free[None, :]).ravel())
+        rows.append(np.repeat(eligible, len(free)))
+    if not cells:
+        return np.empty(0, np.int64), np.empty(0, np.int64)
+    # an edge playing several query edges goes to the union of their cells: deduplicate
+    # (a sort: numpy's hash-based unique is several times slower on these keys)
+    key = np.sort(np.concatenate(cells) * n + np.concatenate(rows))
+    first = np.ones(len(key), dtype=bool)
+    first[1:] = key[1:] != key[:-1]
+    key = key[first]
+    return key // n, key % n
+
+
+def _as_job(job: Job | SubgraphQuery) -> Job:
+    return Job.create(Program(queries=[job])) if isinstance(job, SubgraphQuery) else job
+
+
+def _check_grid(query: SubgraphQuery, shares: Shares) -> None:
+    if set(shares.variables) != set(query.vertices):
+        raise ValueError(
+            f"shares are for variables {shares.variables}, query {query.name!r} has "
+            f"{query.vertices}"
+        )
+    _check_partitionable(query, shares.cells)
+
+
+def free_offsets(shares: Shares, fixed: set[int]) -> np.ndarray:
+    """int64: ids of the cells whose coordinates are 0 on ``fixed`` variables (added to a
+    base cell, they enumerate every choice of the free coordinates)."""
+    cell = np.arange(shares.cells, dtype=np.int64)
+    keep = np.ones(len(cell), dtype=bool)
+    for i in fixed:
+        keep &= (cell // shares.strides[i]) % shares.shares[i] == 0
+    return cell[keep]
+
+
+def _eligible_patterns(job: Job, edges: pa.Table) -> dict[tuple[str, str], np.ndarray]:
+    """``(x, y) -> bool[n]``: which edges may play some query edge ``x -> y``.
+
+    Query edges with the same endpoints share one mask (their cells are the same).
+    """
+    same = _as_bool(pc.equal(edges.column("src"), edges.column("dst")))
+    masks: dict[tuple[str, str], np.ndarray] = {}
+    for edge in job.query.edges:
+        if edge.src == edge.dst:
+            ok = same.copy()  # x -> x binds both ends to one vertex
+        elif job.homomorphic:
+            ok = np.ones(edges.num_rows, dtype=bool)
+        else:
+            ok = ~same  # distinct variables bind distinct vertices
+        for pred in job.query.edge_predicates:
+            if pred.edge == edge.name:
+                ok &= _predicate_mask(edges, pred, job.field_aliases)
+        key = (edge.src, edge.dst)
+        masks[key] = masks[key] | ok if key in masks else ok
+    return masks
+
+
+def _predicate_mask(edges: pa.Table, pred: EdgePredicate, aliases: dict[str, str]) -> np.ndarray:
+    """``edge.field op value`` over a table, by the engine's rule: a string column compares
+    with the value's text, a null never holds."""
+    name = aliases.get(pred.field, pred.field)
+    if name not in edges.column_names:
+        raise QueryError(
+            f"predicate '{pred}': the stream has no field {pred.field!r}; "
+            f"fields are {edges.column_names}"
+        )
+    column = edges.column(name)
+    value = pred.value
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        value = str(value)
+    elif isinstance(value, str):
+        raise QueryError(f"predicate '{pred}': field {pred.field!r} is numeric, got a string")
+    op = {"==": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+          ">": pc.greater, ">=": pc.greater_equal}[pred.op]
+    return _as_bool(op(column, pa.scalar(value)))
+
+
+def _as_bool(result: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+# -- exactly once --------------------------------------------------------------------
+
+
+def home_cells(matches: pa.Table, shares: Shares) -> np.ndarray:
+    """int64: the home cell of each match (from its bindings, as :func:`route` hashes)."""
+    cell = np.zeros(matches.num_rows, dtype=np.int64)
+    for variable, size, stride in zip(shares.variables, shares.shares, shares.strides,
+                                      strict=True):
+        if size == 1 or matches.num_rows == 0:
+            continue  # a variable with share 1 has coordinate 0 everywhere
+        vertices = pc.map_lookup(matches.column("bindings"), pa.scalar(variable), "first")
+        if vertices.null_count:
+            raise ValueError(f"a match has no binding for vertex variable {variable!r}")
+        cell += (vertex_hash(vertices) % size) * stride
+    return cell
+
+
+def home_filter(matches: pa.Table, shares: Shares, cell: int) -> pa.Table:
+    """The matches whose home is ``cell``: what that cell reports."""
+    if shares.cells == 1:
+        return matches
+    return matches.filter(pa.array(home_cells(matches, shares) == cell))
+
+
+# -- in-process reference ------------------------------------------------------------
+
+
+def replay_cell(job: Job, edges: pa.Table, shares: Shares, cell: int) -> pa.Table:
+    """What one task runs for one cell: replay the cell's edges, report its home matches.
+
+    ``edges`` are the cell's rows as routed (not yet oriented), numbered (``seq``) in the
+    whole stream's order.
+    """
+    # imported here: the Spark runtime routes cells with this module, so a module-level
+    # import of it would be circular
+    from graphcep.runtime.spark import _replay_edges
+
+    return home_filter(_replay_edges(job, edges, None), shares, cell)
+
+
+def replay_cells(job: Job | SubgraphQuery, edges: pa.Table, partitions: int | Shares) -> pa.Table:
+    """All matches of the job's query, replayed cell by cell in this process.
+
+    ``partitions`` is a cell budget for :func:`choose_shares`, or a grid given outright.
+    The result equals a single replay of the whole stream, each match once.
+    """
+    job = _as_job(job)
+    shares = partitions if isinstance(partitions, Shares) else choose_shares(job.query, partitions)
+    _check_grid(job.query, shares)
+    # numbered before splitting, so a match's edges and id are the same in every cell
+    edges = normalize_edges(edges)
+    if job.max_duration_us is None:
+        # end times bound the extent only through a duration bound: every cell gets the
+        # whole stream's, as the Spark runtime gives every time shard
+        job = replace(job, max_duration_us=max_duration_of(edges))
+    if shares.cells == 1:
+        return replay_cell(job, edges, shares, 0)  # unrouted: features see every edge
+    cells, rows = route(edges, job, shares)
+    bounds = np.flatnonzero(np.diff(cells)) + 1
+    found = [
+        replay_cell(job, edges.take(part_rows), shares, int(part_cells[0]))
+        for part_cells, part_rows in zip(np.split(cells, bounds), np.split(rows, bounds),
+                                         strict=True)
+        if len(part_cells)
+    ]
+    found = [m for m in found if m.num_rows]
+    return pa.concat_tables(found) if found else MATCH_SCHEMA.empty_table()

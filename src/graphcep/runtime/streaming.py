@@ -1,0 +1,471 @@
+"""Continuous matching: event-time reordering, an engine, exactly-once checkpoints.
+
+:class:`StreamOperator` is the stateful heart of ``graphcep stream``. It knows nothing of
+Spark: Structured Streaming hands it one micro-batch at a time (``foreachBatch``, see
+:func:`start_stream`), tests and the benchmark call it directly.
+
+Event time
+----------
+Edges are matched by their own timestamps, not by arrival order. The operator keeps the
+largest ``t`` seen so far and a *frontier* ``F = max_t - lateness``; after every batch it
+releases the buffered edges with ``t < F`` to the engine in stream order ``(t, seq)`` and
+keeps the rest. An edge that arrives with ``t < F`` is *late*: the engine has already moved
+past it, so it is not matched but written to the late-edges output and counted -- never
+dropped silently. An edge exactly ``lateness`` behind the newest one is still on time.
+Edges up to ``lateness`` late are therefore matched exactly as if the stream had arrived
+sorted by ``(t, seq)``; a match is reported as soon as an edge more than ``lateness``
+newer than its last edge has arrived (or when the input ends, :meth:`StreamOperator.flush`). ``seq`` of streamed files is the line
+number plus the file's arrival ordinal ``<< 40``, so ties in ``t`` keep arrival order.
+
+Exactly-once
+------------
+After batch ``b`` the operator writes, in this order: the matches (sink part ``b``), the
+late edges and rejected lines (their parts ``b``), then its own state
+(``<checkpoint>/state/state-<b>.bin``, atomically renamed into place). Spark's file source
+re-delivers exactly the same input for a batch it re-runs after a crash, so whichever step
+a crash interrupts, the rerun starts from the state of batch ``b - 1``, recomputes the same
+matches with the same deterministic ids and overwrites the same parts: nothing is lost and
+nothing is duplicated. The state holds the engine's window (edges within the query's
+extent), the reorder buffer (edges within ``lateness``), features, and counters.
+
+Why ``foreachBatch`` on the driver, not Spark's per-key state
+--------------------------------------------------------------
+Measured on this runtime (PySpark 4.3, ``local[2]``): handing each micro-batch to the
+driver as Arrow moves 0.5-1.0M rows/s; ``applyInPandasWithState`` with the window as one
+blob per key 130-240k rows/s; ``transformWithStateInPandas`` with list state 8-40k rows/s,
+where reading state back dominates. A temporal query's state is a window of edges that every
+new edge is joined against, so it wants to live, indexed, next to the engine -- where the
+engine's batch search and its threads work at full speed.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import re
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from graphcep.engines.difference_bounds import UnboundedQueryError
+from graphcep.events import normalize_edges, sort_stream
+from graphcep.io.readers import READ_REJECT_SCHEMA
+from graphcep.io.sinks import Sink
+from graphcep.runtime.job import ReplayJob
+
+_STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
+_NEVER = np.iinfo(np.int64).min
+_EMPTY = normalize_edges(pa.table({"t": pa.array([], pa.int64()), "src": pa.array([], pa.string()),
+                                  "dst": pa.array([], pa.string())}))
+
+MatchCallback = Callable[[pa.Table, int], None]
+
+
+@dataclass
+class BatchReport:
+    """What one micro-batch did (one progress line)."""
+
+    batch_id: int
+    edges_in: int
+    late: int
+    rejected: int
+    released: int
+    matches: int
+    buffered: int
+    state: dict[str, int]
+    frontier_us: int
+    seconds: float
+
+    def line(self) -> str:
+        held = self.state.get("edges", 0)
+        frontier = "-" if self.frontier_us == _NEVER else f"{self.frontier_us / 1e6:.3f}s"
+        return (
+            f"batch {self.batch_id}: {self.edges_in:,} edges in, {self.late:,} late, "
+            f"{self.rejected:,} rejected, {self.matches:,} matches | state {held:,} edges "
+            f"in window, {self.buffered:,} buffered | watermark {frontier} | "
+            f"{self.seconds:.2f} s"
+        )
+
+
+@dataclass
+class StreamTotals:
+    """Counters over the whole stream (kept in the checkpoint, so they survive restarts)."""
+
+    batches: int = 0
+    edges: int = 0
+    late: int = 0
+    rejected: int = 0
+    matches: int = 0
+    files: int = 0
+    lines: int = 0
+
+    def as_dict(self) -> dict[str, int]:
+        return dict(self.__dict__)
+
+
+@dataclass(frozen=True)
+class _LogEntry:
+    """One micro-batch's released edges, kept on disk while the window may need them."""
+
+    batch_id: int
+    rows: int
+    t_max: int
+
+
+@dataclass
+class _State:
+    """Everything a restart needs, pickled into one small file per batch.
+
+    The engine's window is *not* pickled each batch (at 250k edges/s a 10 s window is
+    2.5M edges): it is exactly the edges released within the query's extent, so each
+    batch appends its released edges to a log (``released-<b>.arrow``) and a restart
+    warms a new engine up from the log. Engines whose state is more than the window
+    (vertex features over the whole stream, DDST engines) are snapshotted instead.
+    """
+
+    engine: bytes | None = None
+    features: Any = None  # a feature query's feature set, pickled with its engine
+    buffer: pa.Table | None = None
+    max_t: int = _NEVER
+    frontier: int = _NEVER
+    last_batch: int = -1
+    totals: StreamTotals = field(default_factory=StreamTotals)
+    log: list[_LogEntry] = field(default_factory=list)
+
+
+class StreamOperator:
+    """Event-time reordering, an engine, and checkpoints under the stream's batch ids.
+
+    Parameters
+    ----------
+    job : Job or DDSTJob
+        The query and how it reads the stream (any :class:`~graphcep.runtime.job.ReplayJob`).
+    lateness_us : int
+        How far behind the newest edge (in event time) an edge may arrive and still be
+        matched exactly.
+    checkpoint : path or None
+        Directory for the operator's state (one file per batch, the last two kept).
+        ``None`` keeps state in memory only (no recovery).
+    sink : Sink or None
+        Where matches go, written with the batch id (directory sinks overwrite part
+        ``b``, which makes re-runs idempotent).
+    late_sink, reject_sink : Sink-like or None
+        Receive late edges and rejected lines per batch (see :class:`PartWriter`).
+    on_matches : callable or None
+        Called with ``(matches, batch_id)`` after the sink.
+    threads : int or None
+        Engine search threads.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> from graphcep.lang.sal import parse_program
+    >>> from graphcep.runtime.job import Job
+    >>> job = Job.create(parse_program(
+    ...     "{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2);"
+    ...     " starttime(e2) < starttime(e3); starttime(e3) - starttime(e1) <= 10; }"))
+    >>> op = StreamOperator(job, lateness_us=5_000_000)
+    >>> def edges(rows):
+    ...     return pa.table({"t": [r[0] * 1_000_000 for r in rows],
+    ...                      "src": [r[1] for r in rows], "dst": [r[2] for r in rows],
+    ...                      "seq": [r[3] for r in rows]})
+    >>> op.process(0, edges([(1, "x", "y", 1), (3, "z", "x", 2)])).matches
+    0
+    >>> report = op.process(1, edges([(2, "y", "z", 3), (9, "q", "r", 4)]))
+    >>> report.matches            # y->z came 1 s behind z->x: within the lateness, matched
+    1
+    >>> op.process(2, edges([(3, "x", "w", 5)])).late    # 6 s behind the newest edge (9 s)
+    1
+    """
+
+    def __init__(
+        self,
+        job: ReplayJob,
+        *,
+        lateness_us: int = 0,
+        checkpoint: str | os.PathLike | None = None,
+        sink: Sink | None = None,
+        late_sink: PartWriter | None = None,
+        reject_sink: PartWriter | None = None,
+        on_matches: MatchCallback | None = None,
+        threads: int | None = None,
+    ) -> None:
+        if lateness_us < 0:
+            raise ValueError("lateness must be >= 0")
+        try:
+            self.extent = job.extent()
+        except UnboundedQueryError as err:
+            raise UnboundedQueryError(f"{err} (a stream has no longest edge to derive it "
+                                      "from: --max-duration SECONDS)") from None
+        self.job = job
+        self.lateness_us = int(lateness_us)
+        self.state_dir = Path(checkpoint) / "state" if checkpoint is not None else None
+        self.sink = sink
+        self.late_sink = late_sink
+        self.reject_sink = reject_sink
+        self.on_matches = on_matches
+        self.threads = threads
+        self._state = _State()
+        self._engine = self._new_engine()
+        # warm-up from the log rebuilds exactly the window: only for engines whose whole
+        # state is the window
+        self._logged = hasattr(self._engine, "warm") and not job.whole_stream
+        if self.state_dir is not None:
+            self.state_dir.mkdir(parents=True, exist_ok=True)
+
+    # -- public -----------------------------------------------------------------------
+
+    @property
+    def totals(self) -> StreamTotals:
+        return self._state.totals
+
+    @property
+    def next_file_index(self) -> int:
+        """Arrival ordinal for the next file (its ``seq`` offset), restart-stable."""
+        return self._state.totals.files
+
+    def process(
+        self, batch_id: int, edges: pa.Table | None, rejects: pa.Table | None = None,
+        *, files: int = 0, lines: int = 0,
+    ) -> BatchReport:
+        """Take micro-batch ``batch_id``: buffer, release what the watermark passed, match.
+
+        ``files`` and ``lines`` count what the batch read (files advance the ordinal used
+        in ``seq``); ``rejects`` are its unparseable lines.
+        """
+        started = time.perf_counter()
+        self.recover(batch_id)
+        st = self._state
+        edges = self._oriented(edges)
+        late, on_time = self._split_late(edges)
+        if on_time.num_rows:
+            st.max_t = max(st.max_t, int(pc.max(on_time.column("t")).as_py()))
+            st.frontier = max(st.frontier, st.max_t - self.lateness_us)
+            on_time = on_time.select(self.job.needed_columns(on_time.column_names))
+            st.buffer = on_time if st.buffer is None else pa.concat_tables(
+                [st.buffer, on_time], promote_options="permissive")
+        return self._advance(batch_id, started, edges.num_rows, late, rejects, files, lines)
+
+    def flush(self) -> BatchReport:
+        """End of input: release every buffered edge (a finite stream has no later edge
+        to move the watermark past them).
+
+        Written as the batch after the last one and *not* checkpointed: if the stream
+        goes on later, that batch restarts from the state before the flush, and its
+        output replaces the flush's -- the flushed edges are then matched when the
+        watermark passes them, once. A repeated flush rewrites the same output.
+        """
+        started = time.perf_counter()
+        batch_id = self.resume() + 1
+        if self._state.max_t != _NEVER:
+            self._state.frontier = max(self._state.frontier, self._state.max_t + 1)
+        return self._advance(batch_id, started, 0, None, None, 0, 0, checkpoint=False)
+
+    def resume(self) -> int:
+        """Load the newest checkpointed state unless this operator already has one; return
+        the id of the last batch done (-1: none)."""
+        if self._state.last_batch == -1 and (saved := self._saved_batches()):
+            self._load(saved[-1])
+        return self._state.last_batch
+
+    def state_size(self) -> dict[str, int]:
+        buffered = 0 if self._state.buffer is None else self._state.buffer.num_rows
+        return {**self._engine.state_size(), "buffered": buffered}
+
+    # -- steps ------------------------------------------------------------------------
+
+    def _new_engine(self):
+        return self.job.new_engine(self.threads)
+
+    def _advance(self, batch_id: int, started: float, edges_in: int, late: pa.Table | None,
+                 rejects: pa.Table | None, files: int, lines: int,
+                 checkpoint: bool = True) -> BatchReport:
+        """Release what the frontier passed, match it, write the batch, checkpoint."""
+        st = self._state
+        matches = self.job.output.schema.empty_table()
+        released = 0
+        if st.buffer is not None and st.frontier != _NEVER:
+            # strictly before: an edge at F may still arrive, and with any seq
+            due = pc.less(st.buffer.column("t"), st.frontier)
+            ready = sort_stream(st.buffer.filter(due))
+            st.buffer = st.buffer.filter(pc.invert(due))
+            released = ready.num_rows
+            if released:
+                matches = self._engine.push(ready)
+                if checkpoint:
+                    self._log_released(batch_id, ready)
+            self._engine.advance(st.frontier)
+        late = late if late is not None else _EMPTY
+        rejects = rejects if rejects is not None else READ_REJECT_SCHEMA.empty_table()
+        self._emit(batch_id, matches, late, rejects)
+        totals = st.totals
+        totals.batches += 1
+        totals.edges += edges_in
+        totals.late += late.num_rows
+        totals.rejected += rejects.num_rows
+        totals.matches += matches.num_rows
+        totals.files += files
+        totals.lines += lines
+        st.last_batch = batch_id
+        if checkpoint:
+            self._checkpoint(batch_id)
+        buffered = 0 if st.buffer is None else st.buffer.num_rows
+        return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
+                           matches.num_rows, buffered, self._engine.state_size(), st.frontier,
+                           time.perf_counter() - started)
+
+    def _oriented(self, edges: pa.Table | None) -> pa.Table:
+        if edges is None or edges.num_rows == 0:
+            return _EMPTY
+        return normalize_edges(self.job.orient(edges))
+
+    def _split_late(self, edges: pa.Table) -> tuple[pa.Table, pa.Table]:
+        if self._state.frontier == _NEVER or edges.num_rows == 0:
+            return edges.slice(0, 0), edges
+        is_late = pc.less(edges.column("t"), self._state.frontier)
+        return edges.filter(is_late), edges.filter(pc.invert(is_late))
+
+    def _emit(self, batch_id: int, matches: pa.Table, late: pa.Table, rejects: pa.Table) -> None:
+        if self.sink is not None:
+            self.sink.write(matches, batch_id)
+        if self.on_matches is not None and matches.num_rows:
+            self.on_matches(matches, batch_id)
+        if self.late_sink is not None and late.num_rows:
+            self.late_sink.write(late, batch_id)
+        if self.reject_sink is not None and rejects.num_rows:
+            self.reject_sink.write(rejects, batch_id)
+
+    # -- checkpoints ------------------------------------------------------------------
+
+    def _log_released(self, batch_id: int, released: pa.Table) -> None:
+        if self.state_dir is None or not self._logged:
+            return
+        _write_atomically(self.state_dir / f"released-{batch_id:012d}.arrow",
+                          lambda path: _write_ipc(released, path))
+        t_max = int(released.column("t")[-1].as_py())
+        self._state.log.append(_LogEntry(batch_id, released.num_rows, t_max))
+
+    def _checkpoint(self, batch_id: int) -> None:
+        if self.state_dir is None:
+            return
+        st = self._state
+        # files older than what the previous state still lists are no one's any more
+        floor = st.log[0].batch_id if st.log else batch_id
+        st.log = self._window_entries(st.log)
+        if not self._logged:
+            st.engine = self._engine.snapshot()
+            st.features = getattr(self._engine, "features", None)
+        blob = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
+        st.engine = st.features = None
+        _write_atomically(self.state_dir / f"state-{batch_id:012d}.bin",
+                          lambda path: Path(path).write_bytes(blob))
+        for old in self._saved_batches()[:-2]:
+            (self.state_dir / f"state-{old:012d}.bin").unlink(missing_ok=True)
+        for path in self.state_dir.glob("released-*.arrow"):
+            if int(path.stem.split("-")[1]) < floor:
+                path.unlink(missing_ok=True)
+
+    def _window_entries(self, log: list[_LogEntry]) -> list[_LogEntry]:
+        """The newest log entries that together hold every edge the window can need."""
+        if self.extent.unit == "edges":
+            kept, rows = [], 0
+            for entry in reversed(log):
+                if rows >= self.extent.size:
+                    break
+                kept.append(entry)
+                rows += entry.rows
+            return kept[::-1]
+        oldest_needed = self._state.frontier - self.extent.size
+        return [e for e in log if e.t_max >= oldest_needed]
+
+    def _saved_batches(self) -> list[int]:
+        if self.state_dir is None or not self.state_dir.exists():
+            return []
+        return sorted(int(m.group(1)) for p in self.state_dir.iterdir()
+                      if (m := _STATE_FILE.match(p.name)))
+
+    def recover(self, batch_id: int) -> None:
+        """Continue from the state of the newest batch before ``batch_id``.
+
+        In a running process that is the state in memory; after a restart (or when Spark
+        re-runs a batch) it is read back from the checkpoint. :meth:`process` calls it;
+        call it first when reading the batch needs the state (file ordinals, line counts).
+        """
+        if self._state.last_batch == batch_id - 1 or self.state_dir is None:
+            return
+        earlier = [b for b in self._saved_batches() if b < batch_id]
+        if earlier:
+            self._load(earlier[-1])
+        elif self._state.last_batch != -1:
+            self._state = _State()
+            self._engine = self._new_engine()
+
+
+    def _load(self, batch_id: int) -> None:
+        self._state = pickle.loads((self.state_dir / f"state-{batch_id:012d}.bin").read_bytes())
+        st = self._state
+        if st.engine is not None:
+            cls = type(self._engine)
+            self._engine = (cls.restore(st.engine, st.features) if st.features is not None
+                            else cls.restore(st.engine))
+            st.engine = st.features = None
+            return
+        self._engine = self._new_engine()
+        for entry in self._state.log:
+            path = self.state_dir / f"released-{entry.batch_id:012d}.arrow"
+            self._engine.warm(pa.ipc.open_stream(path.read_bytes()).read_all())
+        if self._state.frontier != _NEVER:
+            self._engine.advance(self._state.frontier)
+
+
+def _write_ipc(table: pa.Table, path: str) -> None:
+    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+
+
+def _write_atomically(target: Path, write: Callable[[str], None]) -> None:
+    tmp = target.with_name(f".{target.name}.tmp")
+    write(str(tmp))
+    os.replace(tmp, target)
+
+
+class PartWriter:
+    """Arrow rows (late edges, rejected lines) as one JSONL or Parquet file per batch.
+
+    ``write(table, batch_id)`` replaces ``part-<batch_id>`` atomically, so re-runs of a
+    batch overwrite rather than duplicate.
+    """
+
+    def __init__(self, directory: str | os.PathLike, fmt: str = "jsonl") -> None:
+        if fmt not in ("jsonl", "parquet"):
+            raise ValueError("fmt must be jsonl or parquet")
+        self.directory = Path(directory)
+        self.fmt = fmt
+        self.directory.mkdir(parents=True, exist_ok=True)
+
+    def write(self, table: pa.Table, batch_id: int) -> Path:
+        target = self.directory / f"part-{batch_id:08d}.{self.fmt}"
+        tmp = target.with_name(f".{target.name}.tmp")
+        if self.fmt == "parquet":
+            import pyarrow.parquet as pq
+
+            pq.write_table(table, tmp)
+        else:
+            import json
+
+            with open(tmp, "w", encoding="utf-8") as out:
+                for row in table.to_pylist():
+                    out.write(json.dumps(row, default=str) + "\n")
+        os.replace(tmp, target)
+        return target
+
+
+def print_report(report: BatchReport) -> None:
+    print(report.line(), file=sys.stderr, flush=True)

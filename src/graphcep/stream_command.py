@@ -1,0 +1,186 @@
+"""``graphcep stream``: run a SAL query continuously on Spark Structured Streaming.
+
+::
+
+    graphcep stream QUERY.sal --source DIR --checkpoint CKPT [--output OUT/] [--lateness S]
+    graphcep stream QUERY.sal --source tcp://HOST:PORT --checkpoint CKPT
+    graphcep stream QUERY.sal --source generator --rate 60000 --vertices 25000 --checkpoint CKPT
+
+Without ``--source``, a program whose stream is ``VastStream("host", port)`` reads that
+socket. ``--once`` processes what the source holds now, releases the reorder buffer and
+exits (for files: the batch-equivalent run, restartable); otherwise the query runs until
+interrupted or ``--run-for`` seconds have passed. Progress (one line per micro-batch, with
+the state held) goes to stderr; the summary to stdout (``--summary json``: one JSON line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from graphcep.events import seconds_to_us
+from graphcep.io.formats import LINE_FORMATS, ReaderOptions
+from graphcep.io.sinks import make_sink
+from graphcep.lang.sal import parse_file
+from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime.job import Job
+from graphcep.runtime.streaming import PartWriter, StreamOperator, print_report
+
+FORMATS = (*LINE_FORMATS, "parquet")
+
+
+def add_parser(sub: Any) -> None:
+    """Register the ``stream`` subcommand on the CLI's subparsers."""
+    stream = sub.add_parser("stream", help="match a SAL query continuously (Structured Streaming)")
+    stream.add_argument("query", help="SAL file")
+    stream.add_argument("--source", help="DIR (files arriving), tcp://HOST:PORT, or generator "
+                                         "(default: the program's VastStream socket)")
+    stream.add_argument("--checkpoint", required=True,
+                        help="directory for offsets and state; restart with the same one")
+    stream.add_argument("--output", "-o", default="-",
+                        help="OUT/ (JSONL part per micro-batch), OUT.parquet/ or - (console)")
+    stream.add_argument("--lateness", default="0",
+                        help="seconds an edge may trail the newest one and still be matched")
+    stream.add_argument("--late", help="directory for late edges (default CHECKPOINT/late)")
+    stream.add_argument("--rejects", help="directory for malformed lines (default CHECKPOINT/rejects)")
+    stream.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from names)")
+    stream.add_argument("--time-unit", choices=("s", "ms", "us"))
+    stream.add_argument("--trigger", type=float, default=0.0,
+                        help="seconds between micro-batches (0: back to back)")
+    stream.add_argument("--max-files-per-trigger", type=int)
+    stream.add_argument("--once", action="store_true",
+                        help="process what is there, release the reorder buffer, exit")
+    stream.add_argument("--run-for", type=float, help="stop after this many seconds")
+    stream.add_argument("--rate", type=int, default=10_000, help="generator: edges per second")
+    stream.add_argument("--vertices", type=int, default=5_000, help="generator: vertices")
+    stream.add_argument("--seed", type=int, default=1, help="generator: seed")
+    stream.add_argument("--master", default="local[*]")
+    stream.add_argument("--query-name")
+    stream.add_argument("--window", help="extent in seconds for queries without an upper bound")
+    stream.add_argument("--max-duration", help="longest edge duration in seconds (end-time queries)")
+    stream.add_argument("--homomorphic", action="store_true")
+    stream.add_argument("--limit", type=int, default=20, help="matches printed on the console")
+    stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
+    stream.add_argument("--summary", choices=("text", "json"), default="text")
+    stream.set_defaults(handler=cmd_stream)
+
+
+def cmd_stream(args: argparse.Namespace) -> int:
+    from graphcep.runtime.spark import spark_session
+
+    program = parse_file(args.query)
+    source = make_source(args, program)
+    fmt = getattr(source, "fmt", None) or args.format
+    job = Job.create(program, args.query_name, fmt, window_us=_us(args.window),
+                     homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration))
+    checkpoint = Path(args.checkpoint)
+    sink = _sink(args)
+    operator = StreamOperator(
+        job,
+        lateness_us=seconds_to_us(args.lateness),
+        checkpoint=checkpoint,
+        sink=sink,
+        late_sink=PartWriter(args.late or checkpoint / "late"),
+        reject_sink=PartWriter(args.rejects or checkpoint / "rejects"),
+    )
+    started = time.perf_counter()
+    spark = spark_session(args.master)
+    on_report = None if args.quiet else print_report
+    try:
+        _drive(spark, operator, source, args, on_report)
+    except KeyboardInterrupt:
+        print("graphcep: interrupted; state is checkpointed, restart to continue",
+              file=sys.stderr)
+    finally:
+        sink.close()
+    _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
+    return 0
+
+
+def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Namespace,
+           on_report: Any) -> None:
+    from graphcep.runtime.spark_stream import run_available_now, start_stream
+
+    checkpoint = Path(args.checkpoint)
+    if args.once:
+        run_available_now(spark, operator, source, checkpoint=checkpoint, on_report=on_report)
+        return
+    query = start_stream(spark, operator, source, checkpoint=checkpoint,
+                         trigger_seconds=args.trigger or None, on_report=on_report)
+    try:
+        query.awaitTermination(args.run_for)
+    finally:
+        query.stop()
+    if query.exception() is not None:
+        raise RuntimeError(f"streaming query failed: {query.exception()}")
+
+
+def make_source(args: argparse.Namespace, program: Any) -> Any:
+    """The source named by ``--source`` (or the program's ``VastStream``)."""
+    from graphcep.runtime.spark_stream import FileSource, GeneratorSource, SocketSource
+
+    options = ReaderOptions(time_unit=args.time_unit)
+    text = args.source
+    if text is None:
+        return _program_socket(program, args.format, options)
+    if text == "generator":
+        return GeneratorSource(args.vertices, args.rate, args.seed)
+    if text.startswith("tcp://"):
+        host, _, port = text[len("tcp://"):].rpartition(":")
+        if not host or not port.isdigit():
+            raise QueryError(f"--source {text!r}: expected tcp://HOST:PORT")
+        return SocketSource(host, int(port), args.format or "vast", options)
+    if not Path(text).is_dir():
+        raise FileNotFoundError(f"--source {text!r}: no such directory (files arrive in a "
+                                "directory; use tcp://HOST:PORT for a socket)")
+    return FileSource(str(Path(text).resolve()), args.format, options, args.max_files_per_trigger)
+
+
+def _sink(args: argparse.Namespace) -> Any:
+    """Console, or a directory of one part per micro-batch (JSONL unless named .parquet)."""
+    if args.output in (None, "-"):
+        return make_sink(None, limit=args.limit)
+    fmt = "parquet" if args.output.rstrip("/").endswith(".parquet") else "jsonl"
+    return make_sink(args.output, fmt, directory=True)
+
+
+def _program_socket(program: Any, fmt: str | None, options: ReaderOptions) -> Any:
+    """``Netflows = VastStream("host", port);`` as a socket source."""
+    from graphcep.runtime.spark_stream import SocketSource
+
+    for connection in program.connections.values():
+        host, port = (list(connection.args) + [None, None])[:2]
+        if connection.kind in ("vast", "netflow5") and host and str(port).isdigit():
+            return SocketSource(str(host), int(port), fmt or connection.kind, options)
+    raise QueryError("give --source: the program connects to no VastStream(\"host\", port)")
+
+
+def _print_summary(args: argparse.Namespace, job: Job, operator: StreamOperator,
+                   seconds: float, checkpoint: Path) -> None:
+    totals = operator.totals
+    summary = {
+        "query": job.query.name,
+        **totals.as_dict(),
+        "state": operator.state_size(),
+        "seconds": round(seconds, 3),
+        "late_dir": str(args.late or checkpoint / "late"),
+        "rejects_dir": str(args.rejects or checkpoint / "rejects"),
+    }
+    if args.summary == "json":
+        print(json.dumps(summary))
+        return
+    print(f"\n{summary['query']}: {totals.matches:,} matches in {totals.edges:,} edges over "
+          f"{totals.batches:,} micro-batches ({totals.late:,} late, {totals.rejected:,} "
+          f"rejected) in {seconds:.1f} s")
+    if totals.late:
+        print(f"late edges: {summary['late_dir']}")
+    if totals.rejected:
+        print(f"malformed lines: {summary['rejects_dir']}")
+
+
+def _us(text: str | None) -> int | None:
+    return None if text is None else seconds_to_us(text)
