@@ -625,9 +625,16 @@ def targets(rows: list[Row], streams: list[str]) -> list[str]:
             best_other = max(others)
             out.append(f"- {s}: graphcep in-process {fmt_rate(local)} vs faster of DuckDB/Polars "
                        f"{fmt_rate(best_other)} edges/s ({local / best_other:.2f}x) -> "
-                       f"{'MET' if local >= best_other else 'NOT MET'}")
+                       + verdict(s, local >= best_other))
         out += spark_targets(rows, s)
     return out
+
+
+def verdict(stream: str, met: bool) -> str:
+    """The targets are set on S2; S1 (a fifth of the size) is shown for information."""
+    if stream != "S2":
+        return f"{'above' if met else 'below'} the S2 target (for information: targets are on S2)"
+    return "MET" if met else "NOT MET"
 
 
 def spark_targets(rows: list[Row], stream: str) -> list[str]:
@@ -638,7 +645,7 @@ def spark_targets(rows: list[Row], stream: str) -> list[str]:
         return []
     out = [f"- {stream}: graphcep on Spark (2a) {fmt_rate(gspark)} vs fastest Spark SQL self-join "
            f"{fmt_rate(ssql)} edges/s ({gspark / ssql:.2f}x, target >= 5x) -> "
-           f"{'MET' if gspark >= 5 * ssql else 'NOT MET'}"]
+           + verdict(stream, gspark >= 5 * ssql)]
     for row in rows:
         if row.stream == stream and row.family == "spark-sql" and row.edges_per_s:
             out.append(f"  - vs {row.method.split(',')[0][2:]}"

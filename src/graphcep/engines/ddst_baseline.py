@@ -624,6 +624,33 @@ def _columns(table: pa.Table) -> dict[str, np.ndarray]:
 # -- the engine --------------------------------------------------------------------------
 
 
+def batch_columns(batch: pa.Table | pa.RecordBatch, next_seq: int) -> dict[str, np.ndarray] | None:
+    """A pushed batch as engine columns (``None`` when empty); without a ``seq`` column the
+    edges are numbered on from ``next_seq``. Shared by the three DDST engines."""
+    if isinstance(batch, pa.RecordBatch):
+        batch = pa.Table.from_batches([batch])
+    if batch.num_rows == 0:
+        return None
+    if "seq" not in batch.column_names:
+        numbers = np.arange(next_seq, next_seq + batch.num_rows, dtype=np.int64)
+        batch = batch.append_column("seq", pa.array(numbers))
+    return _columns(normalize_edges(batch))
+
+
+def check_stream_order(t: np.ndarray, seq: np.ndarray, last: tuple[int, int],
+                       watermark: int) -> None:
+    """Raise :class:`OutOfOrderError` unless the batch follows ``last`` in stream order
+    ``(t, seq)``, is in order itself, and starts at or after the watermark."""
+    first = (int(t[0]), int(seq[0]))
+    dt, ds = np.diff(t), np.diff(seq)
+    if first <= last or t[0] < watermark or np.any((dt < 0) | ((dt == 0) & (ds <= 0))):
+        raise OutOfOrderError(
+            f"edges must be pushed in stream order (t, seq), after the watermark; got "
+            f"t={first[0]} µs, seq={first[1]} after t={last[0]} µs, seq={last[1]} "
+            f"(watermark {watermark} µs). Sort the batch (events.sort_stream)."
+        )
+
+
 class DDSTBaselineEngine:
     """Online DDST matching by running Algorithm DDST on the window of every arriving edge.
 
@@ -660,16 +687,9 @@ class DDSTBaselineEngine:
         Returns one row per arriving edge that is in the maximal match graph of its
         window: that graph's component holding the edge.
         """
-        if isinstance(batch, pa.RecordBatch):
-            batch = pa.Table.from_batches([batch])
-        if batch.num_rows == 0:
+        new = batch_columns(batch, self._next_seq)
+        if new is None:
             return DDST_MATCH_SCHEMA.empty_table()
-        if "seq" not in batch.column_names:
-            first = self._next_seq
-            batch = batch.append_column(
-                "seq", pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
-            )
-        new = _columns(normalize_edges(batch))
         self._check_order(new["t"], new["seq"])
         base = len(self._cols["t"])
         self._cols = {k: np.concatenate([self._cols[k], new[k]]) for k in self._cols}
@@ -723,19 +743,7 @@ class DDSTBaselineEngine:
     # -- internals ----------------------------------------------------------------------
 
     def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
-        first = (int(t[0]), int(seq[0]))
-        dt, ds = np.diff(t), np.diff(seq)
-        if (
-            first <= self._last
-            or t[0] < self._watermark
-            or np.any((dt < 0) | ((dt == 0) & (ds <= 0)))
-        ):
-            raise OutOfOrderError(
-                f"edges must be pushed in stream order (t, seq), after the watermark; got "
-                f"t={first[0]} µs, seq={first[1]} after t={self._last[0]} µs, "
-                f"seq={self._last[1]} (watermark {self._watermark} µs). Sort the batch "
-                "(events.sort_stream)."
-            )
+        check_stream_order(t, seq, self._last, self._watermark)
         self._last = (int(t[-1]), int(seq[-1]))
         self._next_seq = int(seq[-1]) + 1
 

@@ -157,21 +157,22 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from graphcep.engines.base import OutOfOrderError, StateBoundError
+from graphcep.engines.base import StateBoundError
 from graphcep.engines.ddst_baseline import (
     _INT_MAX,
     _INT_MIN,
     DDST_MATCH_SCHEMA,
     EdgeMatch,
-    _columns,
     _compat,
     _compile,
     _component_of,
     _ddst,
     _Graph,
     _match_graph,
+    batch_columns,
+    check_stream_order,
 )
-from graphcep.events import match_ids, normalize_edges
+from graphcep.events import match_ids
 from graphcep.patterns.ddst import DDSTQuery
 
 __all__ = ["DDSTColoringEngine", "RedComponent"]
@@ -381,17 +382,10 @@ class DDSTColoringEngine:
         Returns one row per arriving edge that is in the maximal match graph of its
         window: that graph's component holding the edge (as the baseline does).
         """
-        if isinstance(batch, pa.RecordBatch):
-            batch = pa.Table.from_batches([batch])
-        if batch.num_rows == 0:
+        cols = batch_columns(batch, self._next_seq)
+        if cols is None:
             return DDST_MATCH_SCHEMA.empty_table()
-        if "seq" not in batch.column_names:
-            first = self._next_seq
-            batch = batch.append_column(
-                "seq", pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
-            )
-        cols = _columns(normalize_edges(batch))
-        self._check_order(cols["t"], cols["seq"])
+        check_stream_order(cols["t"], cols["seq"], self._last, self._watermark)
         opened, kept = self._window_marks(cols["t"])  # raises before anything changes
         self._last = (int(cols["t"][-1]), int(cols["seq"][-1]))
         self._next_seq = self._last[1] + 1
@@ -487,21 +481,6 @@ class DDSTColoringEngine:
         return next((e for e in self._edges.values() if e.seq == seq), None)
 
     # -- batches ---------------------------------------------------------------------------
-
-    def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
-        first = (int(t[0]), int(seq[0]))
-        dt, ds = np.diff(t), np.diff(seq)
-        if (
-            first <= self._last
-            or t[0] < self._watermark
-            or np.any((dt < 0) | ((dt == 0) & (ds <= 0)))
-        ):
-            raise OutOfOrderError(
-                f"edges must be pushed in stream order (t, seq), after the watermark; got "
-                f"t={first[0]} µs, seq={first[1]} after t={self._last[0]} µs, "
-                f"seq={self._last[1]} (watermark {self._watermark} µs). Sort the batch "
-                "(events.sort_stream)."
-            )
 
     def _window_marks(self, t: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Each new edge's ``window_start`` and the times to keep; checks the state bound.

@@ -153,13 +153,12 @@ import pyarrow as pa
 from graphcep.engines.ddst_baseline import (
     DDST_MATCH_SCHEMA,
     DDSTBaselineEngine,
-    _columns,
     _compat,
     _component_of,
     _ddst,
     _graph,
+    batch_columns,
 )
-from graphcep.events import normalize_edges
 from graphcep.patterns.ddst import DDSTQuery
 
 __all__ = [
@@ -611,16 +610,9 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Add edges in stream order; return the match components they complete (one row
         per arriving edge in its window's maximal match graph, as the baseline)."""
-        if isinstance(batch, pa.RecordBatch):
-            batch = pa.Table.from_batches([batch])
-        if batch.num_rows == 0:
+        new = batch_columns(batch, self._next_seq)
+        if new is None:
             return DDST_MATCH_SCHEMA.empty_table()
-        if "seq" not in batch.column_names:
-            first = self._next_seq
-            batch = batch.append_column(
-                "seq", pa.array(np.arange(first, first + batch.num_rows, dtype=np.int64))
-            )
-        new = _columns(normalize_edges(batch))
         self._check_order(new["t"], new["seq"])
         if self._dirty or len(self._vid) > 4 * (len(self._cols["t"]) + self._slack):
             self._resync()  # after a failed push, a restore, or to forget old vertices
