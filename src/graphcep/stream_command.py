@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from pathlib import Path
@@ -79,6 +80,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
                      homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration))
     checkpoint = Path(args.checkpoint)
     sink = _sink(args)
+    started = time.perf_counter()
+    spark = spark_session(args.master)
     operator = StreamOperator(
         job,
         lateness_us=seconds_to_us(args.lateness),
@@ -86,9 +89,9 @@ def cmd_stream(args: argparse.Namespace) -> int:
         sink=sink,
         late_sink=PartWriter(args.late or checkpoint / "late"),
         reject_sink=PartWriter(args.rejects or checkpoint / "rejects"),
+        # the engine runs in the driver: as many search threads as the master has cores
+        threads=max(1, min(spark.sparkContext.defaultParallelism, os.cpu_count() or 1)),
     )
-    started = time.perf_counter()
-    spark = spark_session(args.master)
     on_report = None if args.quiet else print_report
     try:
         _drive(spark, operator, source, args, on_report)
