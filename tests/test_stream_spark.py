@@ -202,3 +202,29 @@ def test_killed_and_restarted_stream_loses_and_repeats_nothing(tmp_path):
     assert len(got) == len(set(got)), "a match was written twice"
     assert set(got) == expected_keys(incoming)
     assert len(got) > 20
+
+
+def test_stream_command_runs_ddst_queries(spark, tmp_path, capsys):
+    """``graphcep stream QUERY.ddst``: the reports equal the baseline engine's on the file."""
+    from graphcep.cli import main
+    from graphcep.engines.ddst_baseline import DDSTBaselineEngine
+    from graphcep.lang.ddst import parse_ddst_file
+
+    query_file = tmp_path / "spread.ddst"
+    query_file.write_text("QUERY spread; VERTICES A:M, B:M, C:M;\n"
+                          "EDGES AB: A -> B [x]; CA: C -> A [x];\nORDER AB < CA; WITHIN 20 s;\n")
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    lines = ["t,src,dst,label,src_label,dst_label"]
+    lines += [f"{t},v{(t * 7) % 5},v{(t * 3 + 1) % 5},x,M,M" for t in range(60)]
+    (incoming / "events.csv").write_text("\n".join(lines) + "\n")
+    code = main(["stream", str(query_file), "--source", str(incoming), "--format", "csv",
+                 "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out") + "/",
+                 "--once", "--quiet", "--summary", "json", "--ddst-engine", "signature"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    got = [row["trigger_seq"] for row in output_lines(tmp_path / "out")]
+    edges = read_edges(incoming / "events.csv", "csv").edges
+    expected = DDSTBaselineEngine(parse_ddst_file(str(query_file))).push(edges)
+    assert got == expected.column("trigger_seq").to_pylist()
+    assert summary["matches"] == expected.num_rows > 3

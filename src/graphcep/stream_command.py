@@ -1,4 +1,4 @@
-"""``graphcep stream``: run a SAL query continuously on Spark Structured Streaming.
+"""``graphcep stream``: run a SAL or DDST query continuously on Spark Structured Streaming.
 
 ::
 
@@ -28,7 +28,7 @@ from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.sinks import make_sink
 from graphcep.lang.sal import parse_file
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.job import Job
+from graphcep.runtime.job import DDST_ENGINES, Job, ReplayJob
 from graphcep.runtime.streaming import PartWriter, StreamOperator, print_report
 
 FORMATS = (*LINE_FORMATS, "parquet")
@@ -36,8 +36,9 @@ FORMATS = (*LINE_FORMATS, "parquet")
 
 def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers."""
-    stream = sub.add_parser("stream", help="match a SAL query continuously (Structured Streaming)")
-    stream.add_argument("query", help="SAL file")
+    stream = sub.add_parser("stream", help="match a SAL or DDST query continuously "
+                                           "(Structured Streaming)")
+    stream.add_argument("query", help="SAL file, or DDST file (.ddst)")
     stream.add_argument("--source", help="DIR (files arriving), tcp://HOST:PORT, or generator "
                                          "(default: the program's VastStream socket)")
     stream.add_argument("--checkpoint", required=True,
@@ -64,6 +65,8 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--window", help="extent in seconds for queries without an upper bound")
     stream.add_argument("--max-duration", help="longest edge duration in seconds (end-time queries)")
     stream.add_argument("--homomorphic", action="store_true")
+    stream.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default="coloring",
+                        help="algorithm for DDST queries (default coloring)")
     stream.add_argument("--limit", type=int, default=20, help="matches printed on the console")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     stream.add_argument("--summary", choices=("text", "json"), default="text")
@@ -71,15 +74,21 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
+    from graphcep.cli import _ddst_job, _is_ddst  # one rule for what a DDST query is
     from graphcep.runtime.spark import spark_session
 
-    program = parse_file(args.query)
-    source = make_source(args, program)
-    fmt = getattr(source, "fmt", None) or args.format
-    job = Job.create(program, args.query_name, fmt, window_us=_us(args.window),
-                     homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration))
+    job: ReplayJob
+    if _is_ddst(args.query):
+        job = _ddst_job(args)
+        source = make_source(args, None)
+    else:
+        program = parse_file(args.query)
+        source = make_source(args, program)
+        fmt = getattr(source, "fmt", None) or args.format
+        job = Job.create(program, args.query_name, fmt, window_us=_us(args.window),
+                         homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration))
     checkpoint = Path(args.checkpoint)
-    sink = _sink(args)
+    sink = _sink(args, job)
     started = time.perf_counter()
     spark = spark_session(args.master)
     operator = StreamOperator(
@@ -129,6 +138,8 @@ def make_source(args: argparse.Namespace, program: Any) -> Any:
     options = ReaderOptions(time_unit=args.time_unit)
     text = args.source
     if text is None:
+        if program is None:
+            raise QueryError("give --source: DIR, tcp://HOST:PORT or generator")
         return _program_socket(program, args.format, options)
     if text == "generator":
         return GeneratorSource(args.vertices, args.rate, args.seed)
@@ -143,12 +154,12 @@ def make_source(args: argparse.Namespace, program: Any) -> Any:
     return FileSource(str(Path(text).resolve()), args.format, options, args.max_files_per_trigger)
 
 
-def _sink(args: argparse.Namespace) -> Any:
+def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
     """Console, or a directory of one part per micro-batch (JSONL unless named .parquet)."""
     if args.output in (None, "-"):
-        return make_sink(None, limit=args.limit)
+        return make_sink(None, limit=args.limit, matches=job.output)
     fmt = "parquet" if args.output.rstrip("/").endswith(".parquet") else "jsonl"
-    return make_sink(args.output, fmt, directory=True)
+    return make_sink(args.output, fmt, directory=True, matches=job.output)
 
 
 def _program_socket(program: Any, fmt: str | None, options: ReaderOptions) -> Any:
@@ -162,11 +173,11 @@ def _program_socket(program: Any, fmt: str | None, options: ReaderOptions) -> An
     raise QueryError("give --source: the program connects to no VastStream(\"host\", port)")
 
 
-def _print_summary(args: argparse.Namespace, job: Job, operator: StreamOperator,
+def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOperator,
                    seconds: float, checkpoint: Path) -> None:
     totals = operator.totals
     summary = {
-        "query": job.query.name,
+        "query": job.name,
         **totals.as_dict(),
         "state": operator.state_size(),
         "seconds": round(seconds, 3),

@@ -107,6 +107,29 @@ def _search_all(anchors: np.ndarray, plan_args: tuple, shared: tuple, k: int) ->
     return np.concatenate(parts) if parts else np.empty((0, k), dtype=np.int32)
 
 
+def predicate_mask(edges: pa.Table, pred: EdgePredicate,
+                   aliases: Mapping[str, str] | None = None) -> np.ndarray:
+    """Where ``edge.field op value`` holds, as booleans: a string column compares with the
+    value's text, a numeric one with the number; a null never holds. Routing (HyperCube
+    cells) uses the same rule, so an edge goes only where the engine could bind it."""
+    name = (aliases or {}).get(pred.field, pred.field)
+    if name not in edges.column_names:
+        raise QueryError(
+            f"predicate '{pred}': the stream has no field {pred.field!r}; "
+            f"fields are {edges.column_names}"
+        )
+    column = edges.column(name)
+    value: Any = pred.value
+    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        value = str(value)
+    elif isinstance(value, str):
+        raise QueryError(f"predicate '{pred}': field {pred.field!r} is numeric, got a string")
+    op = {"==": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
+          ">": pc.greater, ">=": pc.greater_equal}[pred.op]
+    result = op(column, pa.scalar(value))
+    return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
 class SubgraphEngine:
     """Incremental exact matcher for one :class:`SubgraphQuery`.
 
@@ -318,22 +341,7 @@ class SubgraphEngine:
         return ok
 
     def _predicate_mask(self, batch: pa.Table, pred: EdgePredicate) -> np.ndarray:
-        name = self.field_aliases.get(pred.field, pred.field)
-        if name not in batch.column_names:
-            raise QueryError(
-                f"predicate '{pred}': the stream has no field {pred.field!r}; "
-                f"fields are {batch.column_names}"
-            )
-        column = batch.column(name)
-        value: Any = pred.value
-        if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-            value = str(value)
-        elif isinstance(value, str):
-            raise QueryError(f"predicate '{pred}': field {pred.field!r} is numeric, got a string")
-        op = {"==": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-              ">": pc.greater, ">=": pc.greater_equal}[pred.op]
-        result = op(column, pa.scalar(value))
-        return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=np.uint8)
+        return predicate_mask(batch, pred, self.field_aliases).astype(np.uint8)
 
     # -- search ---------------------------------------------------------------------
 

@@ -72,6 +72,15 @@ and coordinates use the non-negative modulo: exactly Spark SQL's
 unlike Python's salted ``hash()`` it is the same in every process. It is computed in numpy
 over the Arrow string buffers, once per distinct vertex, with no Python call per string.
 
+On Spark
+--------
+The Spark runtime's ``"cells"`` strategy runs this algorithm
+(:func:`graphcep.runtime.spark.run_spark`): Spark SQL computes :func:`route` in the JVM
+(``pmod(xxhash64(v), s)`` per split variable, :func:`graphcep.runtime.spark.route_spark`),
+each cell is shuffled onto a partition of its own, and each task replays its cell in
+stream order and keeps :func:`home_filter`'s matches -- :func:`replay_cell`, with
+:func:`replay_cells` the in-process reference.
+
 Example
 -------
 >>> import pyarrow as pa
@@ -102,9 +111,10 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines.subgraph import predicate_mask
 from graphcep.events import MATCH_SCHEMA, normalize_edges
 from graphcep.patterns.program import Program
-from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+from graphcep.patterns.subgraph import SubgraphQuery
 from graphcep.runtime.job import Job
 from graphcep.runtime.local import max_duration_of
 
@@ -515,30 +525,10 @@ def _eligible_patterns(job: Job, edges: pa.Table) -> dict[tuple[str, str], np.nd
             ok = ~same  # distinct variables bind distinct vertices
         for pred in job.query.edge_predicates:
             if pred.edge == edge.name:
-                ok &= _predicate_mask(edges, pred, job.field_aliases)
+                ok &= predicate_mask(edges, pred, job.field_aliases)
         key = (edge.src, edge.dst)
         masks[key] = masks[key] | ok if key in masks else ok
     return masks
-
-
-def _predicate_mask(edges: pa.Table, pred: EdgePredicate, aliases: dict[str, str]) -> np.ndarray:
-    """``edge.field op value`` over a table, by the engine's rule: a string column compares
-    with the value's text, a null never holds."""
-    name = aliases.get(pred.field, pred.field)
-    if name not in edges.column_names:
-        raise QueryError(
-            f"predicate '{pred}': the stream has no field {pred.field!r}; "
-            f"fields are {edges.column_names}"
-        )
-    column = edges.column(name)
-    value = pred.value
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        value = str(value)
-    elif isinstance(value, str):
-        raise QueryError(f"predicate '{pred}': field {pred.field!r} is numeric, got a string")
-    op = {"==": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-          ">": pc.greater, ">=": pc.greater_equal}[pred.op]
-    return _as_bool(op(column, pa.scalar(value)))
 
 
 def _as_bool(result: pa.Array | pa.ChunkedArray) -> np.ndarray:

@@ -13,6 +13,10 @@ Shards are placed on partitions explicitly (:func:`partition_keys`): with a hand
 shards, Spark's hash partitioning of the shard number would often put two shards in one
 task and leave a core idle.
 
+**Cells.** A SAL query can be cut by vertices instead of time: HyperCube cells
+(:mod:`graphcep.runtime.hypercube`), routed in the JVM and placed one per partition the
+same way; see ``"cells"`` in :func:`run_spark`.
+
 **Jobs.** What is replayed is a :class:`~graphcep.runtime.job.ReplayJob`: a SAL query
 (:class:`~graphcep.runtime.job.Job`, extent = the largest start-time gap of a match) or a
 DDST event pattern (:class:`~graphcep.runtime.job.DDSTJob`, extent = its time window
@@ -70,6 +74,9 @@ REPLACEMENT_CHAR = "\ufffd"
 RANK = "_rank"
 # the "single" strategy replays streams up to this many edges in the driver
 DRIVER_REPLAY_ROWS = 20_000_000
+#: "auto" runs a keyed query as cells only when its busiest cell holds at most this many
+#: times the mean cell's edges (a hub vertex loads its key's cell; time shards do not skew)
+CELL_SKEW = 1.25
 
 
 class JavaMissingError(RuntimeError):
@@ -307,17 +314,65 @@ def run_spark(
         Otherwise edges are cut into time shards at least one extent long; each edge also
         goes to the next shard when within one extent of its start; shards are shuffled
         onto partitions of their own.
+    ``"cells"``
+        HyperCube partitioning by vertices, not time (:mod:`graphcep.runtime.hypercube`):
+        a grid of at most ``shards`` cells (default: one per core) from
+        :func:`~graphcep.runtime.hypercube.choose_shares`; Spark SQL sends each edge to
+        every cell it must reach (:func:`route_spark`, ``pmod(xxhash64(v), s)`` in the
+        JVM: exactly one cell for a star keyed on its centre), each cell is shuffled onto
+        a partition of its own, and each task replays its cell in stream order and keeps
+        the matches whose home cell it is. No warm-up, and each engine's window holds
+        only its cell's edges, so keyed queries beat time shards; queries whose edges
+        go to several cells (the triangle: 5 copies on 2 x 2 x 2) do not. Cells are not
+        also cut in time: on 2 cores, time shards inside cells would only add warm-up.
+        SAL jobs without vertex features only (a ValueError otherwise); a grid of one
+        cell runs as ``"single"``.
 
     Queries with vertex features run as one shard: a feature such as ``topk`` counts
     items over the whole stream, which time shards do not see. DDST count windows use
     ``"partitions"`` and ``"shuffle"`` by edge rank (see the module docstring).
+
+    **Measured** (seconds, best of 3 in one warm session; ``local[2]`` on a 2-core machine
+    shared with other work; a cached DataFrame of the benchmark's S2 stream: 1M edges,
+    25k vertices, 60k edges/s, so 16.7 s; "keyed" is ``{ t e1 b; t e2 c;
+    starttime(e1) < starttime(e2); ... }`` with the gap in 9..10 s or <= 1 s, "pair" the
+    same with ``t e2 b``; cells: 2 for keyed queries, 2 x 2 x 2 for triangles, whose
+    grid on 2 cells is one cell)::
+
+        input      query (span in extents)    matches  auto picks  auto single  time cells
+        unordered  triangle <= 10 s (1.7)       6,931  single      1.31   1.25  3.75  5.97
+                   keyed 9..10 s (1.7)      1,032,282  single      2.53   2.19  7.40  3.88
+                   keyed <= 1 s (16.7)      2,327,139  cells       7.70   4.15  8.43  6.97
+                   pair <= 1 s (16.7)             103  cells       1.59   1.02  3.25  1.60
+                   triangle <= 1 s (16.7)         116  shuffle     3.23   1.11  3.50  6.03
+        ordered    triangle <= 10 s             6,931  single      2.05   1.99  4.79  6.91
+                   keyed 9..10 s            1,032,282  single      3.11   3.01  7.65  4.29
+                   keyed <= 1 s             2,327,139  partitions  9.18   5.47  9.61  7.52
+                   pair <= 1 s                    103  partitions  4.45   1.79  3.67  2.15
+                   triangle <= 1 s                116  partitions  3.93   1.68  3.52  5.84
+
+    ("time" is ``"shuffle"`` on unordered input -- two round-robin partitions -- and
+    ``"partitions"`` on the two time-ordered ones.) Cells beat time shards by 1.2--2x on
+    every keyed query and lose on triangles; none beats one engine in the driver at 1M
+    edges on 2 cores, where the shipping of edges and matches through Spark dominates.
+    So "auto" keeps ``"single"`` for short streams (the benchmark's S2 triangle spans 1.7
+    extents) and uses ``"cells"`` only where it would shuffle time shards: keyed queries
+    that send each edge to one cell (:func:`keyed_grid`), when the busiest cell holds at
+    most ``CELL_SKEW`` times the mean (counted in the statistics pass, at no extra job).
+    Time-ordered input keeps ``"partitions"``, which moves no edges. (The keyed query
+    with a gap <= 10 s has 16.8M matches, 3.6 GB of records: not measured here; a
+    3.5M-match variant, gap 7..10 s, ran the driver JVM's 4 GB heap out while collecting
+    task results.)
     """
 
     job = _as_job(job)
     if strategy == "cells":
         _check_cells(job, shard_length_us)
     started = time.perf_counter()
-    parts = _partition_stats(edges_df)
+    # keyed queries may run as cells: count each cell's edges in the same pass
+    auto = strategy == "auto" and shards is None and shard_length_us is None
+    keyed = keyed_grid(spark, job) if auto else None
+    parts, cell_edges = _partition_stats(edges_df, job, keyed)
     n = sum(int(r["n"]) for r in parts)
     schema = job.output.schema
     if n == 0:
@@ -327,7 +382,7 @@ def run_spark(
     # ship only what the engine reads: wide netflow rows would cost transfer time for nothing
     edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
     if strategy == "auto":
-        strategy = choose_strategy(parts, extent, job, shards, shard_length_us)
+        strategy = choose_strategy(parts, extent, job, shards, shard_length_us, cell_edges)
     if strategy == "single":
         matches, extra = _replay_single(spark, job, edges_df, n)
     elif strategy == "partitions":
@@ -342,7 +397,8 @@ def run_spark(
         matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent.size, shards,
                                           shard_length_us)
     elif strategy == "cells":
-        matches, extra = _replay_cells(spark, job, edges_df, n, shards)
+        grid = keyed or choose_shares(job.query, cell_budget(spark, shards))
+        matches, extra = _replay_cells(spark, job, edges_df, n, grid)
     else:
         raise ValueError(
             f"unknown strategy {strategy!r}: auto, single, partitions, shuffle or cells")
@@ -368,38 +424,6 @@ def _spark_schema(job: ReplayJob):
     return from_arrow_schema(job.output.schema)
 
 
-#: rows of match records per Arrow IPC message a task sends back
-IPC_MATCH_ROWS = 200_000
-
-
-def _collect_matches(job: ReplayJob, df, replay) -> pa.Table:
-    """Run ``replay`` (an iterator of record batches to match tables) over ``df``'s
-    partitions and bring the matches to the driver.
-
-    Tasks send their matches as Arrow IPC messages in a binary column: match records are
-    nested (a map, a list of structs), and letting Spark convert them into its rows and
-    back cost more than finding them (1M matches of a 2-edge query: about 5 s of 10 on
-    ``local[2]``), while the driver reads IPC bytes with no conversion.
-    """
-    schema = job.output.schema
-
-    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for table in replay(batches):
-            for batch in table.to_batches(max_chunksize=IPC_MATCH_ROWS):
-                sink = pa.BufferOutputStream()
-                with pa.ipc.new_stream(sink, schema) as writer:
-                    writer.write_batch(batch)
-                blob = sink.getvalue()  # one binary value, built around the buffer
-                offsets = pa.py_buffer(np.array([0, blob.size], dtype=np.int32))
-                value = pa.Array.from_buffers(pa.binary(), 1, [None, offsets, blob])
-                yield pa.record_batch([value], names=["ipc"])
-
-    blobs = df.mapInArrow(run, "ipc binary").toArrow().column("ipc")
-    tables = [pa.ipc.open_stream(blob.as_buffer()).read_all()
-              for chunk in blobs.chunks for blob in chunk]
-    return pa.concat_tables(tables) if tables else schema.empty_table()
-
-
 @contextmanager
 def _pinned(edges_df, parts):
     """``edges_df`` with partitions that stay the same in every job, and their stats.
@@ -412,38 +436,62 @@ def _pinned(edges_df, parts):
         return
     pinned = edges_df.persist()
     try:
-        yield pinned, _partition_stats(pinned)
+        yield pinned, _partition_stats(pinned)[0]
     finally:
         pinned.unpersist()
 
 
-def _partition_stats(edges_df) -> list:
-    """Per input partition: first and last start time, longest duration, edge count."""
+def _partition_stats(edges_df, job: ReplayJob | None = None,
+                     grid: Shares | None = None) -> tuple[list, list[int] | None]:
+    """Per input partition: first and last start time, longest duration, edge count; and,
+    given a keyed ``grid`` (one cell per edge), the edges of each cell, from the same pass.
+    """
     from pyspark.sql import functions as F
 
     longest = F.max("dur") if "dur" in edges_df.columns else F.lit(0)
+    keys = [F.spark_partition_id().alias("p")]
+    if grid is not None:
+        (_, (cell,)), = cell_routes(job, grid, edges_df)  # eligibility aside: a load figure
+        keys.append(cell.alias("cell"))
     rows = (
-        edges_df.groupBy(F.spark_partition_id().alias("p"))
+        edges_df.groupBy(*keys)
         .agg(F.min("t").alias("t_min"), F.max("t").alias("t_max"),
              longest.alias("d_max"), F.count(F.lit(1)).alias("n"))
         .collect()
     )
-    return sorted(rows, key=lambda r: r["p"])  # sorted here: orderBy would cost a job
+    if grid is None:
+        return sorted(rows, key=lambda r: r["p"]), None  # sorted here: orderBy costs a job
+    cells = [0] * grid.cells
+    by_part: dict[int, list] = {}
+    for r in rows:
+        cells[int(r["cell"])] += int(r["n"])
+        by_part.setdefault(int(r["p"]), []).append(r)
+    merged = [
+        {"p": p, "t_min": min(r["t_min"] for r in rs), "t_max": max(r["t_max"] for r in rs),
+         "d_max": max((r["d_max"] for r in rs if r["d_max"] is not None), default=None),
+         "n": sum(int(r["n"]) for r in rs)}
+        for p, rs in sorted(by_part.items())
+    ]
+    return merged, cells
 
 
 def _time_ordered(parts) -> bool:
     return all(a["t_max"] < b["t_min"] for a, b in zip(parts, parts[1:], strict=False))
 
 
-def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_us) -> str:
+def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_us,
+                    cell_edges: list[int] | None = None) -> str:
     """How to cut the work, from per-partition time ranges (see :func:`run_spark`).
 
     Time shards pay for parallelism with warm-up: a shard re-reads one extent of edges
     before its start. A stream shorter than two extents therefore runs as one task
     (whose engine then uses every core); features need the whole stream in one task too.
     Time-ordered partitions are used in place when they are, on average, at least one
-    extent long; otherwise edges are shuffled into longer shards. A count window's
-    extent is in edges, and so is the stream's length it is compared with.
+    extent long. Otherwise the stream must be shuffled: a keyed query that sends every
+    edge to one cell (``cell_edges``, the edges per cell of :func:`keyed_grid`) is shuffled
+    into cells when its busiest cell holds at most ``CELL_SKEW`` times the mean, else
+    edges are shuffled into time shards. A count window's extent is in edges, and so is
+    the stream's length it is compared with.
     """
     if shards is not None or shard_length_us is not None:
         return "shuffle"
@@ -455,6 +503,8 @@ def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_
         return "single"
     if len(parts) > 1 and _time_ordered(parts) and span / len(parts) >= extent.size:
         return "partitions"
+    if cell_edges and max(cell_edges) <= CELL_SKEW * sum(cell_edges) / len(cell_edges):
+        return "cells"
     return "shuffle"
 
 
@@ -637,41 +687,53 @@ def _check_cells(job: ReplayJob, shard_length_us: int | None) -> None:
                          "not shard_length_us")
 
 
+def keyed_grid(spark, job: ReplayJob) -> Shares | None:
+    """The grid "auto" may run ``job`` on: the SAL query's best grid of one cell per core
+    (:func:`~graphcep.runtime.hypercube.choose_shares`) when it sends every edge to exactly
+    one cell (:func:`one_cell_per_edge`, keyed partitioning of a star); else None."""
+    if not isinstance(job, Job) or job.whole_stream:
+        return None
+    grid = choose_shares(job.query, cell_budget(spark, None))
+    return grid if grid.cells > 1 and one_cell_per_edge(job, grid) else None
+
+
 def cell_budget(spark, shards: int | None) -> int:
     """How many cells :func:`~graphcep.runtime.hypercube.choose_shares` may use: ``shards``
     when given, else one per core."""
     return max(1, shards or spark.sparkContext.defaultParallelism)
 
 
-def _replay_cells(spark, job: Job, edges_df, n: int, shards: int | None):
+def _replay_cells(spark, job: Job, edges_df, n: int, shares: Shares):
     """HyperCube: route every edge to the cells it must reach (in the JVM, see
-    :func:`cell_column`), shuffle each cell onto a partition of its own, replay each cell's
+    :func:`route_spark`), shuffle each cell onto a partition of its own, replay each cell's
     edges in stream order and keep its home matches
     (:func:`~graphcep.runtime.hypercube.home_filter`)."""
     from pyspark.sql import functions as F
 
-    shares = choose_shares(job.query, cell_budget(spark, shards))
     if shares.cells == 1:  # no split pays (e.g. the triangle on 2 or 4 cells): one engine
         matches, extra = _replay_single(spark, job, edges_df, n)
         return matches, {**extra, "strategy": "cells", "cells": 1}
+    keyed = one_cell_per_edge(job, shares)
     routed = route_spark(job, shares, edges_df)
     keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(shares.cells)])
     placed = (routed.withColumn("_key", F.element_at(keys, (F.col("_cell") + 1).cast("int")))
               .repartition(shares.cells, "_key"))
 
-    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.Table]:
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = pa.Table.from_batches(list(batches))
         if table.num_rows == 0:
             return
         cell_of = table.column("_cell")
         table = table.drop_columns(["_cell", "_key"])
         for cell in sorted(pc.unique(cell_of).to_pylist()):
-            rows = table.filter(pc.equal(cell_of, cell))
-            yield home_filter(_replay_edges(job, rows, None), shares, cell)
+            found = _replay_edges(job, table.filter(pc.equal(cell_of, cell)), None)
+            if not keyed:  # with one cell per edge, a match found in a cell has it as home
+                found = home_filter(found, shares, cell)
+            yield from found.to_batches()
 
-    matches = _collect_matches(job, placed, run_partition)
+    matches = placed.mapInArrow(run_partition, _spark_schema(job)).toArrow()
     extra = {"strategy": "cells", "cells": shares.cells,
-             "grid": "x".join(str(s) for s in shares.shares)}
+             "grid": "x".join(str(s) for s in shares.shares), "one_cell_per_edge": keyed}
     return matches, extra
 
 
@@ -705,8 +767,6 @@ def cell_routes(job: Job, shares: Shares, edges_df) -> list:
     text, a null never holds)."""
     from pyspark.sql import functions as F
 
-    src, dst = ("dst", "src") if job.swap_endpoints else ("src", "dst")
-    index = {v: i for i, v in enumerate(shares.variables)}
     same = F.coalesce(F.col("src") == F.col("dst"), F.lit(False))
     sets: dict[tuple[tuple[int, str], ...], object] = {}
     for edge in job.query.edges:
@@ -719,8 +779,7 @@ def cell_routes(job: Job, shares: Shares, edges_df) -> list:
         for pred in job.query.edge_predicates:
             if pred.edge == edge.name:
                 ok = ok & _predicate_column(edges_df, pred, job.field_aliases)
-        ends = {edge.src: src} if edge.src == edge.dst else {edge.src: src, edge.dst: dst}
-        fixed = tuple(sorted((index[v], c) for v, c in ends.items() if shares.share(v) > 1))
+        fixed = _split_ends(job, shares, edge)
         sets[fixed] = (sets[fixed] | ok) if fixed in sets else ok
     routes = []
     for fixed, ok in sets.items():
@@ -732,6 +791,24 @@ def cell_routes(job: Job, shares: Shares, edges_df) -> list:
         routes.append((F.coalesce(ok, F.lit(False)),
                        [base + F.lit(int(o)).cast("long") for o in free]))
     return routes
+
+
+def _split_ends(job: Job, shares: Shares, edge) -> tuple[tuple[int, str], ...]:
+    """``(variable index, stream column)`` for the ends of a query edge whose variable is
+    split (share > 1): what fixes the edge's cells."""
+    src, dst = ("dst", "src") if job.swap_endpoints else ("src", "dst")
+    ends = {edge.src: src} if edge.src == edge.dst else {edge.src: src, edge.dst: dst}
+    index = {v: i for i, v in enumerate(shares.variables)}
+    return tuple(sorted((index[v], c) for v, c in ends.items() if shares.share(v) > 1))
+
+
+def one_cell_per_edge(job: Job, shares: Shares) -> bool:
+    """Whether every edge reaches at most one cell: every query edge has the grid's split
+    variables at the same ends (keyed partitioning on a star's centre). Then a match found
+    in a cell has all its edges there only, so that cell is its home."""
+    fixed = {_split_ends(job, shares, edge) for edge in job.query.edges}
+    split = {i for i, s in enumerate(shares.shares) if s > 1}
+    return len(fixed) == 1 and {i for i, _ in next(iter(fixed))} == split
 
 
 def _spark_vertex_hash(column: str):
