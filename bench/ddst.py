@@ -36,10 +36,17 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from bench.triangles import DATA_DIR, MIB, shell, snapshot_source, source_state, use_source
+from bench.triangles import (
+    DATA_DIR,
+    MIB,
+    record,
+    shell,
+    snapshot_source,
+    source_state,
+    use_source,
+)
 
 ROOT = Path(__file__).resolve().parent.parent
-RESULTS_FILE = ROOT / "bench" / "RESULTS.md"
 SHARED_DATA = Path(os.environ.get("GRAPHCEP_DATA", "/work/shared/data"))
 FIXTURES = ROOT / "tests" / "fixtures" / "ddst"
 EXAMPLES = ROOT / "examples" / "ddst"
@@ -958,18 +965,6 @@ def report(cfgs: list[Config], mode: Mode, args: argparse.Namespace, engines: En
     ])
 
 
-def record(text: str) -> None:
-    """Replace this benchmark's marked section of bench/RESULTS.md (append it if absent)."""
-    block = f"{START_MARK}\n{text}\n{END_MARK}"
-    old = RESULTS_FILE.read_text() if RESULTS_FILE.exists() else "# Benchmark results\n"
-    if START_MARK in old and END_MARK in old:
-        head, rest = old.split(START_MARK, 1)
-        new = head + block + rest.split(END_MARK, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    RESULTS_FILE.write_text(new)
-
-
 # -- main ------------------------------------------------------------------------------------
 
 
@@ -1033,7 +1028,7 @@ def main(argv: list[str] | None = None) -> int:
     text = report(done, mode, args, engines, notes, machine, time.perf_counter() - started)
     print(text)
     if args.record:
-        record(text)
+        record(text, START_MARK, END_MARK)
     return 0 if not any(r.error for c in done for r in c.runs.values()) else 1
 
 
