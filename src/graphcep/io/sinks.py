@@ -238,7 +238,7 @@ def _next_part(directory: Path) -> int:
     return max(numbers) + 1 if numbers else 0
 
 
-def _replace_atomically(target: Path, write) -> None:
+def replace_atomically(target: Path, write) -> None:
     """Write through a temporary file in the same directory, then rename over ``target``."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
     os.close(fd)
@@ -277,7 +277,7 @@ class _FileSink(Sink):
         if self.directory:
             part_id = _next_part(self.path) if batch_id is None else batch_id
             target = self.path / _part_name(part_id, self.suffix)
-            _replace_atomically(target, lambda tmp: self._write_part(table, tmp))
+            replace_atomically(target, lambda tmp: self._write_part(table, tmp))
         elif batch_id is None or batch_id not in self._seen:
             self._append(table)
         else:

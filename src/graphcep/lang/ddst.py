@@ -71,12 +71,11 @@ from pathlib import Path
 
 from graphcep.lang.errors import SalSyntaxError
 from graphcep.lang.tokens import (
-    _EXPONENT,
     _NUMBER,
-    MAX_EXPONENT,
     Token,
     TokenCursor,
     _Scanner,
+    emit_number,
     position,
     scan_tokens,
 )
@@ -122,13 +121,7 @@ def tokenize_ddst(text: str, source: str = "<query>") -> list[Token]:
 def _scan_number(sc: _Scanner) -> None:
     m = _NUMBER.match(sc.text, sc.pos)
     assert m is not None
-    exp = _EXPONENT.search(m.group())
-    if exp and abs(int(exp.group(1))) > MAX_EXPONENT:
-        sc.error(
-            f"an exponent between -{MAX_EXPONENT} and {MAX_EXPONENT}", f"'{m.group()}'",
-            f"number '{m.group()}' is out of range", sc.line, sc.column,
-        )  # fmt: skip
-    sc.emit("NUMBER", m.group(), len(m.group()))
+    emit_number(sc, m.group())
 
 
 def _scan_operator(sc: _Scanner) -> None:

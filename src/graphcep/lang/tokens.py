@@ -140,6 +140,18 @@ def _skip_space_and_comments(sc: _Scanner) -> None:
             return
 
 
+def emit_number(sc: _Scanner, text: str) -> None:
+    """A NUMBER token; an exponent beyond :data:`MAX_EXPONENT` is an error here rather than
+    a huge exact decimal later. Shared by the SAL and DDST scanners."""
+    exp = _EXPONENT.search(text)
+    if exp and abs(int(exp.group(1))) > MAX_EXPONENT:
+        sc.error(
+            f"an exponent between -{MAX_EXPONENT} and {MAX_EXPONENT}", f"'{text}'",
+            f"number '{text}' is out of range", sc.line, sc.column,
+        )  # fmt: skip
+    sc.emit("NUMBER", text, len(text))
+
+
 def _scan_number(sc: _Scanner) -> None:
     m = _NUMBER.match(sc.text, sc.pos)
     assert m is not None
@@ -152,13 +164,7 @@ def _scan_number(sc: _Scanner) -> None:
             "a number", f"'{word}'", f"malformed number '{word}' (no units; times are seconds)",
             sc.line, sc.column,
         )  # fmt: skip
-    exp = _EXPONENT.search(m.group())
-    if exp and abs(int(exp.group(1))) > MAX_EXPONENT:
-        sc.error(
-            f"an exponent between -{MAX_EXPONENT} and {MAX_EXPONENT}", f"'{m.group()}'",
-            f"number '{m.group()}' is out of range", sc.line, sc.column,
-        )  # fmt: skip
-    sc.emit("NUMBER", m.group(), len(m.group()))
+    emit_number(sc, m.group())
 
 
 def _scan_string(sc: _Scanner) -> None:

@@ -57,7 +57,7 @@ import pyarrow.compute as pc
 from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import normalize_edges, sort_stream
 from graphcep.io.readers import READ_REJECT_SCHEMA
-from graphcep.io.sinks import Sink
+from graphcep.io.sinks import Sink, replace_atomically
 from graphcep.runtime.job import ReplayJob
 
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
@@ -347,7 +347,7 @@ class StreamOperator:
     def _log_released(self, batch_id: int, released: pa.Table) -> None:
         if self.state_dir is None or not self._logged:
             return
-        _write_atomically(self.state_dir / f"released-{batch_id:012d}.arrow",
+        replace_atomically(self.state_dir / f"released-{batch_id:012d}.arrow",
                           lambda path: _write_ipc(released, path))
         t_max = int(released.column("t")[-1].as_py())
         self._state.log.append(_LogEntry(batch_id, released.num_rows, t_max))
@@ -364,7 +364,7 @@ class StreamOperator:
             st.features = getattr(self._engine, "features", None)
         blob = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
         st.engine = st.features = None
-        _write_atomically(self.state_dir / f"state-{batch_id:012d}.bin",
+        replace_atomically(self.state_dir / f"state-{batch_id:012d}.bin",
                           lambda path: Path(path).write_bytes(blob))
         for old in self._saved_batches()[:-2]:
             (self.state_dir / f"state-{old:012d}.bin").unlink(missing_ok=True)
@@ -430,12 +430,6 @@ def _write_ipc(table: pa.Table, path: str) -> None:
         writer.write_table(table)
 
 
-def _write_atomically(target: Path, write: Callable[[str], None]) -> None:
-    tmp = target.with_name(f".{target.name}.tmp")
-    write(str(tmp))
-    os.replace(tmp, target)
-
-
 class PartWriter:
     """Arrow rows (late edges, rejected lines) as one JSONL or Parquet file per batch.
 
@@ -452,19 +446,20 @@ class PartWriter:
 
     def write(self, table: pa.Table, batch_id: int) -> Path:
         target = self.directory / f"part-{batch_id:08d}.{self.fmt}"
-        tmp = target.with_name(f".{target.name}.tmp")
+        replace_atomically(target, lambda path: self._write_part(table, path))
+        return target
+
+    def _write_part(self, table: pa.Table, path: str) -> None:
         if self.fmt == "parquet":
             import pyarrow.parquet as pq
 
-            pq.write_table(table, tmp)
-        else:
-            import json
+            pq.write_table(table, path)
+            return
+        import json
 
-            with open(tmp, "w", encoding="utf-8") as out:
-                for row in table.to_pylist():
-                    out.write(json.dumps(row, default=str) + "\n")
-        os.replace(tmp, target)
-        return target
+        with open(path, "w", encoding="utf-8") as out:
+            for row in table.to_pylist():
+                out.write(json.dumps(row, default=str) + "\n")
 
 
 def print_report(report: BatchReport) -> None:
