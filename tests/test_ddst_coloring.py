@@ -440,14 +440,17 @@ def test_sliding_windows_on_longer_streams(data):
 @settings(max_examples=150)
 @given(data=st.data())
 def test_local_rounds_and_hub_cutoff_only_change_the_work(data):
-    """Tests 4-5 are filters: with no local round, or more, and with every vertex treated
-    as a hub, the rows stay the baseline's."""
+    """Tests 4-5 are filters: with no local round, or more, with every vertex treated as a
+    hub, and with parts cut short (DDST on the whole red component), the rows stay the
+    baseline's."""
     query, stream = sliding_case(data)
     rounds = data.draw(st.sampled_from([0, 1, 3]), "rounds")
     degree = data.draw(st.sampled_from([0, 1, 2]), "hub degree")
+    budget = data.draw(st.sampled_from([0, 1, 3, 64]), "part budget")
     with (
         mock.patch.object(coloring_module, "_LOCAL_ROUNDS", rounds),
         mock.patch.object(coloring_module, "_LOCAL_DEGREE", degree),
+        mock.patch.object(coloring_module, "_LOCAL_BUDGET", budget),
         mock.patch.object(coloring_module, "_GARBAGE_SLACK", 0),
     ):
         rows, base, _ = run_both(query, stream, [len(stream) // 2])

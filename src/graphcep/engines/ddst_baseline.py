@@ -126,7 +126,7 @@ from __future__ import annotations
 
 import pickle
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -179,6 +179,8 @@ DDST_MATCH_SCHEMA = pa.schema(
     ]
 )
 
+#: An empty result (tables are immutable: one serves every push without matches).
+_NO_MATCHES = DDST_MATCH_SCHEMA.empty_table()
 _LABEL_COLUMNS = ("label", "src_label", "dst_label")
 _INT_MIN = np.iinfo(np.int64).min
 _INT_MAX = np.iinfo(np.int64).max
@@ -348,20 +350,26 @@ def _compat(q: _Query, g: _Graph) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _dual_sim(q: _Query, g: _Graph, vc: np.ndarray, ec: np.ndarray) -> np.ndarray:
-    """Line 2: the maximal dual simulation with edge labels (Ma et al.'s ``DualSim``)."""
+    """Line 2: the maximal dual simulation with edge labels (Ma et al.'s ``DualSim``).
+
+    All query edges at once per pass (a window's graph is often tiny, so the number of
+    array operations, not their size, is the cost): ``u`` keeps ``v`` while every query
+    edge out of ``u`` has a candidate out of ``v`` whose head is still matched, and every
+    query edge into ``u`` one into ``v``; repeated until nothing changes.
+    """
     sim = vc.copy()
-    changed = True
-    while changed:
-        changed = False
-        for k in range(len(q.enames)):
-            u, w = q.qsrc[k], q.qdst[k]
-            for here, there, own, other in ((u, w, g.src, g.dst), (w, u, g.dst, g.src)):
-                support = np.zeros(g.n, dtype=bool)
-                support[own[ec[k] & sim[there][other]]] = True
-                if np.any(sim[here] & ~support):
-                    sim[here] &= support
-                    changed = True
-    return sim
+    ne = len(q.enames)
+    while True:
+        new = sim.copy()
+        for heads, tails, own, ends in ((q.qdst, q.qsrc, g.dst, g.src),
+                                        (q.qsrc, q.qdst, g.src, g.dst)):  # fmt: skip
+            k, e = np.nonzero(ec & sim[heads][:, own])
+            support = np.zeros((ne, g.n), dtype=bool)
+            support[k, ends[e]] = True
+            np.logical_and.at(new, tails, support)
+        if np.array_equal(new, sim):
+            return sim
+        sim = new
 
 
 def _edge_relation(q: _Query, g: _Graph, sim: np.ndarray, cand: np.ndarray) -> np.ndarray:
@@ -451,20 +459,33 @@ def _distinct(cands: list[np.ndarray]) -> bool:
 
 
 def _degree_check(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """Lines 19-25: keep ``(u, v)`` only if ``u``'s out- and in-edges match distinct edges."""
+    """Lines 19-25: keep ``(u, v)`` only if ``u``'s out- and in-edges match distinct edges.
+
+    Counted first: with no candidate for one of ``u``'s edges at ``v`` the pair fails; it
+    holds when no edge at ``v`` is a candidate for two of them (the candidate sets are
+    disjoint) or each has at least as many candidates as ``u`` has edges on that side
+    (Hall's condition). Only the pairs left need a matching.
+    """
     out = sim.copy()
-    groups = []
-    for ends in (g.src, g.dst):
-        order = np.argsort(ends, kind="stable")
-        groups.append((order, np.searchsorted(ends[order], np.arange(g.n + 1))))
-    for u, v in zip(*np.nonzero(sim), strict=True):
-        for qs, (order, start) in zip((q.out_q[u], q.in_q[u]), groups, strict=True):
-            if not qs:
+    for ends, side_q in ((g.src, q.out_q), (g.dst, q.in_q)):
+        counts = {k: np.bincount(ends[se[k]], minlength=g.n) for k in range(len(q.enames))}
+        hard = np.zeros_like(sim)
+        for u, qs in enumerate(side_q):
+            if len(qs) < 2:
+                if qs:
+                    out[u] &= counts[qs[0]] > 0
                 continue
-            mine = order[start[v] : start[v + 1]]
-            if not _distinct([mine[se[k, mine]] for k in qs]):
-                out[u, v] = False
-                break
+            c = np.array([counts[k] for k in qs])
+            out[u] &= (c > 0).all(axis=0)
+            shared = np.bincount(ends[se[list(qs)].sum(axis=0) > 1], minlength=g.n) > 0
+            hard[u] = out[u] & shared & ~(c >= len(qs)).all(axis=0)
+        if hard.any():
+            order = np.argsort(ends, kind="stable")
+            start = np.searchsorted(ends[order], np.arange(g.n + 1))
+            for u, v in zip(*np.nonzero(hard), strict=True):
+                mine = order[start[v] : start[v + 1]]
+                if not _distinct([mine[se[k, mine]] for k in side_q[u]]):
+                    out[u, v] = False
     return out
 
 
@@ -482,14 +503,35 @@ def _ddst(q: _Query, g: _Graph, vc: np.ndarray, ec: np.ndarray) -> tuple[np.ndar
     return np.zeros_like(sim), np.zeros_like(ec)
 
 
-def _match_graph(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> MatchGraph:
-    """Boolean relations as a :class:`MatchGraph` (names, times; sorted)."""
-    vertices = sorted(
-        ((u, g.names[v], g.vlabel[v]) for u, v in zip(*np.nonzero(sim), strict=True)),
-        key=lambda p: (p[0], p[1], p[2] is not None, p[2] or ""),
-    )
+def _vertex_pairs(g: _Graph, sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``S`` as (query vertex numbers, stream vertex numbers) in report order: query vertex,
+    then stream vertex id, unlabelled before labelled, then label."""
+    us, vs = np.nonzero(sim)
+    seen, inverse = np.unique(vs, return_inverse=True)
+    labels = g.vlabel[seen]
+    by_key = sorted(range(len(seen)), key=lambda i: (g.names[seen[i]], labels[i] is not None,
+                                                     labels[i] or ""))  # fmt: skip
+    rank = np.empty(len(seen), dtype=np.int64)
+    rank[by_key] = np.arange(len(seen))
+    order = np.lexsort((rank[inverse], us))
+    return us[order], vs[order]
+
+
+def _edge_pairs(g: _Graph, se: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``Se`` as (query edge numbers, stream edge positions), in report order: stream order
+    ``(t, seq)``, then query-edge order."""
     ks, es = np.nonzero(se)
     order = np.lexsort((ks, g.seq[es], g.t[es]))
+    return ks[order], es[order]
+
+
+def _match_graph(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> MatchGraph:
+    """Boolean relations as a :class:`MatchGraph` (names, times; sorted)."""
+    us, vs = _vertex_pairs(g, sim)
+    vertices = tuple(
+        (q.vnames[u], g.names[v], g.vlabel[v]) for u, v in zip(us, vs, strict=True)
+    )
+    ks, es = _edge_pairs(g, se)
     edges = (
         EdgeMatch(
             q.enames[k],
@@ -501,9 +543,82 @@ def _match_graph(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> Match
             g.vlabel[g.src[e]],
             g.vlabel[g.dst[e]],
         )  # fmt: skip
-        for k, e in zip(ks[order], es[order], strict=True)
+        for k, e in zip(ks, es, strict=True)
     )
-    return MatchGraph(tuple((q.vnames[u], v, lab) for u, v, lab in vertices), tuple(edges))
+    return MatchGraph(vertices, tuple(edges))
+
+
+class Reports:
+    """The report rows of one push (:data:`DDST_MATCH_SCHEMA`), built column by column.
+
+    A report holds a whole match component, thousands of edges on dense windows; building
+    its nested lists from arrays, not from one Python object per edge, keeps reporting
+    cheap next to the matching. Shared by the three DDST engines.
+    """
+
+    def __init__(self, q: _Query, query_name: str) -> None:
+        self._q = q
+        self._name = query_name
+        self._enames = _objects(list(q.enames))
+        self._vnames = _objects(list(q.vnames))
+        self._heads: list[tuple[int, int, int, int]] = []  # start, end, trigger, first_t
+        self._vertices: list[tuple[np.ndarray, ...]] = []
+        self._edges: list[tuple[np.ndarray, ...]] = []
+
+    def __len__(self) -> int:
+        return len(self._heads)
+
+    def add(self, g: _Graph, sim: np.ndarray, se: np.ndarray, at: int, opened: int) -> None:
+        """Report the component ``(sim, se)`` of ``g``, triggered by edge ``at``."""
+        ks, es = _edge_pairs(g, se)
+        src, dst = g.src[es], g.dst[es]
+        self._edges.append((self._enames[ks], g.seq[es], g.t[es], g.names[src], g.names[dst],
+                            g.label[es], g.vlabel[src], g.vlabel[dst]))  # fmt: skip
+        us, vs = _vertex_pairs(g, sim)
+        self._vertices.append((self._vnames[us], g.names[vs], g.vlabel[vs]))
+        self._heads.append((opened, int(g.t[at]), int(g.seq[at]), int(g.t[es].min())))
+
+    def table(self) -> pa.Table:
+        """The rows added so far, in the order added."""
+        if not self._heads:
+            return _NO_MATCHES
+        opened, ends, triggers, firsts = (list(c) for c in zip(*self._heads, strict=True))
+        vertex_values = _structs(self._vertices, DDST_VERTEX_TYPE)
+        edge_values = _structs(self._edges, DDST_EDGE_TYPE)
+        columns = {
+            "query": pa.array([self._name] * len(triggers), pa.string()),
+            "match_id": pa.array(match_ids(self._name, np.array(triggers)[:, None]).tolist(),
+                                 pa.string()),
+            "window_start": pa.array(opened, pa.int64()),
+            "window_end": pa.array(ends, pa.int64()),
+            "trigger_seq": pa.array(triggers, pa.int64()),
+            "first_t": pa.array(firsts, pa.int64()),
+            "vertices": pa.ListArray.from_arrays(_offsets(len(v[0]) for v in self._vertices),
+                                                 vertex_values),
+            "edges": pa.ListArray.from_arrays(_offsets(len(e[0]) for e in self._edges),
+                                              edge_values),
+        }
+        return pa.table(columns, schema=DDST_MATCH_SCHEMA)
+
+
+def _structs(parts: list[tuple[np.ndarray, ...]], kind: pa.StructType) -> pa.StructArray:
+    """One struct array from column chunks (one tuple of columns per report)."""
+    columns = (np.concatenate(chunks) for chunks in zip(*parts, strict=True))
+    # through lists: pyarrow converts a short object array tens of times slower
+    values = [pa.array(col.tolist(), type=f.type) for col, f in zip(columns, kind, strict=True)]
+    return pa.StructArray.from_arrays(values, fields=list(kind))
+
+
+def _objects(values: list[Any]) -> np.ndarray:
+    """A 1-d object array of ``values`` (strings or ``None``)."""
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out
+
+
+def _offsets(sizes: Iterable[int]) -> pa.Array:
+    """List offsets (int32) for consecutive lists of these sizes."""
+    return pa.array(np.concatenate([[0], np.cumsum(list(sizes))]).astype(np.int32))
 
 
 def _component_of(g: _Graph, sim: np.ndarray, se: np.ndarray, e: int) -> tuple[np.ndarray, ...]:
@@ -693,11 +808,13 @@ class DDSTBaselineEngine:
         self._check_order(new["t"], new["seq"])
         base = len(self._cols["t"])
         self._cols = {k: np.concatenate([self._cols[k], new[k]]) for k in self._cols}
-        rows = [r for k in range(base, base + batch.num_rows) if (r := self._evaluate(k))]
+        reports = Reports(self._q, self.query.name)
+        for k in range(base, base + batch.num_rows):
+            self._evaluate(k, reports)
         self._evict(int(new["t"][-1]))
         self.edges_seen += batch.num_rows
-        self.matches_found += len(rows)
-        return pa.Table.from_pylist(rows, schema=DDST_MATCH_SCHEMA)
+        self.matches_found += len(reports)
+        return reports.table()
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No edge before ``watermark_us`` will come: drop edges no later window holds.
@@ -766,46 +883,33 @@ class DDSTBaselineEngine:
         if keep_from:
             self._cols = {k: v[keep_from:] for k, v in self._cols.items()}
 
-    def _evaluate(self, k: int) -> dict[str, Any] | None:
-        """Algorithm DDST on the window ending at edge ``k``; its report row, if any."""
-        lo = self._window_start(k)
-        if k - lo + 1 > self.max_window_edges:
+    def _check_window_size(self, edges: int) -> None:
+        """Raise :class:`StateBoundError` if a window of ``edges`` edges is over the bound."""
+        if edges > self.max_window_edges:
             raise StateBoundError(
-                f"query {self.query.name!r}: a window holds {k - lo + 1:,} edges, above "
+                f"query {self.query.name!r}: a window holds {edges:,} edges, above "
                 f"max_window_edges={self.max_window_edges:,}; raise the bound or narrow the window"
             )
+
+    def _evaluate(self, k: int, reports: Reports) -> None:
+        """Algorithm DDST on the window ending at edge ``k``; its report, if any."""
+        lo = self._window_start(k)
+        self._check_window_size(k - lo + 1)
         label = self._cols["label"][k]
         if all(lab is not None and lab != label for lab in self._q.elabels):
-            return None  # e_k fits no query edge: it cannot be matched
+            return  # e_k fits no query edge: it cannot be matched
         g = _graph({name: col[lo : k + 1] for name, col in self._cols.items()})
         new = k - lo
         vc, ec = _compat(self._q, g)
         cand = ec.any(axis=0)
         if not cand[new]:
-            return None
+            return
         comp = _components(g.n, g.src[cand], g.dst[cand])
         part = cand & (comp[g.src] == comp[g.src[new]])
         sub, at = g.select(part), int(part[:new].sum())
         sim, se = _ddst(self._q, sub, vc, ec[:, part])
         if not se[:, at].any():
-            return None
+            return
         w = self.query.window
         opened = int(g.t[new]) - w.size if w.kind == "time" else int(g.t[0])
-        return self._row(sub, *_component_of(sub, sim, se, at), at, opened)
-
-    def _row(
-        self, g: _Graph, sim: np.ndarray, se: np.ndarray, at: int, opened: int
-    ) -> dict[str, Any]:
-        """One report: the component ``(sim, se)`` triggered by edge ``at`` of ``g``."""
-        mg = _match_graph(self._q, g, sim, se)
-        trigger = int(g.seq[at])
-        return {
-            "query": self.query.name,
-            "match_id": str(match_ids(self.query.name, np.array([[trigger]]))[0]),
-            "window_start": opened,
-            "window_end": int(g.t[at]),
-            "trigger_seq": trigger,
-            "first_t": min(e.t for e in mg.edges),
-            "vertices": [{"qvar": a, "vertex": b, "label": c} for a, b, c in mg.vertices],
-            "edges": [asdict(e) for e in mg.edges],
-        }
+        reports.add(sub, *_component_of(sub, sim, se, at), at, opened)

@@ -85,7 +85,11 @@ newest edge's component loses nothing):
    through edges keeping round-2 pairs (which holds ``C``) must pass tests 2-3 exactly.
    At vertices with more than 16 edges round 1, read from the kept counts of red edges by
    match set, stands in for round 2 (rounds only shrink: still a superset), so this costs
-   the size of the part and of the vertices around it, not of the red component.
+   the size of the part and of the vertices around it, not of the red component. A part
+   that grows past 64 edges ends tests 4-5: on dense windows such parts are nearly always
+   match components about to be reported, and interpreted rounds over them cost several
+   times Algorithm DDST's array passes, which then run on the whole red component (it
+   holds ``C`` by test 2).
 5. VERIFY-MATCH's refinement (its lines 3-7: drop a query edge from a match set unless
    its adjacent query edges "all match to distinct red edges") run to a fixpoint on the
    part, which shrinks it further; ``e_k`` must keep a pair of test 1, and what stays
@@ -152,7 +156,6 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 from operator import attrgetter
-from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -162,17 +165,16 @@ from graphcep.engines.ddst_baseline import (
     _INT_MAX,
     _INT_MIN,
     DDST_MATCH_SCHEMA,
-    EdgeMatch,
+    Reports,
     _compat,
     _compile,
     _component_of,
     _ddst,
     _Graph,
-    _match_graph,
+    _objects,
     batch_columns,
     check_stream_order,
 )
-from graphcep.events import match_ids
 from graphcep.patterns.ddst import DDSTQuery
 
 __all__ = ["DDSTColoringEngine", "RedComponent"]
@@ -183,7 +185,11 @@ _GARBAGE_SLACK = 8
 _LOCAL_ROUNDS = 2
 #: Vertices with more edges than this use round 1 (their counts) in later rounds.
 _LOCAL_DEGREE = 16
+#: A part grown past this many edges stops tests 4-5: DDST runs on the red component.
+_LOCAL_BUDGET = 64
 _NUM = attrgetter("num")
+#: :meth:`DDSTColoringEngine._local_part`'s answer for a part over the budget.
+_TOO_BIG: dict = {}
 
 
 @dataclass(frozen=True)
@@ -390,12 +396,13 @@ class DDSTColoringEngine:
         self._last = (int(cols["t"][-1]), int(cols["seq"][-1]))
         self._next_seq = self._last[1] + 1
         self._times = kept
-        rows = self._run(cols, opened)
+        reports = Reports(self._q, self.query.name)
+        self._run(cols, opened, reports)
         self._count += batch.num_rows
         self._expire(self._count, int(cols["t"][-1]))  # what the next window cannot hold
         self.edges_seen += batch.num_rows
-        self.matches_found += len(rows)
-        return pa.Table.from_pylist(rows, schema=DDST_MATCH_SCHEMA)
+        self.matches_found += len(reports)
+        return reports.table()
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No edge before ``watermark_us`` will come: drop edges no later window holds.
@@ -522,26 +529,22 @@ class DDSTColoringEngine:
             fits |= ok.astype(object) * (1 << j) if wide else ok.astype(np.int64) << j
         return fits
 
-    def _run(self, cols: dict[str, np.ndarray], opened: np.ndarray) -> list[dict[str, Any]]:
-        """Color the black edges of a batch one by one; the report rows they trigger."""
+    def _run(self, cols: dict[str, np.ndarray], opened: np.ndarray, reports: Reports) -> None:
+        """Color the black edges of a batch one by one; report the matches they trigger."""
         fits = self._fit_sets(cols)
         black = np.flatnonzero(fits)
         if not len(black):
-            return []
+            return
         columns = ("t", "seq", "src", "dst", "label", "src_label", "dst_label")
         t, seq, src, dst, label, sl, dl = (cols[c][black].tolist() for c in columns)
         starts = opened[black].tolist()
-        rows = []
         for i, k in enumerate(black.tolist()):
             num = self._count + k
             self._expire(num, t[i])
             raw = (src[i], dst[i], label[i], sl[i], dl[i])
             e = self._arrive(num, t[i], seq[i], raw, int(fits[k]))
             if e.red & self._last_edges:
-                row = self._trigger(e, starts[i])
-                if row is not None:
-                    rows.append(row)
-        return rows
+                self._trigger(e, starts[i], reports)
 
     # -- arrival and departure (COLOR-EDGE) -----------------------------------------------
 
@@ -764,10 +767,10 @@ class DDSTColoringEngine:
             del self._parent[n]
             del self._node_edge[n]
 
-    def _alive(self, comp: _Component) -> list[_Edge]:
-        """The red edges of a component, in arrival order."""
+    def _alive(self, comp: _Component, ordered: bool = True) -> list[_Edge]:
+        """The red edges of a component, in arrival order if ``ordered``."""
         alive = [e for n in comp.members if (e := self._node_edge[n]).node == n]
-        return sorted(alive, key=attrgetter("num"))
+        return sorted(alive, key=_NUM) if ordered else alive
 
     def _rebuild(self, root: int) -> None:
         """Regroup a component's red edges into their true components; drop deleted nodes.
@@ -797,15 +800,21 @@ class DDSTColoringEngine:
 
     # -- verification ------------------------------------------------------------------------
 
-    def _trigger(self, e: _Edge, opened: int) -> dict[str, Any] | None:
-        """Tests 1-3 of the module docstring, then VERIFY-MATCH; the report row or ``None``."""
+    def _trigger(self, e: _Edge, opened: int, reports: Reports) -> None:
+        """Tests 1-3 of the module docstring, then VERIFY-MATCH; report a match if found."""
         pins = e.red & self._last_edges
         comp = self._comps[self._find(e.node)]
         if comp.need or not self._timing_possible(comp.first, comp.last, e.t, pins):
-            return None
+            return
         part = self._local_part(e)
+        if part is _TOO_BIG:  # tests 4-5 cost more than DDST here, and seldom fail
+            whole = {a: a.red for a in self._alive(comp, ordered=False) if a is not e}
+            whole[e] = e.red  # the trigger last, as _verify expects
+            self._verify(whole, {}, opened, reports)
+            return
         refined = None if part is None else self._refine(part, e)
-        return None if refined is None else self._verify(*refined, opened)
+        if refined is not None:
+            self._verify(*refined, opened, reports)
 
     def _timing_possible(self, first: list[int], last: list[int], t: int, pins: int) -> bool:
         """Whether some query edge in ``pins``, at time ``t``, can have a timing witness,
@@ -856,10 +865,14 @@ class DDSTColoringEngine:
 
     def _local_part(self, trigger: _Edge) -> dict[_Edge, int] | None:
         """The edges reachable from ``trigger`` through pairs of the last local round, with
-        those pairs; ``None`` if the trigger's own pairs or tests 1-3 fail on them.
+        those pairs; ``None`` if the trigger's own pairs or tests 1-3 fail on them;
+        ``_TOO_BIG`` once the part grows past ``_LOCAL_BUDGET`` edges.
 
         The match component holding the trigger lies inside, whatever the size of the red
-        component: the cost follows this part, not the window.
+        component: the cost follows this part, not the window. A part that large is nearly
+        always a match component being reported (dense windows): the interpreted rounds
+        would cost several times Algorithm DDST's array passes on the red component, which
+        holds the match component too (test 2), so the caller runs DDST there instead.
         """
         memo: dict[tuple[_Vertex, int, int], bool] = {}
         if not self._round_pairs(trigger, self._last_edges, _LOCAL_ROUNDS, memo):
@@ -879,6 +892,8 @@ class DDSTColoringEngine:
                         m = part[e] = self._round_pairs(e, e.red, _LOCAL_ROUNDS, memo)
                         if m:
                             todo.extend((e.src, e.dst))
+                            if len(part) > _LOCAL_BUDGET:
+                                return _TOO_BIG
         part = {e: m for e, m in part.items() if m}
         return part if self._part_possible(part, trigger) else None
 
@@ -1025,46 +1040,33 @@ class DDSTColoringEngine:
         return list(seen)
 
     def _verify(
-        self, part: dict[_Edge, int], hosts: dict[_Vertex, int], opened: int
-    ) -> dict[str, Any] | None:
+        self, part: dict[_Edge, int], hosts: dict[_Vertex, int], opened: int, reports: Reports
+    ) -> None:
         """Algorithm DDST on the refined part, its vertex and edge candidates limited to the
         hosting and pairs left (each a superset of the match component's); the trigger is
-        the part's newest edge."""
+        the part's last edge. A vertex missing from ``hosts`` keeps its own hosting."""
         self.verifications += 1
         g, vertices = self._part_graph(part)
         vc, ec = _compat(self._q, g)
-        pairs = [[m >> j & 1 for m in part.values()] for j in range(self._ne)]
-        hosted = [[hosts[v] >> s & 1 for v in vertices] for s in range(len(self._q.vnames))]
-        sim, se = _ddst(self._q, g, vc & np.array(hosted, bool), ec & np.array(pairs, bool))
+        pairs = _bit_matrix(list(part.values()), self._ne)
+        hosted = _bit_matrix([hosts.get(v, v.hosts) for v in vertices], len(self._q.vnames))
+        sim, se = _ddst(self._q, g, vc & hosted, ec & pairs)
         at = len(part) - 1
-        if not se[:, at].any():
-            return None
-        mg = _match_graph(self._q, g, *_component_of(g, sim, se, at))
-        trigger = int(g.seq[at])
-        return {
-            "query": self.query.name,
-            "match_id": str(match_ids(self.query.name, np.array([[trigger]]))[0]),
-            "window_start": int(opened),
-            "window_end": int(g.t[at]),
-            "trigger_seq": trigger,
-            "first_t": min(m.t for m in mg.edges),
-            "vertices": [{"qvar": a, "vertex": b, "label": c} for a, b, c in mg.vertices],
-            "edges": [_edge_row(m) for m in mg.edges],
-        }
+        if se[:, at].any():
+            reports.add(g, *_component_of(g, sim, se, at), at, opened)
 
     @staticmethod
     def _part_graph(part: dict[_Edge, int]) -> tuple[_Graph, list[_Vertex]]:
         """The part as the baseline's window graph, vertices numbered as first met (the
         baseline's results do not depend on the numbering)."""
         number: dict[_Vertex, int] = {}
-        for e in part:
-            number.setdefault(e.src, len(number))
-            number.setdefault(e.dst, len(number))
-        vertices = list(number)
         edges = list(part)
+        src = [number.setdefault(e.src, len(number)) for e in edges]
+        dst = [number.setdefault(e.dst, len(number)) for e in edges]
+        vertices = list(number)
         g = _Graph(
-            src=np.array([number[e.src] for e in edges], dtype=np.int64),
-            dst=np.array([number[e.dst] for e in edges], dtype=np.int64),
+            src=np.array(src, dtype=np.int64),
+            dst=np.array(dst, dtype=np.int64),
             t=np.array([e.t for e in edges], dtype=np.int64),
             seq=np.array([e.seq for e in edges], dtype=np.int64),
             label=_objects([e.raw[2] for e in edges]),
@@ -1082,17 +1084,12 @@ class DDSTColoringEngine:
         return bits
 
 
-def _edge_row(m: EdgeMatch) -> dict[str, Any]:
-    """``dataclasses.asdict`` of an :class:`EdgeMatch`, without its deep copying."""
-    return {"qedge": m.qedge, "seq": m.seq, "t": m.t, "src": m.src, "dst": m.dst,
-            "label": m.label, "src_label": m.src_label, "dst_label": m.dst_label}  # fmt: skip
-
-
-def _objects(values: list[Any]) -> np.ndarray:
-    """A 1-d object array of ``values`` (strings or ``None``)."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
+def _bit_matrix(masks: list[int], width: int) -> np.ndarray:
+    """bool ``(width, len(masks))``: bit ``j`` of each mask in row ``j``."""
+    wide = width > 62  # fit sets of more query edges are Python ints (object arrays)
+    values = np.array(masks, dtype=object if wide else np.int64)
+    shifts = np.arange(width, dtype=object if wide else np.int64)
+    return ((values[None, :] >> shifts[:, None]) & 1).astype(bool)
 
 
 def _decrement(counts: dict[int, int], key: int) -> None:

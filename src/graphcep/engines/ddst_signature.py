@@ -153,6 +153,7 @@ import pyarrow as pa
 from graphcep.engines.ddst_baseline import (
     DDST_MATCH_SCHEMA,
     DDSTBaselineEngine,
+    Reports,
     _compat,
     _component_of,
     _ddst,
@@ -621,11 +622,12 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._append(new)
         lo = self._window_starts(base)
         self._check_bound(base, lo)
-        rows = self._scan(base, lo)
+        reports = Reports(self._q, self.query.name)
+        self._scan(base, lo, reports)
         self._evict(int(new["t"][-1]))
         self.edges_seen += batch.num_rows
-        self.matches_found += len(rows)
-        return pa.Table.from_pylist(rows, schema=DDST_MATCH_SCHEMA)
+        self.matches_found += len(reports)
+        return reports.table()
 
     @property
     def rebuilds(self) -> int:
@@ -667,9 +669,8 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
 
     # -- internals ----------------------------------------------------------------------
 
-    def _scan(self, base: int, lo: np.ndarray) -> list[dict[str, Any]]:
+    def _scan(self, base: int, lo: np.ndarray, reports: Reports) -> None:
         """Feed the new edges to the kernel; verify each signature match with DDST."""
-        rows = []
         start, stop = base, len(self._cols["t"])
         while start < stop:
             hit = _feed(start, stop, base, lo, self._offset, self._qt, self._edges(),
@@ -677,15 +678,12 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
             if hit < 0:
                 break
             self.verifications += 1
-            row = self._verify(hit, int(lo[hit - base]))
-            if row is not None:
-                rows.append(row)
+            self._verify(hit, int(lo[hit - base]), reports)
             start = hit + 1
-        return rows
 
-    def _verify(self, k: int, lo: int) -> dict[str, Any] | None:
+    def _verify(self, k: int, lo: int, reports: Reports) -> None:
         """Line 9: Algorithm DDST on the candidate component of edge ``k`` in its window
-        ``lo..k``; its report row, if any.
+        ``lo..k``; its report, if any.
 
         This is the baseline's ``_evaluate`` (which runs DDST on that component only: the
         maximal match graph decomposes over candidate components) with the component
@@ -697,10 +695,10 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         sim, se = _ddst(self._q, g, *_compat(self._q, g))
         at = len(part) - 1  # edge k, the newest
         if not se[:, at].any():
-            return None
+            return
         w = self.query.window
         opened = int(g.t[at]) - w.size if w.kind == "time" else int(self._cols["t"][lo])
-        return self._row(g, *_component_of(g, sim, se, at), at, opened)
+        reports.add(g, *_component_of(g, sim, se, at), at, opened)
 
     def _window_starts(self, base: int) -> np.ndarray:
         """The window start (a position in the window arrays) of each new edge."""
@@ -713,12 +711,12 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
 
     def _check_bound(self, base: int, lo: np.ndarray) -> None:
         """Raise :class:`StateBoundError` where the baseline would: at the first new edge
-        whose window is too large (its ``_evaluate`` raises it, with its message)."""
+        whose window is too large, with its message."""
         k = np.arange(base, len(self._cols["t"]))
         over = np.flatnonzero(k - lo + 1 > self.max_window_edges)
         if len(over):
             self._dirty = True
-            self._evaluate(int(k[over[0]]))
+            self._check_window_size(int(k[over[0]] - lo[over[0]] + 1))
 
     def _evict(self, now_us: int) -> None:
         before = len(self._cols["t"])
