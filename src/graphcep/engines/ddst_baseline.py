@@ -125,7 +125,7 @@ Example (the paper's Example 5 as a stream: AB edges at 30, 40, 90; CA at 2, 45,
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -133,6 +133,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines import ddst_kernel as kernel
 from graphcep.engines.base import OutOfOrderError, StateBoundError
 from graphcep.events import empty_edges, match_ids, normalize_edges
 from graphcep.patterns.ddst import DDSTQuery, order_cycle
@@ -275,6 +276,7 @@ class _Query:
     topo: tuple[int, ...]
     pre: tuple[tuple[int, ...], ...]
     post: tuple[tuple[int, ...], ...]
+    arrays: tuple[np.ndarray, ...] = ()  #: the above for the compiled kernel (kernel.ddst)
 
 
 def _compile(query: DDSTQuery) -> _Query:
@@ -282,7 +284,14 @@ def _compile(query: DDSTQuery) -> _Query:
     eidx = {n: i for i, n in enumerate(query.edge_names)}
     qsrc = np.array([vidx[e.src] for e in query.edges], dtype=np.int64)
     qdst = np.array([vidx[e.dst] for e in query.edges], dtype=np.int64)
-    pre, post = query.predecessors(), query.successors()
+    pre_names, post_names = query.predecessors(), query.successors()
+    pre = tuple(tuple(eidx[p] for p in pre_names[e]) for e in query.edge_names)
+    post = tuple(tuple(eidx[s] for s in post_names[e]) for e in query.edge_names)
+    out_q = tuple(tuple(np.flatnonzero(qsrc == u).tolist()) for u in range(len(vidx)))
+    in_q = tuple(tuple(np.flatnonzero(qdst == u).tolist()) for u in range(len(vidx)))
+    topo = tuple(eidx[e] for e in query.topological_order())
+    arrays = (qsrc, qdst, np.array(topo, dtype=np.int64),
+              *kernel.csr(pre), *kernel.csr(post), *kernel.csr(out_q), *kernel.csr(in_q))
     return _Query(
         vnames=query.vertex_names,
         enames=query.edge_names,
@@ -290,11 +299,12 @@ def _compile(query: DDSTQuery) -> _Query:
         elabels=tuple(e.label for e in query.edges),
         qsrc=qsrc,
         qdst=qdst,
-        out_q=tuple(tuple(np.flatnonzero(qsrc == u).tolist()) for u in range(len(vidx))),
-        in_q=tuple(tuple(np.flatnonzero(qdst == u).tolist()) for u in range(len(vidx))),
-        topo=tuple(eidx[e] for e in query.topological_order()),
-        pre=tuple(tuple(eidx[p] for p in pre[e]) for e in query.edge_names),
-        post=tuple(tuple(eidx[s] for s in post[e]) for e in query.edge_names),
+        out_q=out_q,
+        in_q=in_q,
+        topo=topo,
+        pre=pre,
+        post=post,
+        arrays=arrays,
     )
 
 
@@ -349,158 +359,16 @@ def _compat(q: _Query, g: _Graph) -> tuple[np.ndarray, np.ndarray]:
     return vc, ec & vc[q.qsrc][:, g.src] & vc[q.qdst][:, g.dst]
 
 
-def _dual_sim(q: _Query, g: _Graph, vc: np.ndarray, ec: np.ndarray) -> np.ndarray:
-    """Line 2: the maximal dual simulation with edge labels (Ma et al.'s ``DualSim``).
-
-    All query edges at once per pass (a window's graph is often tiny, so the number of
-    array operations, not their size, is the cost): ``u`` keeps ``v`` while every query
-    edge out of ``u`` has a candidate out of ``v`` whose head is still matched, and every
-    query edge into ``u`` one into ``v``; repeated until nothing changes.
-    """
-    sim = vc.copy()
-    ne = len(q.enames)
-    while True:
-        new = sim.copy()
-        for heads, tails, own, ends in ((q.qdst, q.qsrc, g.dst, g.src),
-                                        (q.qsrc, q.qdst, g.src, g.dst)):  # fmt: skip
-            k, e = np.nonzero(ec & sim[heads][:, own])
-            support = np.zeros((ne, g.n), dtype=bool)
-            support[k, ends[e]] = True
-            np.logical_and.at(new, tails, support)
-        if np.array_equal(new, sim):
-            return sim
-        sim = new
-
-
-def _edge_relation(q: _Query, g: _Graph, sim: np.ndarray, cand: np.ndarray) -> np.ndarray:
-    """Line 4 / 26: the edge pairs in ``cand`` whose endpoints are matched in ``sim``."""
-    return cand & sim[q.qsrc][:, g.src] & sim[q.qdst][:, g.dst]
-
-
 def _components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
     """Weakly connected components: per vertex, the smallest vertex number in its part."""
-    comp = np.arange(n)
-    while True:
-        low = np.minimum(comp[src], comp[dst])
-        new = comp.copy()
-        np.minimum.at(new, src, low)
-        np.minimum.at(new, dst, low)
-        new = new[new]
-        if np.array_equal(new, comp):
-            return comp
-        comp = new
-
-
-def _timing_keep(
-    times: list[np.ndarray],
-    comps: list[np.ndarray],
-    ncomp: int,
-    topo: Sequence[int],
-    pre: Sequence[Sequence[int]],
-    post: Sequence[Sequence[int]],
-) -> list[np.ndarray]:
-    """Lines 9-18: forward then backward timing filtering, per component.
-
-    ``times[k]`` / ``comps[k]`` are the times and component numbers (``0..ncomp-1``) of
-    query edge ``k``'s candidate stream edges; ``topo`` orders the query edges
-    topologically in the timing graph, whose edges ``pre`` / ``post`` give. Returns which
-    candidates are kept.
-    """
-    keep = [np.ones(len(x), dtype=bool) for x in times]
-    lo: dict[int, np.ndarray] = {}
-    for k in topo:  # ts(v) = min{t(e) : t(e) > ts(u) for u in pre(v)}; drop earlier ones
-        bound = np.full(ncomp, _INT_MIN)
-        for p in pre[k]:
-            bound = np.maximum(bound, lo[p])
-        ok = keep[k] & (times[k] > bound[comps[k]])
-        lo[k] = np.full(ncomp, _INT_MAX)
-        np.minimum.at(lo[k], comps[k][ok], times[k][ok])
-        keep[k] &= times[k] >= lo[k][comps[k]]
-    hi: dict[int, np.ndarray] = {}
-    for k in reversed(topo):  # ts(v) = max{t(e) : t(e) < ts(u) for u in post(v)}
-        bound = np.full(ncomp, _INT_MAX)
-        for s in post[k]:
-            bound = np.minimum(bound, hi[s])
-        ok = keep[k] & (times[k] < bound[comps[k]])
-        hi[k] = np.full(ncomp, _INT_MIN)
-        np.maximum.at(hi[k], comps[k][ok], times[k][ok])
-        keep[k] &= times[k] <= hi[k][comps[k]]
-    return keep
-
-
-def _timing_filter(q: _Query, g: _Graph, se: np.ndarray) -> np.ndarray:
-    """Lines 6-18 on the match graph ``se``: per component, drop edges without a witness."""
-    active = se.any(axis=0)
-    comp = _components(g.n, g.src[active], g.dst[active])[g.src]
-    rows = [np.flatnonzero(se[k]) for k in range(len(q.enames))]
-    keep = _timing_keep([g.t[r] for r in rows], [comp[r] for r in rows], g.n, q.topo, q.pre, q.post)
-    out = se.copy()
-    for k, r in enumerate(rows):
-        out[k, r[~keep[k]]] = False
-    return out
-
-
-def _distinct(cands: list[np.ndarray]) -> bool:
-    """Whether the query edges can take pairwise distinct candidates (Kuhn's matching)."""
-    if any(len(c) == 0 for c in cands):
-        return False
-    owner: dict[int, int] = {}
-
-    def place(i: int, seen: set[int]) -> bool:
-        for e in cands[i].tolist():
-            if e not in seen:
-                seen.add(e)
-                if e not in owner or place(owner[e], seen):
-                    owner[e] = i
-                    return True
-        return False
-
-    return all(place(i, set()) for i in range(len(cands)))
-
-
-def _degree_check(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> np.ndarray:
-    """Lines 19-25: keep ``(u, v)`` only if ``u``'s out- and in-edges match distinct edges.
-
-    Counted first: with no candidate for one of ``u``'s edges at ``v`` the pair fails; it
-    holds when no edge at ``v`` is a candidate for two of them (the candidate sets are
-    disjoint) or each has at least as many candidates as ``u`` has edges on that side
-    (Hall's condition). Only the pairs left need a matching.
-    """
-    out = sim.copy()
-    for ends, side_q in ((g.src, q.out_q), (g.dst, q.in_q)):
-        counts = {k: np.bincount(ends[se[k]], minlength=g.n) for k in range(len(q.enames))}
-        hard = np.zeros_like(sim)
-        for u, qs in enumerate(side_q):
-            if len(qs) < 2:
-                if qs:
-                    out[u] &= counts[qs[0]] > 0
-                continue
-            c = np.array([counts[k] for k in qs])
-            out[u] &= (c > 0).all(axis=0)
-            shared = np.bincount(ends[se[list(qs)].sum(axis=0) > 1], minlength=g.n) > 0
-            hard[u] = out[u] & shared & ~(c >= len(qs)).all(axis=0)
-        if hard.any():
-            order = np.argsort(ends, kind="stable")
-            start = np.searchsorted(ends[order], np.arange(g.n + 1))
-            for u, v in zip(*np.nonzero(hard), strict=True):
-                mine = order[start[v] : start[v + 1]]
-                if not _distinct([mine[se[k, mine]] for k in side_q[u]]):
-                    out[u, v] = False
-    return out
+    return kernel.components(n, src, dst)
 
 
 def _ddst(q: _Query, g: _Graph, vc: np.ndarray, ec: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Algorithm DDST on one window: the maximal ``(S, Se)`` as boolean matrices."""
-    sim = _dual_sim(q, g, vc, ec)
-    se = _edge_relation(q, g, sim, ec)
-    while sim.any(axis=1).all():  # lines 5-26, to a fixpoint
-        se_next = _timing_filter(q, g, se)
-        sim_next = _degree_check(q, g, sim, se_next)
-        se_next = _edge_relation(q, g, sim_next, se_next)
-        if np.array_equal(se_next, se) and np.array_equal(sim_next, sim):
-            return sim, se
-        sim, se = sim_next, se_next
-    return np.zeros_like(sim), np.zeros_like(ec)
+    """Algorithm DDST on one window: the maximal ``(S, Se)`` as boolean matrices (compiled:
+    :func:`graphcep.engines.ddst_kernel.ddst`)."""
+    return kernel.ddst(*q.arrays, g.src, g.dst, g.t, np.ascontiguousarray(vc),
+                       np.ascontiguousarray(ec))
 
 
 def _vertex_pairs(g: _Graph, sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -667,17 +535,21 @@ def timing_filter(
     unknown = [n for p in pairs for n in p if n not in idx]
     if unknown:
         raise ValueError(f"the timing order names unknown edges: {', '.join(unknown)}")
-    pre = [[idx[a] for a, b in pairs if b == n] for n in names]
-    post = [[idx[b] for a, b in pairs if a == n] for n in names]
+    pre = tuple(tuple(idx[a] for a, b in pairs if b == n) for n in names)
+    post = tuple(tuple(idx[b] for a, b in pairs if a == n) for n in names)
     topo: list[int] = []
     while len(topo) < len(names):
         topo.append(
             next(i for i in range(len(names)) if i not in topo and set(pre[i]) <= set(topo))
         )
     times = [np.asarray(list(candidates[n]), dtype=np.int64) for n in names]
-    zeros = [np.zeros(len(x), dtype=np.int64) for x in times]
-    keep = _timing_keep(times, zeros, 1, topo, pre, post)
-    return {n: times[i][keep[i]].tolist() for i, n in enumerate(names)}
+    # one candidate column per time, in one component; row k: query edge k's candidates
+    owner = np.repeat(np.arange(len(names)), [len(x) for x in times])
+    cand = np.arange(len(names))[:, None] == owner[None, :]
+    flat = np.concatenate([np.zeros(0, np.int64), *times])
+    keep = kernel.timing_keep(cand, flat, np.zeros(len(flat), np.int64), 1,
+                              np.array(topo, np.int64), *kernel.csr(pre), *kernel.csr(post))
+    return {n: flat[keep[i]].tolist() for i, n in enumerate(names)}
 
 
 def ddst_match_graph(query: DDSTQuery, window: pa.Table) -> MatchGraph:
