@@ -210,6 +210,30 @@ def test_cli_explains_and_rejects_sal_options(cli_files, capsys):
     assert "--window" in capsys.readouterr().err
 
 
+def test_cli_passes_engine_options(cli_files, tmp_path, capsys):
+    """--signature-p / --signature-seed reach the signature engine (a small p only adds
+    verifications: the output stays the oracle's); --max-window-edges is the state bound;
+    an option the engine cannot take is a clear error."""
+    edges = read_edges(cli_files["stream"]).edges
+    expected = oracle_keys(TIME_QUERY, edges)
+    base = ["run", str(cli_files["query"]), "--input", str(cli_files["stream"]),
+            "--engine", "local", "--rejects", str(cli_files["rejects"]), "--summary", "json"]
+    out = tmp_path / "m.jsonl"
+    assert main([*base, "--ddst-engine", "signature", "--signature-p", "3",
+                 "--signature-seed", "5", "--output", str(out)]) == 0
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    got = {(r["trigger_seq"], frozenset((v["qvar"], v["vertex"], v["label"]) for v in r["vertices"]),
+            frozenset((e["qedge"], e["seq"]) for e in r["edges"])) for r in rows}
+    assert got == expected
+    capsys.readouterr()
+    assert main([*base, "--ddst-engine", "signature", "--signature-p", "10"]) == 2
+    assert "p must be a prime" in capsys.readouterr().err
+    assert main([*base, "--ddst-engine", "coloring", "--signature-p", "13"]) == 2
+    assert "--signature-p applies to --ddst-engine signature only" in capsys.readouterr().err
+    assert main([*base, "--ddst-engine", "coloring", "--max-window-edges", "3"]) == 3
+    assert "max_window_edges=3" in capsys.readouterr().err
+
+
 @pytest.mark.spark
 def test_cli_runs_ddst_on_spark(spark, cli_files, tmp_path, capsys):
     edges = read_edges(cli_files["stream"]).edges

@@ -19,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from graphcep.engines.base import StateBoundError
 from graphcep.engines.difference_bounds import UnboundedQueryError, UnsatisfiableQueryError
 from graphcep.engines.subgraph_plan import compile_query
 from graphcep.events import format_seconds, seconds_to_us
@@ -48,6 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     except (FileNotFoundError, IsADirectoryError) as err:
         print(f"graphcep: {err}", file=sys.stderr)
         return 2
+    except StateBoundError as err:  # the input is fine; the bound it needs is higher
+        print(f"graphcep: {err}", file=sys.stderr)
+        return 3
     except KeyboardInterrupt:
         print("graphcep: interrupted", file=sys.stderr)
         return 130
@@ -79,13 +83,12 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shards", type=int, help="number of time shards (Spark)")
     run.add_argument("--limit", type=int, default=20, help="matches printed on the console")
     run.add_argument("--summary", choices=("text", "json"), default="text")
-    run.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default="baseline",
-                     help="algorithm for DDST queries (default baseline)")
+    add_ddst_arguments(run, default_engine="baseline")
     run.set_defaults(handler=cmd_run)
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
     explain.add_argument("query", help="SAL or DDST file")
-    explain.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default="baseline")
+    add_ddst_arguments(explain, default_engine="baseline")
     explain.add_argument("--query-name")
     explain.add_argument("--window", type=str)
     explain.add_argument("--max-duration", type=str)
@@ -150,6 +153,37 @@ def _is_ddst(path: str) -> bool:
     return bool(_DDST_START.match(_COMMENT.sub(" ", text)))
 
 
+def add_ddst_arguments(parser: argparse.ArgumentParser, default_engine: str) -> None:
+    """The DDST engine and its options (``run``, ``explain`` and ``stream``)."""
+    parser.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default=default_engine,
+                        help=f"algorithm for DDST queries (default {default_engine})")
+    parser.add_argument("--signature-p", type=int, metavar="P",
+                        help="signature engine: the prime modulus of its label values "
+                             "(default 997; smaller: fewer words, more verifications)")
+    parser.add_argument("--signature-seed", type=int, metavar="S",
+                        help="signature engine: seed of its random label values (default 0)")
+    parser.add_argument("--max-window-edges", type=int, metavar="N",
+                        help="DDST state bound: most edges a window may hold (default 1000000)")
+
+
+def _ddst_options(args: argparse.Namespace) -> dict[str, int]:
+    """Keyword options for the DDST engine from the command line."""
+    options = {}
+    if getattr(args, "max_window_edges", None) is not None:
+        if args.max_window_edges < 1:
+            raise QueryError("--max-window-edges must be at least 1")
+        options["max_window_edges"] = args.max_window_edges
+    for flag, key in (("signature_p", "p"), ("signature_seed", "seed")):
+        value = getattr(args, flag, None)
+        if value is None:
+            continue
+        if args.ddst_engine != "signature":
+            raise QueryError(f"--{flag.replace('_', '-')} applies to --ddst-engine signature "
+                             f"only (got {args.ddst_engine})")
+        options[key] = value
+    return options
+
+
 def _ddst_job(args: argparse.Namespace) -> DDSTJob:
     sal_only = [f"--{k.replace('_', '-')}" for k in ("query_name", "window", "max_duration")
                 if getattr(args, k, None) is not None]
@@ -158,7 +192,12 @@ def _ddst_job(args: argparse.Namespace) -> DDSTJob:
     if sal_only:
         raise QueryError(f"{', '.join(sal_only)} apply to SAL queries only; a DDST query "
                          "gives its window with WITHIN")
-    return DDSTJob(parse_ddst_file(args.query), args.ddst_engine)
+    job = DDSTJob(parse_ddst_file(args.query), args.ddst_engine, _ddst_options(args))
+    try:
+        job.new_engine()  # an option the engine rejects (p not prime) fails here, clearly
+    except ValueError as err:
+        raise QueryError(f"--ddst-engine {job.engine}: {err}") from None
+    return job
 
 
 def _make_job(args: argparse.Namespace, fmt: str) -> ReplayJob:

@@ -28,7 +28,7 @@ from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.sinks import make_sink
 from graphcep.lang.sal import parse_file
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.job import DDST_ENGINES, Job, ReplayJob
+from graphcep.runtime.job import Job, ReplayJob
 from graphcep.runtime.streaming import PartWriter, StreamOperator, print_report
 
 FORMATS = (*LINE_FORMATS, "parquet")
@@ -36,6 +36,7 @@ FORMATS = (*LINE_FORMATS, "parquet")
 
 def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers."""
+    from graphcep.cli import add_ddst_arguments  # the CLI imports this module first
     stream = sub.add_parser("stream", help="match a SAL or DDST query continuously "
                                            "(Structured Streaming)")
     stream.add_argument("query", help="SAL file, or DDST file (.ddst)")
@@ -65,8 +66,7 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--window", help="extent in seconds for queries without an upper bound")
     stream.add_argument("--max-duration", help="longest edge duration in seconds (end-time queries)")
     stream.add_argument("--homomorphic", action="store_true")
-    stream.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default="coloring",
-                        help="algorithm for DDST queries (default coloring)")
+    add_ddst_arguments(stream, default_engine="coloring")
     stream.add_argument("--limit", type=int, default=20, help="matches printed on the console")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     stream.add_argument("--summary", choices=("text", "json"), default="text")
