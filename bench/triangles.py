@@ -612,7 +612,7 @@ def best_rate(rows: list[Row], stream: str, family: str) -> tuple[float | None, 
 
 
 def targets(rows: list[Row], streams: list[str]) -> list[str]:
-    """The issue's three targets, evaluated on the measured numbers."""
+    """The three targets, evaluated on the measured numbers."""
     out = []
     local_s2, _ = best_rate(rows, "S2", "graphcep-local")
     if local_s2 is not None:
