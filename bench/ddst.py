@@ -499,6 +499,7 @@ class Config:
     runs: dict[str, Run] = field(default_factory=dict)
     checked: list[str] = field(default_factory=list)
     per_10k: float | None = None  # reports per 10,000 arrivals (engine timing the most)
+    report_edges: float | None = None  # mean edges per report (same engine)
 
 
 def blocks_of(region: tuple[int, int], count: int) -> list[tuple[int, int]]:
@@ -713,6 +714,9 @@ def run_config(cfg: Config, engines: EngineSet, mode: Mode, batch: int,
     if ok:
         most = max(ok, key=lambda r: r.arrivals)
         cfg.per_10k = 10_000 * report_count(most) / most.arrivals
+        if most.reports is not None and most.reports.num_rows:
+            sizes = pc.list_value_length(most.reports.column("edges"))
+            cfg.report_edges = pc.mean(sizes).as_py()
     for run in cfg.runs.values():
         run.reports = None  # keep memory flat over a long run
     return text
@@ -878,7 +882,9 @@ def tradeoff(cfgs: list[Config]) -> list[str]:
     for (_, stream), group in window_groups(cfgs).items():
         largest = max(group, key=lambda c: c.mean_window)
         if largest.per_10k is not None:
-            dense.append(f"{stream} {largest.what} {largest.per_10k:,.1f}")
+            size = ("" if largest.report_edges is None
+                    else f" (mean report {largest.report_edges:,.0f} edge pairs)")
+            dense.append(f"{stream} {largest.what} {largest.per_10k:,.1f}{size}")
     if dense:
         lines.append(
             "- Match rate bounds both: every arrival that is in its window's match graph is "
