@@ -91,6 +91,7 @@ class Mode:
     hs_windows: tuple[tuple[int, str], ...]
     ctu_region: int
     ctu_windows: tuple[tuple[int, str], ...]
+    real_query_sizes: tuple[int, ...]  # query sweep on real data (at REAL_QUERY_WINDOWS)
 
 
 MODES = {
@@ -103,6 +104,7 @@ MODES = {
         mo_counts=(100, 1_000, 5_000),
         hs_region=20_000, hs_windows=((1, "min"), (5, "min"), (30, "min"), (2, "h")),
         ctu_region=16_000, ctu_windows=((10, "s"), (1, "min"), (5, "min"), (20, "min")),
+        real_query_sizes=(2, 3, 4, 5),
     ),  # fmt: skip
     "quick": Mode(
         "quick", base_budget=1.0, fast_budget=1.5, blocks=2, repeat=2,
@@ -112,6 +114,7 @@ MODES = {
         mo_region=3_000, mo_windows=((1, "h"), (12, "h"), (7, "d")), mo_counts=(100, 1_000),
         hs_region=5_000, hs_windows=((1, "min"), (5, "min"), (30, "min")),
         ctu_region=4_000, ctu_windows=((10, "s"), (1, "min"), (5, "min")),
+        real_query_sizes=(2, 4),
     ),  # fmt: skip
 }
 
@@ -352,6 +355,51 @@ def example_query(name: str) -> Any:
     from graphcep.lang.ddst import parse_ddst_file
 
     return parse_ddst_file(EXAMPLES / f"{name}.ddst")
+
+
+#: Window of the query sweeps on real data: a middle window of each stream's window sweep.
+REAL_QUERY_WINDOWS = {"mathoverflow": (1, "d"), "highschool": (30, "min")}
+REAL_QUERY_NAMES = {"mathoverflow": "answers", "highschool": "contacts"}
+
+
+def grown_real_query(stream: str, k: int, window: Any) -> Any:
+    """The stream's example query grown to ``k`` edges, in the paper's style (its road query
+    gains roads edge by edge): edges, degrees and timing constraints grow together.
+
+    * mathoverflow -- answer ``A -> Q [a2q]`` then the asker's reply ``Q -> A [c2a]``; 3: a
+      comment ``C -> Q [c2q]`` after the answer (the example query); 4: a second answer
+      ``B -> Q [a2q]`` before that comment; 5: the asker's reply to it ``Q -> B [c2a]``.
+      ``Q``'s in- and out-degrees grow.
+    * highschool -- a chain of contacts ``PC -> PC -> PC* -> PC* -> PSI* -> PSI*``, each
+      after the previous one (3 edges: the example query); the path grows.
+    """
+    from graphcep.patterns.ddst import DDSTBuilder
+
+    b = DDSTBuilder(f"{REAL_QUERY_NAMES[stream]}{k}")
+    if stream == "mathoverflow":
+        edges = [("answer", "A", "Q", "a2q"), ("reply", "Q", "A", "c2a"),
+                 ("remark", "C", "Q", "c2q"), ("answer2", "B", "Q", "a2q"),
+                 ("reply2", "Q", "B", "c2a")][:k]  # fmt: skip
+        order = [("answer", "reply"), ("answer", "remark"), ("answer2", "remark"),
+                 ("answer2", "reply2")]  # fmt: skip
+        names = {e[0] for e in edges}
+        for v in dict.fromkeys(x for e in edges for x in e[1:3]):
+            b.vertex(v)
+        for name, src, dst, label in edges:
+            b.edge(name, src, dst, label)
+        for a, c in order:
+            if a in names and c in names:
+                b.before(a, c)
+    elif stream == "highschool":
+        classes = ["PC", "PC", "PC*", "PC*", "PSI*", "PSI*"][: k + 1]
+        for i, label in enumerate(classes):
+            b.vertex(f"s{i}", label)
+        for i in range(1, k + 1):
+            b.edge(f"c{i}", f"s{i - 1}", f"s{i}")
+        b.order(*(f"c{i}" for i in range(1, k + 1)))
+    else:
+        raise ValueError(stream)
+    return replace(b.within(1, "s").build(), window=window)
 
 
 def shaped_query(shape: str, k: int, window: Any) -> Any:
@@ -681,12 +729,18 @@ def configs(mode: Mode, notes: list[str], only: re.Pattern[str] | None) -> Itera
     )
     for name, loader, query_name, windows in real:
         todo = [w for w in windows if wanted(f"window-{w.kind}", name, str(w))]
-        if not todo:
+        grow = REAL_QUERY_WINDOWS.get(name)
+        sizes = [k for k in mode.real_query_sizes if grow and wanted("query", name, f"{k} edges")]
+        if not todo and not sizes:
             continue
         stream = loader(mode, notes)
         q = example_query(query_name)
         for w in todo:
             yield make(f"window-{w.kind}", stream, replace(q, window=w), str(w))
+        # 4. the query grows on real data, at a middle window
+        for k in sizes:
+            w = window_of(*grow)
+            yield make("query", stream, grown_real_query(name, k, w), f"{k} edges, {w}")
 
 
 def run_config(cfg: Config, engines: EngineSet, mode: Mode, batch: int,

@@ -86,12 +86,17 @@ not sound under these semantics as written, for these reasons, each with its ada
    it (the paper multiplies every factor into every word): ``σ[i]`` divides the product
    of its own keys' factors when those keys are present, so this is as sound, tighter
    and cheaper.
-7. *Timing order* plays no part in the signature: it only removes matches, and the
+7. *Timing order* plays no part in the residues: it only removes matches, and the
    verification applies it.
 8. *Verification* (line 9) is the baseline's: Algorithm DDST on the candidate component
    of the arriving edge in its window, reported by the baseline's rule. The component is
    the edge's group, exact by then (point 4), so the window's other edges are not
    touched -- the baseline numbers every vertex of the window first.
+9. *Only a possible trigger is tested.* The window of an arrival ends at it, and a query
+   edge ``q`` with a successor ``q ≺ b`` needs a partner of ``b`` strictly later than its
+   own: the arriving edge can be in the match graph only as a partner of a query edge
+   with no successor. An arrival fitting none of those (by labels) is added to its group
+   but not tested -- it cannot be reported, whatever the residues.
 
 Theorem 4 as printed, ``c + 1 <= 3 log p / (size - log p) |Eq|``, is off by one: its
 proof bounds every word but the last from below, so it shows ``c <= 3 |Eq| log p /
@@ -514,9 +519,10 @@ def _rebuild(lo, hi, offset, qt, edges, verts, ctl):
 
 
 @nb.njit(cache=True, nogil=True)
-def _feed(start, stop, base, lo, offset, qt, edges, verts, ctl):
-    """Add edges ``start..stop-1``; stop at the first one whose exact group has a signature
-    match and return its position (-1: none). ``lo[j - base]`` is edge ``j``'s window start.
+def _feed(start, stop, base, lo, offset, last, qt, edges, verts, ctl):
+    """Add edges ``start..stop-1``; stop at the first one that fits a last query edge
+    (``last``) and whose exact group has a signature match, and return its position (-1:
+    none). ``lo[j - base]`` is edge ``j``'s window start.
     """
     src, _, _, cand = edges
     parent, oldest, res = verts[2], verts[6], verts[7]
@@ -525,7 +531,7 @@ def _feed(start, stop, base, lo, offset, qt, edges, verts, ctl):
             continue
         root = _insert(j, offset + j, qt, edges, verts, ctl)
         first = lo[j - base]
-        if _complete(res, root):
+        if last[j] and _complete(res, root):
             if oldest[root] >= offset + first:
                 return j
             _rebuild(first, j, offset, qt, edges, verts, ctl)  # stale: test the exact one
@@ -602,6 +608,9 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._qt = sig.tables()
         self._vlabels = sig.vertex_labels()
         self._ekeys = [k for _, k in sig.edge_keys()]
+        q = self._q  # the query edges an arrival must fit to be reportable (point 9)
+        self._last_keys = [(q.vlabels[q.qsrc[j]], q.elabels[j], q.vlabels[q.qdst[j]])
+                           for j in range(len(q.enames)) if not q.post[j]]  # fmt: skip
         self.verifications = 0
         self._ctl = np.array([0, 0, self._slack, 0, self._slack], dtype=np.int64)
         self._resync()
@@ -673,7 +682,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         """Feed the new edges to the kernel; verify each signature match with DDST."""
         start, stop = base, len(self._cols["t"])
         while start < stop:
-            hit = _feed(start, stop, base, lo, self._offset, self._qt, self._edges(),
+            hit = _feed(start, stop, base, lo, self._offset, self._may_trigger, self._qt, self._edges(),
                         self._verts(), self._ctl)  # fmt: skip
             if hit < 0:
                 break
@@ -725,6 +734,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         if gone:
             self._src, self._dst = self._src[gone:], self._dst[gone:]
             self._fit, self._cand = self._fit[gone:], self._cand[gone:]
+            self._may_trigger = self._may_trigger[gone:]
             self._offset += gone
 
     def _edges(self) -> tuple[np.ndarray, ...]:
@@ -742,6 +752,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._ctl[1], self._ctl[2] = 0, self._slack
         self._src = self._dst = np.zeros(0, dtype=np.int64)
         self._fit, self._cand = np.zeros((0, len(self._ekeys)), dtype=bool), np.zeros(0, bool)
+        self._may_trigger = np.zeros(0, bool)
         self._append(self._cols)
         if len(self._src):
             _rebuild(0, len(self._src) - 1, self._offset, self._qt, self._edges(), self._verts(),
@@ -761,6 +772,11 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._dst = np.concatenate([self._dst, ends[m:]])
         self._fit = np.concatenate([self._fit, fit])
         self._cand = np.concatenate([self._cand, fit.any(axis=1)])
+        last = np.zeros(m, dtype=bool)
+        for src_label, label, dst_label in self._last_keys:
+            last |= (_fits(src_label, cols["src_label"]) & _fits(label, cols["label"])
+                     & _fits(dst_label, cols["dst_label"]))  # fmt: skip
+        self._may_trigger = np.concatenate([self._may_trigger, last])
 
     def _intern(self, ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """Vertex numbers of ``(id, label)`` pairs, numbering new ones (a dictionary look-up
