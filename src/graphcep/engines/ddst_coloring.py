@@ -270,8 +270,8 @@ def _distinct_representatives(fits: dict[int, int], want: int, need: tuple[int, 
     """Whether the query edges ``need`` (bits of ``want``) can take pairwise distinct edges,
     given edge counts by fit set; a bipartite matching on the few distinct fit sets."""
     n = len(need)
-    if n == 0:
-        return True
+    if n < 2:  # most query vertices have at most one edge on a side: any fitting edge does
+        return n == 0 or any(mask & want for mask in fits)
     groups: dict[int, int] = {}
     for mask, c in fits.items():
         m = mask & want
@@ -279,8 +279,6 @@ def _distinct_representatives(fits: dict[int, int], want: int, need: tuple[int, 
             groups[m] = groups.get(m, 0) + c
     if sum(groups.values()) < n:
         return False
-    if n == 1:
-        return True
     per = [sum(c for m, c in groups.items() if m >> j & 1) for j in need]
     if min(per) == 0:
         return False
