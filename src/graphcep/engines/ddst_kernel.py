@@ -86,19 +86,13 @@ def edge_relation(qsrc, qdst, src, dst, sim, cand) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
-def timing_keep(se, t, comp, ncomp, topo, pre_ptr, pre_idx, post_ptr, post_idx) -> np.ndarray:
-    """Lines 9-18: forward then backward timing filtering, per component ``comp[e]``
-    (``0..ncomp-1``); which pairs of ``se`` keep a timing witness.
-
-    Forward: ``ts(k)`` is the earliest candidate time after every predecessor's ``ts``
-    (candidates not after it are dropped); backward alike with the latest time before
-    every successor's.
-    """
-    ne, m = se.shape
-    keep = se.copy()
+def _earliest_after(keep, t, comp, ncomp, order, pre_ptr, pre_idx) -> None:
+    """One timing pass (in place): in ``order``, query edge ``k`` keeps, per component, only
+    candidates later than every predecessor's earliest kept time."""
+    ne, m = keep.shape
     lo = np.full((ne, ncomp), _INT_MAX)
     bound = np.empty(ncomp, dtype=np.int64)
-    for k in topo:
+    for k in order:
         bound[:] = _INT_MIN
         for i in range(pre_ptr[k], pre_ptr[k + 1]):
             p = pre_idx[i]
@@ -111,21 +105,21 @@ def timing_keep(se, t, comp, ncomp, topo, pre_ptr, pre_idx, post_ptr, post_idx) 
                     lo[k, c] = min(lo[k, c], t[e])
                 else:
                     keep[k, e] = False
-    hi = np.full((ne, ncomp), _INT_MIN)
-    for j in range(ne - 1, -1, -1):
-        k = topo[j]
-        bound[:] = _INT_MAX
-        for i in range(post_ptr[k], post_ptr[k + 1]):
-            s = post_idx[i]
-            for c in range(ncomp):
-                bound[c] = min(bound[c], hi[s, c])
-        for e in range(m):
-            if keep[k, e]:
-                c = comp[e]
-                if t[e] < bound[c]:
-                    hi[k, c] = max(hi[k, c], t[e])
-                else:
-                    keep[k, e] = False
+
+
+@nb.njit(cache=True, nogil=True)
+def timing_keep(se, t, comp, ncomp, topo, pre_ptr, pre_idx, post_ptr, post_idx) -> np.ndarray:
+    """Lines 9-18: forward then backward timing filtering, per component ``comp[e]``
+    (``0..ncomp-1``); which pairs of ``se`` keep a timing witness.
+
+    Forward: ``ts(k)`` is the earliest candidate time after every predecessor's ``ts``
+    (candidates not after it are dropped). Backward, the latest time before every
+    successor's, is the same pass on negated times in reverse order with successors as
+    predecessors.
+    """
+    keep = se.copy()
+    _earliest_after(keep, t, comp, ncomp, topo, pre_ptr, pre_idx)
+    _earliest_after(keep, -t, comp, ncomp, topo[::-1], post_ptr, post_idx)
     return keep
 
 
