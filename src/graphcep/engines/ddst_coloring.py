@@ -88,8 +88,8 @@ newest edge's component loses nothing):
    the size of the part and of the vertices around it, not of the red component. A part
    that grows past 64 edges ends tests 4-5: on dense windows such parts are nearly always
    match components about to be reported, and interpreted rounds over them cost several
-   times Algorithm DDST's array passes, which then run on the whole red component (it
-   holds ``C`` by test 2).
+   times compiled Algorithm DDST, which then runs on the whole red component (it holds
+   ``C`` by test 2).
 5. VERIFY-MATCH's refinement (its lines 3-7: drop a query edge from a match set unless
    its adjacent query edges "all match to distinct red edges") run to a fixpoint on the
    part, which shrinks it further; ``e_k`` must keep a pair of test 1, and what stays
@@ -869,8 +869,8 @@ class DDSTColoringEngine:
         The match component holding the trigger lies inside, whatever the size of the red
         component: the cost follows this part, not the window. A part that large is nearly
         always a match component being reported (dense windows): the interpreted rounds
-        would cost several times Algorithm DDST's array passes on the red component, which
-        holds the match component too (test 2), so the caller runs DDST there instead.
+        would cost several times compiled Algorithm DDST on the red component, which holds
+        the match component too (test 2), so the caller runs DDST there instead.
         """
         memo: dict[tuple[_Vertex, int, int], bool] = {}
         if not self._round_pairs(trigger, self._last_edges, _LOCAL_ROUNDS, memo):
