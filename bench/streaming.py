@@ -472,13 +472,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--methods", default=",".join(METHODS),
                         help=f"comma list of {','.join(METHODS)}")
-    parser.add_argument("--rates", default="100000,250000,400000", help="graphcep's rates")
+    parser.add_argument("--rates", default="100000,250000,400000,550000,700000",
+                        help="graphcep's rates")
     parser.add_argument("--join-rates", default="1000,2500,5000,10000",
                         help="the join's rates (it stops at the first not sustained)")
     parser.add_argument("--seconds", type=float, default=15.0, help="timed feed per rate")
     parser.add_argument("--history", type=int, default=200_000,
                         help="edges taken before the clock starts")
-    parser.add_argument("--masters", default="local[2]")
+    parser.add_argument("--masters", default="local[1],local[2]")
     parser.add_argument("--record", action="store_true")
     args = parser.parse_args(argv)
     args.methods = [m for m in args.methods.split(",") if m]
