@@ -228,3 +228,28 @@ def test_stream_command_runs_ddst_queries(spark, tmp_path, capsys):
     expected = DDSTBaselineEngine(parse_ddst_file(str(query_file))).push(edges)
     assert got == expected.column("trigger_seq").to_pylist()
     assert summary["matches"] == expected.num_rows > 3
+
+
+def test_stream_command_partitions_over_cells(spark, tmp_path, capsys):
+    """``graphcep stream --cells 8 --processes 2``: a 2x2x2 grid of engines in two worker
+    processes writes exactly the batch run's triangles, each once; a feature query or a
+    DDST query is refused with a clear message."""
+    from graphcep.cli import main
+
+    query_file = tmp_path / "triangle.sal"
+    query_file.write_text(TRIANGLE)
+    write_parts(generate_netflow(3_000, 60, 200, seed=4), tmp_path / "in", 3)
+    code = main(["stream", str(query_file), "--source", str(tmp_path / "in"), "--format", "vast",
+                 "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out") + "/",
+                 "--once", "--quiet", "--summary", "json", "--cells", "8", "--processes", "2"])
+    assert code == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    got = keys_of(output_lines(tmp_path / "out"))
+    assert len(got) == len(set(got)) == summary["matches"] > 20
+    assert set(got) == expected_keys(tmp_path / "in")
+    assert summary["state"]["cells"] == 8
+    ddst = tmp_path / "q.ddst"
+    ddst.write_text("QUERY q; VERTICES A, B; EDGES x: A -> B; WITHIN 5 s;\n")
+    assert main(["stream", str(ddst), "--source", str(tmp_path / "in"), "--checkpoint",
+                 str(tmp_path / "ck2"), "--once", "--cells", "4"]) == 2
+    assert "--cells partitions SAL queries" in capsys.readouterr().err

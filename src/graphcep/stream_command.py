@@ -67,6 +67,12 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--max-duration", help="longest edge duration in seconds (end-time queries)")
     stream.add_argument("--homomorphic", action="store_true")
     add_ddst_arguments(stream, default_engine="coloring")
+    stream.add_argument("--cells", type=int,
+                        help="match on a HyperCube grid of at most N cells, each an engine in "
+                             "a worker process (SAL queries without features)")
+    stream.add_argument("--processes", type=int,
+                        help="worker processes for --cells (default: one per cell, at most "
+                             "the CPU count)")
     stream.add_argument("--limit", type=int, default=20, help="matches printed on the console")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     stream.add_argument("--summary", choices=("text", "json"), default="text")
@@ -87,6 +93,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
         fmt = getattr(source, "fmt", None) or args.format
         job = Job.create(program, args.query_name, fmt, window_us=_us(args.window),
                          homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration))
+    cells = _cells(args, job)  # before Spark starts: a wrong option fails at once
     checkpoint = Path(args.checkpoint)
     sink = _sink(args, job)
     started = time.perf_counter()
@@ -100,6 +107,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
         reject_sink=PartWriter(args.rejects or checkpoint / "rejects"),
         # the engine runs in the driver: as many search threads as the master has cores
         threads=max(1, min(spark.sparkContext.defaultParallelism, os.cpu_count() or 1)),
+        **cells,
     )
     on_report = None if args.quiet else print_report
     try:
@@ -110,6 +118,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
     finally:
         sink.close()
     _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
+    operator.close()
     return 0
 
 
@@ -152,6 +161,20 @@ def make_source(args: argparse.Namespace, program: Any) -> Any:
         raise FileNotFoundError(f"--source {text!r}: no such directory (files arrive in a "
                                 "directory; use tcp://HOST:PORT for a socket)")
     return FileSource(str(Path(text).resolve()), args.format, options, args.max_files_per_trigger)
+
+
+def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
+    """``--cells`` / ``--processes`` for the operator, checked against the query."""
+    if args.cells is None:
+        if args.processes is not None:
+            raise QueryError("--processes goes with --cells")
+        return {}
+    if not isinstance(job, Job) or job.whole_stream:
+        raise QueryError("--cells partitions SAL queries without vertex features (a feature "
+                         "counts over the whole stream, which no cell sees)")
+    if args.cells < 1 or (args.processes is not None and args.processes < 1):
+        raise QueryError("--cells and --processes must be at least 1")
+    return {"cells": args.cells, "processes": args.processes}
 
 
 def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:

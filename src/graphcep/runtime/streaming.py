@@ -162,6 +162,12 @@ class StreamOperator:
         Called with ``(matches, batch_id)`` after the sink.
     threads : int or None
         Engine search threads.
+    cells : int or None
+        Partition the matching over a HyperCube grid of at most this many cells, each an
+        engine in a worker process (:class:`~graphcep.runtime.cell_engines.CellEngines`;
+        SAL queries without vertex features). ``None``: one engine in this process.
+    processes : int or None
+        Worker processes for ``cells`` (default: one per cell, at most the CPU count).
 
     Examples
     --------
@@ -196,6 +202,8 @@ class StreamOperator:
         reject_sink: PartWriter | None = None,
         on_matches: MatchCallback | None = None,
         threads: int | None = None,
+        cells: int | None = None,
+        processes: int | None = None,
     ) -> None:
         if lateness_us < 0:
             raise ValueError("lateness must be >= 0")
@@ -212,6 +220,8 @@ class StreamOperator:
         self.reject_sink = reject_sink
         self.on_matches = on_matches
         self.threads = threads
+        self.cells = cells
+        self.processes = processes
         self._state = _State()
         self._engine = self._new_engine()
         # warm-up from the log rebuilds exactly the window: only for engines whose whole
@@ -281,8 +291,22 @@ class StreamOperator:
 
     # -- steps ------------------------------------------------------------------------
 
+    def close(self) -> None:
+        """Stop the cell workers, if any (an operator without cells holds no resources)."""
+        close = getattr(self._engine, "close", None)
+        if close is not None:
+            close()
+
     def _new_engine(self):
-        return self.job.new_engine(self.threads)
+        if self.cells is None:
+            return self.job.new_engine(self.threads)
+        from graphcep.runtime.cell_engines import CellEngines  # only where cells are used
+
+        engine = getattr(self, "_engine", None)
+        if isinstance(engine, CellEngines):
+            engine.reset()  # keep the workers, drop their cells' state
+            return engine
+        return CellEngines(self.job, self.cells, self.processes)
 
     def _advance(self, batch_id: int, started: float, edges_in: int, late: pa.Table | None,
                  rejects: pa.Table | None, files: int, lines: int,
