@@ -301,7 +301,11 @@ class StreamOperator:
         if self.cells is None:
             return self.job.new_engine(self.threads)
         from graphcep.runtime.cell_engines import CellEngines  # only where cells are used
+        from graphcep.runtime.hypercube import choose_shares
 
+        if choose_shares(self.job.query, self.cells).cells == 1:
+            # copies would cost more than cells save: one engine, here, is the same grid
+            return self.job.new_engine(self.threads)
         engine = getattr(self, "_engine", None)
         if isinstance(engine, CellEngines):
             engine.reset()  # keep the workers, drop their cells' state
