@@ -18,7 +18,7 @@ from graphcep.runtime.cell_engines import CellEngines
 from graphcep.runtime.job import Job
 from graphcep.runtime.streaming import StreamOperator
 from tests.oracle import brute_force_matches
-from tests.test_streaming import TRIANGLE, arrival_batches, late_seqs
+from tests.test_streaming import FEATURE_QUERY, TRIANGLE, arrival_batches, late_seqs
 
 S = 1_000_000
 FAN_OUT = """{ hub e1 a; hub e2 b; starttime(e1) < starttime(e2);
@@ -87,11 +87,5 @@ def test_cells_restart_from_the_log_and_rerun_a_batch(shuffled, tmp_path):
 
 
 def test_cells_need_a_query_without_features():
-    program = parse_program("""
-        Netflows = VastStream("localhost", 9999);
-        Top = FOREACH Netflows GENERATE topk(DestIp, 100, 10, 3);
-        SUBGRAPH ON Netflows WITH source(SourceIp) AND target(DestIp) {
-            a e1 b; a e2 c; b in Top; starttime(e1) < starttime(e2);
-            starttime(e2) - starttime(e1) <= 5; }""")
     with pytest.raises(ValueError, match="vertex features"):
-        CellEngines(Job.create(program, fmt="vast"), cells=4)
+        CellEngines(Job.create(parse_program(FEATURE_QUERY), fmt="vast"), cells=4)

@@ -29,6 +29,15 @@ TRIANGLE = """{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2);
                 starttime(e2) < starttime(e3); starttime(e3) - starttime(e1) <= 10; }"""
 
 
+#: A query with a vertex feature (top-k destinations), which no partition of the stream sees.
+FEATURE_QUERY = """
+    Netflows = VastStream("localhost", 9999);
+    Top = FOREACH Netflows GENERATE topk(DestIp, 100, 10, 3);
+    SUBGRAPH ON Netflows WITH source(SourceIp) AND target(DestIp) {
+        a e1 b; a e2 c; b in Top; starttime(e1) < starttime(e2);
+        starttime(e2) - starttime(e1) <= 5; }"""
+
+
 def job_of(query, max_duration_us: int = 2_500_000) -> Job:
     return Job.create(Program(queries=[query]), max_duration_us=max_duration_us)
 
@@ -160,13 +169,7 @@ def run_with_restarts(job, batches, directory, restart_at=(), lateness=0) -> lis
 def test_feature_queries_restart_from_a_snapshot(tmp_path):
     from graphcep.io.generator import generate_netflow
 
-    program = parse_program("""
-        Netflows = VastStream("localhost", 9999);
-        Top = FOREACH Netflows GENERATE topk(DestIp, 100, 10, 3);
-        SUBGRAPH ON Netflows WITH source(SourceIp) AND target(DestIp) {
-            a e1 b; a e2 c; b in Top; starttime(e1) < starttime(e2);
-            starttime(e2) - starttime(e1) <= 5; }""")
-    job = Job.create(program, fmt="vast")
+    job = Job.create(parse_program(FEATURE_QUERY), fmt="vast")
     table = generate_netflow(1_500, 30, 100, seed=9)
     batches = [table.slice(i, 150) for i in range(0, 1_500, 150)]
     straight = keys(run_with_restarts(job, batches, tmp_path / "a"))
