@@ -86,8 +86,6 @@ SEED = 1
 CHUNK = 1_000_000  # edges per generate_netflow call
 CORE = ["t", "src", "dst", "dur", "seq"]
 DEFAULT_EDGES = 12_000_000
-START_MARK = "<!-- bench.scaling:start -->"
-END_MARK = "<!-- bench.scaling:end -->"
 TARGET_PROCS = 16
 TARGET_RATE = 1_000_000
 TARGET_SPEEDUP = 12.0
@@ -147,13 +145,23 @@ def load_stream(edges: int) -> pa.Table:
     return read_ipc(path)
 
 
-def triangle_job(table: pa.Table) -> Job:
-    """The triangle query as ``run_spark`` binds it: a job with the data's longest duration."""
+#: A keyed query (``hub`` on every edge): HyperCube sends each edge to one cell.
+FAN_OUT = """{ hub e1 a; hub e2 b; starttime(e1) < starttime(e2);
+              starttime(e2) - starttime(e1) <= 0.1; }"""
+#: ``--query`` name -> (what the report calls it, its RESULTS.md section markers' name)
+QUERIES = {"triangle": ("triangle W = 10 s", "bench.scaling"),
+           "fanout": ("keyed fan-out hub -> a, hub -> b within 0.1 s", "bench.scaling-fanout")}
+
+
+def query_job(name: str, table: pa.Table) -> Job:
+    """The query as ``run_spark`` binds it: a job with the data's longest duration."""
+    from graphcep.lang.sal import parse_program
     from graphcep.patterns.program import Program
     from graphcep.runtime.job import Job
     from graphcep.runtime.local import max_duration_of
 
-    return Job.create(Program(queries=[triangle_query()])).bind(max_duration_of(table))
+    program = Program(queries=[triangle_query()]) if name == "triangle" else parse_program(FAN_OUT)
+    return Job.create(program).bind(max_duration_of(table))
 
 
 # -- cutting the work (the shuffle's stand-in, untimed) -----------------------------------
@@ -626,7 +634,7 @@ def report(runs: list[Run], edges: int, job: Job, args: argparse.Namespace,
     extent = job.extent().size / 1e6
     bad = mismatches(runs)
     return "\n".join([
-        "## Partition-parallel scaling (S2 parameters, triangle W = 10 s, no Spark)",
+        f"## Partition-parallel scaling (S2 parameters, {QUERIES[args.query][0]}, no Spark)",
         "",
         f"Command: `PYTHONPATH=src python -m bench.scaling {' '.join(args.argv)}`".rstrip(),
         "",
@@ -671,6 +679,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                      description=(__doc__ or "").split("\n")[0])
     parser.add_argument("--edges", type=int, default=DEFAULT_EDGES, help="stream edges")
     parser.add_argument("--strategy", choices=("time", "cells", "both"), default="both")
+    parser.add_argument("--query", choices=tuple(QUERIES), default="triangle",
+                        help="triangle (cells copy edges) or a keyed fan-out (one cell each)")
     parser.add_argument("--procs", default="",
                         help="comma list of process counts (default: powers of two up to the "
                              "core count; more than the cores is run but marked oversubscribed)")
@@ -707,7 +717,7 @@ def main(argv: list[str] | None = None) -> int:
     from graphcep.events import normalize_edges, sort_stream
 
     table = sort_stream(normalize_edges(load_stream(args.edges)))
-    job = triangle_job(table)
+    job = query_job(args.query, table)
     runs = run_all(table, job, args)
     machine = machine_lines(state)
     if snapshot is not None:
@@ -719,7 +729,8 @@ def main(argv: list[str] | None = None) -> int:
         print("\n!!! MATCH COUNTS DISAGREE ACROSS P: NOT RECORDED !!!", file=sys.stderr)
         return 1
     if args.record:
-        record(text, START_MARK, END_MARK)
+        marks = QUERIES[args.query][1]
+        record(text, f"<!-- {marks}:start -->", f"<!-- {marks}:end -->")
     return 0
 
 
