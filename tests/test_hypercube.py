@@ -128,7 +128,8 @@ def satisfiable(query: SubgraphQuery, table: pa.Table) -> bool:
     return True
 
 
-@settings(max_examples=100, deadline=None)
+# derandomized: the same examples on every run, so the guard below is not left to chance
+@settings(max_examples=100, deadline=None, derandomize=True, database=None)
 @given(query=shaped_query(), table=stream_with_ports(), homomorphic=st.booleans(),
        swap=st.booleans(), data=st.data())
 def test_every_cell_count_reports_exactly_the_single_partition_matches(
