@@ -477,6 +477,21 @@ def _structs(parts: list[tuple[np.ndarray, ...]], kind: pa.StructType) -> pa.Str
     return pa.StructArray.from_arrays(values, fields=list(kind))
 
 
+def label_fit(wanted: str | None, given: np.ndarray) -> np.ndarray:
+    """A query label (``None``: any) against an object array of stream labels."""
+    if wanted is None:
+        return np.ones(len(given), dtype=bool)
+    return np.asarray(given == wanted, dtype=bool).reshape(len(given))
+
+
+def edge_fit(cols: Mapping[str, np.ndarray], src_label: str | None, label: str | None,
+             dst_label: str | None) -> np.ndarray:
+    """Which edges of ``cols`` fit a query edge's labels (its source's, its own, its
+    destination's; ``None`` is any). Shared by the signature and coloring engines."""
+    return (label_fit(src_label, cols["src_label"]) & label_fit(label, cols["label"])
+            & label_fit(dst_label, cols["dst_label"]))  # fmt: skip
+
+
 def _objects(values: list[Any]) -> np.ndarray:
     """A 1-d object array of ``values`` (strings or ``None``)."""
     out = np.empty(len(values), dtype=object)
@@ -676,7 +691,7 @@ class DDSTBaselineEngine:
         """
         new = batch_columns(batch, self._next_seq)
         if new is None:
-            return DDST_MATCH_SCHEMA.empty_table()
+            return _NO_MATCHES
         self._check_order(new["t"], new["seq"])
         base = len(self._cols["t"])
         self._cols = {k: np.concatenate([self._cols[k], new[k]]) for k in self._cols}
@@ -695,7 +710,7 @@ class DDSTBaselineEngine:
         """
         self._watermark = max(self._watermark, int(watermark_us))
         self._evict(self._watermark)
-        return DDST_MATCH_SCHEMA.empty_table()
+        return _NO_MATCHES
 
     def state_size(self) -> dict[str, int]:
         vertices = len(set(self._cols["src"].tolist()) | set(self._cols["dst"].tolist()))

@@ -164,7 +164,7 @@ from graphcep.engines.base import StateBoundError
 from graphcep.engines.ddst_baseline import (
     _INT_MAX,
     _INT_MIN,
-    DDST_MATCH_SCHEMA,
+    _NO_MATCHES,
     Reports,
     _compat,
     _compile,
@@ -174,6 +174,7 @@ from graphcep.engines.ddst_baseline import (
     _objects,
     batch_columns,
     check_stream_order,
+    edge_fit,
 )
 from graphcep.patterns.ddst import DDSTQuery
 
@@ -388,7 +389,7 @@ class DDSTColoringEngine:
         """
         cols = batch_columns(batch, self._next_seq)
         if cols is None:
-            return DDST_MATCH_SCHEMA.empty_table()
+            return _NO_MATCHES
         check_stream_order(cols["t"], cols["seq"], self._last, self._watermark)
         opened, kept = self._window_marks(cols["t"])  # raises before anything changes
         self._last = (int(cols["t"][-1]), int(cols["seq"][-1]))
@@ -412,7 +413,7 @@ class DDSTColoringEngine:
             self._expire(self._count, self._watermark)
             cut = np.searchsorted(self._times, self._watermark - self._size, side="left")
             self._times = self._times[cut:]
-        return DDST_MATCH_SCHEMA.empty_table()
+        return _NO_MATCHES
 
     def state_size(self) -> dict[str, int]:
         red = sum(c.live for c in self._comps.values())
@@ -518,12 +519,7 @@ class DDSTColoringEngine:
         wide = self._ne > 62
         fits = np.zeros(n, dtype=object if wide else np.int64)
         for j, want in enumerate(q.elabels):
-            ok = np.ones(n, dtype=bool)
-            checks = ((want, "label"), (q.vlabels[self._esrc[j]], "src_label"),
-                      (q.vlabels[self._edst[j]], "dst_label"))  # fmt: skip
-            for label, column in checks:
-                if label is not None:
-                    ok &= cols[column] == label
+            ok = edge_fit(cols, q.vlabels[self._esrc[j]], want, q.vlabels[self._edst[j]])
             fits |= ok.astype(object) * (1 << j) if wide else ok.astype(np.int64) << j
         return fits
 

@@ -156,7 +156,7 @@ import pandas as pd
 import pyarrow as pa
 
 from graphcep.engines.ddst_baseline import (
-    DDST_MATCH_SCHEMA,
+    _NO_MATCHES,
     DDSTBaselineEngine,
     Reports,
     _compat,
@@ -164,6 +164,8 @@ from graphcep.engines.ddst_baseline import (
     _ddst,
     _graph,
     batch_columns,
+    edge_fit,
+    label_fit,
 )
 from graphcep.patterns.ddst import DDSTQuery
 
@@ -555,13 +557,6 @@ def _group_edges(lo, hi, src, cand, parent):
 # -- the engine ---------------------------------------------------------------------------
 
 
-def _fits(wanted: str | None, given: np.ndarray) -> np.ndarray:
-    """A query label (``None``: any) against an object array of stream labels."""
-    if wanted is None:
-        return np.ones(len(given), dtype=bool)
-    return np.asarray(given == wanted, dtype=bool).reshape(len(given))
-
-
 class DDSTSignatureEngine(DDSTBaselineEngine):
     """Online DDST matching with Algorithm DDST-SIGNATURE: verify only on signature matches.
 
@@ -622,7 +617,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         per arriving edge in its window's maximal match graph, as the baseline)."""
         new = batch_columns(batch, self._next_seq)
         if new is None:
-            return DDST_MATCH_SCHEMA.empty_table()
+            return _NO_MATCHES
         self._check_order(new["t"], new["seq"])
         if self._dirty or len(self._vid) > 4 * (len(self._cols["t"]) + self._slack):
             self._resync()  # after a failed push, a restore, or to forget old vertices
@@ -766,16 +761,14 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
                             np.concatenate([cols["src_label"], cols["dst_label"]]))  # fmt: skip
         fit = np.ones((m, len(self._ekeys)), dtype=bool)
         for k, (_, src_label, label, dst_label) in enumerate(self._ekeys):
-            fit[:, k] = (_fits(src_label, cols["src_label"]) & _fits(label, cols["label"])
-                         & _fits(dst_label, cols["dst_label"]))  # fmt: skip
+            fit[:, k] = edge_fit(cols, src_label, label, dst_label)
         self._src = np.concatenate([self._src, ends[:m]])
         self._dst = np.concatenate([self._dst, ends[m:]])
         self._fit = np.concatenate([self._fit, fit])
         self._cand = np.concatenate([self._cand, fit.any(axis=1)])
         last = np.zeros(m, dtype=bool)
-        for src_label, label, dst_label in self._last_keys:
-            last |= (_fits(src_label, cols["src_label"]) & _fits(label, cols["label"])
-                     & _fits(dst_label, cols["dst_label"]))  # fmt: skip
+        for key in self._last_keys:
+            last |= edge_fit(cols, *key)
         self._may_trigger = np.concatenate([self._may_trigger, last])
 
     def _intern(self, ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
@@ -803,7 +796,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._grow(len(self._vid))
         given = np.asarray(labels, dtype=object).reshape(len(labels))
         for row, lab in enumerate(self._vlabels):
-            self._vfit[old : len(self._vid), row] = _fits(lab, given)
+            self._vfit[old : len(self._vid), row] = label_fit(lab, given)
 
     def _clear_vertices(self) -> None:
         """No vertex arrays yet (:meth:`_grow` makes room)."""
