@@ -45,6 +45,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import datetime
+import functools
 import multiprocessing
 import os
 import platform
@@ -271,7 +272,11 @@ def extra_columns(part: pa.Table) -> list[str]:
 
 
 def run_task(job: Job, shares: Shares | None, task: Task, table: pa.Table) -> pa.Table:
-    """Exactly what one Spark task runs for a shard or a cell."""
+    """Exactly what one Spark task runs for a shard or a cell (or, for the machine's
+    ceiling, :data:`SPIN_STEPS` steps of a register-only loop)."""
+    if task.kind == "spin":
+        spin_kernel()(SPIN_STEPS)
+        return table.schema.empty_table()
     if task.kind == "shard":
         from graphcep.runtime.spark import replay_shard
 
@@ -280,6 +285,29 @@ def run_task(job: Job, shares: Shares | None, task: Task, table: pa.Table) -> pa
 
     assert shares is not None
     return replay_cell(job, table, shares, task.index)
+
+
+#: Steps of the register-only loop of the machine-ceiling runs (about a second).
+SPIN_STEPS = 300_000_000
+
+
+@functools.cache
+def spin_kernel() -> Any:
+    """A compiled loop that touches no memory: its scaling is the cores' own (clock
+    frequency under load, shared physical cores), free of caches and memory bandwidth."""
+    from numba import njit
+
+    @njit(cache=False)
+    def spin(steps: int) -> int:
+        x = np.uint64(88172645463325252)
+        for _ in range(steps):  # xorshift64*: each step needs the last, no closed form
+            x ^= x >> np.uint64(12)
+            x ^= x << np.uint64(25)
+            x ^= x >> np.uint64(27)
+            x *= np.uint64(2685821657736338717)
+        return x
+
+    return spin
 
 
 def checksum(matches: pa.Table) -> int:
@@ -312,13 +340,19 @@ def graphcep_source() -> str:
 
 
 def worker(index: int, job: Job, shares: Shares | None, tasks: list[Task], ready: Any,
-           starts: list[Any], results: Any) -> None:
+           starts: list[Any], results: Any, batch_edges: int = 0) -> None:
     """A worker process: load the inputs, compile, then replay them once per round."""
     try:
         pa.set_cpu_count(1)
         pa.set_io_thread_count(1)
         inputs = [(task, read_ipc(task.path)) for task in tasks]
+        if batch_edges:
+            from graphcep.runtime import local
+
+            local.replay.__kwdefaults__["batch_edges"] = batch_edges
         jit_s = warm_up(job, shares)
+        if any(task.kind == "spin" for task in tasks):
+            spin_kernel()(10)
         for start in starts:
             ready.wait()
             start.wait()
@@ -404,14 +438,16 @@ def collect(results: Any, procs: list[Any], t0: float, timeout: float) -> list[d
     return reports
 
 
-def run_plan(plan: Plan, job: Job, repeat: int, ctx: BaseContext, timeout: float) -> list[list[dict]]:
+def run_plan(plan: Plan, job: Job, repeat: int, ctx: BaseContext, timeout: float,
+             batch_edges: int = 0) -> list[list[dict]]:
     """Start one process per worker, release them together ``repeat`` times; the reports."""
     groups = plan.groups()
     ready = ctx.Barrier(len(groups) + 1)
     starts = [ctx.Event() for _ in range(repeat)]
     results = ctx.Queue()
-    procs = [ctx.Process(target=worker, args=(i, job, plan.shares, g, ready, starts, results),
-                         daemon=True) for i, g in enumerate(groups)]
+    procs = [ctx.Process(target=worker, daemon=True,
+                         args=(i, job, plan.shares, g, ready, starts, results, batch_edges))
+             for i, g in enumerate(groups)]
     for proc in procs:
         proc.start()
     rounds = []
@@ -458,7 +494,7 @@ def measure(strategy: str, procs: int, table: pa.Table, job: Job, args: argparse
         plan = make_plan(strategy, procs, args.tasks_per_proc, table, job, Path(workdir))
         print(f"[{time.strftime('%H:%M:%S')}] {strategy} P={procs}: {plan.layout}, "
               f"{len(plan.tasks)} task(s)", file=sys.stderr, flush=True)
-        rounds = run_plan(plan, job, args.repeat, ctx, args.timeout)
+        rounds = run_plan(plan, job, args.repeat, ctx, args.timeout, args.batch_edges)
     run = summarize(plan, rounds, args.cores)
     print(f"    wall {', '.join(f'{w:.2f}' for w in run.walls)} s; best round: CPU/busy "
           f"{cpu_share(run)}; matches {run.matches:,}",
@@ -493,6 +529,62 @@ def run_all(table: pa.Table, job: Job, args: argparse.Namespace) -> list[Run]:
                 single = run
             runs.append(run)
     return runs
+
+
+# -- the machine's own ceiling -----------------------------------------------------------
+
+
+@dataclass
+class Ceiling:
+    """``procs`` processes running the same work at once; wall over the one-process wall is
+    what the machine itself charges ``procs`` processes (ideal 1: no partitioning involved)."""
+
+    procs: int
+    spin_wall: float
+    engine_wall: float
+
+
+def ceiling_runs(table: pa.Table, job: Job, args: argparse.Namespace) -> list[Ceiling]:
+    """For each P: P copies of the register-only loop, then P copies of one engine task
+    (the stream's first ``--ceiling-edges`` edges as one shard), all released together."""
+    ctx = multiprocessing.get_context(args.start_method)
+    rows = min(args.ceiling_edges, table.num_rows)
+    shard = tagged_shard(table, 0, 0, 0, rows)
+    out = []
+    with tempfile.TemporaryDirectory(prefix="graphcep-ceiling-", dir=args.tmp) as workdir:
+        path = Path(workdir) / "shard-0.arrow"
+        write_ipc(shard.select(job.needed_columns(shard.column_names) + extra_columns(shard)),
+                  path)
+        for procs in args.procs:
+            walls = {}
+            for kind in ("spin", "shard"):
+                tasks = [Task(kind, 0, str(path), rows) for _ in range(procs)]
+                plan = Plan(f"ceiling-{kind}", procs, tasks, "", 0.0)
+                rounds = run_plan(plan, job, args.repeat, ctx, args.timeout, args.batch_edges)
+                walls[kind] = min(max(r["wall"] for r in reports) for reports in rounds)
+            print(f"[{time.strftime('%H:%M:%S')}] ceiling P={procs}: loop {walls['spin']:.2f} s,"
+                  f" engine {walls['shard']:.2f} s", file=sys.stderr, flush=True)
+            out.append(Ceiling(procs, walls["spin"], walls["shard"]))
+    return out
+
+
+def ceiling_rows(ceilings: list[Ceiling], runs: list[Run], edges: int) -> list[str]:
+    """The machine's ceiling beside the partitioned runs' efficiency: what is left after the
+    machine's own share is what partitioning costs (warm-up copies, uneven shards)."""
+    one = ceilings[0]
+    lines = [
+        "| P | register-only loop: wall s, efficiency | one engine task in every process: "
+        "wall s, efficiency | time shards: efficiency | time shards / engine ceiling |",
+        "|" + "---|" * 5,
+    ]
+    for c in ceilings:
+        loop, engine = one.spin_wall / c.spin_wall, one.engine_wall / c.engine_wall
+        run = next((r for r in runs if r.strategy == "time" and r.procs == c.procs), None)
+        base = baseline(runs, "time")
+        shards = base.wall / run.wall / c.procs if run and base else float("nan")
+        lines.append(f"| {c.procs} | {c.spin_wall:.2f}, {loop:.0%} | {c.engine_wall:.2f}, "
+                     f"{engine:.0%} | {shards:.0%} | {shards / engine:.0%} |")
+    return lines
 
 
 # -- reporting ---------------------------------------------------------------------------
@@ -628,8 +720,24 @@ def load_average() -> str:
     return ", ".join(f"{x:.2f}" for x in os.getloadavg()) if hasattr(os, "getloadavg") else "?"
 
 
+def ceiling_text(ceilings: list[Ceiling], runs: list[Run], edges: int,
+                 args: argparse.Namespace) -> list[str]:
+    if not ceilings:
+        return []
+    return [
+        f"Machine ceiling (`--ceiling`): P processes each run the same work at once, so any "
+        f"loss is the machine's (clock under load, shared cores, caches, memory), not "
+        f"partitioning's: a loop of {SPIN_STEPS:,} register-only steps, and one engine task "
+        f"(the stream's first {min(args.ceiling_edges, edges):,} edges as one shard); "
+        f"efficiency = one process's wall / P processes' wall, best of {args.repeat}.",
+        "",
+        *ceiling_rows(ceilings, runs, edges),
+        "",
+    ]
+
+
 def report(runs: list[Run], edges: int, job: Job, args: argparse.Namespace,
-           machine: list[str]) -> str:
+           machine: list[str], ceilings: list[Ceiling] | None = None) -> str:
     span = (edges - 1) / RATE
     extent = job.extent().size / 1e6
     bad = mismatches(runs)
@@ -644,7 +752,8 @@ def report(runs: list[Run], edges: int, job: Job, args: argparse.Namespace,
         f"- each worker: one `{args.start_method}` process, one engine thread, Arrow CPU pool 1; "
         f"{args.tasks_per_proc} task(s) per process; inputs cut untimed and read from Arrow "
         f"IPC files before the start signal; numba compiled before it (max "
-        f"{max(r.jit_s for r in runs):.1f} s per worker); best of {args.repeat} round(s)",
+        f"{max(r.jit_s for r in runs):.1f} s per worker); best of {args.repeat} round(s)"
+        + (f"; engine batches of {args.batch_edges:,} edges" if args.batch_edges else ""),
         "- edges/s = stream edges / wall s; speedup = wall at P=1 / wall; efficiency = "
         "speedup / P; input rows count warm-up copies (time) or cell copies (cells)",
         "",
@@ -653,6 +762,7 @@ def report(runs: list[Run], edges: int, job: Job, args: argparse.Namespace,
         (f"Matches: {runs[0].matches:,} at every P (checksum {runs[0].checksum:#x})" if not bad
          else "Matches: MISMATCH\n" + "\n".join(f"- {line}" for line in bad)),
         "",
+        *ceiling_text(ceilings or [], runs, edges, args),
         "Target:",
         *target_lines(runs, edges, args.cores),
         "",
@@ -694,6 +804,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="seconds to wait for the workers, per round")
     parser.add_argument("--executors", type=int, default=8, help="projection: executors")
     parser.add_argument("--executor-cores", type=int, default=16, help="projection: cores each")
+    parser.add_argument("--ceiling", action="store_true",
+                        help="also measure the machine's ceiling: P copies of the same work")
+    parser.add_argument("--ceiling-edges", type=int, default=2_000_000,
+                        help="edges of the engine task each ceiling process runs")
+    parser.add_argument("--batch-edges", type=int, default=0,
+                        help="edges per engine push in the workers (default: replay's own)")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
     parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
                         help="import graphcep from src/ itself, not from a copy taken at start")
@@ -719,17 +835,19 @@ def main(argv: list[str] | None = None) -> int:
     table = sort_stream(normalize_edges(load_stream(args.edges)))
     job = query_job(args.query, table)
     runs = run_all(table, job, args)
+    ceilings = ceiling_runs(table, job, args) if args.ceiling else []
     machine = machine_lines(state)
     if snapshot is not None:
         machine.append(f"- graphcep imported (here and in every worker) from a copy of src/ "
                        f"taken at the start (bench/data/{snapshot.name})")
-    text = report(runs, table.num_rows, job, args, machine)
+    text = report(runs, table.num_rows, job, args, machine, ceilings)
     print(text)
     if mismatches(runs):
         print("\n!!! MATCH COUNTS DISAGREE ACROSS P: NOT RECORDED !!!", file=sys.stderr)
         return 1
     if args.record:
-        marks = QUERIES[args.query][1]
+        # a ceiling run has its own section: it may cover one strategy only
+        marks = QUERIES[args.query][1] + ("-ceiling" if args.ceiling else "")
         record(text, f"<!-- {marks}:start -->", f"<!-- {marks}:end -->")
     return 0
 

@@ -324,7 +324,8 @@ class SubgraphEngine:
         dur = batch.column("dur").to_numpy().astype(np.int64, copy=False)
         self._t = np.concatenate([self._t, t])
         self._end = np.concatenate([self._end, t + dur])
-        src, dst = self._ids.encode_many([batch.column("src"), batch.column("dst")])
+        src, dst = self._ids.encode_many([batch.column("src"), batch.column("dst")],
+                                         threads=self.threads > 1)
         self._src = np.concatenate([self._src, src])
         self._dst = np.concatenate([self._dst, dst])
         self._seq = np.concatenate([self._seq, seq])
@@ -402,7 +403,9 @@ class SubgraphEngine:
 
     def _groupings(self, modes: list[int], nvertices: int) -> dict[int, tuple]:
         """The window grouped for each lookup mode ``(offsets, edge order, ...)``, built in
-        parallel threads (the compiled builders release the GIL)."""
+        parallel threads (the compiled builders release the GIL) unless the engine was given
+        one thread: a Spark task runs beside one task per core, and extra threads there
+        only contend for them (measured: 16 one-task processes on 16 cores)."""
         src, dst = self._src, self._dst
 
         def pairs() -> tuple:
@@ -417,7 +420,7 @@ class SubgraphEngine:
             MODE_PAIR: pairs,
             MODE_ALL: lambda: (None, np.arange(len(src), dtype=np.int32)),
         }
-        if len(modes) < 2 or len(src) < 100_000:
+        if len(modes) < 2 or len(src) < 100_000 or self.threads == 1:
             return {m: builders[m]() for m in modes}
         with ThreadPoolExecutor(len(modes)) as pool:
             futures = {m: pool.submit(builders[m]) for m in modes}

@@ -44,9 +44,12 @@ class VertexIds:
     def encode(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
         return self._assign(_dictionary(column))
 
-    def encode_many(self, columns: list[pa.Array | pa.ChunkedArray]) -> list[np.ndarray]:
+    def encode_many(self, columns: list[pa.Array | pa.ChunkedArray],
+                    threads: bool = True) -> list[np.ndarray]:
         """Encode several columns; the Arrow encodings (which release the GIL) run in
-        parallel threads, the id assignment after them in order."""
+        parallel threads unless ``threads`` is False, the id assignment after them in order."""
+        if not threads:
+            return [self._assign(_dictionary(column)) for column in columns]
         with ThreadPoolExecutor(len(columns)) as pool:
             encoded = list(pool.map(_dictionary, columns))
         return [self._assign(e) for e in encoded]
