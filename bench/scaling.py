@@ -846,8 +846,7 @@ def main(argv: list[str] | None = None) -> int:
         print("\n!!! MATCH COUNTS DISAGREE ACROSS P: NOT RECORDED !!!", file=sys.stderr)
         return 1
     if args.record:
-        # a ceiling run has its own section: it may cover one strategy only
-        marks = QUERIES[args.query][1] + ("-ceiling" if args.ceiling else "")
+        marks = QUERIES[args.query][1]
         record(text, f"<!-- {marks}:start -->", f"<!-- {marks}:end -->")
     return 0
 
