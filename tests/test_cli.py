@@ -44,6 +44,21 @@ def test_run_local_json_summary_and_matches(tmp_path, capsys):
     assert match["bindings"] == {"x1": "1", "x2": "2", "x3": "3"}
 
 
+def test_state_bound_stops_a_sal_run_clearly(tmp_path, capsys):
+    """--max-window-edges bounds a SAL engine too: past it the run ends with exit status 3
+    and the engine's message; a bound the run stays under changes nothing; 0 is refused."""
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    base = ["run", str(TRIANGLE), "--input", str(stream), "--engine", "local",
+            "--summary", "json", "--rejects", str(tmp_path / "rejects.jsonl")]
+    assert main([*base, "--max-window-edges", "2"]) == 3
+    assert "max_window_edges=2" in capsys.readouterr().err
+    assert main([*base, "--max-window-edges", "6"]) == 0
+    assert last_json(capsys.readouterr().out)["matches"] == 1
+    assert main([*base, "--max-window-edges", "0"]) == 2
+    assert "--max-window-edges must be at least 1" in capsys.readouterr().err
+
+
 def test_bad_lines_are_rejected_and_reported(tmp_path, capsys):
     stream = tmp_path / "edges.txt"
     write_stream(stream, "7 8\n7 8 abc\n7 8 nan\n9 9 inf\n")

@@ -84,11 +84,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=int, default=20, help="matches printed on the console")
     run.add_argument("--summary", choices=("text", "json"), default="text")
     add_ddst_arguments(run, default_engine="baseline")
+    add_state_bound_argument(run)
     run.set_defaults(handler=cmd_run)
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
     explain.add_argument("query", help="SAL or DDST file")
     add_ddst_arguments(explain, default_engine="baseline")
+    add_state_bound_argument(explain)
     explain.add_argument("--query-name")
     explain.add_argument("--window", type=str)
     explain.add_argument("--max-duration", type=str)
@@ -153,6 +155,15 @@ def _is_ddst(path: str) -> bool:
     return bool(_DDST_START.match(_COMMENT.sub(" ", text)))
 
 
+def add_state_bound_argument(parser: argparse.ArgumentParser) -> None:
+    """The engines' state bound (``run``, ``explain`` and ``stream``; SAL and DDST)."""
+    parser.add_argument("--max-window-edges", type=int, metavar="N",
+                        help="state bound: most edges an engine may hold at once (a SAL "
+                             "engine: its window plus the batch being matched); past it the "
+                             "run stops with exit status 3 and a message (default: SAL "
+                             "50000000, DDST 1000000)")
+
+
 def add_ddst_arguments(parser: argparse.ArgumentParser, default_engine: str) -> None:
     """The DDST engine and its options (``run``, ``explain`` and ``stream``)."""
     parser.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default=default_engine,
@@ -162,16 +173,20 @@ def add_ddst_arguments(parser: argparse.ArgumentParser, default_engine: str) -> 
                              "(default 997; smaller: fewer words, more verifications)")
     parser.add_argument("--signature-seed", type=int, metavar="S",
                         help="signature engine: seed of its random label values (default 0)")
-    parser.add_argument("--max-window-edges", type=int, metavar="N",
-                        help="DDST state bound: most edges a window may hold (default 1000000)")
+
+
+def state_bound(args: argparse.Namespace) -> int | None:
+    """``--max-window-edges``, checked (None: the engine's default)."""
+    bound = getattr(args, "max_window_edges", None)
+    if bound is not None and bound < 1:
+        raise QueryError("--max-window-edges must be at least 1")
+    return bound
 
 
 def _ddst_options(args: argparse.Namespace) -> dict[str, int]:
     """Keyword options for the DDST engine from the command line."""
     options = {}
-    if getattr(args, "max_window_edges", None) is not None:
-        if args.max_window_edges < 1:
-            raise QueryError("--max-window-edges must be at least 1")
+    if state_bound(args) is not None:
         options["max_window_edges"] = args.max_window_edges
     for flag, key in (("signature_p", "p"), ("signature_seed", "seed")):
         value = getattr(args, flag, None)
@@ -210,6 +225,7 @@ def _make_job(args: argparse.Namespace, fmt: str) -> ReplayJob:
         window_us=_seconds(args.window),
         homomorphic=args.homomorphic,
         max_duration_us=_seconds(args.max_duration),
+        max_window_edges=state_bound(args),
     )
     compile_query(job.query, job.max_duration_us if job.max_duration_us is not None else 0)
     return job

@@ -36,7 +36,8 @@ FORMATS = (*LINE_FORMATS, "parquet")
 
 def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers."""
-    from graphcep.cli import add_ddst_arguments  # the CLI imports this module first
+    # the CLI imports this module first
+    from graphcep.cli import add_ddst_arguments, add_state_bound_argument
     stream = sub.add_parser("stream", help="match a SAL or DDST query continuously "
                                            "(Structured Streaming)")
     stream.add_argument("query", help="SAL file, or DDST file (.ddst)")
@@ -67,6 +68,7 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--max-duration", help="longest edge duration in seconds (end-time queries)")
     stream.add_argument("--homomorphic", action="store_true")
     add_ddst_arguments(stream, default_engine="coloring")
+    add_state_bound_argument(stream)
     stream.add_argument("--cells", type=int,
                         help="match on a HyperCube grid of at most N cells, each an engine in "
                              "a worker process (SAL queries without features)")
@@ -80,7 +82,7 @@ def add_parser(sub: Any) -> None:
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
-    from graphcep.cli import _ddst_job, _is_ddst  # one rule for what a DDST query is
+    from graphcep.cli import _ddst_job, _is_ddst, state_bound  # one rule for each
     from graphcep.runtime.spark import spark_session
 
     job: ReplayJob
@@ -92,7 +94,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
         source = make_source(args, program)
         fmt = getattr(source, "fmt", None) or args.format
         job = Job.create(program, args.query_name, fmt, window_us=_us(args.window),
-                         homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration))
+                         homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration),
+                         max_window_edges=state_bound(args))
     cells = _cells(args, job)  # before Spark starts: a wrong option fails at once
     checkpoint = Path(args.checkpoint)
     sink = _sink(args, job)

@@ -97,6 +97,7 @@ class Job:
     max_duration_us: int | None = None
     swap_endpoints: bool = False
     field_aliases: dict[str, str] = field(default_factory=dict)
+    max_window_edges: int | None = None  # the engine's state bound (None: its default)
 
     output: ClassVar[MatchFormat] = SAL_MATCHES
 
@@ -110,7 +111,10 @@ class Job:
         window_us: int | None = None,
         homomorphic: bool = False,
         max_duration_us: int | None = None,
+        max_window_edges: int | None = None,
     ) -> Job:
+        if max_window_edges is not None and max_window_edges < 1:
+            raise QueryError("max_window_edges must be at least 1")
         query = _with_stream_filters(program, program.query(query_name))
         if window_us is not None:
             query = query.with_window(window_us)
@@ -134,7 +138,8 @@ class Job:
                 "define; add e.g. 'Top1000 = FOREACH Netflows GENERATE topk(DestIp, 100000, "
                 "10000, 1000);'"
             )
-        return cls(program, query, fmt, homomorphic, max_duration_us, swap, aliases)
+        return cls(program, query, fmt, homomorphic, max_duration_us, swap, aliases,
+                   max_window_edges)
 
     def features(self) -> FeatureSet | None:
         """A fresh feature set for one engine (None when the query uses no feature)."""
@@ -166,11 +171,14 @@ class Job:
                            **self.engine_options())
 
     def engine_options(self) -> dict:
-        return {
+        options = {
             "homomorphic": self.homomorphic,
             "max_duration_us": self.max_duration_us,
             "field_aliases": self.field_aliases,
         }
+        if self.max_window_edges is not None:
+            options["max_window_edges"] = self.max_window_edges
+        return options
 
     def needed_columns(self, available: list[str]) -> list[str]:
         """The edge columns the engine and the features read, in ``available``'s order."""

@@ -53,10 +53,13 @@ def make_engine(
     features: VertexFeatures | None = None,
     field_aliases: dict[str, str] | None = None,
     threads: int | None = None,
+    max_window_edges: int | None = None,
 ) -> SubgraphEngine:
-    """An engine for ``query``; the duration bound defaults to the longest edge in ``edges``."""
+    """An engine for ``query``; the duration bound defaults to the longest edge in ``edges``,
+    the state bound to the engine's own."""
     if max_duration_us is None and edges is not None:
         max_duration_us = max_duration_of(edges)
+    bound = {} if max_window_edges is None else {"max_window_edges": max_window_edges}
     return SubgraphEngine(
         query,
         homomorphic=homomorphic,
@@ -64,6 +67,7 @@ def make_engine(
         features=features,
         field_aliases=field_aliases,
         threads=threads,
+        **bound,
     )
 
 
