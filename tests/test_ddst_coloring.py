@@ -356,7 +356,12 @@ def test_the_baseline_examples(query, rows, vlabel):
 def test_example_5():
     rows, base, engine = run_both(EXAMPLE_5, EXAMPLE_5_STREAM, cuts=[4])
     assert rows == base and [r["trigger_seq"] for r in rows] == [4, 6]
-    assert engine.verifications == 2  # the edges at 50 s and 95 s (the count survives restore)
+    # with tests 4-5 on every red component, not only large ones, they leave two
+    # verifications: the edges at 50 s and 95 s (the count survives restore)
+    with mock.patch.object(coloring_module, "_DIRECT_COMPONENT", 0):
+        rows, base, engine = run_both(EXAMPLE_5, EXAMPLE_5_STREAM, cuts=[4])
+    assert rows == base and [r["trigger_seq"] for r in rows] == [4, 6]
+    assert engine.verifications == 2
 
 
 # -- against the baseline and the oracle ----------------------------------------------------
@@ -442,8 +447,9 @@ def test_sliding_windows_on_longer_streams(data):
 def test_local_rounds_and_hub_cutoff_only_change_the_work(data):
     """Tests 4-5 are filters: with no local round, or more, with every vertex treated as a
     hub, and with parts cut short (DDST on the whole red component), the rows stay the
-    baseline's."""
+    baseline's. Small red components skip them by default, so most draws run them on all."""
     query, stream = sliding_case(data)
+    direct = data.draw(st.sampled_from([0, 0, 0, 4]), "largest red component verified whole")
     rounds = data.draw(st.sampled_from([0, 1, 3]), "rounds")
     degree = data.draw(st.sampled_from([0, 1, 2]), "hub degree")
     budget = data.draw(st.sampled_from([0, 1, 3, 64]), "part budget")
@@ -451,6 +457,7 @@ def test_local_rounds_and_hub_cutoff_only_change_the_work(data):
         mock.patch.object(coloring_module, "_LOCAL_ROUNDS", rounds),
         mock.patch.object(coloring_module, "_LOCAL_DEGREE", degree),
         mock.patch.object(coloring_module, "_LOCAL_BUDGET", budget),
+        mock.patch.object(coloring_module, "_DIRECT_COMPONENT", direct),
         mock.patch.object(coloring_module, "_GARBAGE_SLACK", 0),
     ):
         rows, base, _ = run_both(query, stream, [len(stream) // 2])
