@@ -5,6 +5,7 @@ from __future__ import annotations
 import doctest
 import pickle
 
+import numpy as np
 import pyarrow as pa
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -18,6 +19,7 @@ from graphcep.engines.ddst_baseline import (
     DDST_MATCH_SCHEMA,
     DDSTBaselineEngine,
     ddst_match_graph,
+    number_vertices,
     timing_filter,
 )
 from graphcep.lang.ddst import parse_ddst
@@ -25,6 +27,19 @@ from graphcep.patterns.ddst import DDSTQuery, QueryEdge, QueryVertex, Window
 from tests import ddst_oracle as oracle
 
 S = 1_000_000  # microseconds per second
+
+
+def test_vertices_are_id_and_label_pairs():
+    """An id with two labels is two vertices, an unlabelled one a third; all label-less
+    pairs (None) are one label, distinct from every string, the empty one included."""
+    ids = np.array(["a", "b", "a", "a", "b", "a"], dtype=object)
+    labels = np.array(["M", None, "M", None, "", None], dtype=object)
+    number, names, vlabels = number_vertices(ids, labels)
+    assert number.tolist() == [0, 1, 0, 2, 3, 2]
+    assert list(zip(names.tolist(), vlabels.tolist(), strict=True)) == [
+        ("a", "M"), ("b", None), ("a", None), ("b", "")]
+    number, names, vlabels = number_vertices(ids[[1, 3]], labels[[1, 3]])  # no label at all
+    assert number.tolist() == [0, 1] and vlabels.tolist() == [None, None]
 
 
 def table(stream: list[dict]) -> pa.Table:

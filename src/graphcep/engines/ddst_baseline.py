@@ -130,6 +130,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -330,21 +331,30 @@ class _Graph:
         return _Graph(*(col[keep] for col in kept), self.vlabel, self.names)
 
 
+def number_vertices(ids: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np.ndarray,
+                                                                   np.ndarray]:
+    """Number the distinct ``(id, label)`` pairs of two parallel arrays, in order of first
+    appearance: ``(number of each element, id of each pair, label of each pair or None)``.
+
+    By hashing: ids are Python strings, and sorting them (``np.unique``) costs a Python
+    comparison per step -- it was most of a verification's time on real streams.
+    """
+    id_code, id_names = pd.factorize(ids)
+    label_code, label_names = pd.factorize(labels)  # None: -1
+    width = len(label_names) + 1
+    number, pairs = pd.factorize(id_code.astype(np.int64) * width + label_code + 1)
+    label_of = np.empty(width, dtype=object)  # code 0: no label
+    label_of[1:] = label_names
+    names = np.asarray(id_names, dtype=object)[pairs // width]
+    return number.astype(np.int64), names, label_of[pairs % width]
+
+
 def _graph(cols: Mapping[str, np.ndarray]) -> _Graph:
     """Number the vertices, ``(id, label)`` pairs, of a window's columns."""
     m = len(cols["t"])
-    labels = np.concatenate([cols["src_label"], cols["dst_label"]])
-    null = np.equal(labels, None)
-    id_names, id_code = np.unique(np.concatenate([cols["src"], cols["dst"]]), return_inverse=True)
-    label_names, label_code = np.unique(np.where(null, "", labels), return_inverse=True)
-    width = len(label_names) + 1
-    key = id_code.astype(np.int64) * width + np.where(null, 0, label_code + 1)
-    vertex_key, inverse = np.unique(key, return_inverse=True)
-    code = vertex_key % width
-    vlabel = np.where(code == 0, None, label_names.astype(object)[np.maximum(code - 1, 0)])
-    names = id_names.astype(object)[vertex_key // width]
-    src, dst = inverse[:m].astype(np.int64), inverse[m:].astype(np.int64)
-    return _Graph(src, dst, cols["t"], cols["seq"], cols["label"], vlabel.astype(object), names)
+    number, names, vlabel = number_vertices(np.concatenate([cols["src"], cols["dst"]]),
+                                            np.concatenate([cols["src_label"], cols["dst_label"]]))
+    return _Graph(number[:m], number[m:], cols["t"], cols["seq"], cols["label"], vlabel, names)
 
 
 # -- Algorithm DDST ----------------------------------------------------------------------

@@ -152,7 +152,6 @@ from typing import Any
 
 import numba as nb
 import numpy as np
-import pandas as pd
 import pyarrow as pa
 
 from graphcep.engines.ddst_baseline import (
@@ -166,6 +165,7 @@ from graphcep.engines.ddst_baseline import (
     batch_columns,
     edge_fit,
     label_fit,
+    number_vertices,
 )
 from graphcep.patterns.ddst import DDSTQuery
 
@@ -774,17 +774,13 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
     def _intern(self, ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """Vertex numbers of ``(id, label)`` pairs, numbering new ones (a dictionary look-up
         per distinct pair, not per edge)."""
-        id_code, id_names = pd.factorize(ids)
-        label_code, label_names = pd.factorize(labels)  # None: -1
-        width = len(label_names) + 1
-        pair_code, pairs = pd.factorize(id_code.astype(np.int64) * width + label_code + 1)
-        names = np.asarray(id_names, dtype=object)[pairs // width]
-        labs = [None if c == 0 else label_names[c - 1] for c in (pairs % width).tolist()]
+        pair_code, names, pair_labels = number_vertices(ids, labels)
+        labs = pair_labels.tolist()
         before, table = len(self._vid), self._vid
         number = np.fromiter(
             (table.setdefault(key, len(table)) for key in zip(names.tolist(), labs, strict=True)),
             dtype=np.int64,
-            count=len(pairs),
+            count=len(names),
         )
         if len(table) > before:
             self._add_vertices([lab for n, lab in zip(number, labs, strict=True) if n >= before])
