@@ -39,6 +39,7 @@ import pyarrow.compute as pc
 from bench.triangles import (
     DATA_DIR,
     MIB,
+    add_record_arguments,
     record,
     shell,
     snapshot_source,
@@ -1032,7 +1033,6 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.ddst",
                                      description=__doc__.split("\n")[0])
     parser.add_argument("--quick", action="store_true", help="smaller sizes (about 3 min)")
-    parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
     parser.add_argument("--skip", default="", help=f"comma list of {','.join(ENGINES)}")
     parser.add_argument("--only", default=None,
                         help="regular expression on 'sweep:stream:window-or-query' "
@@ -1040,8 +1040,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--batch", type=int, default=1024, help="edges per push")
     parser.add_argument("--profile", default=None, choices=ENGINES,
                         help="print cProfile's top entries of this engine's timed pushes")
-    parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
-                        help="import graphcep from src/ itself, not from a copy taken at start")
+    add_record_arguments(parser)
     args = parser.parse_args(argv)
     args.skip = frozenset(s for s in args.skip.split(",") if s)
     if args.skip - set(ENGINES):

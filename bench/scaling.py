@@ -67,6 +67,7 @@ import pyarrow as pa
 from bench.triangles import (
     DATA_DIR,
     MIB,
+    add_record_arguments,
     record,
     shell,
     snapshot_source,
@@ -810,9 +811,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="edges of the engine task each ceiling process runs")
     parser.add_argument("--batch-edges", type=int, default=0,
                         help="edges per engine push in the workers (default: replay's own)")
-    parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
-    parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
-                        help="import graphcep from src/ itself, not from a copy taken at start")
+    add_record_arguments(parser)
     args = parser.parse_args(argv)
     args.argv = list(sys.argv[1:] if argv is None else argv)
     args.cores = usable_cores()

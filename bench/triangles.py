@@ -771,6 +771,13 @@ def record(text: str, start: str = START_MARK, end: str = END_MARK) -> None:
     RESULTS_FILE.write_text(new)
 
 
+def add_record_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--record`` and ``--no-snapshot``, as every recording benchmark takes them."""
+    parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
+    parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
+                        help="import graphcep from src/ itself, not from a copy taken at start")
+
+
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="python -m bench.triangles", description=__doc__.split("\n")[0])
     parser.add_argument("--streams", default="S1,S2", help="comma list of S1,S2")
@@ -780,9 +787,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                         help="timed runs after the warm-up for the Spark steps (2a, 2a', 2b, 3)")
     parser.add_argument("--naive-timeout", type=float, default=300.0,
                         help="seconds before the naive matcher gives up")
-    parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
-    parser.add_argument("--no-snapshot", dest="snapshot", action="store_false",
-                        help="import graphcep from src/ itself, not from a copy taken at start")
+    add_record_arguments(parser)
     args = parser.parse_args(argv)
     args.streams = [s for s in args.streams.split(",") if s]
     args.skip = frozenset(s for s in args.skip.split(",") if s)
