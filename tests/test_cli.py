@@ -59,6 +59,18 @@ def test_state_bound_stops_a_sal_run_clearly(tmp_path, capsys):
     assert "--max-window-edges must be at least 1" in capsys.readouterr().err
 
 
+@pytest.mark.spark
+def test_state_bound_hit_in_a_spark_task_is_exit_status_3(tmp_path, capsys, spark):
+    """On Spark the bound is hit inside a task; the run still ends with status 3 and the
+    engine's message, not Spark's traceback."""
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    assert main(["run", str(TRIANGLE), "--input", str(stream), "--master", "local[2]",
+                 "--max-window-edges", "2", "--rejects", str(tmp_path / "r.jsonl")]) == 3
+    err = capsys.readouterr().err
+    assert "max_window_edges=2; raise the bound" in err and "Traceback" not in err
+
+
 def test_bad_lines_are_rejected_and_reported(tmp_path, capsys):
     stream = tmp_path / "edges.txt"
     write_stream(stream, "7 8\n7 8 abc\n7 8 nan\n9 9 inf\n")

@@ -55,6 +55,24 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("graphcep: interrupted", file=sys.stderr)
         return 130
+    except Exception as err:
+        message = remote_state_bound(err)
+        if message is None:
+            raise
+        print(f"graphcep: {message}", file=sys.stderr)
+        return 3
+
+
+_REMOTE_BOUND = re.compile(r"StateBoundError: ([^\n]+)")
+
+
+def remote_state_bound(err: BaseException) -> str | None:
+    """The message of a state bound hit inside a Spark task, else None. Spark re-raises a
+    task's error on the driver as its own exception type, the task's traceback as text."""
+    if not type(err).__module__.startswith(("pyspark", "py4j")):
+        return None
+    match = _REMOTE_BOUND.search(str(err))
+    return match.group(1).strip() if match else None
 
 
 def build_parser() -> argparse.ArgumentParser:
