@@ -38,6 +38,12 @@ How
   compilation), then waits. The timed region runs from the start signal to the end of the
   last worker (``time.perf_counter``, the system-wide monotonic clock); best of
   ``--repeat`` rounds. Workers return match counts and checksums, not match records.
+* ``--ceiling`` separates the machine's share of lost efficiency from partitioning's: for
+  each P, P processes run *the same* work at once -- a register-only loop (what the cores
+  alone give: clock under load, shared physical cores) and one engine task on the
+  stream's first ``--ceiling-edges`` edges (what the cores, caches and memory give to P
+  engines). With no partitioning involved, any loss there is the machine's; the time
+  shards' efficiency over it is what partitioning costs (warm-up copies, uneven shards).
 """
 
 from __future__ import annotations
