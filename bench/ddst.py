@@ -48,7 +48,8 @@ from bench.triangles import (
 )
 
 ROOT = Path(__file__).resolve().parent.parent
-SHARED_DATA = Path(os.environ.get("GRAPHCEP_DATA", "/work/shared/data"))
+#: The shared data sets: ``$GRAPHCEP_DATA``, else ``../shared/data`` beside the checkout.
+SHARED_DATA = Path(os.environ.get("GRAPHCEP_DATA", ROOT.parent / "shared" / "data"))
 FIXTURES = ROOT / "tests" / "fixtures" / "ddst"
 EXAMPLES = ROOT / "examples" / "ddst"
 START_MARK = "<!-- bench.ddst:start -->"
@@ -179,6 +180,16 @@ def real_data_note(missing: list[Path]) -> str:
             "(set GRAPHCEP_DATA to the folder holding the shared data sets)")
 
 
+def shared_or_bundled(full: Path, bundled: Path, label: str, bundled_origin: str,
+                      notes: list[str]) -> tuple[Path, str]:
+    """The shared data file and where it is from, or without it the bundled slice (and a
+    note saying so)."""
+    if full.exists():
+        return full, str(full)
+    notes.append(f"{label}: " + real_data_note([full]))
+    return bundled, bundled_origin
+
+
 def load_mathoverflow(mode: Mode, notes: list[str]) -> Stream:
     from graphcep.io.labels import constant_labels, merge_streams
     from graphcep.io.readers import read_edges
@@ -205,12 +216,9 @@ def load_highschool(mode: Mode, notes: list[str]) -> Stream:
     from graphcep.io.labels import merge_streams, read_vertex_labels, reverse_edges, vertex_labels
     from graphcep.io.readers import read_edges
 
-    full = SHARED_DATA / "sociopatterns-highschool-2011-2012" / "highschool_2012.txt.gz"
-    if full.exists():
-        path, origin = full, str(full)
-    else:
-        notes.append("High school: " + real_data_note([full]))
-        path, origin = FIXTURES / "highschool_2012-slice.txt", "bundled 30-minute slice"
+    path, origin = shared_or_bundled(
+        SHARED_DATA / "sociopatterns-highschool-2011-2012" / "highschool_2012.txt.gz",
+        FIXTURES / "highschool_2012-slice.txt", "High school", "bundled 30-minute slice", notes)
     contacts = vertex_labels(read_edges(path).edges,
                              read_vertex_labels(FIXTURES / "highschool_2012-classes.tsv"))
     table = merge_streams([contacts, reverse_edges(contacts)])
@@ -231,12 +239,9 @@ def load_ctu(mode: Mode, notes: list[str]) -> Stream:
     from graphcep.io.labels import service_labels
     from graphcep.io.readers import read_edges
 
-    full = SHARED_DATA / "ctu13-scenario1-netflow-vast-format" / "CTU1SampleAsVast.csv"
-    if full.exists():
-        path, origin = full, str(full)
-    else:
-        notes.append("CTU-13: " + real_data_note([full]))
-        path, origin = FIXTURES / "ctu13_botnet-slice.csv", "bundled 10-minute slice"
+    path, origin = shared_or_bundled(
+        SHARED_DATA / "ctu13-scenario1-netflow-vast-format" / "CTU1SampleAsVast.csv",
+        FIXTURES / "ctu13_botnet-slice.csv", "CTU-13", "bundled 10-minute slice", notes)
     table = sort_stream(service_labels(read_edges(path).edges))
     history = history_for(table, ctu_windows(mode), table.num_rows // 2)
     region = centered_region(table.num_rows, mode.ctu_region, history)
