@@ -588,9 +588,10 @@ def ceiling_rows(ceilings: list[Ceiling], runs: list[Run], edges: int) -> list[s
         loop, engine = one.spin_wall / c.spin_wall, one.engine_wall / c.engine_wall
         run = next((r for r in runs if r.strategy == "time" and r.procs == c.procs), None)
         base = baseline(runs, "time")
-        shards = base.wall / run.wall / c.procs if run and base else float("nan")
+        shards = f"{base.wall / run.wall / c.procs:.0%}" if run and base else "-"
+        over = f"{base.wall / run.wall / c.procs / engine:.0%}" if run and base else "-"
         lines.append(f"| {c.procs} | {c.spin_wall:.2f}, {loop:.0%} | {c.engine_wall:.2f}, "
-                     f"{engine:.0%} | {shards:.0%} | {shards / engine:.0%} |")
+                     f"{engine:.0%} | {shards} | {over} |")
     return lines
 
 
