@@ -141,6 +141,27 @@ def test_spark_equals_baseline_for_every_strategy(spark, stream, query):
 
 @pytest.mark.spark
 @pytest.mark.parametrize("query", [TIME_QUERY, COUNT_QUERY], ids=["time", "count"])
+def test_spark_new_pair_reports_equal_one_replay(spark, stream, query):
+    """report="new" on time shards: each shard warms up on two windows, so it leaves out
+    exactly the pairs the reports before it held (a one-window warm-up repeats some)."""
+    from graphcep.runtime.spark import run_spark
+
+    job = DDSTJob(query, "coloring", {"report": "new"})
+    expected = keys(replay_job(job, stream))
+    assert expected != keys(replay_job(DDSTJob(query), stream))  # the mode changes reports
+    df = spark.createDataFrame(stream).cache()
+    for shards in (2, 5):
+        matches, _ = run_spark(spark, job, df, shards=shards)
+        assert keys(matches) == expected, f"{shards} shards"
+    ordered = spark.createDataFrame(stream).repartitionByRange(4, "t").cache()
+    matches, stats = run_spark(spark, job, ordered, strategy="partitions")
+    assert stats.extra["shards"] == 4 and keys(matches) == expected
+    df.unpersist()
+    ordered.unpersist()
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("query", [TIME_QUERY, COUNT_QUERY], ids=["time", "count"])
 def test_spark_equals_the_oracle(spark, query):
     from graphcep.runtime.spark import run_spark
 
@@ -199,6 +220,30 @@ def test_cli_runs_ddst_locally(cli_files, tmp_path, capsys):
     edge = first["edges"][0]
     assert f"{edge['qedge']}: {edge['src']} -> {edge['dst']}" in console
     assert f"@ {edge['t']}s" in console and "  A -> " in console
+
+
+def test_cli_reports_new_pairs(cli_files, tmp_path, capsys):
+    """--ddst-report new: the same triggers, each row only with the pairs no earlier row
+    held (together, the component rows' pairs); explain shows the two-window warm-up.
+    A 20 s window, so that components grow over several reports."""
+    query = tmp_path / "relay20.ddst"
+    query.write_text(QUERY.format(window="20 s"))
+    base = ["run", str(query), "--input", str(cli_files["stream"]),
+            "--engine", "local", "--rejects", str(cli_files["rejects"])]
+    rows = {}
+    for mode in ("component", "new"):
+        out = tmp_path / f"{mode}.jsonl"
+        assert main([*base, "--ddst-report", mode, "--output", str(out)]) == 0
+        rows[mode] = [json.loads(line) for line in out.read_text().splitlines()]
+    capsys.readouterr()
+    assert [r["trigger_seq"] for r in rows["new"]] == [r["trigger_seq"] for r in rows["component"]]
+    pairs = [{(e["qedge"], e["seq"]) for e in r["edges"]} for r in rows["new"]]
+    assert sum(map(len, pairs)) == len(set().union(*pairs))  # no pair twice
+    assert set().union(*pairs) == {(e["qedge"], e["seq"])
+                                   for r in rows["component"] for e in r["edges"]}
+    assert sum(map(len, pairs)) < sum(len(r["edges"]) for r in rows["component"])
+    assert main(["explain", str(query), "--ddst-report", "new"]) == 0
+    assert "each warmed up on the 40 s before its start" in capsys.readouterr().out
 
 
 def test_cli_explains_and_rejects_sal_options(cli_files, capsys):

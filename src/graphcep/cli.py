@@ -18,6 +18,7 @@ import re
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 from graphcep.engines.base import StateBoundError
 from graphcep.engines.difference_bounds import UnboundedQueryError, UnsatisfiableQueryError
@@ -191,6 +192,9 @@ def add_ddst_arguments(parser: argparse.ArgumentParser, default_engine: str) -> 
                              "(default 997; smaller: fewer words, more verifications)")
     parser.add_argument("--signature-seed", type=int, metavar="S",
                         help="signature engine: seed of its random label values (default 0)")
+    parser.add_argument("--ddst-report", choices=("component", "new"), default="component",
+                        help="what a report holds: the whole match component (default), or "
+                             "only its pairs no earlier report held")
 
 
 def state_bound(args: argparse.Namespace) -> int | None:
@@ -201,11 +205,13 @@ def state_bound(args: argparse.Namespace) -> int | None:
     return bound
 
 
-def _ddst_options(args: argparse.Namespace) -> dict[str, int]:
+def _ddst_options(args: argparse.Namespace) -> dict[str, Any]:
     """Keyword options for the DDST engine from the command line."""
-    options = {}
+    options: dict[str, Any] = {}
     if state_bound(args) is not None:
         options["max_window_edges"] = args.max_window_edges
+    if getattr(args, "ddst_report", "component") != "component":
+        options["report"] = args.ddst_report
     for flag, key in (("signature_p", "p"), ("signature_seed", "seed")):
         value = getattr(args, flag, None)
         if value is None:

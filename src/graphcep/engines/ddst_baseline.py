@@ -426,17 +426,75 @@ def _match_graph(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> Match
     return MatchGraph(vertices, tuple(edges))
 
 
+#: What a report holds: the whole match component, or only its pairs not reported before.
+REPORT_MODES = ("component", "new")
+
+
+def check_report_mode(report: str) -> str:
+    if report not in REPORT_MODES:
+        raise ValueError(f"report must be one of {', '.join(REPORT_MODES)}, got {report!r}")
+    return report
+
+
+class ReportedPairs:
+    """The edge pairs ``(query edge, stream edge)`` reported so far, for ``report="new"``.
+
+    A pair is kept while its edge may still be in a window: a report holds only edges of
+    its window, and windows only move forward, so a pair whose edge is older than the
+    current window's start can never be reported again and is forgotten (in bulk, once
+    the set has doubled). Sorted keys ``seq * |Eq| + query edge``, looked up vectorized.
+    """
+
+    #: pairs held before the first sweep of pairs that left the window
+    first_limit = 1024
+
+    def __init__(self, edges: int) -> None:
+        self._edges = edges
+        self._keys = np.empty(0, dtype=np.int64)
+        self._times = np.empty(0, dtype=np.int64)
+        self._limit = self.first_limit
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def take_new(self, ks: np.ndarray, seqs: np.ndarray, ts: np.ndarray,
+                 opened: int) -> np.ndarray:
+        """Which of these pairs were not reported before (recording them as reported);
+        ``opened`` is the current window's start time."""
+        keys = seqs.astype(np.int64) * self._edges + ks
+        at = np.searchsorted(self._keys, keys)
+        known = at < len(self._keys)
+        known[known] = self._keys[at[known]] == keys[known]
+        new = ~known
+        if new.any():
+            order = np.argsort(keys[new], kind="stable")
+            self._keys = np.insert(self._keys, at[new][order], keys[new][order])
+            self._times = np.insert(self._times, at[new][order], ts[new][order])
+        if len(self._keys) > self._limit:
+            live = self._times >= opened
+            self._keys, self._times = self._keys[live], self._times[live]
+            self._limit = 2 * len(self._keys) + self.first_limit
+        return new
+
+
 class Reports:
     """The report rows of one push (:data:`DDST_MATCH_SCHEMA`), built column by column.
 
     A report holds a whole match component, thousands of edges on dense windows; building
     its nested lists from arrays, not from one Python object per edge, keeps reporting
     cheap next to the matching. Shared by the three DDST engines.
+
+    With ``reported`` (``report="new"``), a report holds only the component's edge pairs
+    not reported before and the vertex pairs at their ends; ``first_t`` stays the
+    component's earliest time. The arriving edge's own pairs are always new, so every
+    report that the component rule makes is made, smaller.
     """
 
-    def __init__(self, q: _Query, query_name: str) -> None:
+    def __init__(self, q: _Query, query_name: str,
+                 reported: ReportedPairs | None = None) -> None:
         self._q = q
         self._name = query_name
+        self._reported = reported
         self._enames = _objects(list(q.enames))
         self._vnames = _objects(list(q.vnames))
         self._heads: list[tuple[int, int, int, int]] = []  # start, end, trigger, first_t
@@ -449,12 +507,19 @@ class Reports:
     def add(self, g: _Graph, sim: np.ndarray, se: np.ndarray, at: int, opened: int) -> None:
         """Report the component ``(sim, se)`` of ``g``, triggered by edge ``at``."""
         ks, es = _edge_pairs(g, se)
+        first_t = int(g.t[es].min())
+        if self._reported is not None:
+            new = self._reported.take_new(ks, g.seq[es], g.t[es], opened)
+            ks, es = ks[new], es[new]
+            sim = np.zeros_like(sim)
+            sim[self._q.qsrc[ks], g.src[es]] = True
+            sim[self._q.qdst[ks], g.dst[es]] = True
         src, dst = g.src[es], g.dst[es]
         self._edges.append((self._enames[ks], g.seq[es], g.t[es], g.names[src], g.names[dst],
                             g.label[es], g.vlabel[src], g.vlabel[dst]))  # fmt: skip
         us, vs = _vertex_pairs(g, sim)
         self._vertices.append((self._vnames[us], g.names[vs], g.vlabel[vs]))
-        self._heads.append((opened, int(g.t[at]), int(g.seq[at]), int(g.t[es].min())))
+        self._heads.append((opened, int(g.t[at]), int(g.seq[at]), first_t))
 
     def table(self) -> pa.Table:
         """The rows added so far, in the order added."""
@@ -672,6 +737,11 @@ class DDSTBaselineEngine:
         The event pattern (query graph, timing order, window).
     max_window_edges : int
         State bound: a window holding more edges raises :class:`StateBoundError`.
+    report : str
+        ``"component"`` (default): each report holds its whole match component.
+        ``"new"``: only the component's edge pairs not reported before, and the vertex
+        pairs at their ends (:class:`Reports`) -- the same reports, without repeating a
+        growing component at every arrival.
 
     Notes
     -----
@@ -680,9 +750,12 @@ class DDSTBaselineEngine:
     component of the edge, ``O(|Eq| |Ew| + |Se|^2)`` as in the paper.
     """
 
-    def __init__(self, query: DDSTQuery, *, max_window_edges: int = 1_000_000) -> None:
+    def __init__(self, query: DDSTQuery, *, max_window_edges: int = 1_000_000,
+                 report: str = "component") -> None:
         self.query = query
         self.max_window_edges = max_window_edges
+        self.report = check_report_mode(report)
+        self._reported = ReportedPairs(len(query.edges)) if report == "new" else None
         self._q = _compile(query)
         self._cols: dict[str, np.ndarray] = _columns(empty_edges())
         self._last = (_INT_MIN, _INT_MIN)
@@ -705,7 +778,7 @@ class DDSTBaselineEngine:
         self._check_order(new["t"], new["seq"])
         base = len(self._cols["t"])
         self._cols = {k: np.concatenate([self._cols[k], new[k]]) for k in self._cols}
-        reports = Reports(self._q, self.query.name)
+        reports = Reports(self._q, self.query.name, self._reported)
         for k in range(base, base + batch.num_rows):
             self._evaluate(k, reports)
         self._evict(int(new["t"][-1]))
@@ -729,10 +802,11 @@ class DDSTBaselineEngine:
     def snapshot(self) -> bytes:
         state = {
             "query": self.query,
-            "options": {"max_window_edges": self.max_window_edges},
+            "options": {"max_window_edges": self.max_window_edges, "report": self.report},
             "cols": self._cols,
             "marks": (self._last, self._watermark, self._next_seq),
             "counters": (self.edges_seen, self.matches_found),
+            "reported": self._reported,
         }
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -743,6 +817,7 @@ class DDSTBaselineEngine:
         engine._cols = state["cols"]
         engine._last, engine._watermark, engine._next_seq = state["marks"]
         engine.edges_seen, engine.matches_found = state["counters"]
+        engine._reported = state["reported"]
         return engine
 
     def window_match_graph(self) -> MatchGraph:

@@ -167,6 +167,7 @@ from graphcep.engines.ddst_baseline import (
     _INT_MAX,
     _INT_MIN,
     _NO_MATCHES,
+    ReportedPairs,
     Reports,
     _compat,
     _compile,
@@ -175,6 +176,7 @@ from graphcep.engines.ddst_baseline import (
     _Graph,
     _objects,
     batch_columns,
+    check_report_mode,
     check_stream_order,
     edge_fit,
 )
@@ -339,6 +341,8 @@ class DDSTColoringEngine:
     max_window_edges : int
         State bound: a window holding more edges raises :class:`StateBoundError` (the
         baseline's bound, so both engines accept the same streams).
+    report : str
+        ``"component"`` or ``"new"``, as :class:`~graphcep.engines.ddst_baseline.DDSTBaselineEngine`.
 
     Notes
     -----
@@ -348,9 +352,12 @@ class DDSTColoringEngine:
     ``verifications`` counts the runs of Algorithm DDST.
     """
 
-    def __init__(self, query: DDSTQuery, *, max_window_edges: int = 1_000_000) -> None:
+    def __init__(self, query: DDSTQuery, *, max_window_edges: int = 1_000_000,
+                 report: str = "component") -> None:
         self.query = query
         self.max_window_edges = max_window_edges
+        self.report = check_report_mode(report)
+        self._reported = ReportedPairs(len(query.edges)) if report == "new" else None
         self._setup()
         self._vertices: dict[tuple[str, str | None], _Vertex] = {}
         self._edges: dict[int, _Edge] = {}  # black edges of the window by arrival number
@@ -401,7 +408,7 @@ class DDSTColoringEngine:
         self._last = (int(cols["t"][-1]), int(cols["seq"][-1]))
         self._next_seq = self._last[1] + 1
         self._times = kept
-        reports = Reports(self._q, self.query.name)
+        reports = Reports(self._q, self.query.name, self._reported)
         self._run(cols, opened, reports)
         self._count += batch.num_rows
         self._expire(self._count, int(cols["t"][-1]))  # what the next window cannot hold
@@ -430,7 +437,8 @@ class DDSTColoringEngine:
     def snapshot(self) -> bytes:
         state = {
             "query": self.query,
-            "options": {"max_window_edges": self.max_window_edges},
+            "options": {"max_window_edges": self.max_window_edges, "report": self.report},
+            "reported": self._reported,
             "graph": (self._vertices, self._edges, self._fifo, self._times),
             "union_find": (self._parent, self._node_edge, self._comps, self._next_node),
             "marks": (self._count, self._last, self._watermark, self._next_seq),
@@ -446,6 +454,7 @@ class DDSTColoringEngine:
         engine._parent, engine._node_edge, engine._comps, engine._next_node = state["union_find"]
         engine._count, engine._last, engine._watermark, engine._next_seq = state["marks"]
         engine.edges_seen, engine.matches_found, engine.verifications = state["counters"]
+        engine._reported = state["reported"]
         return engine
 
     # -- inspection -----------------------------------------------------------------------

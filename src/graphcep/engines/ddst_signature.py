@@ -573,6 +573,8 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         A signature of ``query`` with chosen label values; overrides ``p`` and ``seed``.
     max_window_edges : int
         State bound: a window holding more edges raises :class:`StateBoundError`.
+    report : str
+        ``"component"`` or ``"new"``, as :class:`~graphcep.engines.ddst_baseline.DDSTBaselineEngine`.
 
     Notes
     -----
@@ -594,8 +596,9 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         seed: int = 0,
         signature: Signature | None = None,
         max_window_edges: int = 1_000_000,
+        report: str = "component",
     ) -> None:
-        super().__init__(query, max_window_edges=max_window_edges)
+        super().__init__(query, max_window_edges=max_window_edges, report=report)
         sig = signature if signature is not None else Signature.random(query, p, seed)
         if sig.keys != tuple(query_keys(query)):
             raise ValueError("the signature was computed for another query graph")
@@ -626,7 +629,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._append(new)
         lo = self._window_starts(base)
         self._check_bound(base, lo)
-        reports = Reports(self._q, self.query.name)
+        reports = Reports(self._q, self.query.name, self._reported)
         self._scan(base, lo, reports)
         self._evict(int(new["t"][-1]))
         self.edges_seen += batch.num_rows
@@ -645,10 +648,12 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
                 "max_window_edges": self.max_window_edges,
                 "signature": self.signature,
                 "seed": self.seed,
+                "report": self.report,
             },
             "cols": self._cols,
             "marks": (self._last, self._watermark, self._next_seq),
             "counters": (self.edges_seen, self.matches_found, self.verifications),
+            "reported": self._reported,
         }
         return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
@@ -659,6 +664,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         engine._cols = state["cols"]
         engine._last, engine._watermark, engine._next_seq = state["marks"]
         engine.edges_seen, engine.matches_found, engine.verifications = state["counters"]
+        engine._reported = state["reported"]
         engine._dirty = True  # the groups are recomputed from the window at the next push
         return engine
 

@@ -217,6 +217,11 @@ class DDSTJob:
     ``s`` needs the edges of ``[s - W, s)`` as warm-up. A count window of ``N`` edges
     needs the ``N - 1`` edges before the shard's first. DDST engines report a window's
     match component only at the window's newest edge, so warm-up pushes only fill state.
+
+    With ``report="new"`` a report leaves out the pairs earlier reports held, so a shard
+    must also replay the reports that held pairs its windows can still hold: those of the
+    arrivals within one window before the shard, whose own windows reach one more window
+    back. The warm-up is two windows (``2W``, or ``2(N - 1)`` edges).
     """
 
     query: DDSTQuery
@@ -243,9 +248,10 @@ class DDSTJob:
 
     def extent(self) -> Extent:
         window = self.query.window
+        reach = 2 if self.options.get("report") == "new" else 1  # see the class docstring
         if window.kind == "count":
-            return Extent(window.size - 1, "edges")
-        return Extent(window.size)
+            return Extent(reach * (window.size - 1), "edges")
+        return Extent(reach * window.size)
 
     def needed_columns(self, available: list[str]) -> list[str]:
         wanted = {"t", "src", "dst", "seq", "label", "src_label", "dst_label"}
@@ -262,15 +268,16 @@ class DDSTJob:
     def describe(self) -> list[str]:
         """The window, the timing order and the plan, in words (``graphcep explain``)."""
         q, w = self.query, self.query.window
+        warm = self.extent()
         if w.kind == "count":
             window = f"window: the {w.size} most recent edges, one window per arriving edge"
-            shards = (f"Spark: shards cut by edge rank, each warmed up on the {w.size - 1} "
+            shards = (f"Spark: shards cut by edge rank, each warmed up on the {warm.size} "
                       "edges before its first")
         else:
             window = (f"window: {w} -- the edges with t >= t_k - {format_seconds(w.size)} s, "
                       "one window per arriving edge e_k")
-            shards = (f"Spark: time shards, each warmed up on the {format_seconds(w.size)} s "
-                      "before its start")
+            shards = (f"Spark: time shards, each warmed up on the {format_seconds(warm.size)} "
+                      "s before its start")
         order = ", ".join(f"{a} < {b}" for a, b in sorted(q.closure())) or "none"
         return [
             f"DDST query {q.name}: {len(q.vertices)} vertices, {len(q.edges)} edges",
@@ -279,7 +286,9 @@ class DDSTJob:
             window,
             f"timing order (closed): {order}",
             f"plan: at each arriving edge that fits a query edge, the {self.engine} algorithm "
-            "evaluates its window; the match component holding the edge is reported",
+            "evaluates its window; the match component holding the edge is reported"
+            + (" (only its pairs no earlier report held)"
+               if self.options.get("report") == "new" else ""),
             shards,
         ]
 
