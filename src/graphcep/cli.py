@@ -208,8 +208,9 @@ def state_bound(args: argparse.Namespace) -> int | None:
 def _ddst_options(args: argparse.Namespace) -> dict[str, Any]:
     """Keyword options for the DDST engine from the command line."""
     options: dict[str, Any] = {}
-    if state_bound(args) is not None:
-        options["max_window_edges"] = args.max_window_edges
+    bound = state_bound(args)
+    if bound is not None:
+        options["max_window_edges"] = bound
     if getattr(args, "ddst_report", "component") != "component":
         options["report"] = args.ddst_report
     for flag, key in (("signature_p", "p"), ("signature_seed", "seed")):

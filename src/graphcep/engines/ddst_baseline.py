@@ -430,12 +430,6 @@ def _match_graph(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> Match
 REPORT_MODES = ("component", "new")
 
 
-def check_report_mode(report: str) -> str:
-    if report not in REPORT_MODES:
-        raise ValueError(f"report must be one of {', '.join(REPORT_MODES)}, got {report!r}")
-    return report
-
-
 class ReportedPairs:
     """The edge pairs ``(query edge, stream edge)`` reported so far, for ``report="new"``.
 
@@ -475,6 +469,13 @@ class ReportedPairs:
             self._keys, self._times = self._keys[live], self._times[live]
             self._limit = 2 * len(self._keys) + self.first_limit
         return new
+
+
+def reported_pairs(query: DDSTQuery, report: str) -> ReportedPairs | None:
+    """The state an engine keeps for its ``report`` mode (None: whole components)."""
+    if report not in REPORT_MODES:
+        raise ValueError(f"report must be one of {', '.join(REPORT_MODES)}, got {report!r}")
+    return ReportedPairs(len(query.edges)) if report == "new" else None
 
 
 class Reports:
@@ -754,8 +755,8 @@ class DDSTBaselineEngine:
                  report: str = "component") -> None:
         self.query = query
         self.max_window_edges = max_window_edges
-        self.report = check_report_mode(report)
-        self._reported = ReportedPairs(len(query.edges)) if report == "new" else None
+        self._reported = reported_pairs(query, report)
+        self.report = report
         self._q = _compile(query)
         self._cols: dict[str, np.ndarray] = _columns(empty_edges())
         self._last = (_INT_MIN, _INT_MIN)

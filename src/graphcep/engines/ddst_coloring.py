@@ -167,7 +167,6 @@ from graphcep.engines.ddst_baseline import (
     _INT_MAX,
     _INT_MIN,
     _NO_MATCHES,
-    ReportedPairs,
     Reports,
     _compat,
     _compile,
@@ -176,9 +175,9 @@ from graphcep.engines.ddst_baseline import (
     _Graph,
     _objects,
     batch_columns,
-    check_report_mode,
     check_stream_order,
     edge_fit,
+    reported_pairs,
 )
 from graphcep.patterns.ddst import DDSTQuery
 
@@ -356,8 +355,8 @@ class DDSTColoringEngine:
                  report: str = "component") -> None:
         self.query = query
         self.max_window_edges = max_window_edges
-        self.report = check_report_mode(report)
-        self._reported = ReportedPairs(len(query.edges)) if report == "new" else None
+        self._reported = reported_pairs(query, report)
+        self.report = report
         self._setup()
         self._vertices: dict[tuple[str, str | None], _Vertex] = {}
         self._edges: dict[int, _Edge] = {}  # black edges of the window by arrival number

@@ -171,14 +171,12 @@ class Job:
                            **self.engine_options())
 
     def engine_options(self) -> dict:
-        options = {
+        return {
             "homomorphic": self.homomorphic,
             "max_duration_us": self.max_duration_us,
             "field_aliases": self.field_aliases,
+            "max_window_edges": self.max_window_edges,  # make_engine: None is the default
         }
-        if self.max_window_edges is not None:
-            options["max_window_edges"] = self.max_window_edges
-        return options
 
     def needed_columns(self, available: list[str]) -> list[str]:
         """The edge columns the engine and the features read, in ``available``'s order."""

@@ -148,6 +148,7 @@ def run_local(
     field_aliases: dict[str, str] | None = None,
     batch_edges: int = DEFAULT_BATCH_EDGES,
     on_progress: Callable[[int], None] | None = None,
+    max_window_edges: int | None = None,
 ) -> tuple[pa.Table, RunStats]:
     """All matches of ``query`` in ``edges`` (any order; sorted here), with run statistics."""
     started = time.perf_counter()
@@ -159,6 +160,7 @@ def run_local(
         max_duration_us=max_duration_us,
         features=features,
         field_aliases=field_aliases,
+        max_window_edges=max_window_edges,
     )
     tables = list(replay(engine, edges, batch_edges=batch_edges, on_progress=on_progress))
     matches = pa.concat_tables(tables) if tables else MATCH_SCHEMA.empty_table()
