@@ -79,6 +79,7 @@ class Mode:
     fast_budget: float  # timed seconds for signature / coloring per configuration (repeats too)
     blocks: int  # the measured region is cut into this many blocks; budgets split evenly
     repeat: int  # best of at most this many runs, when a run covers the whole region
+    rounds: int  # then this many more per window sweep, its windows in turn (same rule)
     gen_edges: int  # generated window-sweep stream
     gen_region: int  # its measured region: the last ... arrivals
     gen_windows_s: tuple[float, ...]
@@ -98,7 +99,7 @@ class Mode:
 
 MODES = {
     "full": Mode(
-        "full", base_budget=4.0, fast_budget=5.0, blocks=4, repeat=3,
+        "full", base_budget=4.0, fast_budget=5.0, blocks=4, repeat=3, rounds=3,
         gen_edges=100_000, gen_region=60_000, gen_windows_s=(0.1, 1, 10, 30),
         gen_windows_n=(100, 1_000, 10_000, 30_000),
         qs_edges=40_000, qs_region=30_000, qs_sizes=(2, 3, 4, 5, 6),
@@ -109,7 +110,7 @@ MODES = {
         real_query_sizes=(2, 3, 4, 5),
     ),  # fmt: skip
     "quick": Mode(
-        "quick", base_budget=1.0, fast_budget=1.5, blocks=2, repeat=2,
+        "quick", base_budget=1.0, fast_budget=1.5, blocks=2, repeat=2, rounds=1,
         gen_edges=30_000, gen_region=15_000, gen_windows_s=(0.1, 1, 10),
         gen_windows_n=(100, 1_000, 10_000),
         qs_edges=15_000, qs_region=10_000, qs_sizes=(2, 4, 6),
@@ -548,6 +549,7 @@ class Run:
     verifications: int | None = None  # during the timed arrivals of the first run
     ranges: list[tuple[int, int]] = field(default_factory=list)  # timed arrivals per block
     reports: pa.Table | None = None
+    report_total: int = 0  # reports on the timed arrivals (kept after ``reports`` is dropped)
     error: str | None = None
 
     @property
@@ -633,20 +635,49 @@ def measure(name: str, cls: type, cfg: Config, mode: Mode, batch: int,
     blocks = blocks_of(cfg.stream.region, mode.blocks)
     try:
         run = one_pass(cls, cfg, blocks, budget, batch, profile)
+        run.report_total = report_count(run)
         spent = run.seconds
         while run.complete and run.runs < mode.repeat and spent + run.seconds < budget:
-            again = one_pass(cls, cfg, blocks, math.inf, batch, None)  # the same arrivals
-            spent += again.seconds
-            if report_count(again) != report_count(run):
-                raise AssertionError(f"{name}: a repeated run reported differently "
-                                     f"({report_count(again)} vs {report_count(run)} reports "
-                                     f"on {run.arrivals:,} arrivals)")
-            run.seconds, run.runs = min(run.seconds, again.seconds), run.runs + 1
+            spent += run_again(name, cls, cfg, run, blocks, batch)
     except Exception as exc:
         traceback.print_exc()
         return Run(name, error=f"{type(exc).__name__}: {exc}")
     run.engine = name
     return run
+
+
+def run_again(name: str, cls: type, cfg: Config, run: Run, blocks: list[tuple[int, int]],
+              batch: int) -> float:
+    """One more pass over the same arrivals; keep the best time. Returns its seconds."""
+    again = one_pass(cls, cfg, blocks, math.inf, batch, None)
+    if report_count(again) != run.report_total:
+        raise AssertionError(f"{name}: a repeated run reported differently "
+                             f"({report_count(again)} vs {run.report_total} reports "
+                             f"on {run.arrivals:,} arrivals)")
+    run.seconds, run.runs = min(run.seconds, again.seconds), run.runs + 1
+    return again.seconds
+
+
+def interleaved_rounds(cfgs: list[Config], engines: EngineSet, mode: Mode, batch: int) -> None:
+    """``mode.rounds`` more passes per window sweep, its windows in turn, for every engine
+    whose pass covers the region and fits its budget ``mode.repeat`` times.
+
+    This machine's speed moves by up to 1.8x between minutes (the same configuration, the
+    same code); repeats in a row time each window under whatever speed held then, so a
+    sweep's spread could compare a fast minute with a slow one. Rounds give every window
+    of a sweep the same minutes; the best of all passes is kept.
+    """
+    for group in window_groups(cfgs).values():
+        for _ in range(mode.rounds):
+            for cfg in group:
+                blocks = blocks_of(cfg.stream.region, mode.blocks)
+                for name, run in cfg.runs.items():
+                    cls = engines.classes.get(name)
+                    budget = mode.base_budget if name == "baseline" else mode.fast_budget
+                    if cls is None or run.error or not run.complete or \
+                            run.seconds * mode.repeat > budget:
+                        continue
+                    run_again(name, cls, cfg, run, blocks, batch)
 
 
 def report_count(run: Run) -> int:
@@ -1022,7 +1053,10 @@ def report(cfgs: list[Config], mode: Mode, args: argparse.Namespace, engines: En
         f"coloring {mode.fast_budget:g} s each (repeats included), over {mode.blocks} "
         f"blocks evenly spread over the measured region; `(sample)` / `*`: the engine ran out "
         f"of its budget and was timed on the first arrivals of each block only (count in "
-        f"the last column). edges/s = timed arrivals / timed seconds (best of the runs).",
+        f"the last column). edges/s = timed arrivals / timed seconds, best of the runs: up to "
+        f"{mode.repeat} in a row, then {mode.rounds} more round(s) over each window sweep, its "
+        f"windows in turn, so that a sweep's spread compares windows timed in the same minutes "
+        f"(engines whose pass covers the region {mode.repeat} times within budget).",
         "",
         "Streams (the measured region is the arrivals in brackets; the edges before it are "
         "pushed untimed so that every measured window is full):",
@@ -1111,6 +1145,10 @@ def main(argv: list[str] | None = None) -> int:
         if done:
             print(results_table(done), file=sys.stderr)
         return 1
+    if mode.rounds and not args.profile:
+        print(f"[{time.perf_counter() - started:6.1f} s] {mode.rounds} interleaved round(s) "
+              "over the window sweeps", flush=True)
+        interleaved_rounds(done, engines, mode, args.batch)
     after = source_state(snapshot / "graphcep") if args.snapshot else source_state()
     if after != state:
         machine.append(f"- WARNING: graphcep's source changed during the run (now {after})")

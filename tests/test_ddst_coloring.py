@@ -534,3 +534,30 @@ def test_seq_numbering_record_batches_and_empty_batches():
 def test_module_doctests():
     result = doctest.testmod(coloring_module, optionflags=doctest.NORMALIZE_WHITESPACE)
     assert result.failed == 0 and result.attempted > 0
+
+
+# -- the hosting test: distinct representatives ---------------------------------------------
+
+
+def _representatives_by_search(fits: dict[int, int], need: tuple[int, ...]) -> bool:
+    """Distinct edges for the query edges ``need``, found by trying every assignment."""
+    edges = [mask for mask, c in fits.items() for _ in range(c)]
+    return any(
+        all(edges[i] >> j & 1 for i, j in zip(chosen, need, strict=True))
+        for chosen in permutations(range(len(edges)), len(need))
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    want=st.integers(1, 63),
+    fits=st.dictionaries(st.integers(1, 127), st.integers(1, 3), max_size=4),
+)
+def test_distinct_representatives_equals_search(want: int, fits: dict[int, int]) -> None:
+    """Hall's condition (up to 4 query edges) and the matching (more) both decide exactly
+    what trying every assignment of distinct edges decides; fit sets may hold query edges
+    outside ``want``."""
+    need = tuple(j for j in range(want.bit_length()) if want >> j & 1)
+    assert coloring_module._distinct_representatives(fits, want) == (
+        _representatives_by_search(fits, need)
+    )

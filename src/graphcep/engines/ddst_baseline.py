@@ -684,7 +684,12 @@ def _labels(table: pa.Table, name: str) -> np.ndarray:
     col = table.column(name)
     if not pa.types.is_string(col.type):
         col = pc.cast(col, pa.string())
-    return np.asarray(col.to_pylist(), dtype=object).reshape(table.num_rows)
+    return _strings(col)
+
+
+def _strings(col: pa.ChunkedArray) -> np.ndarray:
+    """A string column as a 1-d object array of str/None (half the cost of ``to_pylist``)."""
+    return np.asarray(col.to_numpy(), dtype=object).reshape(len(col))
 
 
 def _columns(table: pa.Table) -> dict[str, np.ndarray]:
@@ -692,8 +697,8 @@ def _columns(table: pa.Table) -> dict[str, np.ndarray]:
     cols = {
         "t": table.column("t").to_numpy().astype(np.int64),
         "seq": table.column("seq").to_numpy().astype(np.int64),
-        "src": np.asarray(table.column("src").to_pylist(), dtype=object).reshape(table.num_rows),
-        "dst": np.asarray(table.column("dst").to_pylist(), dtype=object).reshape(table.num_rows),
+        "src": _strings(table.column("src")),
+        "dst": _strings(table.column("dst")),
     }
     cols.update({name: _labels(table, name) for name in _LABEL_COLUMNS})
     return cols

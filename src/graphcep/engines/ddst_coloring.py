@@ -274,12 +274,20 @@ class _Component:
 # -- small helpers -------------------------------------------------------------------------
 
 
-def _distinct_representatives(fits: dict[int, int], want: int, need: tuple[int, ...]) -> bool:
-    """Whether the query edges ``need`` (bits of ``want``) can take pairwise distinct edges,
-    given edge counts by fit set; a bipartite matching on the few distinct fit sets."""
+def _distinct_representatives(fits: dict[int, int], want: int) -> bool:
+    """Whether the query edges ``want`` (a bit mask) can take pairwise distinct edges, given
+    edge counts by fit set; a bipartite matching on the few distinct fit sets."""
+    need = _bits(want)
     n = len(need)
     if n < 2:  # most query vertices have at most one edge on a side: any fitting edge does
-        return n == 0 or any(mask & want for mask in fits)
+        if not n:
+            return True
+        for mask in fits:  # noqa: SIM110 -- a loop, not any(): this runs at every arrival
+            if mask & want:
+                return True
+        return False
+    if n <= _HALL_LIMIT:
+        return _hall(fits, _hall_sets(want))
     groups: dict[int, int] = {}
     for mask, c in fits.items():
         m = mask & want
@@ -305,6 +313,40 @@ def _distinct_representatives(fits: dict[int, int], want: int, need: tuple[int, 
         return False
 
     return all(place(j, set()) for j in need)
+
+
+def _hall(fits: dict[int, int], subsets: tuple[tuple[int, int], ...]) -> bool:
+    """Hall's condition: every subset of the query edges is fitted by at least as many
+    edges as it has members -- exactly when distinct representatives exist. For the 2-4
+    query edges a vertex side usually has, this beats building the matching (the hosting
+    tests run at every arrival, and a vertex's fit sets grow with the window)."""
+    for sub, size in subsets:
+        total = 0
+        for mask, c in fits.items():
+            if mask & sub:
+                total += c
+        if total < size:
+            return False
+    return True
+
+
+#: Sides with at most this many query edges take Hall's condition (2**n - 1 subsets).
+_HALL_LIMIT = 4
+_HALL_SETS: dict[int, tuple[tuple[int, int], ...]] = {}
+
+
+def _hall_sets(want: int) -> tuple[tuple[int, int], ...]:
+    """The non-empty subsets of ``want``'s bits with their sizes, smallest first (a single
+    query edge without a fitting edge fails soonest)."""
+    subsets = _HALL_SETS.get(want)
+    if subsets is None:
+        bits = [1 << j for j in _bits(want)]
+        every = []
+        for pick in range(1, 1 << len(bits)):
+            chosen = [b for i, b in enumerate(bits) if pick >> i & 1]
+            every.append((sum(chosen), len(chosen)))
+        subsets = _HALL_SETS[want] = tuple(sorted(every, key=lambda s: s[1]))
+    return subsets
 
 
 def _connected(edges: list[_Edge]) -> list[list[_Edge]]:
@@ -385,7 +427,6 @@ class DDSTColoringEngine:
         self._in_want = [sum(1 << j for j in q.in_q[s]) for s in range(nv)]
         self._last_edges = sum(1 << j for j in range(ne) if not q.post[j])
         self._ordered = any(q.pre)
-        self._bit_cache: dict[int, tuple[int, ...]] = {}
         self._src_roles: dict[int, int] = {}  # fit set -> query vertices its source may host
         self._dst_roles: dict[int, int] = {}
         self._kind = self.query.window.kind
@@ -469,7 +510,7 @@ class DDSTColoringEngine:
     def match_set(self, seq: int) -> frozenset[str]:
         """The query edges an edge of the window is red for (line 20's match set)."""
         e = self._edge_by_seq(seq)
-        return frozenset() if e is None else frozenset(self._q.enames[j] for j in self._bits(e.red))
+        return frozenset() if e is None else frozenset(self._q.enames[j] for j in _bits(e.red))
 
     def red_component(self, seq: int) -> RedComponent | None:
         """The red component (as held) of a red edge of the window; ``None`` if not red."""
@@ -493,7 +534,7 @@ class DDSTColoringEngine:
             master=self._node_edge[root].seq,
             edges=alive,
             count_map={names[j]: c for j, c in enumerate(comp.count)},
-            need_map=frozenset(names[j] for j in self._bits(comp.need)),
+            need_map=frozenset(names[j] for j in _bits(comp.need)),
             exact=not comp.split,
         )
 
@@ -614,19 +655,20 @@ class DDSTColoringEngine:
         """Query vertices whose hosting an edge with this fit set can change at one end."""
         roles = cache.get(fits)
         if roles is None:
-            roles = cache[fits] = sum({1 << end[j] for j in self._bits(fits)})
+            roles = cache[fits] = sum({1 << end[j] for j in _bits(fits)})
         return roles
 
     def _can_host(self, v: _Vertex, s: int) -> bool:
         """Distinct black edges at ``v`` for all out- and in-edges of query vertex ``s``."""
-        return _distinct_representatives(
-            v.out_fits, self._out_want[s], self._bits(self._out_want[s])
-        ) and _distinct_representatives(v.in_fits, self._in_want[s], self._bits(self._in_want[s]))
+        ow, iw = self._out_want[s], self._in_want[s]  # often 0 on one side: no call then
+        return (not ow or _distinct_representatives(v.out_fits, ow)) and (
+            not iw or _distinct_representatives(v.in_fits, iw)
+        )
 
     def _gain(self, v: _Vertex, roles: int) -> int:
         """After an arrival at ``v``: the query vertices it can now host and could not."""
         flips = 0
-        for s in self._bits(roles & ~v.hosts):  # hosting only grows with more edges
+        for s in _bits(roles & ~v.hosts):  # hosting only grows with more edges
             if self._can_host(v, s):
                 flips |= 1 << s
         v.hosts |= flips
@@ -635,7 +677,7 @@ class DDSTColoringEngine:
     def _lose(self, v: _Vertex, roles: int) -> int:
         """After a departure at ``v``: the query vertices it can no longer host."""
         flips = 0
-        for s in self._bits(roles & v.hosts):
+        for s in _bits(roles & v.hosts):
             if not self._can_host(v, s):
                 flips |= 1 << s
         v.hosts &= ~flips
@@ -643,8 +685,8 @@ class DDSTColoringEngine:
 
     def _recolor_at(self, v: _Vertex, flips: int) -> None:
         """Recolor the edges at ``v`` for the query edges of the query vertices that flipped."""
-        outs = sum({self._out_want[s] for s in self._bits(flips)})
-        ins = sum({self._in_want[s] for s in self._bits(flips)})
+        outs = sum({self._out_want[s] for s in _bits(flips)})
+        ins = sum({self._in_want[s] for s in _bits(flips)})
         edges = self._edges
         for side, want in ((v.out_edges, outs), (v.in_edges, ins)):
             if want:
@@ -657,7 +699,7 @@ class DDSTColoringEngine:
         """Set ``e``'s red bits among ``which``: red for ``q`` when both ends can host."""
         red = 0
         hs, hd = e.src.hosts, e.dst.hosts
-        for j in self._bits(which):
+        for j in _bits(which):
             if hs >> self._esrc[j] & 1 and hd >> self._edst[j] & 1:
                 red |= 1 << j
         now = e.red & which
@@ -682,7 +724,7 @@ class DDSTColoringEngine:
         """Add query edges to ``e``'s match set, joining it to a component if it was black."""
         comp = self._comps[self._find(e.node)] if e.red else self._join(e)
         self._set_red(e, e.red | bits)
-        for j in self._bits(bits):
+        for j in _bits(bits):
             c = comp.count[j] = comp.count[j] + 1
             if c == 1:
                 comp.need &= ~(1 << j)
@@ -747,7 +789,7 @@ class DDSTColoringEngine:
         """Remove query edges from ``e``'s match set; an emptied one deletes ``e`` logically."""
         root = self._find(e.node)
         comp = self._comps[root]
-        for j in self._bits(bits):
+        for j in _bits(bits):
             comp.count[j] -= 1
             if not comp.count[j]:
                 comp.need |= 1 << j
@@ -800,7 +842,7 @@ class DDSTColoringEngine:
             for e in part:
                 self._parent[e.node] = master
                 e.src.anchor = e.dst.anchor = master
-                for j in self._bits(e.red):
+                for j in _bits(e.red):
                     new.count[j] += 1
                     new.first[j] = min(new.first[j], e.t)
                     new.last[j] = max(new.last[j], e.t)
@@ -829,7 +871,7 @@ class DDSTColoringEngine:
         given each query edge's earliest and latest candidate time."""
         if not self._ordered:
             return True
-        return any(self._bounds_meet(first, last, t, pin) for pin in self._bits(pins))
+        return any(self._bounds_meet(first, last, t, pin) for pin in _bits(pins))
 
     def _bounds_meet(self, first: list[int], last: list[int], t: int, pin: int) -> bool:
         """Earliest times forward along ``≺``, latest backward: every range non-empty."""
@@ -859,7 +901,7 @@ class DDSTColoringEngine:
         covered = 0
         for e, m in part.items():
             covered |= m
-            for j in self._bits(m):
+            for j in _bits(m):
                 first[j], last[j] = min(first[j], e.t), max(last[j], e.t)
         full = covered == (1 << self._ne) - 1
         return full and self._timing_possible(first, last, trigger.t, pins)
@@ -910,7 +952,7 @@ class DDSTColoringEngine:
     ) -> int:
         """The query edges among ``which`` for which ``e``'s pair is in round ``r``."""
         keep = 0
-        for j in self._bits(which & e.red):
+        for j in _bits(which & e.red):
             if r == 0 or (
                 self._held(e.src, self._esrc[j], r, memo)
                 and self._held(e.dst, self._edst[j], r, memo)
@@ -929,8 +971,8 @@ class DDSTColoringEngine:
         if held is None:
             if r == 1:
                 ow, iw = self._out_want[s], self._in_want[s]
-                held = _distinct_representatives(v.red_out, ow, self._bits(ow)) and (
-                    _distinct_representatives(v.red_in, iw, self._bits(iw))
+                held = _distinct_representatives(v.red_out, ow) and (
+                    _distinct_representatives(v.red_in, iw)
                 )
             else:
                 held = self._held_by_round(v, s, r, memo)
@@ -952,7 +994,7 @@ class DDSTColoringEngine:
                     m = self._round_pairs(e, want, r - 1, memo)
                     if m:
                         fits[m] = fits.get(m, 0) + 1
-            if not _distinct_representatives(fits, want, self._bits(want)):
+            if not _distinct_representatives(fits, want):
                 return False
         return True
 
@@ -1009,10 +1051,10 @@ class DDSTColoringEngine:
             if mask[e]:
                 in_fits[mask[e]] = in_fits.get(mask[e], 0) + 1
         kept = 0
-        for s in self._bits(hosts):
+        for s in _bits(hosts):
             ow, iw = self._out_want[s], self._in_want[s]
-            if _distinct_representatives(out_fits, ow, self._bits(ow)) and (
-                _distinct_representatives(in_fits, iw, self._bits(iw))
+            if _distinct_representatives(out_fits, ow) and (
+                _distinct_representatives(in_fits, iw)
             ):
                 kept |= 1 << s
         return kept
@@ -1020,7 +1062,7 @@ class DDSTColoringEngine:
     def _pairs(self, red: int, src_hosts: int, dst_hosts: int) -> int:
         """The query edges of ``red`` whose two ends are hosted."""
         keep = 0
-        for j in self._bits(red):
+        for j in _bits(red):
             if src_hosts >> self._esrc[j] & 1 and dst_hosts >> self._edst[j] & 1:
                 keep |= 1 << j
         return keep
@@ -1083,13 +1125,15 @@ class DDSTColoringEngine:
         )
         return g, vertices
 
-    def _bits(self, mask: int) -> tuple[int, ...]:
-        """The set bits of ``mask``, cached (masks here are small and recur)."""
-        bits = self._bit_cache.get(mask)
-        if bits is None:
-            bits = tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
-            self._bit_cache[mask] = bits
-        return bits
+_BITS: dict[int, tuple[int, ...]] = {}
+
+
+def _bits(mask: int) -> tuple[int, ...]:
+    """The set bits of ``mask``, cached (masks here are small and recur)."""
+    bits = _BITS.get(mask)
+    if bits is None:
+        bits = _BITS[mask] = tuple(i for i in range(mask.bit_length()) if mask >> i & 1)
+    return bits
 
 
 def _bit_matrix(masks: list[int], width: int) -> np.ndarray:
