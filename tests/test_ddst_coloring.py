@@ -561,3 +561,17 @@ def test_distinct_representatives_equals_search(want: int, fits: dict[int, int])
     assert coloring_module._distinct_representatives(fits, want) == (
         _representatives_by_search(fits, need)
     )
+
+
+def test_rows_take_give_and_grow() -> None:
+    """Rows keep their values across growth; a given-back row is taken again before new
+    rows, and its object column is cleared."""
+    rows = coloring_module._Rows(t=int, label=object)
+    taken = [rows.take(i, f"L{i}") for i in range(200)]  # grows 64 -> 128 -> 256
+    assert sorted(taken) == list(range(200))
+    assert rows.cols["t"][taken].tolist() == list(range(200))
+    assert rows.cols["label"][taken[150]] == "L150"
+    rows.give(taken[7], clear="label")
+    assert rows.cols["label"][taken[7]] is None
+    assert rows.take(-1, "again") == taken[7]
+    assert rows.cols["label"][taken[7]] == "again"
