@@ -313,6 +313,20 @@ def test_a_vertex_is_an_id_with_the_label_an_edge_gives_it():
                              "label": "x", "src_label": "M", "dst_label": None}]  # fmt: skip
 
 
+def test_report_orders_vertex_pairs_by_query_vertex_then_id_then_label():
+    """A report's vertex pairs: by query vertex, then stream id (code points), then the
+    unlabelled vertex before the labelled ones, then label."""
+    q = parse_ddst("VERTICES A, B; EDGES x: A -> B; WITHIN 10 s")
+    rows = [(1, "b", "z", None, None), (2, "a", "z", "M", None), (3, "é", "z", None, None),
+            (4, "a", "z", None, None), (5, "a", "z", "B", None), (6, "B", "z", None, None)]
+    stream = [{"t": t * S, "seq": t, "src": s, "dst": d, "label": None, "src_label": sl,
+               "dst_label": dl} for t, s, d, sl, dl in rows]  # fmt: skip
+    out = DDSTBaselineEngine(q).push(table(stream)).to_pylist()[-1]
+    got = [(v["qvar"], v["vertex"], v["label"]) for v in out["vertices"]]
+    assert got == [("A", "B", None), ("A", "a", None), ("A", "a", "B"), ("A", "a", "M"),
+                   ("A", "b", None), ("A", "é", None), ("B", "z", None)]  # fmt: skip
+
+
 def test_inconsistent_labels_make_two_vertices():
     q = parse_ddst("VERTICES A:M, B; EDGES x: A -> B; y: B -> A; WITHIN 10 s")
     stream = stream_of([(1, "a", "b", None), (2, "b", "a", None)])

@@ -105,7 +105,7 @@ def test_warm_up_only_fills_state(stream):
 def test_other_ddst_engines_run_as_jobs(stream, engine):
     pytest.importorskip(f"graphcep.engines.ddst_{engine}")
     for query in (TIME_QUERY, COUNT_QUERY):
-        expected, _ = run_job(DDSTJob(query), stream)
+        expected, _ = run_job(DDSTJob(query, "baseline"), stream)
         got, _ = run_job(DDSTJob(query, engine), stream)
         assert keys(got) == keys(expected)
 
@@ -118,7 +118,7 @@ def test_other_ddst_engines_run_as_jobs(stream, engine):
 def test_spark_equals_baseline_for_every_strategy(spark, stream, query):
     from graphcep.runtime.spark import run_spark
 
-    expected = keys(replay_job(DDSTJob(query), stream))
+    expected = keys(replay_job(DDSTJob(query, "baseline"), stream))
     assert len(expected) > 20
     df = spark.createDataFrame(stream).cache()
     for shards in (2, 5):

@@ -26,6 +26,7 @@ from graphcep.events import (
     TimeFormatError,
     format_seconds,
     matches_to_table,
+    normalize_edges,
     seconds_to_us,
 )
 from graphcep.io.formats import (
@@ -792,3 +793,16 @@ def test_sinks_do_not_leave_temporary_files(tmp_path: Path) -> None:
     sink.close()
     assert [p.name for p in (tmp_path / "d").iterdir()] == ["part-a1.jsonl"]
     shutil.rmtree(tmp_path / "d")
+
+
+@pytest.mark.parametrize("column", ["t", "src", "dst", "dur", "seq"])
+def test_normalize_edges_rejects_nulls_in_core_columns(column: str) -> None:
+    """A null time, vertex, duration or sequence number is named, with its first row --
+    not cast to a wrong value."""
+    cols = {"t": [1, 2, 3], "src": ["a", "b", "c"], "dst": ["b", "c", "a"], "dur": [0, 0, 0],
+            "seq": [0, 1, 2]}  # fmt: skip
+    cols[column] = [cols[column][0], None, None]
+    with pytest.raises(ValueError, match=rf"2 null\(s\) in the required column '{column}' "
+                                         r"\(the first at row 1\)"):
+        normalize_edges(pa.table(cols))
+    assert normalize_edges(pa.table({"t": [1], "src": ["a"], "dst": ["b"]})).num_rows == 1

@@ -32,7 +32,7 @@ from graphcep.lang.ddst import parse_ddst_file
 from graphcep.lang.errors import SalSyntaxError
 from graphcep.lang.sal import parse_file
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.job import DDST_ENGINES, DDSTJob, Job, ReplayJob
+from graphcep.runtime.job import DDST_ENGINES, DEFAULT_DDST_ENGINE, DDSTJob, Job, ReplayJob
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.stream_command import add_parser as add_stream_parser
 
@@ -102,13 +102,13 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--shards", type=int, help="number of time shards (Spark)")
     run.add_argument("--limit", type=int, default=20, help="matches printed on the console")
     run.add_argument("--summary", choices=("text", "json"), default="text")
-    add_ddst_arguments(run, default_engine="baseline")
+    add_ddst_arguments(run)
     add_state_bound_argument(run)
     run.set_defaults(handler=cmd_run)
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
     explain.add_argument("query", help="SAL or DDST file")
-    add_ddst_arguments(explain, default_engine="baseline")
+    add_ddst_arguments(explain)
     add_state_bound_argument(explain)
     explain.add_argument("--query-name")
     explain.add_argument("--window", type=str)
@@ -183,10 +183,12 @@ def add_state_bound_argument(parser: argparse.ArgumentParser) -> None:
                              "50000000, DDST 1000000)")
 
 
-def add_ddst_arguments(parser: argparse.ArgumentParser, default_engine: str) -> None:
+def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
     """The DDST engine and its options (``run``, ``explain`` and ``stream``)."""
-    parser.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES), default=default_engine,
-                        help=f"algorithm for DDST queries (default {default_engine})")
+    parser.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES),
+                        default=DEFAULT_DDST_ENGINE,
+                        help=f"algorithm for DDST queries (default {DEFAULT_DDST_ENGINE}; all "
+                             "three report the same matches)")
     parser.add_argument("--signature-p", type=int, metavar="P",
                         help="signature engine: the prime modulus of its label values "
                              "(default 997; smaller: fewer words, more verifications)")

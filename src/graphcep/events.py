@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 US_PER_SECOND = 1_000_000
 
@@ -153,7 +154,13 @@ def normalize_edges(table: pa.Table) -> pa.Table:
     columns = []
     names = []
     for f in CORE_FIELDS:
-        columns.append(table.column(f.name).cast(f.type))
+        column = table.column(f.name)
+        if column.null_count:  # a null time or id would be cast to a wrong value, silently
+            first = pc.index(pc.is_null(column), True).as_py()
+            raise ValueError(f"edge table has {column.null_count:,} null(s) in the required "
+                             f"column {f.name!r} (the first at row {first}); every edge needs "
+                             f"a time, both vertices, a duration and a sequence number")
+        columns.append(column.cast(f.type))
         names.append(f.name)
     for name in table.column_names:
         if name not in CORE_NAMES:

@@ -67,7 +67,7 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--window", help="extent in seconds for queries without an upper bound")
     stream.add_argument("--max-duration", help="longest edge duration in seconds (end-time queries)")
     stream.add_argument("--homomorphic", action="store_true")
-    add_ddst_arguments(stream, default_engine="coloring")
+    add_ddst_arguments(stream)
     add_state_bound_argument(stream)
     stream.add_argument("--cells", type=int,
                         help="match on a HyperCube grid of at most N cells, each an engine in "

@@ -387,8 +387,10 @@ def _vertex_pairs(g: _Graph, sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     us, vs = np.nonzero(sim)
     seen, inverse = np.unique(vs, return_inverse=True)
     labels = g.vlabel[seen]
-    by_key = sorted(range(len(seen)), key=lambda i: (g.names[seen[i]], labels[i] is not None,
-                                                     labels[i] or ""))  # fmt: skip
+    labelled = np.not_equal(labels, None)
+    # as fixed-width text, NumPy compares in C what a Python sort key would compare per pair
+    texts = np.where(labelled, labels, "").astype(str)
+    by_key = np.lexsort((texts, labelled, g.names[seen].astype(str)))
     rank = np.empty(len(seen), dtype=np.int64)
     rank[by_key] = np.arange(len(seen))
     order = np.lexsort((rank[inverse], us))
@@ -548,8 +550,7 @@ class Reports:
 def _structs(parts: list[tuple[np.ndarray, ...]], kind: pa.StructType) -> pa.StructArray:
     """One struct array from column chunks (one tuple of columns per report)."""
     columns = (np.concatenate(chunks) for chunks in zip(*parts, strict=True))
-    # through lists: pyarrow converts a short object array tens of times slower
-    values = [pa.array(col.tolist(), type=f.type) for col, f in zip(columns, kind, strict=True)]
+    values = [pa.array(col, type=f.type) for col, f in zip(columns, kind, strict=True)]
     return pa.StructArray.from_arrays(values, fields=list(kind))
 
 
