@@ -262,17 +262,22 @@ class _Edge:
 class _Component:
     """The master's record: countMap, needMap, membership and timing extremes."""
 
-    __slots__ = ("count", "need", "live", "dead", "split", "members", "first", "last")
+    __slots__ = ("count", "need", "alive", "dead", "split", "members", "first", "last")
 
     def __init__(self, ne: int) -> None:
         self.count = [0] * ne  # countMap
         self.need = (1 << ne) - 1  # needMap: query edges with count 0
-        self.live = 0  # nodes of red edges
+        self.alive: dict[_Edge, None] = {}  # its red edges (an ordered set)
         self.dead = 0  # nodes of deleted edges, kept for the chains
         self.split = False  # a deletion may have disconnected it
         self.members: list[int] = []  # all its nodes, live and dead
         self.first = [_INT_MAX] * ne  # earliest / latest time of a red edge per query edge,
         self.last = [_INT_MIN] * ne  # never undone on deletion (only widens the test)
+
+    @property
+    def live(self) -> int:
+        """Nodes of red edges."""
+        return len(self.alive)
 
 
 class _Rows:
@@ -805,7 +810,7 @@ class DDSTColoringEngine:
             comp = self._comps[root]
         self._parent[node] = root
         comp.members.append(node)
-        comp.live += 1
+        comp.alive[e] = None
         for v in (e.src, e.dst):
             if not v.red_degree:
                 v.anchor = node
@@ -822,7 +827,7 @@ class DDSTColoringEngine:
         ca.count = [x + y for x, y in zip(ca.count, cb.count, strict=True)]
         ca.need &= cb.need
         ca.members.extend(cb.members)
-        ca.live += cb.live
+        ca.alive.update(cb.alive)
         ca.dead += cb.dead
         ca.split = ca.split or cb.split
         ca.first = [min(x, y) for x, y in zip(ca.first, cb.first, strict=True)]
@@ -841,7 +846,7 @@ class DDSTColoringEngine:
         if e.red:
             return
         e.node = -1
-        comp.live -= 1
+        del comp.alive[e]
         comp.dead += 1
         for v in (e.src, e.dst):
             v.red_degree -= 1
@@ -863,8 +868,7 @@ class DDSTColoringEngine:
 
     def _alive(self, comp: _Component, ordered: bool = True) -> list[_Edge]:
         """The red edges of a component, in arrival order if ``ordered``."""
-        alive = [e for n in comp.members if (e := self._node_edge[n]).node == n]
-        return sorted(alive, key=_NUM) if ordered else alive
+        return sorted(comp.alive, key=_NUM) if ordered else list(comp.alive)
 
     def _rebuild(self, root: int) -> None:
         """Regroup a component's red edges into their true components; drop deleted nodes.
@@ -882,7 +886,7 @@ class DDSTColoringEngine:
             master = root if any(e.node == root for e in part) else part[0].node
             new = self._comps[master] = _Component(self._ne)
             new.members = [e.node for e in part]
-            new.live = len(part)
+            new.alive = dict.fromkeys(part)
             for e in part:
                 self._parent[e.node] = master
                 e.src.anchor = e.dst.anchor = master
