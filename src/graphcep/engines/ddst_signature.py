@@ -161,7 +161,7 @@ from graphcep.engines.ddst_baseline import (
     _compat,
     _component_of,
     _ddst,
-    _graph,
+    _Graph,
     batch_columns,
     edge_fit,
     label_fit,
@@ -701,7 +701,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         of numbering the whole window's vertices first, which costs more than DDST.
         """
         part = _group_edges(lo, k, self._src, self._cand, self._parent)
-        g = _graph({name: col[part] for name, col in self._cols.items()})
+        g = self._part_graph(part)
         sim, se = _ddst(self._q, g, *_compat(self._q, g))
         at = len(part) - 1  # edge k, the newest
         if not se[:, at].any():
@@ -709,6 +709,17 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         w = self.query.window
         opened = int(g.t[at]) - w.size if w.kind == "time" else int(self._cols["t"][lo])
         reports.add(g, *_component_of(g, sim, se, at), at, opened)
+
+    def _part_graph(self, part: np.ndarray) -> _Graph:
+        """The window edges at positions ``part`` as a window graph, numbered from the
+        engine's own vertex numbers (integers: no string hashing per verification)."""
+        ends = np.concatenate([self._src[part], self._dst[part]])
+        vertices, number = np.unique(ends, return_inverse=True)
+        number = number.astype(np.int64).reshape(-1)
+        cols = self._cols
+        return _Graph(number[: len(part)], number[len(part) :], cols["t"][part],
+                      cols["seq"][part], cols["label"][part], self._vertex_labels[vertices],
+                      self._vertex_names[vertices])  # fmt: skip
 
     def _window_starts(self, base: int) -> np.ndarray:
         """The window start (a position in the window arrays) of each new edge."""
@@ -789,21 +800,25 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
             count=len(names),
         )
         if len(table) > before:
-            self._add_vertices([lab for n, lab in zip(number, labs, strict=True) if n >= before])
+            new = number >= before  # numbered in this order: before, before + 1, ...
+            self._add_vertices(names[new], pair_labels[new])
         return number[pair_code]
 
-    def _add_vertices(self, labels: list[str | None]) -> None:
-        """Room and label fits for new vertices (numbered in order, after the others)."""
+    def _add_vertices(self, names: np.ndarray, labels: np.ndarray) -> None:
+        """Room, ids, labels and label fits for new vertices (numbered in order, after the
+        others)."""
         old = len(self._vid) - len(labels)
         self._grow(len(self._vid))
-        given = np.asarray(labels, dtype=object).reshape(len(labels))
+        self._vertex_names[old : len(self._vid)] = names
+        self._vertex_labels[old : len(self._vid)] = labels
         for row, lab in enumerate(self._vlabels):
-            self._vfit[old : len(self._vid), row] = label_fit(lab, given)
+            self._vfit[old : len(self._vid), row] = label_fit(lab, labels)
 
     def _clear_vertices(self) -> None:
         """No vertex arrays yet (:meth:`_grow` makes room)."""
         self._vfit = np.zeros((0, len(self._vlabels)), dtype=bool)
         self._res = np.zeros((0, len(self.signature.words)), dtype=np.uint64)
+        self._vertex_names = self._vertex_labels = np.empty(0, dtype=object)
         for name in _VERTEX_ARRAYS:
             setattr(self, name, np.zeros(0, dtype=np.int64))
 
@@ -820,6 +835,8 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
             return out
 
         self._vfit, self._res = grown(self._vfit, 0), grown(self._res, 0)
+        self._vertex_names = grown(self._vertex_names, None)
+        self._vertex_labels = grown(self._vertex_labels, None)
         self._epoch = grown(self._epoch, -1)
         for name in _VERTEX_ARRAYS[1:]:
             setattr(self, name, grown(getattr(self, name), 0))
