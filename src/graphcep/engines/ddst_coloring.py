@@ -168,7 +168,6 @@ from graphcep.engines.ddst_baseline import (
     _INT_MIN,
     _NO_MATCHES,
     Reports,
-    _compat,
     _compile,
     _component_of,
     _ddst,
@@ -1151,10 +1150,13 @@ class DDSTColoringEngine:
         vertex missing from ``hosts`` keeps its own hosting."""
         self.verifications += 1
         g, vertices = self._part_graph(edges)
-        vc, ec = _compat(self._q, g)
         pairs = _bit_matrix(masks, self._ne)
         hosted = _bit_matrix([hosts.get(v, v.hosts) for v in vertices], len(self._q.vnames))
-        sim, se = _ddst(self._q, g, vc & hosted, ec & pairs)
+        # no label check (the baseline's _compat): a pair is within the edge's fit set, which
+        # fitted its labels and its ends' labels; a vertex hosts only query vertices it has
+        # fitting edges for, at the right end, so their labels fit too (every query vertex
+        # is on a query edge)
+        sim, se = _ddst(self._q, g, hosted, pairs)
         at = len(edges) - 1
         if se[:, at].any():
             reports.add(g, *_component_of(g, sim, se, at), at, opened)
