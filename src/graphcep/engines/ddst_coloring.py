@@ -119,9 +119,13 @@ the recoloring of the edges at an end whose hosting flips (``O(degree)``, once p
 and amortized near-constant union-find work per color change (Theorem 6). A departure
 costs the same as an arrival, plus rebuilds amortized ``O(1)`` per deletion. Tests 1-3
 cost ``O(|Eq| + |≺|)``, at arrivals red for a last query edge; test 4 costs the size of the
-part around ``e_k``; test 5 and DDST run on the part only when tests 1-4 pass. None of this
-grows with the number of edges in the window, only with vertex degrees and the part around
-a matching edge, which is as large as the match component the report must hold anyway.
+part around ``e_k``; test 5 and DDST run on the part only when tests 1-4 pass, and DDST runs
+on the whole red component when that is small (at most 4,096 live edges) or the part
+outgrew test 4's budget. The upkeep does not grow with the number of edges in the window,
+only with vertex degrees; a verification costs the size of the part or red component
+around a matching edge, gathered from array rows (no Python per edge). So throughput holds
+across window sizes where matches are rare, and falls with the match rate where they are
+dense (``bench/ddst.py``; figures in ``bench/RESULTS.md``).
 
 Example (the paper's Example 5 stream; see :mod:`graphcep.engines.ddst_baseline`)
 ---------------------------------------------------------------------------------
