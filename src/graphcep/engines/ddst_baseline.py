@@ -349,6 +349,18 @@ def number_vertices(ids: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
     return number.astype(np.int64), names, label_of[pairs % width]
 
 
+def numbered_graph(src: np.ndarray, dst: np.ndarray, t: np.ndarray, seq: np.ndarray,
+                   label: np.ndarray, names: np.ndarray,
+                   labels: np.ndarray) -> tuple[_Graph, np.ndarray]:
+    """A window graph from edges whose ends carry an engine's own vertex numbers (indexes
+    into ``names`` / ``labels``), renumbered ``0..n-1``; and the numbers kept, in order.
+    Integers: no string hashing per verification (the signature and coloring engines)."""
+    kept, number = np.unique(np.concatenate([src, dst]), return_inverse=True)
+    number = number.astype(np.int64).reshape(-1)
+    m = len(src)
+    return _Graph(number[:m], number[m:], t, seq, label, labels[kept], names[kept]), kept
+
+
 def _graph(cols: Mapping[str, np.ndarray]) -> _Graph:
     """Number the vertices, ``(id, label)`` pairs, of a window's columns."""
     m = len(cols["t"])

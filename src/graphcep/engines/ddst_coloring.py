@@ -179,6 +179,7 @@ from graphcep.engines.ddst_baseline import (
     batch_columns,
     check_stream_order,
     edge_fit,
+    numbered_graph,
     reported_pairs,
 )
 from graphcep.patterns.ddst import DDSTQuery
@@ -1171,18 +1172,8 @@ class DDSTColoringEngine:
         numbering)."""
         rows = np.fromiter(map(_ROW, edges), dtype=np.int64, count=len(edges))
         ec, vc = self._edge_rows.cols, self._vertex_rows.cols
-        ends = np.concatenate([ec["src"][rows], ec["dst"][rows]])
-        vrows, number = np.unique(ends, return_inverse=True)
-        number = number.astype(np.int64).reshape(-1)
-        g = _Graph(
-            src=number[: len(rows)],
-            dst=number[len(rows) :],
-            t=ec["t"][rows],
-            seq=ec["seq"][rows],
-            label=ec["label"][rows],
-            vlabel=vc["label"][vrows],
-            names=vc["name"][vrows],
-        )
+        g, vrows = numbered_graph(ec["src"][rows], ec["dst"][rows], ec["t"][rows],
+                                  ec["seq"][rows], ec["label"][rows], vc["name"], vc["label"])
         return g, vc["vertex"][vrows]
 
 

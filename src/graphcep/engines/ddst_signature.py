@@ -166,6 +166,7 @@ from graphcep.engines.ddst_baseline import (
     edge_fit,
     label_fit,
     number_vertices,
+    numbered_graph,
 )
 from graphcep.patterns.ddst import DDSTQuery
 
@@ -711,15 +712,12 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         reports.add(g, *_component_of(g, sim, se, at), at, opened)
 
     def _part_graph(self, part: np.ndarray) -> _Graph:
-        """The window edges at positions ``part`` as a window graph, numbered from the
-        engine's own vertex numbers (integers: no string hashing per verification)."""
-        ends = np.concatenate([self._src[part], self._dst[part]])
-        vertices, number = np.unique(ends, return_inverse=True)
-        number = number.astype(np.int64).reshape(-1)
+        """The window edges at positions ``part`` as a window graph."""
         cols = self._cols
-        return _Graph(number[: len(part)], number[len(part) :], cols["t"][part],
-                      cols["seq"][part], cols["label"][part], self._vertex_labels[vertices],
-                      self._vertex_names[vertices])  # fmt: skip
+        g, _ = numbered_graph(self._src[part], self._dst[part], cols["t"][part],
+                              cols["seq"][part], cols["label"][part], self._vertex_names,
+                              self._vertex_labels)  # fmt: skip
+        return g
 
     def _window_starts(self, base: int) -> np.ndarray:
         """The window start (a position in the window arrays) of each new edge."""
