@@ -398,11 +398,11 @@ def _vertex_pairs(g: _Graph, sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     then stream vertex id, unlabelled before labelled, then label."""
     us, vs = np.nonzero(sim)
     seen, inverse = np.unique(vs, return_inverse=True)
-    labels = g.vlabel[seen]
-    labelled = np.not_equal(labels, None)
-    # as fixed-width text, NumPy compares in C what a Python sort key would compare per pair
-    texts = np.where(labelled, labels, "").astype(str)
-    by_key = np.lexsort((texts, labelled, g.names[seen].astype(str)))
+    # keys from lists, not per-element array indexing (as fast as np.lexsort on text
+    # columns at thousands of vertices, several times faster at tens)
+    keys = [(name, label is not None, label or "")
+            for name, label in zip(g.names[seen].tolist(), g.vlabel[seen].tolist(), strict=True)]
+    by_key = sorted(range(len(keys)), key=keys.__getitem__)
     rank = np.empty(len(seen), dtype=np.int64)
     rank[by_key] = np.arange(len(seen))
     order = np.lexsort((rank[inverse], us))
