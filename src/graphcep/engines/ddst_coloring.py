@@ -245,11 +245,10 @@ class _Vertex:
 class _Edge:
     """A black edge of the window: fit set, match set (red bits) and union-find node."""
 
-    __slots__ = ("num", "row", "t", "seq", "src", "dst", "fits", "red", "node", "raw")
+    __slots__ = ("num", "row", "t", "seq", "src", "dst", "fits", "red", "node")
 
     def __init__(
-        self, num: int, row: int, t: int, seq: int, src: _Vertex, dst: _Vertex, fits: int,
-        raw: tuple,
+        self, num: int, row: int, t: int, seq: int, src: _Vertex, dst: _Vertex, fits: int
     ) -> None:
         self.num = num  # arrival number (every edge counts, black or not)
         self.row = row  # its row in the engine's edge rows
@@ -260,7 +259,6 @@ class _Edge:
         self.fits = fits
         self.red = 0
         self.node = -1  # its current union-find node while red, else -1
-        self.raw = raw  # (src id, dst id, label, src label, dst label)
 
 
 class _Component:
@@ -659,7 +657,7 @@ class DDSTColoringEngine:
         src = self._vertex((raw[0], raw[3]))
         dst = self._vertex((raw[1], raw[4]))
         row = self._edge_rows.take(t, seq, src.row, dst.row, raw[2])
-        e = self._edges[num] = _Edge(num, row, t, seq, src, dst, fits, raw)
+        e = self._edges[num] = _Edge(num, row, t, seq, src, dst, fits)
         self._fifo.append(num)
         src.out_fits[fits] = src.out_fits.get(fits, 0) + 1
         src.out_edges.append(num)
