@@ -250,6 +250,13 @@ def test_cli_explains_and_rejects_sal_options(cli_files, capsys):
     assert main(["explain", str(cli_files["query"])]) == 0
     out = capsys.readouterr().out
     assert "window: 4 s" in out and "ab < bc" in out
+    assert "plan (coloring engine)" in out  # the default
+    for engine, words in (("baseline", "candidate component"), ("signature", "residues mod p"),
+                          ("coloring", "red components")):
+        assert main(["explain", str(cli_files["query"]), "--ddst-engine", engine]) == 0
+        plan = next(line for line in capsys.readouterr().out.splitlines()
+                    if line.startswith("plan"))
+        assert plan.startswith(f"plan ({engine} engine): ") and words in plan
     assert main(["run", str(cli_files["query"]), "--input", str(cli_files["stream"]),
                  "--engine", "local", "--window", "3"]) == 2
     assert "--window" in capsys.readouterr().err

@@ -40,6 +40,19 @@ DDST_ENGINES: dict[str, tuple[str, str]] = {
     "signature": ("graphcep.engines.ddst_signature", "DDSTSignatureEngine"),
     "coloring": ("graphcep.engines.ddst_coloring", "DDSTColoringEngine"),
 }
+#: What each engine does per arriving edge, in words (``graphcep explain``).
+DDST_PLANS: dict[str, str] = {
+    "baseline": "at each arriving edge that fits a query edge, Algorithm DDST runs on the "
+                "edge's candidate component in its window",
+    "signature": "each edge that fits a query edge updates its candidate group's label "
+                 "residues mod p; Algorithm DDST runs on the group only when the edge fits a "
+                 "last query edge of the timing order and the residues match the query's "
+                 "signature",
+    "coloring": "each edge that fits a query edge is colored black, or red where both its "
+                "ends can host its query edges, and red edges form red components "
+                "(union-find); Algorithm DDST runs only when the edge can close a match (its "
+                "component's counts full, a timing witness possible, local rounds passed)",
+}
 #: The engine a DDST job runs unless told otherwise: all three report the same matches, and
 #: coloring was at or above the baseline in every configuration of ``bench/ddst.py`` (the
 #: signature engine falls below it where most arrivals pass its filter).
@@ -287,8 +300,8 @@ class DDSTJob:
             "",
             window,
             f"timing order (closed): {order}",
-            f"plan: at each arriving edge that fits a query edge, the {self.engine} algorithm "
-            "evaluates its window; the match component holding the edge is reported"
+            f"plan ({self.engine} engine): {DDST_PLANS[self.engine]}; when the edge is "
+            "matched, its match component is reported"
             + (" (only its pairs no earlier report held)"
                if self.options.get("report") == "new" else ""),
             shards,
