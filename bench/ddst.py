@@ -96,6 +96,10 @@ class Mode:
     ctu_windows: tuple[tuple[int, str], ...]
     real_query_sizes: tuple[int, ...]  # query sweep on real data (at REAL_QUERY_WINDOWS)
 
+    def budget(self, engine: str) -> float:
+        """Timed seconds per configuration for ``engine``."""
+        return self.base_budget if engine == "baseline" else self.fast_budget
+
 
 MODES = {
     "full": Mode(
@@ -632,7 +636,7 @@ def measure(name: str, cls: type, cfg: Config, mode: Mode, batch: int,
             profile: cProfile.Profile | None) -> Run:
     """Best of up to ``mode.repeat`` passes; repeats only when a pass covers the region and
     leaves room in the budget (a sampled pass is run once)."""
-    budget = mode.base_budget if name == "baseline" else mode.fast_budget
+    budget = mode.budget(name)
     blocks = blocks_of(cfg.stream.region, mode.blocks)
     try:
         run = one_pass(cls, cfg, blocks, budget, batch, profile)
@@ -674,9 +678,8 @@ def interleaved_rounds(cfgs: list[Config], engines: EngineSet, mode: Mode, batch
                 blocks = blocks_of(cfg.stream.region, mode.blocks)
                 for name, run in cfg.runs.items():
                     cls = engines.classes.get(name)
-                    budget = mode.base_budget if name == "baseline" else mode.fast_budget
                     if cls is None or run.error or not run.complete or \
-                            run.seconds * mode.repeat > budget:
+                            run.seconds * mode.repeat > mode.budget(name):
                         continue
                     run_again(name, cls, cfg, run, blocks, batch)
 

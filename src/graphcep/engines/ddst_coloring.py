@@ -711,9 +711,14 @@ class DDSTColoringEngine:
 
     def _can_host(self, v: _Vertex, s: int) -> bool:
         """Distinct black edges at ``v`` for all out- and in-edges of query vertex ``s``."""
+        return self._hosts(v.out_fits, v.in_fits, s)
+
+    def _hosts(self, out_fits: dict[int, int], in_fits: dict[int, int], s: int) -> bool:
+        """Whether edges counted by fit (or match) set, out of and into a vertex, give query
+        vertex ``s`` distinct edges for all its out- and in-edges."""
         ow, iw = self._out_want[s], self._in_want[s]  # often 0 on one side: no call then
-        return (not ow or _distinct_representatives(v.out_fits, ow)) and (
-            not iw or _distinct_representatives(v.in_fits, iw)
+        return (not ow or _distinct_representatives(out_fits, ow)) and (
+            not iw or _distinct_representatives(in_fits, iw)
         )
 
     def _gain(self, v: _Vertex, roles: int) -> int:
@@ -1021,10 +1026,7 @@ class DDSTColoringEngine:
         held = memo.get(key)
         if held is None:
             if r == 1:
-                ow, iw = self._out_want[s], self._in_want[s]
-                held = _distinct_representatives(v.red_out, ow) and (
-                    _distinct_representatives(v.red_in, iw)
-                )
+                held = self._hosts(v.red_out, v.red_in, s)
             else:
                 held = self._held_by_round(v, s, r, memo)
             memo[key] = held
@@ -1103,10 +1105,7 @@ class DDSTColoringEngine:
                 in_fits[mask[e]] = in_fits.get(mask[e], 0) + 1
         kept = 0
         for s in _bits(hosts):
-            ow, iw = self._out_want[s], self._in_want[s]
-            if _distinct_representatives(out_fits, ow) and (
-                _distinct_representatives(in_fits, iw)
-            ):
+            if self._hosts(out_fits, in_fits, s):
                 kept |= 1 << s
         return kept
 
