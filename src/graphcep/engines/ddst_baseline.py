@@ -127,7 +127,6 @@ from __future__ import annotations
 import pickle
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -497,7 +496,9 @@ class Reports:
 
     A report holds a whole match component, thousands of edges on dense windows; building
     its nested lists from arrays, not from one Python object per edge, keeps reporting
-    cheap next to the matching. Shared by the three DDST engines.
+    cheap next to the matching. Strings are converted to Arrow once per report and vertex
+    (ids, labels), or once per push and distinct value (edge labels, query names); the rows
+    take them by index. Shared by the three DDST engines.
 
     With ``reported`` (``report="new"``), a report holds only the component's edge pairs
     not reported before and the vertex pairs at their ends; ``first_t`` stays the
@@ -510,11 +511,13 @@ class Reports:
         self._q = q
         self._name = query_name
         self._reported = reported
-        self._enames = _objects(list(q.enames))
-        self._vnames = _objects(list(q.vnames))
+        self._enames = pa.array(list(q.enames), pa.string())
+        self._vnames = pa.array(list(q.vnames), pa.string())
         self._heads: list[tuple[int, int, int, int]] = []  # start, end, trigger, first_t
-        self._vertices: list[tuple[np.ndarray, ...]] = []
-        self._edges: list[tuple[np.ndarray, ...]] = []
+        # per report: its distinct vertices' ids and labels; its rows index them
+        self._dictionary: list[tuple[np.ndarray, np.ndarray]] = []
+        self._vertices: list[tuple[np.ndarray, np.ndarray]] = []  # query vertex, vertex
+        self._edges: list[tuple[np.ndarray, ...]] = []  # query edge, seq, t, src, dst, label
 
     def __len__(self) -> int:
         return len(self._heads)
@@ -529,11 +532,15 @@ class Reports:
             sim = np.zeros_like(sim)
             sim[self._q.qsrc[ks], g.src[es]] = True
             sim[self._q.qdst[ks], g.dst[es]] = True
-        src, dst = g.src[es], g.dst[es]
-        self._edges.append((self._enames[ks], g.seq[es], g.t[es], g.names[src], g.names[dst],
-                            g.label[es], g.vlabel[src], g.vlabel[dst]))  # fmt: skip
         us, vs = _vertex_pairs(g, sim)
-        self._vertices.append((self._vnames[us], g.names[vs], g.vlabel[vs]))
+        m = len(es)
+        # A vertex's id and label are converted to Arrow once per report, not once per row
+        # that names it: a dense report names each vertex in several edge and vertex rows.
+        used, local = np.unique(np.concatenate([g.src[es], g.dst[es], vs]), return_inverse=True)
+        local = local.reshape(-1)
+        self._dictionary.append((g.names[used], g.vlabel[used]))
+        self._edges.append((ks, g.seq[es], g.t[es], local[:m], local[m:2 * m], g.label[es]))
+        self._vertices.append((us, local[2 * m:]))
         self._heads.append((opened, int(g.t[at]), int(g.seq[at]), first_t))
 
     def table(self) -> pa.Table:
@@ -541,8 +548,28 @@ class Reports:
         if not self._heads:
             return _NO_MATCHES
         opened, ends, triggers, firsts = (list(c) for c in zip(*self._heads, strict=True))
-        vertex_values = _structs(self._vertices, DDST_VERTEX_TYPE)
-        edge_values = _structs(self._edges, DDST_EDGE_TYPE)
+        names = pa.array(np.concatenate([d[0] for d in self._dictionary]), pa.string())
+        vlabels = pa.array(np.concatenate([d[1] for d in self._dictionary]), pa.string())
+        base = np.cumsum([0] + [len(d[0]) for d in self._dictionary[:-1]])
+
+        def vertex_rows(parts: list[tuple[np.ndarray, ...]], col: int) -> pa.Array:
+            """Row numbers into ``names`` / ``vlabels`` of each part's column ``col``."""
+            return pa.array(np.concatenate([p[col] + b for p, b in zip(parts, base,
+                                                                        strict=True)]))
+
+        def joined(parts: list[tuple[np.ndarray, ...]], col: int) -> np.ndarray:
+            return np.concatenate([p[col] for p in parts])
+
+        vertex = vertex_rows(self._vertices, 1)
+        vertex_values = pa.StructArray.from_arrays(
+            [self._vnames.take(joined(self._vertices, 0)), names.take(vertex),
+             vlabels.take(vertex)], fields=list(DDST_VERTEX_TYPE))  # fmt: skip
+        src, dst = vertex_rows(self._edges, 3), vertex_rows(self._edges, 4)
+        edge_values = pa.StructArray.from_arrays(
+            [self._enames.take(joined(self._edges, 0)), pa.array(joined(self._edges, 1)),
+             pa.array(joined(self._edges, 2)), names.take(src), names.take(dst),
+             _few_strings(joined(self._edges, 5)), vlabels.take(src), vlabels.take(dst)],
+            fields=list(DDST_EDGE_TYPE))  # fmt: skip
         columns = {
             "query": pa.array([self._name] * len(triggers), pa.string()),
             "match_id": pa.array(match_ids(self._name, np.array(triggers)[:, None]).tolist(),
@@ -559,11 +586,12 @@ class Reports:
         return pa.table(columns, schema=DDST_MATCH_SCHEMA)
 
 
-def _structs(parts: list[tuple[np.ndarray, ...]], kind: pa.StructType) -> pa.StructArray:
-    """One struct array from column chunks (one tuple of columns per report)."""
-    columns = (np.concatenate(chunks) for chunks in zip(*parts, strict=True))
-    values = [pa.array(col, type=f.type) for col, f in zip(columns, kind, strict=True)]
-    return pa.StructArray.from_arrays(values, fields=list(kind))
+def _few_strings(values: np.ndarray) -> pa.Array:
+    """An object array of strings or ``None`` drawn from a small vocabulary (edge labels),
+    as Arrow: each distinct string is converted once."""
+    codes, distinct = pd.factorize(values)  # None: -1
+    words = pa.array(np.asarray(distinct, dtype=object), pa.string())
+    return words.take(pa.array(codes, mask=codes < 0))
 
 
 def label_fit(wanted: str | None, given: np.ndarray) -> np.ndarray:
@@ -579,13 +607,6 @@ def edge_fit(cols: Mapping[str, np.ndarray], src_label: str | None, label: str |
     destination's; ``None`` is any). Shared by the signature and coloring engines."""
     return (label_fit(src_label, cols["src_label"]) & label_fit(label, cols["label"])
             & label_fit(dst_label, cols["dst_label"]))  # fmt: skip
-
-
-def _objects(values: list[Any]) -> np.ndarray:
-    """A 1-d object array of ``values`` (strings or ``None``)."""
-    out = np.empty(len(values), dtype=object)
-    out[:] = values
-    return out
 
 
 def _offsets(sizes: Iterable[int]) -> pa.Array:
