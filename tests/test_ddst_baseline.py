@@ -327,6 +327,23 @@ def test_report_orders_vertex_pairs_by_query_vertex_then_id_then_label():
                    ("A", "b", None), ("A", "é", None), ("B", "z", None)]  # fmt: skip
 
 
+def test_report_orders_edge_pairs_by_time_then_seq_then_query_edge():
+    """A report's edge pairs: stream order (t, then seq -- which need not grow with t),
+    then query-edge order for a stream edge matching several query edges; reports of one
+    push each in their own order."""
+    q = parse_ddst("VERTICES A, B; EDGES y: A -> B; x: A -> B; WITHIN 10 s")
+    rows = [(1, 9, "a", "b"), (2, 4, "a", "b"), (2, 7, "a", "b"), (3, 1, "c", "d"),
+            (4, 0, "c", "d")]
+    stream = [{"t": t * S, "seq": seq, "src": s, "dst": d, "label": None} for t, seq, s, d in rows]
+    out = DDSTBaselineEngine(q).push(table(stream)).to_pylist()
+    got = [[(e["t"] // S, e["seq"], e["qedge"]) for e in r["edges"]] for r in out]
+    assert got == [
+        [(1, 9, "y"), (1, 9, "x"), (2, 4, "y"), (2, 4, "x")],
+        [(1, 9, "y"), (1, 9, "x"), (2, 4, "y"), (2, 4, "x"), (2, 7, "y"), (2, 7, "x")],
+        [(3, 1, "y"), (3, 1, "x"), (4, 0, "y"), (4, 0, "x")],
+    ]
+
+
 def test_inconsistent_labels_make_two_vertices():
     q = parse_ddst("VERTICES A:M, B; EDGES x: A -> B; y: B -> A; WITHIN 10 s")
     stream = stream_of([(1, "a", "b", None), (2, "b", "a", None)])

@@ -124,9 +124,11 @@ Example (the paper's Example 5 as a stream: AB edges at 30, 40, 90; CA at 2, 45,
 
 from __future__ import annotations
 
+import math
 import pickle
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pandas as pd
@@ -494,11 +496,11 @@ def reported_pairs(query: DDSTQuery, report: str) -> ReportedPairs | None:
 class Reports:
     """The report rows of one push (:data:`DDST_MATCH_SCHEMA`), built column by column.
 
-    A report holds a whole match component, thousands of edges on dense windows; building
-    its nested lists from arrays, not from one Python object per edge, keeps reporting
-    cheap next to the matching. Strings are converted to Arrow once per report and vertex
-    (ids, labels), or once per push and distinct value (edge labels, query names); the rows
-    take them by index. Shared by the three DDST engines.
+    A report holds a whole match component, thousands of edges on dense windows, and a
+    push can make hundreds of reports. ``add`` keeps each report's pairs as found; ``table``
+    orders and converts the pairs of all of them at once, in a fixed number of array
+    operations per push: the ids and labels are converted to Arrow once per push and
+    distinct value, and the rows take them by index. Shared by the three DDST engines.
 
     With ``reported`` (``report="new"``), a report holds only the component's edge pairs
     not reported before and the vertex pairs at their ends; ``first_t`` stays the
@@ -514,33 +516,22 @@ class Reports:
         self._enames = pa.array(list(q.enames), pa.string())
         self._vnames = pa.array(list(q.vnames), pa.string())
         self._heads: list[tuple[int, int, int, int]] = []  # start, end, trigger, first_t
-        # per report: its distinct vertices' ids and labels; its rows index them
-        self._dictionary: list[tuple[np.ndarray, np.ndarray]] = []
-        self._vertices: list[tuple[np.ndarray, np.ndarray]] = []  # query vertex, vertex
-        self._edges: list[tuple[np.ndarray, ...]] = []  # query edge, seq, t, src, dst, label
+        self._parts: list[_Part] = []
 
     def __len__(self) -> int:
         return len(self._heads)
 
     def add(self, g: _Graph, sim: np.ndarray, se: np.ndarray, at: int, opened: int) -> None:
         """Report the component ``(sim, se)`` of ``g``, triggered by edge ``at``."""
-        ks, es = _edge_pairs(g, se)
-        first_t = int(g.t[es].min())
+        es, ks = np.nonzero(se.T)  # by edge, then query edge: report order if g's edges
+        first_t = int(g.t[es].min())  # are in stream order (see _pair_rows)
         if self._reported is not None:
             new = self._reported.take_new(ks, g.seq[es], g.t[es], opened)
             ks, es = ks[new], es[new]
             sim = np.zeros_like(sim)
             sim[self._q.qsrc[ks], g.src[es]] = True
             sim[self._q.qdst[ks], g.dst[es]] = True
-        us, vs = _vertex_pairs(g, sim)
-        m = len(es)
-        # A vertex's id and label are converted to Arrow once per report, not once per row
-        # that names it: a dense report names each vertex in several edge and vertex rows.
-        used, local = np.unique(np.concatenate([g.src[es], g.dst[es], vs]), return_inverse=True)
-        local = local.reshape(-1)
-        self._dictionary.append((g.names[used], g.vlabel[used]))
-        self._edges.append((ks, g.seq[es], g.t[es], local[:m], local[m:2 * m], g.label[es]))
-        self._vertices.append((us, local[2 * m:]))
+        self._parts.append(_Part(g, ks, es, *np.nonzero(sim)))
         self._heads.append((opened, int(g.t[at]), int(g.seq[at]), first_t))
 
     def table(self) -> pa.Table:
@@ -548,28 +539,7 @@ class Reports:
         if not self._heads:
             return _NO_MATCHES
         opened, ends, triggers, firsts = (list(c) for c in zip(*self._heads, strict=True))
-        names = pa.array(np.concatenate([d[0] for d in self._dictionary]), pa.string())
-        vlabels = pa.array(np.concatenate([d[1] for d in self._dictionary]), pa.string())
-        base = np.cumsum([0] + [len(d[0]) for d in self._dictionary[:-1]])
-
-        def vertex_rows(parts: list[tuple[np.ndarray, ...]], col: int) -> pa.Array:
-            """Row numbers into ``names`` / ``vlabels`` of each part's column ``col``."""
-            return pa.array(np.concatenate([p[col] + b for p, b in zip(parts, base,
-                                                                        strict=True)]))
-
-        def joined(parts: list[tuple[np.ndarray, ...]], col: int) -> np.ndarray:
-            return np.concatenate([p[col] for p in parts])
-
-        vertex = vertex_rows(self._vertices, 1)
-        vertex_values = pa.StructArray.from_arrays(
-            [self._vnames.take(joined(self._vertices, 0)), names.take(vertex),
-             vlabels.take(vertex)], fields=list(DDST_VERTEX_TYPE))  # fmt: skip
-        src, dst = vertex_rows(self._edges, 3), vertex_rows(self._edges, 4)
-        edge_values = pa.StructArray.from_arrays(
-            [self._enames.take(joined(self._edges, 0)), pa.array(joined(self._edges, 1)),
-             pa.array(joined(self._edges, 2)), names.take(src), names.take(dst),
-             _few_strings(joined(self._edges, 5)), vlabels.take(src), vlabels.take(dst)],
-            fields=list(DDST_EDGE_TYPE))  # fmt: skip
+        edges, vertices = _pair_rows(self._parts)
         columns = {
             "query": pa.array([self._name] * len(triggers), pa.string()),
             "match_id": pa.array(match_ids(self._name, np.array(triggers)[:, None]).tolist(),
@@ -578,12 +548,118 @@ class Reports:
             "window_end": pa.array(ends, pa.int64()),
             "trigger_seq": pa.array(triggers, pa.int64()),
             "first_t": pa.array(firsts, pa.int64()),
-            "vertices": pa.ListArray.from_arrays(_offsets(len(v[0]) for v in self._vertices),
-                                                 vertex_values),
-            "edges": pa.ListArray.from_arrays(_offsets(len(e[0]) for e in self._edges),
-                                              edge_values),
-        }
+            "vertices": pa.ListArray.from_arrays(
+                _offsets(len(p.vs) for p in self._parts),
+                pa.StructArray.from_arrays([self._vnames.take(vertices.pop(0)), *vertices],
+                                           fields=list(DDST_VERTEX_TYPE))),
+            "edges": pa.ListArray.from_arrays(
+                _offsets(len(p.es) for p in self._parts),
+                pa.StructArray.from_arrays([self._enames.take(edges.pop(0)), *edges],
+                                           fields=list(DDST_EDGE_TYPE))),
+        }  # fmt: skip
         return pa.table(columns, schema=DDST_MATCH_SCHEMA)
+
+
+@dataclass(frozen=True)
+class _Part:
+    """One report's pairs as found: ``Se`` as (query edge, edge of ``g``) and ``S`` as
+    (query vertex, vertex of ``g``)."""
+
+    g: _Graph
+    ks: np.ndarray
+    es: np.ndarray
+    us: np.ndarray
+    vs: np.ndarray
+
+
+def _pair_rows(parts: list[_Part]) -> tuple[list[Any], list[Any]]:
+    """The edge and vertex rows of the reports ``parts``, report after report, each in
+    report order (:func:`_edge_pairs`, :func:`_vertex_pairs`): edge rows ``[query edge
+    number, seq, t, src, dst, label, src_label, dst_label]`` and vertex rows ``[query
+    vertex number, vertex, label]``; numbers as NumPy, the rest as Arrow.
+
+    The graphs of all reports are stacked into one (their vertex and edge numbers offset),
+    so each step is one array operation for the whole push. A report whose graph lists its
+    edges in stream order (every engine's does) needs no sort of its edge pairs.
+    """
+    graphs = [p.g for p in parts]
+    edge_base = _starts([len(g.t) for g in graphs])
+    vertex_base = _starts([g.n for g in graphs])
+    edge_count = [len(p.es) for p in parts]
+    vertex_count = [len(p.vs) for p in parts]
+
+    def stacked(column: str) -> np.ndarray:
+        return np.concatenate([getattr(g, column) for g in graphs])
+
+    # edge pairs, by report, then (t, seq), then query edge
+    es = np.concatenate([p.es for p in parts]) + np.repeat(edge_base, edge_count)
+    ks = np.concatenate([p.ks for p in parts])
+    t, seq = stacked("t")[es], stacked("seq")[es]
+    report = np.repeat(np.arange(len(parts)), edge_count)
+    if not _in_stream_order(report, t, seq):
+        order = np.lexsort((ks, seq, t, report))
+        ks, es, t, seq = ks[order], es[order], t[order], seq[order]
+    shift = np.repeat(vertex_base, [len(g.t) for g in graphs])
+    src, dst = (stacked("src") + shift)[es], (stacked("dst") + shift)[es]
+    # the vertices named by some row, numbered 0.. in the stack's order, with ids and labels
+    vs = np.concatenate([p.vs for p in parts]) + np.repeat(vertex_base, vertex_count)
+    us = np.concatenate([p.us for p in parts])
+    named = np.zeros(sum(g.n for g in graphs), dtype=bool)
+    named[vs] = named[src] = named[dst] = True
+    local = np.cumsum(named) - 1
+    used = np.flatnonzero(named)
+    id_code, ids = pd.factorize(stacked("names")[used])
+    label_code, labels = pd.factorize(stacked("vlabel")[used])  # None: -1
+    # vertex pairs by report, then query vertex, then id by code point, unlabelled first,
+    # then label
+    id_rank = _ranks(ids)[id_code]
+    label_rank = np.append(_ranks(labels) + 1, 0)[label_code]  # code -1 (None): rank 0
+    v = local[vs]
+    by = _order(np.repeat(np.arange(len(parts)), vertex_count), us, id_rank[v], label_rank[v])
+    id_text = pa.array(np.asarray(ids, dtype=object), pa.string())
+    label_text = pa.array(np.asarray(labels, dtype=object), pa.string())
+
+    def text_of(rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
+        codes = label_code[rows]
+        return id_text.take(id_code[rows]), label_text.take(pa.array(codes, mask=codes < 0))
+
+    (src_id, src_label), (dst_id, dst_label) = text_of(local[src]), text_of(local[dst])
+    edge_label = _few_strings(stacked("label")[es])
+    edges = [ks, pa.array(seq), pa.array(t), src_id, dst_id, edge_label, src_label, dst_label]
+    return edges, [us[by], *text_of(v[by])]
+
+
+def _in_stream_order(report: np.ndarray, t: np.ndarray, seq: np.ndarray) -> bool:
+    """Whether consecutive pairs of one report never step back in ``(t, seq)``. Pairs of
+    one edge are adjacent and by query edge (``np.nonzero`` of ``Se`` transposed), and
+    ``(t, seq)`` names one edge, so then the pairs are in report order."""
+    back = (np.diff(t) < 0) | ((np.diff(t) == 0) & (np.diff(seq) < 0))
+    return not np.any(back & (report[1:] == report[:-1]))
+
+
+def _order(*keys: np.ndarray) -> np.ndarray:
+    """The order sorting by ``keys``, the first most significant, all non-negative and
+    jointly distinct: one sort of a combined key when it fits 62 bits (a sort per key,
+    ``np.lexsort``, costs several times more on large pushes), else ``np.lexsort``."""
+    sizes = [int(k.max()) + 1 if len(k) else 1 for k in keys]
+    if math.prod(sizes) >= 1 << 62:
+        return np.lexsort(keys[::-1])
+    combined = np.zeros(len(keys[0]), dtype=np.int64)
+    for key, size in zip(keys, sizes, strict=True):
+        combined = combined * size + key
+    return np.argsort(combined)
+
+
+def _starts(sizes: list[int]) -> np.ndarray:
+    """Where each of consecutive blocks of these sizes starts."""
+    return np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.int64)
+
+
+def _ranks(values: Any) -> np.ndarray:
+    """Each value's position in sorted order (Python ``<``: code points for strings)."""
+    rank = np.empty(len(values), dtype=np.int64)
+    rank[np.argsort(np.asarray(values, dtype=object), kind="stable")] = np.arange(len(values))
+    return rank
 
 
 def _few_strings(values: np.ndarray) -> pa.Array:

@@ -1151,8 +1151,8 @@ class DDSTColoringEngine:
         left (each a superset of the match component's); the trigger is the last edge. A
         vertex missing from ``hosts`` keeps its own hosting."""
         self.verifications += 1
-        g, vertices = self._part_graph(edges)
-        pairs = _bit_matrix(masks, self._ne)
+        g, vertices, order = self._part_graph(edges)
+        pairs = _bit_matrix(masks, self._ne)[:, order]
         hosted = _bit_matrix([hosts.get(v, v.hosts) for v in vertices], len(self._q.vnames))
         # no label check (the baseline's _compat): a pair is within the edge's fit set, which
         # fitted its labels and its ends' labels; a vertex hosts only query vertices it has
@@ -1163,15 +1163,20 @@ class DDSTColoringEngine:
         if se[:, at].any():
             reports.add(g, *_component_of(g, sim, se, at), at, opened)
 
-    def _part_graph(self, edges: list[_Edge]) -> tuple[_Graph, np.ndarray]:
-        """The part as the baseline's window graph, gathered from the edge and vertex rows,
-        and its vertices (numbered by row; the baseline's results do not depend on the
-        numbering)."""
-        rows = np.fromiter(map(_ROW, edges), dtype=np.int64, count=len(edges))
+    def _part_graph(self, edges: list[_Edge]) -> tuple[_Graph, np.ndarray, np.ndarray]:
+        """The part as the baseline's window graph, gathered from the edge and vertex rows;
+        its vertices (numbered by row; the baseline's results do not depend on the
+        numbering); and where each of its edges was in ``edges``.
+
+        The edges are put in stream order, as in a window: the trigger, the newest, stays
+        last, and a report then needs no sort of its edge pairs."""
         ec, vc = self._edge_rows.cols, self._vertex_rows.cols
+        rows = np.fromiter(map(_ROW, edges), dtype=np.int64, count=len(edges))
+        order = np.lexsort((ec["seq"][rows], ec["t"][rows]))
+        rows = rows[order]
         g, vrows = numbered_graph(ec["src"][rows], ec["dst"][rows], ec["t"][rows],
                                   ec["seq"][rows], ec["label"][rows], vc["name"], vc["label"])
-        return g, vc["vertex"][vrows]
+        return g, vc["vertex"][vrows], order
 
 
 _BITS: dict[int, tuple[int, ...]] = {}
