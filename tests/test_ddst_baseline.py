@@ -344,6 +344,16 @@ def test_report_orders_edge_pairs_by_time_then_seq_then_query_edge():
     ]
 
 
+@pytest.mark.parametrize("top", [7, 1 << 40])  # combined key; lexsort past 62 bits
+def test_report_order_of_several_keys_is_lexicographic(top):
+    rng = np.random.default_rng(5)
+    rows = {(int(rng.integers(top)), int(rng.integers(4)), int(rng.integers(1 << 20)))
+            for _ in range(500)}  # fmt: skip
+    a, b, c = (np.array(col, dtype=np.int64) for col in zip(*rows, strict=True))
+    order = baseline_module._order(a, b, c)
+    assert list(zip(a[order], b[order], c[order], strict=True)) == sorted(rows)
+
+
 def test_inconsistent_labels_make_two_vertices():
     q = parse_ddst("VERTICES A:M, B; EDGES x: A -> B; y: B -> A; WITHIN 10 s")
     stream = stream_of([(1, "a", "b", None), (2, "b", "a", None)])
