@@ -394,51 +394,15 @@ def _ddst(q: _Query, g: _Graph, vc: np.ndarray, ec: np.ndarray) -> tuple[np.ndar
                        np.ascontiguousarray(ec))
 
 
-def _vertex_pairs(g: _Graph, sim: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``S`` as (query vertex numbers, stream vertex numbers) in report order: query vertex,
-    then stream vertex id, unlabelled before labelled, then label."""
-    us, vs = np.nonzero(sim)
-    seen, inverse = np.unique(vs, return_inverse=True)
-    # keys from lists, not per-element array indexing (as fast as np.lexsort on text
-    # columns at thousands of vertices, several times faster at tens)
-    keys = [(name, label is not None, label or "")
-            for name, label in zip(g.names[seen].tolist(), g.vlabel[seen].tolist(), strict=True)]
-    by_key = sorted(range(len(keys)), key=keys.__getitem__)
-    rank = np.empty(len(seen), dtype=np.int64)
-    rank[by_key] = np.arange(len(seen))
-    order = np.lexsort((rank[inverse], us))
-    return us[order], vs[order]
-
-
-def _edge_pairs(g: _Graph, se: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``Se`` as (query edge numbers, stream edge positions), in report order: stream order
-    ``(t, seq)``, then query-edge order."""
-    ks, es = np.nonzero(se)
-    order = np.lexsort((ks, g.seq[es], g.t[es]))
-    return ks[order], es[order]
-
-
 def _match_graph(q: _Query, g: _Graph, sim: np.ndarray, se: np.ndarray) -> MatchGraph:
-    """Boolean relations as a :class:`MatchGraph` (names, times; sorted)."""
-    us, vs = _vertex_pairs(g, sim)
-    vertices = tuple(
-        (q.vnames[u], g.names[v], g.vlabel[v]) for u, v in zip(us, vs, strict=True)
-    )
-    ks, es = _edge_pairs(g, se)
-    edges = (
-        EdgeMatch(
-            q.enames[k],
-            int(g.seq[e]),
-            int(g.t[e]),
-            g.names[g.src[e]],
-            g.names[g.dst[e]],
-            g.label[e],
-            g.vlabel[g.src[e]],
-            g.vlabel[g.dst[e]],
-        )  # fmt: skip
-        for k, e in zip(ks, es, strict=True)
-    )
-    return MatchGraph(vertices, tuple(edges))
+    """Boolean relations as a :class:`MatchGraph` (names, times; in report order)."""
+    es, ks = np.nonzero(se.T)
+    edges, vertices = _pair_rows([_Part(g, ks, es, *np.nonzero(sim))])
+    edge_rows = zip([q.enames[k] for k in edges[0]], *(col.to_pylist() for col in edges[1:]),
+                    strict=True)  # fmt: skip
+    vertex_rows = zip([q.vnames[u] for u in vertices[0]],
+                      *(col.to_pylist() for col in vertices[1:]), strict=True)  # fmt: skip
+    return MatchGraph(tuple(vertex_rows), tuple(EdgeMatch(*row) for row in edge_rows))
 
 
 #: What a report holds: the whole match component, or only its pairs not reported before.
@@ -574,9 +538,11 @@ class _Part:
 
 def _pair_rows(parts: list[_Part]) -> tuple[list[Any], list[Any]]:
     """The edge and vertex rows of the reports ``parts``, report after report, each in
-    report order (:func:`_edge_pairs`, :func:`_vertex_pairs`): edge rows ``[query edge
-    number, seq, t, src, dst, label, src_label, dst_label]`` and vertex rows ``[query
-    vertex number, vertex, label]``; numbers as NumPy, the rest as Arrow.
+    report order -- edge pairs in stream order ``(t, seq)``, then by query edge; vertex
+    pairs by query vertex, then stream vertex id (code points), unlabelled before
+    labelled, then label: edge rows ``[query edge number, seq, t, src, dst, label,
+    src_label, dst_label]`` and vertex rows ``[query vertex number, vertex, label]``;
+    numbers as NumPy, the rest as Arrow.
 
     The graphs of all reports are stacked into one (their vertex and edge numbers offset),
     so each step is one array operation for the whole push. A report whose graph lists its
