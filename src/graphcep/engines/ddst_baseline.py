@@ -567,32 +567,46 @@ def _pair_rows(parts: list[_Part]) -> tuple[list[Any], list[Any]]:
         ks, es, t, seq = ks[order], es[order], t[order], seq[order]
     shift = np.repeat(vertex_base, [len(g.t) for g in graphs])
     src, dst = (stacked("src") + shift)[es], (stacked("dst") + shift)[es]
-    # the vertices named by some row, numbered 0.. in the stack's order, with ids and labels
     vs = np.concatenate([p.vs for p in parts]) + np.repeat(vertex_base, vertex_count)
     us = np.concatenate([p.us for p in parts])
-    named = np.zeros(sum(g.n for g in graphs), dtype=bool)
-    named[vs] = named[src] = named[dst] = True
-    local = np.cumsum(named) - 1
-    used = np.flatnonzero(named)
-    id_code, ids = pd.factorize(stacked("names")[used])
-    label_code, labels = pd.factorize(stacked("vlabel")[used])  # None: -1
-    # vertex pairs by report, then query vertex, then id by code point, unlabelled first,
-    # then label
-    id_rank = _ranks(ids)[id_code]
-    label_rank = np.append(_ranks(labels) + 1, 0)[label_code]  # code -1 (None): rank 0
-    v = local[vs]
-    by = _order(np.repeat(np.arange(len(parts)), vertex_count), us, id_rank[v], label_rank[v])
-    id_text = pa.array(np.asarray(ids, dtype=object), pa.string())
-    label_text = pa.array(np.asarray(labels, dtype=object), pa.string())
+    named = _Named(stacked("names"), stacked("vlabel"), [vs, src, dst])
+    # vertex pairs by report, then query vertex, then id, then label
+    by = _order(np.repeat(np.arange(len(parts)), vertex_count), us, *named.ranks(vs))
+    (src_id, src_label), (dst_id, dst_label) = named.text(src), named.text(dst)
+    label = _few_strings(stacked("label")[es])
+    edges = [ks, pa.array(seq), pa.array(t), src_id, dst_id, label, src_label, dst_label]
+    return edges, [us[by], *named.text(vs[by])]
 
-    def text_of(rows: np.ndarray) -> tuple[pa.Array, pa.Array]:
-        codes = label_code[rows]
-        return id_text.take(id_code[rows]), label_text.take(pa.array(codes, mask=codes < 0))
 
-    (src_id, src_label), (dst_id, dst_label) = text_of(local[src]), text_of(local[dst])
-    edge_label = _few_strings(stacked("label")[es])
-    edges = [ks, pa.array(seq), pa.array(t), src_id, dst_id, edge_label, src_label, dst_label]
-    return edges, [us[by], *text_of(v[by])]
+class _Named:
+    """The vertices that report rows name, of a stack of graphs: their ids and labels,
+    each distinct one converted to Arrow once, and their ranks in report order (ids by
+    code point; unlabelled before labelled, then by label)."""
+
+    def __init__(self, names: np.ndarray, labels: np.ndarray, rows: list[np.ndarray]) -> None:
+        named = np.zeros(len(names), dtype=bool)
+        for r in rows:
+            named[r] = True
+        self._local = np.cumsum(named) - 1  # stack vertex -> its number among the named
+        used = np.flatnonzero(named)
+        self._id_code, ids = pd.factorize(names[used])
+        self._label_code, distinct = pd.factorize(labels[used])  # None: -1
+        self._id_rank = _ranks(ids)[self._id_code]
+        self._label_rank = np.append(_ranks(distinct) + 1, 0)[self._label_code]  # None: 0
+        self._ids = pa.array(np.asarray(ids, dtype=object), pa.string())
+        self._labels = pa.array(np.asarray(distinct, dtype=object), pa.string())
+
+    def ranks(self, vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Sort keys of stack vertices: id rank, label rank."""
+        v = self._local[vertices]
+        return self._id_rank[v], self._label_rank[v]
+
+    def text(self, vertices: np.ndarray) -> tuple[pa.Array, pa.Array]:
+        """Ids and labels of stack vertices, as Arrow strings."""
+        v = self._local[vertices]
+        codes = self._label_code[v]
+        labels = self._labels.take(pa.array(codes, mask=codes < 0))
+        return self._ids.take(self._id_code[v]), labels
 
 
 def _in_stream_order(report: np.ndarray, t: np.ndarray, seq: np.ndarray) -> bool:
