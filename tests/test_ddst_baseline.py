@@ -354,6 +354,17 @@ def test_report_order_of_several_keys_is_lexicographic(top):
     assert list(zip(a[order], b[order], c[order], strict=True)) == sorted(rows)
 
 
+@pytest.mark.parametrize("size", [5, 2_000])  # a dict below _SMALL_FACTORIZE, pandas above
+def test_factorize_numbers_values_by_first_appearance(size):
+    rng = np.random.default_rng(size)
+    values = np.empty(size, dtype=object)
+    values[:] = [None if x == 0 else f"v{x}" for x in rng.integers(0, 7, size)]
+    codes, distinct = baseline_module._factorize(values)
+    first = list(dict.fromkeys(v for v in values if v is not None))
+    assert distinct.tolist() == first
+    assert codes.tolist() == [-1 if v is None else first.index(v) for v in values]
+
+
 def test_inconsistent_labels_make_two_vertices():
     q = parse_ddst("VERTICES A:M, B; EDGES x: A -> B; y: B -> A; WITHIN 10 s")
     stream = stream_of([(1, "a", "b", None), (2, "b", "a", None)])

@@ -589,12 +589,12 @@ class _Named:
             named[r] = True
         self._local = np.cumsum(named) - 1  # stack vertex -> its number among the named
         used = np.flatnonzero(named)
-        self._id_code, ids = pd.factorize(names[used])
-        self._label_code, distinct = pd.factorize(labels[used])  # None: -1
+        self._id_code, ids = _factorize(names[used])
+        self._label_code, distinct = _factorize(labels[used])  # None: -1
         self._id_rank = _ranks(ids)[self._id_code]
         self._label_rank = np.append(_ranks(distinct) + 1, 0)[self._label_code]  # None: 0
-        self._ids = pa.array(np.asarray(ids, dtype=object), pa.string())
-        self._labels = pa.array(np.asarray(distinct, dtype=object), pa.string())
+        self._ids = pa.array(ids, pa.string())
+        self._labels = pa.array(distinct, pa.string())
 
     def ranks(self, vertices: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Sort keys of stack vertices: id rank, label rank."""
@@ -613,7 +613,8 @@ def _in_stream_order(report: np.ndarray, t: np.ndarray, seq: np.ndarray) -> bool
     """Whether consecutive pairs of one report never step back in ``(t, seq)``. Pairs of
     one edge are adjacent and by query edge (``np.nonzero`` of ``Se`` transposed), and
     ``(t, seq)`` names one edge, so then the pairs are in report order."""
-    back = (np.diff(t) < 0) | ((np.diff(t) == 0) & (np.diff(seq) < 0))
+    dt = np.diff(t)
+    back = (dt < 0) | ((dt == 0) & (np.diff(seq) < 0))
     return not np.any(back & (report[1:] == report[:-1]))
 
 
@@ -645,9 +646,28 @@ def _ranks(values: Any) -> np.ndarray:
 def _few_strings(values: np.ndarray) -> pa.Array:
     """An object array of strings or ``None`` drawn from a small vocabulary (edge labels),
     as Arrow: each distinct string is converted once."""
-    codes, distinct = pd.factorize(values)  # None: -1
-    words = pa.array(np.asarray(distinct, dtype=object), pa.string())
+    codes, distinct = _factorize(values)  # None: -1
+    words = pa.array(distinct, pa.string())
     return words.take(pa.array(codes, mask=codes < 0))
+
+
+#: Below this many values a dict numbers them faster than ``pd.factorize``, whose fixed
+#: cost (tens of µs) dominates the reports of a push on sparse streams.
+_SMALL_FACTORIZE = 256
+
+
+def _factorize(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Number the distinct values of an object array in order of first appearance:
+    ``(code of each value, None: -1; the distinct values as an object array)``."""
+    if len(values) > _SMALL_FACTORIZE:
+        codes, distinct = pd.factorize(values)
+        return codes, np.asarray(distinct, dtype=object)
+    index: dict[Any, int] = {}
+    codes = np.fromiter((-1 if v is None else index.setdefault(v, len(index))
+                         for v in values.tolist()), dtype=np.int64, count=len(values))  # fmt: skip
+    distinct = np.empty(len(index), dtype=object)
+    distinct[:] = list(index)
+    return codes, distinct
 
 
 def label_fit(wanted: str | None, given: np.ndarray) -> np.ndarray:
@@ -667,7 +687,7 @@ def edge_fit(cols: Mapping[str, np.ndarray], src_label: str | None, label: str |
 
 def _offsets(sizes: Iterable[int]) -> pa.Array:
     """List offsets (int32) for consecutive lists of these sizes."""
-    return pa.array(np.concatenate([[0], np.cumsum(list(sizes))]).astype(np.int32))
+    return pa.array(np.cumsum([0, *sizes], dtype=np.int32))
 
 
 def _component_of(g: _Graph, sim: np.ndarray, se: np.ndarray, e: int) -> tuple[np.ndarray, ...]:
