@@ -572,10 +572,13 @@ def _pair_rows(parts: list[_Part]) -> tuple[list[Any], list[Any]]:
     named = _Named(stacked("names"), stacked("vlabel"), [vs, src, dst])
     # vertex pairs by report, then query vertex, then id, then label
     by = _order(np.repeat(np.arange(len(parts)), vertex_count), us, *named.ranks(vs))
-    (src_id, src_label), (dst_id, dst_label) = named.text(src), named.text(dst)
+    m = len(src)
+    ids, labels = named.text(np.concatenate([src, dst, vs[by]]))  # one take each
+    ends = [(a.slice(0, m), a.slice(m, m), a.slice(2 * m)) for a in (ids, labels)]
+    (src_id, dst_id, vertex_id), (src_label, dst_label, vertex_label) = ends
     label = _few_strings(stacked("label")[es])
     edges = [ks, pa.array(seq), pa.array(t), src_id, dst_id, label, src_label, dst_label]
-    return edges, [us[by], *named.text(vs[by])]
+    return edges, [us[by], vertex_id, vertex_label]
 
 
 class _Named:
