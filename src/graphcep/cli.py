@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from graphcep.engines.base import StateBoundError
+from graphcep.engines.ddst_baseline import REPORT_MODES
 from graphcep.engines.difference_bounds import UnboundedQueryError, UnsatisfiableQueryError
 from graphcep.engines.subgraph_plan import compile_query
 from graphcep.events import format_seconds, seconds_to_us
@@ -194,7 +195,7 @@ def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default 997; smaller: fewer words, more verifications)")
     parser.add_argument("--signature-seed", type=int, metavar="S",
                         help="signature engine: seed of its random label values (default 0)")
-    parser.add_argument("--ddst-report", choices=("component", "new"), default="component",
+    parser.add_argument("--ddst-report", choices=REPORT_MODES, default=REPORT_MODES[0],
                         help="what a report holds: the whole match component (default), or "
                              "only its pairs no earlier report held")
 
@@ -213,7 +214,7 @@ def _ddst_options(args: argparse.Namespace) -> dict[str, Any]:
     bound = state_bound(args)
     if bound is not None:
         options["max_window_edges"] = bound
-    if getattr(args, "ddst_report", "component") != "component":
+    if getattr(args, "ddst_report", REPORT_MODES[0]) != REPORT_MODES[0]:
         options["report"] = args.ddst_report
     for flag, key in (("signature_p", "p"), ("signature_seed", "seed")):
         value = getattr(args, flag, None)

@@ -607,9 +607,8 @@ class _Named:
     def text(self, vertices: np.ndarray) -> tuple[pa.Array, pa.Array]:
         """Ids and labels of stack vertices, as Arrow strings."""
         v = self._local[vertices]
-        codes = self._label_code[v]
-        labels = self._labels.take(pa.array(codes, mask=codes < 0))
-        return self._ids.take(self._id_code[v]), labels
+        return _take_text(self._ids, self._id_code[v]), _take_text(self._labels,
+                                                                   self._label_code[v])
 
 
 def _in_stream_order(report: np.ndarray, t: np.ndarray, seq: np.ndarray) -> bool:
@@ -636,7 +635,7 @@ def _order(*keys: np.ndarray) -> np.ndarray:
 
 def _starts(sizes: list[int]) -> np.ndarray:
     """Where each of consecutive blocks of these sizes starts."""
-    return np.concatenate([[0], np.cumsum(sizes[:-1])]).astype(np.int64)
+    return np.cumsum([0, *sizes[:-1]], dtype=np.int64)
 
 
 def _ranks(values: Any) -> np.ndarray:
@@ -649,8 +648,12 @@ def _ranks(values: Any) -> np.ndarray:
 def _few_strings(values: np.ndarray) -> pa.Array:
     """An object array of strings or ``None`` drawn from a small vocabulary (edge labels),
     as Arrow: each distinct string is converted once."""
-    codes, distinct = _factorize(values)  # None: -1
-    words = pa.array(distinct, pa.string())
+    codes, distinct = _factorize(values)
+    return _take_text(pa.array(distinct, pa.string()), codes)
+
+
+def _take_text(words: pa.Array, codes: np.ndarray) -> pa.Array:
+    """``words`` taken by ``codes`` (from :func:`_factorize`; -1, a ``None``, is null)."""
     return words.take(pa.array(codes, mask=codes < 0))
 
 

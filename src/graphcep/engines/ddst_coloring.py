@@ -913,8 +913,7 @@ class DDSTColoringEngine:
             return
         part = _TOO_BIG if comp.live <= _DIRECT_COMPONENT else self._local_part(e)
         if part is _TOO_BIG:  # tests 4-5 cost more than DDST here, and seldom fail
-            whole = [a for a in self._alive(comp, ordered=False) if a is not e]
-            whole.append(e)  # the trigger last, as _verify expects
+            whole = self._alive(comp, ordered=False)
             self._verify(whole, list(map(_RED, whole)), {}, opened, reports)
             return
         refined = None if part is None else self._refine(part, e)
@@ -1056,7 +1055,7 @@ class DDSTColoringEngine:
     ) -> tuple[dict[_Edge, int], dict[_Vertex, int]] | None:
         """VERIFY-MATCH lines 3-7 on ``part`` taken as the whole graph: shrink match sets
         until every pair's ends can host with distinct pairs; the part still connected to
-        ``trigger``, in arrival order, and the hosting left; ``None`` if tests 1-3 now fail.
+        ``trigger`` and the hosting left; ``None`` if tests 1-3 now fail.
 
         ``part`` holds the trigger's match component ``C``, which is valid in ``part``;
         every pair of ``C`` survives (its distinct partners do, by induction), so the part
@@ -1083,7 +1082,7 @@ class DDSTColoringEngine:
                     todo.update((e.src, e.dst))
         if not mask[trigger] & self._last_edges:
             return None
-        kept = {e: mask[e] for e in sorted(self._reach(trigger, outs, ins, mask), key=_NUM)}
+        kept = {e: mask[e] for e in self._reach(trigger, outs, ins, mask)}
         return (kept, hosts) if self._part_possible(kept, trigger) else None
 
     def _hosting(
@@ -1147,9 +1146,10 @@ class DDSTColoringEngine:
         opened: int,
         reports: Reports,
     ) -> None:
-        """Algorithm DDST on a part: ``edges`` with their pairs ``masks`` and the hosting
-        left (each a superset of the match component's); the trigger is the last edge. A
-        vertex missing from ``hosts`` keeps its own hosting."""
+        """Algorithm DDST on a part: ``edges`` (any order) with their pairs ``masks`` and
+        the hosting left (each a superset of the match component's); the trigger is the
+        newest edge, last once the part is in stream order. A vertex missing from ``hosts``
+        keeps its own hosting."""
         self.verifications += 1
         g, vertices, order = self._part_graph(edges)
         pairs = _bit_matrix(masks, self._ne)[:, order]
