@@ -351,15 +351,17 @@ def number_vertices(ids: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
 
 
 def numbered_graph(src: np.ndarray, dst: np.ndarray, t: np.ndarray, seq: np.ndarray,
-                   label: np.ndarray, names: np.ndarray,
-                   labels: np.ndarray) -> tuple[_Graph, np.ndarray]:
+                   label: np.ndarray, names: np.ndarray, labels: np.ndarray,
+                   scratch: np.ndarray | None = None) -> tuple[_Graph, np.ndarray]:
     """A window graph from edges whose ends carry an engine's own vertex numbers (indexes
-    into ``names`` / ``labels``), renumbered ``0..n-1``; and the numbers kept, in order.
-    Integers: no string hashing per verification (the signature and coloring engines)."""
-    kept, number = np.unique(np.concatenate([src, dst]), return_inverse=True)
-    number = number.astype(np.int64).reshape(-1)
-    m = len(src)
-    return _Graph(number[:m], number[m:], t, seq, label, labels[kept], names[kept]), kept
+    into ``names`` / ``labels``), renumbered ``0..n-1`` in order of first appearance; and
+    the numbers kept, in that order. Integers: no string hashing per verification (the
+    signature and coloring engines). ``scratch``: an engine's array of -1, at least as
+    long as ``names``, so that renumbering costs the edges only (allocated when missing)."""
+    if scratch is None or len(scratch) < len(names):
+        scratch = np.full(len(names), -1, dtype=np.int64)
+    new_src, new_dst, kept = kernel.renumber(src, dst, scratch)
+    return _Graph(new_src, new_dst, t, seq, label, labels[kept], names[kept]), kept
 
 
 def _graph(cols: Mapping[str, np.ndarray]) -> _Graph:

@@ -200,7 +200,6 @@ _LOCAL_BUDGET = 64
 _DIRECT_COMPONENT = 4096
 _NUM = attrgetter("num")
 _ROW = attrgetter("row")
-_RED = attrgetter("red")
 #: :meth:`DDSTColoringEngine._local_part`'s answer for a part over the budget.
 _TOO_BIG: dict = {}
 
@@ -445,9 +444,13 @@ class DDSTColoringEngine:
         self._setup()
         self._vertices: dict[tuple[str, str | None], _Vertex] = {}
         self._edges: dict[int, _Edge] = {}  # black edges of the window by arrival number
-        self._vertex_rows = _Rows(name=object, label=object, vertex=object)
+        # masks wider than 62 bits are Python ints (as in _fit_sets)
+        vmask = object if len(self._q.vnames) > 62 else np.int64
+        emask = object if self._ne > 62 else np.int64
+        self._vertex_rows = _Rows(name=object, label=object, vertex=object, hosts=vmask)
         self._edge_rows = _Rows(t=np.int64, seq=np.int64, src=np.int64, dst=np.int64,
-                                label=object)  # fmt: skip
+                                label=object, num=np.int64, red=emask)  # fmt: skip
+        self._scratch = np.empty(0, dtype=np.int64)  # numbered_graph's, all -1
         self._fifo: deque[int] = deque()  # their numbers, oldest first
         self._parent: dict[int, int] = {}  # union-find over nodes
         self._node_edge: dict[int, _Edge] = {}  # node -> its edge (kept after deletion)
@@ -648,7 +651,7 @@ class DDSTColoringEngine:
     def _vertex(self, key: tuple[str, str | None]) -> _Vertex:
         v = self._vertices.get(key)
         if v is None:
-            row = self._vertex_rows.take(key[0], key[1], None)
+            row = self._vertex_rows.take(key[0], key[1], None, 0)
             v = self._vertices[key] = self._vertex_rows.cols["vertex"][row] = _Vertex(key, row)
         return v
 
@@ -656,7 +659,7 @@ class DDSTColoringEngine:
         """Lines 1-23 for a black edge: count it at its ends, color it, then its neighbours."""
         src = self._vertex((raw[0], raw[3]))
         dst = self._vertex((raw[1], raw[4]))
-        row = self._edge_rows.take(t, seq, src.row, dst.row, raw[2])
+        row = self._edge_rows.take(t, seq, src.row, dst.row, raw[2], num, 0)
         e = self._edges[num] = _Edge(num, row, t, seq, src, dst, fits)
         self._fifo.append(num)
         src.out_fits[fits] = src.out_fits.get(fits, 0) + 1
@@ -727,7 +730,9 @@ class DDSTColoringEngine:
         for s in _bits(roles & ~v.hosts):  # hosting only grows with more edges
             if self._can_host(v, s):
                 flips |= 1 << s
-        v.hosts |= flips
+        if flips:
+            v.hosts |= flips
+            self._vertex_rows.cols["hosts"][v.row] = v.hosts
         return flips
 
     def _lose(self, v: _Vertex, roles: int) -> int:
@@ -736,7 +741,9 @@ class DDSTColoringEngine:
         for s in _bits(roles & v.hosts):
             if not self._can_host(v, s):
                 flips |= 1 << s
-        v.hosts &= ~flips
+        if flips:
+            v.hosts &= ~flips
+            self._vertex_rows.cols["hosts"][v.row] = v.hosts
         return flips
 
     def _recolor_at(self, v: _Vertex, flips: int) -> None:
@@ -779,7 +786,7 @@ class DDSTColoringEngine:
     def _add_red(self, e: _Edge, bits: int) -> None:
         """Add query edges to ``e``'s match set, joining it to a component if it was black."""
         comp = self._comps[self._find(e.node)] if e.red else self._join(e)
-        self._set_red(e, e.red | bits)
+        self._set_red(e, e.red | bits, self._edge_rows.cols["red"])
         for j in _bits(bits):
             c = comp.count[j] = comp.count[j] + 1
             if c == 1:
@@ -788,15 +795,16 @@ class DDSTColoringEngine:
             comp.last[j] = max(comp.last[j], e.t)
 
     @staticmethod
-    def _set_red(e: _Edge, red: int) -> None:
-        """Change ``e``'s match set, keeping its ends' counts of red edges by match set."""
+    def _set_red(e: _Edge, red: int, column: np.ndarray) -> None:
+        """Change ``e``'s match set, keeping its ends' counts of red edges by match set
+        and its row in the edge rows' ``red`` ``column``."""
         if e.red:
             _decrement(e.src.red_out, e.red)
             _decrement(e.dst.red_in, e.red)
         if red:
             e.src.red_out[red] = e.src.red_out.get(red, 0) + 1
             e.dst.red_in[red] = e.dst.red_in.get(red, 0) + 1
-        e.red = red
+        e.red = column[e.row] = red
 
     def _join(self, e: _Edge) -> _Component:
         """Lines 7-18: find the masters at both ends; join, merge, or start a component."""
@@ -849,7 +857,7 @@ class DDSTColoringEngine:
             comp.count[j] -= 1
             if not comp.count[j]:
                 comp.need |= 1 << j
-        self._set_red(e, e.red & ~bits)
+        self._set_red(e, e.red & ~bits, self._edge_rows.cols["red"])
         if e.red:
             return
         e.node = -1
@@ -913,8 +921,7 @@ class DDSTColoringEngine:
             return
         part = _TOO_BIG if comp.live <= _DIRECT_COMPONENT else self._local_part(e)
         if part is _TOO_BIG:  # tests 4-5 cost more than DDST here, and seldom fail
-            whole = self._alive(comp, ordered=False)
-            self._verify(whole, list(map(_RED, whole)), {}, opened, reports)
+            self._verify(self._alive(comp, ordered=False), None, None, opened, reports)
             return
         refined = None if part is None else self._refine(part, e)
         if refined is not None:
@@ -1141,42 +1148,55 @@ class DDSTColoringEngine:
     def _verify(
         self,
         edges: list[_Edge],
-        masks: list[int],
-        hosts: dict[_Vertex, int],
+        masks: list[int] | None,
+        hosts: dict[_Vertex, int] | None,
         opened: int,
         reports: Reports,
     ) -> None:
         """Algorithm DDST on a part: ``edges`` (any order) with their pairs ``masks`` and
-        the hosting left (each a superset of the match component's); the trigger is the
-        newest edge, last once the part is in stream order. A vertex missing from ``hosts``
-        keeps its own hosting."""
+        the hosting left (each a superset of the match component's); ``None`` for the
+        edges' match sets and the vertices' own hosting, read from the rows (a whole red
+        component: no Python per edge). The trigger is the newest edge, last once the part
+        is in stream order."""
         self.verifications += 1
-        g, vertices, order = self._part_graph(edges)
-        pairs = _bit_matrix(masks, self._ne)[:, order]
-        hosted = _bit_matrix([hosts.get(v, v.hosts) for v in vertices], len(self._q.vnames))
+        g, vrows, rows, order = self._part_graph(edges)
+        if masks is None:
+            red = self._edge_rows.cols["red"][rows]
+        else:
+            red = np.array(masks, dtype=self._edge_rows.cols["red"].dtype)[order]
+        if hosts is None:
+            hosted = self._vertex_rows.cols["hosts"][vrows]
+        else:
+            hosted = [hosts.get(v, v.hosts) for v in self._vertex_rows.cols["vertex"][vrows]]
         # no label check (the baseline's _compat): a pair is within the edge's fit set, which
         # fitted its labels and its ends' labels; a vertex hosts only query vertices it has
         # fitting edges for, at the right end, so their labels fit too (every query vertex
         # is on a query edge)
-        sim, se = _ddst(self._q, g, hosted, pairs)
+        sim, se = _ddst(self._q, g, _bit_matrix(hosted, len(self._q.vnames)),
+                        _bit_matrix(red, self._ne))  # fmt: skip
         at = len(edges) - 1
         if se[:, at].any():
             reports.add(g, *_component_of(g, sim, se, at), at, opened)
 
-    def _part_graph(self, edges: list[_Edge]) -> tuple[_Graph, np.ndarray, np.ndarray]:
+    def _part_graph(self, edges: list[_Edge]) -> tuple[_Graph, np.ndarray, np.ndarray,
+                                                       np.ndarray]:
         """The part as the baseline's window graph, gathered from the edge and vertex rows;
-        its vertices (numbered by row; the baseline's results do not depend on the
-        numbering); and where each of its edges was in ``edges``.
+        its vertices' rows (numbered as ``numbered_graph`` does; the baseline's results do
+        not depend on the numbering); its edges' rows; and where each of its edges was in
+        ``edges``.
 
-        The edges are put in stream order, as in a window: the trigger, the newest, stays
-        last, and a report then needs no sort of its edge pairs."""
+        The edges are put in stream order (arrival order), as in a window: the trigger,
+        the newest, stays last, and a report then needs no sort of its edge pairs."""
         ec, vc = self._edge_rows.cols, self._vertex_rows.cols
         rows = np.fromiter(map(_ROW, edges), dtype=np.int64, count=len(edges))
-        order = np.lexsort((ec["seq"][rows], ec["t"][rows]))
+        order = np.argsort(ec["num"][rows])
         rows = rows[order]
+        if len(self._scratch) < len(vc["name"]):
+            self._scratch = np.full(len(vc["name"]), -1, dtype=np.int64)
         g, vrows = numbered_graph(ec["src"][rows], ec["dst"][rows], ec["t"][rows],
-                                  ec["seq"][rows], ec["label"][rows], vc["name"], vc["label"])
-        return g, vc["vertex"][vrows], order
+                                  ec["seq"][rows], ec["label"][rows], vc["name"], vc["label"],
+                                  self._scratch)  # fmt: skip
+        return g, vrows, rows, order
 
 
 _BITS: dict[int, tuple[int, ...]] = {}
@@ -1190,10 +1210,10 @@ def _bits(mask: int) -> tuple[int, ...]:
     return bits
 
 
-def _bit_matrix(masks: list[int], width: int) -> np.ndarray:
+def _bit_matrix(masks: list[int] | np.ndarray, width: int) -> np.ndarray:
     """bool ``(width, len(masks))``: bit ``j`` of each mask in row ``j``."""
     wide = width > 62  # fit sets of more query edges are Python ints (object arrays)
-    values = np.array(masks, dtype=object if wide else np.int64)
+    values = np.asarray(masks, dtype=object if wide else np.int64)
     shifts = np.arange(width, dtype=object if wide else np.int64)
     return ((values[None, :] >> shifts[:, None]) & 1).astype(bool)
 

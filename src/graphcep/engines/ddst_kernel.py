@@ -45,6 +45,33 @@ def components(n: int, src: np.ndarray, dst: np.ndarray) -> np.ndarray:
 
 
 @nb.njit(cache=True, nogil=True)
+def renumber(src: np.ndarray, dst: np.ndarray,
+             scratch: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Number the vertices of the edges ``src -> dst`` (an engine's own numbers, each below
+    ``len(scratch)``) ``0..n-1`` in order of first appearance, sources before destinations:
+    the new ``src``, ``dst`` and, per new number, the old one.
+
+    ``scratch`` must be all -1 and is left so: the cost follows the edges, not the engine's
+    numbering (a verification renumbers a few hundred edges of a window of thousands)."""
+    m = len(src)
+    new_src = np.empty(m, dtype=np.int64)
+    new_dst = np.empty(m, dtype=np.int64)
+    kept = np.empty(2 * m, dtype=np.int64)
+    n = 0
+    for ends, out in ((src, new_src), (dst, new_dst)):
+        for i in range(m):
+            v = ends[i]
+            if scratch[v] < 0:
+                scratch[v] = n
+                kept[n] = v
+                n += 1
+            out[i] = scratch[v]
+    for i in range(n):
+        scratch[kept[i]] = -1
+    return new_src, new_dst, kept[:n]
+
+
+@nb.njit(cache=True, nogil=True)
 def dual_simulation(qsrc, qdst, src, dst, vc, ec) -> np.ndarray:
     """Line 2: the maximal dual simulation with edge labels (Ma et al.'s ``DualSim``):
     ``u`` keeps ``v`` while every query edge out of (into) ``u`` has a candidate out of

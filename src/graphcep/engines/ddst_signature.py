@@ -611,6 +611,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._last_keys = [(q.vlabels[q.qsrc[j]], q.elabels[j], q.vlabels[q.qdst[j]])
                            for j in range(len(q.enames)) if not q.post[j]]  # fmt: skip
         self.verifications = 0
+        self._scratch = np.empty(0, dtype=np.int64)  # numbered_graph's, all -1
         self._ctl = np.array([0, 0, self._slack, 0, self._slack], dtype=np.int64)
         self._resync()
 
@@ -713,10 +714,12 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
 
     def _part_graph(self, part: np.ndarray) -> _Graph:
         """The window edges at positions ``part`` as a window graph."""
-        cols = self._cols
+        cols, names = self._cols, self._vertex_names
+        if len(self._scratch) < len(names):
+            self._scratch = np.full(len(names), -1, dtype=np.int64)
         g, _ = numbered_graph(self._src[part], self._dst[part], cols["t"][part],
-                              cols["seq"][part], cols["label"][part], self._vertex_names,
-                              self._vertex_labels)  # fmt: skip
+                              cols["seq"][part], cols["label"][part], names,
+                              self._vertex_labels, self._scratch)  # fmt: skip
         return g
 
     def _window_starts(self, base: int) -> np.ndarray:
