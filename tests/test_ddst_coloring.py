@@ -519,6 +519,22 @@ def test_snapshot_restore_mid_stream():
     assert (restored.edges_seen, restored.matches_found) == (9, 1)
 
 
+def test_snapshot_of_a_long_chain_of_black_edges():
+    # a path of 5,000 black edges (fitting x, never red: no edge fits y); pickling must not
+    # follow the chain edge by edge (Python's recursion limit is 1,000)
+    q = parse_ddst("VERTICES A, B, C; EDGES x: A -> B [a]; y: B -> C [b]; WITHIN 10000 EDGES")
+    n = 5_000
+    engine = DDSTColoringEngine(q)
+    engine.push(pa.table({"t": list(range(n)), "src": [f"v{i}" for i in range(n)],
+                          "dst": [f"v{i + 1}" for i in range(n)], "label": ["a"] * n}))  # fmt: skip
+    restored = DDSTColoringEngine.restore(engine.snapshot())
+    assert restored.state_size() == engine.state_size()
+    assert restored.state_size()["edges"] == n
+    last = pa.table({"t": [n, n + 1], "src": [f"v{n}", f"v{n + 1}"],
+                     "dst": [f"v{n + 1}", f"v{n + 2}"], "label": ["b", "b"]})  # fmt: skip
+    assert restored.push(last).equals(engine.push(last))
+
+
 def test_seq_numbering_record_batches_and_empty_batches():
     q = parse_ddst("VERTICES A, B; EDGES x: A -> B; WITHIN 5 us")
     engine = DDSTColoringEngine(q)

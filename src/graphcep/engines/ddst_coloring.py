@@ -451,7 +451,9 @@ class DDSTColoringEngine:
         self._edge_rows = _Rows(t=np.int64, seq=np.int64, src=np.int64, dst=np.int64,
                                 label=object, num=np.int64, red=emask)  # fmt: skip
         self._scratch = np.empty(0, dtype=np.int64)  # numbered_graph's, all -1
-        self._fifo: deque[int] = deque()  # their numbers, oldest first
+        # the same edges, oldest first; vertices list theirs by number, so that pickling
+        # (snapshot) stays shallow however long the chains of edges in a window
+        self._fifo: deque[_Edge] = deque()
         self._parent: dict[int, int] = {}  # union-find over nodes
         self._node_edge: dict[int, _Edge] = {}  # node -> its edge (kept after deletion)
         self._comps: dict[int, _Component] = {}  # master node -> record
@@ -661,7 +663,7 @@ class DDSTColoringEngine:
         dst = self._vertex((raw[1], raw[4]))
         row = self._edge_rows.take(t, seq, src.row, dst.row, raw[2], num, 0)
         e = self._edges[num] = _Edge(num, row, t, seq, src, dst, fits)
-        self._fifo.append(num)
+        self._fifo.append(e)
         src.out_fits[fits] = src.out_fits.get(fits, 0) + 1
         src.out_edges.append(num)
         dst.in_fits[fits] = dst.in_fits.get(fits, 0) + 1
@@ -679,11 +681,11 @@ class DDSTColoringEngine:
         """Departures before arrival ``num`` at time ``now`` (oldest first)."""
         fifo, edges = self._fifo, self._edges
         if self._kind == "count":
-            while fifo and fifo[0] <= num - self._size:
-                self._depart(edges.pop(fifo.popleft()))
+            while fifo and fifo[0].num <= num - self._size:
+                self._depart(edges.pop(fifo.popleft().num))
         else:
-            while fifo and edges[fifo[0]].t < now - self._size:
-                self._depart(edges.pop(fifo.popleft()))
+            while fifo and fifo[0].t < now - self._size:
+                self._depart(edges.pop(fifo.popleft().num))
 
     def _depart(self, e: _Edge) -> None:
         """An edge leaves the window: delete it logically and recolor around its ends."""
