@@ -158,7 +158,6 @@ from graphcep.engines.ddst_baseline import (
     _NO_MATCHES,
     DDSTBaselineEngine,
     Reports,
-    _compat,
     _component_of,
     _ddst,
     _Graph,
@@ -607,7 +606,15 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._qt = sig.tables()
         self._vlabels = sig.vertex_labels()
         self._ekeys = [k for _, k in sig.edge_keys()]
-        q = self._q  # the query edges an arrival must fit to be reportable (point 9)
+        q = self._q
+        # the candidates of a verification are read from the fits kept per window edge and
+        # per vertex (no label comparisons): each query edge's key, each query vertex's label
+        self._key_of_edge = np.array([self._ekeys.index(("edge", q.vlabels[q.qsrc[j]], q.elabels[j],
+                                                         q.vlabels[q.qdst[j]]))
+                                      for j in range(len(q.enames))], dtype=np.int64)  # fmt: skip
+        self._label_of_vertex = np.array([self._vlabels.index(lab) for lab in q.vlabels],
+                                         dtype=np.int64)  # fmt: skip
+        # the query edges an arrival must fit to be reportable (point 9)
         self._last_keys = [(q.vlabels[q.qsrc[j]], q.elabels[j], q.vlabels[q.qdst[j]])
                            for j in range(len(q.enames)) if not q.post[j]]  # fmt: skip
         self.verifications = 0
@@ -703,8 +710,12 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         of numbering the whole window's vertices first, which costs more than DDST.
         """
         part = _group_edges(lo, k, self._src, self._cand, self._parent)
-        g = self._part_graph(part)
-        sim, se = _ddst(self._q, g, *_compat(self._q, g))
+        g, vertices = self._part_graph(part)
+        # the baseline's _compat, from the fits: a vertex's label fits a query vertex's; an
+        # edge's key (its label and its ends' labels) fits a query edge's
+        vc = self._vfit[vertices][:, self._label_of_vertex].T
+        ec = self._fit[part][:, self._key_of_edge].T
+        sim, se = _ddst(self._q, g, vc, ec)
         at = len(part) - 1  # edge k, the newest
         if not se[:, at].any():
             return
@@ -712,15 +723,15 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         opened = int(g.t[at]) - w.size if w.kind == "time" else int(self._cols["t"][lo])
         reports.add(g, *_component_of(g, sim, se, at), at, opened)
 
-    def _part_graph(self, part: np.ndarray) -> _Graph:
-        """The window edges at positions ``part`` as a window graph."""
+    def _part_graph(self, part: np.ndarray) -> tuple[_Graph, np.ndarray]:
+        """The window edges at positions ``part`` as a window graph, and the engine's numbers
+        of its vertices."""
         cols, names = self._cols, self._vertex_names
         if len(self._scratch) < len(names):
             self._scratch = np.full(len(names), -1, dtype=np.int64)
-        g, _ = numbered_graph(self._src[part], self._dst[part], cols["t"][part],
+        return numbered_graph(self._src[part], self._dst[part], cols["t"][part],
                               cols["seq"][part], cols["label"][part], names,
                               self._vertex_labels, self._scratch)  # fmt: skip
-        return g
 
     def _window_starts(self, base: int) -> np.ndarray:
         """The window start (a position in the window arrays) of each new edge."""
