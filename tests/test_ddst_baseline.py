@@ -366,25 +366,23 @@ def test_factorize_numbers_values_by_first_appearance(size):
 
 
 
-@pytest.mark.parametrize("given_scratch", [False, True])
-def test_numbered_graph_renumbers_by_first_appearance(given_scratch):
+def test_part_graphs_renumber_by_first_appearance():
     rng = np.random.default_rng(11)
     names = np.array([f"v{i}" for i in range(50)], dtype=object)
     labels = np.array([None if i % 3 else "M" for i in range(50)], dtype=object)
-    scratch = np.full(60, -1, dtype=np.int64) if given_scratch else None
-    for size in (0, 1, 40):
+    parts = baseline_module.PartGraphs()
+    for size in (0, 1, 40, 40):  # one numbering for every part: its scratch is reused
         src, dst = rng.integers(0, 50, size), rng.integers(0, 50, size)
         t = np.arange(size, dtype=np.int64)
-        g, kept = baseline_module.numbered_graph(src, dst, t, t, np.full(size, None), names,
-                                                 labels, scratch)  # fmt: skip
+        g, kept = parts.graph(src, dst, t, t, np.full(size, None), names, labels)
         first = list(dict.fromkeys([*src.tolist(), *dst.tolist()]))  # sources first
         assert kept.tolist() == first
         assert g.src.tolist() == [first.index(v) for v in src.tolist()]
         assert g.dst.tolist() == [first.index(v) for v in dst.tolist()]
         assert g.names.tolist() == [f"v{v}" for v in first]
         assert g.vlabel.tolist() == [labels[v] for v in first]
-        if given_scratch:
-            assert (scratch == -1).all()  # left ready for the next call
+        assert (parts._scratch == -1).all()  # left ready for the next part
+
 
 def test_inconsistent_labels_make_two_vertices():
     q = parse_ddst("VERTICES A:M, B; EDGES x: A -> B; y: B -> A; WITHIN 10 s")

@@ -350,18 +350,27 @@ def number_vertices(ids: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, np
     return number.astype(np.int64), names, label_of[pairs % width]
 
 
-def numbered_graph(src: np.ndarray, dst: np.ndarray, t: np.ndarray, seq: np.ndarray,
-                   label: np.ndarray, names: np.ndarray, labels: np.ndarray,
-                   scratch: np.ndarray | None = None) -> tuple[_Graph, np.ndarray]:
-    """A window graph from edges whose ends carry an engine's own vertex numbers (indexes
-    into ``names`` / ``labels``), renumbered ``0..n-1`` in order of first appearance; and
-    the numbers kept, in that order. Integers: no string hashing per verification (the
-    signature and coloring engines). ``scratch``: an engine's array of -1, at least as
-    long as ``names``, so that renumbering costs the edges only (allocated when missing)."""
-    if scratch is None or len(scratch) < len(names):
-        scratch = np.full(len(names), -1, dtype=np.int64)
-    new_src, new_dst, kept = kernel.renumber(src, dst, scratch)
-    return _Graph(new_src, new_dst, t, seq, label, labels[kept], names[kept]), kept
+class PartGraphs:
+    """Window graphs of parts of an engine's window (the signature and coloring engines).
+
+    A part's edges carry the engine's own vertex numbers (indexes into its ``names`` /
+    ``labels``); :meth:`graph` renumbers them ``0..n-1`` in order of first appearance.
+    Integers: no string hashing per verification. A scratch array of -1 as long as the
+    engine's numbering is kept between calls, so that each costs the part's edges only (a
+    verification renumbers a few hundred edges of a window of thousands).
+    """
+
+    def __init__(self) -> None:
+        self._scratch = np.empty(0, dtype=np.int64)
+
+    def graph(self, src: np.ndarray, dst: np.ndarray, t: np.ndarray, seq: np.ndarray,
+              label: np.ndarray, names: np.ndarray,
+              labels: np.ndarray) -> tuple[_Graph, np.ndarray]:
+        """The part's graph, and per new vertex number the engine's."""
+        if len(self._scratch) < len(names):
+            self._scratch = np.full(len(names), -1, dtype=np.int64)
+        new_src, new_dst, kept = kernel.renumber(src, dst, self._scratch)
+        return _Graph(new_src, new_dst, t, seq, label, labels[kept], names[kept]), kept
 
 
 def _graph(cols: Mapping[str, np.ndarray]) -> _Graph:

@@ -171,6 +171,7 @@ from graphcep.engines.ddst_baseline import (
     _INT_MAX,
     _INT_MIN,
     _NO_MATCHES,
+    PartGraphs,
     Reports,
     _compile,
     _component_of,
@@ -179,7 +180,6 @@ from graphcep.engines.ddst_baseline import (
     batch_columns,
     check_stream_order,
     edge_fit,
-    numbered_graph,
     reported_pairs,
 )
 from graphcep.patterns.ddst import DDSTQuery
@@ -450,7 +450,7 @@ class DDSTColoringEngine:
         self._vertex_rows = _Rows(name=object, label=object, vertex=object, hosts=vmask)
         self._edge_rows = _Rows(t=np.int64, seq=np.int64, src=np.int64, dst=np.int64,
                                 label=object, num=np.int64, red=emask)  # fmt: skip
-        self._scratch = np.empty(0, dtype=np.int64)  # numbered_graph's, all -1
+        self._part_graphs = PartGraphs()
         # the same edges, oldest first; vertices list theirs by number, so that pickling
         # (snapshot) stays shallow however long the chains of edges in a window
         self._fifo: deque[_Edge] = deque()
@@ -788,7 +788,7 @@ class DDSTColoringEngine:
     def _add_red(self, e: _Edge, bits: int) -> None:
         """Add query edges to ``e``'s match set, joining it to a component if it was black."""
         comp = self._comps[self._find(e.node)] if e.red else self._join(e)
-        self._set_red(e, e.red | bits, self._edge_rows.cols["red"])
+        self._set_red(e, e.red | bits)
         for j in _bits(bits):
             c = comp.count[j] = comp.count[j] + 1
             if c == 1:
@@ -796,17 +796,16 @@ class DDSTColoringEngine:
             comp.first[j] = min(comp.first[j], e.t)
             comp.last[j] = max(comp.last[j], e.t)
 
-    @staticmethod
-    def _set_red(e: _Edge, red: int, column: np.ndarray) -> None:
+    def _set_red(self, e: _Edge, red: int) -> None:
         """Change ``e``'s match set, keeping its ends' counts of red edges by match set
-        and its row in the edge rows' ``red`` ``column``."""
+        and its edge row's ``red``."""
         if e.red:
             _decrement(e.src.red_out, e.red)
             _decrement(e.dst.red_in, e.red)
         if red:
             e.src.red_out[red] = e.src.red_out.get(red, 0) + 1
             e.dst.red_in[red] = e.dst.red_in.get(red, 0) + 1
-        e.red = column[e.row] = red
+        e.red = self._edge_rows.cols["red"][e.row] = red
 
     def _join(self, e: _Edge) -> _Component:
         """Lines 7-18: find the masters at both ends; join, merge, or start a component."""
@@ -859,7 +858,7 @@ class DDSTColoringEngine:
             comp.count[j] -= 1
             if not comp.count[j]:
                 comp.need |= 1 << j
-        self._set_red(e, e.red & ~bits, self._edge_rows.cols["red"])
+        self._set_red(e, e.red & ~bits)
         if e.red:
             return
         e.node = -1
@@ -1183,7 +1182,7 @@ class DDSTColoringEngine:
     def _part_graph(self, edges: list[_Edge]) -> tuple[_Graph, np.ndarray, np.ndarray,
                                                        np.ndarray]:
         """The part as the baseline's window graph, gathered from the edge and vertex rows;
-        its vertices' rows (numbered as ``numbered_graph`` does; the baseline's results do
+        its vertices' rows (numbered as :class:`PartGraphs` does; the baseline's results do
         not depend on the numbering); its edges' rows; and where each of its edges was in
         ``edges``.
 
@@ -1193,11 +1192,9 @@ class DDSTColoringEngine:
         rows = np.fromiter(map(_ROW, edges), dtype=np.int64, count=len(edges))
         order = np.argsort(ec["num"][rows])
         rows = rows[order]
-        if len(self._scratch) < len(vc["name"]):
-            self._scratch = np.full(len(vc["name"]), -1, dtype=np.int64)
-        g, vrows = numbered_graph(ec["src"][rows], ec["dst"][rows], ec["t"][rows],
-                                  ec["seq"][rows], ec["label"][rows], vc["name"], vc["label"],
-                                  self._scratch)  # fmt: skip
+        g, vrows = self._part_graphs.graph(ec["src"][rows], ec["dst"][rows], ec["t"][rows],
+                                           ec["seq"][rows], ec["label"][rows], vc["name"],
+                                           vc["label"])  # fmt: skip
         return g, vrows, rows, order
 
 

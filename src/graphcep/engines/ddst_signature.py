@@ -157,6 +157,7 @@ import pyarrow as pa
 from graphcep.engines.ddst_baseline import (
     _NO_MATCHES,
     DDSTBaselineEngine,
+    PartGraphs,
     Reports,
     _component_of,
     _ddst,
@@ -165,7 +166,6 @@ from graphcep.engines.ddst_baseline import (
     edge_fit,
     label_fit,
     number_vertices,
-    numbered_graph,
 )
 from graphcep.patterns.ddst import DDSTQuery
 
@@ -609,16 +609,15 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         q = self._q
         # the candidates of a verification are read from the fits kept per window edge and
         # per vertex (no label comparisons): each query edge's key, each query vertex's label
-        self._key_of_edge = np.array([self._ekeys.index(("edge", q.vlabels[q.qsrc[j]], q.elabels[j],
-                                                         q.vlabels[q.qdst[j]]))
-                                      for j in range(len(q.enames))], dtype=np.int64)  # fmt: skip
+        edge_keys = query_keys(query, distinct=False)[: len(q.enames)]  # one per query edge
+        self._key_of_edge = np.array([self._ekeys.index(k) for k in edge_keys], dtype=np.int64)
         self._label_of_vertex = np.array([self._vlabels.index(lab) for lab in q.vlabels],
                                          dtype=np.int64)  # fmt: skip
         # the query edges an arrival must fit to be reportable (point 9)
         self._last_keys = [(q.vlabels[q.qsrc[j]], q.elabels[j], q.vlabels[q.qdst[j]])
                            for j in range(len(q.enames)) if not q.post[j]]  # fmt: skip
         self.verifications = 0
-        self._scratch = np.empty(0, dtype=np.int64)  # numbered_graph's, all -1
+        self._part_graphs = PartGraphs()
         self._ctl = np.array([0, 0, self._slack, 0, self._slack], dtype=np.int64)
         self._resync()
 
@@ -726,12 +725,10 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
     def _part_graph(self, part: np.ndarray) -> tuple[_Graph, np.ndarray]:
         """The window edges at positions ``part`` as a window graph, and the engine's numbers
         of its vertices."""
-        cols, names = self._cols, self._vertex_names
-        if len(self._scratch) < len(names):
-            self._scratch = np.full(len(names), -1, dtype=np.int64)
-        return numbered_graph(self._src[part], self._dst[part], cols["t"][part],
-                              cols["seq"][part], cols["label"][part], names,
-                              self._vertex_labels, self._scratch)  # fmt: skip
+        cols = self._cols
+        return self._part_graphs.graph(self._src[part], self._dst[part], cols["t"][part],
+                                       cols["seq"][part], cols["label"][part],
+                                       self._vertex_names, self._vertex_labels)  # fmt: skip
 
     def _window_starts(self, base: int) -> np.ndarray:
         """The window start (a position in the window arrays) of each new edge."""
