@@ -591,3 +591,26 @@ def test_rows_take_give_and_grow() -> None:
     assert rows.cols["label"][taken[7]] is None
     assert rows.take(-1, "again") == taken[7]
     assert rows.cols["label"][taken[7]] == "again"
+
+
+def test_a_query_wider_than_a_machine_word():
+    # 64 query edges and 65 query vertices: fit sets, match sets and hosting are Python ints
+    # past 62 bits, and the edge and vertex rows keep them as objects
+    from graphcep.engines.ddst_signature import DDSTSignatureEngine
+    from graphcep.patterns.ddst import DDSTBuilder
+
+    n = 64
+    b = DDSTBuilder("wide").vertex("A")
+    for i in range(n):
+        b = b.vertex(f"B{i}").edge(f"e{i}", "A", f"B{i}", f"l{i}")
+    q = b.order("e0", f"e{n - 1}").within(100, "s").build()
+    hub = [(i, "h", f"x{i}", f"l{i}") for i in range(n)]  # completes at the last edge
+    late = [(200 + i, "h", f"y{i}", f"l{i}") for i in range(n)]  # after the first expired
+    wrong = [(300 + i, "g", f"z{i}", f"l{(i + 1) % n}") for i in range(n)]  # e0 after e63
+    stream = stream_of(hub + late + wrong)
+    rows, base, engine = run_both(q, stream, cuts=(40, 100, 170))
+    assert rows == base == DDSTSignatureEngine(q).push(table(stream)).to_pylist()
+    assert [r["trigger_seq"] for r in rows] == [n - 1, 2 * n - 1]
+    assert [len(r["edges"]) for r in rows] == [n, n]
+    # in the last window, [263 s, 363 s]: the wrong edges and the last late one, all black
+    assert engine.state_size()["edges"] == n + 1
