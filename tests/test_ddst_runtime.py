@@ -300,3 +300,28 @@ def test_cli_runs_ddst_on_spark(spark, cli_files, tmp_path, capsys):
         "spark", "baseline", "shuffle")
     assert summary["matches"] == len(expected) > 0 and summary["edges"] == 80
     assert keys(pq.read_table(out)) == expected
+
+
+def test_spark_reads_columns_differing_only_in_case(spark, cli_files, tmp_path, capsys):
+    # a netflow export's numeric `Label` next to the string edge `label` (VAST layout plus
+    # io.labels.service_labels): Spark must take `label` by its exact name
+    from graphcep.io.generator import write_edges
+    from graphcep.runtime.spark import check_column_names
+
+    edges = read_edges(cli_files["stream"]).edges
+    expected = keys(replay_job(DDSTJob(TIME_QUERY), edges))
+    both = tmp_path / "both.parquet"
+    write_edges(edges.append_column("Label", pa.array(np.arange(edges.num_rows))), both)
+    assert main(["run", str(cli_files["query"]), "--input", str(both), "--master", "local[2]",
+                 "--summary", "json", "--output", str(tmp_path / "m.parquet")]) == 0
+    assert last_json(capsys.readouterr().out)["matches"] == len(expected) > 0
+    assert keys(pq.read_table(tmp_path / "m.parquet")) == expected
+    # a session of the user's, comparing names ignoring case: a clear refusal, not an
+    # ambiguous-reference error from deep inside the run
+    spark.conf.set("spark.sql.caseSensitive", "false")
+    try:
+        with pytest.raises(ValueError, match="'Label' and 'label' differ only in case"):
+            check_column_names(spark, ["t", "Label", "src", "label"])
+        check_column_names(spark, ["t", "src", "label"])  # no clash: nothing to say
+    finally:
+        spark.conf.set("spark.sql.caseSensitive", "true")

@@ -119,10 +119,30 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
         .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
         .config("spark.driver.memory", os.environ.get("GRAPHCEP_DRIVER_MEMORY", "4g"))
         .config("spark.sql.session.timeZone", "UTC")
+        # column names are exact, as in Arrow, Parquet and graphcep's local runs: a netflow
+        # table may hold an export's numeric `Label` next to the string edge `label`
+        .config("spark.sql.caseSensitive", "true")
     )
     session = builder.getOrCreate()
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def check_column_names(spark, columns: list[str]) -> None:
+    """Refuse, with the names and the fix, columns that differ only in case when the session
+    compares names ignoring case (Spark's default): every reference to either would be
+    ambiguous. :func:`spark_session` makes names exact."""
+    if spark.conf.get("spark.sql.caseSensitive", "false").lower() == "true":
+        return
+    seen: dict[str, str] = {}
+    for name in columns:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise ValueError(
+                f"columns {other!r} and {name!r} differ only in case, and this Spark session "
+                f"compares column names ignoring case; set spark.sql.caseSensitive=true "
+                f"(graphcep's spark_session does) or rename one of them"
+            )
 
 
 # -- reading ----------------------------------------------------------------------------
@@ -366,6 +386,7 @@ def run_spark(
     """
 
     job = _as_job(job)
+    check_column_names(spark, edges_df.columns)
     if strategy == "cells":
         _check_cells(job, shard_length_us)
     started = time.perf_counter()
