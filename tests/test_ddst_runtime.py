@@ -16,6 +16,7 @@ from graphcep.cli import main
 from graphcep.events import format_seconds
 from graphcep.io.readers import read_edges
 from graphcep.lang.ddst import parse_ddst
+from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.job import DDSTJob, Extent
 from graphcep.runtime.local import replay_job, run_job
 from tests import ddst_oracle as oracle
@@ -325,3 +326,24 @@ def test_spark_reads_columns_differing_only_in_case(spark, cli_files, tmp_path, 
         check_column_names(spark, ["t", "src", "label"])  # no clash: nothing to say
     finally:
         spark.conf.set("spark.sql.caseSensitive", "true")
+
+
+def test_a_stream_without_the_label_fields_a_query_reads_is_refused(tmp_path, capsys):
+    # relay reads edge labels (x, y) and source / destination vertex labels (M)
+    job = DDSTJob(TIME_QUERY)
+    core = ["t", "src", "dst", "seq"]
+    for missing in ("label", "src_label", "dst_label"):
+        fields = [*core, *(c for c in ("label", "src_label", "dst_label") if c != missing)]
+        with pytest.raises(QueryError, match=f"from the field '{missing}', which the stream lacks"):
+            job.check_columns(fields)
+    job.check_columns([*core, "label", "src_label", "dst_label"])
+    DDSTJob(parse_ddst("VERTICES A, B; EDGES e: A -> B; WITHIN 1 s")).check_columns(core)
+    # on the command line: exit status 2 and the message, before any edge is matched
+    plain = tmp_path / "plain.csv"
+    plain.write_text("t,src,dst\n1,a,b\n2,b,c\n")
+    query = tmp_path / "relay.ddst"
+    query.write_text(QUERY.format(window="4 s"))
+    assert main(["run", str(query), "--input", str(plain), "--engine", "local"]) == 2
+    err = capsys.readouterr().err
+    assert "reads edge labels ('x', 'y') from the field 'label'" in err
+    assert "graphcep.io.labels" in err

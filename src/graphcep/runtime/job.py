@@ -272,6 +272,27 @@ class DDSTJob:
         wanted = {"t", "src", "dst", "seq", "label", "src_label", "dst_label"}
         return [c for c in available if c in wanted]
 
+    def check_columns(self, available: list[str]) -> None:
+        """Refuse a stream without a label column the query reads: every edge would carry no
+        label there, and no edge could match a labelled query edge or vertex -- a run that
+        reports nothing for want of labelling, not for want of matches."""
+        q = self.query
+        vlabel = {v.name: v.label for v in q.vertices}
+        wanted = {
+            "label": ("edge labels", {e.label for e in q.edges}),
+            "src_label": ("source vertex labels", {vlabel[e.src] for e in q.edges}),
+            "dst_label": ("destination vertex labels", {vlabel[e.dst] for e in q.edges}),
+        }
+        for column, (what, labels) in wanted.items():
+            labels.discard(None)
+            if labels and column not in available:
+                raise QueryError(
+                    f"query {q.name!r} reads {what} ({', '.join(map(repr, sorted(labels)))}) "
+                    f"from the field {column!r}, which the stream lacks: no edge could match. "
+                    f"Fields: {list(available)}. Label the stream first (graphcep.io.labels; "
+                    f"see examples/ddst/README.md)"
+                )
+
     def orient(self, edges: pa.Table) -> pa.Table:
         return edges  # DDST edges are read as the stream gives them
 
