@@ -338,6 +338,9 @@ def test_a_stream_without_the_label_fields_a_query_reads_is_refused(tmp_path, ca
             job.check_columns(fields)
     job.check_columns([*core, "label", "src_label", "dst_label"])
     DDSTJob(parse_ddst("VERTICES A, B; EDGES e: A -> B; WITHIN 1 s")).check_columns(core)
+    plain_edges = pa.table({"t": [1, 2], "src": ["a", "b"], "dst": ["b", "c"]})
+    with pytest.raises(QueryError, match="from the field 'label'"):
+        run_job(job, plain_edges)  # the runtimes check, not only the command line
     # on the command line: exit status 2 and the message, before any edge is matched
     plain = tmp_path / "plain.csv"
     plain.write_text("t,src,dst\n1,a,b\n2,b,c\n")

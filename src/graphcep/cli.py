@@ -267,8 +267,6 @@ def _first_file(inputs: list[str]) -> str:
 
 def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog):
     result = read_edges(inputs, fmt, options)
-    if isinstance(job, DDSTJob):
-        job.check_columns(result.edges.column_names)
     rejects.add(result.rejects)
     progress = Progress(result.edges.num_rows)
     matches, stats = run_job(job, result.edges, on_progress=progress.advance)
@@ -283,8 +281,6 @@ def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog):
     spark = spark_session(args.master)
     startup = time.perf_counter() - t0
     edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
-    if isinstance(job, DDSTJob):
-        job.check_columns(edges_df.columns)
     with SparkProgress(spark):
         matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
     bad = rejects_df.toArrow()

@@ -98,6 +98,11 @@ class ReplayJob(Protocol):
 
     def needed_columns(self, available: list[str]) -> list[str]: ...
 
+    def check_columns(self, available: list[str]) -> None:
+        """Refuse, with a :class:`QueryError` naming the fields, a stream that lacks fields
+        the query cannot do without."""
+        ...
+
     def orient(self, edges: pa.Table) -> pa.Table: ...
 
     def new_engine(self, threads: int | None = 1) -> Engine: ...
@@ -205,6 +210,10 @@ class Job:
             field_name = self.program.features[name].field
             wanted.add(self.field_aliases.get(field_name, field_name))
         return [c for c in available if c in wanted]
+
+    def check_columns(self, available: list[str]) -> None:
+        """Nothing up front: a predicate names a missing field where it is evaluated
+        (:func:`~graphcep.engines.subgraph.predicate_mask`), on every engine."""
 
     def _uses_durations(self) -> bool:
         return any(

@@ -131,6 +131,7 @@ def run_job(
     """All matches of ``job`` in ``edges`` in this process, with every core the engine can
     use; bounds the job leaves open default to the data's (:meth:`ReplayJob.bind`)."""
     started = time.perf_counter()
+    job.check_columns(edges.column_names)
     job = job.bind(max_duration_of(edges))
     matches = replay_job(job, edges, threads=None, on_progress=on_progress)
     stats = RunStats(edges=edges.num_rows, matches=matches.num_rows,

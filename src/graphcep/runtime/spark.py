@@ -387,6 +387,7 @@ def run_spark(
 
     job = _as_job(job)
     check_column_names(spark, edges_df.columns)
+    job.check_columns(edges_df.columns)
     if strategy == "cells":
         _check_cells(job, shard_length_us)
     started = time.perf_counter()
