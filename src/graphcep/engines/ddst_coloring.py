@@ -733,8 +733,7 @@ class DDSTColoringEngine:
             if self._can_host(v, s):
                 flips |= 1 << s
         if flips:
-            v.hosts |= flips
-            self._vertex_rows.cols["hosts"][v.row] = v.hosts
+            self._set_hosts(v, v.hosts | flips)
         return flips
 
     def _lose(self, v: _Vertex, roles: int) -> int:
@@ -744,9 +743,12 @@ class DDSTColoringEngine:
             if not self._can_host(v, s):
                 flips |= 1 << s
         if flips:
-            v.hosts &= ~flips
-            self._vertex_rows.cols["hosts"][v.row] = v.hosts
+            self._set_hosts(v, v.hosts & ~flips)
         return flips
+
+    def _set_hosts(self, v: _Vertex, hosts: int) -> None:
+        """Change what ``v`` can host, in its vertex row too (verifications read it there)."""
+        v.hosts = self._vertex_rows.cols["hosts"][v.row] = hosts
 
     def _recolor_at(self, v: _Vertex, flips: int) -> None:
         """Recolor the edges at ``v`` for the query edges of the query vertices that flipped."""

@@ -712,8 +712,8 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         g, vertices = self._part_graph(part)
         # the baseline's _compat, from the fits: a vertex's label fits a query vertex's; an
         # edge's key (its label and its ends' labels) fits a query edge's
-        vc = self._vfit[vertices][:, self._label_of_vertex].T
-        ec = self._fit[part][:, self._key_of_edge].T
+        vc = self._vfit[np.ix_(vertices, self._label_of_vertex)].T
+        ec = self._fit[np.ix_(part, self._key_of_edge)].T
         sim, se = _ddst(self._q, g, vc, ec)
         at = len(part) - 1  # edge k, the newest
         if not se[:, at].any():
