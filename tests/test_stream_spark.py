@@ -230,6 +230,24 @@ def test_stream_command_runs_ddst_queries(spark, tmp_path, capsys):
     assert summary["matches"] == expected.num_rows > 3
 
 
+def test_stream_command_refuses_a_ddst_stream_without_labels(spark, tmp_path, capsys):
+    """A DDST query with edge labels over a stream without a ``label`` field: the command
+    stops with status 2 and the job's one-line reason (not Spark's traceback)."""
+    from graphcep.cli import main
+
+    query_file = tmp_path / "q.ddst"
+    query_file.write_text("QUERY q; VERTICES A, B; EDGES x: A -> B [mail]; WITHIN 5 s;\n")
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    (incoming / "events.csv").write_text("t,src,dst\n1,a,b\n2,b,c\n")
+    code = main(["stream", str(query_file), "--source", str(incoming), "--format", "csv",
+                 "--checkpoint", str(tmp_path / "ck"), "--once", "--quiet"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert "graphcep: query 'q' reads edge labels ('mail') from the field 'label'" in err
+    assert "Traceback" not in err
+
+
 def test_stream_command_partitions_over_cells(spark, tmp_path, capsys):
     """``graphcep stream --cells 8 --processes 2``: a 2x2x2 grid of engines in two worker
     processes writes exactly the batch run's triangles, each once; a feature query or a

@@ -213,6 +213,26 @@ def test_ddst_queries_stream_like_the_batch_engine(tmp_path):
     assert expected.num_rows > 3
 
 
+def test_ddst_stream_without_the_label_field_is_refused_before_state_changes(tmp_path):
+    """A micro-batch lacking a label field the DDST query reads is refused with the job's
+    message, kept as ``refusal``; nothing is buffered, counted or checkpointed, so the
+    corrected stream resumes from the same checkpoint."""
+    from graphcep.lang.ddst import parse_ddst
+    from graphcep.patterns.subgraph import QueryError
+    from graphcep.runtime.job import DDSTJob
+
+    query = parse_ddst("QUERY q; VERTICES A, B; EDGES x: A -> B [mail]; WITHIN 5 s;")
+    op = StreamOperator(DDSTJob(query), checkpoint=tmp_path)
+    unlabelled = pa.table({"t": [S, 2 * S], "src": ["a", "b"], "dst": ["b", "c"]})
+    with pytest.raises(QueryError, match="'label'"):
+        op.process(0, unlabelled)
+    assert isinstance(op.refusal, QueryError)
+    assert op.totals.batches == 0 and op.state_size()["buffered"] == 0
+    assert not list((tmp_path / "state").iterdir())
+    labelled = unlabelled.append_column("label", pa.array(["mail", "mail"]))
+    assert op.process(0, labelled).edges_in == 2
+
+
 def test_end_time_queries_need_the_longest_duration():
     job = Job.create(parse_program("{ a e1 b; b e2 c; starttime(e2) - endtime(e1) <= 3; "
                                    "starttime(e1) < starttime(e2); }"))

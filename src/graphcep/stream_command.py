@@ -127,7 +127,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Namespace,
            on_report: Any) -> None:
-    from graphcep.runtime.spark_stream import run_available_now, start_stream
+    from graphcep.runtime.spark_stream import await_query, run_available_now, start_stream
 
     checkpoint = Path(args.checkpoint)
     if args.once:
@@ -136,11 +136,9 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
     query = start_stream(spark, operator, source, checkpoint=checkpoint,
                          trigger_seconds=args.trigger or None, on_report=on_report)
     try:
-        query.awaitTermination(args.run_for)
+        await_query(query, operator, args.run_for)
     finally:
         query.stop()
-    if query.exception() is not None:
-        raise RuntimeError(f"streaming query failed: {query.exception()}")
 
 
 def make_source(args: argparse.Namespace, program: Any) -> Any:

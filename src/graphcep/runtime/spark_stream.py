@@ -242,14 +242,28 @@ def start_stream(
     return writer.start()
 
 
+def await_query(query: Any, operator: StreamOperator, timeout: float | None = None) -> None:
+    """Wait for a streaming query (at most ``timeout`` seconds); raise what stopped it, if
+    anything: the operator's refusal of the stream as itself (a :class:`QueryError`, which
+    the command line reports in one line), any other failure as Spark raised it."""
+    try:
+        query.awaitTermination(timeout)
+    except Exception:
+        if operator.refusal is not None:
+            raise operator.refusal from None
+        raise
+    if query.exception() is not None:
+        if operator.refusal is not None:
+            raise operator.refusal
+        raise RuntimeError(f"streaming query failed: {query.exception()}")
+
+
 def run_available_now(spark: Any, operator: StreamOperator, source: Any, *,
                       checkpoint: str | os.PathLike, on_report: Any = print_report) -> None:
     """Process everything the source holds now, then flush the reorder buffer."""
     query = start_stream(spark, operator, source, checkpoint=checkpoint, available_now=True,
                          on_report=on_report)
-    query.awaitTermination()
-    if query.exception() is not None:
-        raise RuntimeError(f"streaming query failed: {query.exception()}")
+    await_query(query, operator)
     report = operator.flush()
     if on_report is not None:
         on_report(report)

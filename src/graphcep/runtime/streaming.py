@@ -58,6 +58,7 @@ from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import normalize_edges, sort_stream
 from graphcep.io.readers import READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
+from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.job import ReplayJob
 
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
@@ -223,6 +224,9 @@ class StreamOperator:
         self.cells = cells
         self.processes = processes
         self._state = _State()
+        #: why a micro-batch was refused (a stream lacking fields the query reads); kept
+        #: because Spark hands a foreachBatch error back as its own text
+        self.refusal: QueryError | None = None
         self._engine = self._new_engine()
         # warm-up from the log rebuilds exactly the window: only for engines whose whole
         # state is the window
@@ -254,6 +258,8 @@ class StreamOperator:
         self.recover(batch_id)
         st = self._state
         edges = self._oriented(edges)
+        if edges.num_rows:
+            self._check_columns(edges.column_names)
         late, on_time = self._split_late(edges)
         if on_time.num_rows:
             st.max_t = max(st.max_t, int(pc.max(on_time.column("t")).as_py()))
@@ -348,6 +354,15 @@ class StreamOperator:
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
                            matches.num_rows, buffered, self._engine.state_size(), st.frontier,
                            time.perf_counter() - started)
+
+    def _check_columns(self, columns: list[str]) -> None:
+        """The job's refusal of a stream without fields the query reads (before any state
+        changes, so a corrected source resumes from the same checkpoint)."""
+        try:
+            self.job.check_columns(columns)
+        except QueryError as err:
+            self.refusal = err
+            raise
 
     def _oriented(self, edges: pa.Table | None) -> pa.Table:
         if edges is None or edges.num_rows == 0:
