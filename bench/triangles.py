@@ -689,9 +689,31 @@ def snapshot_source() -> tuple[Path, str]:
     target = DATA_DIR / f"src-{state}"
     if target.exists():
         shutil.rmtree(tmp)
+        target.touch()  # in use again: the newest, for pruning
     else:
         tmp.rename(target)
+    prune_snapshots(keep=target)
     return target, state
+
+
+#: Source snapshots kept besides the one in use (the newest by last use).
+SNAPSHOTS_KEPT = 4
+#: A snapshot used this recently may belong to a run still going: never pruned.
+SNAPSHOT_GRACE_S = 6 * 3600
+
+
+def prune_snapshots(keep: Path) -> None:
+    """Delete source snapshots beyond the :data:`SNAPSHOTS_KEPT` most recently used, except
+    ``keep`` and any used within :data:`SNAPSHOT_GRACE_S` (a run may still import it)."""
+    import shutil
+
+    snapshots = sorted((p for p in DATA_DIR.glob("src-*") if p.is_dir() and p != keep
+                        and not p.name.startswith("src-tmp-")),
+                       key=lambda p: p.stat().st_mtime, reverse=True)
+    now = time.time()
+    for old in snapshots[SNAPSHOTS_KEPT:]:
+        if now - old.stat().st_mtime > SNAPSHOT_GRACE_S:
+            shutil.rmtree(old, ignore_errors=True)
 
 
 def use_source(path: Path) -> None:
