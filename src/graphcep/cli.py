@@ -88,7 +88,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("query", help="SAL file, or DDST file (.ddst, or text starting QUERY/VERTICES)")
     run.add_argument("--input", "-i", required=True, nargs="+", help="edge file(s) or directory")
     run.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from the name)")
-    run.add_argument("--output", "-o", help="matches.jsonl, matches.parquet or - (console, default)")
+    run.add_argument("--output", "-o", help="matches.jsonl, matches.parquet, matches.dot "
+                                            "(Graphviz) or - (console, default)")
     run.add_argument("--engine", choices=("spark", "local"), default="spark",
                      help="spark (default; embedded local[*] unless --master) or in-process")
     run.add_argument("--master", default="local[*]", help="Spark master (local[*], spark://host:7077)")

@@ -46,7 +46,8 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--checkpoint", required=True,
                         help="directory for offsets and state; restart with the same one")
     stream.add_argument("--output", "-o", default="-",
-                        help="OUT/ (JSONL part per micro-batch), OUT.parquet/ or - (console)")
+                        help="OUT/ (JSONL part per micro-batch), OUT.parquet/, OUT.dot/ "
+                             "(Graphviz) or - (console)")
     stream.add_argument("--lateness", default="0",
                         help="seconds an edge may trail the newest one and still be matched")
     stream.add_argument("--late", help="directory for late edges (default CHECKPOINT/late)")
@@ -179,10 +180,12 @@ def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
 
 
 def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
-    """Console, or a directory of one part per micro-batch (JSONL unless named .parquet)."""
+    """Console, or a directory of one part per micro-batch (JSONL unless named .parquet
+    or .dot)."""
     if args.output in (None, "-"):
         return make_sink(None, limit=args.limit, matches=job.output)
-    fmt = "parquet" if args.output.rstrip("/").endswith(".parquet") else "jsonl"
+    suffix = Path(args.output.rstrip("/")).suffix
+    fmt = {".parquet": "parquet", ".dot": "dot"}.get(suffix, "jsonl")
     return make_sink(args.output, fmt, directory=True, matches=job.output)
 
 

@@ -1,4 +1,5 @@
-"""Write match tables (:data:`graphcep.events.MATCH_SCHEMA`) to the console, JSONL or Parquet.
+"""Write match tables (:data:`graphcep.events.MATCH_SCHEMA`) to the console, JSONL, Parquet
+or Graphviz DOT.
 
 A sink writes one kind of match record, described by a :class:`MatchFormat` (its Arrow
 schema, its console block, its JSON line): :data:`SAL_MATCHES` by default; DDST match
@@ -28,6 +29,12 @@ Decisions
 * **Parquet**: the Arrow table as is: nested ``bindings`` map and ``edges`` list of
   structs, times int64 microseconds. The file carries ``graphcep.time_unit = us`` in its
   schema metadata.
+* **Graphviz DOT** (``.dot``, ``.gv``): the matches as graphs to look at -- one
+  ``digraph`` with a cluster per match (named by its ``match_id``), stream vertices as
+  nodes labelled with their id (and label) and the query vertices they match, stream
+  edges as arrows labelled with the query edges they match and their time; an edge that
+  matches several query edges is drawn once. ``dot -Tsvg matches.dot -o matches.svg``
+  renders it. Directory parts are whole graphs each.
 * **Directories and exactly-once**: a JSONL or Parquet target that is a directory (an
   existing one, or a path ending in ``/``) gets one ``part-<batch_id>.jsonl|parquet`` file
   per ``write``, written to a temporary name and renamed into place, so rewriting the
@@ -142,6 +149,32 @@ def format_match(row: dict[str, Any], number: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+@dataclass(frozen=True)
+class MatchGraph:
+    """A match as a small graph to draw: ``nodes`` maps a stream vertex key to its text
+    and the query vertices it matches; ``edges`` are ``(src key, dst key, text, time in
+    µs)``, one per stream edge, the text naming the query edges it matches."""
+
+    title: str
+    nodes: dict[tuple[str, str | None], tuple[str, list[str]]]
+    edges: list[tuple[tuple[str, str | None], tuple[str, str | None], str, int]]
+
+
+def match_graph(row: dict[str, Any]) -> MatchGraph:
+    """A SAL match row as a :class:`MatchGraph` (vertices have no labels here)."""
+    nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
+    for var, vertex in _bindings(row["bindings"]):
+        nodes.setdefault((vertex, None), (vertex, []))[1].append(var)
+    edges = []
+    for e in row["edges"] or []:
+        for end in (e["src"], e["dst"]):
+            nodes.setdefault((end, None), (end, []))
+        edges.append(((e["src"], None), (e["dst"], None), e["var"], e["t"]))
+    title = (f"{row['query']}  id={row['match_id']}  {format_seconds(row['first_t'])}s .. "
+             f"{format_seconds(row['last_t'])}s")
+    return MatchGraph(title, nodes, edges)
+
+
 def match_to_json(row: dict[str, Any]) -> str:
     """One match row as a JSON object with exact decimal seconds as numbers."""
     edges = ",".join(
@@ -204,18 +237,64 @@ def ddst_match_to_json(row: dict[str, Any]) -> str:
     )
 
 
+def ddst_match_graph(row: dict[str, Any]) -> MatchGraph:
+    """A DDST match component as a :class:`MatchGraph`: stream vertices are ``(id,
+    label)`` pairs, as the engines match them; a stream edge matching several query edges
+    is one edge listing them all, then its label."""
+    nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
+    for v in row["vertices"] or []:
+        key = (v["vertex"], v["label"])
+        text = v["vertex"] if v["label"] is None else f"{v['vertex']}:{v['label']}"
+        nodes.setdefault(key, (text, []))[1].append(v["qvar"])
+    by_seq: dict[int, tuple[dict[str, Any], list[str]]] = {}
+    for e in row["edges"] or []:
+        for end, label in ((e["src"], e["src_label"]), (e["dst"], e["dst_label"])):
+            nodes.setdefault((end, label), (end if label is None else f"{end}:{label}", []))
+        by_seq.setdefault(e["seq"], (e, []))[1].append(e["qedge"])
+    edges = [((e["src"], e["src_label"]), (e["dst"], e["dst_label"]),
+              ", ".join(qedges) + ("" if e["label"] is None else f" [{e['label']}]"), e["t"])
+             for e, qedges in by_seq.values()]
+    title = (f"{row['query']}  id={row['match_id']}  window "
+             f"{_seconds_or_null(row['window_start'])}s .. {format_seconds(row['window_end'])}s"
+             f"  trigger seq={row['trigger_seq']}")
+    return MatchGraph(title, nodes, edges)
+
+
+def _dot_text(text: str) -> str:
+    """A DOT quoted string: backslashes and quotes escaped, line breaks as DOT's ``\\n``."""
+    text = text.replace("\\", "\\\\").replace('"', '\\"')
+    return '"' + text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n") + '"'
+
+
+def dot_cluster(graph: MatchGraph, number: int) -> str:
+    """One match as a DOT cluster (a ``subgraph``) whose node names carry ``number``, so
+    that the clusters of one file never share a node."""
+    ids = {key: _dot_text(f"m{number}/{i}") for i, key in enumerate(graph.nodes)}
+    lines = [f"  subgraph {_dot_text(f'cluster_{number}')} {{",
+             f"    label={_dot_text(f'match {number}  {graph.title}')};"]
+    for key, (text, roles) in graph.nodes.items():
+        label = text + "\n" + ", ".join(roles)
+        lines.append(f"    {ids[key]} [label={_dot_text(label)}];")
+    for src, dst, text, t in graph.edges:
+        label = text + "\n" + format_seconds(t) + "s"
+        lines.append(f"    {ids[src]} -> {ids[dst]} [label={_dot_text(label)}];")
+    lines.append("  }")
+    return "\n".join(lines) + "\n"
+
+
 @dataclass(frozen=True)
 class MatchFormat:
     """One kind of match record: its Arrow schema, how the console prints a row (given
-    its 1-based number) and how JSONL writes it."""
+    its 1-based number), how JSONL writes it, and the graph DOT draws."""
 
     schema: pa.Schema
     text: Callable[[dict[str, Any], int], str]
     json: Callable[[dict[str, Any]], str]
+    graph: Callable[[dict[str, Any]], MatchGraph]
 
 
 #: SAL matches (:data:`MATCH_SCHEMA`), the sinks' default.
-SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json)
+SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json, match_graph)
 
 
 def _is_directory_target(path: str | os.PathLike, directory: bool | None) -> bool:
@@ -357,7 +436,52 @@ class ParquetSink(_FileSink):
             self._writer.close()
 
 
-_SINK_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet"}
+class DotSink(_FileSink):
+    """Matches as Graphviz DOT: one ``digraph`` per file (per part in a directory), a
+    cluster per match; see module docstring. Matches are numbered from 1 in the order
+    written, per file."""
+
+    suffix = ".dot"
+    _HEAD = "digraph matches {\n  rankdir=LR;\n  node [shape=box];\n"
+
+    def __init__(self, path: str | os.PathLike, directory: bool | None = None,
+                 matches: MatchFormat | None = None) -> None:
+        super().__init__(path, directory, matches)
+        self._out: TextIO | None = None
+        self._numbered = 0
+
+    def _clusters(self, table: pa.Table, first: int) -> str:
+        rows = _rows(table, self.matches.schema)
+        return "".join(dot_cluster(self.matches.graph(row), first + i)
+                       for i, row in enumerate(rows))
+
+    def _write_part(self, table: pa.Table, path: str) -> None:
+        with open(path, "w", encoding="utf-8") as out:
+            out.write(self._HEAD + self._clusters(table, 1) + "}\n")
+
+    def _append(self, table: pa.Table) -> None:
+        if self._out is None:
+            self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 -- held open
+            self._out.write(self._HEAD)
+        self._out.write(self._clusters(table, self._numbered + 1))
+        self._numbered += table.num_rows
+        self._out.flush()
+
+    def close(self) -> None:
+        """End the graph (an empty graph when nothing was written)."""
+        if self._closed:
+            return
+        self._closed = True
+        if not self.directory:
+            if self._out is None:
+                self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
+                self._out.write(self._HEAD)
+            self._out.write("}\n")
+            self._out.close()
+
+
+_SINK_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".parquet": "parquet",
+                  ".dot": "dot", ".gv": "dot"}
 
 
 def make_sink(
@@ -374,8 +498,9 @@ def make_sink(
     target
         ``None`` or ``"-"`` for the console; otherwise a file or directory path.
     fmt
-        ``"console"``, ``"jsonl"`` or ``"parquet"``; ``None`` = from the suffix of the
-        path (``.jsonl``/``.ndjson``/``.json``, ``.parquet``; a trailing ``/`` is ignored).
+        ``"console"``, ``"jsonl"``, ``"parquet"`` or ``"dot"``; ``None`` = from the suffix
+        of the path (``.jsonl``/``.ndjson``/``.json``, ``.parquet``, ``.dot``/``.gv``; a
+        trailing ``/`` is ignored).
     limit
         Console only: how many matches to print.
     directory
@@ -396,19 +521,26 @@ def make_sink(
         return JsonlSink(path, directory, matches)
     if kind == "parquet":
         return ParquetSink(path, directory, matches)
-    raise ValueError(f"unknown sink format {kind!r}; use console, jsonl or parquet")
+    if kind == "dot":
+        return DotSink(path, directory, matches)
+    raise ValueError(f"unknown sink format {kind!r}; use console, jsonl, parquet or dot")
 
 
 __all__ = [
     "SAL_MATCHES",
     "ConsoleSink",
+    "DotSink",
+    "MatchGraph",
     "JsonlSink",
     "MatchFormat",
     "ParquetSink",
     "Sink",
+    "ddst_match_graph",
     "ddst_match_to_json",
+    "dot_cluster",
     "format_ddst_match",
     "format_match",
     "make_sink",
+    "match_graph",
     "match_to_json",
 ]

@@ -24,14 +24,21 @@ from graphcep.engines.subgraph_plan import compile_query
 from graphcep.events import format_seconds
 from graphcep.features.feature_set import FeatureSet
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
-from graphcep.io.sinks import SAL_MATCHES, MatchFormat, ddst_match_to_json, format_ddst_match
+from graphcep.io.sinks import (
+    SAL_MATCHES,
+    MatchFormat,
+    ddst_match_graph,
+    ddst_match_to_json,
+    format_ddst_match,
+)
 from graphcep.patterns.ddst import DDSTQuery
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
 from graphcep.runtime.local import make_engine
 
-#: DDST match components (:data:`DDST_MATCH_SCHEMA`) on the console and in JSONL.
-DDST_MATCHES = MatchFormat(DDST_MATCH_SCHEMA, format_ddst_match, ddst_match_to_json)
+#: DDST match components (:data:`DDST_MATCH_SCHEMA`) on the console, in JSONL and in DOT.
+DDST_MATCHES = MatchFormat(DDST_MATCH_SCHEMA, format_ddst_match, ddst_match_to_json,
+                           ddst_match_graph)
 
 #: ``--ddst-engine`` name -> (module, class); imported on use, so an algorithm's module is
 #: loaded only by the jobs that run it.
