@@ -268,7 +268,7 @@ class _Component:
     def __init__(self, ne: int) -> None:
         self.count = [0] * ne  # countMap
         self.need = (1 << ne) - 1  # needMap: query edges with count 0
-        self.alive: dict[_Edge, None] = {}  # its red edges (an ordered set)
+        self.alive: dict[int, _Edge] = {}  # its red edges by edge row (listed as rows)
         self.dead = 0  # nodes of deleted edges, kept for the chains
         self.split = False  # a deletion may have disconnected it
         self.members: list[int] = []  # all its nodes, live and dead
@@ -828,7 +828,7 @@ class DDSTColoringEngine:
             comp = self._comps[root]
         self._parent[node] = root
         comp.members.append(node)
-        comp.alive[e] = None
+        comp.alive[e.row] = e
         for v in (e.src, e.dst):
             if not v.red_degree:
                 v.anchor = node
@@ -864,7 +864,7 @@ class DDSTColoringEngine:
         if e.red:
             return
         e.node = -1
-        del comp.alive[e]
+        del comp.alive[e.row]
         comp.dead += 1
         for v in (e.src, e.dst):
             v.red_degree -= 1
@@ -884,9 +884,9 @@ class DDSTColoringEngine:
             del self._parent[n]
             del self._node_edge[n]
 
-    def _alive(self, comp: _Component, ordered: bool = True) -> list[_Edge]:
-        """The red edges of a component, in arrival order if ``ordered``."""
-        return sorted(comp.alive, key=_NUM) if ordered else list(comp.alive)
+    def _alive(self, comp: _Component) -> list[_Edge]:
+        """The red edges of a component, in arrival order."""
+        return sorted(comp.alive.values(), key=_NUM)
 
     def _rebuild(self, root: int) -> None:
         """Regroup a component's red edges into their true components; drop deleted nodes.
@@ -904,7 +904,7 @@ class DDSTColoringEngine:
             master = root if any(e.node == root for e in part) else part[0].node
             new = self._comps[master] = _Component(self._ne)
             new.members = [e.node for e in part]
-            new.alive = dict.fromkeys(part)
+            new.alive = {e.row: e for e in part}
             for e in part:
                 self._parent[e.node] = master
                 e.src.anchor = e.dst.anchor = master
@@ -924,12 +924,14 @@ class DDSTColoringEngine:
             return
         part = _TOO_BIG if comp.live <= _DIRECT_COMPONENT else self._local_part(e)
         if part is _TOO_BIG:  # tests 4-5 cost more than DDST here, and seldom fail
-            self._verify(self._alive(comp, ordered=False), None, None, opened, reports)
+            rows = np.fromiter(comp.alive, dtype=np.int64, count=comp.live)
+            self._verify(rows, None, None, opened, reports)
             return
         refined = None if part is None else self._refine(part, e)
         if refined is not None:
             kept, hosts = refined
-            self._verify(list(kept), list(kept.values()), hosts, opened, reports)
+            rows = np.fromiter(map(_ROW, kept), dtype=np.int64, count=len(kept))
+            self._verify(rows, list(kept.values()), hosts, opened, reports)
 
     def _timing_possible(self, first: list[int], last: list[int], t: int, pins: int) -> bool:
         """Whether some query edge in ``pins``, at time ``t``, can have a timing witness,
@@ -1150,19 +1152,19 @@ class DDSTColoringEngine:
 
     def _verify(
         self,
-        edges: list[_Edge],
+        rows: np.ndarray,
         masks: list[int] | None,
         hosts: dict[_Vertex, int] | None,
         opened: int,
         reports: Reports,
     ) -> None:
-        """Algorithm DDST on a part: ``edges`` (any order) with their pairs ``masks`` and
-        the hosting left (each a superset of the match component's); ``None`` for the
-        edges' match sets and the vertices' own hosting, read from the rows (a whole red
-        component: no Python per edge). The trigger is the newest edge, last once the part
-        is in stream order."""
+        """Algorithm DDST on a part: its edges' ``rows`` (any order) with their pairs
+        ``masks`` and the hosting left (each a superset of the match component's); ``None``
+        for the edges' match sets and the vertices' own hosting, read from the rows (a whole
+        red component: no Python per edge). The trigger is the newest edge, last once the
+        part is in stream order."""
         self.verifications += 1
-        g, vrows, rows, order = self._part_graph(edges)
+        g, vrows, rows, order = self._part_graph(rows)
         if masks is None:
             red = self._edge_rows.cols["red"][rows]
         else:
@@ -1177,21 +1179,20 @@ class DDSTColoringEngine:
         # is on a query edge)
         sim, se = _ddst(self._q, g, _bit_matrix(hosted, len(self._q.vnames)),
                         _bit_matrix(red, self._ne))  # fmt: skip
-        at = len(edges) - 1
+        at = len(rows) - 1
         if se[:, at].any():
             reports.add(g, *_component_of(g, sim, se, at), at, opened)
 
-    def _part_graph(self, edges: list[_Edge]) -> tuple[_Graph, np.ndarray, np.ndarray,
-                                                       np.ndarray]:
-        """The part as the baseline's window graph, gathered from the edge and vertex rows;
-        its vertices' rows (numbered as :class:`PartGraphs` does; the baseline's results do
-        not depend on the numbering); its edges' rows; and where each of its edges was in
-        ``edges``.
+    def _part_graph(self, rows: np.ndarray) -> tuple[_Graph, np.ndarray, np.ndarray,
+                                                     np.ndarray]:
+        """The part of edge ``rows`` as the baseline's window graph, gathered from the edge
+        and vertex rows; its vertices' rows (numbered as :class:`PartGraphs` does; the
+        baseline's results do not depend on the numbering); its edges' rows in stream order;
+        and where each of them was in ``rows``.
 
         The edges are put in stream order (arrival order), as in a window: the trigger,
         the newest, stays last, and a report then needs no sort of its edge pairs."""
         ec, vc = self._edge_rows.cols, self._vertex_rows.cols
-        rows = np.fromiter(map(_ROW, edges), dtype=np.int64, count=len(edges))
         order = np.argsort(ec["num"][rows])
         rows = rows[order]
         g, vrows = self._part_graphs.graph(ec["src"][rows], ec["dst"][rows], ec["t"][rows],
