@@ -130,3 +130,20 @@ def test_run_on_spark_equals_local(tmp_path, capsys, spark):
     on_spark = last_json(capsys.readouterr().out)
     assert local["matches"] == on_spark["matches"] > 0
     assert local["edges"] == on_spark["edges"] == 3000
+
+
+def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
+    """``graphcep run ... | head``: the reader closes the pipe before the matches come; the
+    command stops with SIGPIPE's status (141) and no traceback."""
+    import subprocess
+    import sys
+
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    proc = subprocess.Popen([sys.executable, "-m", "graphcep.cli", "run", str(TRIANGLE),
+                             "--input", str(stream), "--engine", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the interpreter has even started: every write fails
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err

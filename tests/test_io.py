@@ -806,3 +806,30 @@ def test_normalize_edges_rejects_nulls_in_core_columns(column: str) -> None:
                                          r"\(the first at row 1\)"):
         normalize_edges(pa.table(cols))
     assert normalize_edges(pa.table({"t": [1], "src": ["a"], "dst": ["b"]})).num_rows == 1
+
+
+def test_console_cuts_large_ddst_components_and_says_how_much() -> None:
+    """A component of a dense stream holds thousands of pairs: the console shows the
+    first CONSOLE_EDGE_PAIRS edge pairs and CONSOLE_VERTICES stream vertices per query
+    vertex, and counts the rest; a small one is shown whole."""
+    from graphcep.io.sinks import CONSOLE_EDGE_PAIRS, CONSOLE_VERTICES, format_ddst_match
+
+    def row(n_edges: int) -> dict:
+        edges = [{"qedge": "ab", "seq": i, "t": 1_000_000 * i, "src": f"u{i}", "dst": "hub",
+                  "label": None, "src_label": None, "dst_label": None} for i in range(n_edges)]
+        vertices = ([{"qvar": "A", "vertex": f"u{i}", "label": None} for i in range(n_edges)]
+                    + [{"qvar": "B", "vertex": "hub", "label": "x"}])
+        return {"query": "q", "match_id": "m", "window_start": 0, "window_end": 5_000_000,
+                "trigger_seq": n_edges - 1, "first_t": 0, "vertices": vertices, "edges": edges}
+
+    big = format_ddst_match(row(1000), 1).splitlines()
+    assert big[0].endswith("(1001 vertex pairs, 1000 edge pairs)")
+    shown = [f"u{i}" for i in range(CONSOLE_VERTICES)]
+    assert big[1] == f"  A -> {', '.join(shown)}, ... ({1000 - CONSOLE_VERTICES:,} more)"
+    assert big[2] == "  B -> hub:x"
+    edge_lines = [line for line in big if line.startswith("  ab: ")]
+    assert edge_lines[0] == "  ab: u0 -> hub @ 0s  seq=0"
+    assert len(edge_lines) == CONSOLE_EDGE_PAIRS
+    assert big[-1].startswith(f"  ... and {1000 - CONSOLE_EDGE_PAIRS:,} more edge pairs")
+    small = format_ddst_match(row(3), 2)
+    assert "more" not in small and small.count("  ab: ") == 3

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import re
 import sys
 import time
@@ -57,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("graphcep: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:  # the reader left (``graphcep run ... | head``): stop quietly
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
+        return 141  # as a process ended by SIGPIPE
     except Exception as err:
         message = remote_state_bound(err)
         if message is None:

@@ -197,22 +197,39 @@ def _seconds_or_null(us: int | None) -> str:
     return "null" if us is None else format_seconds(us)
 
 
+#: The console shows at most this many edge pairs of a DDST match, and this many stream
+#: vertices per query vertex: a component on a dense stream holds thousands (the files
+#: written with ``-o`` hold them all).
+CONSOLE_EDGE_PAIRS = 25
+CONSOLE_VERTICES = 12
+
+
 def format_ddst_match(row: dict[str, Any], number: int) -> str:
     """One DDST match component (a ``DDST_MATCH_SCHEMA`` dict) as a text block: the
     window, each query vertex with the stream vertices it matches, then the matched edges
-    in stream order."""
+    in stream order -- the first :data:`CONSOLE_EDGE_PAIRS` of them, and at most
+    :data:`CONSOLE_VERTICES` stream vertices per query vertex, each cut saying how many
+    more there are."""
     start, end = _seconds_or_null(row["window_start"]), format_seconds(row["window_end"])
+    vertices, edges = row["vertices"] or [], row["edges"] or []
     lines = [f"match {number}  query={row['query']}  id={row['match_id']}  "
-             f"window {start}s .. {end}s  trigger seq={row['trigger_seq']}"]
+             f"window {start}s .. {end}s  trigger seq={row['trigger_seq']}  "
+             f"({len(vertices)} vertex pairs, {len(edges)} edge pairs)"]
     hosts: dict[str, list[str]] = {}
-    for v in row["vertices"] or []:
+    for v in vertices:
         label = "" if v["label"] is None else f":{v['label']}"
         hosts.setdefault(v["qvar"], []).append(f"{v['vertex']}{label}")
-    lines += [f"  {qvar} -> {', '.join(found)}" for qvar, found in hosts.items()]
-    for e in row["edges"] or []:
+    for qvar, found in hosts.items():
+        more = len(found) - CONSOLE_VERTICES
+        tail = f", ... ({more:,} more)" if more > 0 else ""
+        lines.append(f"  {qvar} -> {', '.join(found[:CONSOLE_VERTICES])}{tail}")
+    for e in edges[:CONSOLE_EDGE_PAIRS]:
         label = "" if e["label"] is None else f" [{e['label']}]"
         lines.append(f"  {e['qedge']}: {e['src']} -> {e['dst']}{label} "
                      f"@ {format_seconds(e['t'])}s  seq={e['seq']}")
+    if len(edges) > CONSOLE_EDGE_PAIRS:
+        lines.append(f"  ... and {len(edges) - CONSOLE_EDGE_PAIRS:,} more edge pairs "
+                     "(all of them in -o FILE.jsonl|.parquet|.dot)")
     return "\n".join(lines) + "\n"
 
 
@@ -528,6 +545,8 @@ def make_sink(
 
 __all__ = [
     "SAL_MATCHES",
+    "CONSOLE_EDGE_PAIRS",
+    "CONSOLE_VERTICES",
     "ConsoleSink",
     "DotSink",
     "MatchGraph",
