@@ -205,3 +205,27 @@ def test_stream_command_picks_the_sink_by_the_directory_name(tmp_path: Path) -> 
     for name, kind in (("out.dot/", DotSink), ("out.parquet/", ParquetSink), ("out/", JsonlSink)):
         sink = _sink(Namespace(output=str(tmp_path / name), limit=20), job)
         assert type(sink) is kind and sink.directory and sink.matches is DDST_MATCHES
+
+
+def test_to_dot_is_what_the_sink_writes(tmp_path: Path) -> None:
+    """``to_dot`` tells DDST tables from SAL ones by their columns and gives the sink's
+    document; its docstring example runs."""
+    import doctest
+
+    import graphcep.io.sinks as sinks_module
+    from graphcep.io.sinks import to_dot
+
+    stream = service_labels(read_edges(CTU_SLICE).edges)
+    table = DDSTBaselineEngine(
+        parse_ddst_file(str(ROOT / "examples" / "ddst" / "irc_then_mail.ddst"))).push(stream)
+    with DotSink(tmp_path / "m.dot", matches=DDST_MATCHES) as sink:
+        sink.write(table)
+    assert to_dot(table) == (tmp_path / "m.dot").read_text()
+    sal = matches_to_table([Match("q", (("x", "a"),), (MatchedEdge("e", 1, "a", "b", 0, 1),),
+                                  1, 1)])
+    with DotSink(tmp_path / "s.dot") as sink:
+        sink.write(sal)
+    assert to_dot(sal) == (tmp_path / "s.dot").read_text()
+    result = doctest.testmod(sinks_module,
+                             optionflags=doctest.NORMALIZE_WHITESPACE | doctest.ELLIPSIS)
+    assert result.attempted and not result.failed

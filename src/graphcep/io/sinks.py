@@ -453,13 +453,47 @@ class ParquetSink(_FileSink):
             self._writer.close()
 
 
+_DOT_HEAD = "digraph matches {\n  rankdir=LR;\n  node [shape=box];\n"
+
+
+def _dot_clusters(rows: list[dict[str, Any]], graph: Callable[[dict[str, Any]], MatchGraph],
+                  first: int) -> str:
+    return "".join(dot_cluster(graph(row), first + i) for i, row in enumerate(rows))
+
+
+def to_dot(table: pa.Table) -> str:
+    """A match table (SAL's :data:`MATCH_SCHEMA` or DDST's, told apart by DDST's
+    ``vertices`` column) as one Graphviz document, as :class:`DotSink` writes it: to save,
+    or to render in a notebook (``graphviz.Source(to_dot(matches))``).
+
+    Examples
+    --------
+    >>> from graphcep.events import Match, MatchedEdge, matches_to_table
+    >>> m = Match("q", (("x", "a"), ("y", "b")), (MatchedEdge("e", 1_500_000, "a", "b", 0, 7),),
+    ...           1_500_000, 1_500_000)
+    >>> print(to_dot(matches_to_table([m])))  # doctest: +NORMALIZE_WHITESPACE
+    digraph matches {
+      rankdir=LR;
+      node [shape=box];
+      subgraph "cluster_1" {
+        label="match 1  q  id=...  1.5s .. 1.5s";
+        "m1/0" [label="a\\nx"];
+        "m1/1" [label="b\\ny"];
+        "m1/0" -> "m1/1" [label="e\\n1.5s"];
+      }
+    }
+    <BLANKLINE>
+    """
+    graph = ddst_match_graph if "vertices" in table.column_names else match_graph
+    return _DOT_HEAD + _dot_clusters(table.to_pylist(), graph, 1) + "}\n"
+
+
 class DotSink(_FileSink):
     """Matches as Graphviz DOT: one ``digraph`` per file (per part in a directory), a
     cluster per match; see module docstring. Matches are numbered from 1 in the order
     written, per file."""
 
     suffix = ".dot"
-    _HEAD = "digraph matches {\n  rankdir=LR;\n  node [shape=box];\n"
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
                  matches: MatchFormat | None = None) -> None:
@@ -468,18 +502,16 @@ class DotSink(_FileSink):
         self._numbered = 0
 
     def _clusters(self, table: pa.Table, first: int) -> str:
-        rows = _rows(table, self.matches.schema)
-        return "".join(dot_cluster(self.matches.graph(row), first + i)
-                       for i, row in enumerate(rows))
+        return _dot_clusters(_rows(table, self.matches.schema), self.matches.graph, first)
 
     def _write_part(self, table: pa.Table, path: str) -> None:
         with open(path, "w", encoding="utf-8") as out:
-            out.write(self._HEAD + self._clusters(table, 1) + "}\n")
+            out.write(_DOT_HEAD + self._clusters(table, 1) + "}\n")
 
     def _append(self, table: pa.Table) -> None:
         if self._out is None:
             self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 -- held open
-            self._out.write(self._HEAD)
+            self._out.write(_DOT_HEAD)
         self._out.write(self._clusters(table, self._numbered + 1))
         self._numbered += table.num_rows
         self._out.flush()
@@ -492,7 +524,7 @@ class DotSink(_FileSink):
         if not self.directory:
             if self._out is None:
                 self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
-                self._out.write(self._HEAD)
+                self._out.write(_DOT_HEAD)
             self._out.write("}\n")
             self._out.close()
 
@@ -562,4 +594,5 @@ __all__ = [
     "make_sink",
     "match_graph",
     "match_to_json",
+    "to_dot",
 ]
