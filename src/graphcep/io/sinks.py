@@ -30,13 +30,14 @@ Decisions
   structs, times int64 microseconds. The file carries ``graphcep.time_unit = us`` in its
   schema metadata.
 * **Graphviz DOT** (``.dot``, ``.gv``): the matches as graphs to look at -- one
-  ``digraph`` with a cluster per match (named by its ``match_id``), stream vertices as
+  ``digraph`` with a cluster per match (labelled with its number and ``match_id``; node
+  names carry the number, so clusters never share a node), stream vertices as
   nodes labelled with their id (and label) and the query vertices they match, stream
   edges as arrows labelled with the query edges they match and their time; an edge that
   matches several query edges is drawn once. ``dot -Tsvg matches.dot -o matches.svg``
   renders it. Directory parts are whole graphs each.
-* **Directories and exactly-once**: a JSONL or Parquet target that is a directory (an
-  existing one, or a path ending in ``/``) gets one ``part-<batch_id>.jsonl|parquet`` file
+* **Directories and exactly-once**: a JSONL, Parquet or DOT target that is a directory (an
+  existing one, or a path ending in ``/``) gets one ``part-<batch_id>.jsonl|parquet|dot`` file
   per ``write``, written to a temporary name and renamed into place, so rewriting the
   same ``batch_id`` (a retried micro-batch) replaces the file instead of duplicating
   matches. ``batch_id=None`` takes the next number after the parts already there. A
