@@ -25,7 +25,7 @@ from typing import Any
 
 from graphcep.events import seconds_to_us
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
-from graphcep.io.sinks import make_sink
+from graphcep.io.sinks import make_sink, sink_format
 from graphcep.lang.sal import parse_file
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.job import Job, ReplayJob
@@ -180,12 +180,11 @@ def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
 
 
 def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
-    """Console, or a directory of one part per micro-batch (JSONL unless named .parquet
-    or .dot)."""
+    """Console, or a directory of one part per micro-batch, in the format its name gives
+    (:func:`~graphcep.io.sinks.sink_format`), else JSONL."""
     if args.output in (None, "-"):
         return make_sink(None, limit=args.limit, matches=job.output)
-    suffix = Path(args.output.rstrip("/")).suffix
-    fmt = {".parquet": "parquet", ".dot": "dot"}.get(suffix, "jsonl")
+    fmt = sink_format(args.output) or "jsonl"
     return make_sink(args.output, fmt, directory=True, matches=job.output)
 
 

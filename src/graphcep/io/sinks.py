@@ -534,6 +534,12 @@ _SINK_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".par
                   ".dot": "dot", ".gv": "dot"}
 
 
+def sink_format(target: str | os.PathLike) -> str | None:
+    """The sink format a path names by its suffix (``.jsonl``/``.ndjson``/``.json``,
+    ``.parquet``, ``.dot``/``.gv``; a trailing ``/`` is ignored), or ``None``."""
+    return _SINK_SUFFIXES.get(Path(target).suffix.lower())  # Path() drops a trailing "/"
+
+
 def make_sink(
     target: str | os.PathLike | None,
     fmt: str | None = None,
@@ -562,7 +568,7 @@ def make_sink(
     if target is None or str(target) == "-" or fmt == "console":
         return ConsoleSink(limit=limit, matches=matches)
     path = Path(target)
-    kind = fmt or _SINK_SUFFIXES.get(path.suffix.lower())
+    kind = fmt or sink_format(target)
     if kind is None:
         raise ValueError(f"cannot tell the sink format of {str(target)!r}; give fmt")
     if directory is None and str(target).endswith(("/", os.sep)):
@@ -595,5 +601,6 @@ __all__ = [
     "make_sink",
     "match_graph",
     "match_to_json",
+    "sink_format",
     "to_dot",
 ]
