@@ -498,3 +498,25 @@ def test_a_wholly_rejected_file_hints_at_the_format(tmp_path: Path) -> None:
     assert mixed.rejects.column("reason").to_pylist() == [
         "missing fields: expected 3 fields, got 2"
     ]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "snap"])
+def test_byte_order_mark_opening_a_file_is_dropped(tmp_path: Path, fmt: str) -> None:
+    body = {
+        "csv": "src,dst,t\na,b,1\n",
+        "jsonl": '{"src": "a", "dst": "b", "t": 1}\n',
+        "snap": "a b 1\n",
+    }[fmt]
+    result = read_edges(write(tmp_path / f"b.{fmt}", b"\xef\xbb\xbf" + body.encode()))
+    assert core(result)[0][:3] == (1_000_000, "a", "b")
+    assert result.rejects.num_rows == 0
+    # Elsewhere it is text: a line holding only a byte order mark is one odd field.
+    later = read_edges(write(tmp_path / "l.txt", "a b 1\n\ufeff\n"))
+    assert reasons(later) == {2: "missing fields: expected 3 fields, got 1"}
+
+
+def test_snap_layout_from_most_lines_not_a_bad_first_one(tmp_path: Path) -> None:
+    result = read_edges(write(tmp_path / "s.txt", "a b 1 x\nc d 2\ne f 3\n"))
+    assert core(result) == [(2_000_000, "c", "d", 2), (3_000_000, "e", "f", 3)]
+    assert reasons(result) == {1: "too many fields: expected 3 fields, got 4"}
+    assert result.edges.column_names == ["t", "src", "dst", "dur", "seq"]

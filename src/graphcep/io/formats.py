@@ -10,8 +10,9 @@ Formats
 -------
 ``snap``
     Whitespace-separated ``src dst t [c3 c4 ...]``. Lines starting with ``#`` or ``%`` are
-    comments. The number of fields is fixed by the first data line of the file: shorter
-    lines (still holding src, dst and t) get null attributes, longer lines are rejected.
+    comments. The number of fields is the most common one among the first data lines of
+    the file (the earliest wins a tie; see :func:`prepare_options`): shorter lines (still
+    holding src, dst and t) get null attributes, longer lines are rejected.
     Extra columns are string attributes named by their 0-based position (``c3``, ...).
     ``options.columns`` may remap positions, e.g. ``{"t": 0, "src": 1, "dst": 2}`` for
     SocioPatterns ``t i j`` files.
@@ -960,8 +961,8 @@ def prepare_options(
         (i, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.strip().startswith(prefixes)
     ]
     if fmt == "snap":
-        first_count = len(_split_one(fmt, data[0][1], options)) if data else 0
-        return replace(options, column_names=_positional_names(first_count, options), header=False)
+        count = _common_field_count(fmt, [ln for _, ln in data], options)
+        return replace(options, column_names=_positional_names(count, options), header=False)
     first = _split_one(fmt, lines[0], options) if data and data[0][0] == 0 else None
     rest_count = _common_field_count(fmt, [ln for i, ln in data if i > 0], options)
     header = options.header

@@ -7,6 +7,7 @@ the chunk size and the edges themselves; gzip is detected by its magic bytes, wh
 the file name. A line longer than ``options.max_line_bytes`` that does not fit in a chunk
 is cut while reading (its tail is never held in memory) and rejected with its true length.
 Lines are as :mod:`graphcep.io.formats` defines them (``\\n`` or ``\\r\\n`` ends one).
+A UTF-8 byte order mark at the start of a file is dropped (elsewhere it is text).
 
 Decisions
 ---------
@@ -70,6 +71,7 @@ from graphcep.io.rejects import add_format_hint
 #: Bits of ``seq`` left for the line number; higher bits hold the file index.
 FILE_INDEX_SHIFT = 40
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
 _HEAD_LINES = 64
 
 #: Schema of :attr:`ReadResult.rejects`: the parser's rejects plus the file they came from.
@@ -201,7 +203,7 @@ def _head_text(stream: BinaryIO, size: int = 64 * 1024) -> list[str]:
         data = next(_byte_blocks(stream, size), b"")
     except _Broken as broken:
         data = broken.tail
-    return data.decode("utf-8", "replace").split("\n")
+    return data.removeprefix(_UTF8_BOM).decode("utf-8", "replace").split("\n")
 
 
 def _first_line_is_vast(head: list[str]) -> bool:
@@ -265,8 +267,12 @@ class _LineCutter:
     skipping: bool = False
     cut_length: int | None = None  #: true length of the carried line once it was cut
     lengths: dict[int, int] = field(default_factory=dict)  #: cut line -> true length
+    started: bool = False
 
     def feed(self, block: bytes) -> tuple[pa.Array, np.ndarray] | None:
+        if not self.started and block:
+            # A UTF-8 byte order mark opening the file is no part of line 1.
+            self.started, block = True, block.removeprefix(_UTF8_BOM)
         if self.skipping:
             cut = block.find(b"\n")
             if cut < 0:
