@@ -520,3 +520,15 @@ def test_snap_layout_from_most_lines_not_a_bad_first_one(tmp_path: Path) -> None
     assert core(result) == [(2_000_000, "c", "d", 2), (3_000_000, "e", "f", 3)]
     assert reasons(result) == {1: "too many fields: expected 3 fields, got 4"}
     assert result.edges.column_names == ["t", "src", "dst", "dur", "seq"]
+
+
+def test_csv_quoted_line_with_a_bare_carriage_return(tmp_path: Path) -> None:
+    # The csv module ended the run here ("new-line character seen in unquoted field").
+    data = b'"a\rb",c,1\nx\r,"y",2\n"u",v\r,3\n'
+    result = read_edges(write(tmp_path / "r.csv", data))
+    assert core(result) == [
+        (1_000_000, "a\rb", "c", 1),
+        (2_000_000, "x\r", "y", 2),
+        (3_000_000, "u", "v\r", 3),
+    ]
+    assert result.rejects.num_rows == 0
