@@ -532,3 +532,9 @@ def test_csv_quoted_line_with_a_bare_carriage_return(tmp_path: Path) -> None:
         (3_000_000, "u", "v\r", 3),
     ]
     assert result.rejects.num_rows == 0
+
+
+def test_csv_header_ending_in_a_delimiter(tmp_path: Path) -> None:
+    result = read_edges(write(tmp_path / "e.csv", "src,dst,t,\na,b,1,\nc,d,2,x\n"))
+    assert core(result) == [(1_000_000, "a", "b", 2), (2_000_000, "c", "d", 3)]
+    assert result.skipped == 1 and result.rejects.num_rows == 0

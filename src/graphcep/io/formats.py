@@ -945,9 +945,9 @@ def prepare_options(
     ``csv``/``tsv`` decide from the whole sample, so that one bad line cannot spoil a
     file. The number of columns is the most common field count among the sample's lines
     that read as data (time field a time; the earliest count wins a tie). Line 1 is a
-    header (``options.header=None``) when it does not read as data, its fields are
-    distinct names (non-empty, not numbers), its quoting is well formed, and it has that
-    many fields; ``options.columns`` naming columns implies a header. Otherwise line 1 is
+    header (``options.header=None``) when it does not read as data, its non-empty fields
+    are distinct names (not numbers), its quoting is well formed, and it has that many
+    fields; ``options.columns`` naming columns implies a header. Otherwise line 1 is
     data, and a bad one is a counted reject like any other line. ``options.header``
     ``True``/``False`` overrides the detection.
     """
@@ -1015,8 +1015,9 @@ def _first_line_is_header(
     if fmt == "csv" and quoting_problem(line, _delimiter(fmt, options)) is not None:
         return False
     fields = _split_one(fmt, line, options)
-    names = [f.strip() for f in fields]
-    if not all(names) or len(set(names)) < len(names):
+    # Empty names are allowed (a header ending in a delimiter); the others must differ.
+    names = [f.strip() for f in fields if f.strip()]
+    if not names or len(set(names)) < len(names):
         return False
     if any(_NUMBER_RE.match(name) for name in names):
         return False
