@@ -538,3 +538,30 @@ def test_csv_header_ending_in_a_delimiter(tmp_path: Path) -> None:
     result = read_edges(write(tmp_path / "e.csv", "src,dst,t,\na,b,1,\nc,d,2,x\n"))
     assert core(result) == [(1_000_000, "a", "b", 2), (2_000_000, "c", "d", 3)]
     assert result.skipped == 1 and result.rejects.num_rows == 0
+
+
+def test_unreadable_file_is_a_reject_and_alone_an_input_error(tmp_path: Path, monkeypatch) -> None:
+    import graphcep.io.readers as readers
+
+    good = write(tmp_path / "a.csv", numbered_csv(2))
+    locked = write(tmp_path / "b.csv", numbered_csv(2))
+    opener = readers._open_binary
+
+    def refuse_locked(path: Path):
+        if path == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return opener(path)
+
+    monkeypatch.setattr(readers, "_open_binary", refuse_locked)
+    result = read_edges([good, locked], fmt="csv")
+    assert result.edges.num_rows == 2
+    assert result.rejects.to_pylist() == [
+        {
+            "file": str(locked),
+            "line": 1,
+            "reason": "cannot read the file: Permission denied",
+            "text": "",
+        }
+    ]
+    with pytest.raises(InputError, match="nothing could be read: .*b.csv: cannot read the file"):
+        read_edges(locked, fmt="csv")
