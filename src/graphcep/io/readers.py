@@ -303,7 +303,7 @@ class _LineCutter:
 
 
 def _line_blocks(
-    stream: BinaryIO, chunk_bytes: int, max_line_bytes: int, cutter: _LineCutter
+    stream: BinaryIO, chunk_bytes: int, cutter: _LineCutter
 ) -> Iterator[tuple[pa.Array, np.ndarray]]:
     """:func:`iter_line_blocks` with its state in ``cutter`` (cut lines' true lengths)."""
     try:
@@ -349,7 +349,7 @@ def iter_line_blocks(
         whole line read before; the unfinished line is not yielded.
     """
     cutter = _LineCutter(max_line_bytes)
-    yield from _line_blocks(stream, chunk_bytes, max_line_bytes, cutter)
+    yield from _line_blocks(stream, chunk_bytes, cutter)
 
 
 def offset_seq(table: pa.Table, file_index: int) -> pa.Table:
@@ -388,7 +388,8 @@ def _damage_rejects(name: str, damage: DamagedInputError) -> pa.Table:
 
 
 def _read_text_file(path: Path, fmt: str, options: ReaderOptions) -> _FileRead:
-    """Parse one text file; returns (edge tables, reject tables, lines read)."""
+    """Parse one text file (see :func:`_read_text_stream`); a file that cannot be opened
+    is one reject, as a damaged one."""
     try:
         fh = _open_binary(path)
     except (FileNotFoundError, IsADirectoryError):
@@ -409,7 +410,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
     lines_read = 0
     prepared: ReaderOptions | None = None
     cutter = _LineCutter(options.max_line_bytes)
-    blocks = _line_blocks(fh, options.chunk_bytes, options.max_line_bytes, cutter)
+    blocks = _line_blocks(fh, options.chunk_bytes, cutter)
     damage: DamagedInputError | None = None
     try:
         for lines, numbers in blocks:
