@@ -269,6 +269,11 @@ def test_an_output_that_cannot_be_written_is_refused_before_reading(tmp_path, ca
         assert main(["run", str(TRIANGLE), "--input", str(pair_stream), "--engine", "local",
                      "-o", str(target)]) == 2
         assert why in one_line_error(capsys)
+    # the rejects file is an output too: written after the run, so checked before it
+    assert main(["run", str(TRIANGLE), "--input", str(pair_stream), "--engine", "local",
+                 "--rejects", str(blocker / "rejects.jsonl")]) == 2
+    assert one_line_error(capsys) == (f"graphcep: rejects '{blocker}/rejects.jsonl' cannot be "
+                                      f"created: '{blocker}' is not a directory")
 
 
 STREAM_OPTIONS = [

@@ -282,6 +282,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     # the output is checked before any work: a wrong name must not cost a whole run
     out_format = check_target(args.output, args.output_format)
+    check_target(args.rejects, "jsonl", directory=False, role="rejects")
     fmt = args.format or guess_format(_first_file(args.input))
     job = _make_job(args, fmt)
     options = ReaderOptions(time_unit=args.time_unit)

@@ -544,12 +544,13 @@ class SinkError(ValueError):
 
 
 def check_target(target: str | os.PathLike | None, fmt: str | None = None,
-                 directory: bool | None = None) -> str:
+                 directory: bool | None = None, role: str = "output") -> str:
     """Check that :func:`make_sink` can write ``target``, before a run computes anything;
     return the format it will write (``"console"`` for ``None`` or ``"-"``).
 
     A name without a known suffix needs ``fmt`` (``-o /dev/null`` with ``jsonl``). Nothing
     is created or truncated: a run that fails later leaves an earlier output as it was.
+    ``role`` names the target in messages (``"output"``, ``"rejects"``).
 
     Raises
     ------
@@ -580,20 +581,20 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     path = Path(target)
     if _is_directory_target(target, directory):
         if path.exists() and not path.is_dir():
-            raise SinkError(f"output {str(target)!r} exists and is not a directory (one part "
+            raise SinkError(f"{role} {str(target)!r} exists and is not a directory (one part "
                             "file per micro-batch goes into a directory)")
-        _check_creatable(path, target)
+        _check_creatable(path, target, role)
     elif path.is_dir():
-        raise SinkError(f"output {str(target)!r} is a directory; name a file")
+        raise SinkError(f"{role} {str(target)!r} is a directory; name a file")
     elif path.exists():
         if not os.access(path, os.W_OK):
-            raise SinkError(f"output {str(target)!r} cannot be written (permission denied)")
+            raise SinkError(f"{role} {str(target)!r} cannot be written (permission denied)")
     else:
-        _check_creatable(path, target)
+        _check_creatable(path, target, role)
     return kind
 
 
-def _check_creatable(path: Path, target: str | os.PathLike) -> None:
+def _check_creatable(path: Path, target: str | os.PathLike, role: str) -> None:
     """The nearest existing ancestor of ``path`` is a directory this process may write."""
     ancestor = path.absolute().parent
     while not ancestor.exists():
@@ -601,10 +602,10 @@ def _check_creatable(path: Path, target: str | os.PathLike) -> None:
     if path.exists():
         return
     if not ancestor.is_dir():
-        raise SinkError(f"output {str(target)!r} cannot be created: {str(ancestor)!r} is "
+        raise SinkError(f"{role} {str(target)!r} cannot be created: {str(ancestor)!r} is "
                         "not a directory")
     if not os.access(ancestor, os.W_OK | os.X_OK):
-        raise SinkError(f"output {str(target)!r} cannot be created in {str(ancestor)!r} "
+        raise SinkError(f"{role} {str(target)!r} cannot be created in {str(ancestor)!r} "
                         "(permission denied)")
 
 
