@@ -383,6 +383,19 @@ def test_a_ddst_label_that_never_occurs_is_warned_about(tmp_path, capsys):
     assert last_json(captured.out)["matches"] == 1 and captured.err == ""
 
 
+@pytest.mark.spark
+def test_a_ddst_label_that_never_occurs_is_warned_about_on_spark(tmp_path, capsys, spark):
+    stream = write(tmp_path / "e.jsonl", "".join(json.dumps(r) + "\n" for r in LABELLED))
+    absent = write(tmp_path / "absent.ddst", "VERTICES A:M, B:M;\nEDGES x: A -> B [jam];\n"
+                                             "WITHIN 9 s;\n")
+    assert main(["run", str(absent), "--input", str(stream), "--master", "local[2]",
+                 "--summary", "json", "--rejects", str(tmp_path / "r.jsonl")]) == 0
+    captured = capsys.readouterr()
+    assert last_json(captured.out)["matches"] == 0
+    assert "graphcep: warning: query 'absent': no edge of the input carries 'jam' (edge " \
+           "label), so the query edges wanting them cannot match" in captured.err
+
+
 # -- the library ------------------------------------------------------------------------
 
 

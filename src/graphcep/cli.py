@@ -421,35 +421,62 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog):
     matches, stats = run_job(job, result.edges, on_progress=progress.advance)
     progress.close()
     if isinstance(job, DDSTJob):
-        warn_absent_labels(job, result.edges)
+        warn_absent_labels(job, labels_in_table(result.edges))
     return matches, stats, result.lines_read
 
 
-def absent_labels(job: DDSTJob, edges: pa.Table) -> list[str]:
-    """The labels a DDST query asks for that no edge of ``edges`` carries, in words
-    (``'congested' (edge label)``); the query edges and vertices wanting them can never
-    match. Labels are compared as text, as the query writes them."""
+#: Where a DDST query's labels are looked for: edge labels, and vertex labels at either end.
+_LABEL_COLUMNS = {"edge label": ("label",), "vertex label": ("src_label", "dst_label")}
+
+
+def _query_labels(job: DDSTJob) -> dict[str, set[str]]:
+    """The labels a DDST query asks for, by kind (``edge label``, ``vertex label``)."""
     query = job.query
-    vertex_labels = {v.label for v in query.vertices} - {None}
-    wanted = {
-        "edge label": ({e.label for e in query.edges} - {None}, ("label",)),
-        "vertex label": (vertex_labels, ("src_label", "dst_label")),
-    }
+    return {"edge label": {e.label for e in query.edges if e.label is not None},
+            "vertex label": {v.label for v in query.vertices if v.label is not None}}
+
+
+def absent_labels(job: DDSTJob, present: dict[str, set[str]]) -> list[str]:
+    """The labels a DDST query asks for that no edge carries, in words (``'congested'
+    (edge label)``), given the values ``present`` in each label column; the query edges
+    and vertices wanting them can never match. Labels are compared as text, as the query
+    writes them."""
     absent = []
-    for what, (labels, columns) in wanted.items():
-        present: set[str] = set()
-        for column in columns:
-            if column in edges.column_names:
-                values = pc.unique(edges.column(column).cast(pa.string()))
-                present.update(v for v in values.to_pylist() if v is not None)
-        absent += [f"{label!r} ({what})" for label in sorted(labels - present)]
+    for what, labels in _query_labels(job).items():
+        seen = set().union(*(present.get(c, set()) for c in _LABEL_COLUMNS[what]))
+        absent += [f"{label!r} ({what})" for label in sorted(labels - seen)]
     return absent
 
 
-def warn_absent_labels(job: DDSTJob, edges: pa.Table) -> None:
+def labels_in_table(edges: pa.Table) -> dict[str, set[str]]:
+    """The values of each label column of an edge table, as text."""
+    present = {}
+    for column in ("label", "src_label", "dst_label"):
+        if column in edges.column_names:
+            values = pc.unique(edges.column(column).cast(pa.string())).to_pylist()
+            present[column] = {v for v in values if v is not None}
+    return present
+
+
+def labels_in_frame(job: DDSTJob, edges_df: Any) -> dict[str, set[str]]:
+    """The query's labels found in each label column of a Spark edge frame: one small
+    aggregate (read from the frame's cache when the reader kept one)."""
+    from pyspark.sql import functions as F
+
+    wanted = sorted(set().union(*_query_labels(job).values()))
+    columns = [c for c in ("label", "src_label", "dst_label") if c in edges_df.columns]
+    if not wanted or not columns:
+        return {}
+    text = {c: F.col(c).cast("string") for c in columns}
+    row = edges_df.agg(*[F.collect_set(F.when(text[c].isin(wanted), text[c])).alias(c)
+                         for c in columns]).first()
+    return {c: set(row[c]) for c in columns}
+
+
+def warn_absent_labels(job: DDSTJob, present: dict[str, set[str]]) -> None:
     """One line on stderr when a query label never occurs: the run's 0 matches then say
     nothing about the pattern, only about the labelling."""
-    absent = absent_labels(job, edges)
+    absent = absent_labels(job, present)
     if absent:
         print(f"graphcep: warning: query {job.name!r}: no edge of the input carries "
               f"{', '.join(absent)}, so the query edges wanting them cannot match",
@@ -465,6 +492,8 @@ def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog):
     edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
     with SparkProgress(spark):
         matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
+    if isinstance(job, DDSTJob):
+        warn_absent_labels(job, labels_in_frame(job, edges_df))
     bad = rejects_df.toArrow()
     if bad.num_rows:
         rejects.add(bad)
