@@ -8,6 +8,20 @@
     graphcep explain QUERY.sal|QUERY.ddst           parsed query, derived extent, plan
     graphcep stream QUERY.sal --source … --checkpoint DIR   continuous matching (Spark streaming)
     graphcep gen netflow --edges N ... --output F   reproducible synthetic netflow
+
+Decisions
+---------
+* Every option value is checked by its argparse type before any work (before Spark
+  starts, before the input is read); a wrong one, like any wrong query, gets one line
+  ``graphcep: ...`` on stderr and exit status 2 (:class:`OptionParser`). The output and
+  rejects targets are checked before the run too (:func:`~graphcep.io.sinks.check_target`).
+* ``--window`` is the extent of a SAL query whose constraints do not bound it. A query that
+  bounds itself keeps its matches: a window at least as wide changes nothing (``explain``
+  says the query's bound applies), a narrower one is refused
+  (:func:`~graphcep.engines.difference_bounds.check_window`).
+* ``explain`` does not know the input: a valid query explains with status 0, and ``run``
+  checks the fields its features and labels read against the input's columns. A DDST
+  run whose query labels no edge carries ends with a one-line warning naming them.
 """
 
 from __future__ import annotations
