@@ -167,8 +167,8 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def count_option(least: int) -> Any:
-    """An argparse type: a whole number of at least ``least``."""
+def count_option(least: int, below: int | None = None) -> Any:
+    """An argparse type: a whole number of at least ``least`` (and under ``below``)."""
 
     def parse(text: str) -> int:
         try:
@@ -177,6 +177,8 @@ def count_option(least: int) -> Any:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
         if value < least:
             raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
+        if below is not None and value >= below:
+            raise argparse.ArgumentTypeError(f"expected less than {below:,}, got {value:,}")
         return value
 
     parse.__name__ = f"whole number >= {least}"
@@ -345,10 +347,10 @@ def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
                         default=DEFAULT_DDST_ENGINE,
                         help=f"algorithm for DDST queries (default {DEFAULT_DDST_ENGINE}; all "
                              "three report the same matches)")
-    parser.add_argument("--signature-p", type=count_option(2), metavar="P",
+    parser.add_argument("--signature-p", type=count_option(2, below=2**31), metavar="P",
                         help="signature engine: the prime modulus of its label values "
                              "(default 997; smaller: fewer words, more verifications)")
-    parser.add_argument("--signature-seed", type=int, metavar="S",
+    parser.add_argument("--signature-seed", type=count_option(0), metavar="S",
                         help="signature engine: seed of its random label values (default 0)")
     parser.add_argument("--ddst-report", choices=REPORT_MODES, default=REPORT_MODES[0],
                         help="what a report holds: the whole match component (default), or "
