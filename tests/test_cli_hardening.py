@@ -291,6 +291,7 @@ STREAM_OPTIONS = [
     (["--rate", "0"], "argument --rate: expected at least 1, got 0"),
     (["--vertices", "1"], "argument --vertices: expected at least 2, got 1"),
     (["--limit", "x"], "argument --limit: expected a whole number, got 'x'"),
+    (["--seed", "-1"], "argument --seed: expected at least 0, got -1"),
     (["-o", "/dev/null"], "output '/dev/null' exists and is not a directory"),
 ]
 
@@ -312,6 +313,7 @@ def test_stream_options_are_checked_before_spark_starts(tmp_path, capsys, no_spa
     (["--rate", "0"], "argument --rate: expected edges per second above 0"),
     (["--rate", "nan"], "argument --rate: expected a finite number"),
     (["--vertices", "1"], "argument --vertices: expected at least 2, got 1"),
+    (["--seed", "-1"], "argument --seed: expected at least 0, got -1"),
 ])
 def test_gen_options_are_checked(tmp_path, capsys, extra, message):
     base = {"--edges": "10", "--vertices": "5", "--rate": "100"}

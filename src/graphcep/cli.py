@@ -234,7 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="number of hosts (vertices), at least 2")
     netflow.add_argument("--rate", type=positive_rate, default="1000",
                          help="edges per second of event time (default 1000)")
-    netflow.add_argument("--seed", type=int, default=0, help="random seed (default 0)")
+    netflow.add_argument("--seed", type=count_option(0), default=0,
+                         help="random seed, 0 or more (default 0)")
     netflow.add_argument("--output", "-o", required=True,
                          help="file to write (.gz compresses a text format)")
     netflow.add_argument("--format", choices=("vast", "snap", "csv", "jsonl", "parquet"),

@@ -80,7 +80,8 @@ def add_parser(sub: Any) -> None:
                         help="generator: edges per second (default 10000)")
     stream.add_argument("--vertices", type=count_option(2), default=5_000,
                         help="generator: vertices, at least 2 (default 5000)")
-    stream.add_argument("--seed", type=int, default=1, help="generator: seed (default 1)")
+    stream.add_argument("--seed", type=count_option(0), default=1,
+                        help="generator: seed, 0 or more (default 1)")
     add_spark_arguments(stream)
     add_sal_arguments(stream)
     add_ddst_arguments(stream)
