@@ -293,6 +293,8 @@ STREAM_OPTIONS = [
     (["--limit", "x"], "argument --limit: expected a whole number, got 'x'"),
     (["--seed", "-1"], "argument --seed: expected at least 0, got -1"),
     (["-o", "/dev/null"], "output '/dev/null' exists and is not a directory"),
+    (["--late", "/dev/null"], "--late '/dev/null' exists and is not a directory"),
+    (["--rejects", "/dev/null/r"], "--rejects '/dev/null/r' cannot be created"),
 ]
 
 

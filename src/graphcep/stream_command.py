@@ -100,10 +100,14 @@ def add_parser(sub: Any) -> None:
 
 
 def validate_output(args: argparse.Namespace) -> None:
-    """Check ``--output`` before Spark starts: a directory of parts (:func:`_sink`) that
-    can be created (``-o /dev/null`` is refused in one line, not after start-up)."""
+    """Check ``--output``, ``--late`` and ``--rejects`` before Spark starts: directories of
+    parts (:func:`_sink`) that can be created (``-o /dev/null`` is refused in one line,
+    not after start-up)."""
     if args.output not in (None, "-"):
         check_target(args.output, sink_format(args.output) or "jsonl", directory=True)
+    for role in ("late", "rejects"):
+        if getattr(args, role) is not None:
+            check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
