@@ -225,7 +225,9 @@ def check_window(query: SubgraphQuery, window_us: int,
     The window is the extent of a query whose constraints do not bound it. A query that
     bounds itself keeps its own matches: a window at least as wide changes nothing (the
     query's bound applies), and a narrower one -- which would drop matches the query
-    allows -- is refused.
+    allows -- is refused. A query bounded only through edge durations (end-time
+    constraints) bounds itself when ``max_duration_us`` is given (``--max-duration``);
+    without it the window is its extent.
 
     Raises
     ------
