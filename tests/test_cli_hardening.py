@@ -216,6 +216,15 @@ def test_a_feature_over_a_missing_field_is_refused_on_spark(tmp_path, capsys, pa
     assert "counts the field 'NoSuchField', which the stream lacks" in one_line_error(capsys)
 
 
+def test_in_a_feature_that_is_no_set_is_named_where_used(tmp_path, capsys):
+    query = write(tmp_path / "f.sal", FEATURE_QUERY.replace(
+        "topk(NoSuchField, 1000, 100, 10)", "ehsum(DestPort, 100)"))
+    assert main(["explain", str(query)]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"graphcep: {query}:4:34: feature 'Top' (ehsum) gives a number per "
+                          "key, not a set of vertices, so 'in Top' cannot test it")
+
+
 # -- option values --------------------------------------------------------------------
 
 RUN_OPTIONS = [

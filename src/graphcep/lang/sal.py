@@ -108,6 +108,7 @@ from graphcep.lang.errors import SalSyntaxError
 from graphcep.lang.tokens import Token, TokenCursor, position, read_source, tokenize
 from graphcep.patterns.program import (
     FEATURE_OPERATORS,
+    SET_FEATURES,
     Connection,
     FeatureDef,
     FilterDef,
@@ -739,6 +740,7 @@ class _Parser(TokenCursor):
         for ref in self.feature_refs:
             kind, where = self.defs.get(ref.value, ("", ref))
             if kind == "feature" and (where.line, where.column) < (ref.line, ref.column):
+                self.check_set_feature(ref)
                 continue
             if kind == "feature":
                 why = f"feature '{ref.value}' is used before its definition at {position(where)}"
@@ -747,6 +749,16 @@ class _Parser(TokenCursor):
             else:
                 why = f"unknown feature '{ref.value}'"
             self.fail("a defined feature", ref, f"{why} (defined features: {features})")
+
+    def check_set_feature(self, ref: Token) -> None:
+        """``x in F`` needs a feature whose value is a set (``topk``)."""
+        feature = self.program.features[ref.value]
+        if feature.operator not in SET_FEATURES:
+            self.fail(
+                "a set-valued feature", ref,
+                f"feature '{ref.value}' ({feature.operator}) gives a number per key, not a set "
+                f"of vertices, so 'in {ref.value}' cannot test it; use a topk feature",
+            )  # fmt: skip
 
     def eof(self) -> Token:
         return self.toks[-1]

@@ -20,6 +20,11 @@ FEATURE_OPERATORS: dict[str, int] = {
 }
 
 
+#: Feature operators whose value is a set of items, so ``x in F`` can test membership; the
+#: others give a number per key.
+SET_FEATURES = frozenset({"topk"})
+
+
 @dataclass(frozen=True)
 class Connection:
     """``Name = VastStream("host", port);`` -- where a stream comes from.
