@@ -221,7 +221,7 @@ def test_in_a_feature_that_is_no_set_is_named_where_used(tmp_path, capsys):
         "topk(NoSuchField, 1000, 100, 10)", "ehsum(DestPort, 100)"))
     assert main(["explain", str(query)]) == 2
     err = capsys.readouterr().err
-    assert err.startswith(f"graphcep: {query}:4:34: feature 'Top' (ehsum) gives a number per "
+    assert err.startswith(f"graphcep: {query}:4:39: feature 'Top' (ehsum) gives a number per "
                           "key, not a set of vertices, so 'in Top' cannot test it")
 
 
