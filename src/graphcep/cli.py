@@ -8,32 +8,54 @@
     graphcep explain QUERY.sal|QUERY.ddst           parsed query, derived extent, plan
     graphcep stream QUERY.sal --source … --checkpoint DIR   continuous matching (Spark streaming)
     graphcep gen netflow --edges N ... --output F   reproducible synthetic netflow
+
+Decisions
+---------
+* Every option value is checked by its argparse type before any work (before Spark
+  starts, before the input is read); a wrong one, like any wrong query, gets one line
+  ``graphcep: ...`` on stderr and exit status 2 (:class:`OptionParser`). The output and
+  rejects targets are checked before the run too (:func:`~graphcep.io.sinks.check_target`).
+* ``--window`` is the extent of a SAL query whose constraints do not bound it. A query that
+  bounds itself keeps its matches: a window at least as wide changes nothing (``explain``
+  says the query's bound applies), a narrower one is refused
+  (:func:`~graphcep.engines.difference_bounds.check_window`).
+* ``explain`` does not know the input: a valid query explains with status 0, and ``run``
+  checks the fields its features and labels read against the input's columns. A DDST
+  run whose query labels no edge carries ends with a one-line warning naming them.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
+
+import pyarrow as pa
+import pyarrow.compute as pc
 
 from graphcep.engines.base import StateBoundError
 from graphcep.engines.ddst_baseline import REPORT_MODES
-from graphcep.engines.difference_bounds import UnboundedQueryError, UnsatisfiableQueryError
+from graphcep.engines.difference_bounds import (
+    UnboundedQueryError,
+    UnsatisfiableQueryError,
+    check_window,
+)
 from graphcep.engines.subgraph_plan import compile_query
-from graphcep.events import format_seconds, seconds_to_us
+from graphcep.events import TimeFormatError, format_seconds, seconds_to_us
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
-from graphcep.io.sinks import make_sink
+from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink
 from graphcep.lang.ddst import parse_ddst_file
 from graphcep.lang.errors import SalSyntaxError
 from graphcep.lang.sal import parse_file
-from graphcep.patterns.subgraph import QueryError
+from graphcep.patterns.subgraph import MAX_BOUND_US, QueryError
 from graphcep.runtime.job import DDST_ENGINES, DEFAULT_DDST_ENGINE, DDSTJob, Job, ReplayJob
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.stream_command import add_parser as add_stream_parser
@@ -43,10 +65,14 @@ FORMATS = (*LINE_FORMATS, "parquet")
 
 def main(argv: list[str] | None = None) -> int:
     parser = build_parser()
-    args = parser.parse_args(argv)
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help (0), or an option error already reported (2)
+        return done.code if isinstance(done.code, int) else 0
     try:
         return args.handler(args)
-    except (SalSyntaxError, QueryError, UnboundedQueryError, UnsatisfiableQueryError) as err:
+    except (SalSyntaxError, QueryError, UnboundedQueryError, UnsatisfiableQueryError,
+            SinkError) as err:
         print(f"graphcep: {err}", file=sys.stderr)
         return 2
     except (FileNotFoundError, IsADirectoryError, InputError) as err:
@@ -81,8 +107,86 @@ def remote_state_bound(err: BaseException) -> str | None:
     return match.group(1).strip() if match else None
 
 
+class OptionParser(argparse.ArgumentParser):
+    """argparse with graphcep's way of reporting a wrong option: one line on stderr,
+    ``graphcep: <command>: <what is wrong>``, and exit status 2 (argparse's usage block
+    would bury the one line that matters; ``--help`` shows the usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        command = self.prog.split(maxsplit=1)[1:]
+        where = f"{command[0]}: " if command else ""
+        self.exit(2, f"graphcep: {where}{message} (see {self.prog} --help)\n")
+
+
+def seconds_option(text: str) -> str:
+    """A number of seconds that is not negative (``--window``, ``--max-duration``,
+    ``--lateness``): checked exactly as it will be read, returned as given."""
+    try:
+        us = seconds_to_us(text)
+    except TimeFormatError as err:
+        raise argparse.ArgumentTypeError(f"expected seconds: {err}") from None
+    if us < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds, not negative: {text!r}")
+    if us >= MAX_BOUND_US:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} s exceeds the range of times (int64 microseconds: under 2**61 µs, "
+            "about 73,000 years)")
+    return text
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds above zero (``--run-for``)."""
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value
+
+
+def nonnegative_seconds(text: str) -> float:
+    """A finite number of seconds, zero or more (``--trigger``)."""
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds (0 or more), got {text!r}")
+    return value
+
+
+def positive_rate(text: str) -> str:
+    """A rate in edges per second above zero, kept exact as given (``gen --rate``)."""
+    if _finite_float(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected edges per second above 0, got {text!r}")
+    return text
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def count_option(least: int, below: int | None = None) -> Any:
+    """An argparse type: a whole number of at least ``least`` (and under ``below``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
+        if below is not None and value >= below:
+            raise argparse.ArgumentTypeError(f"expected less than {below:,}, got {value:,}")
+        return value
+
+    parse.__name__ = f"whole number >= {least}"
+    return parse
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = OptionParser(
         prog="graphcep",
         description="Online pattern matching over streaming temporal graphs.",
     )
@@ -94,52 +198,98 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from the name)")
     run.add_argument("--output", "-o", help="matches.jsonl, matches.parquet, matches.dot "
                                             "(Graphviz) or - (console, default)")
+    run.add_argument("--output-format", choices=SINK_FORMATS,
+                     help="format of --output when its name does not say it (-o /dev/null "
+                          "--output-format jsonl)")
     run.add_argument("--engine", choices=("spark", "local"), default="spark",
                      help="spark (default; embedded local[*] unless --master) or in-process")
-    run.add_argument("--master", default="local[*]", help="Spark master (local[*], spark://host:7077)")
-    run.add_argument("--query-name", help="which SUBGRAPH of the program (default: the first)")
-    run.add_argument("--window", type=str, help="extent in seconds for queries without an upper bound")
-    run.add_argument("--max-duration", type=str,
-                     help="longest edge duration in seconds (default: the longest in the input)")
-    run.add_argument("--homomorphic", action="store_true",
-                     help="let query vertices share stream vertices (SAM's behaviour)")
-    run.add_argument("--time-unit", choices=("s", "ms", "us"), help="unit of numeric times (default s)")
-    run.add_argument("--rejects", default="rejects.jsonl", help="where malformed lines go")
-    run.add_argument("--shards", type=int, help="number of time shards (Spark)")
-    run.add_argument("--limit", type=int, default=20, help="matches printed on the console")
-    run.add_argument("--summary", choices=("text", "json"), default="text")
+    add_sal_arguments(run)
+    add_spark_arguments(run)
+    add_input_arguments(run)
+    run.add_argument("--rejects", default="rejects.jsonl",
+                     help="where malformed lines go, with line number and reason "
+                          "(default rejects.jsonl)")
+    run.add_argument("--shards", type=count_option(1), metavar="N",
+                     help="Spark: number of time shards (default: from the input's size)")
+    run.add_argument("--limit", type=count_option(0), default=20, metavar="N",
+                     help="matches printed on the console (default 20; the rest are counted)")
+    add_summary_argument(run)
     add_ddst_arguments(run)
     add_state_bound_argument(run)
     run.set_defaults(handler=cmd_run)
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
     explain.add_argument("query", help="SAL or DDST file")
+    add_sal_arguments(explain)
     add_ddst_arguments(explain)
     add_state_bound_argument(explain)
-    explain.add_argument("--query-name")
-    explain.add_argument("--window", type=str)
-    explain.add_argument("--max-duration", type=str)
     explain.set_defaults(handler=cmd_explain)
 
     gen = sub.add_parser("gen", help="generate synthetic streams")
     gen_sub = gen.add_subparsers(dest="kind", required=True)
     netflow = gen_sub.add_parser("netflow", help="SAM's random-pool netflow generator")
-    netflow.add_argument("--edges", type=int, required=True)
-    netflow.add_argument("--vertices", type=int, required=True)
-    netflow.add_argument("--rate", type=str, default="1000", help="edges per second")
-    netflow.add_argument("--seed", type=int, default=0)
-    netflow.add_argument("--output", "-o", required=True)
-    netflow.add_argument("--format", choices=("vast", "snap", "csv", "jsonl", "parquet"))
+    netflow.add_argument("--edges", type=count_option(0), required=True, metavar="N",
+                         help="number of flows (edges) to write")
+    netflow.add_argument("--vertices", type=count_option(2), required=True, metavar="N",
+                         help="number of hosts (vertices), at least 2")
+    netflow.add_argument("--rate", type=positive_rate, default="1000",
+                         help="edges per second of event time (default 1000)")
+    netflow.add_argument("--seed", type=count_option(0), default=0,
+                         help="random seed, 0 or more (default 0)")
+    netflow.add_argument("--output", "-o", required=True,
+                         help="file to write (.gz compresses a text format)")
+    netflow.add_argument("--format", choices=("vast", "snap", "csv", "jsonl", "parquet"),
+                         help="output format (default: from the name -- .csv is VAST, "
+                              ".jsonl, .parquet, anything else snap)")
     netflow.set_defaults(handler=cmd_gen_netflow)
 
     add_stream_parser(sub)
 
     demo = sub.add_parser("demo", help="generate netflow and run the paper's queries on Spark")
-    demo.add_argument("--edges", type=int, default=200_000)
-    demo.add_argument("--master", default="local[*]")
-    demo.add_argument("--workdir", default="demo-output")
+    demo.add_argument("--edges", type=count_option(1), default=200_000, metavar="N",
+                      help="flows to generate (default 200000)")
+    add_spark_arguments(demo)
+    demo.add_argument("--workdir", default="demo-output",
+                      help="directory for the generated stream and the matches "
+                           "(default demo-output)")
     demo.set_defaults(handler=cmd_demo)
     return parser
+
+
+def add_sal_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of SAL queries (``run``, ``explain`` and ``stream``)."""
+    parser.add_argument("--query-name", metavar="NAME",
+                        help="which SUBGRAPH of the SAL program (default: the first)")
+    parser.add_argument("--window", type=seconds_option, metavar="SECONDS",
+                        help="extent for SAL queries whose constraints do not bound it; a "
+                             "query that bounds itself keeps its own bound (a narrower "
+                             "--window is refused)")
+    parser.add_argument("--max-duration", type=seconds_option, metavar="SECONDS",
+                        help="longest edge duration, bounding end-time constraints "
+                             "(run: default the longest in the input)")
+    parser.add_argument("--homomorphic", action="store_true",
+                        help="let SAL query vertices share stream vertices (SAM's "
+                             "behaviour; default: distinct stream vertices)")
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where Spark runs (``run``, ``stream``, ``demo``)."""
+    parser.add_argument("--master", default="local[*]",
+                        help="Spark master: local[*] (default, embedded), local[N] or "
+                             "spark://host:7077")
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """How input times are read (``run`` and ``stream``)."""
+    parser.add_argument("--time-unit", choices=("s", "ms", "us"),
+                        help="unit of numeric times in the input: s (default), ms or us")
+
+
+def add_summary_argument(parser: argparse.ArgumentParser) -> None:
+    """The summary at the end (``run`` and ``stream``)."""
+    parser.add_argument("--summary", choices=("text", "json"), default="text",
+                        help="summary at the end: text (default) or json (one JSON line, "
+                             "the last of stdout)")
 
 
 # -- run --------------------------------------------------------------------------------
@@ -147,6 +297,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
+    # the output is checked before any work: a wrong name must not cost a whole run
+    out_format = check_target(args.output, args.output_format)
+    check_target(args.rejects, "jsonl", directory=False, role="rejects")
     fmt = args.format or guess_format(_first_file(args.input))
     job = _make_job(args, fmt)
     options = ReaderOptions(time_unit=args.time_unit)
@@ -155,7 +308,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         matches, stats, lines = _run_local(job, args.input, fmt, options, rejects)
     else:
         matches, stats, lines = _run_spark(job, args, fmt, options, rejects)
-    with make_sink(args.output, limit=args.limit, matches=job.output) as sink:
+    with make_sink(args.output, out_format, limit=args.limit, matches=job.output) as sink:
         sink.write(matches)
     if rejects.count:
         rejects.write()
@@ -174,7 +327,7 @@ def _is_ddst(path: str) -> bool:
     if Path(path).suffix.lower() == ".ddst":
         return True
     try:
-        text = Path(path).read_text(encoding="utf-8", errors="replace")
+        text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
     except OSError:
         return False  # the SAL parser reports the missing file
     return bool(_DDST_START.match(_COMMENT.sub(" ", text)))
@@ -195,10 +348,10 @@ def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
                         default=DEFAULT_DDST_ENGINE,
                         help=f"algorithm for DDST queries (default {DEFAULT_DDST_ENGINE}; all "
                              "three report the same matches)")
-    parser.add_argument("--signature-p", type=int, metavar="P",
+    parser.add_argument("--signature-p", type=count_option(2, below=2**31), metavar="P",
                         help="signature engine: the prime modulus of its label values "
                              "(default 997; smaller: fewer words, more verifications)")
-    parser.add_argument("--signature-seed", type=int, metavar="S",
+    parser.add_argument("--signature-seed", type=count_option(0), metavar="S",
                         help="signature engine: seed of its random label values (default 0)")
     parser.add_argument("--ddst-report", choices=REPORT_MODES, default=REPORT_MODES[0],
                         help="what a report holds: the whole match component (default), or "
@@ -232,14 +385,22 @@ def _ddst_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+#: SAL options a DDST query has no use for, with what DDST does instead.
+_SAL_ONLY = {
+    "query_name": "a DDST file holds one query, named by its QUERY statement",
+    "window": "a DDST query gives its window with WITHIN",
+    "max_duration": "a DDST window is over start times, so durations bound nothing",
+    "homomorphic": "DDST's dual simulation already lets query vertices share stream vertices",
+}
+
+
 def _ddst_job(args: argparse.Namespace) -> DDSTJob:
-    sal_only = [f"--{k.replace('_', '-')}" for k in ("query_name", "window", "max_duration")
-                if getattr(args, k, None) is not None]
-    if getattr(args, "homomorphic", False):
-        sal_only.append("--homomorphic")
-    if sal_only:
-        raise QueryError(f"{', '.join(sal_only)} apply to SAL queries only; a DDST query "
-                         "gives its window with WITHIN")
+    given = [key for key in _SAL_ONLY if getattr(args, key, None) not in (None, False)]
+    if given:
+        flags = ", ".join(f"--{key.replace('_', '-')}" for key in given)
+        why = "; ".join(_SAL_ONLY[key] for key in given)
+        raise QueryError(f"{flags} {'applies' if len(given) == 1 else 'apply'} to SAL "
+                         f"queries only ({why})")
     job = DDSTJob(parse_ddst_file(args.query), args.ddst_engine, _ddst_options(args))
     try:
         job.new_engine()  # an option the engine rejects (p not prime) fails here, clearly
@@ -276,7 +437,67 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog):
     progress = Progress(result.edges.num_rows)
     matches, stats = run_job(job, result.edges, on_progress=progress.advance)
     progress.close()
+    if isinstance(job, DDSTJob):
+        warn_absent_labels(job, labels_in_table(result.edges))
     return matches, stats, result.lines_read
+
+
+#: Where a DDST query's labels are looked for: edge labels, and vertex labels at either end.
+_LABEL_COLUMNS = {"edge label": ("label",), "vertex label": ("src_label", "dst_label")}
+
+
+def _query_labels(job: DDSTJob) -> dict[str, set[str]]:
+    """The labels a DDST query asks for, by kind (``edge label``, ``vertex label``)."""
+    query = job.query
+    return {"edge label": {e.label for e in query.edges if e.label is not None},
+            "vertex label": {v.label for v in query.vertices if v.label is not None}}
+
+
+def absent_labels(job: DDSTJob, present: dict[str, set[str]]) -> list[str]:
+    """The labels a DDST query asks for that no edge carries, in words (``'congested'
+    (edge label)``), given the values ``present`` in each label column; the query edges
+    and vertices wanting them can never match. Labels are compared as text, as the query
+    writes them."""
+    absent = []
+    for what, labels in _query_labels(job).items():
+        seen = set().union(*(present.get(c, set()) for c in _LABEL_COLUMNS[what]))
+        absent += [f"{label!r} ({what})" for label in sorted(labels - seen)]
+    return absent
+
+
+def labels_in_table(edges: pa.Table) -> dict[str, set[str]]:
+    """The values of each label column of an edge table, as text."""
+    present = {}
+    for column in ("label", "src_label", "dst_label"):
+        if column in edges.column_names:
+            values = pc.unique(edges.column(column).cast(pa.string())).to_pylist()
+            present[column] = {v for v in values if v is not None}
+    return present
+
+
+def labels_in_frame(job: DDSTJob, edges_df: Any) -> dict[str, set[str]]:
+    """The query's labels found in each label column of a Spark edge frame: one small
+    aggregate (read from the frame's cache when the reader kept one)."""
+    from pyspark.sql import functions as F
+
+    wanted = sorted(set().union(*_query_labels(job).values()))
+    columns = [c for c in ("label", "src_label", "dst_label") if c in edges_df.columns]
+    if not wanted or not columns:
+        return {}
+    text = {c: F.col(c).cast("string") for c in columns}
+    row = edges_df.agg(*[F.collect_set(F.when(text[c].isin(wanted), text[c])).alias(c)
+                         for c in columns]).first()
+    return {c: set(row[c]) for c in columns}
+
+
+def warn_absent_labels(job: DDSTJob, present: dict[str, set[str]]) -> None:
+    """One line on stderr when a query label never occurs: the run's 0 matches then say
+    nothing about the pattern, only about the labelling."""
+    absent = absent_labels(job, present)
+    if absent:
+        print(f"graphcep: warning: query {job.name!r}: no edge of the input carries "
+              f"{', '.join(absent)}, so the query edges wanting them cannot match",
+              file=sys.stderr)
 
 
 def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog):
@@ -288,6 +509,8 @@ def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog):
     edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
     with SparkProgress(spark):
         matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
+    if isinstance(job, DDSTJob):
+        warn_absent_labels(job, labels_in_frame(job, edges_df))
     bad = rejects_df.toArrow()
     if bad.num_rows:
         rejects.add(bad)
@@ -327,25 +550,25 @@ def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,
 
 
 def cmd_explain(args: argparse.Namespace) -> int:
+    """The parsed query, its extent and plan. A valid query explains with status 0: the
+    input is not known here, so its fields (features, labels) are checked by ``run``."""
     if _is_ddst(args.query):
         print("\n".join(_ddst_job(args).describe()))
         return 0
     program = parse_file(args.query)
     query = program.query(args.query_name)
     window = _seconds(args.window)
+    max_dur = _seconds(args.max_duration)
+    own_extent = None if window is None else check_window(query, window, max_dur)
     if window is not None:
         query = query.with_window(window)
+    compiled = compile_query(query, max_dur)  # an unbounded query: one line, status 2
     print(f"query {query.name} on stream {query.stream or '(default)'} "
           f"with source({query.source_field}) and target({query.target_field})")
     print(query.to_sal())
-    max_dur = _seconds(args.max_duration)
-    try:
-        compiled = compile_query(query, max_dur)
-    except UnboundedQueryError as err:
-        print(f"\nextent: unbounded -- {err}")
-        return 2
     print(f"\nextent: {format_seconds(compiled.extent_us)} s"
-          + ("" if max_dur is None else f" (edge durations up to {args.max_duration} s)"))
+          + ("" if max_dur is None else f" (edge durations up to {args.max_duration} s)")
+          + _window_note(own_extent, window))
     print("state: edges whose start lies within the extent of the newest edge")
     print("plan (one line per query edge that can arrive last):")
     for line in compiled.describe():
@@ -375,6 +598,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+def _window_note(own_extent: int | None, window: int | None) -> str:
+    """Which bound gives the extent: the query's own, or --window."""
+    if window is None:
+        return ""
+    if own_extent is None:
+        return f" (--window {format_seconds(window)}: the constraints do not bound it)"
+    return (f" (the query's own bound; --window {format_seconds(window)} is at least as "
+            "wide and changes nothing)")
 
 
 def _seconds(text: str | None) -> int | None:

@@ -25,7 +25,7 @@ from typing import Any
 
 from graphcep.events import seconds_to_us
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
-from graphcep.io.sinks import make_sink, sink_format
+from graphcep.io.sinks import check_target, make_sink, sink_format
 from graphcep.lang.sal import parse_file
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.job import Job, ReplayJob
@@ -35,9 +35,21 @@ FORMATS = (*LINE_FORMATS, "parquet")
 
 
 def add_parser(sub: Any) -> None:
-    """Register the ``stream`` subcommand on the CLI's subparsers."""
+    """Register the ``stream`` subcommand on the CLI's subparsers (every value is checked
+    here, before Spark starts)."""
     # the CLI imports this module first
-    from graphcep.cli import add_ddst_arguments, add_state_bound_argument
+    from graphcep.cli import (
+        add_ddst_arguments,
+        add_input_arguments,
+        add_sal_arguments,
+        add_spark_arguments,
+        add_state_bound_argument,
+        add_summary_argument,
+        count_option,
+        nonnegative_seconds,
+        positive_seconds,
+        seconds_option,
+    )
     stream = sub.add_parser("stream", help="match a SAL or DDST query continuously "
                                            "(Structured Streaming)")
     stream.add_argument("query", help="SAL file, or DDST file (.ddst)")
@@ -48,44 +60,61 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--output", "-o", default="-",
                         help="OUT/ (JSONL part per micro-batch), OUT.parquet/, OUT.dot/ "
                              "(Graphviz) or - (console)")
-    stream.add_argument("--lateness", default="0",
-                        help="seconds an edge may trail the newest one and still be matched")
+    stream.add_argument("--lateness", default="0", type=seconds_option, metavar="SECONDS",
+                        help="seconds an edge may trail the newest one and still be matched "
+                             "(default 0)")
     stream.add_argument("--late", help="directory for late edges (default CHECKPOINT/late)")
     stream.add_argument("--rejects", help="directory for malformed lines (default CHECKPOINT/rejects)")
     stream.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from names)")
-    stream.add_argument("--time-unit", choices=("s", "ms", "us"))
-    stream.add_argument("--trigger", type=float, default=0.0,
-                        help="seconds between micro-batches (0: back to back)")
-    stream.add_argument("--max-files-per-trigger", type=int)
+    add_input_arguments(stream)
+    stream.add_argument("--trigger", type=nonnegative_seconds, default=0.0, metavar="SECONDS",
+                        help="seconds between micro-batches (default 0: back to back)")
+    stream.add_argument("--max-files-per-trigger", type=count_option(1), metavar="N",
+                        help="files source: at most N new files per micro-batch (default: "
+                             "all that arrived)")
     stream.add_argument("--once", action="store_true",
                         help="process what is there, release the reorder buffer, exit")
-    stream.add_argument("--run-for", type=float, help="stop after this many seconds")
-    stream.add_argument("--rate", type=int, default=10_000, help="generator: edges per second")
-    stream.add_argument("--vertices", type=int, default=5_000, help="generator: vertices")
-    stream.add_argument("--seed", type=int, default=1, help="generator: seed")
-    stream.add_argument("--master", default="local[*]")
-    stream.add_argument("--query-name")
-    stream.add_argument("--window", help="extent in seconds for queries without an upper bound")
-    stream.add_argument("--max-duration", help="longest edge duration in seconds (end-time queries)")
-    stream.add_argument("--homomorphic", action="store_true")
+    stream.add_argument("--run-for", type=positive_seconds, metavar="SECONDS",
+                        help="stop after this many seconds (default: run until interrupted)")
+    stream.add_argument("--rate", type=count_option(1), default=10_000,
+                        help="generator: edges per second (default 10000)")
+    stream.add_argument("--vertices", type=count_option(2), default=5_000,
+                        help="generator: vertices, at least 2 (default 5000)")
+    stream.add_argument("--seed", type=count_option(0), default=1,
+                        help="generator: seed, 0 or more (default 1)")
+    add_spark_arguments(stream)
+    add_sal_arguments(stream)
     add_ddst_arguments(stream)
     add_state_bound_argument(stream)
-    stream.add_argument("--cells", type=int,
+    stream.add_argument("--cells", type=count_option(1), metavar="N",
                         help="match on a HyperCube grid of at most N cells, each an engine in "
                              "a worker process (SAL queries without features)")
-    stream.add_argument("--processes", type=int,
+    stream.add_argument("--processes", type=count_option(1), metavar="P",
                         help="worker processes for --cells (default: one per cell, at most "
                              "the CPU count)")
-    stream.add_argument("--limit", type=int, default=20, help="matches printed on the console")
+    stream.add_argument("--limit", type=count_option(0), default=20, metavar="N",
+                        help="matches printed on the console (default 20)")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
-    stream.add_argument("--summary", choices=("text", "json"), default="text")
+    add_summary_argument(stream)
     stream.set_defaults(handler=cmd_stream)
+
+
+def validate_output(args: argparse.Namespace) -> None:
+    """Check ``--output``, ``--late`` and ``--rejects`` before Spark starts: directories of
+    parts (:func:`_sink`) that can be created (``-o /dev/null`` is refused in one line,
+    not after start-up)."""
+    if args.output not in (None, "-"):
+        check_target(args.output, sink_format(args.output) or "jsonl", directory=True)
+    for role in ("late", "rejects"):
+        if getattr(args, role) is not None:
+            check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
     from graphcep.cli import _ddst_job, _is_ddst, state_bound  # one rule for each
     from graphcep.runtime.spark import spark_session
 
+    validate_output(args)
     job: ReplayJob
     if _is_ddst(args.query):
         job = _ddst_job(args)

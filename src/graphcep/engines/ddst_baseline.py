@@ -136,7 +136,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines import ddst_kernel as kernel
-from graphcep.engines.base import OutOfOrderError, StateBoundError
+from graphcep.engines.base import StateBoundError
+from graphcep.engines.base import check_stream_order as check_batch_order
 from graphcep.events import empty_edges, match_ids, normalize_edges
 from graphcep.patterns.ddst import DDSTQuery, order_cycle
 
@@ -850,15 +851,9 @@ def batch_columns(batch: pa.Table | pa.RecordBatch, next_seq: int) -> dict[str, 
 def check_stream_order(t: np.ndarray, seq: np.ndarray, last: tuple[int, int],
                        watermark: int) -> None:
     """Raise :class:`OutOfOrderError` unless the batch follows ``last`` in stream order
-    ``(t, seq)``, is in order itself, and starts at or after the watermark."""
-    first = (int(t[0]), int(seq[0]))
-    dt, ds = np.diff(t), np.diff(seq)
-    if first <= last or t[0] < watermark or np.any((dt < 0) | ((dt == 0) & (ds <= 0))):
-        raise OutOfOrderError(
-            f"edges must be pushed in stream order (t, seq), after the watermark; got "
-            f"t={first[0]} µs, seq={first[1]} after t={last[0]} µs, seq={last[1]} "
-            f"(watermark {watermark} µs). Sort the batch (events.sort_stream)."
-        )
+    ``(t, seq)``, is in order itself, and starts at or after the watermark (the message
+    names the first offending row: :func:`graphcep.engines.base.check_stream_order`)."""
+    check_batch_order(t, seq, last, watermark)
 
 
 class DDSTBaselineEngine:

@@ -22,10 +22,19 @@ from fractions import Fraction
 
 import numpy as np
 
-from graphcep.patterns.subgraph import QueryError, SubgraphQuery, TemporalConstraint, TimeRef
+from graphcep.events import format_seconds
+from graphcep.patterns.subgraph import (
+    MAX_BOUND_US,
+    QueryError,
+    SubgraphQuery,
+    TemporalConstraint,
+    TimeRef,
+)
 
-#: "No bound": large enough to never bind, small enough that sums do not overflow int64.
-UNBOUNDED = np.int64(2**61)
+#: "No bound": large enough to never bind (bounds stay below it, see
+#: :data:`~graphcep.patterns.subgraph.MAX_BOUND_US`), small enough that sums do not
+#: overflow int64.
+UNBOUNDED = np.int64(MAX_BOUND_US)
 
 
 class UnboundedQueryError(QueryError):
@@ -99,6 +108,25 @@ def build_bounds(
     ``max_duration_us`` adds ``f_i - s_i <= D`` (use for the extent only: a stream edge
     longer than D would violate it). ``window_us`` adds ``|s_i - s_j| <= W`` for all pairs.
     """
+    upper = _closed_bounds(query, query.temporal, max_duration_us, window_us)
+    if np.any(np.diag(upper) < 0):
+        raise UnsatisfiableQueryError(_contradiction(query, max_duration_us, window_us))
+    if upper.min() <= -UNBOUNDED:
+        raise QueryError(
+            f"query {query.name!r}: the temporal constraints put two edge times 2**61 µs "
+            "(about 73,000 years) or more apart, beyond the range of times"
+        )
+    return DifferenceBounds(query.edge_names, upper)
+
+
+def _closed_bounds(
+    query: SubgraphQuery,
+    constraints: tuple[TemporalConstraint, ...],
+    max_duration_us: int | None,
+    window_us: int | None,
+) -> np.ndarray:
+    """The closure of ``constraints`` over the query's time variables, with durations
+    (never negative; at most ``max_duration_us``) and the window."""
     names = query.edge_names
     index = {n: i for i, n in enumerate(names)}
     k = len(names)
@@ -120,15 +148,37 @@ def build_bounds(
             for j in range(k):
                 if i != j:
                     tighten(2 * i, 2 * j, window_us)
-    for c in query.temporal:
+    for c in constraints:
         add_constraint(c, index, z, tighten)
     close(upper)
-    if np.any(np.diag(upper) < 0):
-        raise UnsatisfiableQueryError(
-            f"query {query.name!r}: the temporal constraints contradict each other; "
-            "no set of edges can satisfy them"
-        )
-    return DifferenceBounds(names, upper)
+    return upper
+
+
+def _satisfiable(query: SubgraphQuery, constraints: tuple[TemporalConstraint, ...],
+                 max_duration_us: int | None, window_us: int | None) -> bool:
+    upper = _closed_bounds(query, constraints, max_duration_us, window_us)
+    return not np.any(np.diag(upper) < 0)
+
+
+def _contradiction(query: SubgraphQuery, max_duration_us: int | None,
+                   window_us: int | None) -> str:
+    """Why the constraints cannot hold, naming the constraint that closes the contradiction
+    (the first whose addition, in the order written, leaves nothing satisfiable) where it
+    was written, and the window or duration bound when that is part of it."""
+    temporal = query.temporal
+    closing = next(k for k in range(len(temporal))
+                   if not _satisfiable(query, temporal[: k + 1], max_duration_us, window_us))
+    c = temporal[closing]
+    head = f"{c.where}: " if c.where else ""
+    if not _satisfiable(query, temporal[: closing + 1], None, None):
+        others = "the constraints before it" if closing else "the rule that an edge ends no " \
+                                                             "earlier than it starts"
+    elif not _satisfiable(query, temporal[: closing + 1], max_duration_us, None):
+        others = f"edge durations of at most {format_seconds(max_duration_us or 0)} s"
+    else:
+        others = f"the window of {format_seconds(window_us or 0)} s (--window)"
+    return (f"{head}query {query.name!r}: the temporal constraint '{c}' contradicts {others}; "
+            "no set of edges can satisfy them")
 
 
 def difference_constraints(query: SubgraphQuery) -> list[tuple[int, int, int]]:
@@ -151,9 +201,57 @@ def add_constraint(c: TemporalConstraint, index: dict[str, int], z: int, tighten
 
 
 def close(upper: np.ndarray) -> None:
-    """Floyd-Warshall in place; values are capped at UNBOUNDED so sums never overflow."""
+    """Floyd-Warshall in place; values are kept within ``[-UNBOUNDED, UNBOUNDED]`` so sums
+    never overflow (a negative cycle drives values down at every round; clipping keeps
+    them negative, which is all its detection needs)."""
     n = upper.shape[0]
     for m in range(n):
         col, row = upper[:, m : m + 1], upper[m : m + 1, :]
         via = np.where((col >= UNBOUNDED) | (row >= UNBOUNDED), UNBOUNDED, col + row)
         np.minimum(upper, via, out=upper)
+        np.maximum(upper, -UNBOUNDED, out=upper)
+
+
+def own_extent(query: SubgraphQuery, max_duration_us: int | None = None) -> int | None:
+    """The extent the query's constraints give without any window (durations bounded by
+    ``max_duration_us`` when given), or None when they do not bound it."""
+    return build_bounds(query.with_window(None), max_duration_us).extent()
+
+
+def check_window(query: SubgraphQuery, window_us: int,
+                 max_duration_us: int | None = None) -> int | None:
+    """Check a window (``--window``) against a query; return the query's own extent.
+
+    The window is the extent of a query whose constraints do not bound it. A query that
+    bounds itself keeps its own matches: a window at least as wide changes nothing (the
+    query's bound applies), and a narrower one -- which would drop matches the query
+    allows -- is refused. A query bounded only through edge durations (end-time
+    constraints) bounds itself when ``max_duration_us`` is given (``--max-duration``);
+    without it the window is its extent.
+
+    Raises
+    ------
+    QueryError
+        When the query bounds its own extent more widely than the window.
+
+    Examples
+    --------
+    >>> from graphcep.patterns.subgraph import QueryBuilder
+    >>> q = QueryBuilder("q").edge("a", "e1", "b").edge("b", "e2", "c").within("e1", "e2", 10)
+    >>> q = q.before("e1", "e2").build()
+    >>> check_window(q, 20_000_000)
+    10000000
+    >>> check_window(q, 3_000_000)
+    Traceback (most recent call last):
+    ...
+    graphcep.patterns.subgraph.QueryError: --window 3 s is narrower than query 'q''s own extent of 10 s: it would drop matches the query allows. Leave --window out (it is the extent of queries whose constraints do not bound it), or tighten the query's constraints
+    """
+    extent = own_extent(query, max_duration_us)
+    if extent is not None and window_us < extent:
+        raise QueryError(
+            f"--window {format_seconds(window_us)} s is narrower than query {query.name!r}'s "
+            f"own extent of {format_seconds(extent)} s: it would drop matches the query "
+            "allows. Leave --window out (it is the extent of queries whose constraints do "
+            "not bound it), or tighten the query's constraints"
+        )
+    return extent

@@ -50,7 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba.typed import List as nb_list
 
-from graphcep.engines.base import OutOfOrderError, StateBoundError
+from graphcep.engines.base import StateBoundError, check_stream_order
 from graphcep.engines.subgraph_kernel import (
     MODE_ALL,
     MODE_IN,
@@ -288,13 +288,8 @@ class SubgraphEngine:
     # -- window ---------------------------------------------------------------------
 
     def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
-        first = (int(t[0]), int(seq[0]))
-        if first <= self._last or np.any(np.diff(t) < 0):
-            raise OutOfOrderError(
-                f"edges must be pushed in stream order (t, seq); got t={first[0]} µs after "
-                f"t={self._last[0]} µs. Sort the batch (events.sort_stream) or let the "
-                "runtime buffer late edges."
-            )
+        # equal times inside a batch keep the order given (seq is the tie-break across batches)
+        check_stream_order(t, seq, self._last, ties_by_seq=False)
         self._last = (int(t[-1]), int(seq[-1]))
 
     def _positions(self, batch: pa.Table) -> np.ndarray:

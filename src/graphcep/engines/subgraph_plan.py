@@ -110,7 +110,7 @@ def compile_query(
         hint = ""
         if any(c.plus.kind == "end" or (c.minus and c.minus.kind == "end") for c in query.temporal):
             hint = (" Its constraints use end times, which bound start times only when "
-                    "durations are bounded: give a maximum duration.")
+                    "durations are bounded: give a maximum duration (--max-duration SECONDS).")
         raise UnboundedQueryError(
             f"query {query.name!r} has no upper bound on how far apart its edges may be "
             "in time, so a match could need the whole stream in memory. Add a constraint "

@@ -34,7 +34,7 @@ class FeatureSet:
             if defn.operator != "topk":
                 raise ValueError(
                     f"feature {name!r} ({defn.operator}) gives a number per key, not a set of "
-                    "vertices, so it cannot be used as 'x in {name}'; use a topk feature"
+                    f"vertices, so it cannot be used as 'x in {name}'; use a topk feature"
                 )
             self._features[name] = make_feature(defn)
             self._columns[name] = aliases.get(defn.field, defn.field)

@@ -534,6 +534,81 @@ _SINK_SUFFIXES = {".jsonl": "jsonl", ".ndjson": "jsonl", ".json": "jsonl", ".par
                   ".dot": "dot", ".gv": "dot"}
 
 
+#: The formats :func:`make_sink` writes (``--output-format``).
+SINK_FORMATS = ("jsonl", "parquet", "dot", "console")
+
+
+class SinkError(ValueError):
+    """An output target that cannot be written (unknown format, no permission, a directory
+    where a file is wanted...); raised by :func:`check_target` before any work is done."""
+
+
+def check_target(target: str | os.PathLike | None, fmt: str | None = None,
+                 directory: bool | None = None, role: str = "output") -> str:
+    """Check that :func:`make_sink` can write ``target``, before a run computes anything;
+    return the format it will write (``"console"`` for ``None`` or ``"-"``).
+
+    A name without a known suffix needs ``fmt`` (``-o /dev/null`` with ``jsonl``). Nothing
+    is created or truncated: a run that fails later leaves an earlier output as it was.
+    ``role`` names the target in messages (``"output"``, ``"rejects"``).
+
+    Raises
+    ------
+    SinkError
+        For an unknown format, a file target that is a directory or cannot be written, or
+        a directory target under a path that cannot hold it.
+
+    Examples
+    --------
+    >>> check_target("-"), check_target("out/matches.jsonl"), check_target("/dev/null", "jsonl")
+    ('console', 'jsonl', 'jsonl')
+    >>> check_target("matches.txt")
+    Traceback (most recent call last):
+    ...
+    graphcep.io.sinks.SinkError: cannot tell the output format of 'matches.txt' from its name (known: .jsonl, .ndjson, .json, .parquet, .dot, .gv); rename it or give the format (--output-format jsonl|parquet|dot|console)
+    """
+    if target is None or str(target) == "-" or fmt == "console":
+        return "console"
+    kind = fmt or sink_format(target)
+    if kind is None:
+        raise SinkError(
+            f"cannot tell the output format of {str(target)!r} from its name (known: "
+            f"{', '.join(_SINK_SUFFIXES)}); rename it or give the format "
+            f"(--output-format {'|'.join(SINK_FORMATS)})"
+        )
+    if kind not in SINK_FORMATS:
+        raise SinkError(f"unknown output format {kind!r}; use {', '.join(SINK_FORMATS)}")
+    path = Path(target)
+    if _is_directory_target(target, directory):
+        if path.exists() and not path.is_dir():
+            raise SinkError(f"{role} {str(target)!r} exists and is not a directory (one part "
+                            "file per micro-batch goes into a directory)")
+        _check_creatable(path, target, role)
+    elif path.is_dir():
+        raise SinkError(f"{role} {str(target)!r} is a directory; name a file")
+    elif path.exists():
+        if not os.access(path, os.W_OK):
+            raise SinkError(f"{role} {str(target)!r} cannot be written (permission denied)")
+    else:
+        _check_creatable(path, target, role)
+    return kind
+
+
+def _check_creatable(path: Path, target: str | os.PathLike, role: str) -> None:
+    """The nearest existing ancestor of ``path`` is a directory this process may write."""
+    ancestor = path.absolute().parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if path.exists():
+        return
+    if not ancestor.is_dir():
+        raise SinkError(f"{role} {str(target)!r} cannot be created: {str(ancestor)!r} is "
+                        "not a directory")
+    if not os.access(ancestor, os.W_OK | os.X_OK):
+        raise SinkError(f"{role} {str(target)!r} cannot be created in {str(ancestor)!r} "
+                        "(permission denied)")
+
+
 def sink_format(target: str | os.PathLike) -> str | None:
     """The sink format a path names by its suffix (``.jsonl``/``.ndjson``/``.json``,
     ``.parquet``, ``.dot``/``.gv``; a trailing ``/`` is ignored), or ``None``."""
@@ -570,7 +645,7 @@ def make_sink(
     path = Path(target)
     kind = fmt or sink_format(target)
     if kind is None:
-        raise ValueError(f"cannot tell the sink format of {str(target)!r}; give fmt")
+        raise SinkError(f"cannot tell the sink format of {str(target)!r}; give fmt")
     if directory is None and str(target).endswith(("/", os.sep)):
         directory = True
     if kind == "jsonl":
@@ -579,11 +654,12 @@ def make_sink(
         return ParquetSink(path, directory, matches)
     if kind == "dot":
         return DotSink(path, directory, matches)
-    raise ValueError(f"unknown sink format {kind!r}; use console, jsonl, parquet or dot")
+    raise SinkError(f"unknown sink format {kind!r}; use console, jsonl, parquet or dot")
 
 
 __all__ = [
     "SAL_MATCHES",
+    "SINK_FORMATS",
     "CONSOLE_EDGE_PAIRS",
     "CONSOLE_VERTICES",
     "ConsoleSink",
@@ -593,6 +669,8 @@ __all__ = [
     "MatchFormat",
     "ParquetSink",
     "Sink",
+    "SinkError",
+    "check_target",
     "ddst_match_graph",
     "ddst_match_to_json",
     "dot_cluster",

@@ -77,6 +77,7 @@ from graphcep.lang.tokens import (
     _Scanner,
     emit_number,
     position,
+    read_source,
     scan_tokens,
 )
 from graphcep.patterns.ddst import (
@@ -373,7 +374,8 @@ def parse_ddst(text: str, source: str = "<query>", default_name: str = "query") 
 
 
 def parse_ddst_file(path: str | Path) -> DDSTQuery:
-    """Parse a ``.ddst`` file (UTF-8); errors name the file as given.
+    """Parse a ``.ddst`` file (UTF-8, a leading byte order mark allowed); errors name the
+    file as given.
 
     The query is named by its ``QUERY`` statement, else by the file's stem when that is an
     identifier (``examples/ddst/congestion.ddst`` -> ``congestion``), else ``query``.
@@ -381,8 +383,9 @@ def parse_ddst_file(path: str | Path) -> DDSTQuery:
     Raises
     ------
     SalSyntaxError
-        For malformed text. :class:`OSError` if the file cannot be read.
+        For malformed text or bytes that are not UTF-8. :class:`OSError` if the file cannot
+        be read.
     """
     stem = Path(path).stem
     name = stem if _STEM.match(stem) and stem.lower() not in RESERVED else "query"
-    return parse_ddst(Path(path).read_text(encoding="utf-8"), str(path), name)
+    return parse_ddst(read_source(path), str(path), name)

@@ -105,9 +105,10 @@ from typing import NoReturn, cast
 
 from graphcep.events import US_PER_SECOND, seconds_to_fraction_us
 from graphcep.lang.errors import SalSyntaxError
-from graphcep.lang.tokens import Token, TokenCursor, position, tokenize
+from graphcep.lang.tokens import Token, TokenCursor, position, read_source, tokenize
 from graphcep.patterns.program import (
     FEATURE_OPERATORS,
+    SET_FEATURES,
     Connection,
     FeatureDef,
     FilterDef,
@@ -652,9 +653,15 @@ class _Parser(TokenCursor):
                 "only differences of two edge times (or one edge time vs a constant) are "
                 f"supported, e.g. starttime(e2) - starttime(e1) <= 10; this constraint {problem}",
             )
-        if not pos:
-            return TemporalConstraint(neg[0], None, cast(Comparison, _MIRROR[op]), -bound)
-        return TemporalConstraint(pos[0], neg[0] if neg else None, cast(Comparison, op), bound)
+        where = f"{self.source}:{start.line}:{start.column}"
+        try:
+            if not pos:
+                return TemporalConstraint(neg[0], None, cast(Comparison, _MIRROR[op]), -bound,
+                                          where)
+            return TemporalConstraint(pos[0], neg[0] if neg else None, cast(Comparison, op),
+                                      bound, where)
+        except QueryError as exc:  # a bound beyond the range of times
+            self.fail("a bound within the range of times", start, str(exc))
 
     # -- semantic checks -------------------------------------------------------------
 
@@ -733,6 +740,7 @@ class _Parser(TokenCursor):
         for ref in self.feature_refs:
             kind, where = self.defs.get(ref.value, ("", ref))
             if kind == "feature" and (where.line, where.column) < (ref.line, ref.column):
+                self.check_set_feature(ref)
                 continue
             if kind == "feature":
                 why = f"feature '{ref.value}' is used before its definition at {position(where)}"
@@ -741,6 +749,16 @@ class _Parser(TokenCursor):
             else:
                 why = f"unknown feature '{ref.value}'"
             self.fail("a defined feature", ref, f"{why} (defined features: {features})")
+
+    def check_set_feature(self, ref: Token) -> None:
+        """``x in F`` needs a feature whose value is a set (``topk``)."""
+        feature = self.program.features[ref.value]
+        if feature.operator not in SET_FEATURES:
+            self.fail(
+                "a set-valued feature", ref,
+                f"feature '{ref.value}' ({feature.operator}) gives a number per key, not a set "
+                f"of vertices, so 'in {ref.value}' cannot test it; use a topk feature",
+            )  # fmt: skip
 
     def eof(self) -> Token:
         return self.toks[-1]
@@ -830,21 +848,29 @@ def parse_query(text: str, source: str = "<query>") -> SubgraphQuery:
     >>> parse_query("{ a e1 b; b e2 c; starttime(e1) < starttime(e2); }").edge_names
     ('e1', 'e2')
     """
+    return _parse_with_query(text, source).queries[0]
+
+
+def _parse_with_query(text: str, source: str) -> Program:
+    """A program that holds at least one query; else the error points at the end of input
+    (an empty file, one with only comments or only definitions)."""
     program, eof = _parse(text, source)
     if not program.queries:
         raise SalSyntaxError(
-            "a SUBGRAPH query or a '{ ... }' block",
-            eof.describe(),
-            eof.line,
-            eof.column,
-            source,
-            text,
+            "a SUBGRAPH query or a '{ ... }' block", eof.describe(), eof.line, eof.column,
+            source, text,
+            f"expected a SUBGRAPH query or a '{{ ... }}' block, found {eof.describe()}: "
+            "the text defines no query",
         )
-    return program.queries[0]
+    return program
 
 
 def parse_file(path: str | Path) -> Program:
-    """Parse a SAL file (UTF-8); errors name the file as given.
+    """Parse a SAL file (UTF-8, a leading byte order mark allowed); errors name the file
+    as given.
+
+    A file is what a runtime runs, so unlike :func:`parse_program` it must define at
+    least one query.
 
     Parameters
     ----------
@@ -858,6 +884,7 @@ def parse_file(path: str | Path) -> Program:
     Raises
     ------
     SalSyntaxError
-        For malformed text. :class:`OSError` if the file cannot be read.
+        For malformed text, bytes that are not UTF-8, or a file without any query.
+        :class:`OSError` if the file cannot be read.
     """
-    return parse_program(Path(path).read_text(encoding="utf-8"), str(path))
+    return _parse_with_query(read_source(path), str(path))

@@ -35,11 +35,12 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal, NoReturn
 
 from graphcep.lang.errors import SalSyntaxError
 
-__all__ = ["Token", "TokenKind", "tokenize", "OPERATORS", "MAX_EXPONENT"]
+__all__ = ["Token", "TokenKind", "tokenize", "read_source", "OPERATORS", "MAX_EXPONENT"]
 
 TokenKind = Literal["IDENT", "NUMBER", "STRING", "OP", "EOF"]
 
@@ -248,6 +249,50 @@ def scan_tokens(
             _scan_string(sc)
         else:
             scan_operator(sc)
+
+
+_BOM = b"\xef\xbb\xbf"
+
+
+def read_source(path: str | Path) -> str:
+    """The text of a query file: UTF-8, a leading byte order mark skipped (editors on
+    Windows write one). Shared by every language here.
+
+    Raises
+    ------
+    SalSyntaxError
+        For bytes that are not UTF-8, at the line and column of the first of them (the
+        column counts the characters before it on its line).
+    OSError
+        If the file cannot be read.
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> with tempfile.NamedTemporaryFile("wb", suffix=".sal", delete=False) as f:
+    ...     _ = f.write(b"{ a e1 b;\\n  \\xff }")
+    >>> try:
+    ...     read_source(f.name)
+    ... except SalSyntaxError as err:
+    ...     print(err.line, err.column, err.message)
+    2 3 the file is not UTF-8 text: byte 0xff (invalid start byte)
+    >>> os.unlink(f.name)
+    """
+    data = Path(path).read_bytes()
+    if data.startswith(_BOM):
+        data = data[len(_BOM):]
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as err:
+        line_start = data.rfind(b"\n", 0, err.start) + 1
+        line = data.count(b"\n", 0, err.start) + 1
+        column = len(data[line_start:err.start].decode("utf-8", errors="replace")) + 1
+        shown = data.decode("utf-8", errors="replace")
+        byte = f"byte 0x{data[err.start]:02x}"
+        raise SalSyntaxError(
+            "UTF-8 text", byte, line, column, str(path), shown,
+            f"the file is not UTF-8 text: {byte} ({err.reason})",
+        ) from None
 
 
 def position(tok: Token) -> str:

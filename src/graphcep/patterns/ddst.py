@@ -180,6 +180,20 @@ class Window:
     kind: WindowKind
     size: int
 
+    def __post_init__(self) -> None:
+        """Refuse a window that cannot be (a negative time, no edges, a size that is not a
+        whole number): one check for the parser, the builder and direct construction."""
+        if self.kind not in ("time", "count"):
+            raise DDSTQueryError(f"a window is 'time' or 'count', not {self.kind!r}")
+        if isinstance(self.size, bool) or not isinstance(self.size, int):
+            raise DDSTQueryError(f"a window size is a whole number, not {self.size!r}")
+        if self.kind == "count" and self.size < 1:
+            raise DDSTQueryError(f"a count window needs at least 1 edge ({self.size} given)")
+        if self.kind == "time" and self.size < 0:
+            raise DDSTQueryError(f"a time window cannot be negative ({self.size} us given)")
+        if self.size >= MAX_WINDOW:
+            raise DDSTQueryError(f"a window must be below 2**62 ({self.size} given)")
+
     @classmethod
     def of(cls, amount: str | int | Decimal, unit: str = "s") -> Window:
         """A time window of ``amount`` ``unit`` (exactly; see :func:`window_us`)."""
@@ -379,19 +393,8 @@ class DDSTQuery:
             raise DDSTQueryError(f"the timing order has a cycle: {' < '.join(cycle)}")
 
     def _check_window(self) -> None:
-        w = self.window
-        if (
-            w.kind not in ("time", "count")
-            or isinstance(w.size, bool)
-            or not isinstance(w.size, int)
-        ):
-            raise DDSTQueryError(f"bad window {w!r}")
-        if w.kind == "count" and w.size < 1:
-            raise DDSTQueryError("a count window needs at least 1 edge")
-        if w.kind == "time" and w.size < 0:
-            raise DDSTQueryError("a time window cannot be negative")
-        if w.size >= MAX_WINDOW:
-            raise DDSTQueryError(f"a window must be below 2**62 ({w.size} given)")
+        if not isinstance(self.window, Window):  # a Window checks itself on creation
+            raise DDSTQueryError(f"bad window {self.window!r}")
 
     # -- structure ----------------------------------------------------------------------
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from graphcep.patterns.subgraph import EdgePredicate, SubgraphQuery
+from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
 
 #: Stream feature operators SAL knows, with their argument count (field first, then numbers).
 FEATURE_OPERATORS: dict[str, int] = {
@@ -18,6 +18,11 @@ FEATURE_OPERATORS: dict[str, int] = {
     "ehvar": 2,  # ehvar(field, window_items)
     "countdistinct": 2,  # countdistinct(field, window_items)
 }
+
+
+#: Feature operators whose value is a set of items, so ``x in F`` can test membership; the
+#: others give a number per key.
+SET_FEATURES = frozenset({"topk"})
 
 
 @dataclass(frozen=True)
@@ -96,11 +101,19 @@ class Program:
     queries: list[SubgraphQuery] = field(default_factory=list)
 
     def query(self, name: str | None = None) -> SubgraphQuery:
+        """The query called ``name`` (None: the first).
+
+        Raises
+        ------
+        QueryError
+            When the program has no query, or none of that name (the message lists them).
+        """
         if not self.queries:
-            raise ValueError("the program defines no SUBGRAPH query")
+            raise QueryError("the program defines no SUBGRAPH query")
         if name is None:
             return self.queries[0]
         for q in self.queries:
             if q.name == name:
                 return q
-        raise ValueError(f"no query named {name!r}; have {[q.name for q in self.queries]}")
+        names = ", ".join(q.name for q in self.queries)
+        raise QueryError(f"no query named {name!r} (the program's queries: {names})")

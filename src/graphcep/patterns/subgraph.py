@@ -36,6 +36,9 @@ from graphcep.events import US_PER_SECOND, seconds_to_fraction_us
 TimeKind = Literal["start", "end"]
 Comparison = Literal["<", "<=", ">", ">=", "="]
 COMPARISONS: tuple[str, ...] = ("<", "<=", ">", ">=", "=")
+#: Bounds and windows stay below this many microseconds (about 73,000 years): times are
+#: int64 microseconds, and sums of two bounds must not overflow.
+MAX_BOUND_US = 2**61
 PREDICATE_OPS: tuple[str, ...] = ("==", "!=", "<", "<=", ">", ">=")
 
 
@@ -70,17 +73,26 @@ class TimeRef:
 class TemporalConstraint:
     """``plus - minus  op  bound_us`` (``minus`` is None for a comparison with a constant).
 
-    ``bound_us`` is an exact rational number of microseconds.
+    ``bound_us`` is an exact rational number of microseconds, below
+    :data:`MAX_BOUND_US` in magnitude. ``where`` says where the constraint was written
+    (``query.sal:4:5``; empty when built in Python): messages about it lead with it.
     """
 
     plus: TimeRef
     minus: TimeRef | None
     op: Comparison
     bound_us: Fraction = Fraction(0)
+    where: str = field(default="", compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.op not in COMPARISONS:
             raise QueryError(f"unknown comparison {self.op!r}")
+        if abs(self.bound_us) >= MAX_BOUND_US:
+            seconds = float(Fraction(self.bound_us) / US_PER_SECOND)
+            raise QueryError(
+                f"the bound {seconds:g} s exceeds the range of times (int64 microseconds: a bound "
+                f"must be under 2**61 µs, about 73,000 years)"
+            )
 
     def edges(self) -> tuple[str, ...]:
         return (self.plus.edge,) if self.minus is None else (self.plus.edge, self.minus.edge)
@@ -192,6 +204,9 @@ class SubgraphQuery:
                 raise QueryError(f"predicate '{p}' uses unknown edge {p.edge!r}")
         if self.window_us is not None and self.window_us < 0:
             raise QueryError("window must not be negative")
+        if self.window_us is not None and self.window_us >= MAX_BOUND_US:
+            raise QueryError("window exceeds the range of times (int64 microseconds: it must "
+                             "be under 2**61 µs, about 73,000 years)")
 
     def with_window(self, window_us: int | None) -> SubgraphQuery:
         return SubgraphQuery(

@@ -20,6 +20,7 @@ import pyarrow as pa
 
 from graphcep.engines.base import Engine
 from graphcep.engines.ddst_baseline import DDST_MATCH_SCHEMA
+from graphcep.engines.difference_bounds import check_window
 from graphcep.engines.subgraph_plan import compile_query
 from graphcep.events import format_seconds
 from graphcep.features.feature_set import FeatureSet
@@ -146,6 +147,8 @@ class Job:
             raise QueryError("max_window_edges must be at least 1")
         query = _with_stream_filters(program, program.query(query_name))
         if window_us is not None:
+            # a query that bounds itself keeps its matches: a narrower window is refused
+            check_window(query, window_us, max_duration_us)
             query = query.with_window(window_us)
         aliases = dict(FORMAT_FIELD_ALIASES.get(fmt or "", {}))
         source = resolve_field(fmt, query.source_field)
@@ -219,8 +222,19 @@ class Job:
         return [c for c in available if c in wanted]
 
     def check_columns(self, available: list[str]) -> None:
-        """Nothing up front: a predicate names a missing field where it is evaluated
+        """Refuse a stream without a field a vertex feature counts (``topk(DestIp, ...)``):
+        features are updated at every edge, so the run would stop at its first batch. A
+        predicate names a missing field where it is evaluated
         (:func:`~graphcep.engines.subgraph.predicate_mask`), on every engine."""
+        for name in sorted({c.feature for c in self.query.vertex_constraints}):
+            feature = self.program.features[name]
+            column = self.field_aliases.get(feature.field, feature.field)
+            if column not in available:
+                fields = ", ".join(c for c in available if c not in ("seq", "pos"))
+                raise QueryError(
+                    f"feature {name!r} ({feature.operator}({feature.field}, ...)) counts the "
+                    f"field {feature.field!r}, which the stream lacks (fields: {fields})"
+                )
 
     def _uses_durations(self) -> bool:
         return any(
