@@ -91,6 +91,19 @@ def test_a_sal_file_without_a_query_is_named_at_its_end(tmp_path, capsys, text, 
     assert err.startswith(f"graphcep: {query}:{line}:{column}: ") and "no query" in err
 
 
+def test_a_syntax_error_is_one_line_in_a_log_and_shows_the_caret_on_a_terminal(
+    tmp_path, capsys, monkeypatch
+):
+    query = write(tmp_path / "q.sal", "{\n  x1 e1 x2 e2;\n}\n")
+    assert main(["explain", str(query)]) == 2
+    assert one_line_error(capsys).startswith(f"graphcep: {query}:2:12: ")
+    monkeypatch.setattr(cli.sys.stderr, "isatty", lambda: True)
+    assert main(["explain", str(query)]) == 2
+    headline, line, caret = capsys.readouterr().err.rstrip("\n").split("\n")
+    assert headline.startswith(f"graphcep: {query}:2:12: ")
+    assert line == "      x1 e1 x2 e2;" and caret == " " * 15 + "^"
+
+
 @pytest.mark.parametrize("suffix", [".sal", ".ddst"])
 def test_a_query_file_that_is_not_utf8_is_named_at_the_byte(tmp_path, capsys, suffix):
     text = b"VERTICES A, B;\n  \xff EDGES" if suffix == ".ddst" else b"{ a e1 b;\n  \xff }"

@@ -71,8 +71,11 @@ def main(argv: list[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 0
     try:
         return args.handler(args)
-    except (SalSyntaxError, QueryError, UnboundedQueryError, UnsatisfiableQueryError,
-            SinkError) as err:
+    except SalSyntaxError as err:
+        # one line for logs and scripts; the source line and a caret for a person
+        print(f"graphcep: {err if sys.stderr.isatty() else err.headline}", file=sys.stderr)
+        return 2
+    except (QueryError, UnboundedQueryError, UnsatisfiableQueryError, SinkError) as err:
         print(f"graphcep: {err}", file=sys.stderr)
         return 2
     except (FileNotFoundError, IsADirectoryError, InputError) as err:

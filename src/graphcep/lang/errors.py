@@ -87,11 +87,16 @@ class SalSyntaxError(ValueError):
         state = (self.expected, self.found, self.line, self.column, self.source)
         return (_rebuild, (*state, self.line_text, self.message))
 
+    @property
+    def headline(self) -> str:
+        """The one-line form, ``file:line:col: message`` (what a log or a script reads)."""
+        return f"{self.source}:{self.line}:{self.column}: {self.message}"
+
     def __str__(self) -> str:
-        head = f"{self.source}:{self.line}:{self.column}: {self.message}"
         if not self.line_text.strip():
-            return head
-        return f"{head}\n    {self.line_text}\n    {_caret(self.line_text, self.column)}"
+            return self.headline
+        caret = _caret(self.line_text, self.column)
+        return f"{self.headline}\n    {self.line_text}\n    {caret}"
 
 
 def _rebuild(
