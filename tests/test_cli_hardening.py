@@ -496,3 +496,24 @@ def test_the_readme_stream_examples_build_their_jobs():
                          max_duration_us=cli._seconds(args.max_duration))
         assert compile_query(job.query, job.max_duration_us).extent_us >= 0
         assert np.isfinite(job.extent().size)
+
+
+@pytest.mark.parametrize(
+    ("flag", "edges", "matches", "rejected"),
+    # a header of its own names: read (detected, or said), or a reject under --no-header;
+    # a file of data only: --header gives its first line away
+    [(None, 3, 1, 0), ("--header", 3, 1, 0), ("--no-header", 3, 1, 1)],
+)
+def test_header_flags_decide_line_one(tmp_path, capsys, flag, edges, matches, rejected):
+    named = write(tmp_path / "named.csv", "from,to,when\n1,2,10\n2,3,11\n3,1,12\n")
+    args = ["run", str(TRIANGLE), "--input", str(named), "--engine", "local",
+            "--summary", "json", "--rejects", str(tmp_path / "r.jsonl"), "--limit", "0"]
+    assert main(args + ([flag] if flag else [])) == 0
+    summary = last_json(capsys.readouterr().out)
+    assert (summary["edges"], summary["matches"], summary["rejected"]) == (
+        edges, matches, rejected)
+    bare = write(tmp_path / "bare.csv", "1,2,10\n2,3,11\n3,1,12\n")
+    args[3] = str(bare)
+    assert main(args + ["--header"]) == 0
+    summary = last_json(capsys.readouterr().out)
+    assert (summary["edges"], summary["matches"], summary["rejected"]) == (2, 0, 0)

@@ -283,9 +283,17 @@ def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:
-    """How input times are read (``run`` and ``stream``)."""
+    """How input lines are read (``run`` and ``stream``)."""
     parser.add_argument("--time-unit", choices=("s", "ms", "us"),
                         help="unit of numeric times in the input: s (default), ms or us")
+    parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                        help="csv/tsv: line 1 is (--header) or is not (--no-header) a "
+                             "header (default: decided from the file's first lines)")
+
+
+def reader_options(args: argparse.Namespace) -> ReaderOptions:
+    """The readers' options from :func:`add_input_arguments`."""
+    return ReaderOptions(time_unit=args.time_unit, header=args.header)
 
 
 def add_summary_argument(parser: argparse.ArgumentParser) -> None:
@@ -305,7 +313,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     check_target(args.rejects, "jsonl", directory=False, role="rejects")
     fmt = args.format or guess_format(_first_file(args.input))
     job = _make_job(args, fmt)
-    options = ReaderOptions(time_unit=args.time_unit)
+    options = reader_options(args)
     rejects = RejectLog(args.rejects)
     if args.engine == "local":
         matches, stats, lines = _run_local(job, args.input, fmt, options, rejects)
