@@ -32,31 +32,44 @@ partitions before it; with no usable order, the stream is first range-partitione
 rank in place of ``t``. Sorting costs one shuffle, but DDST engines spend far more per
 edge than a sort does, so the parallel replay pays for it.
 
-**Reading.** ``spark.read.text`` gives the lines; line numbers (which become ``seq`` and
-the reject line numbers) are recovered exactly by counting lines per file block in the
-JVM and numbering them in a ``mapInArrow`` pass, which also parses them with the same
-vectorized parser the local reader uses. Parquet inputs are read by the local reader
-(their row numbers become ``seq``) and handed to Spark as Arrow.
-Spark decodes text as UTF-8 with replacement characters, so lines holding U+FFFD are
-rejected as "invalid UTF-8" (the local reader rejects the undecodable bytes themselves).
+**Reading.** What Spark reads is what the local reader reads, row for row (see
+:func:`read_edges_spark`). Plain files go through ``spark.read.text`` with lines cut at
+``\n`` only; line numbers (which become ``seq`` and the reject line numbers) are
+recovered exactly by counting lines per file block in the JVM and numbering them in a
+``mapInArrow`` pass, which hands the lines' bytes to the local reader's parser. Compressed
+files cannot be split into blocks anyway: each is read whole by one Python task with the
+local reader's line splitting, which also keeps the lines before a damaged gzip stream's
+damage. Parquet inputs are read by the local reader (their row numbers become ``seq``)
+and handed to Spark as Arrow.
 """
 
 from __future__ import annotations
 
+import gzip
 import os
 import shutil
 import time
-from collections.abc import Iterator
+import zlib
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlparse
+from urllib.request import url2pathname
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.events import normalize_edges, sort_stream
-from graphcep.io.formats import ReaderOptions, edge_schema, parse_lines, prepare_options
-from graphcep.io.readers import expand_paths, guess_format
+from graphcep.io.formats import (
+    REJECT_TEXT_CHARS,
+    ReaderOptions,
+    edge_schema,
+    parse_lines,
+    prepare_options,
+)
+from graphcep.io.readers import expand_paths, guess_format, iter_line_blocks, offset_seq
 from graphcep.patterns.ddst import DDSTQuery
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
@@ -69,7 +82,6 @@ MATCH_DDL = (
     "bindings map<string,string>, "
     "edges array<struct<var:string,t:long,src:string,dst:string,dur:long,seq:long>>"
 )
-REPLACEMENT_CHAR = "\ufffd"
 #: the column holding an edge's 0-based place in stream order (count windows)
 RANK = "_rank"
 # the "single" strategy replays streams up to this many edges in the driver
@@ -147,6 +159,22 @@ def check_column_names(spark, columns: list[str]) -> None:
 
 # -- reading ----------------------------------------------------------------------------
 
+#: Name suffixes of Hadoop's codecs: Spark's text source would decompress such a file,
+#: where the local reader reads its bytes as they are (it looks through gzip alone, by
+#: its magic bytes, whatever the name).
+CODEC_SUFFIXES = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst")
+#: Characters Hadoop reads as a path pattern (or a URI scheme) in a file name.
+HADOOP_PATTERN_CHARS = frozenset("*?[]{}\\:")
+_GZIP_MAGIC = b"\x1f\x8b"
+#: What a gzip stream raises where it is truncated or corrupt.
+GZIP_DAMAGE = (EOFError, zlib.error, gzip.BadGzipFile)
+#: The lines of a file's start that fix its layout (:func:`prepare_options`), read in
+#: pieces of this many bytes.
+HEAD_LINES = 64
+HEAD_BYTES = 64 << 10
+#: The column of a whole-file task's last row: how many lines it read.
+LINES = "_lines"
+
 
 def _reject_fields() -> list[pa.Field]:
     return [
@@ -161,74 +189,311 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     """Read edge files with Spark: ``(edges_df, rejects_df, lines_read)``.
 
     ``edges_df`` has the edge schema; ``rejects_df`` has ``file, line, reason, text``.
+    Both hold what :func:`graphcep.io.readers.read_edges` reads from the same files, row
+    for row: lines end at ``\\n`` only (a ``\\r`` before it is dropped, any other ``\\r``
+    is part of the line), lines that are not UTF-8 are rejected with the same reason, a
+    file is named as given, and each file's layout (header, columns) is fixed by its own
+    first lines.
+
+    Plain files are read by Spark's text source, split into blocks (see the module
+    docstring). Compressed files cannot be split, so each is read whole by one Python
+    task, as the local reader reads it: gzip found by its magic bytes, anything else read
+    as bytes. A truncated or corrupt gzip file keeps every line before the damage and
+    gets one reject, ``"damaged gzip: ..."``, at the line after the last complete line
+    (holding the start of the cut line, if any), counted among the lines read.
+    Files whose names Hadoop would read as a pattern, and files given twice, are read
+    whole too.
     """
     from pyspark.sql import functions as F
-    from pyspark.sql.pandas.types import from_arrow_schema
 
     files = expand_paths(paths)
     fmt = fmt or guess_format(files[0])
     options = options or ReaderOptions()
     if fmt == "parquet":
         return _read_parquet_spark(spark, files, options)
-    head = _head_lines(files[0])
-    options = prepare_options(fmt, head, options)
-    schema = edge_schema(fmt, options)
-    if schema is None:  # jsonl: attribute columns depend on the data; learn them from a sample
-        sample, _ = parse_lines(pa.array(head), np.arange(1, len(head) + 1), fmt, options)
-        schema = sample.schema
-    uris = [f.resolve().as_uri() for f in files]
-    lines = spark.read.text([str(f) for f in files]).select(
-        "value",
-        F.col("_metadata.file_path").alias("file"),
-        F.col("_metadata.file_block_start").alias("block"),
-    )
-    blocks = lines.groupBy("file", "block").count().collect()
-    first_line = _first_lines(blocks)
-    file_index = {_norm_uri(u): i for i, u in enumerate(uris)}
-    out_schema = pa.schema(list(schema) + _reject_fields())
-
-    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        counters: dict[tuple[str, int], int] = {}
-        for rb in batches:
-            table = pa.Table.from_batches([rb])
-            for (file, block), part in _split_by_block(table):
-                start = counters.get((file, block), first_line[(file, block)])
-                n = part.num_rows
-                counters[(file, block)] = start + n
-                numbers = np.arange(start, start + n, dtype=np.int64)
-                yield from _parse_part(part.column("value"), numbers, fmt, options, out_schema,
-                                       file, file_index.get(_norm_uri(file), 0))
-
-    parsed = lines.mapInArrow(parse, from_arrow_schema(out_schema)).cache()
-    edge_cols = [f.name for f in schema]
-    edges_df = parsed.where(F.col("_reject_line").isNull()).select(*edge_cols)
+    heads = [_head_lines(f, options) for f in files]
+    layouts = [prepare_options(fmt, head, options) for head in heads]
+    schema = _read_schema(fmt, heads, layouts)
+    plan = TextRead(fmt, [str(f) for f in files], [str(f.absolute()) for f in files],
+                    layouts, pa.schema([*schema, *_reject_fields()]))
+    split, whole = _split_or_whole(files)
+    parts = []
+    lines_read = 0
+    if split:
+        df, lines_read = _read_split(spark, plan, split)
+        parts.append(df.withColumn(LINES, F.lit(None).cast("long")))
+    if whole:
+        parts.append(_read_whole(spark, plan, whole))
+    parsed = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    parsed = parsed.cache()
+    columns = list(schema.names)
+    # what only the whole read tells, in one pass: the lines that tasks decompressed, and
+    # whether any VAST line had a Label (the local reader drops the column otherwise)
+    totals = {"lines": F.sum(LINES)} if whole else {}
+    if fmt == "vast" and "Label" in columns:
+        totals["labels"] = F.count("Label")
+    if totals:
+        found = parsed.agg(*(v.alias(k) for k, v in totals.items())).first().asDict()
+        lines_read += int(found.get("lines") or 0)
+        if found.get("labels") == 0:
+            columns.remove("Label")
+    is_edge = F.col("_reject_line").isNull() & F.col(LINES).isNull()
+    edges_df = parsed.where(is_edge).select(*columns)
     rejects_df = parsed.where(F.col("_reject_line").isNotNull()).select(
         F.col("_reject_file").alias("file"),
         F.col("_reject_line").alias("line"),
         F.col("_reject_reason").alias("reason"),
         F.col("_reject_text").alias("text"),
     )
-    lines_read = sum(r["count"] for r in blocks)
     return edges_df, rejects_df, lines_read
 
 
-def _norm_uri(uri: str) -> str:
-    return uri.replace("file:///", "file:/")
+def _read_schema(fmt: str, heads: list[list[str]], layouts: list[ReaderOptions]) -> pa.Schema:
+    """The edge schema of a read: every file's, merged (a column some file lacks is null
+    there, as in the local reader's concatenation)."""
+    schemas = []
+    for head, layout in zip(heads, layouts, strict=True):
+        schema = edge_schema(fmt, layout)
+        if schema is None:  # jsonl: attribute columns depend on the data; learn them
+            sample, _ = parse_lines(pa.array(head, pa.string()),
+                                    np.arange(1, len(head) + 1), fmt, layout)
+            schema = sample.schema
+        schemas.append(schema)
+    return pa.unify_schemas(schemas)
 
 
-def _head_lines(path: Path, count: int = 50) -> list[str]:
-    import gzip
+def _split_or_whole(files: list[Path]) -> tuple[list[int], list[int]]:
+    """Indices of the files Spark's text source may read in blocks, and of those a task
+    must read whole: compressed files (by name or gzip magic), names Hadoop would read
+    as a pattern, and every later mention of a file given more than once (Spark would
+    read it once, under one name)."""
+    split, whole = [], []
+    seen: set[tuple[int, int]] = set()
+    for index, path in enumerate(files):
+        stat = path.stat()
+        identity = (stat.st_dev, stat.st_ino)
+        if (identity in seen or path.name.lower().endswith(CODEC_SUFFIXES)
+                or HADOOP_PATTERN_CHARS & set(str(path)) or _starts_with_gzip_magic(path)):
+            whole.append(index)
+        else:
+            split.append(index)
+        seen.add(identity)
+    return split, whole
 
+
+def _starts_with_gzip_magic(path: Path) -> bool:
     with open(path, "rb") as fh:
-        magic = fh.read(2)
-    opener = gzip.open if magic == b"\x1f\x8b" else open
-    out = []
-    with opener(path, "rb") as fh:
-        for raw in fh:
-            out.append(raw.decode("utf-8", errors="replace").rstrip("\r\n"))
-            if len(out) >= count:
+        return fh.read(2) == _GZIP_MAGIC
+
+
+class DamageStop:
+    """A file's bytes, through gzip when it starts with the gzip magic, that *end* where
+    the compressed data is damaged instead of raising: every byte decoded before the
+    damage is delivered, ``damage`` then holds the error.
+
+    Reads with ``read1`` so that bytes already decoded are never lost with a failing read.
+    """
+
+    def __init__(self, path: str | os.PathLike) -> None:
+        self._raw = open(path, "rb")  # noqa: SIM115 -- closed by close()
+        self.gzip = self._raw.read(2) == _GZIP_MAGIC
+        self._raw.seek(0)
+        self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb") if self.gzip else self._raw
+        self.damage: Exception | None = None
+        #: whether the bytes delivered so far end a line (no cut line is pending)
+        self.ends_line = True
+
+    def read(self, size: int) -> bytes:
+        pieces: list[bytes] = []
+        got = 0
+        while got < size and self.damage is None:
+            try:
+                piece = self._stream.read1(size - got)
+            except GZIP_DAMAGE as exc:
+                self.damage = exc
                 break
-    return out
+            if not piece:
+                break
+            pieces.append(piece)
+            got += len(piece)
+        data = b"".join(pieces)
+        if data:
+            self.ends_line = data.endswith(b"\n")
+        return data
+
+    def close(self) -> None:
+        self._raw.close()
+
+    def __enter__(self) -> DamageStop:
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+
+def damage_reason(error: Exception) -> str:
+    """The reject reason of a damaged gzip file."""
+    return f"damaged gzip: {error}"
+
+
+def _head_lines(path: Path, options: ReaderOptions) -> list[str]:
+    """The first lines of a file as the local reader gives them to
+    :func:`prepare_options`: cut at ``\\n``, at most ``max_line_bytes`` each, decoded
+    with replacement characters. A damaged file gives the lines before the damage."""
+    head: list[bytes] = []
+    with DamageStop(path) as stream:
+        for lines, _ in iter_line_blocks(stream, HEAD_BYTES, options.max_line_bytes):
+            head.extend(lines.slice(0, HEAD_LINES - len(head)).to_pylist())
+            if len(head) >= HEAD_LINES:
+                break
+    return [raw[: options.max_line_bytes].decode("utf-8", "replace") for raw in head]
+
+
+@dataclass(frozen=True)
+class TextRead:
+    """What the tasks of one read need: each file's name (as given, for rejects), path
+    (absolute, for tasks) and layout, and the schema of the rows they produce (edge
+    columns, then the reject columns)."""
+
+    fmt: str
+    names: list[str]
+    paths: list[str]
+    layouts: list[ReaderOptions]
+    out_schema: pa.Schema
+
+    def parse(self, lines: pa.Array, numbers: np.ndarray, index: int) -> Iterator[pa.RecordBatch]:
+        """Rows of the ``index``-th file's ``lines`` (raw bytes), numbered ``numbers``."""
+        edges, rejects = parse_lines(lines, numbers, self.fmt, self.layouts[index])
+        yield from self._edge_rows(offset_seq(edges, index))
+        yield from self._reject_rows(rejects.column("line"), rejects.column("reason"),
+                                     rejects.column("text"), self.names[index])
+
+    def read_file(self, index: int) -> Generator[pa.RecordBatch, None, int]:
+        """Rows of the ``index``-th file, read whole (see :func:`read_edges_spark`);
+        returns the number of lines read."""
+        options = self.layouts[index]
+        pending: tuple[pa.Array, np.ndarray] | None = None
+        with DamageStop(self.paths[index]) as stream:
+            for block in iter_line_blocks(stream, options.chunk_bytes, options.max_line_bytes):
+                if pending is not None:
+                    yield from self.parse(*pending, index)
+                pending = block
+            damage = stream.damage
+            cut = damage is not None and not stream.ends_line
+        last = int(pending[1][-1]) if pending is not None else 0
+        if pending is not None and not cut:
+            yield from self.parse(*pending, index)
+        if damage is None:
+            return last
+        # the last block is the cut line alone: iter_line_blocks yields it after the rest
+        text = _lossy_text(pending[0][0].as_py()) if cut else ""
+        line = last if cut else last + 1
+        yield from self._reject_rows(pa.array([line], pa.int64()),
+                                     pa.array([damage_reason(damage)]), pa.array([text]),
+                                     self.names[index])
+        return line
+
+    def _edge_rows(self, edges: pa.Table) -> Iterator[pa.RecordBatch]:
+        n = edges.num_rows
+        if not n:
+            return
+        columns = [edges.column(f.name).cast(f.type) if f.name in edges.column_names
+                   else pa.nulls(n, f.type) for f in self.out_schema]
+        yield from pa.table(columns, schema=self.out_schema).to_batches()
+
+    def _reject_rows(self, lines, reasons, texts, name: str) -> Iterator[pa.RecordBatch]:
+        n = len(lines)
+        if not n:
+            return
+        columns = [pa.nulls(n, f.type) for f in self.out_schema][: -len(_reject_fields())]
+        columns += [lines, reasons, texts, pa.array([name] * n, pa.string())]
+        yield from pa.table(columns, schema=self.out_schema).to_batches()
+
+
+def _lossy_text(raw: bytes) -> str:
+    """A cut line's start as reject text, whatever its bytes."""
+    return raw[: REJECT_TEXT_CHARS * 4].decode("utf-8", "backslashreplace")[:REJECT_TEXT_CHARS]
+
+
+def _read_split(spark, plan: TextRead, indices: list[int]):
+    """Plain files through Spark's text source, in blocks: ``(rows_df, lines_read)``.
+
+    Lines are cut at ``\\n`` only (``lineSep``; Spark's default also cuts at a bare
+    ``\\r``) and reach Python as the file's bytes (Spark does not check UTF-8), so
+    :func:`parse_lines` sees exactly what the local reader gives it. Line numbers come
+    from per-block line counts, counted in the JVM first.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    lines = spark.read.option("lineSep", "\n").text([plan.paths[i] for i in indices]).select(
+        "value",
+        F.col("_metadata.file_path").alias("file"),
+        F.col("_metadata.file_block_start").alias("block"),
+    )
+    blocks = lines.groupBy("file", "block").count().collect()
+    first_line = _first_lines(blocks)
+    index_of = _file_indices({r["file"] for r in blocks}, plan.paths, indices)
+
+    def parse(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        counters: dict[tuple[str, int], int] = {}
+        for rb in batches:
+            for (file, block), part in _split_by_block(pa.Table.from_batches([rb])):
+                start = counters.get((file, block), first_line[(file, block)])
+                counters[(file, block)] = start + part.num_rows
+                numbers = np.arange(start, start + part.num_rows, dtype=np.int64)
+                raw = part.column("value").combine_chunks().view(pa.binary())
+                yield from plan.parse(raw, numbers, index_of[file])
+
+    rows = lines.mapInArrow(parse, from_arrow_schema(plan.out_schema))
+    return rows, sum(r["count"] for r in blocks)
+
+
+def _file_indices(uris: set[str], paths: list[str], indices: list[int]) -> dict[str, int]:
+    """Which file of the read each of Spark's file URIs is: found by the file itself
+    (device and inode), since Spark names it by an absolute, normalised, percent-encoded
+    URI whatever the name given."""
+    by_identity = {}
+    for index in indices:
+        stat = os.stat(paths[index])
+        by_identity[(stat.st_dev, stat.st_ino)] = index
+    found = {}
+    for uri in uris:
+        stat = os.stat(url2pathname(urlparse(uri).path))
+        found[uri] = by_identity[(stat.st_dev, stat.st_ino)]
+    return found
+
+
+def _read_whole(spark, plan: TextRead, indices: list[int]):
+    """Files read whole, one task each (:meth:`TextRead.read_file`): rows, then one row
+    per file holding its line count in :data:`LINES`."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    schema = pa.schema([*plan.out_schema, pa.field(LINES, pa.int64())])
+    tasks = spark.createDataFrame(
+        spark.sparkContext.parallelize([(i,) for i in indices], len(indices)), "file long")
+
+    def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for rb in batches:
+            for index in rb.column(0).to_pylist():
+                count = yield from _with_lines(plan.read_file(index), schema)
+                yield pa.RecordBatch.from_arrays(
+                    [pa.nulls(1, f.type) for f in plan.out_schema] + [pa.array([count])],
+                    schema=schema)
+
+    return tasks.mapInArrow(read, from_arrow_schema(schema))
+
+
+def _with_lines(rows: Generator[pa.RecordBatch, None, int],
+                schema: pa.Schema) -> Generator[pa.RecordBatch, None, int]:
+    """``rows`` with a null :data:`LINES` column; returns what ``rows`` returns."""
+    while True:
+        try:
+            rb = next(rows)
+        except StopIteration as stop:
+            return stop.value
+        yield pa.RecordBatch.from_arrays([*rb.columns, pa.nulls(rb.num_rows, pa.int64())],
+                                         schema=schema)
 
 
 def _first_lines(blocks) -> dict[tuple[str, int], int]:
@@ -255,35 +520,6 @@ def _split_by_block(table: pa.Table):
         if i == n or files[i] != files[start] or blocks[i] != blocks[start]:
             yield (files[start], int(blocks[start])), table.slice(start, i - start)
             start = i
-
-
-def _parse_part(values, numbers, fmt, options, out_schema, file, findex) -> Iterator[pa.RecordBatch]:
-    text = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
-    bad_utf8 = pc.match_substring(text, REPLACEMENT_CHAR).to_numpy(zero_copy_only=False)
-    bad_utf8 = np.asarray(bad_utf8, dtype=bool) if len(text) else np.zeros(0, bool)
-    edges, rejects = parse_lines(text.filter(pa.array(~bad_utf8)), numbers[~bad_utf8], fmt, options)
-    if findex:
-        edges = edges.set_column(
-            edges.schema.get_field_index("seq"), "seq",
-            pc.add(edges.column("seq"), pa.scalar(findex << 40, pa.int64())))
-    n_bad = int(bad_utf8.sum())
-    reject_lines = np.concatenate([rejects.column("line").to_numpy(), numbers[bad_utf8]])
-    reasons = rejects.column("reason").to_pylist() + ["invalid UTF-8"] * n_bad
-    texts = rejects.column("text").to_pylist() + [s[:200] for s in text.filter(pa.array(bad_utf8)).to_pylist()]
-    if edges.num_rows:
-        cols = {f.name: edges.column(f.name) if f.name in edges.column_names else pa.nulls(edges.num_rows, f.type)
-                for f in out_schema if not f.name.startswith("_reject")}
-        for f in _reject_fields():
-            cols[f.name] = pa.nulls(edges.num_rows, f.type)
-        yield from pa.table(cols, schema=out_schema).to_batches()
-    if len(reject_lines):
-        m = len(reject_lines)
-        cols = {f.name: pa.nulls(m, f.type) for f in out_schema if not f.name.startswith("_reject")}
-        cols["_reject_line"] = pa.array(reject_lines, pa.int64())
-        cols["_reject_reason"] = pa.array(reasons, pa.string())
-        cols["_reject_text"] = pa.array(texts, pa.string())
-        cols["_reject_file"] = pa.array([file] * m, pa.string())
-        yield from pa.table(cols, schema=out_schema).to_batches()
 
 
 def _read_parquet_spark(spark, files, options: ReaderOptions):
