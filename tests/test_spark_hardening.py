@@ -369,3 +369,29 @@ def test_spark_refuses_bad_parquet_as_local_does_before_any_job(spark, tmp_path,
     assert str(remote.value) == str(local.value)
     assert "\n" not in str(remote.value)
     assert context.statusTracker().getJobIdsForGroup("bad-parquet") == []
+
+
+# -- JSON attributes that only later lines have ----------------------------------------------
+
+
+def test_spark_keeps_json_attributes_first_seen_after_the_head(spark, tmp_path):
+    from graphcep.io.formats import ReaderOptions
+    from graphcep.runtime.spark import read_edges_spark
+
+    lines = []
+    for i in range(300):
+        row = {"t": i, "src": f"a{i % 4}", "dst": f"b{i % 3}"}
+        if i >= 150:
+            row["port"] = 1000 + i
+        if i == 250:
+            row["zone\u0000x"] = "west"
+        lines.append(json.dumps(row))
+    path = write_lines(tmp_path / "late.jsonl", lines)
+    options = ReaderOptions(attribute_types={"port": "int64"})
+    local = read_edges(path, "jsonl", options)
+    edges_df, _, _ = read_edges_spark(spark, path, "jsonl", options)
+    edges = edges_df.toArrow().sort_by("seq")
+    assert edges.schema.equals(local.edges.schema)
+    assert edges.to_pylist() == local.edges.to_pylist()
+    assert edges.column("port").to_pylist() == [None] * 150 + list(range(1150, 1300))
+    assert edges.column("zone\u0000x").to_pylist() == [None] * 250 + ["west"] + [None] * 49

@@ -174,6 +174,10 @@ HEAD_LINES = 64
 HEAD_BYTES = 64 << 10
 #: The column of a whole-file task's last row: how many lines it read.
 LINES = "_lines"
+#: The column holding a JSON line's attributes beyond those its file's first lines had,
+#: as ``{"name\0arrow type": text}``: a task learns them only as it meets them.
+EXTRA = "_extra"
+EXTRA_TYPE = pa.map_(pa.string(), pa.string())
 
 
 def _reject_fields() -> list[pa.Field]:
@@ -192,8 +196,10 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     Both hold what :func:`graphcep.io.readers.read_edges` reads from the same files, row
     for row: lines end at ``\\n`` only (a ``\\r`` before it is dropped, any other ``\\r``
     is part of the line), lines that are not UTF-8 are rejected with the same reason, a
-    file is named as given, and each file's layout (header, columns) is fixed by its own
-    first lines.
+    file is named as given, each file's layout (header, columns) is fixed by its own
+    first lines, and a JSON attribute that only later lines have is a column all the same
+    (tasks carry such values in :data:`EXTRA`; one small job over the parsed rows names
+    them).
 
     Plain files are read by Spark's text source, split into blocks (see the module
     docstring). Compressed files cannot be split, so each is read whole by one Python
@@ -215,7 +221,7 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     layouts = [prepare_options(fmt, head, options) for head in heads]
     schema = _read_schema(fmt, heads, layouts)
     plan = TextRead(fmt, [str(f) for f in files], [str(f.absolute()) for f in files],
-                    layouts, pa.schema([*schema, *_reject_fields()]))
+                    layouts, pa.schema([*schema, pa.field(EXTRA, EXTRA_TYPE), *_reject_fields()]))
     split, whole = _split_or_whole(files)
     parts = []
     lines_read = 0
@@ -238,7 +244,7 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
         if found.get("labels") == 0:
             columns.remove("Label")
     is_edge = F.col("_reject_line").isNull() & F.col(LINES).isNull()
-    edges_df = parsed.where(is_edge).select(*columns)
+    edges_df = parsed.where(is_edge).select(*columns, *_extra_columns(parsed))
     rejects_df = parsed.where(F.col("_reject_line").isNotNull()).select(
         F.col("_reject_file").alias("file"),
         F.col("_reject_line").alias("line"),
@@ -246,6 +252,23 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
         F.col("_reject_text").alias("text"),
     )
     return edges_df, rejects_df, lines_read
+
+
+def _extra_columns(parsed) -> list:
+    """Spark columns for the JSON attributes that only later lines had (:data:`EXTRA`), in
+    the order the local reader adds them: by the line that first has one."""
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_type
+
+    found = (parsed.where(F.col(EXTRA).isNotNull())
+             .select(F.explode(F.map_keys(EXTRA)).alias("key"), "seq")
+             .groupBy("key").agg(F.min("seq").alias("first")).collect())
+    columns = []
+    for row in sorted(found, key=lambda r: r["first"]):
+        name, kind = row["key"].rsplit("\0", 1)
+        spark_type = from_arrow_type(pa.type_for_alias(kind))
+        columns.append(F.col(EXTRA)[row["key"]].cast(spark_type).alias(name))
+    return columns
 
 
 def _read_schema(fmt: str, heads: list[list[str]], layouts: list[ReaderOptions]) -> pa.Schema:
@@ -399,6 +422,8 @@ class TextRead:
             return
         columns = [edges.column(f.name).cast(f.type) if f.name in edges.column_names
                    else pa.nulls(n, f.type) for f in self.out_schema]
+        columns[self.out_schema.get_field_index(EXTRA)] = _extra_values(
+            edges.select([c for c in edges.column_names if c not in self.out_schema.names]))
         yield from pa.table(columns, schema=self.out_schema).to_batches()
 
     def _reject_rows(self, lines, reasons, texts, name: str) -> Iterator[pa.RecordBatch]:
@@ -408,6 +433,18 @@ class TextRead:
         columns = [pa.nulls(n, f.type) for f in self.out_schema][: -len(_reject_fields())]
         columns += [lines, reasons, texts, pa.array([name] * n, pa.string())]
         yield from pa.table(columns, schema=self.out_schema).to_batches()
+
+
+def _extra_values(extra: pa.Table) -> pa.Array:
+    """:data:`EXTRA` for each row: its non-null values of ``extra``'s columns as text,
+    keyed by name and Arrow type (null where there are none)."""
+    if not extra.num_columns:
+        return pa.nulls(extra.num_rows, EXTRA_TYPE)
+    keyed = [(f"{f.name}\0{f.type}", extra.column(f.name).cast(pa.string()).to_pylist())
+             for f in extra.schema]
+    rows = [[(key, values[i]) for key, values in keyed if values[i] is not None] or None
+            for i in range(extra.num_rows)]
+    return pa.array(rows, EXTRA_TYPE)
 
 
 def _lossy_text(raw: bytes) -> str:
