@@ -395,3 +395,31 @@ def test_spark_keeps_json_attributes_first_seen_after_the_head(spark, tmp_path):
     assert edges.to_pylist() == local.edges.to_pylist()
     assert edges.column("port").to_pylist() == [None] * 150 + list(range(1150, 1300))
     assert edges.column("zone\u0000x").to_pylist() == [None] * 250 + ["west"] + [None] * 49
+
+
+def test_spark_numbers_lines_exactly_across_many_blocks(spark, tmp_path):
+    """Blocks of 4 KiB: line ends (\\r\\n among them) fall on every side of a block start."""
+    rng = random.Random(11)
+    lines, expected = [], []
+    for i in range(1, 6001):
+        src, dst = f"v{rng.randrange(40)}", f"v{rng.randrange(40)}"
+        kind = rng.randrange(20)
+        if kind == 0:  # a bare \r inside a line: whitespace between fields to snap
+            lines.append(f"{src}\r{dst} {i}".encode())
+            expected.append((src, dst, i * S, i))
+        elif kind == 1:
+            lines.append(f"{src} {dst} {i}".encode().replace(b"v", b"\xff", 1))
+        else:
+            end = b"\r" if kind == 2 else b""
+            lines.append(f"{src} {dst} {i}".encode() + end)
+            expected.append((src, dst, i * S, i))
+    path = tmp_path / "many.txt"
+    path.write_bytes(b"\n".join(lines) + b"\n")
+    spark.conf.set("spark.sql.files.maxPartitionBytes", "4096")
+    try:
+        edges, rejects, count, edges_df = assert_same_read(spark, path, "snap")
+        assert edges_df.rdd.getNumPartitions() > 10
+    finally:
+        spark.conf.unset("spark.sql.files.maxPartitionBytes")
+    assert [(e["src"], e["dst"], e["t"], e["seq"]) for e in edges.to_pylist()] == expected
+    assert count == len(lines) == len(expected) + len(rejects)

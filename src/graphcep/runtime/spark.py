@@ -244,7 +244,8 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
         if found.get("labels") == 0:
             columns.remove("Label")
     is_edge = F.col("_reject_line").isNull() & F.col(LINES).isNull()
-    edges_df = parsed.where(is_edge).select(*columns, *_extra_columns(parsed))
+    extra = _extra_columns(parsed) if fmt == "jsonl" else []  # other layouts are fixed
+    edges_df = parsed.where(is_edge).select(*columns, *extra)
     rejects_df = parsed.where(F.col("_reject_line").isNotNull()).select(
         F.col("_reject_file").alias("file"),
         F.col("_reject_line").alias("line"),
