@@ -228,6 +228,14 @@ def test_spark_reads_files_with_pattern_characters_and_repeats_literally(spark, 
         spark, [tmp_path / "a[1].txt", tmp_path / "a[1].txt"], "snap")
     assert edges.column("src").to_pylist() == ["x", "x"]
     assert [(Path(f).name, line) for f, line, _, _ in rejects] == [("a[1].txt", 2)] * 2
+    # names Spark's file sources skip as hidden, even when named
+    write_lines(tmp_path / "_x.txt", ["r s 1", "bad"])
+    write_lines(tmp_path / ".y.txt", ["s t 2"])
+    edges, rejects, count, _ = assert_same_read(spark, [tmp_path / "_x.txt",
+                                                        tmp_path / ".y.txt"], "snap")
+    assert edges.column("src").to_pylist() == ["r", "s"]
+    assert [(Path(f).name, line) for f, line, _, _ in rejects] == [("_x.txt", 2)]
+    assert count == 3
 
 
 def test_each_file_has_its_own_layout_on_spark(spark, tmp_path):

@@ -165,6 +165,8 @@ def check_column_names(spark, columns: list[str]) -> None:
 CODEC_SUFFIXES = (".gz", ".bz2", ".deflate", ".lz4", ".snappy", ".zst")
 #: Characters Hadoop reads as a path pattern (or a URI scheme) in a file name.
 HADOOP_PATTERN_CHARS = frozenset("*?[]{}\\:")
+#: Spark's file sources skip files whose names start with these, even when named.
+SPARK_HIDDEN_PREFIXES = ("_", ".")
 _GZIP_MAGIC = b"\x1f\x8b"
 #: What a gzip stream raises where it is truncated or corrupt.
 GZIP_DAMAGE = (EOFError, zlib.error, gzip.BadGzipFile)
@@ -207,8 +209,8 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     as bytes. A truncated or corrupt gzip file keeps every line before the damage and
     gets one reject, ``"damaged gzip: ..."``, at the line after the last complete line
     (holding the start of the cut line, if any), counted among the lines read.
-    Files whose names Hadoop would read as a pattern, and files given twice, are read
-    whole too.
+    Files whose names Hadoop would read as a pattern or Spark would skip (``_x``,
+    ``.x``), and files given twice, are read whole too.
     """
     from pyspark.sql import functions as F
 
@@ -289,7 +291,7 @@ def _read_schema(fmt: str, heads: list[list[str]], layouts: list[ReaderOptions])
 def _split_or_whole(files: list[Path]) -> tuple[list[int], list[int]]:
     """Indices of the files Spark's text source may read in blocks, and of those a task
     must read whole: compressed files (by name or gzip magic), names Hadoop would read
-    as a pattern, and every later mention of a file given more than once (Spark would
+    as a pattern, names Spark would skip as hidden, and every later mention of a file given more than once (Spark would
     read it once, under one name)."""
     split, whole = [], []
     seen: set[tuple[int, int]] = set()
@@ -297,6 +299,7 @@ def _split_or_whole(files: list[Path]) -> tuple[list[int], list[int]]:
         stat = path.stat()
         identity = (stat.st_dev, stat.st_ino)
         if (identity in seen or path.name.lower().endswith(CODEC_SUFFIXES)
+                or path.name.startswith(SPARK_HIDDEN_PREFIXES)
                 or HADOOP_PATTERN_CHARS & set(str(path)) or _starts_with_gzip_magic(path)):
             whole.append(index)
         else:
