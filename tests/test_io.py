@@ -675,7 +675,7 @@ def test_reject_log(tmp_path: Path) -> None:
 
 
 def test_reject_log_accepts_read_results(tmp_path: Path) -> None:
-    result = read_edges(write(tmp_path / "e.txt", "a b\n"))
+    result = read_edges(write(tmp_path / "e.txt", "a b 1\na b\n"))
     log = RejectLog()
     log.add(result.rejects)
     assert log.table().column("file").to_pylist() == [str(tmp_path / "e.txt")]

@@ -27,7 +27,7 @@ from graphcep.engines.difference_bounds import UnboundedQueryError, Unsatisfiabl
 from graphcep.engines.subgraph_plan import compile_query
 from graphcep.events import format_seconds, seconds_to_us
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
-from graphcep.io.readers import guess_format, read_edges
+from graphcep.io.readers import InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
 from graphcep.io.sinks import make_sink
 from graphcep.lang.ddst import parse_ddst_file
@@ -49,7 +49,7 @@ def main(argv: list[str] | None = None) -> int:
     except (SalSyntaxError, QueryError, UnboundedQueryError, UnsatisfiableQueryError) as err:
         print(f"graphcep: {err}", file=sys.stderr)
         return 2
-    except (FileNotFoundError, IsADirectoryError) as err:
+    except (FileNotFoundError, IsADirectoryError, InputError) as err:
         print(f"graphcep: {err}", file=sys.stderr)
         return 2
     except StateBoundError as err:  # the input is fine; the bound it needs is higher

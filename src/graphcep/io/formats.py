@@ -10,21 +10,30 @@ Formats
 -------
 ``snap``
     Whitespace-separated ``src dst t [c3 c4 ...]``. Lines starting with ``#`` or ``%`` are
-    comments. The number of fields is fixed by the first data line of the file: shorter
-    lines (still holding src, dst and t) get null attributes, longer lines are rejected.
+    comments. The number of fields is the most common one among the first data lines of
+    the file (the earliest wins a tie; see :func:`prepare_options`): shorter lines (still
+    holding src, dst and t) get null attributes, longer lines are rejected.
     Extra columns are string attributes named by their 0-based position (``c3``, ...).
     ``options.columns`` may remap positions, e.g. ``{"t": 0, "src": 1, "dst": 2}`` for
     SocioPatterns ``t i j`` files.
 ``csv`` / ``tsv``
-    Delimiter-separated (``,`` / tab). The header is detected on line 1 (it is a header
-    when its time field is not a number) unless ``options.header`` says so.
-    ``options.columns`` maps schema names to file column names or 0-based indices;
-    without it the columns named ``t``/``src``/``dst``/``dur`` are used, or else positions
-    0, 1, 2 are ``src``, ``dst``, ``t`` as in SNAP files. Every line must have as many
-    fields as line 1. Other columns are attributes, typed ``string`` unless
-    ``options.attribute_types`` declares ``int64`` or ``float64``: types are declared,
-    never guessed, so all chunks of a file agree. Fields are not trimmed (CSV keeps
-    spaces), except numeric ones. CSV lines with double quotes are split by :mod:`csv`.
+    Delimiter-separated (``,`` / tab). Whether line 1 is a header is decided from the
+    first lines as a whole (:func:`prepare_options`): it is one when it does not read as
+    data and names the columns (distinct, non-numeric names, as many as the data lines
+    have); a bad line 1 that is no header is a counted reject like any other line.
+    ``options.header`` (``True``/``False``) overrides the detection. ``options.columns``
+    maps schema names to file column names or 0-based indices; without it the columns
+    named ``t``/``src``/``dst``/``dur`` are used, or else positions 0, 1, 2 are ``src``,
+    ``dst``, ``t`` as in SNAP files. Every line must have as many fields as the header,
+    or, without one, as most of the first data lines. Other columns are attributes, typed
+    ``string`` unless ``options.attribute_types`` declares ``int64`` or ``float64``: types
+    are declared, never guessed, so all chunks of a file agree. Fields are not trimmed
+    (CSV keeps spaces), except numeric ones. ``csv`` fields may be double-quoted (RFC
+    4180, quotes doubled inside); a line whose quoting is malformed (an unterminated
+    quoted field, text after a closing quote, a quote inside an unquoted field) is
+    rejected. A record is one physical line: a quoted field spanning lines is not
+    supported, and both of its lines are rejected. ``tsv`` has no quoting (a ``"`` is
+    text).
 ``vast``
     VAST Challenge 2013 MC3 netflow, 19 fields (see :data:`VAST_FIELDS`), or 20 with a
     leading ``Label`` (the SAM project's CTU-13 converter). ``t`` = TimeSeconds,
@@ -58,6 +67,9 @@ Formats
 
 Decisions
 ---------
+* A line ends at ``\\n``; ``\\r\\n`` is one line end (its ``\\r`` is dropped); a bare
+  ``\\r`` is an ordinary character inside a line, for every line format (text in a
+  ``csv``/``tsv`` field, whitespace to ``snap`` and JSON, trimmed from numeric fields).
 * Times are exact integer microseconds. Decimal strings are split into integer and
   fraction digits and rounded half-even at the microsecond; never through float64.
   Anything unusual (exponents, underscores, non-ASCII digits, very long integer parts)
@@ -73,12 +85,18 @@ Decisions
   'abc'"``) and the line text cut to 200 characters. Binary input is validated as UTF-8
   per line; lines over ``options.max_line_bytes`` are rejected before decoding.
 * Empty numeric attribute fields become nulls; non-numeric ones are rejects.
+* ``jsonl``: a line whose JSON holds a lone surrogate escape (``"\\ud800"``, in a key or a
+  value) is rejected: it is no character and cannot be written as UTF-8.
+* Integer and date columns of column-based input are range-checked before scaling to
+  microseconds, so ``INT64_MIN`` seconds is out of range, not a wrapped ``t = 0``. A
+  column of a type no edge field comes from raises :class:`SchemaError`.
 """
 
 from __future__ import annotations
 
-import csv
 import json
+import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
@@ -119,6 +137,18 @@ _ATTRIBUTE_TYPES = {
     "float": "float64",
 }
 _ARROW_TYPES = {"string": pa.string(), "int64": pa.int64(), "float64": pa.float64()}
+
+
+class InputError(ValueError):
+    """Input that cannot be read at all: nothing readable in any file, or a file whose
+    columns cannot hold edges. The message names the file; the command line reports it in
+    one line (exit status 2)."""
+
+
+class SchemaError(InputError):
+    """A column-based file (Parquet) whose columns cannot hold edges: a core column is
+    missing or has a type no edge field can be read from."""
+
 
 #: VAST 2013 MC3 columns in file order with their kind (core or attribute type).
 VAST_FIELDS: tuple[tuple[str, str], ...] = (
@@ -249,7 +279,8 @@ class ReaderOptions:
     delimiter
         Field separator for ``csv``/``tsv`` (default ``,`` / tab).
     header
-        Whether line 1 of a ``csv``/``tsv`` file is a header; ``None`` detects it.
+        Whether line 1 of a ``csv``/``tsv`` file is a header; ``None`` detects it from
+        the first lines as a whole (see :func:`prepare_options`).
     columns
         Schema name -> file column name or 0-based index (``csv``/``tsv``/``snap``/
         ``parquet``).
@@ -612,10 +643,7 @@ def _decode(lines: pa.Array, max_line_bytes: int, rejects: _Rejects) -> pa.Array
     lengths = pc.binary_length(view).to_numpy(zero_copy_only=False)
     too_long = np.flatnonzero(lengths > max_line_bytes)
     for row in too_long:
-        rejects.add(
-            np.array([row]),
-            f"line longer than max_line_bytes ({lengths[row]} > {max_line_bytes} bytes)",
-        )
+        rejects.add(np.array([row]), too_long_reason(int(lengths[row]), max_line_bytes))
         rejects.texts[int(row)] = _lossy(view, int(row))
     bad[too_long] = True
     if binary:
@@ -631,6 +659,12 @@ def _decode(lines: pa.Array, max_line_bytes: int, rejects: _Rejects) -> pa.Array
     if bad.any():
         view = pc.if_else(pa.array(bad), "", view)
     return _strings(view)
+
+
+def too_long_reason(length: int | None, max_line_bytes: int) -> str:
+    """Reject reason of a line over ``max_line_bytes``; ``length=None`` when unknown."""
+    size = f"{length} > {max_line_bytes}" if length is not None else f"over {max_line_bytes}"
+    return f"line longer than max_line_bytes ({size} bytes)"
 
 
 def _raw_bytes(view: pa.Array, row: int) -> bytes:
@@ -671,6 +705,12 @@ def _invalid_utf8_rows(view: pa.Array, skip: np.ndarray) -> list[int]:
         except pa.ArrowInvalid:
             search(0, len(view))
     return found
+
+
+def _drop_carriage_return(text: pa.Array) -> pa.Array:
+    """Drop the one ``\\r`` of a ``\\r\\n`` line end; other ``\\r`` are text (see module doc)."""
+    ends_cr = pc.ends_with(text, "\r")
+    return pc.if_else(ends_cr, pc.utf8_slice_codeunits(text, 0, -1), text)
 
 
 def _comment_prefixes(fmt: str, options: ReaderOptions) -> tuple[str, ...]:
@@ -852,8 +892,8 @@ def _split_one(fmt: str, line: str, options: ReaderOptions) -> list[str]:
     if fmt == "snap":
         return line.split()
     delimiter = _delimiter(fmt, options)
-    if fmt == "csv" and '"' in line:
-        return next(csv.reader([line], delimiter=delimiter))
+    if fmt == "csv" and '"' in line and quoting_problem(line, delimiter) is None:
+        return split_quoted(line, delimiter)
     return line.split(delimiter)
 
 
@@ -863,9 +903,20 @@ def _delimiter(fmt: str, options: ReaderOptions) -> str:
     return "\t" if fmt == "tsv" else ","
 
 
-def _looks_like_time(value: str, options: ReaderOptions) -> bool:
-    _, errors = time_to_us(pa.array([value], pa.string()), options)
-    return not errors
+def _is_time_field(values: Sequence[str], options: ReaderOptions) -> np.ndarray:
+    """Which values read as a time under ``options`` (one vectorized conversion)."""
+    if not values:
+        return np.zeros(0, dtype=bool)
+    _, errors = time_to_us(pa.array(list(values), pa.string()), options)
+    ok = np.ones(len(values), dtype=bool)
+    ok[list(errors)] = False
+    return ok
+
+
+def _head_line(line: str) -> str:
+    """A head line as :func:`parse_lines` sees it: no ``\\n``, no ``\\r`` of a ``\\r\\n``."""
+    line = line.removesuffix("\n")
+    return line.removesuffix("\r")
 
 
 def prepare_options(
@@ -888,41 +939,92 @@ def prepare_options(
     ReaderOptions
         With ``header`` and ``column_names`` set for ``csv``/``tsv``/``snap``; unchanged
         for other formats.
+
+    Notes
+    -----
+    ``csv``/``tsv`` decide from the whole sample, so that one bad line cannot spoil a
+    file. The number of columns is the most common field count among the sample's lines
+    that read as data (time field a time; the earliest count wins a tie). Line 1 is a
+    header (``options.header=None``) when it does not read as data, its non-empty fields
+    are distinct names (not numbers), its quoting is well formed, and it has that many
+    fields; ``options.columns`` naming columns implies a header. Otherwise line 1 is
+    data, and a bad one is a counted reject like any other line. ``options.header``
+    ``True``/``False`` overrides the detection.
     """
     options = options or ReaderOptions()
     if fmt not in ("csv", "tsv", "snap") or options.column_names is not None:
         return options
     prefixes = _comment_prefixes(fmt, options)
-    data = [ln.rstrip("\r\n") for ln in head]
-    data = [ln for ln in data if ln.strip() and not ln.strip().startswith(prefixes)]
-    first_count = len(_split_one(fmt, data[0], options)) if data else 0
+    lines = [_head_line(ln) for ln in head]
+    data = [
+        (i, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.strip().startswith(prefixes)
+    ]
     if fmt == "snap":
-        return replace(options, column_names=_positional_names(first_count, options), header=False)
-    line1 = head[0].rstrip("\r\n") if head else ""
-    first = _split_one(fmt, line1, options) if line1.strip() else None
+        count = _common_field_count(fmt, [ln for _, ln in data], options)
+        return replace(options, column_names=_positional_names(count, options), header=False)
+    first = _split_one(fmt, lines[0], options) if data and data[0][0] == 0 else None
+    rest_count = _common_field_count(fmt, [ln for i, ln in data if i > 0], options)
     header = options.header
     if header is None:
-        header = first is not None and _first_line_is_header(first, options)
+        header = first is not None and _first_line_is_header(fmt, lines[0], rest_count, options)
     if header and first is not None:
         return replace(options, header=True, column_names=tuple(first))
-    return replace(options, header=False, column_names=_positional_names(first_count, options))
+    count = _common_field_count(fmt, [ln for _, ln in data], options)
+    return replace(options, header=False, column_names=_positional_names(count, options))
 
 
-def _positional_names(count: int, options: ReaderOptions) -> tuple[str, ...]:
+def _common_field_count(fmt: str, lines: Sequence[str], options: ReaderOptions) -> int | None:
+    """Most common field count of the lines that read as data (all lines when none do);
+    the earliest wins a tie. ``None`` without lines."""
+    if fmt == "csv":
+        lines = [ln for ln in lines if quoting_problem(ln, _delimiter(fmt, options)) is None]
+    fields = [_split_one(fmt, ln, options) for ln in lines]
+    if not fields:
+        return None
+    t_index = _time_index(options)
+    times = [f[t_index] if t_index < len(f) else "" for f in fields]
+    is_data = _is_time_field(times, options)
+    counts = [len(f) for f, ok in zip(fields, is_data, strict=True) if ok]
+    counts = counts or [len(f) for f in fields]
+    tally = Counter(counts)
+    return max(tally, key=lambda c: (tally[c], -counts.index(c)))
+
+
+def _time_index(options: ReaderOptions) -> int:
+    """Field index of the time in a headerless line (``options.columns`` or SNAP's 2)."""
+    ref = (options.columns or {}).get("t", 2)
+    return ref if isinstance(ref, int) else 2
+
+
+def _positional_names(count: int | None, options: ReaderOptions) -> tuple[str, ...]:
     """``c0, c1, ...`` for a file without header: at least enough for the mapped columns."""
     indices = [v for v in (options.columns or {}).values() if isinstance(v, int)]
     needed = max(indices) + 1 if indices else 3
-    return tuple(f"c{i}" for i in range(max(count, needed)))
+    return tuple(f"c{i}" for i in range(max(count or 0, needed)))
 
 
-def _first_line_is_header(fields: list[str], options: ReaderOptions) -> bool:
-    mapping = options.columns or {}
-    if any(isinstance(v, str) for v in mapping.values()):
+_NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _first_line_is_header(
+    fmt: str, line: str, rest_count: int | None, options: ReaderOptions
+) -> bool:
+    """Line 1 names the columns (see :func:`prepare_options`)."""
+    if any(isinstance(v, str) for v in (options.columns or {}).values()):
         return True
-    t_index = mapping.get("t", 2)
-    if t_index >= len(fields):
-        return False  # too short to name the columns: a malformed data line, not a header
-    return not _looks_like_time(fields[t_index], options)
+    if fmt == "csv" and quoting_problem(line, _delimiter(fmt, options)) is not None:
+        return False
+    fields = _split_one(fmt, line, options)
+    # Empty names are allowed (a header ending in a delimiter); the others must differ.
+    names = [f.strip() for f in fields if f.strip()]
+    if not names or len(set(names)) < len(names):
+        return False
+    if any(_NUMBER_RE.match(name) for name in names):
+        return False
+    t_index = _time_index(options)
+    if t_index < len(fields) and _is_time_field([fields[t_index]], options).all():
+        return False
+    return rest_count is None or rest_count == len(fields)
 
 
 def table_layout(fmt: str, names: Sequence[str], options: ReaderOptions) -> list[FieldSpec]:
@@ -986,18 +1088,111 @@ _Parsed = tuple[dict[str, pa.Array], np.ndarray]
 
 
 def _split_csv(text: pa.Array, delimiter: str, quoting: bool) -> pa.Array:
-    """Split by ``delimiter``; lines with quotes (rare) go through :mod:`csv`."""
+    """Split by ``delimiter``; lines with quotes (rare, checked by
+    :func:`_reject_bad_quoting` before) go through :func:`split_quoted`."""
     lists = pc.split_pattern(text, delimiter)
     if not quoting:
         return lists
     quoted = np.flatnonzero(_bool_np(pc.match_substring(text, '"')))
     if len(quoted) == 0:
         return lists
-    parsed = [next(csv.reader([text[int(r)].as_py()], delimiter=delimiter), []) for r in quoted]
+    parsed = [split_quoted(text[int(r)].as_py(), delimiter) for r in quoted]
     extra = pa.array(parsed, lists.type)
     index = np.arange(len(text), dtype=np.int64)
     index[quoted] = len(text) + np.arange(len(quoted))
     return pa.concat_arrays([lists, extra]).take(pa.array(index))
+
+
+def _quoting_pattern(delimiter: str) -> str:
+    """RE2 pattern of a CSV line with well-formed quoting (RFC 4180 fields, one line)."""
+    d = f"\\x{{{ord(delimiter):x}}}"
+    field = f'(?:"(?:[^"]|"")*"|[^"{d}]*)'
+    return f"^{field}(?:{d}{field})*$"
+
+
+def quoting_problem(line: str, delimiter: str = ",") -> str | None:
+    """What is wrong with the quoting of one CSV line, or ``None`` when it is well formed.
+
+    A field is either quoted -- it starts with ``"``, ends with ``"`` right before the
+    delimiter or the line end, and doubles its inner quotes -- or holds no ``"`` at all.
+    A record is one physical line: a quoted field cannot span lines, so both halves of a
+    field holding a newline are rejected (the first as unterminated, the second for its
+    stray quote).
+
+    >>> quoting_problem('1,2,"3')
+    'field 3: unterminated quoted field'
+    >>> quoting_problem('b",2,3')
+    'field 1: stray quote in an unquoted field'
+    """
+    start, number = 0, 1
+    while True:
+        if line.startswith('"', start):
+            end = _closing_quote(line, start + 1)
+            if end < 0:
+                return f"field {number}: unterminated quoted field"
+            start = end + 1
+            if start < len(line) and line[start] != delimiter:
+                return f"field {number}: text after the closing quote"
+        else:
+            cut = line.find(delimiter, start)
+            end = len(line) if cut < 0 else cut
+            if '"' in line[start:end]:
+                return f"field {number}: stray quote in an unquoted field"
+            start = end
+        if start >= len(line):
+            return None
+        start, number = start + 1, number + 1
+
+
+def split_quoted(line: str, delimiter: str = ",") -> list[str]:
+    """The fields of a CSV line whose quoting is well formed (:func:`quoting_problem` is
+    ``None``): quotes removed, doubled quotes made single. Unlike :mod:`csv`, a ``\\r``
+    is text wherever it stands.
+
+    >>> split_quoted('a,"b, ""c"" d",,e,')
+    ['a', 'b, "c" d', '', 'e', '']
+    """
+    fields: list[str] = []
+    start = 0
+    while True:
+        if line.startswith('"', start):
+            close = _closing_quote(line, start + 1)
+            fields.append(line[start + 1 : close].replace('""', '"'))
+            after = close + 1
+        else:
+            cut = line.find(delimiter, start)
+            after = len(line) if cut < 0 else cut
+            fields.append(line[start:after])
+        if after >= len(line):
+            return fields
+        start = after + 1
+
+
+def _closing_quote(line: str, start: int) -> int:
+    """Index of the quote closing a field whose text starts at ``start`` (-1: none)."""
+    while True:
+        at = line.find('"', start)
+        if at < 0 or not line.startswith('"', at + 1):
+            return at
+        start = at + 2
+
+
+def _reject_bad_quoting(
+    sub: pa.Array, rows: np.ndarray, delimiter: str, rejects: _Rejects
+) -> tuple[np.ndarray, pa.Array]:
+    """Reject CSV lines with malformed quoting (vectorized check, reasons per bad line)."""
+    quoted = _bool_np(pc.match_substring(sub, '"'))
+    if not quoted.any():
+        return rows, sub
+    ok = _bool_np(pc.match_substring_regex(sub, _quoting_pattern(delimiter)))
+    bad = np.flatnonzero(quoted & ~ok)
+    if len(bad) == 0:
+        return rows, sub
+    reasons = [quoting_problem(sub[int(i)].as_py(), delimiter) or "malformed quoting" for i in bad]
+    rejects.add(rows[bad], reasons)
+    keep = np.ones(len(rows), dtype=bool)
+    keep[bad] = False
+    return rows[keep], sub.filter(pa.array(keep))
 
 
 def _parse_table_like(
@@ -1023,6 +1218,8 @@ def _parse_table_like(
         is_header = line_numbers[rows] == 1
         rows = rows[~is_header]
     sub = text.take(pa.array(rows))
+    if fmt == "csv":
+        rows, sub = _reject_bad_quoting(sub, rows, _delimiter(fmt, options), rejects)
     if fmt == "snap":
         lists = pc.ascii_split_whitespace(pc.ascii_trim_whitespace(sub))
     else:
@@ -1141,7 +1338,10 @@ def _parse_jsonl(
         except ValueError as exc:
             rejects.add(np.array([row]), f"invalid JSON: {exc}")
             continue
-        why = _json_problem(obj)
+        except RecursionError:
+            rejects.add(np.array([row]), "invalid JSON: nested too deeply")
+            continue
+        why = _json_problem(obj) or _lone_surrogate(obj, line)
         if why:
             rejects.add(np.array([row]), why)
             continue
@@ -1174,6 +1374,30 @@ def _json_problem(obj: object) -> str | None:
             return f"field {name}: vertex id must be a string or integer"
         if value == "":
             return f"field {name}: empty vertex id"
+    return None
+
+
+def _lone_surrogate(obj: object, line: str) -> str | None:
+    """A ``\\ud800``-style escape decodes to a lone surrogate, which is no character and
+    cannot be written as UTF-8: such a line is rejected (a surrogate *pair* is fine)."""
+    if "\\ud" not in line.lower():
+        return None  # no escape that could produce one (literal surrogates are not UTF-8)
+    stack = [obj]
+    while stack:
+        item = stack.pop()
+        texts: list[str] = []
+        if isinstance(item, dict):
+            texts = [k for k in item if isinstance(k, str)]
+            stack.extend(item.values())
+        elif isinstance(item, list):
+            stack.extend(item)
+        elif isinstance(item, str):
+            texts = [item]
+        for text in texts:
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as exc:
+                return f"invalid JSON string: lone surrogate \\u{ord(text[exc.start]):04x}"
     return None
 
 
@@ -1277,7 +1501,7 @@ def parse_lines(
     if len(line_numbers) != len(lines):
         raise ValueError("lines and line_numbers differ in length")
     rejects = _Rejects(len(lines))
-    text = pc.utf8_rtrim(_decode(lines, options.max_line_bytes, rejects), "\r")
+    text = _drop_carriage_return(_decode(lines, options.max_line_bytes, rejects))
     skip = _skippable(text, fmt, options, rejects)
     rows = np.flatnonzero(~skip & ~rejects.mask())
     columns, rows = _parse_rows(fmt, text, rows, line_numbers, options, rejects)
@@ -1328,9 +1552,11 @@ def _find_column(table: pa.Table, core: str, options: ReaderOptions) -> str | No
     mapping = options.columns or {}
     if core in mapping:
         ref = mapping[core]
+        if isinstance(ref, int) and not 0 <= ref < table.num_columns:
+            raise SchemaError(f"column index {ref} for {core!r} outside the {table.num_columns}")
         name = table.column_names[ref] if isinstance(ref, int) else ref
         if name not in table.column_names:
-            raise ValueError(f"column {name!r} for {core!r} not in {table.column_names}")
+            raise SchemaError(f"column {name!r} for {core!r} not in {table.column_names}")
         return name
     if core in table.column_names:
         return core
@@ -1339,6 +1565,12 @@ def _find_column(table: pa.Table, core: str, options: ReaderOptions) -> str | No
             if target == core and native in table.column_names:
                 return native
     return None
+
+
+#: What a time column of a column-based file may be, for :class:`SchemaError` messages.
+TIME_TYPES = "expected an integer, float, decimal, string, timestamp or date column"
+#: The same for a vertex column.
+VERTEX_TYPES = "expected a string or integer column"
 
 
 def column_to_us(
@@ -1355,8 +1587,7 @@ def column_to_us(
         )
     elif pa.types.is_date(typ):
         days = column.cast(pa.date32()).cast(pa.int32()).cast(pa.int64())
-        values, errors = _ticks_to_us(days, 0)
-        values = values * 86_400_000_000
+        values, errors = _scaled_ticks(days, 86_400_000_000)
     elif pa.types.is_integer(typ):
         values, errors = _ticks_to_us(column.cast(pa.int64()), _unit_digits(unit))
     elif pa.types.is_floating(typ) or pa.types.is_decimal(typ):
@@ -1364,7 +1595,7 @@ def column_to_us(
     elif pa.types.is_string(typ) or pa.types.is_large_string(typ):
         values, errors = time_to_us(column, replace(options, time_unit=unit))
     else:
-        raise ValueError(f"cannot read a time from a column of type {typ}")
+        raise SchemaError(f"cannot read a time from a column of type {typ}; {TIME_TYPES}")
     for row in np.flatnonzero(~_bool_np(column.is_valid())):
         errors[int(row)] = "missing value"
     return values, errors
@@ -1372,17 +1603,25 @@ def column_to_us(
 
 def _ticks_to_us(ticks: pa.Array, digits: int) -> tuple[np.ndarray, dict[int, str]]:
     """Integers counting 10**-(6 - digits) s -> microseconds (half-even for ns)."""
+    if digits >= 0:
+        return _scaled_ticks(ticks, 10**digits)
     raw = pc.fill_null(ticks, 0).to_numpy().astype(np.int64)
-    errors: dict[int, str] = {}
-    if digits < 0:
-        q, r = np.divmod(raw, 10**-digits)
-        half = 10**-digits // 2
-        return q + ((r > half) | ((r == half) & (q % 2 == 1))), errors
-    limit = MAX_ABS_US // 10**digits
-    too_big = np.flatnonzero(np.abs(raw) >= limit)
-    for row in too_big:
-        errors[int(row)] = f"out of range: {raw[row]}"
-    return np.where(np.abs(raw) >= limit, 0, raw) * 10**digits, errors
+    q, r = np.divmod(raw, 10**-digits)
+    half = 10**-digits // 2
+    return q + ((r > half) | ((r == half) & (q % 2 == 1))), {}
+
+
+def _scaled_ticks(ticks: pa.Array, factor: int) -> tuple[np.ndarray, dict[int, str]]:
+    """Integers times ``factor`` -> microseconds; ``|ticks * factor| >= 2**62`` is an error.
+
+    The bound is checked on the ticks themselves, before scaling, and without ``abs``:
+    ``abs(INT64_MIN)`` overflows to itself and the product would wrap (to 0 in seconds).
+    """
+    raw = pc.fill_null(ticks, 0).to_numpy().astype(np.int64)
+    limit = MAX_ABS_US // factor
+    outside = (raw >= limit) | (raw <= -limit)
+    errors = {int(row): f"out of range: {raw[row]}" for row in np.flatnonzero(outside)}
+    return np.where(outside, 0, raw) * factor, errors
 
 
 def parse_table(
@@ -1407,9 +1646,7 @@ def parse_table(
     n = table.num_rows
     rejects = _Rejects(n)
     names = {core: _find_column(table, core, options) for core in ("t", "src", "dst", "dur")}
-    for core in ("t", "src", "dst"):
-        if names[core] is None:
-            raise ValueError(f"table has no column for {core!r}: {table.column_names}")
+    _check_core_columns(table.schema, names)
     columns: dict[str, pa.Array] = {}
     for core in ("t", "dur"):
         if names[core] is None:
@@ -1426,9 +1663,10 @@ def parse_table(
         rejects.add(rows, [f"field {names[core]} ({core}): {errors[int(r)]}" for r in rows])
         columns[core] = pa.array(values, pa.int64())
     for core in ("src", "dst"):
-        values = _strings(table.column(names[core]).combine_chunks().cast(pa.string()))
+        label = f"field {names[core]} ({core})"
+        values = _vertex_strings(table.column(names[core]), label, rejects)
         bad = np.flatnonzero(~_bool_np(pc.fill_null(pc.not_equal(values, ""), False)))
-        rejects.add(bad, f"field {names[core]} ({core}): missing or empty vertex id")
+        rejects.add(bad, f"{label}: missing or empty vertex id")
         columns[core] = pc.fill_null(values, "")
     seq = _table_seq(table, n, row_offset)
     used = {v for v in names.values() if v is not None} | {"seq"}
@@ -1441,6 +1679,70 @@ def parse_table(
     for row in rejects.reasons:
         rejects.texts[row] = _row_text(table, row)
     return edges, rejects.table(pa.nulls(n, pa.string()), row_numbers)
+
+
+def _is_time_type(typ: pa.DataType) -> bool:
+    return any(
+        check(typ)
+        for check in (
+            pa.types.is_timestamp,
+            pa.types.is_duration,
+            pa.types.is_date,
+            pa.types.is_integer,
+            pa.types.is_floating,
+            pa.types.is_decimal,
+            pa.types.is_string,
+            pa.types.is_large_string,
+        )
+    )
+
+
+def _is_vertex_type(typ: pa.DataType) -> bool:
+    if pa.types.is_dictionary(typ):
+        typ = typ.value_type
+    return any(
+        check(typ)
+        for check in (
+            pa.types.is_string,
+            pa.types.is_large_string,
+            pa.types.is_binary,
+            pa.types.is_large_binary,
+            pa.types.is_integer,
+        )
+    )
+
+
+def _check_core_columns(schema: pa.Schema, names: Mapping[str, str | None]) -> None:
+    """Refuse a table whose core columns are missing or of a type no edge field comes from
+    (a bool or list time, a struct vertex ...): one :class:`SchemaError` naming the column."""
+    for core, name in names.items():
+        expected = TIME_TYPES if core in ("t", "dur") else VERTEX_TYPES
+        if name is None:
+            if core == "dur":
+                continue
+            native = {"t": "TimeSeconds", "src": "SourceIp", "dst": "DestIp"}[core]
+            raise SchemaError(
+                f"no column for {core!r}: {expected} named {core!r} or {native!r}; "
+                f"the columns are {schema.names}"
+            )
+        typ = schema.field(name).type
+        ok = _is_time_type(typ) if core in ("t", "dur") else _is_vertex_type(typ)
+        if not ok:
+            raise SchemaError(f"column {name!r} ({core}) has type {typ}; {expected}")
+
+
+def _vertex_strings(column: pa.ChunkedArray | pa.Array, label: str, rejects: _Rejects) -> pa.Array:
+    """A vertex column as strings; binary values that are not UTF-8 become rejects."""
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type):
+        column = column.dictionary_decode()
+    if pa.types.is_binary(column.type) or pa.types.is_large_binary(column.type):
+        local = _Rejects(len(column))
+        column = _decode(column, MAX_ABS_US, local)
+        for row, why in local.reasons.items():
+            rejects.add(np.array([row]), f"{label}: {why}")
+    return _strings(column.cast(pa.string()))
 
 
 def _table_unit(core: str, name: str, column: pa.ChunkedArray, options: ReaderOptions) -> str:
@@ -1462,7 +1764,20 @@ def _table_seq(table: pa.Table, n: int, row_offset: int) -> np.ndarray:
 
 
 def _row_text(table: pa.Table, row: int) -> str:
-    return json.dumps(table.slice(row, 1).to_pylist()[0], default=str)
+    one = table.slice(row, 1)
+    return json.dumps({n: _cell(one.column(n)) for n in one.column_names}, default=str)
+
+
+def _cell(column: pa.ChunkedArray) -> object:
+    """The value of a one-row column; Arrow's text for values Python cannot hold (a date
+    millions of years away is a reject, and its row must still be shown)."""
+    try:
+        return column.to_pylist()[0]
+    except (OverflowError, ValueError, pa.ArrowException):
+        try:
+            return column.cast(pa.string()).to_pylist()[0]
+        except pa.ArrowException:
+            return f"<{column.type}>"
 
 
 __all__ = [
@@ -1474,7 +1789,9 @@ __all__ = [
     "VAST_ATTRIBUTES",
     "VAST_FIELDS",
     "FieldSpec",
+    "InputError",
     "ReaderOptions",
+    "SchemaError",
     "column_to_us",
     "decimal_to_us",
     "edge_schema",
@@ -1486,6 +1803,9 @@ __all__ = [
     "prepare_options",
     "resolve_field",
     "scalar_to_us",
+    "split_quoted",
+    "quoting_problem",
     "table_layout",
     "time_to_us",
+    "too_long_reason",
 ]

@@ -5,7 +5,9 @@ order). Text files are read as bytes in chunks of ``options.chunk_bytes`` (8 MiB
 newlines and parsed by :func:`graphcep.io.formats.parse_lines`, so memory stays bounded by
 the chunk size and the edges themselves; gzip is detected by its magic bytes, whatever
 the file name. A line longer than ``options.max_line_bytes`` that does not fit in a chunk
-is cut while reading (its tail is never held in memory) and rejected.
+is cut while reading (its tail is never held in memory) and rejected with its true length.
+Lines are as :mod:`graphcep.io.formats` defines them (``\\n`` or ``\\r\\n`` ends one).
+A UTF-8 byte order mark at the start of a file is dropped (elsewhere it is text).
 
 Decisions
 ---------
@@ -16,9 +18,24 @@ Decisions
   comments and header lines.
 * The ``vast`` ``Label`` column is dropped when no line of the whole read had one.
 * Format guessing (``fmt=None``): ``.parquet`` -> parquet, ``.jsonl``/``.ndjson`` -> jsonl,
-  ``.tsv`` -> tsv, ``.csv`` -> csv unless its first data line has 19 or 20
-  comma-separated fields or is a VAST header (then vast), anything else -> snap. A
-  ``.gz`` suffix is looked through (``x.csv.gz`` is csv).
+  ``.tsv`` -> tsv, ``.vast`` -> vast, ``.csv`` -> csv unless its first data line has 19 or
+  20 comma-separated fields or is a VAST header (then vast), anything else -> snap. A
+  ``.gz`` suffix is looked through (``x.csv.gz`` is csv). When no line of a text file
+  gives an edge, its reject reasons end with a hint to check ``--format``
+  (:func:`graphcep.io.rejects.add_format_hint`).
+* A damaged file (a truncated or corrupt gzip, a read error, a damaged Parquet page)
+  keeps the edges and rejects of everything read before the damage; the damage is one
+  more reject (``line`` = the last whole line + 1, reason ``"damaged gzip: unexpected
+  end of data after line N"``, text = the start of the unfinished line, which is never
+  parsed: it may have lost digits) and counts as one line read. The run goes on with the
+  next file. A file that cannot be opened (permissions) is reported the same way, after
+  line 0; a missing file raises :class:`FileNotFoundError`.
+* :func:`read_edges` raises :class:`InputError` (a :class:`ValueError`) when nothing at
+  all could be read -- every line counted was a damage record -- and for a file that is
+  not Parquet; :class:`SchemaError` (an :class:`InputError`) for a Parquet file whose
+  columns cannot hold edges. Their messages name the file; the command line prints them
+  in one line and exits with status 2. :func:`read_edges_bytes` never raises for damage:
+  a stream quarantines such a file through its rejects.
 """
 
 from __future__ import annotations
@@ -26,8 +43,9 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import zlib
 from collections.abc import Iterator
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
 
@@ -38,20 +56,55 @@ import pyarrow.parquet as pq
 from graphcep.events import EDGE_SCHEMA
 from graphcep.io.formats import (
     REJECT_SCHEMA,
+    REJECT_TEXT_CHARS,
+    InputError,
     ReaderOptions,
+    SchemaError,
     edge_schema,
     parse_lines,
     parse_table,
     prepare_options,
+    too_long_reason,
 )
+from graphcep.io.rejects import add_format_hint
 
 #: Bits of ``seq`` left for the line number; higher bits hold the file index.
 FILE_INDEX_SHIFT = 40
 _GZIP_MAGIC = b"\x1f\x8b"
+_UTF8_BOM = b"\xef\xbb\xbf"
 _HEAD_LINES = 64
 
 #: Schema of :attr:`ReadResult.rejects`: the parser's rejects plus the file they came from.
 READ_REJECT_SCHEMA = pa.schema([pa.field("file", pa.string(), nullable=False), *REJECT_SCHEMA])
+#: What reading a damaged byte stream raises: a truncated gzip (``EOFError``), a corrupt
+#: one (``zlib.error``, ``gzip.BadGzipFile``), a failing disk (``OSError``).
+_DAMAGE_ERRORS = (EOFError, OSError, zlib.error)
+
+
+class DamagedInputError(InputError):
+    """A byte stream broke off after ``after_line`` whole lines.
+
+    Attributes
+    ----------
+    after_line
+        Whole lines read before the damage (their edges and rejects stand).
+    partial
+        The start of the unfinished line that was being read (lossy text), or ``""``.
+    """
+
+    def __init__(self, reason: str, after_line: int, partial: str = "") -> None:
+        super().__init__(reason)
+        self.after_line = after_line
+        self.partial = partial
+
+
+class _Broken(Exception):
+    """Internal: a read failed; ``tail`` holds the bytes read before the failure."""
+
+    def __init__(self, tail: bytes, error: BaseException) -> None:
+        super().__init__(str(error))
+        self.tail = tail
+        self.error = error
 
 
 @dataclass
@@ -126,6 +179,8 @@ def _format_from_name(path: Path) -> str:
         return "parquet"
     if last in (".jsonl", ".ndjson"):
         return "jsonl"
+    if last == ".vast":
+        return "vast"
     if last == ".tsv":
         return "tsv"
     if last == ".csv":
@@ -136,10 +191,19 @@ def _format_from_name(path: Path) -> str:
 def _looks_like_vast(path: Path) -> bool:
     try:
         with _open_binary(path) as fh:
-            head = fh.read(64 * 1024).decode("utf-8", "replace").splitlines()
+            return _first_line_is_vast(_head_text(fh))
     except OSError:
         return False
-    return _first_line_is_vast(head)
+
+
+def _head_text(stream: BinaryIO, size: int = 64 * 1024) -> list[str]:
+    """The first lines of a stream, as far as it can be read (a damaged one is read by
+    :func:`read_edges`, which reports the damage)."""
+    try:
+        data = next(_byte_blocks(stream, size), b"")
+    except _Broken as broken:
+        data = broken.tail
+    return data.removeprefix(_UTF8_BOM).decode("utf-8", "replace").split("\n")
 
 
 def _first_line_is_vast(head: list[str]) -> bool:
@@ -171,6 +235,103 @@ def _split_block(body: bytes, first_line: int) -> tuple[pa.Array, np.ndarray]:
     return lines, np.arange(first_line, first_line + n, dtype=np.int64)
 
 
+def _byte_blocks(stream: BinaryIO, size: int) -> Iterator[bytes]:
+    """Blocks of up to ``size`` bytes; a failing read raises :class:`_Broken` carrying what
+    was read before it (``read1`` makes one underlying read at a time, so a truncated gzip
+    gives up everything it could decompress)."""
+    read = getattr(stream, "read1", stream.read)
+    while True:
+        parts: list[bytes] = []
+        held = 0
+        try:
+            while held < size and (piece := read(size - held)):
+                parts.append(piece)
+                held += len(piece)
+        except _DAMAGE_ERRORS as exc:
+            raise _Broken(b"".join(parts), exc) from exc
+        if parts:
+            yield b"".join(parts)
+        if held < size:
+            return
+
+
+@dataclass
+class _LineCutter:
+    """Cuts byte blocks into whole lines, numbering them; keeps the unfinished last line
+    (``carry``) for the next block and cuts one over ``max_line_bytes`` while reading,
+    remembering its true length."""
+
+    max_line_bytes: int
+    next_line: int = 1
+    carry: bytes = b""
+    skipping: bool = False
+    cut_length: int | None = None  #: true length of the carried line once it was cut
+    lengths: dict[int, int] = field(default_factory=dict)  #: cut line -> true length
+    started: bool = False
+
+    def feed(self, block: bytes) -> tuple[pa.Array, np.ndarray] | None:
+        if not self.started and block:
+            # A UTF-8 byte order mark opening the file is no part of line 1.
+            self.started, block = True, block.removeprefix(_UTF8_BOM)
+        if self.skipping:
+            cut = block.find(b"\n")
+            if cut < 0:
+                self.cut_length = (self.cut_length or 0) + len(block)
+                return None
+            self.cut_length = (self.cut_length or 0) + cut
+            block, self.skipping = block[cut:], False
+        buf = self.carry + block if self.carry else block
+        end = buf.rfind(b"\n")
+        body, self.carry = (b"", buf) if end < 0 else (buf[: end + 1], buf[end + 1 :])
+        out = self._emit(body) if body else None
+        if len(self.carry) > self.max_line_bytes + 1:
+            self.cut_length = len(self.carry)
+            self.carry, self.skipping = self.carry[: self.max_line_bytes + 1], True
+        return out
+
+    def finish(self) -> tuple[pa.Array, np.ndarray] | None:
+        carry, self.carry = self.carry, b""
+        return self._emit(carry) if carry else None
+
+    def _emit(self, body: bytes) -> tuple[pa.Array, np.ndarray]:
+        if self.cut_length is not None:  # the cut line is the first one of this body
+            self.lengths[self.next_line] = self.cut_length
+            self.cut_length = None
+        lines, numbers = _split_block(body, self.next_line)
+        self.next_line += len(numbers)
+        return lines, numbers
+
+
+def _line_blocks(
+    stream: BinaryIO, chunk_bytes: int, cutter: _LineCutter
+) -> Iterator[tuple[pa.Array, np.ndarray]]:
+    """:func:`iter_line_blocks` with its state in ``cutter`` (cut lines' true lengths)."""
+    try:
+        for block in _byte_blocks(stream, chunk_bytes):
+            if (out := cutter.feed(block)) is not None:
+                yield out
+    except _Broken as broken:
+        if (out := cutter.feed(broken.tail)) is not None:
+            yield out
+        after = cutter.next_line - 1
+        partial = cutter.carry[: REJECT_TEXT_CHARS * 4].decode("utf-8", "backslashreplace")
+        reason = _damage_reason(stream, broken.error, after)
+        raise DamagedInputError(reason, after, partial[:REJECT_TEXT_CHARS]) from broken.error
+    if (out := cutter.finish()) is not None:
+        yield out
+
+
+def _damage_reason(stream: BinaryIO, error: BaseException, after_line: int) -> str:
+    what = "damaged gzip" if isinstance(stream, gzip.GzipFile) else "read error"
+    if isinstance(error, EOFError):
+        detail = "unexpected end of data"
+    elif isinstance(error, zlib.error):
+        detail = f"corrupt compressed data ({error})"
+    else:
+        detail = str(error) or type(error).__name__
+    return f"{what}: {detail} after line {after_line}"
+
+
 def iter_line_blocks(
     stream: BinaryIO, chunk_bytes: int = 8 << 20, max_line_bytes: int = 1 << 20
 ) -> Iterator[tuple[pa.Array, np.ndarray]]:
@@ -180,28 +341,15 @@ def iter_line_blocks(
     grows past ``max_line_bytes`` without a newline is kept as its first
     ``max_line_bytes + 1`` bytes (enough for the parser to reject it as too long) and the
     rest is skipped unread into memory.
+
+    Raises
+    ------
+    DamagedInputError
+        When a read fails (truncated or corrupt gzip, I/O error), after yielding every
+        whole line read before; the unfinished line is not yielded.
     """
-    keep = max_line_bytes + 1
-    next_line = 1
-    carry = b""
-    skipping = False
-    while block := stream.read(chunk_bytes):
-        if skipping:
-            cut = block.find(b"\n")
-            if cut < 0:
-                continue
-            block, skipping = block[cut:], False
-        buf = carry + block if carry else block
-        end = buf.rfind(b"\n")
-        body, carry = (b"", buf) if end < 0 else (buf[: end + 1], buf[end + 1 :])
-        if len(carry) > keep:
-            carry, skipping = carry[:keep], True
-        if body:
-            lines, numbers = _split_block(body, next_line)
-            next_line += len(numbers)
-            yield lines, numbers
-    if carry:
-        yield _split_block(carry, next_line)
+    cutter = _LineCutter(max_line_bytes)
+    yield from _line_blocks(stream, chunk_bytes, cutter)
 
 
 def offset_seq(table: pa.Table, file_index: int) -> pa.Table:
@@ -217,36 +365,105 @@ def _with_file(rejects: pa.Table, name: str) -> pa.Table:
     return pa.Table.from_arrays([files, *rejects.columns], schema=READ_REJECT_SCHEMA)
 
 
-def _read_text_file(path: Path, fmt: str, options: ReaderOptions) -> tuple[list, list, int]:
-    """Parse one text file; returns (edge tables, reject tables, lines read)."""
-    with _open_binary(path) as fh:
+@dataclass
+class _FileRead:
+    """What reading one file gave: edge and reject tables, lines read (a damaged file's
+    break counts as one, with its reject row last) and whether it broke off."""
+
+    edges: list[pa.Table]
+    rejects: list[pa.Table]
+    lines: int
+    damaged: bool = False
+
+
+def _damage_rejects(name: str, damage: DamagedInputError) -> pa.Table:
+    """The one reject row recording where a file broke off."""
+    row = {
+        "file": [name],
+        "line": [damage.after_line + 1],
+        "reason": [str(damage)],
+        "text": [damage.partial],
+    }
+    return pa.table(row, schema=READ_REJECT_SCHEMA)
+
+
+def _read_text_file(path: Path, fmt: str, options: ReaderOptions) -> _FileRead:
+    """Parse one text file (see :func:`_read_text_stream`); a file that cannot be opened
+    is one reject, as a damaged one."""
+    try:
+        fh = _open_binary(path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise
+    except OSError as exc:  # unreadable (permissions ...): reported like a damaged file
+        damage = DamagedInputError(f"cannot read the file: {exc.strerror or exc}", 0)
+        return _FileRead([], [_damage_rejects(str(path), damage)], 1, damaged=True)
+    with fh:
         return _read_text_stream(fh, str(path), fmt, options)
 
 
-def _read_text_stream(
-    fh: BinaryIO, name: str, fmt: str, options: ReaderOptions
-) -> tuple[list, list, int]:
+def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions) -> _FileRead:
+    """Parse a byte stream. A damaged stream keeps what was read before the damage and
+    adds one reject for it, counted as one line read. When no line of the stream gives
+    an edge, its rejects get a hint to check the format."""
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
     lines_read = 0
     prepared: ReaderOptions | None = None
-    for lines, numbers in iter_line_blocks(fh, options.chunk_bytes, options.max_line_bytes):
-        if prepared is None:
-            head = lines.slice(0, _HEAD_LINES).to_pylist()
-            text = [b[: options.max_line_bytes].decode("utf-8", "replace") for b in head]
-            prepared = prepare_options(fmt, text, options)
-        good, bad = parse_lines(lines, numbers, fmt, prepared)
-        edges.append(good)
-        rejects.append(_with_file(bad, name))
-        lines_read += len(numbers)
-    return edges, rejects, lines_read
+    cutter = _LineCutter(options.max_line_bytes)
+    blocks = _line_blocks(fh, options.chunk_bytes, cutter)
+    damage: DamagedInputError | None = None
+    try:
+        for lines, numbers in blocks:
+            if prepared is None:
+                head = lines.slice(0, _HEAD_LINES).to_pylist()
+                text = [b[: options.max_line_bytes].decode("utf-8", "replace") for b in head]
+                prepared = prepare_options(fmt, text, options)
+            good, bad = parse_lines(lines, numbers, fmt, prepared)
+            edges.append(good)
+            rejects.append(_with_file(_true_lengths(bad, cutter, options), name))
+            lines_read += len(numbers)
+    except DamagedInputError as exc:
+        damage = exc
+    if not any(t.num_rows for t in edges):
+        rejects = [add_format_hint(t, fmt) for t in rejects]
+    if damage is not None:
+        rejects.append(_damage_rejects(name, damage))
+        lines_read += 1
+    return _FileRead(edges, rejects, lines_read, damaged=damage is not None)
+
+
+def _true_lengths(bad: pa.Table, cutter: _LineCutter, options: ReaderOptions) -> pa.Table:
+    """Reasons of lines cut while reading give their true length, not the cut one."""
+    if not cutter.lengths or bad.num_rows == 0:
+        return bad
+    lines = bad.column("line").to_pylist()
+    reasons = bad.column("reason").to_pylist()
+    fixed = [
+        too_long_reason(cutter.lengths[line], options.max_line_bytes)
+        if line in cutter.lengths
+        else reason
+        for line, reason in zip(lines, reasons, strict=True)
+    ]
+    return bad.set_column(bad.schema.get_field_index("reason"), "reason", pa.array(fixed))
 
 
 def _read_parquet_file(
     path: Path | BinaryIO, options: ReaderOptions, name: str | None = None
-) -> tuple[list, list, int]:
-    """Parse one Parquet file (or dataset directory) batch by batch."""
-    file = pq.ParquetFile(path)
+) -> _FileRead:
+    """Parse one Parquet file batch by batch.
+
+    Raises
+    ------
+    InputError
+        Not a Parquet file (no footer: also a truncated one).
+    SchemaError
+        A core column missing or of the wrong type; the message names the file.
+    """
+    name = name or str(path)
+    try:
+        file = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as exc:
+        raise InputError(f"{name}: not a Parquet file, or a damaged one ({exc})") from None
     metadata = file.schema_arrow.metadata or {}
     unit = metadata.get(b"graphcep.time_unit")
     if options.time_unit is None and unit is not None:
@@ -254,16 +471,30 @@ def _read_parquet_file(
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
     offset = 0
-    for batch in file.iter_batches(batch_size=1 << 20):
-        good, bad = parse_table(batch, options, row_offset=offset)
+    batches = file.iter_batches(batch_size=1 << 20)
+    while True:
+        try:
+            batch = next(batches, None)
+        except (pa.ArrowException, OSError) as exc:  # a damaged page: keep what was read
+            reason = f"damaged Parquet: {exc} after row {offset}"
+            rejects.append(_damage_rejects(name, DamagedInputError(reason, offset)))
+            return _FileRead(edges, rejects, offset + 1, damaged=True)
+        if batch is None:
+            return _FileRead(edges, rejects, offset)
+        try:
+            good, bad = parse_table(batch, options, row_offset=offset)
+        except SchemaError as exc:
+            raise SchemaError(f"{name}: {exc}") from None
         edges.append(good)
-        rejects.append(_with_file(bad, name or str(path)))
+        rejects.append(_with_file(bad, name))
         offset += batch.num_rows
-    return edges, rejects, offset
 
 
 def read_edges_bytes(
-    name: str, data: bytes, fmt: str | None = None, options: ReaderOptions | None = None,
+    name: str,
+    data: bytes,
+    fmt: str | None = None,
+    options: ReaderOptions | None = None,
     file_index: int = 0,
 ) -> ReadResult:
     """Read one file's content held in memory, exactly as :func:`read_edges` reads a file.
@@ -275,15 +506,16 @@ def read_edges_bytes(
     options = options or ReaderOptions()
     fmt = fmt or _guess_format_of_bytes(name, data)
     if fmt == "parquet":
-        good, bad, count = _read_parquet_file(io.BytesIO(data), options, name)
+        read = _read_parquet_file(io.BytesIO(data), options, name)
     else:
         raw: BinaryIO = io.BytesIO(data)
         if data[:2] == _GZIP_MAGIC:
             raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
-        good, bad, count = _read_text_stream(raw, name, fmt, options)
-    edges = _concat_edges([offset_seq(t, file_index) for t in good], fmt)
-    rejects = pa.concat_tables(bad) if bad else READ_REJECT_SCHEMA.empty_table()
-    return ReadResult(edges, rejects, count, count - edges.num_rows - rejects.num_rows, fmt)
+        read = _read_text_stream(raw, name, fmt, options)
+    edges = _concat_edges([offset_seq(t, file_index) for t in read.edges], fmt)
+    rejects = pa.concat_tables(read.rejects) if read.rejects else READ_REJECT_SCHEMA.empty_table()
+    skipped = read.lines - edges.num_rows - rejects.num_rows
+    return ReadResult(edges, rejects, read.lines, skipped, fmt)
 
 
 def _guess_format_of_bytes(name: str, data: bytes) -> str:
@@ -294,8 +526,7 @@ def _guess_format_of_bytes(name: str, data: bytes) -> str:
     raw: BinaryIO = io.BytesIO(data)
     if data[:2] == _GZIP_MAGIC:
         raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
-    head = raw.read(64 * 1024)
-    return "vast" if _first_line_is_vast(head.decode("utf-8", "replace").splitlines()) else "csv"
+    return "vast" if _first_line_is_vast(_head_text(raw)) else "csv"
 
 
 def read_edges(
@@ -327,18 +558,30 @@ def read_edges(
     edge_parts: list[pa.Table] = []
     reject_parts: list[pa.Table] = []
     lines_read = 0
+    damaged: list[pa.Table] = []
     for index, path in enumerate(files):
         if fmt == "parquet":
-            good, bad, count = _read_parquet_file(path, options)
+            read = _read_parquet_file(path, options)
         else:
-            good, bad, count = _read_text_file(path, fmt, options)
-        edge_parts.extend(offset_seq(t, index) for t in good)
-        reject_parts.extend(bad)
-        lines_read += count
+            read = _read_text_file(path, fmt, options)
+        edge_parts.extend(offset_seq(t, index) for t in read.edges)
+        reject_parts.extend(read.rejects)
+        lines_read += read.lines
+        if read.damaged:
+            damaged.append(read.rejects[-1])
+    if damaged and lines_read == len(damaged):
+        raise InputError(_nothing_read(damaged))
     edges = _concat_edges(edge_parts, fmt)
     rejects = pa.concat_tables(reject_parts) if reject_parts else READ_REJECT_SCHEMA.empty_table()
     skipped = lines_read - edges.num_rows - rejects.num_rows
     return ReadResult(edges, rejects, lines_read, skipped, fmt)
+
+
+def _nothing_read(damaged: list[pa.Table]) -> str:
+    """Message of the :class:`InputError` for a read where every file broke off at once."""
+    row = damaged[0].to_pylist()[0]
+    more = f" (and {len(damaged) - 1} more damaged files)" if len(damaged) > 1 else ""
+    return f"nothing could be read: {row['file']}: {row['reason']}{more}"
 
 
 def _concat_edges(parts: list[pa.Table], fmt: str) -> pa.Table:
@@ -358,6 +601,9 @@ def _concat_edges(parts: list[pa.Table], fmt: str) -> pa.Table:
 __all__ = [
     "FILE_INDEX_SHIFT",
     "READ_REJECT_SCHEMA",
+    "DamagedInputError",
+    "InputError",
+    "SchemaError",
     "ReadResult",
     "expand_paths",
     "guess_format",

@@ -9,6 +9,10 @@ lines, one object per rejected line::
 
 The summary groups reasons by their *kind*, the reason with its field prefix and details
 removed (``"field 3 (t): not a number: 'abc'"`` -> ``"not a number"``).
+
+When no line of a file gives an edge, the reader ends each of its reasons with a hint,
+``" [no line of this file reads as snap: is --format right?]"`` (a ``.vast`` file read
+as SNAP rejects every line); the summary repeats the hint once per file.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from collections import Counter
 from pathlib import Path
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from graphcep.io.formats import REJECT_SCHEMA
 
@@ -28,6 +33,17 @@ _FILE_FIELD = pa.field("file", pa.string(), nullable=False)
 REJECT_LOG_SCHEMA = pa.schema([_FILE_FIELD, *REJECT_SCHEMA])
 _FIELD_PREFIX = re.compile(r"^field [^:]*?(?:\([^)]*\))?: ")
 _DETAIL = re.compile(r"[:(].*$", re.DOTALL)
+_FORMAT_HINT = " [no line of this file reads as {fmt}: is --format right?]"
+_HINT_RE = re.compile(r" \[no line of this file reads as (\S+): is --format right\?\]$")
+
+
+def add_format_hint(rejects: pa.Table, fmt: str) -> pa.Table:
+    """``rejects`` with the format hint at the end of every reason (see module doc)."""
+    if rejects.num_rows == 0:
+        return rejects
+    hint = _FORMAT_HINT.format(fmt=fmt)
+    reasons = pc.binary_join_element_wise(rejects.column("reason"), hint, "")
+    return rejects.set_column(rejects.schema.get_field_index("reason"), "reason", reasons)
 
 
 def reason_kind(reason: str) -> str:
@@ -38,7 +54,7 @@ def reason_kind(reason: str) -> str:
     >>> reason_kind("missing fields: expected 3 fields, got 2")
     'missing fields'
     """
-    kind = _DETAIL.sub("", _FIELD_PREFIX.sub("", reason)).strip()
+    kind = _DETAIL.sub("", _FIELD_PREFIX.sub("", _HINT_RE.sub("", reason))).strip()
     return kind or reason
 
 
@@ -55,6 +71,7 @@ class RejectLog:
         self.path = Path(path) if path is not None else None
         self._tables: list[pa.Table] = []
         self._kinds: Counter[str] = Counter()
+        self._hints: dict[str, str] = {}  # file -> format none of its lines read as
 
     def add(self, rejects: pa.Table, file: str | os.PathLike | None = None) -> None:
         """Add a rejects table (with or without a ``file`` column; ``file`` fills it in)."""
@@ -66,7 +83,11 @@ class RejectLog:
             rejects = rejects.add_column(0, "file", files)
         rejects = rejects.select(REJECT_LOG_SCHEMA.names).cast(REJECT_LOG_SCHEMA)
         self._tables.append(rejects)
-        self._kinds.update(reason_kind(r) for r in rejects.column("reason").to_pylist())
+        reasons = rejects.column("reason").to_pylist()
+        self._kinds.update(reason_kind(r) for r in reasons)
+        for name, reason in zip(rejects.column("file").to_pylist(), reasons, strict=True):
+            if name not in self._hints and (hint := _HINT_RE.search(reason)):
+                self._hints[name] = hint.group(1)
 
     @property
     def count(self) -> int:
@@ -114,7 +135,9 @@ class RejectLog:
         where = path if path is not None else self.path
         if where is not None:
             text += f"; see {where}"
+        for name, fmt in self._hints.items():
+            text += f"; no line of {name} reads as {fmt}: pass --format if it is another format"
         return text
 
 
-__all__ = ["REJECT_LOG_SCHEMA", "RejectLog", "reason_kind"]
+__all__ = ["REJECT_LOG_SCHEMA", "RejectLog", "add_format_hint", "reason_kind"]
