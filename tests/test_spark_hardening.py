@@ -267,7 +267,7 @@ def decodable_prefix(data: bytes) -> bytes:
 def check_damaged_read(spark, path: Path, lines: list[str], at_least: int, reason: str):
     """The edges are the file's first lines, exactly, and one reject marks the damage at
     the line after them; ``at_least`` lines must have been kept."""
-    edges, rejects, count, _ = spark_read(spark, path, "snap")
+    edges, rejects, count, _ = assert_same_read(spark, path, "snap")
     kept = edges.num_rows
     assert kept >= at_least
     assert [(e["src"], e["dst"], e["t"], e["seq"]) for e in edges.to_pylist()] == [
@@ -275,7 +275,7 @@ def check_damaged_read(spark, path: Path, lines: list[str], at_least: int, reaso
     assert len(rejects) == 1
     file, line, why, text = rejects[0]
     assert (file, line) == (str(path), kept + 1)
-    assert why.startswith(f"damaged gzip: {reason}")
+    assert why == f"damaged gzip: {reason} after line {kept}"
     assert lines[kept].startswith(text)
     assert count == kept + 1
 
@@ -293,7 +293,7 @@ def test_truncated_gzip_keeps_every_complete_line_on_spark(spark, tmp_path):
     path.write_bytes(cut)
     complete = decodable_prefix(cut).count(b"\n")
     assert 0 < complete < len(lines)
-    check_damaged_read(spark, path, lines, complete, "Compressed file ended")
+    check_damaged_read(spark, path, lines, complete, "unexpected end of data")
     edges, _, _, _ = spark_read(spark, path, "snap")
     assert edges.num_rows == complete
 
@@ -305,7 +305,7 @@ def test_corrupt_gzip_keeps_the_lines_before_the_damage_on_spark(spark, tmp_path
     data[middle:middle + 64] = bytes(64)
     path = tmp_path / "flows.gz"
     path.write_bytes(bytes(data))
-    edges, rejects, count, _ = spark_read(spark, path, "snap")
+    edges, rejects, count, _ = assert_same_read(spark, path, "snap")
     # deflate may decode damaged bytes into other text before it notices: the lines
     # decoded from the bytes before the damage are exact; a reject follows what was read
     intact = decodable_prefix(bytes(data[:middle])).count(b"\n")
@@ -324,7 +324,7 @@ def test_gzip_with_a_bad_checksum_keeps_every_line_on_spark(spark, tmp_path):
     data[-8] ^= 0xFF  # the CRC-32 of the trailer
     path = tmp_path / "flows.txt.gz"
     path.write_bytes(bytes(data))
-    edges, rejects, count, _ = spark_read(spark, path, "snap")
+    edges, rejects, count, _ = assert_same_read(spark, path, "snap")
     assert edges.num_rows == len(lines)
     assert [(line, why.split(":")[0]) for _, line, why, _ in rejects] == [
         (len(lines) + 1, "damaged gzip")]
@@ -431,3 +431,36 @@ def test_spark_numbers_lines_exactly_across_many_blocks(spark, tmp_path):
         spark.conf.unset("spark.sql.files.maxPartitionBytes")
     assert [(e["src"], e["dst"], e["t"], e["seq"]) for e in edges.to_pylist()] == expected
     assert count == len(lines) == len(expected) + len(rejects)
+
+
+def test_spark_keeps_going_after_a_damaged_file_and_refuses_when_nothing_was_read(
+        spark, tmp_path):
+    from graphcep.io.formats import InputError
+    from graphcep.runtime.spark import read_edges_spark
+
+    lines = snap_lines(40)
+    whole = gzip.compress("".join(line + "\n" for line in lines).encode())
+    (tmp_path / "a.txt.gz").write_bytes(whole[: len(whole) // 2])
+    write_lines(tmp_path / "b.txt", lines[:5])
+    edges, rejects, count, _ = assert_same_read(spark, tmp_path, "snap")
+    damaged = [(Path(f).name, why.split(":")[0]) for f, _, why, _ in rejects]
+    assert damaged == [("a.txt.gz", "damaged gzip")]
+    assert edges.column("seq").to_pylist()[-5:] == [(1 << 40) + i for i in range(1, 6)]
+    broken = tmp_path / "broken.gz"
+    broken.write_bytes(whole[:12])  # the gzip header and nothing decodable
+    with pytest.raises(InputError) as local:
+        read_edges(broken, "snap")
+    with pytest.raises(InputError) as remote:
+        read_edges_spark(spark, broken, "snap")
+    assert str(remote.value) == str(local.value)
+
+
+def test_spark_drops_a_byte_order_mark_and_hints_at_the_format_like_local(spark, tmp_path):
+    path = tmp_path / "bom.txt"
+    path.write_bytes(b"\xef\xbb\xbfa b 1\nb c 2\n")
+    edges, _, _, _ = assert_same_read(spark, path, "snap")
+    assert edges.column("src").to_pylist() == ["a", "b"]
+    write_lines(tmp_path / "flows.txt", ["a,b,1", "b,c,2"])  # CSV read as SNAP: no edge
+    plain = tmp_path / "flows.txt"
+    _, rejects, _, _ = assert_same_read(spark, plain, "snap")
+    assert len(rejects) == 2 and all("--format" in why for _, _, why, _ in rejects)

@@ -45,12 +45,10 @@ and handed to Spark as Arrow.
 
 from __future__ import annotations
 
-import gzip
 import os
 import shutil
 import time
-import zlib
-from collections.abc import Generator, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -62,14 +60,19 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.events import normalize_edges, sort_stream
-from graphcep.io.formats import (
-    REJECT_TEXT_CHARS,
-    ReaderOptions,
-    edge_schema,
-    parse_lines,
-    prepare_options,
+from graphcep.io.formats import InputError, ReaderOptions, edge_schema, parse_lines, prepare_options
+from graphcep.io.readers import (  # the local reader's own pieces: one reading, two engines
+    _HEAD_LINES,
+    FILE_INDEX_SHIFT,
+    _nothing_read,
+    _open_binary,
+    _read_text_file,
+    expand_paths,
+    guess_format,
+    iter_line_blocks,
+    offset_seq,
 )
-from graphcep.io.readers import expand_paths, guess_format, iter_line_blocks, offset_seq
+from graphcep.io.rejects import add_format_hint
 from graphcep.patterns.ddst import DDSTQuery
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
@@ -168,26 +171,32 @@ HADOOP_PATTERN_CHARS = frozenset("*?[]{}\\:")
 #: Spark's file sources skip files whose names start with these, even when named.
 SPARK_HIDDEN_PREFIXES = ("_", ".")
 _GZIP_MAGIC = b"\x1f\x8b"
-#: What a gzip stream raises where it is truncated or corrupt.
-GZIP_DAMAGE = (EOFError, zlib.error, gzip.BadGzipFile)
+_UTF8_BOM = b"\xef\xbb\xbf"
 #: The lines of a file's start that fix its layout (:func:`prepare_options`), read in
 #: pieces of this many bytes.
-HEAD_LINES = 64
 HEAD_BYTES = 64 << 10
-#: The column of a whole-file task's last row: how many lines it read.
+#: Columns of a whole-file task's last row: how many lines it read, and 1 when the file
+#: broke off (a damaged gzip, a read error).
 LINES = "_lines"
-#: The column holding a JSON line's attributes beyond those its file's first lines had,
-#: as ``{"name\0arrow type": text}``: a task learns them only as it meets them.
+DAMAGED = "_damaged"
+#: Whether a row comes from a file read whole (which has its own format hint).
+WHOLE = "_whole"
+#: The column holding attributes beyond those of the read's schema (a JSON key that only
+#: later lines have), as ``{"name\0arrow type": text}``: a task learns them as it meets them.
 EXTRA = "_extra"
 EXTRA_TYPE = pa.map_(pa.string(), pa.string())
 
 
-def _reject_fields() -> list[pa.Field]:
+def _row_fields() -> list[pa.Field]:
+    """The columns that follow the edge columns in a read's rows."""
     return [
+        pa.field(EXTRA, EXTRA_TYPE),
         pa.field("_reject_line", pa.int64()),
         pa.field("_reject_reason", pa.string()),
         pa.field("_reject_text", pa.string()),
         pa.field("_reject_file", pa.string()),
+        pa.field(LINES, pa.int64()),
+        pa.field(DAMAGED, pa.int64()),
     ]
 
 
@@ -199,18 +208,18 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     for row: lines end at ``\\n`` only (a ``\\r`` before it is dropped, any other ``\\r``
     is part of the line), lines that are not UTF-8 are rejected with the same reason, a
     file is named as given, each file's layout (header, columns) is fixed by its own
-    first lines, and a JSON attribute that only later lines have is a column all the same
-    (tasks carry such values in :data:`EXTRA`; one small job over the parsed rows names
-    them).
+    first lines, a file without a single edge gets the format hint, and an attribute that
+    only later lines have (a JSON key) is a column all the same (tasks carry such values
+    in :data:`EXTRA`; one small job over the parsed rows names them). Raises the local
+    reader's :class:`~graphcep.io.formats.InputError` when nothing could be read.
 
     Plain files are read by Spark's text source, split into blocks (see the module
     docstring). Compressed files cannot be split, so each is read whole by one Python
-    task, as the local reader reads it: gzip found by its magic bytes, anything else read
-    as bytes. A truncated or corrupt gzip file keeps every line before the damage and
-    gets one reject, ``"damaged gzip: ..."``, at the line after the last complete line
-    (holding the start of the cut line, if any), counted among the lines read.
-    Files whose names Hadoop would read as a pattern or Spark would skip (``_x``,
-    ``.x``), and files given twice, are read whole too.
+    task with the local reader's own file reading (its edges are held in that task): a
+    truncated or corrupt gzip file keeps every line before the damage plus one
+    ``"damaged gzip: ..."`` reject, and a file that cannot be opened is one reject. Files
+    whose names Hadoop would read as a pattern or Spark would skip (``_x``, ``.x``), and
+    files given twice, are read whole too.
     """
     from pyspark.sql import functions as F
 
@@ -219,46 +228,72 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     options = options or ReaderOptions()
     if fmt == "parquet":
         return _read_parquet_spark(spark, files, options)
+    split, whole = _split_or_whole(files)
     heads = [_head_lines(f, options) for f in files]
     layouts = [prepare_options(fmt, head, options) for head in heads]
     schema = _read_schema(fmt, heads, layouts)
-    plan = TextRead(fmt, [str(f) for f in files], [str(f.absolute()) for f in files],
-                    layouts, pa.schema([*schema, pa.field(EXTRA, EXTRA_TYPE), *_reject_fields()]))
-    split, whole = _split_or_whole(files)
+    plan = TextRead(fmt, options, [str(f) for f in files], [str(f.absolute()) for f in files],
+                    layouts, pa.schema([*schema, *_row_fields()]))
     parts = []
     lines_read = 0
     if split:
         df, lines_read = _read_split(spark, plan, split)
-        parts.append(df.withColumn(LINES, F.lit(None).cast("long")))
+        parts.append(df.withColumn(WHOLE, F.lit(False)))
     if whole:
-        parts.append(_read_whole(spark, plan, whole))
+        parts.append(_read_whole(spark, plan, whole).withColumn(WHOLE, F.lit(True)))
     parsed = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     parsed = parsed.cache()
-    columns = list(schema.names)
-    # what only the whole read tells, in one pass: the lines that tasks decompressed, and
-    # whether any VAST line had a Label (the local reader drops the column otherwise)
-    totals = {"lines": F.sum(LINES)} if whole else {}
-    if fmt == "vast" and "Label" in columns:
-        totals["labels"] = F.count("Label")
-    if totals:
-        found = parsed.agg(*(v.alias(k) for k, v in totals.items())).first().asDict()
-        lines_read += int(found.get("lines") or 0)
-        if found.get("labels") == 0:
-            columns.remove("Label")
+    totals = _totals(parsed, fmt, schema, bool(whole))
+    lines_read += totals["lines"]
+    rejects_df = _rejects(parsed, fmt, [plan.names[i] for i in split
+                                        if i not in totals["with_edges"]])
+    if totals["damaged"] and totals["damaged"] == lines_read:
+        raise InputError(_nothing_read([pa.table({k: [v] for k, v in row.asDict().items()})
+                                        for row in rejects_df.collect()]))
+    columns = [c for c in schema.names if c not in totals["drop"]]
+    extra = _extra_columns(parsed) if fmt == "jsonl" or whole else []
     is_edge = F.col("_reject_line").isNull() & F.col(LINES).isNull()
-    extra = _extra_columns(parsed) if fmt == "jsonl" else []  # other layouts are fixed
     edges_df = parsed.where(is_edge).select(*columns, *extra)
-    rejects_df = parsed.where(F.col("_reject_line").isNotNull()).select(
-        F.col("_reject_file").alias("file"),
-        F.col("_reject_line").alias("line"),
-        F.col("_reject_reason").alias("reason"),
-        F.col("_reject_text").alias("text"),
-    )
     return edges_df, rejects_df, lines_read
 
 
+def _totals(parsed, fmt: str, schema: pa.Schema, whole: bool) -> dict:
+    """What only the whole read tells, in one pass over the parsed rows: the lines and
+    damaged files of the files read whole, the files that gave an edge (by index, from
+    ``seq``), and the columns to drop (a VAST ``Label`` no line had, as locally)."""
+    from pyspark.sql import functions as F
+
+    is_edge = F.col("_reject_line").isNull() & F.col(LINES).isNull()
+    found = parsed.agg(
+        F.sum(LINES).alias("lines"), F.sum(DAMAGED).alias("damaged"),
+        F.collect_set(F.when(is_edge, F.shiftright("seq", FILE_INDEX_SHIFT))).alias("files"),
+        (F.count("Label") if fmt == "vast" and "Label" in schema.names
+         else F.lit(None)).alias("labels"),
+    ).first()
+    return {"lines": int(found["lines"] or 0), "damaged": int(found["damaged"] or 0),
+            "with_edges": set(found["files"]), "drop": {"Label"} if found["labels"] == 0 else set()}
+
+
+def _rejects(parsed, fmt: str, without_edges: list[str]):
+    """The rejects of a read; those of split files that gave no edge get the format hint
+    (files read whole have it from the local reader)."""
+    from pyspark.sql import functions as F
+
+    reason = F.col("_reject_reason")
+    if without_edges:
+        hint = add_format_hint(pa.table({"reason": [""]}), fmt).column("reason")[0].as_py()
+        needs_hint = ~F.col(WHOLE) & F.col("_reject_file").isin(without_edges)
+        reason = F.when(needs_hint, F.concat(reason, F.lit(hint))).otherwise(reason)
+    return parsed.where(F.col("_reject_line").isNotNull()).select(
+        F.col("_reject_file").alias("file"),
+        F.col("_reject_line").alias("line"),
+        reason.alias("reason"),
+        F.col("_reject_text").alias("text"),
+    )
+
+
 def _extra_columns(parsed) -> list:
-    """Spark columns for the JSON attributes that only later lines had (:data:`EXTRA`), in
+    """Spark columns for the attributes that only later lines had (:data:`EXTRA`), in
     the order the local reader adds them: by the line that first has one."""
     from pyspark.sql import functions as F
     from pyspark.sql.pandas.types import from_arrow_type
@@ -291,8 +326,9 @@ def _read_schema(fmt: str, heads: list[list[str]], layouts: list[ReaderOptions])
 def _split_or_whole(files: list[Path]) -> tuple[list[int], list[int]]:
     """Indices of the files Spark's text source may read in blocks, and of those a task
     must read whole: compressed files (by name or gzip magic), names Hadoop would read
-    as a pattern, names Spark would skip as hidden, and every later mention of a file given more than once (Spark would
-    read it once, under one name)."""
+    as a pattern, names Spark would skip as hidden, files that cannot be opened (the
+    local reader's reject says why), and every later mention of a file given more than
+    once (Spark would read it once, under one name)."""
     split, whole = [], []
     seen: set[tuple[int, int]] = set()
     for index, path in enumerate(files):
@@ -300,7 +336,7 @@ def _split_or_whole(files: list[Path]) -> tuple[list[int], list[int]]:
         identity = (stat.st_dev, stat.st_ino)
         if (identity in seen or path.name.lower().endswith(CODEC_SUFFIXES)
                 or path.name.startswith(SPARK_HIDDEN_PREFIXES)
-                or HADOOP_PATTERN_CHARS & set(str(path)) or _starts_with_gzip_magic(path)):
+                or HADOOP_PATTERN_CHARS & set(str(path)) or _magic(path) != b"plain"):
             whole.append(index)
         else:
             split.append(index)
@@ -308,81 +344,40 @@ def _split_or_whole(files: list[Path]) -> tuple[list[int], list[int]]:
     return split, whole
 
 
-def _starts_with_gzip_magic(path: Path) -> bool:
-    with open(path, "rb") as fh:
-        return fh.read(2) == _GZIP_MAGIC
-
-
-class DamageStop:
-    """A file's bytes, through gzip when it starts with the gzip magic, that *end* where
-    the compressed data is damaged instead of raising: every byte decoded before the
-    damage is delivered, ``damage`` then holds the error.
-
-    Reads with ``read1`` so that bytes already decoded are never lost with a failing read.
-    """
-
-    def __init__(self, path: str | os.PathLike) -> None:
-        self._raw = open(path, "rb")  # noqa: SIM115 -- closed by close()
-        self.gzip = self._raw.read(2) == _GZIP_MAGIC
-        self._raw.seek(0)
-        self._stream = gzip.GzipFile(fileobj=self._raw, mode="rb") if self.gzip else self._raw
-        self.damage: Exception | None = None
-        #: whether the bytes delivered so far end a line (no cut line is pending)
-        self.ends_line = True
-
-    def read(self, size: int) -> bytes:
-        pieces: list[bytes] = []
-        got = 0
-        while got < size and self.damage is None:
-            try:
-                piece = self._stream.read1(size - got)
-            except GZIP_DAMAGE as exc:
-                self.damage = exc
-                break
-            if not piece:
-                break
-            pieces.append(piece)
-            got += len(piece)
-        data = b"".join(pieces)
-        if data:
-            self.ends_line = data.endswith(b"\n")
-        return data
-
-    def close(self) -> None:
-        self._raw.close()
-
-    def __enter__(self) -> DamageStop:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-
-def damage_reason(error: Exception) -> str:
-    """The reject reason of a damaged gzip file."""
-    return f"damaged gzip: {error}"
+def _magic(path: Path) -> bytes:
+    """``b"gzip"``, ``b"plain"``, or ``b""`` for a file that cannot be opened."""
+    try:
+        with open(path, "rb") as fh:
+            return b"gzip" if fh.read(2) == _GZIP_MAGIC else b"plain"
+    except OSError:
+        return b""
 
 
 def _head_lines(path: Path, options: ReaderOptions) -> list[str]:
     """The first lines of a file as the local reader gives them to
     :func:`prepare_options`: cut at ``\\n``, at most ``max_line_bytes`` each, decoded
-    with replacement characters. A damaged file gives the lines before the damage."""
+    with replacement characters. A damaged file gives the lines before the damage, one
+    that cannot be opened none."""
     head: list[bytes] = []
-    with DamageStop(path) as stream:
-        for lines, _ in iter_line_blocks(stream, HEAD_BYTES, options.max_line_bytes):
-            head.extend(lines.slice(0, HEAD_LINES - len(head)).to_pylist())
-            if len(head) >= HEAD_LINES:
-                break
+    try:
+        with _open_binary(path) as stream:
+            for lines, _ in iter_line_blocks(stream, HEAD_BYTES, options.max_line_bytes):
+                head.extend(lines.slice(0, _HEAD_LINES - len(head)).to_pylist())
+                if len(head) >= _HEAD_LINES:
+                    break
+    except (InputError, OSError):  # the file's own read reports it
+        pass
     return [raw[: options.max_line_bytes].decode("utf-8", "replace") for raw in head]
 
 
 @dataclass(frozen=True)
 class TextRead:
-    """What the tasks of one read need: each file's name (as given, for rejects), path
-    (absolute, for tasks) and layout, and the schema of the rows they produce (edge
-    columns, then the reject columns)."""
+    """What the tasks of one read need: the format and options, each file's name (as
+    given, for rejects), path (absolute, for tasks) and layout, and the schema of the
+    rows they produce (edge columns, then :func:`_row_fields`)."""
 
     fmt: str
+    options: ReaderOptions
     names: list[str]
     paths: list[str]
     layouts: list[ReaderOptions]
@@ -390,52 +385,45 @@ class TextRead:
 
     def parse(self, lines: pa.Array, numbers: np.ndarray, index: int) -> Iterator[pa.RecordBatch]:
         """Rows of the ``index``-th file's ``lines`` (raw bytes), numbered ``numbers``."""
+        if numbers[0] == 1:  # as locally, a UTF-8 byte order mark opening a file is dropped
+            first = lines[0].as_py()
+            if first.startswith(_UTF8_BOM):
+                lines = pa.concat_arrays([pa.array([first[len(_UTF8_BOM):]], lines.type),
+                                          lines.slice(1)])
         edges, rejects = parse_lines(lines, numbers, self.fmt, self.layouts[index])
         yield from self._edge_rows(offset_seq(edges, index))
-        yield from self._reject_rows(rejects.column("line"), rejects.column("reason"),
-                                     rejects.column("text"), self.names[index])
+        yield from self._reject_rows(rejects, self.names[index])
 
-    def read_file(self, index: int) -> Generator[pa.RecordBatch, None, int]:
-        """Rows of the ``index``-th file, read whole (see :func:`read_edges_spark`);
-        returns the number of lines read."""
-        options = self.layouts[index]
-        pending: tuple[pa.Array, np.ndarray] | None = None
-        with DamageStop(self.paths[index]) as stream:
-            for block in iter_line_blocks(stream, options.chunk_bytes, options.max_line_bytes):
-                if pending is not None:
-                    yield from self.parse(*pending, index)
-                pending = block
-            damage = stream.damage
-            cut = damage is not None and not stream.ends_line
-        last = int(pending[1][-1]) if pending is not None else 0
-        if pending is not None and not cut:
-            yield from self.parse(*pending, index)
-        if damage is None:
-            return last
-        # the last block is the cut line alone: iter_line_blocks yields it after the rest
-        text = _lossy_text(pending[0][0].as_py()) if cut else ""
-        line = last if cut else last + 1
-        yield from self._reject_rows(pa.array([line], pa.int64()),
-                                     pa.array([damage_reason(damage)]), pa.array([text]),
-                                     self.names[index])
-        return line
+    def read_whole_file(self, index: int) -> Iterator[pa.RecordBatch]:
+        """Rows of the ``index``-th file read by the local reader, then its line count."""
+        read = _read_text_file(Path(self.paths[index]), self.fmt, self.options)
+        for edges in read.edges:
+            yield from self._edge_rows(offset_seq(edges, index))
+        for rejects in read.rejects:
+            yield from self._reject_rows(rejects, self.names[index])
+        yield from self._rows(1, {LINES: pa.array([read.lines]),
+                                  DAMAGED: pa.array([int(read.damaged)])})
 
     def _edge_rows(self, edges: pa.Table) -> Iterator[pa.RecordBatch]:
-        n = edges.num_rows
-        if not n:
-            return
-        columns = [edges.column(f.name).cast(f.type) if f.name in edges.column_names
-                   else pa.nulls(n, f.type) for f in self.out_schema]
-        columns[self.out_schema.get_field_index(EXTRA)] = _extra_values(
-            edges.select([c for c in edges.column_names if c not in self.out_schema.names]))
-        yield from pa.table(columns, schema=self.out_schema).to_batches()
+        names = set(self.out_schema.names)
+        given = {c: edges.column(c) for c in edges.column_names if c in names}
+        given[EXTRA] = _extra_values(
+            edges.select([c for c in edges.column_names if c not in names]))
+        yield from self._rows(edges.num_rows, given)
 
-    def _reject_rows(self, lines, reasons, texts, name: str) -> Iterator[pa.RecordBatch]:
-        n = len(lines)
+    def _reject_rows(self, rejects: pa.Table, name: str) -> Iterator[pa.RecordBatch]:
+        n = rejects.num_rows
+        yield from self._rows(n, {"_reject_line": rejects.column("line"),
+                                  "_reject_reason": rejects.column("reason"),
+                                  "_reject_text": rejects.column("text"),
+                                  "_reject_file": pa.array([name] * n, pa.string())})
+
+    def _rows(self, n: int, given: dict) -> Iterator[pa.RecordBatch]:
+        """``n`` rows holding ``given``'s columns, nulls elsewhere."""
         if not n:
             return
-        columns = [pa.nulls(n, f.type) for f in self.out_schema][: -len(_reject_fields())]
-        columns += [lines, reasons, texts, pa.array([name] * n, pa.string())]
+        columns = [given[f.name].cast(f.type) if f.name in given else pa.nulls(n, f.type)
+                   for f in self.out_schema]
         yield from pa.table(columns, schema=self.out_schema).to_batches()
 
 
@@ -449,11 +437,6 @@ def _extra_values(extra: pa.Table) -> pa.Array:
     rows = [[(key, values[i]) for key, values in keyed if values[i] is not None] or None
             for i in range(extra.num_rows)]
     return pa.array(rows, EXTRA_TYPE)
-
-
-def _lossy_text(raw: bytes) -> str:
-    """A cut line's start as reject text, whatever its bytes."""
-    return raw[: REJECT_TEXT_CHARS * 4].decode("utf-8", "backslashreplace")[:REJECT_TEXT_CHARS]
 
 
 def _read_split(spark, plan: TextRead, indices: list[int]):
@@ -506,35 +489,18 @@ def _file_indices(uris: set[str], paths: list[str], indices: list[int]) -> dict[
 
 
 def _read_whole(spark, plan: TextRead, indices: list[int]):
-    """Files read whole, one task each (:meth:`TextRead.read_file`): rows, then one row
-    per file holding its line count in :data:`LINES`."""
+    """Files read whole, one task each (:meth:`TextRead.read_whole_file`)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
-    schema = pa.schema([*plan.out_schema, pa.field(LINES, pa.int64())])
     tasks = spark.createDataFrame(
         spark.sparkContext.parallelize([(i,) for i in indices], len(indices)), "file long")
 
     def read(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for rb in batches:
             for index in rb.column(0).to_pylist():
-                count = yield from _with_lines(plan.read_file(index), schema)
-                yield pa.RecordBatch.from_arrays(
-                    [pa.nulls(1, f.type) for f in plan.out_schema] + [pa.array([count])],
-                    schema=schema)
+                yield from plan.read_whole_file(index)
 
-    return tasks.mapInArrow(read, from_arrow_schema(schema))
-
-
-def _with_lines(rows: Generator[pa.RecordBatch, None, int],
-                schema: pa.Schema) -> Generator[pa.RecordBatch, None, int]:
-    """``rows`` with a null :data:`LINES` column; returns what ``rows`` returns."""
-    while True:
-        try:
-            rb = next(rows)
-        except StopIteration as stop:
-            return stop.value
-        yield pa.RecordBatch.from_arrays([*rb.columns, pa.nulls(rb.num_rows, pa.int64())],
-                                         schema=schema)
+    return tasks.mapInArrow(read, from_arrow_schema(plan.out_schema))
 
 
 def _first_lines(blocks) -> dict[tuple[str, int], int]:
