@@ -464,3 +464,43 @@ def test_spark_drops_a_byte_order_mark_and_hints_at_the_format_like_local(spark,
     plain = tmp_path / "flows.txt"
     _, rejects, _, _ = assert_same_read(spark, plain, "snap")
     assert len(rejects) == 2 and all("--format" in why for _, _, why, _ in rejects)
+
+
+# -- the line readers' fuzz, read by Spark -------------------------------------------------
+
+
+def spark_fuzz_reader(request: pytest.FixtureRequest):
+    """The reader fuzz's reader interface on Spark: edges in stream order, rejects sorted."""
+    from graphcep.io.readers import READ_REJECT_SCHEMA
+    from graphcep.runtime.spark import read_edges_spark
+
+    spark = request.getfixturevalue("spark")
+
+    def read(path, fmt, options):
+        edges_df, rejects_df, _ = read_edges_spark(spark, path, fmt, options)
+        rejects = rejects_df.toArrow().sort_by([("file", "ascending"), ("line", "ascending")])
+        return edges_df.toArrow().sort_by("seq"), rejects.cast(READ_REJECT_SCHEMA)
+
+    return read
+
+
+@pytest.fixture
+def fuzz(monkeypatch):
+    from tests import test_reader_fuzz
+
+    monkeypatch.setitem(test_reader_fuzz.READERS, "spark", spark_fuzz_reader)
+    return test_reader_fuzz
+
+
+@pytest.mark.parametrize("compress", [False, True], ids=["plain", "gz"])
+@pytest.mark.parametrize("fmt", ["snap", "csv", "tsv", "vast", "netflow5", "jsonl"])
+def test_spark_passes_the_reader_fuzz(fuzz, tmp_path, request, fmt, compress):
+    fuzz.test_malformed_lines_are_rejected_and_good_ones_kept(tmp_path, request, "spark",
+                                                              compress, fmt)
+
+
+@pytest.mark.parametrize("fmt", ["snap", "csv", "jsonl"])
+def test_spark_passes_the_reader_fuzz_on_marks_and_cut_gzip(fuzz, tmp_path, request, fmt):
+    fuzz.test_byte_order_mark_at_the_start_changes_nothing(tmp_path, request, "spark", fmt)
+    fuzz.test_truncated_gzip_gives_a_prefix_and_one_damage_reject(tmp_path, request, "spark",
+                                                                  fmt)
