@@ -37,10 +37,11 @@ edge than a sort does, so the parallel replay pays for it.
 ``\n`` only; line numbers (which become ``seq`` and the reject line numbers) are
 recovered exactly by counting lines per file block in the JVM and numbering them in a
 ``mapInArrow`` pass, which hands the lines' bytes to the local reader's parser. Compressed
-files cannot be split into blocks anyway: each is read whole by one Python task with the
-local reader's line splitting, which also keeps the lines before a damaged gzip stream's
-damage. Parquet inputs are read by the local reader (their row numbers become ``seq``)
-and handed to Spark as Arrow.
+files cannot be split into blocks anyway (Spark's own gzip reading gives one task per file
+too, and fails the job on a damaged one): each is read whole by one Python task with the
+local reader's own file reading, which keeps the lines before a damaged gzip stream's
+damage and reports it. Parquet inputs are read by the local reader (their row numbers
+become ``seq``) and handed to Spark as Arrow.
 """
 
 from __future__ import annotations
