@@ -107,12 +107,16 @@ def assert_same_read(spark, path, fmt: str | None = None):
 # -- match records carry every column of the input ----------------------------------------
 
 
+@pytest.mark.parametrize("packed", [False, True], ids=["plain", "gz"])
 @pytest.mark.parametrize("fmt", sorted(WRITERS))
-def test_spark_match_records_carry_durations_like_local(spark, tmp_path, fmt):
+def test_spark_match_records_carry_durations_like_local(spark, tmp_path, fmt, packed):
     from graphcep.runtime.spark import run_spark
 
     rows = flows()
     path = write_lines(tmp_path / f"flows.{fmt}", WRITERS[fmt](rows))
+    if packed:
+        path = path.rename(path.with_name(path.name + ".gz"))
+        path.write_bytes(gzip.compress(path.read_bytes()))
     job = Job.create(parse_program(TRIANGLE), fmt=fmt)
     edges, _, _, edges_df = assert_same_read(spark, path, fmt)
     spark_matches, _ = run_spark(spark, job, edges_df)
