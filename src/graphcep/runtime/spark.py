@@ -244,11 +244,12 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
         parts.append(_read_whole(spark, plan, whole).withColumn(WHOLE, F.lit(True)))
     parsed = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     parsed = parsed.cache()
-    totals = _totals(parsed, fmt, schema, bool(whole))
+    totals = _totals(parsed, fmt, schema)
     lines_read += totals["lines"]
     rejects_df = _rejects(parsed, fmt, [plan.names[i] for i in split
                                         if i not in totals["with_edges"]])
     if totals["damaged"] and totals["damaged"] == lines_read:
+        parsed.unpersist()
         raise InputError(_nothing_read([pa.table({k: [v] for k, v in row.asDict().items()})
                                         for row in rejects_df.collect()]))
     columns = [c for c in schema.names if c not in totals["drop"]]
@@ -258,7 +259,7 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     return edges_df, rejects_df, lines_read
 
 
-def _totals(parsed, fmt: str, schema: pa.Schema, whole: bool) -> dict:
+def _totals(parsed, fmt: str, schema: pa.Schema) -> dict:
     """What only the whole read tells, in one pass over the parsed rows: the lines and
     damaged files of the files read whole, the files that gave an edge (by index, from
     ``seq``), and the columns to drop (a VAST ``Label`` no line had, as locally)."""
