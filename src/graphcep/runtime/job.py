@@ -22,7 +22,7 @@ from graphcep.engines.base import Engine
 from graphcep.engines.ddst_baseline import DDST_MATCH_SCHEMA
 from graphcep.engines.difference_bounds import check_window
 from graphcep.engines.subgraph_plan import compile_query
-from graphcep.events import format_seconds
+from graphcep.events import CORE_NAMES, format_seconds
 from graphcep.features.feature_set import FeatureSet
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.io.sinks import (
@@ -211,10 +211,10 @@ class Job:
         }
 
     def needed_columns(self, available: list[str]) -> list[str]:
-        """The edge columns the engine and the features read, in ``available``'s order."""
-        wanted = {"t", "src", "dst", "seq", "pos"}
-        if self._uses_durations():
-            wanted.add("dur")
+        """The edge columns the engine, the features and the match records read, in
+        ``available``'s order: every core column (a match record carries each edge's
+        ``dur`` even when no constraint reads it), the predicates' and features' fields."""
+        wanted = {*CORE_NAMES, "pos"}
         wanted |= {self.field_aliases.get(p.field, p.field) for p in self.query.edge_predicates}
         for name in {c.feature for c in self.query.vertex_constraints}:
             field_name = self.program.features[name].field
@@ -235,13 +235,6 @@ class Job:
                     f"feature {name!r} ({feature.operator}({feature.field}, ...)) counts the "
                     f"field {feature.field!r}, which the stream lacks (fields: {fields})"
                 )
-
-    def _uses_durations(self) -> bool:
-        return any(
-            ref is not None and ref.kind == "end"
-            for c in self.query.temporal
-            for ref in (c.plus, c.minus)
-        )
 
     def orient(self, edges: pa.Table) -> pa.Table:
         """Swap ``src``/``dst`` when the query reads edges the other way round."""
