@@ -545,14 +545,14 @@ def test_unreadable_file_is_a_reject_and_alone_an_input_error(tmp_path: Path, mo
 
     good = write(tmp_path / "a.csv", numbered_csv(2))
     locked = write(tmp_path / "b.csv", numbered_csv(2))
-    opener = readers._open_binary
+    opener = readers.open_binary
 
     def refuse_locked(path: Path):
         if path == locked:
             raise PermissionError(13, "Permission denied", str(path))
         return opener(path)
 
-    monkeypatch.setattr(readers, "_open_binary", refuse_locked)
+    monkeypatch.setattr(readers, "open_binary", refuse_locked)
     result = read_edges([good, locked], fmt="csv")
     assert result.edges.num_rows == 2
     assert result.rejects.to_pylist() == [

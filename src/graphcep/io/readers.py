@@ -72,7 +72,8 @@ from graphcep.io.rejects import add_format_hint
 FILE_INDEX_SHIFT = 40
 _GZIP_MAGIC = b"\x1f\x8b"
 _UTF8_BOM = b"\xef\xbb\xbf"
-_HEAD_LINES = 64
+#: Lines read from a file's start to decide its layout (header, field count, format).
+HEAD_LINES = 64
 
 #: Schema of :attr:`ReadResult.rejects`: the parser's rejects plus the file they came from.
 READ_REJECT_SCHEMA = pa.schema([pa.field("file", pa.string(), nullable=False), *REJECT_SCHEMA])
@@ -151,7 +152,7 @@ def expand_paths(paths: str | os.PathLike | list[str | os.PathLike]) -> list[Pat
     return out
 
 
-def _open_binary(path: Path) -> BinaryIO:
+def open_binary(path: Path) -> BinaryIO:
     """Open a file for reading bytes, through gzip when it starts with the gzip magic."""
     raw = open(path, "rb")  # noqa: SIM115 -- returned to the caller, who closes it
     magic = raw.read(2)
@@ -190,7 +191,7 @@ def _format_from_name(path: Path) -> str:
 
 def _looks_like_vast(path: Path) -> bool:
     try:
-        with _open_binary(path) as fh:
+        with open_binary(path) as fh:
             return _first_line_is_vast(_head_text(fh))
     except OSError:
         return False
@@ -366,7 +367,7 @@ def _with_file(rejects: pa.Table, name: str) -> pa.Table:
 
 
 @dataclass
-class _FileRead:
+class FileRead:
     """What reading one file gave: edge and reject tables, lines read (a damaged file's
     break counts as one, with its reject row last) and whether it broke off."""
 
@@ -387,21 +388,21 @@ def _damage_rejects(name: str, damage: DamagedInputError) -> pa.Table:
     return pa.table(row, schema=READ_REJECT_SCHEMA)
 
 
-def _read_text_file(path: Path, fmt: str, options: ReaderOptions) -> _FileRead:
+def read_text_file(path: Path, fmt: str, options: ReaderOptions) -> FileRead:
     """Parse one text file (see :func:`_read_text_stream`); a file that cannot be opened
     is one reject, as a damaged one."""
     try:
-        fh = _open_binary(path)
+        fh = open_binary(path)
     except (FileNotFoundError, IsADirectoryError):
         raise
     except OSError as exc:  # unreadable (permissions ...): reported like a damaged file
         damage = DamagedInputError(f"cannot read the file: {exc.strerror or exc}", 0)
-        return _FileRead([], [_damage_rejects(str(path), damage)], 1, damaged=True)
+        return FileRead([], [_damage_rejects(str(path), damage)], 1, damaged=True)
     with fh:
         return _read_text_stream(fh, str(path), fmt, options)
 
 
-def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions) -> _FileRead:
+def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions) -> FileRead:
     """Parse a byte stream. A damaged stream keeps what was read before the damage and
     adds one reject for it, counted as one line read. When no line of the stream gives
     an edge, its rejects get a hint to check the format."""
@@ -415,7 +416,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
     try:
         for lines, numbers in blocks:
             if prepared is None:
-                head = lines.slice(0, _HEAD_LINES).to_pylist()
+                head = lines.slice(0, HEAD_LINES).to_pylist()
                 text = [b[: options.max_line_bytes].decode("utf-8", "replace") for b in head]
                 prepared = prepare_options(fmt, text, options)
             good, bad = parse_lines(lines, numbers, fmt, prepared)
@@ -429,7 +430,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
     if damage is not None:
         rejects.append(_damage_rejects(name, damage))
         lines_read += 1
-    return _FileRead(edges, rejects, lines_read, damaged=damage is not None)
+    return FileRead(edges, rejects, lines_read, damaged=damage is not None)
 
 
 def _true_lengths(bad: pa.Table, cutter: _LineCutter, options: ReaderOptions) -> pa.Table:
@@ -449,7 +450,7 @@ def _true_lengths(bad: pa.Table, cutter: _LineCutter, options: ReaderOptions) ->
 
 def _read_parquet_file(
     path: Path | BinaryIO, options: ReaderOptions, name: str | None = None
-) -> _FileRead:
+) -> FileRead:
     """Parse one Parquet file batch by batch.
 
     Raises
@@ -478,9 +479,9 @@ def _read_parquet_file(
         except (pa.ArrowException, OSError) as exc:  # a damaged page: keep what was read
             reason = f"damaged Parquet: {exc} after row {offset}"
             rejects.append(_damage_rejects(name, DamagedInputError(reason, offset)))
-            return _FileRead(edges, rejects, offset + 1, damaged=True)
+            return FileRead(edges, rejects, offset + 1, damaged=True)
         if batch is None:
-            return _FileRead(edges, rejects, offset)
+            return FileRead(edges, rejects, offset)
         try:
             good, bad = parse_table(batch, options, row_offset=offset)
         except SchemaError as exc:
@@ -563,21 +564,21 @@ def read_edges(
         if fmt == "parquet":
             read = _read_parquet_file(path, options)
         else:
-            read = _read_text_file(path, fmt, options)
+            read = read_text_file(path, fmt, options)
         edge_parts.extend(offset_seq(t, index) for t in read.edges)
         reject_parts.extend(read.rejects)
         lines_read += read.lines
         if read.damaged:
             damaged.append(read.rejects[-1])
     if damaged and lines_read == len(damaged):
-        raise InputError(_nothing_read(damaged))
+        raise InputError(nothing_read_message(damaged))
     edges = _concat_edges(edge_parts, fmt)
     rejects = pa.concat_tables(reject_parts) if reject_parts else READ_REJECT_SCHEMA.empty_table()
     skipped = lines_read - edges.num_rows - rejects.num_rows
     return ReadResult(edges, rejects, lines_read, skipped, fmt)
 
 
-def _nothing_read(damaged: list[pa.Table]) -> str:
+def nothing_read_message(damaged: list[pa.Table]) -> str:
     """Message of the :class:`InputError` for a read where every file broke off at once."""
     row = damaged[0].to_pylist()[0]
     more = f" (and {len(damaged) - 1} more damaged files)" if len(damaged) > 1 else ""

@@ -63,15 +63,15 @@ import pyarrow.compute as pc
 from graphcep.events import normalize_edges, sort_stream
 from graphcep.io.formats import InputError, ReaderOptions, edge_schema, parse_lines, prepare_options
 from graphcep.io.readers import (  # the local reader's own pieces: one reading, two engines
-    _HEAD_LINES,
     FILE_INDEX_SHIFT,
-    _nothing_read,
-    _open_binary,
-    _read_text_file,
+    HEAD_LINES,
     expand_paths,
     guess_format,
     iter_line_blocks,
+    nothing_read_message,
     offset_seq,
+    open_binary,
+    read_text_file,
 )
 from graphcep.io.rejects import add_format_hint
 from graphcep.patterns.ddst import DDSTQuery
@@ -250,7 +250,7 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
                                         if i not in totals["with_edges"]])
     if totals["damaged"] and totals["damaged"] == lines_read:
         parsed.unpersist()
-        raise InputError(_nothing_read([pa.table({k: [v] for k, v in row.asDict().items()})
+        raise InputError(nothing_read_message([pa.table({k: [v] for k, v in row.asDict().items()})
                                         for row in rejects_df.collect()]))
     columns = [c for c in schema.names if c not in totals["drop"]]
     extra = _extra_columns(parsed) if fmt == "jsonl" or whole else []
@@ -362,10 +362,10 @@ def _head_lines(path: Path, options: ReaderOptions) -> list[str]:
     that cannot be opened none."""
     head: list[bytes] = []
     try:
-        with _open_binary(path) as stream:
+        with open_binary(path) as stream:
             for lines, _ in iter_line_blocks(stream, HEAD_BYTES, options.max_line_bytes):
-                head.extend(lines.slice(0, _HEAD_LINES - len(head)).to_pylist())
-                if len(head) >= _HEAD_LINES:
+                head.extend(lines.slice(0, HEAD_LINES - len(head)).to_pylist())
+                if len(head) >= HEAD_LINES:
                     break
     except (InputError, OSError):  # the file's own read reports it
         pass
@@ -398,7 +398,7 @@ class TextRead:
 
     def read_whole_file(self, index: int) -> Iterator[pa.RecordBatch]:
         """Rows of the ``index``-th file read by the local reader, then its line count."""
-        read = _read_text_file(Path(self.paths[index]), self.fmt, self.options)
+        read = read_text_file(Path(self.paths[index]), self.fmt, self.options)
         for edges in read.edges:
             yield from self._edge_rows(offset_seq(edges, index))
         for rejects in read.rejects:
