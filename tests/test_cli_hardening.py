@@ -517,3 +517,18 @@ def test_header_flags_decide_line_one(tmp_path, capsys, flag, edges, matches, re
     assert main(args + ["--header"]) == 0
     summary = last_json(capsys.readouterr().out)
     assert (summary["edges"], summary["matches"], summary["rejected"]) == (2, 0, 0)
+
+
+@pytest.mark.skipif(not Path("/dev/full").exists(), reason="needs /dev/full")
+@pytest.mark.parametrize("command", ["gen", "run"])
+def test_a_full_disk_is_one_line_naming_the_output(tmp_path, capsys, command):
+    triangle = write(tmp_path / "t.csv", "1,2,10\n2,3,11\n3,1,12\n")
+    if command == "gen":
+        args = ["gen", "netflow", "--edges", "100", "--vertices", "10", "-o", "/dev/full",
+                "--format", "csv"]
+    else:
+        args = ["run", str(TRIANGLE), "--input", str(triangle), "--engine", "local",
+                "-o", "/dev/full", "--output-format", "jsonl",
+                "--rejects", str(tmp_path / "r.jsonl")]
+    assert main(args) == 1
+    assert one_line_error(capsys) == "graphcep: No space left on device (/dev/full)"

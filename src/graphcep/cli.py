@@ -27,12 +27,14 @@ Decisions
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import os
 import re
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -90,6 +92,10 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:  # the reader left (``graphcep run ... | head``): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
         return 141  # as a process ended by SIGPIPE
+    except OSError as err:  # the system failed a read or a write (disk full, I/O error)
+        where = f" ({err.filename})" if err.filename else ""
+        print(f"graphcep: {err.strerror or err}{where}", file=sys.stderr)
+        return 1
     except Exception as err:
         message = remote_state_bound(err)
         if message is None:
@@ -319,10 +325,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         matches, stats, lines = _run_local(job, args.input, fmt, options, rejects)
     else:
         matches, stats, lines = _run_spark(job, args, fmt, options, rejects)
-    with make_sink(args.output, out_format, limit=args.limit, matches=job.output) as sink:
+    with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
+                                         matches=job.output) as sink:
         sink.write(matches)
     if rejects.count:
-        rejects.write()
+        with writing(args.rejects):
+            rejects.write()
     stats.seconds = time.perf_counter() - started
     _print_summary(args, job, stats, lines, rejects)
     return 0
@@ -597,7 +605,8 @@ def cmd_gen_netflow(args: argparse.Namespace) -> int:
     from graphcep.io.generator import generate_netflow, write_edges
 
     table = generate_netflow(args.edges, args.vertices, args.rate, args.seed)
-    write_edges(table, args.output, args.format)
+    with writing(args.output):
+        write_edges(table, args.output, args.format)
     print(f"wrote {table.num_rows:,} edges over {args.vertices:,} vertices to {args.output}")
     return 0
 
@@ -609,6 +618,18 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def writing(target: str | None) -> Iterator[None]:
+    """Name ``target`` in an :class:`OSError` raised while writing it (a full disk says
+    which output it could not finish); ``main`` prints it in one line, exit status 1."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename or target in (None, "-") or isinstance(err, BrokenPipeError):
+            raise
+        raise OSError(err.errno, err.strerror or str(err), target) from err
 
 
 def _window_note(own_extent: int | None, window: int | None) -> str:
