@@ -124,6 +124,14 @@ def cmd_stream(args: argparse.Namespace) -> int:
     """Run the stream; failures end it with one line on stderr (2: the input, the query or
     the checkpoint; 3: a state bound; 130: interrupted), the checkpoint at the last
     finished micro-batch."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        return _stream(args)
+    finally:  # a library caller (a test) keeps its own Ctrl-C
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stream(args: argparse.Namespace) -> int:
     from graphcep.cli import _ddst_job, _is_ddst, state_bound  # one rule for each
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import SocketSource, quiet_query_errors

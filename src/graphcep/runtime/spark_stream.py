@@ -365,9 +365,9 @@ def restart_socket_checkpoint(operator: StreamOperator, checkpoint: str | os.Pat
     into the operator's ``lost`` total first (:func:`socket_lines_lost`).
     """
     spark_dir = Path(checkpoint) / "spark"
+    offset = operator.resume() + 1  # loads the state first: the count goes into it
     operator.totals.lost += socket_lines_lost(spark_dir, operator)
     shutil.rmtree(spark_dir, ignore_errors=True)
-    offset = operator.resume() + 1
     spark_dir.mkdir(parents=True)
     (spark_dir / _BATCH_OFFSET_FILE).write_text(f"{offset}\n")
     return offset
@@ -405,7 +405,10 @@ def _socket_offset(path: Path) -> int:
     """The line offset in an offsets-log entry: a version line, the batch's metadata (a
     JSON object), then one offset per source -- the socket's a plain number."""
     lines = path.read_text().splitlines()
-    return int(lines[2].strip()) if len(lines) > 2 and lines[2].strip().isdigit() else -1
+    try:
+        return int(lines[2])
+    except (IndexError, ValueError):  # not a socket's offset: nothing to count
+        return -1
 
 
 def run_available_now(spark: Any, operator: StreamOperator, source: Any, *,
