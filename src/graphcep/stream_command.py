@@ -175,14 +175,16 @@ def _stream(args: argparse.Namespace) -> int:
     )
     on_report = print_warnings if args.quiet else print_report
     try:
-        _drive(spark, operator, source, args, on_report)
+        try:
+            _drive(spark, operator, source, args, on_report)
+        finally:
+            sink.close()
+        _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
+        return 0
     except (BatchFailure, StreamFailure) as failure:
         return _report_failure(failure)
     finally:
-        sink.close()
-        operator.close()
-    _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
-    return 0
+        operator.close()  # after the summary, which reads the cells' state
 
 
 def _exit_on_interrupt(note: str) -> None:
