@@ -181,6 +181,11 @@ def test_a_checkpoint_refuses_another_source_or_query(tmp_path, capsys):
         assert code == 2
         assert err.count("\n") == 1 and err.startswith(f"graphcep: checkpoint {ckpt} ")
         assert str(first.resolve()) in err and str(query.resolve()) in err
+    (tmp_path / "plain-file").write_text("")
+    assert main(["stream", str(query), "--source", str(first), "--checkpoint",
+                 str(tmp_path / "plain-file"), "--once"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("graphcep: --checkpoint ")
 
 
 def test_a_micro_batch_hitting_the_state_bound_ends_with_status_3(spark, tmp_path, capsys):

@@ -266,8 +266,20 @@ def claim_checkpoint(checkpoint: Path, source: str, query: str, digest: str) -> 
     one and the totals mixed. A checkpoint written before this record existed is adopted.
     """
     record = checkpoint / CHECKPOINT_IDENTITY
+    try:
+        _check_claim(checkpoint, record, source, query, digest)
+    except QueryError:
+        raise
+    except (OSError, ValueError) as err:  # not a directory, unreadable, not our record
+        raise QueryError(f"--checkpoint {checkpoint}: cannot be used ({err})") from None
+
+
+def _check_claim(checkpoint: Path, record: Path, source: str, query: str, digest: str) -> None:
+    """:func:`claim_checkpoint`'s comparison (or first record)."""
     if record.exists():
         stored = json.loads(record.read_text(encoding="utf-8"))
+        if not isinstance(stored, dict):
+            raise ValueError(f"{record} is not graphcep's record of the stream")
         if (stored.get("source"), stored.get("query")) != (source, query):
             raise QueryError(
                 f"checkpoint {checkpoint} belongs to query {stored.get('query')} over "
