@@ -290,7 +290,8 @@ def _check_claim(checkpoint: Path, record: Path, source: str, query: str, digest
                 f"checkpoint {checkpoint} belongs to query {query} over {source} as it was "
                 "first started: the query file or an option that changes its matches "
                 "(--query-name, --window, --max-duration, --homomorphic, --format, "
-                "--time-unit, the DDST engine) differs since: give another --checkpoint")
+                "--time-unit, --header, the DDST engine) differs since: give another "
+                "--checkpoint")
         return
     checkpoint.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"source": source, "query": query, "digest": digest}, indent=1)
@@ -305,10 +306,10 @@ def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
 def _query_digest(args: argparse.Namespace) -> str:
     """The query text and the options that change which matches it finds."""
     options = {name: getattr(args, name, None) for name in (
-        "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
+        "query_name", "window", "max_duration", "homomorphic", "format", "time_unit", "header",
         "ddst_engine", "signature_p", "signature_seed", "ddst_report")}
     digest = hashlib.sha256(Path(args.query).read_bytes())
-    digest.update(json.dumps(options, sort_keys=True).encode())
+    digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()
 
 
