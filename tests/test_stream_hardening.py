@@ -415,3 +415,20 @@ def test_progress_line_labels_time_and_shows_no_watermark_before_the_first_edge(
     # lateness 5 s, first edge at 1 s: the frontier (-4 s) has passed no edge yet
     assert "watermark - |" in op.process(1, edges([(1, "a", "b", 1)])).line()
     assert "watermark 4s |" in op.process(2, edges([(9, "b", "c", 2)])).line()
+
+
+def test_stream_reads_with_the_header_option(spark, tmp_path, capsys):
+    """``--no-header``: line 1 of a csv file is data, as for ``graphcep run`` (here not a
+    valid edge, so one reject) -- the option is not accepted and then ignored."""
+    from graphcep.cli import main
+
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    (incoming / "e.csv").write_text("src,dst,t\na,b,1\nb,c,2\n")  # headerless: src,dst,t
+    query = tmp_path / "triangle.sal"
+    query.write_text(TRIANGLE)
+    assert main(["stream", str(query), "--source", str(incoming), "--format", "csv",
+                 "--no-header", "--checkpoint", str(tmp_path / "ckpt"), "--once", "--quiet",
+                 "--summary", "json"]) == 0
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert (summary["rejected"], summary["edges"]) == (1, 2)

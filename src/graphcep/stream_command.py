@@ -315,9 +315,10 @@ def _query_digest(args: argparse.Namespace) -> str:
 
 def make_source(args: argparse.Namespace, program: Any) -> Any:
     """The source named by ``--source`` (or the program's ``VastStream``)."""
+    from graphcep.cli import reader_options  # one rule for run and stream
     from graphcep.runtime.spark_stream import FileSource, GeneratorSource, SocketSource
 
-    options = ReaderOptions(time_unit=args.time_unit)
+    options = reader_options(args)  # --time-unit and --header
     text = args.source
     if text is None:
         if program is None:
