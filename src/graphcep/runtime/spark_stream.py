@@ -268,6 +268,8 @@ def start_stream(
     :class:`BatchFailure`.
     """
 
+    operator.failure = None  # a new query: an earlier one's failure is not its own
+
     def on_batch(batch_df: Any, spark_batch_id: int) -> None:
         batch_id = batch_offset + spark_batch_id
         try:
