@@ -211,6 +211,33 @@ def test_a_micro_batch_hitting_the_state_bound_ends_with_status_3(spark, tmp_pat
     assert set(keys_of(jsonl_rows(tmp_path / "out"))) == match_keys(incoming, "vast")
 
 
+def test_a_micro_batch_that_cannot_write_its_output_ends_with_status_2(spark, tmp_path,
+                                                                       capsys):
+    """Any error in a micro-batch (here: its output part cannot be written, a directory
+    stands in its place) is one line, exit 2, and nothing committed: once the obstacle
+    is gone the same command writes the batch run's matches (before: Spark's traceback)."""
+    from graphcep.cli import main
+
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    (incoming / "flows.csv").write_bytes(
+        vast_bytes(generate_netflow(1_500, 30, 100, seed=4), tmp_path / "x"))
+    query = tmp_path / "triangle.sal"
+    query.write_text(TRIANGLE)
+    blocker = tmp_path / "out" / "part-00000000.jsonl"
+    blocker.mkdir(parents=True)
+    command = ["stream", str(query), "--source", str(incoming), "--format", "vast",
+               "--checkpoint", str(tmp_path / "ckpt"), "--output", str(tmp_path / "out") + "/",
+               "--once", "--quiet"]
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("graphcep: micro-batch 0: ")
+    assert "part-00000000.jsonl" in err
+    blocker.rmdir()
+    assert main(command) == 0
+    assert set(keys_of(jsonl_rows(tmp_path / "out"))) == match_keys(incoming, "vast")
+
+
 @pytest.mark.slow
 def test_a_socket_without_a_server_is_one_line(tmp_path):
     """``--source tcp://...`` with nothing listening: exit 2 and one line (before: a
