@@ -420,6 +420,13 @@ def test_a_far_future_timestamp_is_named_when_edges_turn_late():
     [warning] = report.warnings
     assert "flows.csv:3" in warning and "1000002" in warning and "2 edges late" in warning
     assert op.process(3, edges([(5, "e", "f", 6)]), names=names).warnings == []  # once
+    # the jump within one batch, with the edges it jumps over: the same warning
+    op = StreamOperator(Job.create(parse_program(TRIANGLE)), lateness_us=1 * S)
+    op.process(0, edges([(1, "a", "b", 1), (2, "b", "c", 2), (1_000_002, "c", "d", 3)]),
+               names=names)
+    [warning] = op.process(1, edges([(3, "c", "a", 4)]), names=names).warnings
+    assert "flows.csv:3" in warning and "1 edge late" in warning
+    assert "1000000 s past" in warning
 
 
 def test_a_jump_in_the_late_share_is_warned():

@@ -406,8 +406,12 @@ class StreamOperator:
             return
         seq = int(on_time.column("seq")[pc.index(times, newest).as_py()].as_py())
         place = edge_place(seq, names)
-        if st.max_t != _NEVER and newest - st.max_t > self._jump_limit():
-            st.jump = _Jump(newest, st.max_t, place)
+        # the newest time before this edge: the stream's so far, or its own batch's (the
+        # first batch, or one file, can bring the jump together with what it jumps over)
+        below = pc.max(pc.filter(times, pc.less(times, newest))).as_py()
+        before = max(st.max_t, _NEVER if below is None else int(below))
+        if before != _NEVER and newest - before > self._jump_limit():
+            st.jump = _Jump(newest, before, place)
         st.max_t, st.newest_place = newest, place
 
     def _jump_limit(self) -> int:
@@ -427,7 +431,8 @@ class StreamOperator:
                                                jump.previous - self.lateness_us)).as_py()
             if trailing:
                 jump.warned = True
-                return [f"{trailing:,} edges late behind the edge at {jump.place} "
+                edges = "edge" if trailing == 1 else "edges"
+                return [f"{trailing:,} {edges} late behind the edge at {jump.place} "
                         f"(t = {format_seconds(jump.t)} s), which moved event time "
                         f"{format_seconds(jump.t - jump.previous)} s past the newest edge "
                         f"before it: a wrong timestamp there makes the edges after it late"]
