@@ -16,20 +16,30 @@ the state held) goes to stderr; the summary to stdout (``--summary json``: one J
 from __future__ import annotations
 
 import argparse
+import contextlib
+import hashlib
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
+from graphcep.engines.base import StateBoundError
 from graphcep.events import seconds_to_us
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
-from graphcep.io.sinks import check_target, make_sink, sink_format
+from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format
 from graphcep.lang.sal import parse_file
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.job import Job, ReplayJob
-from graphcep.runtime.streaming import PartWriter, StreamOperator, print_report
+from graphcep.runtime.spark_stream import BatchFailure, StreamFailure
+from graphcep.runtime.streaming import (
+    PartWriter,
+    StreamOperator,
+    print_report,
+    print_warnings,
+)
 
 FORMATS = (*LINE_FORMATS, "parquet")
 
@@ -111,10 +121,23 @@ def validate_output(args: argparse.Namespace) -> None:
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
+    """Run the stream; failures end it with one line on stderr (2: the input, the query or
+    the checkpoint; 3: a state bound; 130: interrupted), the checkpoint at the last
+    finished micro-batch."""
+    previous = signal.getsignal(signal.SIGINT)
+    try:
+        return _stream(args)
+    finally:  # a library caller (a test) keeps its own Ctrl-C
+        signal.signal(signal.SIGINT, previous)
+
+
+def _stream(args: argparse.Namespace) -> int:
     from graphcep.cli import _ddst_job, _is_ddst, state_bound  # one rule for each
     from graphcep.runtime.spark import spark_session
+    from graphcep.runtime.spark_stream import SocketSource, quiet_query_errors
 
     validate_output(args)
+    _exit_on_interrupt("nothing was started")
     job: ReplayJob
     if _is_ddst(args.query):
         job = _ddst_job(args)
@@ -128,9 +151,17 @@ def cmd_stream(args: argparse.Namespace) -> int:
                          max_window_edges=state_bound(args))
     cells = _cells(args, job)  # before Spark starts: a wrong option fails at once
     checkpoint = Path(args.checkpoint)
+    claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
+                     _query_digest(args))
     sink = _sink(args, job)
     started = time.perf_counter()
     spark = spark_session(args.master)
+    socket = isinstance(source, SocketSource)
+    # after Spark starts: its context installs a handler of its own
+    _exit_on_interrupt("every finished micro-batch is checkpointed, run the same command "
+                       "to continue" + ("; socket lines not yet matched are lost" if socket
+                                        else ""))
+    quiet_query_errors(spark)
     operator = StreamOperator(
         job,
         lateness_us=seconds_to_us(args.lateness),
@@ -142,40 +173,152 @@ def cmd_stream(args: argparse.Namespace) -> int:
         threads=max(1, min(spark.sparkContext.defaultParallelism, os.cpu_count() or 1)),
         **cells,
     )
-    on_report = None if args.quiet else print_report
+    on_report = print_warnings if args.quiet else print_report
     try:
-        _drive(spark, operator, source, args, on_report)
-    except KeyboardInterrupt:
-        print("graphcep: interrupted; state is checkpointed, restart to continue",
-              file=sys.stderr)
+        try:
+            _drive(spark, operator, source, args, on_report)
+        finally:
+            sink.close()
+        _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
+        return 0
+    except (BatchFailure, StreamFailure) as failure:
+        return _report_failure(failure)
     finally:
-        sink.close()
-    _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
-    operator.close()
-    return 0
+        operator.close()  # after the summary, which reads the cells' state
+
+
+def _exit_on_interrupt(note: str) -> None:
+    """Ctrl-C ends the command at once: one line, exit status 130.
+
+    Not a ``KeyboardInterrupt``: raised in the middle of a call into Spark it breaks the
+    connection to the JVM (dozens of lines of py4j errors), and the micro-batch running in
+    Spark's callback thread goes on regardless. Leaving mid-batch is safe: the checkpoint
+    is written atomically after each micro-batch, and one interrupted is run again from
+    the state before it (tested as SIGKILL is).
+    """
+
+    def interrupted(signum: int, frame: Any) -> None:
+        with contextlib.suppress(Exception):
+            sys.stdout.flush()  # matches already printed on the console
+        os.write(sys.stderr.fileno(), f"graphcep: interrupted; {note}\n".encode())
+        os._exit(130)
+
+    signal.signal(signal.SIGINT, interrupted)
+
+
+def _report_failure(failure: Exception) -> int:
+    """One line for what stopped the stream; 3 for a state bound, else 2."""
+    from graphcep.runtime.spark_stream import BatchFailure, one_line
+
+    if not isinstance(failure, BatchFailure):
+        print(f"graphcep: {failure}", file=sys.stderr)
+        return 2
+    cause = failure.cause
+    known = isinstance(cause, (QueryError, StateBoundError, OSError))
+    reason = " ".join(str(cause).split()) if known else one_line(cause)
+    print(f"graphcep: micro-batch {failure.batch_id}: {reason} (not committed: the checkpoint "
+          f"holds the micro-batches before it, and a restart runs it again)", file=sys.stderr)
+    return 3 if isinstance(cause, StateBoundError) else 2
 
 
 def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Namespace,
            on_report: Any) -> None:
-    from graphcep.runtime.spark_stream import await_query, run_available_now, start_stream
+    from graphcep.runtime.spark_stream import (
+        SocketSource,
+        await_query,
+        restart_socket_checkpoint,
+        run_available_now,
+        start_stream,
+    )
 
     checkpoint = Path(args.checkpoint)
+    offset = 0
+    if isinstance(source, SocketSource):
+        lost_before = operator.totals.lost
+        offset = restart_socket_checkpoint(operator, checkpoint)
+        if lost := operator.totals.lost - lost_before:
+            print(f"graphcep: warning: {lost:,} lines from {source.describe()} were lost: "
+                  "the last run stopped in a micro-batch before matching them, and a socket "
+                  "cannot send them again", file=sys.stderr)
     if args.once:
-        run_available_now(spark, operator, source, checkpoint=checkpoint, on_report=on_report)
+        run_available_now(spark, operator, source, checkpoint=checkpoint, on_report=on_report,
+                          batch_offset=offset)
         return
     query = start_stream(spark, operator, source, checkpoint=checkpoint,
-                         trigger_seconds=args.trigger or None, on_report=on_report)
+                         trigger_seconds=args.trigger or None, on_report=on_report,
+                         batch_offset=offset)
     try:
-        await_query(query, operator, args.run_for)
+        await_query(query, operator, args.run_for, source)
     finally:
         query.stop()
 
 
+#: What a checkpoint records of its stream on first start (``CHECKPOINT/graphcep.json``)
+CHECKPOINT_IDENTITY = "graphcep.json"
+
+
+def claim_checkpoint(checkpoint: Path, source: str, query: str, digest: str) -> None:
+    """Record the stream a checkpoint belongs to on first start; refuse it to another.
+
+    A checkpoint's state and totals are those of one query over one source: resumed for
+    another source, Spark fails on the old directory's offsets; for another query (or the
+    same file edited, or options that change the matches) the state would be the wrong
+    one and the totals mixed. A checkpoint written before this record existed is adopted.
+    """
+    record = checkpoint / CHECKPOINT_IDENTITY
+    try:
+        _check_claim(checkpoint, record, source, query, digest)
+    except QueryError:
+        raise
+    except (OSError, ValueError) as err:  # not a directory, unreadable, not our record
+        raise QueryError(f"--checkpoint {checkpoint}: cannot be used ({err})") from None
+
+
+def _check_claim(checkpoint: Path, record: Path, source: str, query: str, digest: str) -> None:
+    """:func:`claim_checkpoint`'s comparison (or first record)."""
+    if record.exists():
+        stored = json.loads(record.read_text(encoding="utf-8"))
+        if not isinstance(stored, dict):
+            raise ValueError(f"{record} is not graphcep's record of the stream")
+        if (stored.get("source"), stored.get("query")) != (source, query):
+            raise QueryError(
+                f"checkpoint {checkpoint} belongs to query {stored.get('query')} over "
+                f"{stored.get('source')}, not to query {query} over {source}: give another "
+                "--checkpoint")
+        if stored.get("digest") != digest:
+            raise QueryError(
+                f"checkpoint {checkpoint} belongs to query {query} over {source} as it was "
+                "first started: the query file or an option that changes its matches "
+                "(--query-name, --window, --max-duration, --homomorphic, --format, "
+                "--time-unit, --header, the DDST engine) differs since: give another "
+                "--checkpoint")
+        return
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"source": source, "query": query, "digest": digest}, indent=1)
+    replace_atomically(record, lambda path: Path(path).write_text(text + "\n",
+                                                                    encoding="utf-8"))
+
+
+def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
+    return f"{Path(args.query).resolve()} ({job.name})"
+
+
+def _query_digest(args: argparse.Namespace) -> str:
+    """The query text and the options that change which matches it finds."""
+    options = {name: getattr(args, name, None) for name in (
+        "query_name", "window", "max_duration", "homomorphic", "format", "time_unit", "header",
+        "ddst_engine", "signature_p", "signature_seed", "ddst_report")}
+    digest = hashlib.sha256(Path(args.query).read_bytes())
+    digest.update(json.dumps(options, sort_keys=True, default=str).encode())
+    return digest.hexdigest()
+
+
 def make_source(args: argparse.Namespace, program: Any) -> Any:
     """The source named by ``--source`` (or the program's ``VastStream``)."""
+    from graphcep.cli import reader_options  # one rule for run and stream
     from graphcep.runtime.spark_stream import FileSource, GeneratorSource, SocketSource
 
-    options = ReaderOptions(time_unit=args.time_unit)
+    options = reader_options(args)  # --time-unit and --header
     text = args.source
     if text is None:
         if program is None:
@@ -249,6 +392,8 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         print(f"late edges: {summary['late_dir']}")
     if totals.rejected:
         print(f"malformed lines: {summary['rejects_dir']}")
+    if totals.lost:
+        print(f"socket lines lost to interrupted micro-batches: {totals.lost:,}")
 
 
 def _us(text: str | None) -> int | None:

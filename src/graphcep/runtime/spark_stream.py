@@ -15,12 +15,19 @@ Sources
     file elsewhere and move it in (a rename), or give it a name starting with ``.`` or
     ``_`` until it is complete: Spark lists files, it does not wait for writers. Files are
     taken in name order within a micro-batch; ``seq`` is the line number plus the file's
-    arrival ordinal ``<< 40``. Replayable, so exactly-once.
+    arrival ordinal ``<< 40``. Replayable, so exactly-once. A file that cannot be read
+    (truncated or corrupt gzip, not Parquet, vanished) is quarantined: what the reader
+    could take from it is matched, the damage is a reject (file, line, reason) and the
+    stream goes on -- a restart never meets it again, as its micro-batch completed.
 :class:`SocketSource`
     Lines from a TCP socket (what SAL's ``VastStream("host", port)`` means), VAST by
     default; ``seq`` counts lines from the start of the stream. Spark's socket source keeps
-    no offsets, so a restart continues with whatever the socket sends next: at-most-once
-    for the lines in flight, which Spark documents for this source.
+    no offsets that outlive a connection, so each start begins a new Spark checkpoint
+    (``<checkpoint>/spark``) and continues the operator's batch ids, line numbers and
+    state: a restart matches whatever the socket sends next. At-most-once for the lines
+    in flight, which Spark documents for this source; the lines of a micro-batch that a
+    crash or interrupt left unfinished are counted and reported at the next start
+    (:func:`socket_lines_lost`).
 :class:`GeneratorSource`
     The netflow generator as a stream (Spark's ``rate`` source): edge ``i`` arrives at
     ``i / rate`` seconds of event time, its endpoints drawn as :func:`generate_netflow`
@@ -33,6 +40,8 @@ Sources
 from __future__ import annotations
 
 import os
+import re
+import shutil
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -41,8 +50,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.events import empty_edges
 from graphcep.io.formats import ReaderOptions, parse_lines, prepare_options
-from graphcep.io.readers import READ_REJECT_SCHEMA, read_edges_bytes
+from graphcep.io.readers import READ_REJECT_SCHEMA, ReadResult, read_edges_bytes
 from graphcep.runtime.streaming import BatchReport, StreamOperator, print_report
 
 _SPLITMIX_GAMMA = np.uint64(0x9E3779B97F4A7C15)
@@ -56,6 +66,8 @@ class SourceBatch:
     rejects: pa.Table | None = None
     files: int = 0
     lines: int = 0
+    #: file ordinal (``seq >> 40``) -> name, for late-edge records and warnings
+    names: dict[int, str] | None = None
 
 
 @dataclass
@@ -76,20 +88,37 @@ class FileSource:
         # moving their bytes through the JVM (the content column is never read)
         return reader.load(str(self.path)).select("path")
 
+    def describe(self) -> str:
+        return self.path
+
     def read_batch(self, batch_df: Any, operator: StreamOperator) -> SourceBatch:
         paths = sorted(batch_df.toArrow().column("path").to_pylist())
-        edges, rejects, lines = [], [], 0
+        if not paths:
+            return SourceBatch(None)
+        edges, rejects, lines, names = [], [], 0, {}
         first = operator.next_file_index
         for offset, path in enumerate(paths):
-            read = read_edges_bytes(_local_name(path), _read_file(path), self.fmt, self.options,
-                                    file_index=first + offset)
-            edges.append(read.edges)
+            names[first + offset] = name = _local_name(path)
+            read = self._read(path, name, first + offset)
+            if read.edges.num_rows:
+                edges.append(read.edges)
             rejects.append(read.rejects)
             lines += read.lines_read
-        if not edges:
-            return SourceBatch(None)
-        return SourceBatch(pa.concat_tables(edges, promote_options="permissive"),
-                           pa.concat_tables(rejects), len(paths), lines)
+        table = pa.concat_tables(edges, promote_options="permissive") if edges else None
+        return SourceBatch(table, pa.concat_tables(rejects), len(paths), lines, names)
+
+    def _read(self, uri: str, name: str, file_index: int) -> ReadResult:
+        """One arrived file as the batch reader reads it; a file it cannot read at all is
+        quarantined (one reject naming the file and why) instead of failing the stream,
+        which would meet the same file again at every restart."""
+        try:
+            return read_edges_bytes(name, _read_file(uri), self.fmt, self.options,
+                                    file_index=file_index)
+        except Exception as err:  # whatever the damage: the file's, not the stream's
+            reason = f"unreadable file, skipped: {type(err).__name__}: {err}"
+            reject = pa.table({"file": [name], "line": [0], "reason": [reason], "text": [""]},
+                              schema=READ_REJECT_SCHEMA)
+            return ReadResult(empty_edges(), reject, 0, 0, self.fmt or "")
 
 
 @dataclass
@@ -107,6 +136,9 @@ class SocketSource:
         return (spark.readStream.format("socket").option("host", self.host)
                 .option("port", str(self.port)).option("numPartitions", "1").load())
 
+    def describe(self) -> str:
+        return f"tcp://{self.host}:{self.port}"
+
     def read_batch(self, batch_df: Any, operator: StreamOperator) -> SourceBatch:
         lines = batch_df.toArrow().column("value").combine_chunks()
         if len(lines) == 0:
@@ -118,7 +150,7 @@ class SocketSource:
         edges, rejects = parse_lines(lines, numbers, self.fmt, options)
         name = pa.array([f"{self.host}:{self.port}"] * rejects.num_rows, pa.string())
         rejects = pa.Table.from_arrays([name, *rejects.columns], schema=READ_REJECT_SCHEMA)
-        return SourceBatch(edges, rejects, 0, len(lines))
+        return SourceBatch(edges, rejects, 0, len(lines), {0: f"{self.host}:{self.port}"})
 
 
 @dataclass
@@ -132,6 +164,10 @@ class GeneratorSource:
     #: edges per second of *event* time (default ``rate``): replaying a stream faster or
     #: slower than it happened, e.g. 60k/s of netflow at 250k rows/s
     event_rate: int | None = None
+
+    def describe(self) -> str:
+        return (f"generator (vertices {self.vertices}, rate {self.rate}, seed {self.seed}, "
+                f"event rate {self.event_rate or self.rate})")
 
     def stream_df(self, spark: Any) -> Any:
         reader = spark.readStream.format("rate").option("rowsPerSecond", str(self.rate))
@@ -217,21 +253,38 @@ def start_stream(
     trigger_seconds: float | None = None,
     available_now: bool = False,
     on_report: Any = print_report,
+    batch_offset: int = 0,
 ) -> Any:
     """Start the streaming query: ``source`` -> ``operator`` per micro-batch.
 
     Spark's own progress (offsets, commits) is kept in ``<checkpoint>/spark``; the
     operator's state in ``<checkpoint>/state``. ``available_now`` processes what the source
     holds now and stops (then call ``operator.flush``, see :func:`run_available_now`).
+    The operator numbers Spark's batch ``b`` as ``batch_offset + b`` (a socket source
+    starts Spark's numbering afresh at every start, :func:`restart_socket_checkpoint`).
+
+    A micro-batch that raises fails the query before Spark commits it, so a restart runs
+    it again from the state before it; :func:`await_query` raises the error as a
+    :class:`BatchFailure`.
     """
 
-    def on_batch(batch_df: Any, batch_id: int) -> None:
-        operator.recover(batch_id)  # the source numbers files and lines from the state
-        got = source.read_batch(batch_df, operator)
-        report: BatchReport = operator.process(batch_id, got.edges, got.rejects,
-                                               files=got.files, lines=got.lines)
-        if on_report is not None:
-            on_report(report)
+    operator.failure = None  # a new query: an earlier one's failure is not its own
+
+    def on_batch(batch_df: Any, spark_batch_id: int) -> None:
+        batch_id = batch_offset + spark_batch_id
+        try:
+            operator.recover(batch_id)  # the source numbers files and lines from the state
+            got = source.read_batch(batch_df, operator)
+            report: BatchReport = operator.process(batch_id, got.edges, got.rejects,
+                                                   files=got.files, lines=got.lines,
+                                                   names=got.names)
+            if on_report is not None:
+                on_report(report)
+        except Exception as err:
+            # kept: Spark hands the error back as a py4j text with both stack traces
+            if operator.failure is None:
+                operator.failure = BatchFailure(batch_id, err)
+            raise
 
     writer = (source.stream_df(spark).writeStream.foreachBatch(on_batch)
               .option("checkpointLocation", str(Path(checkpoint) / "spark")))
@@ -242,28 +295,131 @@ def start_stream(
     return writer.start()
 
 
-def await_query(query: Any, operator: StreamOperator, timeout: float | None = None) -> None:
+class BatchFailure(Exception):
+    """Micro-batch ``batch_id`` raised ``cause``; Spark committed nothing of it, so the
+    checkpoint holds the batches before it and a restart runs it again."""
+
+    def __init__(self, batch_id: int, cause: BaseException) -> None:
+        super().__init__(f"micro-batch {batch_id} failed: {one_line(cause)}")
+        self.batch_id = batch_id
+        self.cause = cause
+
+
+class StreamFailure(Exception):
+    """The streaming query stopped outside the micro-batches (a source that cannot be
+    reached, a checkpoint Spark refuses): Spark's reason, in one line."""
+
+
+def one_line(err: BaseException) -> str:
+    """``Type: first line of the message`` (a Spark message goes on with stack traces)."""
+    text = str(err).strip().splitlines()
+    return f"{type(err).__name__}: {text[0] if text else ''}".rstrip(": ")
+
+
+def await_query(query: Any, operator: StreamOperator, timeout: float | None = None,
+                source: Any = None) -> None:
     """Wait for a streaming query (at most ``timeout`` seconds); raise what stopped it, if
     anything: the operator's refusal of the stream as itself (a :class:`QueryError`, which
-    the command line reports in one line), any other failure as Spark raised it."""
+    the command line reports in one line), a micro-batch's error as :class:`BatchFailure`,
+    anything else as :class:`StreamFailure`."""
     try:
         query.awaitTermination(timeout)
-    except Exception:
-        if operator.refusal is not None:
-            raise operator.refusal from None
-        raise
+    except Exception as err:
+        raise _failure(err, operator, source) from None
     if query.exception() is not None:
-        if operator.refusal is not None:
-            raise operator.refusal
-        raise RuntimeError(f"streaming query failed: {query.exception()}")
+        raise _failure(query.exception(), operator, source)
+
+
+def _failure(err: Any, operator: StreamOperator, source: Any) -> Exception:
+    if operator.refusal is not None:
+        return operator.refusal
+    if operator.failure is not None:
+        return operator.failure
+    text = str(getattr(err, "desc", None) or err)
+    where = source.describe() if source is not None else "the source"
+    if "Connection refused" in text or "ConnectException" in text:
+        return StreamFailure(f"--source {where}: connection refused (no server listening "
+                             "there; start it first)")
+    # Spark's message: "[STREAM_FAILED] Query [id = ..., runId = ...] terminated with
+    # exception: <reason> SQLSTATE: ..." and then stack traces
+    first = text.strip().splitlines()[0] if text.strip() else type(err).__name__
+    reason = re.sub(r"^.*terminated with exception: ", "", first)
+    reason = re.sub(r"\s*SQLSTATE: \w+\s*$", "", reason)
+    return StreamFailure(f"the streaming query over {where} stopped: {reason}")
+
+
+def quiet_query_errors(spark: Any) -> None:
+    """Keep Spark from logging a failed streaming query's error (both stack traces, a
+    hundred lines or more): :func:`await_query` raises it, and the command line reports
+    it in one line."""
+    jvm = spark.sparkContext._jvm
+    jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+        "org.apache.spark.sql.execution.streaming", jvm.org.apache.logging.log4j.Level.OFF)
+
+
+def restart_socket_checkpoint(operator: StreamOperator, checkpoint: str | os.PathLike) -> int:
+    """Begin a socket source's Spark checkpoint afresh; return the operator's batch id for
+    Spark's batch 0 (:func:`start_stream`'s ``batch_offset``).
+
+    Spark's socket offsets count the lines of one connection: restored at a restart they
+    make Spark drop the new connection's first lines as done, or fail ("Offsets committed
+    out of order"). The lines of a micro-batch the last run left unfinished are counted
+    into the operator's ``lost`` total first (:func:`socket_lines_lost`).
+    """
+    spark_dir = Path(checkpoint) / "spark"
+    offset = operator.resume() + 1  # loads the state first: the count goes into it
+    operator.totals.lost += socket_lines_lost(spark_dir, operator)
+    shutil.rmtree(spark_dir, ignore_errors=True)
+    spark_dir.mkdir(parents=True)
+    (spark_dir / _BATCH_OFFSET_FILE).write_text(f"{offset}\n")
+    return offset
+
+
+_BATCH_OFFSET_FILE = "graphcep-batch-offset"
+
+
+def socket_lines_lost(spark_dir: Path, operator: StreamOperator) -> int:
+    """Lines of the socket micro-batch Spark planned (its offsets written) but neither
+    Spark nor the operator finished: a crash or interrupt lost them, as the socket
+    cannot send them again."""
+    offsets = _batch_files(spark_dir / "offsets")
+    if not offsets:
+        return 0
+    last = max(offsets)
+    if last in _batch_files(spark_dir / "commits"):
+        return 0
+    marker = spark_dir / _BATCH_OFFSET_FILE
+    offset = int(marker.read_text()) if marker.exists() else 0
+    if operator.resume() >= offset + last:
+        return 0  # the operator finished it; only Spark's commit was missing
+    end = _socket_offset(offsets[last])
+    start = _socket_offset(offsets[last - 1]) if last - 1 in offsets else -1
+    return max(0, end - start)
+
+
+def _batch_files(directory: Path) -> dict[int, Path]:
+    if not directory.is_dir():
+        return {}
+    return {int(p.name): p for p in directory.iterdir() if p.name.isdigit()}
+
+
+def _socket_offset(path: Path) -> int:
+    """The line offset in an offsets-log entry: a version line, the batch's metadata (a
+    JSON object), then one offset per source -- the socket's a plain number."""
+    lines = path.read_text().splitlines()
+    try:
+        return int(lines[2])
+    except (IndexError, ValueError):  # not a socket's offset: nothing to count
+        return -1
 
 
 def run_available_now(spark: Any, operator: StreamOperator, source: Any, *,
-                      checkpoint: str | os.PathLike, on_report: Any = print_report) -> None:
+                      checkpoint: str | os.PathLike, on_report: Any = print_report,
+                      batch_offset: int = 0) -> None:
     """Process everything the source holds now, then flush the reorder buffer."""
     query = start_stream(spark, operator, source, checkpoint=checkpoint, available_now=True,
-                         on_report=on_report)
-    await_query(query, operator)
+                         on_report=on_report, batch_offset=batch_offset)
+    await_query(query, operator, source=source)
     report = operator.flush()
     if on_report is not None:
         on_report(report)

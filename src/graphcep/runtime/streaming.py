@@ -40,13 +40,14 @@ engine's batch search and its threads work at full speed.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
@@ -55,8 +56,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.difference_bounds import UnboundedQueryError
-from graphcep.events import normalize_edges, sort_stream
-from graphcep.io.readers import READ_REJECT_SCHEMA
+from graphcep.events import format_seconds, normalize_edges, sort_stream
+from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.job import ReplayJob
@@ -83,15 +84,23 @@ class BatchReport:
     state: dict[str, int]
     frontier_us: int
     seconds: float
+    #: one line each: what in this batch looks wrong about the stream (see
+    #: :meth:`StreamOperator.process`)
+    warnings: list[str] = field(default_factory=list)
+    #: whether any edge has been released to the engine so far
+    started: bool = True
 
     def line(self) -> str:
+        """The progress line; the watermark reads ``-`` until it has released an edge (a
+        frontier before the first edge says nothing about the stream)."""
         held = self.state.get("edges", 0)
-        frontier = "-" if self.frontier_us == _NEVER else f"{self.frontier_us / 1e6:.3f}s"
+        frontier = (f"{format_seconds(self.frontier_us)}s"
+                    if self.started and self.frontier_us != _NEVER else "-")
         return (
             f"batch {self.batch_id}: {self.edges_in:,} edges in, {self.late:,} late, "
             f"{self.rejected:,} rejected, {self.matches:,} matches | state {held:,} edges "
             f"in window, {self.buffered:,} buffered | watermark {frontier} | "
-            f"{self.seconds:.2f} s"
+            f"took {self.seconds:.2f} s"
         )
 
 
@@ -106,9 +115,12 @@ class StreamTotals:
     matches: int = 0
     files: int = 0
     lines: int = 0
+    released: int = 0  # edges handed to the engine
+    lost: int = 0  # socket lines a crash or interrupt took before they were matched
 
     def as_dict(self) -> dict[str, int]:
-        return dict(self.__dict__)
+        # by field, not __dict__: a state pickled before a field existed lacks it
+        return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
 @dataclass(frozen=True)
@@ -118,6 +130,18 @@ class _LogEntry:
     batch_id: int
     rows: int
     t_max: int
+
+
+@dataclass
+class _Jump:
+    """An edge that moved event time further ahead than the window and the lateness
+    together (``previous``: the newest time before it): every edge behind it by more than
+    the lateness is late, so if later edges turn up late the user is told where it is."""
+
+    t: int
+    previous: int
+    place: str
+    warned: bool = False
 
 
 @dataclass
@@ -139,6 +163,8 @@ class _State:
     last_batch: int = -1
     totals: StreamTotals = field(default_factory=StreamTotals)
     log: list[_LogEntry] = field(default_factory=list)
+    newest_place: str = ""  # where the edge at max_t came from
+    jump: _Jump | None = None
 
 
 class StreamOperator:
@@ -227,6 +253,8 @@ class StreamOperator:
         #: why a micro-batch was refused (a stream lacking fields the query reads); kept
         #: because Spark hands a foreachBatch error back as its own text
         self.refusal: QueryError | None = None
+        #: the error a micro-batch raised under Spark (see ``spark_stream.start_stream``)
+        self.failure: Exception | None = None
         self._engine = self._new_engine()
         # warm-up from the log rebuilds exactly the window: only for engines whose whole
         # state is the window
@@ -247,12 +275,20 @@ class StreamOperator:
 
     def process(
         self, batch_id: int, edges: pa.Table | None, rejects: pa.Table | None = None,
-        *, files: int = 0, lines: int = 0,
+        *, files: int = 0, lines: int = 0, names: dict[int, str] | None = None,
     ) -> BatchReport:
         """Take micro-batch ``batch_id``: buffer, release what the watermark passed, match.
 
         ``files`` and ``lines`` count what the batch read (files advance the ordinal used
-        in ``seq``); ``rejects`` are its unparseable lines.
+        in ``seq``); ``rejects`` are its unparseable lines; ``names`` maps the file
+        ordinals of the batch's edges (``seq >> 40``) to the names of their files, for the
+        late-edge records and warnings (``file:line``; without a name: ``seq N``).
+
+        The report warns (:attr:`BatchReport.warnings`) when edges turn up late behind an
+        edge that had moved event time more than the window and the lateness beyond the
+        newest edge before it -- typically one wrong timestamp -- naming that edge once;
+        and when at least half of a batch is late where less than a tenth was before.
+        Not at the jump itself: sparse streams are often quiet for longer than a window.
         """
         started = time.perf_counter()
         self.recover(batch_id)
@@ -261,13 +297,17 @@ class StreamOperator:
         if edges.num_rows:
             self._check_columns(edges.column_names)
         late, on_time = self._split_late(edges)
+        warnings = self._late_warnings(batch_id, late, edges.num_rows)
         if on_time.num_rows:
-            st.max_t = max(st.max_t, int(pc.max(on_time.column("t")).as_py()))
+            self._note_newest(on_time, names)
             st.frontier = max(st.frontier, st.max_t - self.lateness_us)
             on_time = on_time.select(self.job.needed_columns(on_time.column_names))
             st.buffer = on_time if st.buffer is None else pa.concat_tables(
                 [st.buffer, on_time], promote_options="permissive")
-        return self._advance(batch_id, started, edges.num_rows, late, rejects, files, lines)
+        report = self._advance(batch_id, started, edges.num_rows, late, rejects, files, lines,
+                               names=names)
+        report.warnings = warnings
+        return report
 
     def flush(self) -> BatchReport:
         """End of input: release every buffered edge (a finite stream has no later edge
@@ -320,7 +360,7 @@ class StreamOperator:
 
     def _advance(self, batch_id: int, started: float, edges_in: int, late: pa.Table | None,
                  rejects: pa.Table | None, files: int, lines: int,
-                 checkpoint: bool = True) -> BatchReport:
+                 checkpoint: bool = True, names: dict[int, str] | None = None) -> BatchReport:
         """Release what the frontier passed, match it, write the batch, checkpoint."""
         st = self._state
         matches = self.job.output.schema.empty_table()
@@ -338,7 +378,7 @@ class StreamOperator:
             self._engine.advance(st.frontier)
         late = late if late is not None else _EMPTY
         rejects = rejects if rejects is not None else READ_REJECT_SCHEMA.empty_table()
-        self._emit(batch_id, matches, late, rejects)
+        self._emit(batch_id, matches, late, rejects, names)
         totals = st.totals
         totals.batches += 1
         totals.edges += edges_in
@@ -347,13 +387,62 @@ class StreamOperator:
         totals.matches += matches.num_rows
         totals.files += files
         totals.lines += lines
+        totals.released += released
         st.last_batch = batch_id
         if checkpoint:
             self._checkpoint(batch_id)
         buffered = 0 if st.buffer is None else st.buffer.num_rows
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
                            matches.num_rows, buffered, self._engine.state_size(), st.frontier,
-                           time.perf_counter() - started)
+                           time.perf_counter() - started, started=totals.released > 0)
+
+    def _note_newest(self, on_time: pa.Table, names: dict[int, str] | None) -> None:
+        """Move ``max_t`` to the batch's newest edge, remembering where it came from and
+        whether it jumped further ahead than the window and the lateness."""
+        st = self._state
+        times = on_time.column("t")
+        newest = int(pc.max(times).as_py())
+        if newest <= st.max_t:
+            return
+        seq = int(on_time.column("seq")[pc.index(times, newest).as_py()].as_py())
+        place = edge_place(seq, names)
+        # the newest time before this edge: the stream's so far, or its own batch's (the
+        # first batch, or one file, can bring the jump together with what it jumps over)
+        below = pc.max(pc.filter(times, pc.less(times, newest))).as_py()
+        before = max(st.max_t, _NEVER if below is None else int(below))
+        if before != _NEVER and newest - before > self._jump_limit():
+            st.jump = _Jump(newest, before, place)
+        st.max_t, st.newest_place = newest, place
+
+    def _jump_limit(self) -> int:
+        window = self.extent.size if self.extent.unit == "us" else 0
+        return window + self.lateness_us
+
+    def _late_warnings(self, batch_id: int, late: pa.Table, edges_in: int) -> list[str]:
+        """One line for late edges a far jump of event time explains (once per jump), else
+        one when the batch's late share jumps (see :meth:`process`)."""
+        st = self._state
+        if late.num_rows == 0:
+            return []
+        jump = st.jump
+        if jump is not None and not jump.warned:
+            # late only because of the jump: within the lateness of the time before it
+            trailing = pc.sum(pc.greater_equal(late.column("t"),
+                                               jump.previous - self.lateness_us)).as_py()
+            if trailing:
+                jump.warned = True
+                edges = "edge" if trailing == 1 else "edges"
+                return [f"{trailing:,} {edges} late behind the edge at {jump.place} "
+                        f"(t = {format_seconds(jump.t)} s), which moved event time "
+                        f"{format_seconds(jump.t - jump.previous)} s past the newest edge "
+                        f"before it: a wrong timestamp there makes the edges after it late"]
+        totals = st.totals
+        if 2 * late.num_rows >= edges_in and 10 * totals.late < totals.edges:
+            return [f"batch {batch_id}: {late.num_rows:,} of {edges_in:,} edges late "
+                    f"(watermark {format_seconds(st.frontier)} s, set by the edge at "
+                    f"{st.newest_place or 'an earlier batch'}, "
+                    f"t = {format_seconds(st.max_t)} s)"]
+        return []
 
     def _check_columns(self, columns: list[str]) -> None:
         """The job's refusal of a stream without fields the query reads (before any state
@@ -375,15 +464,27 @@ class StreamOperator:
         is_late = pc.less(edges.column("t"), self._state.frontier)
         return edges.filter(is_late), edges.filter(pc.invert(is_late))
 
-    def _emit(self, batch_id: int, matches: pa.Table, late: pa.Table, rejects: pa.Table) -> None:
+    def _emit(self, batch_id: int, matches: pa.Table, late: pa.Table, rejects: pa.Table,
+              names: dict[int, str] | None = None) -> None:
         if self.sink is not None:
             self.sink.write(matches, batch_id)
         if self.on_matches is not None and matches.num_rows:
             self.on_matches(matches, batch_id)
         if self.late_sink is not None and late.num_rows:
-            self.late_sink.write(late, batch_id)
+            self.late_sink.write(self._late_records(late, names), batch_id)
         if self.reject_sink is not None and rejects.num_rows:
             self.reject_sink.write(rejects, batch_id)
+
+    def _late_records(self, late: pa.Table, names: dict[int, str] | None) -> pa.Table:
+        """Late edges as the input gave them (endpoints as read), with the file and line
+        they came from first (``file`` null where the source has no files)."""
+        seq = late.column("seq").to_numpy()
+        index = seq >> FILE_INDEX_SHIFT
+        files = [names.get(int(i)) if names else None for i in index]
+        lines = seq & ((1 << FILE_INDEX_SHIFT) - 1) if names else seq
+        edges = self.job.orient(late)  # swapping back: the query's orientation is its own
+        return pa.Table.from_arrays([pa.array(files, pa.string()), pa.array(lines, pa.int64()),
+                                     *edges.columns], names=["file", "line", *edges.column_names])
 
     # -- checkpoints ------------------------------------------------------------------
 
@@ -473,11 +574,26 @@ def _write_ipc(table: pa.Table, path: str) -> None:
         writer.write_table(table)
 
 
+def edge_place(seq: int, names: dict[int, str] | None) -> str:
+    """``file:line`` of an edge whose file is named in ``names`` (by the ordinal in its
+    ``seq``), else ``seq N``."""
+    name = names.get(seq >> FILE_INDEX_SHIFT) if names else None
+    if name is None:
+        return f"seq {seq}"
+    return f"{name}:{seq & ((1 << FILE_INDEX_SHIFT) - 1)}"
+
+
+#: Columns of late-edge records holding times: JSONL writes them in seconds, as the
+#: match sinks do (Parquet keeps int64 microseconds)
+_TIME_COLUMNS = ("t", "dur")
+
+
 class PartWriter:
     """Arrow rows (late edges, rejected lines) as one JSONL or Parquet file per batch.
 
     ``write(table, batch_id)`` replaces ``part-<batch_id>`` atomically, so re-runs of a
-    batch overwrite rather than duplicate.
+    batch overwrite rather than duplicate. JSONL writes ``t`` and ``dur`` as exact
+    decimal seconds, as the match sinks do; Parquet keeps int64 microseconds.
     """
 
     def __init__(self, directory: str | os.PathLike, fmt: str = "jsonl") -> None:
@@ -498,12 +614,27 @@ class PartWriter:
 
             pq.write_table(table, path)
             return
-        import json
-
         with open(path, "w", encoding="utf-8") as out:
             for row in table.to_pylist():
-                out.write(json.dumps(row, default=str) + "\n")
+                out.write("{" + ", ".join(f"{json.dumps(name)}: {_json_value(name, value)}"
+                                          for name, value in row.items()) + "}\n")
+
+
+def _json_value(name: str, value: Any) -> str:
+    """A JSONL value; times as exact decimal seconds (a JSON number; json would print
+    microseconds, or a rounded float)."""
+    if name in _TIME_COLUMNS and isinstance(value, int):
+        return format_seconds(value)
+    return json.dumps(value, default=str)
 
 
 def print_report(report: BatchReport) -> None:
+    """The batch's warnings, then its progress line, on stderr."""
+    print_warnings(report)
     print(report.line(), file=sys.stderr, flush=True)
+
+
+def print_warnings(report: BatchReport) -> None:
+    """The batch's warnings only (``graphcep stream --quiet``)."""
+    for warning in report.warnings:
+        print(f"graphcep: warning: {warning}", file=sys.stderr, flush=True)
