@@ -27,7 +27,7 @@ from graphcep.lang.errors import SalSyntaxError
 from graphcep.lang.sal import parse_file, parse_query
 from graphcep.patterns.ddst import DDSTQueryError, Window
 from graphcep.patterns.subgraph import QueryBuilder, QueryError
-from graphcep.runtime.job import DDST_ENGINES, Job
+from graphcep.runtime.job import DDST_ENGINES, DDSTJob, Job
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -423,6 +423,34 @@ def test_a_ddst_label_that_never_occurs_is_warned_about_on_spark(tmp_path, capsy
     assert last_json(captured.out)["matches"] == 0
     assert "graphcep: warning: query 'absent': no edge of the input carries 'jam' (edge " \
            "label), so the query edges wanting them cannot match" in captured.err
+
+
+@pytest.mark.spark
+def test_a_ddst_label_that_never_occurs_is_warned_about_by_a_stream(tmp_path, capsys, spark):
+    incoming = tmp_path / "incoming"
+    incoming.mkdir()
+    write(incoming / "e.jsonl", "".join(json.dumps(r) + "\n" for r in LABELLED))
+    absent = write(tmp_path / "absent.ddst", "VERTICES A:M, B:M;\nEDGES x: A -> B [jam];\n"
+                                             "WITHIN 9 s;\n")
+    assert main(["stream", str(absent), "--source", str(incoming), "--checkpoint",
+                 str(tmp_path / "ckpt"), "--once", "--quiet", "--master", "local[2]"]) == 0
+    assert capsys.readouterr().err.strip() == (
+        "graphcep: warning: query 'absent': no edge of the input carries 'jam' (edge label), "
+        "so the query edges wanting them cannot match")
+
+
+def test_a_stream_operator_notes_only_the_query_labels_it_sees():
+    from graphcep.runtime.streaming import StreamOperator
+
+    job = DDSTJob(parse_ddst("VERTICES A:M, B:Q;\nEDGES x: A -> B [congested];\n"
+                             "WITHIN 9 s;\n"))
+    operator = StreamOperator(job)
+    rows = [{**r, "t": r["t"] * 1_000_000, "seq": n} for n, r in enumerate(LABELLED, 1)]
+    operator.process(0, pa.Table.from_pylist(rows))
+    # 'free' is no label of the query: not kept
+    assert operator.labels_seen == {"label": {"congested"}, "src_label": {"M"},
+                                    "dst_label": {"M"}}
+    assert job.absent_labels(operator.labels_seen) == ["'Q' (vertex label)"]
 
 
 # -- the library ------------------------------------------------------------------------

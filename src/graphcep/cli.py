@@ -38,9 +38,6 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
-import pyarrow as pa
-import pyarrow.compute as pc
-
 from graphcep.engines.base import StateBoundError
 from graphcep.engines.ddst_baseline import REPORT_MODES
 from graphcep.engines.difference_bounds import (
@@ -457,41 +454,8 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog):
     matches, stats = run_job(job, result.edges, on_progress=progress.advance)
     progress.close()
     if isinstance(job, DDSTJob):
-        warn_absent_labels(job, labels_in_table(result.edges))
+        warn_absent_labels(job, job.labels_present(result.edges))
     return matches, stats, result.lines_read
-
-
-#: Where a DDST query's labels are looked for: edge labels, and vertex labels at either end.
-_LABEL_COLUMNS = {"edge label": ("label",), "vertex label": ("src_label", "dst_label")}
-
-
-def _query_labels(job: DDSTJob) -> dict[str, set[str]]:
-    """The labels a DDST query asks for, by kind (``edge label``, ``vertex label``)."""
-    query = job.query
-    return {"edge label": {e.label for e in query.edges if e.label is not None},
-            "vertex label": {v.label for v in query.vertices if v.label is not None}}
-
-
-def absent_labels(job: DDSTJob, present: dict[str, set[str]]) -> list[str]:
-    """The labels a DDST query asks for that no edge carries, in words (``'congested'
-    (edge label)``), given the values ``present`` in each label column; the query edges
-    and vertices wanting them can never match. Labels are compared as text, as the query
-    writes them."""
-    absent = []
-    for what, labels in _query_labels(job).items():
-        seen = set().union(*(present.get(c, set()) for c in _LABEL_COLUMNS[what]))
-        absent += [f"{label!r} ({what})" for label in sorted(labels - seen)]
-    return absent
-
-
-def labels_in_table(edges: pa.Table) -> dict[str, set[str]]:
-    """The values of each label column of an edge table, as text."""
-    present = {}
-    for column in ("label", "src_label", "dst_label"):
-        if column in edges.column_names:
-            values = pc.unique(edges.column(column).cast(pa.string())).to_pylist()
-            present[column] = {v for v in values if v is not None}
-    return present
 
 
 def labels_in_frame(job: DDSTJob, edges_df: Any) -> dict[str, set[str]]:
@@ -499,7 +463,7 @@ def labels_in_frame(job: DDSTJob, edges_df: Any) -> dict[str, set[str]]:
     aggregate (read from the frame's cache when the reader kept one)."""
     from pyspark.sql import functions as F
 
-    wanted = sorted(set().union(*_query_labels(job).values()))
+    wanted = sorted(set().union(*job.wanted_labels().values()))
     columns = [c for c in ("label", "src_label", "dst_label") if c in edges_df.columns]
     if not wanted or not columns:
         return {}
@@ -512,7 +476,7 @@ def labels_in_frame(job: DDSTJob, edges_df: Any) -> dict[str, set[str]]:
 def warn_absent_labels(job: DDSTJob, present: dict[str, set[str]]) -> None:
     """One line on stderr when a query label never occurs: the run's 0 matches then say
     nothing about the pattern, only about the labelling."""
-    absent = absent_labels(job, present)
+    absent = job.absent_labels(present)
     if absent:
         print(f"graphcep: warning: query {job.name!r}: no edge of the input carries "
               f"{', '.join(absent)}, so the query edges wanting them cannot match",

@@ -132,7 +132,12 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 
 def _stream(args: argparse.Namespace) -> int:
-    from graphcep.cli import _ddst_job, _is_ddst, state_bound  # one rule for each
+    from graphcep.cli import (  # one rule for each
+        _ddst_job,
+        _is_ddst,
+        state_bound,
+        warn_absent_labels,
+    )
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import SocketSource, quiet_query_errors
 
@@ -179,6 +184,8 @@ def _stream(args: argparse.Namespace) -> int:
             _drive(spark, operator, source, args, on_report)
         finally:
             sink.close()
+        if operator.labels_seen:  # a DDST query over labelled edges since this start
+            warn_absent_labels(job, operator.labels_seen)
         _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
         return 0
     except (BatchFailure, StreamFailure) as failure:

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, ClassVar, Literal, Protocol
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from graphcep.engines.base import Engine
 from graphcep.engines.ddst_baseline import DDST_MATCH_SCHEMA
@@ -246,6 +247,10 @@ class Job:
         return edges.set_column(i, "src", dst).set_column(j, "dst", src)
 
 
+#: Where a DDST query's labels are looked for: edge labels, and vertex labels at either end.
+LABEL_COLUMNS = {"edge label": ("label",), "vertex label": ("src_label", "dst_label")}
+
+
 @dataclass(frozen=True)
 class DDSTJob:
     """A DDST event pattern and the algorithm that runs it (``engine``, a key of
@@ -315,6 +320,33 @@ class DDSTJob:
                     f"Fields: {list(available)}. Label the stream first (graphcep.io.labels; "
                     f"see examples/ddst/README.md)"
                 )
+
+    def wanted_labels(self) -> dict[str, set[str]]:
+        """The labels the query asks for, by kind (``edge label``, ``vertex label``)."""
+        q = self.query
+        return {"edge label": {e.label for e in q.edges if e.label is not None},
+                "vertex label": {v.label for v in q.vertices if v.label is not None}}
+
+    def labels_present(self, edges: pa.Table) -> dict[str, set[str]]:
+        """The query's labels found in each label column of ``edges`` (as text)."""
+        wanted = pa.array(sorted(set().union(*self.wanted_labels().values())), pa.string())
+        present: dict[str, set[str]] = {}
+        for column in set().union(*LABEL_COLUMNS.values()):
+            if column in edges.column_names and len(wanted):
+                values = pc.unique(edges.column(column).cast(pa.string()))
+                present[column] = set(pc.filter(values, pc.is_in(values, wanted)).to_pylist())
+        return present
+
+    def absent_labels(self, present: dict[str, set[str]]) -> list[str]:
+        """The labels the query asks for that no edge carries, in words (``'congested'
+        (edge label)``), given the values ``present`` in each label column (as
+        :meth:`labels_present` gives them); the query edges and vertices wanting them can
+        never match. Labels are compared as text, as the query writes them."""
+        absent = []
+        for what, labels in self.wanted_labels().items():
+            seen = set().union(*(present.get(c, set()) for c in LABEL_COLUMNS[what]))
+            absent += [f"{label!r} ({what})" for label in sorted(labels - seen)]
+        return absent
 
     def orient(self, edges: pa.Table) -> pa.Table:
         return edges  # DDST edges are read as the stream gives them

@@ -255,6 +255,9 @@ class StreamOperator:
         self.refusal: QueryError | None = None
         #: the error a micro-batch raised under Spark (see ``spark_stream.start_stream``)
         self.failure: Exception | None = None
+        #: label column -> the query's labels seen there since this start (DDST jobs;
+        #: held in memory only, at most the query's own labels)
+        self.labels_seen: dict[str, set[str]] = {}
         self._engine = self._new_engine()
         # warm-up from the log rebuilds exactly the window: only for engines whose whole
         # state is the window
@@ -296,6 +299,7 @@ class StreamOperator:
         edges = self._oriented(edges)
         if edges.num_rows:
             self._check_columns(edges.column_names)
+            self._note_labels(edges)
         late, on_time = self._split_late(edges)
         warnings = self._late_warnings(batch_id, late, edges.num_rows)
         if on_time.num_rows:
@@ -452,6 +456,15 @@ class StreamOperator:
         except QueryError as err:
             self.refusal = err
             raise
+
+    def _note_labels(self, edges: pa.Table) -> None:
+        """Remember which of a DDST query's labels the stream carries (a query label that
+        never occurs is why such a stream reports nothing; the command warns at its end)."""
+        labels_present = getattr(self.job, "labels_present", None)
+        if labels_present is None:
+            return
+        for column, labels in labels_present(edges).items():
+            self.labels_seen.setdefault(column, set()).update(labels)
 
     def _oriented(self, edges: pa.Table | None) -> pa.Table:
         if edges is None or edges.num_rows == 0:
