@@ -152,6 +152,12 @@ def test_not_a_parquet_file_is_an_input_error(tmp_path: Path) -> None:
         read_edges(path)
 
 
+def run_triangle(tmp_path: Path, path: Path) -> int:
+    """``graphcep run`` of the triangle over ``path``, in-process; its exit status."""
+    return main(["run", str(TRIANGLE), "--input", str(path), "--engine", "local",
+                 "--rejects", str(tmp_path / "r.jsonl"), "-o", str(tmp_path / "m.jsonl")])
+
+
 @pytest.mark.parametrize("kind", ["schema", "not parquet"])
 def test_cli_refuses_bad_parquet_in_one_line(tmp_path: Path, capsys, kind: str) -> None:
     path = tmp_path / "bad.parquet"
@@ -159,20 +165,7 @@ def test_cli_refuses_bad_parquet_in_one_line(tmp_path: Path, capsys, kind: str) 
         pq.write_table(pa.table({"t": [True], "src": ["a"], "dst": ["b"]}), path)
     else:
         write(path, b"PAR1 but not really")
-    code = main(
-        [
-            "run",
-            str(TRIANGLE),
-            "--input",
-            str(path),
-            "--engine",
-            "local",
-            "--rejects",
-            str(tmp_path / "r.jsonl"),
-            "-o",
-            str(tmp_path / "m.jsonl"),
-        ]
-    )
+    code = run_triangle(tmp_path, path)
     err = capsys.readouterr().err
     assert code == 2
     assert err.count("\n") == 1 and err.startswith(f"graphcep: {path}: ")
@@ -336,20 +329,7 @@ def test_gzip_with_nothing_readable_is_an_input_error(tmp_path: Path, capsys) ->
     path = write(tmp_path / "e.csv.gz", gzip.compress(numbered_csv(10))[:12])
     with pytest.raises(InputError, match="nothing could be read: .*e.csv.gz: damaged gzip"):
         read_edges(path)
-    code = main(
-        [
-            "run",
-            str(TRIANGLE),
-            "--input",
-            str(path),
-            "--engine",
-            "local",
-            "--rejects",
-            str(tmp_path / "r.jsonl"),
-            "-o",
-            str(tmp_path / "m.jsonl"),
-        ]
-    )
+    code = run_triangle(tmp_path, path)
     err = capsys.readouterr().err
     assert code == 2
     assert (
