@@ -338,6 +338,11 @@ def test_stream_options_are_checked_before_spark_starts(tmp_path, capsys, no_spa
     (["--rate", "nan"], "argument --rate: expected a finite number"),
     (["--vertices", "1"], "argument --vertices: expected at least 2, got 1"),
     (["--seed", "-1"], "argument --seed: expected at least 0, got -1"),
+    (["--vertices", "9223372036854775807"], "argument --vertices: expected less than"),
+    (["--edges", "99999999999999999999"], "argument --edges: expected less than"),
+    # 10 edges at these rates end past the year 9999 (1e-300: past int64 too)
+    (["--rate", "1e-300"], "end past 9999-12-31"),
+    (["--rate", "1e-12"], "end past 9999-12-31"),
 ])
 def test_gen_options_are_checked(tmp_path, capsys, extra, message):
     base = {"--edges": "10", "--vertices": "5", "--rate": "100"}
@@ -560,3 +565,15 @@ def test_a_full_disk_is_one_line_naming_the_output(tmp_path, capsys, command):
                 "--rejects", str(tmp_path / "r.jsonl")]
     assert main(args) == 1
     assert one_line_error(capsys) == "graphcep: No space left on device (/dev/full)"
+
+
+@pytest.mark.parametrize("role", ["-o", "--rejects"])
+def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(tmp_path, capsys, role):
+    data = '{"t": 1, "src": "a", "dst": "b"}\n'
+    stream = write(tmp_path / "in.jsonl", data)
+    outputs = {"-o": str(tmp_path / "m.jsonl"), "--rejects": str(tmp_path / "r.jsonl"),
+               role: str(tmp_path / "." / "in.jsonl")}
+    assert main(["run", str(TRIANGLE), "--input", str(tmp_path), "--format", "jsonl",
+                 "--engine", "local", *[x for kv in outputs.items() for x in kv]]) == 2
+    assert "is an input of the run" in one_line_error(capsys)
+    assert stream.read_text() == data

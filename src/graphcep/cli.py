@@ -234,10 +234,10 @@ def build_parser() -> argparse.ArgumentParser:
     gen = sub.add_parser("gen", help="generate synthetic streams")
     gen_sub = gen.add_subparsers(dest="kind", required=True)
     netflow = gen_sub.add_parser("netflow", help="SAM's random-pool netflow generator")
-    netflow.add_argument("--edges", type=count_option(0), required=True, metavar="N",
+    netflow.add_argument("--edges", type=count_option(0, 2**40), required=True, metavar="N",
                          help="number of flows (edges) to write")
-    netflow.add_argument("--vertices", type=count_option(2), required=True, metavar="N",
-                         help="number of hosts (vertices), at least 2")
+    netflow.add_argument("--vertices", type=count_option(2, 2**31), required=True,
+                         metavar="N", help="number of hosts (vertices), 2 to 2**31 - 1")
     netflow.add_argument("--rate", type=positive_rate, default="1000",
                          help="edges per second of event time (default 1000)")
     netflow.add_argument("--seed", type=count_option(0), default=0,
@@ -314,6 +314,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     # the output is checked before any work: a wrong name must not cost a whole run
     out_format = check_target(args.output, args.output_format)
     check_target(args.rejects, "jsonl", directory=False, role="rejects")
+    refuse_overwriting_inputs(args.input, {"output": args.output, "rejects": args.rejects})
     fmt = args.format or guess_format(_first_file(args.input))
     job = _make_job(args, fmt)
     options = reader_options(args)
@@ -439,6 +440,22 @@ def _make_job(args: argparse.Namespace, fmt: str) -> ReplayJob:
     )
     compile_query(job.query, job.max_duration_us if job.max_duration_us is not None else 0)
     return job
+
+
+def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None]) -> None:
+    """Refuse an output that is one of the input files: writing it would destroy what
+    the run reads (``-o flows.jsonl`` for ``--input flows.jsonl``)."""
+    from graphcep.io.readers import expand_paths
+
+    targets = {role: Path(t) for role, t in targets.items() if t not in (None, "-")}
+    existing = {role: t for role, t in targets.items() if t.is_file()}
+    if not existing:
+        return
+    for path in expand_paths(inputs):
+        for role, target in existing.items():
+            if os.path.samefile(path, target):
+                raise SinkError(f"{role} {str(target)!r} is an input of the run; writing it "
+                                "would destroy the input: name another file")
 
 
 def _first_file(inputs: list[str]) -> str:
@@ -568,7 +585,10 @@ def cmd_explain(args: argparse.Namespace) -> int:
 def cmd_gen_netflow(args: argparse.Namespace) -> int:
     from graphcep.io.generator import generate_netflow, write_edges
 
-    table = generate_netflow(args.edges, args.vertices, args.rate, args.seed)
+    try:
+        table = generate_netflow(args.edges, args.vertices, args.rate, args.seed)
+    except ValueError as err:  # a span of times the outputs cannot hold
+        raise QueryError(f"gen netflow: {err}") from None
     with writing(args.output):
         write_edges(table, args.output, args.format)
     print(f"wrote {table.num_rows:,} edges over {args.vertices:,} vertices to {args.output}")

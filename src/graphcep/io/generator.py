@@ -68,6 +68,10 @@ def _round_half_even(num: np.ndarray, den: int) -> np.ndarray:
     return q + ((2 * r > den) | ((2 * r == den) & (q % 2 == 1)))
 
 
+#: 9999-12-31 23:59:59 UTC in µs: the last time a ``ParseDate`` (``%Y-...``) can show.
+LAST_DATE_US = 253_402_300_799 * US_PER_SECOND
+
+
 def arrival_times(n: int, rate: float | int | str | Fraction, start_us: int = 0) -> np.ndarray:
     """Exact start times ``start_us + round(i * 10**6 / rate)`` µs for ``i < n``.
 
@@ -81,6 +85,9 @@ def arrival_times(n: int, rate: float | int | str | Fraction, start_us: int = 0)
         raise ValueError(f"rate must be positive, got {rate!r}")
     step = Fraction(US_PER_SECOND) / r
     a, b = step.numerator, step.denominator
+    if n and start_us + Fraction((n - 1) * a, b) > LAST_DATE_US:
+        raise ValueError(f"{n:,} edges at {rate} per second end past 9999-12-31, the last "
+                         "date the VAST columns can write: raise the rate or lower the edges")
     i = np.arange(n, dtype=np.int64)
     if n == 0 or ((n - 1) * a < 2**62 and b < 2**61):
         offsets = _round_half_even(i * a, b)
