@@ -256,6 +256,12 @@ RUN_OPTIONS = [
     (["--engine", "gpu"], "argument --engine: invalid choice: 'gpu'"),
     (["-o", "matches.txt"], "cannot tell the output format of 'matches.txt'"),
     (["-o", "/dev/null"], "cannot tell the output format of '/dev/null'"),
+    (["-o", ""], "argument --output/-o: expected a path, got an empty one"),
+    (["--rejects", " "], "argument --rejects: expected a path, got an empty one"),
+    (["--input", ""], "argument --input/-i: expected a path, got an empty one"),
+    (["--master", "bogus"], "argument --master: expected local, local[N], local[*], "
+                            "spark://HOST:PORT, yarn or k8s://URL, got 'bogus'"),
+    (["--master", "local[0]"], "argument --master: expected local"),
 ]
 
 
@@ -317,6 +323,13 @@ STREAM_OPTIONS = [
     (["-o", "/dev/null"], "output '/dev/null' exists and is not a directory"),
     (["--late", "/dev/null"], "--late '/dev/null' exists and is not a directory"),
     (["--rejects", "/dev/null/r"], "--rejects '/dev/null/r' cannot be created"),
+    (["--source", ""], "argument --source: expected a path, got an empty one"),
+    (["--checkpoint", ""], "argument --checkpoint: expected a path, got an empty one"),
+    (["--master", "bogus"], "argument --master: expected local, local[N]"),
+    (["--source", "tcp://127.0.0.1:99999"], "expected tcp://HOST:PORT, a port from 1 to 65535"),
+    (["--source", "tcp://127.0.0.1:5555"], "--once reads what a directory holds now; "
+                                           "tcp://127.0.0.1:5555 has no end to read to"),
+    (["--source", "generator"], "has no end to read to: use --run-for SECONDS"),
 ]
 
 
@@ -577,3 +590,22 @@ def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(tmp_path, 
                  "--engine", "local", *[x for kv in outputs.items() for x in kv]]) == 2
     assert "is an input of the run" in one_line_error(capsys)
     assert stream.read_text() == data
+
+
+@pytest.mark.parametrize("time_format", ["iso", "auto"])
+def test_time_format_reads_iso_times_and_keeps_durations_numbers(tmp_path, capsys,
+                                                                 time_format):
+    rows = "src,dst,t,dur\na,b,2024-01-01T00:00:01Z,1.5\nb,c,2024-01-01 00:00:02,1\n" \
+           "c,a,2024-01-01T00:00:03+00:00,2\n"
+    data = write(tmp_path / "iso.csv", rows)
+    out = tmp_path / "m.jsonl"
+    argv = ["run", str(TRIANGLE), "--input", str(data), "--engine", "local", "-o", str(out),
+            "--summary", "json", "--rejects", str(tmp_path / "r.jsonl")]
+    assert main(argv) == 0  # numbers by default: every line a reject
+    assert last_json(capsys.readouterr().out)["rejected"] == 3
+    assert main([*argv, "--time-format", time_format]) == 0
+    assert last_json(capsys.readouterr().out)["rejected"] == 0
+    (match,) = [json.loads(line) for line in out.read_text().splitlines()]
+    start = 1_704_067_200  # 2024-01-01T00:00:00Z
+    assert [(e["t"], e["dur"]) for e in match["edges"]] == [
+        (start + 1, 1.5), (start + 2, 1), (start + 3, 2)]

@@ -25,6 +25,7 @@ import pytest
 from graphcep.io.generator import generate_netflow, write_edges
 from graphcep.io.readers import read_edges
 from graphcep.lang.sal import parse_program
+from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.job import Job
 from graphcep.runtime.local import run_local
 from graphcep.runtime.streaming import PartWriter, StreamOperator
@@ -173,6 +174,8 @@ def test_a_checkpoint_refuses_another_source_or_query(tmp_path, capsys):
     claim_checkpoint(ckpt, str(first.resolve()), f"{query.resolve()} (query1)", "digest")
     record = json.loads((ckpt / "graphcep.json").read_text())
     assert record["source"] == str(first.resolve())
+    (ckpt / "state").mkdir()
+    (ckpt / "state" / "state-000000000000.arrow").write_bytes(b"")  # a finished micro-batch
     for source, text in ((second, TRIANGLE), (first, TRIANGLE.replace("<= 10", "<= 20"))):
         query.write_text(text)
         code = main(["stream", str(query), "--source", str(source), "--checkpoint", str(ckpt),
@@ -186,6 +189,27 @@ def test_a_checkpoint_refuses_another_source_or_query(tmp_path, capsys):
                  str(tmp_path / "plain-file"), "--once"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and err.startswith("graphcep: --checkpoint ")
+
+
+def test_a_checkpoint_no_micro_batch_finished_on_goes_to_the_next_claim(tmp_path):
+    """A start that failed before its first micro-batch (no server, a typo in --source)
+    does not tie the checkpoint: the corrected command takes it, without the failed
+    start's Spark offsets; once a micro-batch finished, the claim holds."""
+    from graphcep.stream_command import claim_checkpoint
+
+    ckpt = tmp_path / "ckpt"
+    claim_checkpoint(ckpt, "tcp://127.0.0.1:1", "q.sal (query1)", "d")
+    (ckpt / "spark" / "offsets").mkdir(parents=True)
+    claim_checkpoint(ckpt, "tcp://127.0.0.1:5555", "q.sal (query1)", "d")
+    assert json.loads((ckpt / "graphcep.json").read_text())["source"] == "tcp://127.0.0.1:5555"
+    assert not (ckpt / "spark").exists()
+    (ckpt / "spark" / "offsets").mkdir(parents=True)
+    claim_checkpoint(ckpt, "tcp://127.0.0.1:5555", "q.sal (query1)", "d")  # the same stream
+    assert (ckpt / "spark" / "offsets").is_dir()  # keeps its offsets
+    (ckpt / "state").mkdir(exist_ok=True)
+    (ckpt / "state" / "state-000000000000.arrow").write_bytes(b"")
+    with pytest.raises(QueryError, match="belongs to query q.sal \\(query1\\) over tcp://127"):
+        claim_checkpoint(ckpt, "tcp://127.0.0.1:1", "q.sal (query1)", "d")
 
 
 def test_a_micro_batch_hitting_the_state_bound_ends_with_status_3(spark, tmp_path, capsys):
@@ -348,9 +372,14 @@ def test_socket_lines_of_an_unfinished_micro_batch_are_counted_lost(tmp_path):
 
 
 @pytest.mark.slow
-def test_ctrl_c_exits_130_in_one_line_and_a_restart_loses_nothing(tmp_path):
+@pytest.mark.parametrize(("stop", "status", "word"), [
+    (signal.SIGINT, 130, "interrupted"), (signal.SIGTERM, 143, "terminated")],
+    ids=["ctrl-c", "kill"])
+def test_ctrl_c_exits_130_in_one_line_and_a_restart_loses_nothing(tmp_path, stop, status,
+                                                                  word):
     """SIGINT mid-stream: exit 130, one line on stderr after the progress lines, nothing
-    else (before: py4j tracebacks and exit 0); then ``--once`` over the same checkpoint
+    else (before: py4j tracebacks and exit 0); SIGTERM (``kill``, a service manager) the
+    same with 143 (before: a Java stack trace). Then ``--once`` over the same checkpoint
     writes exactly the batch run's matches, each once."""
     incoming = tmp_path / "in"
     incoming.mkdir()
@@ -370,13 +399,13 @@ def test_ctrl_c_exits_130_in_one_line_and_a_restart_loses_nothing(tmp_path):
     for line in proc.stderr:  # interrupt once batches are under way
         seen.append(line)
         if line.startswith("batch 3:"):
-            proc.send_signal(signal.SIGINT)
+            proc.send_signal(stop)
             break
     rest = proc.stderr.read()
-    assert proc.wait(timeout=60) == 130
+    assert proc.wait(timeout=60) == status
     assert_no_traceback("".join(seen) + rest)
     assert [line for line in rest.splitlines() if not line.startswith("batch ")] == [
-        "graphcep: interrupted; every finished micro-batch is checkpointed, run the same "
+        f"graphcep: {word}; every finished micro-batch is checkpointed, run the same "
         "command to continue"]
     done = subprocess.run([*command, "--once", "--quiet"], capture_output=True, text=True,
                           timeout=300)

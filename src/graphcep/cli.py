@@ -173,6 +173,29 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def path_option(text: str) -> str:
+    """A path: not empty (an empty one would silently mean the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty one")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"a path cannot hold a NUL character: {text!r}")
+    return text
+
+
+#: What Spark accepts as a master URL (``--master``).
+_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*\d+)?\])?|local-cluster\[[^]]+\]|"
+                     r"(spark|k8s|mesos)://\S+|yarn")
+
+
+def master_option(text: str) -> str:
+    """A Spark master URL, checked before Spark starts (a wrong one is a JVM traceback)."""
+    if not _MASTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"expected local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL, "
+            f"got {text!r}")
+    return text
+
+
 def count_option(least: int, below: int | None = None) -> Any:
     """An argparse type: a whole number of at least ``least`` (and under ``below``)."""
 
@@ -200,9 +223,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="find every match of a SAL or DDST query in a stream")
     run.add_argument("query", help="SAL file, or DDST file (.ddst, or text starting QUERY/VERTICES)")
-    run.add_argument("--input", "-i", required=True, nargs="+", help="edge file(s) or directory")
+    run.add_argument("--input", "-i", required=True, nargs="+", type=path_option, help="edge file(s) or directory")
     run.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from the name)")
-    run.add_argument("--output", "-o", help="matches.jsonl, matches.parquet, matches.dot "
+    run.add_argument("--output", "-o", type=path_option, help="matches.jsonl, matches.parquet, matches.dot "
                                             "(Graphviz) or - (console, default)")
     run.add_argument("--output-format", choices=SINK_FORMATS,
                      help="format of --output when its name does not say it (-o /dev/null "
@@ -212,7 +235,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sal_arguments(run)
     add_spark_arguments(run)
     add_input_arguments(run)
-    run.add_argument("--rejects", default="rejects.jsonl",
+    run.add_argument("--rejects", default="rejects.jsonl", type=path_option,
                      help="where malformed lines go, with line number and reason "
                           "(default rejects.jsonl)")
     run.add_argument("--shards", type=count_option(1), metavar="N",
@@ -242,7 +265,7 @@ def build_parser() -> argparse.ArgumentParser:
                          help="edges per second of event time (default 1000)")
     netflow.add_argument("--seed", type=count_option(0), default=0,
                          help="random seed, 0 or more (default 0)")
-    netflow.add_argument("--output", "-o", required=True,
+    netflow.add_argument("--output", "-o", required=True, type=path_option,
                          help="file to write (.gz compresses a text format)")
     netflow.add_argument("--format", choices=("vast", "snap", "csv", "jsonl", "parquet"),
                          help="output format (default: from the name -- .csv is VAST, "
@@ -255,7 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--edges", type=count_option(1), default=200_000, metavar="N",
                       help="flows to generate (default 200000)")
     add_spark_arguments(demo)
-    demo.add_argument("--workdir", default="demo-output",
+    demo.add_argument("--workdir", default="demo-output", type=path_option,
                       help="directory for the generated stream and the matches "
                            "(default demo-output)")
     demo.set_defaults(handler=cmd_demo)
@@ -280,7 +303,7 @@ def add_sal_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
     """Where Spark runs (``run``, ``stream``, ``demo``)."""
-    parser.add_argument("--master", default="local[*]",
+    parser.add_argument("--master", default="local[*]", type=master_option,
                         help="Spark master: local[*] (default, embedded), local[N] or "
                              "spark://host:7077")
 
@@ -289,6 +312,10 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
     """How input lines are read (``run`` and ``stream``)."""
     parser.add_argument("--time-unit", choices=("s", "ms", "us"),
                         help="unit of numeric times in the input: s (default), ms or us")
+    parser.add_argument("--time-format", choices=("number", "iso", "auto"), default="number",
+                        help="times in the input: number (default; seconds, or --time-unit), "
+                             "iso (ISO-8601 date-times, UTC unless a zone is given) or auto "
+                             "(either, line by line)")
     parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                         help="csv/tsv: line 1 is (--header) or is not (--no-header) a "
                              "header (default: decided from the file's first lines)")
@@ -296,7 +323,8 @@ def add_input_arguments(parser: argparse.ArgumentParser) -> None:
 
 def reader_options(args: argparse.Namespace) -> ReaderOptions:
     """The readers' options from :func:`add_input_arguments`."""
-    return ReaderOptions(time_unit=args.time_unit, header=args.header)
+    return ReaderOptions(time_unit=args.time_unit, time_format=args.time_format,
+                         header=args.header)
 
 
 def add_summary_argument(parser: argparse.ArgumentParser) -> None:

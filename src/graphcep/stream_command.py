@@ -20,11 +20,12 @@ import contextlib
 import hashlib
 import json
 import os
+import shutil
 import signal
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from graphcep.engines.base import StateBoundError
 from graphcep.events import seconds_to_us
@@ -57,24 +58,25 @@ def add_parser(sub: Any) -> None:
         add_summary_argument,
         count_option,
         nonnegative_seconds,
+        path_option,
         positive_seconds,
         seconds_option,
     )
     stream = sub.add_parser("stream", help="match a SAL or DDST query continuously "
                                            "(Structured Streaming)")
     stream.add_argument("query", help="SAL file, or DDST file (.ddst)")
-    stream.add_argument("--source", help="DIR (files arriving), tcp://HOST:PORT, or generator "
+    stream.add_argument("--source", type=path_option, help="DIR (files arriving), tcp://HOST:PORT, or generator "
                                          "(default: the program's VastStream socket)")
-    stream.add_argument("--checkpoint", required=True,
+    stream.add_argument("--checkpoint", required=True, type=path_option,
                         help="directory for offsets and state; restart with the same one")
-    stream.add_argument("--output", "-o", default="-",
+    stream.add_argument("--output", "-o", default="-", type=path_option,
                         help="OUT/ (JSONL part per micro-batch), OUT.parquet/, OUT.dot/ "
                              "(Graphviz) or - (console)")
     stream.add_argument("--lateness", default="0", type=seconds_option, metavar="SECONDS",
                         help="seconds an edge may trail the newest one and still be matched "
                              "(default 0)")
-    stream.add_argument("--late", help="directory for late edges (default CHECKPOINT/late)")
-    stream.add_argument("--rejects", help="directory for malformed lines (default CHECKPOINT/rejects)")
+    stream.add_argument("--late", type=path_option, help="directory for late edges (default CHECKPOINT/late)")
+    stream.add_argument("--rejects", type=path_option, help="directory for malformed lines (default CHECKPOINT/rejects)")
     stream.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from names)")
     add_input_arguments(stream)
     stream.add_argument("--trigger", type=nonnegative_seconds, default=0.0, metavar="SECONDS",
@@ -124,11 +126,12 @@ def cmd_stream(args: argparse.Namespace) -> int:
     """Run the stream; failures end it with one line on stderr (2: the input, the query or
     the checkpoint; 3: a state bound; 130: interrupted), the checkpoint at the last
     finished micro-batch."""
-    previous = signal.getsignal(signal.SIGINT)
+    previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
     try:
         return _stream(args)
     finally:  # a library caller (a test) keeps its own Ctrl-C
-        signal.signal(signal.SIGINT, previous)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
 
 
 def _stream(args: argparse.Namespace) -> int:
@@ -139,7 +142,7 @@ def _stream(args: argparse.Namespace) -> int:
         warn_absent_labels,
     )
     from graphcep.runtime.spark import spark_session
-    from graphcep.runtime.spark_stream import SocketSource, quiet_query_errors
+    from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
 
     validate_output(args)
     _exit_on_interrupt("nothing was started")
@@ -154,6 +157,9 @@ def _stream(args: argparse.Namespace) -> int:
         job = Job.create(program, args.query_name, fmt, window_us=_us(args.window),
                          homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration),
                          max_window_edges=state_bound(args))
+    if args.once and not isinstance(source, FileSource):
+        raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
+                         "no end to read to: use --run-for SECONDS")
     cells = _cells(args, job)  # before Spark starts: a wrong option fails at once
     checkpoint = Path(args.checkpoint)
     claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
@@ -207,10 +213,17 @@ def _exit_on_interrupt(note: str) -> None:
     def interrupted(signum: int, frame: Any) -> None:
         with contextlib.suppress(Exception):
             sys.stdout.flush()  # matches already printed on the console
-        os.write(sys.stderr.fileno(), f"graphcep: interrupted; {note}\n".encode())
-        os._exit(130)
+        what = "interrupted" if signum == signal.SIGINT else "terminated"
+        os.write(sys.stderr.fileno(), f"graphcep: {what}; {note}\n".encode())
+        os._exit(128 + signum)  # 130 for Ctrl-C, 143 for kill's SIGTERM
 
-    signal.signal(signal.SIGINT, interrupted)
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, interrupted)
+
+
+#: Signals that stop a stream at once with one line: Ctrl-C, and ``kill`` (as systemd and
+#: container runtimes stop a service).
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _report_failure(failure: Exception) -> int:
@@ -287,23 +300,43 @@ def _check_claim(checkpoint: Path, record: Path, source: str, query: str, digest
         stored = json.loads(record.read_text(encoding="utf-8"))
         if not isinstance(stored, dict):
             raise ValueError(f"{record} is not graphcep's record of the stream")
-        if (stored.get("source"), stored.get("query")) != (source, query):
-            raise QueryError(
-                f"checkpoint {checkpoint} belongs to query {stored.get('query')} over "
-                f"{stored.get('source')}, not to query {query} over {source}: give another "
-                "--checkpoint")
-        if stored.get("digest") != digest:
-            raise QueryError(
-                f"checkpoint {checkpoint} belongs to query {query} over {source} as it was "
-                "first started: the query file or an option that changes its matches "
-                "(--query-name, --window, --max-duration, --homomorphic, --format, "
-                "--time-unit, --header, the DDST engine) differs since: give another "
-                "--checkpoint")
-        return
+        if _same_stream(stored, source, query, digest):
+            return
+        if _has_finished_batches(checkpoint):
+            _refuse_claim(checkpoint, stored, source, query)
+        # no micro-batch ever finished here: the failed start's offsets go with its claim
+        shutil.rmtree(checkpoint / "spark", ignore_errors=True)
     checkpoint.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"source": source, "query": query, "digest": digest}, indent=1)
     replace_atomically(record, lambda path: Path(path).write_text(text + "\n",
                                                                     encoding="utf-8"))
+
+
+def _same_stream(stored: dict, source: str, query: str, digest: str) -> bool:
+    return (stored.get("source"), stored.get("query"), stored.get("digest")) == (
+        source, query, digest)
+
+
+def _refuse_claim(checkpoint: Path, stored: dict, source: str, query: str) -> NoReturn:
+    if (stored.get("source"), stored.get("query")) != (source, query):
+        raise QueryError(
+            f"checkpoint {checkpoint} belongs to query {stored.get('query')} over "
+            f"{stored.get('source')}, not to query {query} over {source}: give another "
+            "--checkpoint")
+    raise QueryError(
+        f"checkpoint {checkpoint} belongs to query {query} over {source} as it was "
+        "first started: the query file or an option that changes its matches "
+        "(--query-name, --window, --max-duration, --homomorphic, --format, "
+        "--time-unit, --time-format, --header, the DDST engine) differs since: give another "
+        "--checkpoint")
+
+
+def _has_finished_batches(checkpoint: Path) -> bool:
+    """Whether a micro-batch finished on this checkpoint (the operator saved state): a
+    start that failed before any (no server listening, a typo in --source) leaves it free
+    for the corrected command."""
+    state = checkpoint / "state"
+    return state.is_dir() and any(state.iterdir())
 
 
 def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
@@ -313,8 +346,8 @@ def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
 def _query_digest(args: argparse.Namespace) -> str:
     """The query text and the options that change which matches it finds."""
     options = {name: getattr(args, name, None) for name in (
-        "query_name", "window", "max_duration", "homomorphic", "format", "time_unit", "header",
-        "ddst_engine", "signature_p", "signature_seed", "ddst_report")}
+        "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
+        "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report")}
     digest = hashlib.sha256(Path(args.query).read_bytes())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()
@@ -325,7 +358,7 @@ def make_source(args: argparse.Namespace, program: Any) -> Any:
     from graphcep.cli import reader_options  # one rule for run and stream
     from graphcep.runtime.spark_stream import FileSource, GeneratorSource, SocketSource
 
-    options = reader_options(args)  # --time-unit and --header
+    options = reader_options(args)  # --time-unit, --time-format and --header
     text = args.source
     if text is None:
         if program is None:
@@ -335,8 +368,9 @@ def make_source(args: argparse.Namespace, program: Any) -> Any:
         return GeneratorSource(args.vertices, args.rate, args.seed)
     if text.startswith("tcp://"):
         host, _, port = text[len("tcp://"):].rpartition(":")
-        if not host or not port.isdigit():
-            raise QueryError(f"--source {text!r}: expected tcp://HOST:PORT")
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
+            raise QueryError(f"--source {text!r}: expected tcp://HOST:PORT, a port from 1 "
+                             "to 65535")
         return SocketSource(host, int(port), args.format or "vast", options)
     if not Path(text).is_dir():
         raise FileNotFoundError(f"--source {text!r}: no such directory (files arrive in a "
@@ -373,7 +407,8 @@ def _program_socket(program: Any, fmt: str | None, options: ReaderOptions) -> An
 
     for connection in program.connections.values():
         host, port = (list(connection.args) + [None, None])[:2]
-        if connection.kind in ("vast", "netflow5") and host and str(port).isdigit():
+        if connection.kind in ("vast", "netflow5") and host and str(port).isdigit() \
+                and 0 < int(port) < 65536:
             return SocketSource(str(host), int(port), fmt or connection.kind, options)
     raise QueryError("give --source: the program connects to no VastStream(\"host\", port)")
 

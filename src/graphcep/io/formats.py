@@ -816,7 +816,9 @@ def _convert_one(
 ) -> tuple[pa.Array, np.ndarray, list[str]]:
     """One column: (converted values, rows that failed, reasons)."""
     if spec.kind in ("t", "dur"):
-        values, errors = time_to_us(raw, options)
+        # a duration is a number of seconds (or --time-unit) whatever form times take
+        values, errors = (time_to_us(raw, options) if spec.kind == "t"
+                          else decimal_to_us(raw, options.time_unit))
         out = pa.array(values, pa.int64())
         if spec.kind == "dur":
             for row in np.flatnonzero(values < 0):
