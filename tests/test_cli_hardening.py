@@ -609,3 +609,29 @@ def test_time_format_reads_iso_times_and_keeps_durations_numbers(tmp_path, capsy
     start = 1_704_067_200  # 2024-01-01T00:00:00Z
     assert [(e["t"], e["dur"]) for e in match["edges"]] == [
         (start + 1, 1.5), (start + 2, 1), (start + 3, 2)]
+
+
+@pytest.mark.parametrize("constraints", [
+    "starttime(e2) - starttime(e1) <= 5;",   # one direction bounded, no order
+    "",                                       # nothing at all
+    "starttime(e1) < starttime(e2);",         # an order, no bound
+    "starttime(e1) < starttime(e2); starttime(e2) < starttime(e3);",
+])
+def test_an_unbounded_query_names_a_gap_and_each_suggested_fix_closes_it(constraints):
+    """The message names two edges whose start gap nothing bounds; each constraint it
+    suggests closes that gap and contradicts nothing (the query may stay unbounded for
+    another pair, which the next message names)."""
+    from graphcep.engines.difference_bounds import UnboundedQueryError, build_bounds
+
+    text = "{ x e1 y; y e2 z; z e3 w; " + constraints + " }"
+    with pytest.raises(UnboundedQueryError) as info:
+        compile_query(parse_query(text))
+    message = str(info.value)
+    later, earlier = re.search(r"how much later (e\d) may start than (e\d)", message).groups()
+    fixes = re.findall(r"'(starttime\([^']*;)'", message)
+    assert fixes and all(f"({later})" in f and f"({earlier})" in f for f in fixes)
+    for fix in fixes:
+        fixed = parse_query(text.replace(" }", f" {fix} }}"))
+        bounds = build_bounds(fixed)  # raises UnsatisfiableQueryError on a contradiction
+        gap = bounds.start_gap(bounds.edges.index(later), bounds.edges.index(earlier))
+        assert gap <= 10_000_000, fix  # at most the suggested 10 s

@@ -98,6 +98,17 @@ class DifferenceBounds:
         return None if worst >= UNBOUNDED else max(worst, 0)
 
 
+    def unbounded_gap(self) -> tuple[str, str] | None:
+        """A pair ``(later, earlier)`` of edges whose start gap ``s_later - s_earlier``
+        nothing bounds (the first such in query order), or None."""
+        k = len(self.edges)
+        for later in range(k):
+            for earlier in range(k):
+                if later != earlier and self.start_gap(later, earlier) >= UNBOUNDED:
+                    return self.edges[later], self.edges[earlier]
+        return None
+
+
 def build_bounds(
     query: SubgraphQuery,
     max_duration_us: int | None = None,

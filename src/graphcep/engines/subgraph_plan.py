@@ -92,6 +92,20 @@ class CompiledQuery:
         return lines
 
 
+def _unbounded_message(query: SubgraphQuery, bounds: DifferenceBounds) -> str:
+    """Why a query has no extent, naming two edges whose start gap nothing bounds, and
+    the constraints that would bound it (an order only where it contradicts nothing)."""
+    later, earlier = bounds.unbounded_gap() or (query.edges[-1].name, query.edges[0].name)
+    fixes = [f"bound it ('starttime({later}) - starttime({earlier}) <= 10;')"]
+    if not bounds.forced_before(bounds.edges.index(earlier), bounds.edges.index(later)):
+        fixes.append(f"put {later} first ('starttime({later}) < starttime({earlier});')")
+    advice = ", ".join(fixes)
+    return (f"query {query.name!r} has no upper bound on how far apart its edges may be in "
+            f"time: nothing bounds how much later {later} may start than {earlier}, so a "
+            f"match could need the whole stream in memory. {advice[0].upper()}{advice[1:]} "
+            "or give a window (--window SECONDS).")
+
+
 def compile_query(
     query: SubgraphQuery,
     max_duration_us: int | None = None,
@@ -111,12 +125,7 @@ def compile_query(
         if any(c.plus.kind == "end" or (c.minus and c.minus.kind == "end") for c in query.temporal):
             hint = (" Its constraints use end times, which bound start times only when "
                     "durations are bounded: give a maximum duration (--max-duration SECONDS).")
-        raise UnboundedQueryError(
-            f"query {query.name!r} has no upper bound on how far apart its edges may be "
-            "in time, so a match could need the whole stream in memory. Add a constraint "
-            "such as 'starttime(eN) - starttime(e1) <= 10;' or give a window "
-            f"(--window SECONDS).{hint}"
-        )
+        raise UnboundedQueryError(_unbounded_message(query, extent_bounds) + hint)
     vertex_vars = query.vertices
     vindex = {v: i for i, v in enumerate(vertex_vars)}
     esrc = np.array([vindex[e.src] for e in query.edges], dtype=np.int32)
