@@ -495,3 +495,30 @@ def test_stream_reads_with_the_header_option(spark, tmp_path, capsys):
                  "--summary", "json"]) == 0
     summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert (summary["rejected"], summary["edges"]) == (1, 2)
+
+
+def test_a_micro_batch_of_files_in_several_formats_and_a_file_of_no_edges_is_read(tmp_path):
+    """Files of two formats whose attribute types clash (VAST's integer IpLayerProtocol,
+    JSON's string one) and a file no line of which reads, in one micro-batch: every edge
+    is kept, the clashing attribute as text, the bad file's line a reject (before: Arrow
+    refused to join the tables, and every restart failed on the same micro-batch)."""
+    from graphcep.runtime.spark_stream import FileSource
+
+    vast = generate_netflow(50, 10, 10, seed=1)
+    write_edges(vast, tmp_path / "a.csv", "vast")
+    write_edges(generate_netflow(40, 10, 10, seed=2), tmp_path / "b.jsonl", "jsonl")
+    (tmp_path / "notes.txt").write_text("hello world\n")
+    paths = [f"file://{tmp_path / n}" for n in ("a.csv", "b.jsonl", "notes.txt")]
+
+    class Names:  # what Spark hands the source: the arrived files' paths
+        def toArrow(self) -> pa.Table:  # noqa: N802 -- Spark's name
+            return pa.table({"path": paths})
+
+    operator = StreamOperator(Job.create(parse_program(TRIANGLE)))
+    batch = FileSource(str(tmp_path)).read_batch(Names(), operator)
+    assert batch.edges.num_rows == 90 and batch.files == 3 and batch.lines == 91
+    protocols = batch.edges.column("IpLayerProtocol").to_pylist()
+    assert protocols[:50] == [str(p) for p in vast.column("IpLayerProtocol").to_pylist()]
+    assert set(protocols[50:]) <= {"tcp", "udp", "6", "17"}
+    (reject,) = batch.rejects.to_pylist()
+    assert (reject["file"], reject["line"]) == (str(tmp_path / "notes.txt"), 1)

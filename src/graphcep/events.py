@@ -169,6 +169,37 @@ def normalize_edges(table: pa.Table) -> pa.Table:
     return pa.table(columns, names=names)
 
 
+def concat_edges(tables: list[pa.Table]) -> pa.Table:
+    """Join edge tables whose attribute columns differ (files of several formats).
+
+    A column one table lacks is null there; numeric types widen as Arrow's permissive
+    promotion does; an attribute whose types cannot be reconciled (a VAST file's integer
+    ``IpLayerProtocol`` and a JSON file's string one) becomes text in every table, so no
+    value is lost.
+
+    Examples
+    --------
+    >>> a = pa.table({"t": [1], "port": pa.array([80], pa.int64())})
+    >>> b = pa.table({"t": [2], "port": ["http"], "x": [1.5]})
+    >>> concat_edges([a, b]).to_pylist()
+    [{'t': 1, 'port': '80', 'x': None}, {'t': 2, 'port': 'http', 'x': 1.5}]
+    """
+    try:
+        return pa.concat_tables(tables, promote_options="permissive")
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        pass
+    types: dict[str, set[pa.DataType]] = {}
+    for table in tables:
+        for f in table.schema:
+            types.setdefault(f.name, set()).add(f.type)
+    clash = {name for name, kinds in types.items() if len(kinds) > 1 and name not in CORE_NAMES}
+    texts = [pa.Table.from_arrays(
+        [c.cast(pa.string()) if n in clash else c
+         for n, c in zip(table.column_names, table.columns, strict=True)],
+        names=table.column_names) for table in tables]
+    return pa.concat_tables(texts, promote_options="permissive")
+
+
 def sort_stream(table: pa.Table) -> pa.Table:
     """Sort edges into stream order ``(t, seq)`` (returned as is when already in order:
     most streams arrive sorted, and checking is far cheaper than sorting)."""

@@ -50,7 +50,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.events import empty_edges
+from graphcep.events import concat_edges, empty_edges
 from graphcep.io.formats import ReaderOptions, parse_lines, prepare_options
 from graphcep.io.readers import READ_REJECT_SCHEMA, ReadResult, read_edges_bytes
 from graphcep.runtime.streaming import BatchReport, StreamOperator, print_report
@@ -104,7 +104,8 @@ class FileSource:
                 edges.append(read.edges)
             rejects.append(read.rejects)
             lines += read.lines_read
-        table = pa.concat_tables(edges, promote_options="permissive") if edges else None
+        table = concat_edges(edges) if edges else None
+        rejects = [r.cast(READ_REJECT_SCHEMA) for r in rejects]  # one nullability for all
         return SourceBatch(table, pa.concat_tables(rejects), len(paths), lines, names)
 
     def _read(self, uri: str, name: str, file_index: int) -> ReadResult:
