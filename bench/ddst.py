@@ -520,9 +520,9 @@ def reporting(cls: type, report: str) -> type:
 def load_engines(skip: frozenset[str], report: str = "component") -> EngineSet:
     found = EngineSet(report=report)
     modules = {
-        "baseline": ("graphcep.engines.ddst_baseline", "DDSTBaselineEngine"),
-        "signature": ("graphcep.engines.ddst_signature", "DDSTSignatureEngine"),
-        "coloring": ("graphcep.engines.ddst_coloring", "DDSTColoringEngine"),
+        "baseline": ("graphcep.engines.ddst.baseline", "DDSTBaselineEngine"),
+        "signature": ("graphcep.engines.ddst.signature", "DDSTSignatureEngine"),
+        "coloring": ("graphcep.engines.ddst.coloring", "DDSTColoringEngine"),
     }
     for name, (module, cls_name) in modules.items():
         if name in skip:
@@ -713,7 +713,7 @@ def read_ceiling(cfg: Config, mode: Mode, batch: int) -> tuple[float, float]:
 
     Also returns the share of arrivals that fit some query edge: those at which the
     baseline runs Algorithm DDST (it skips the others)."""
-    from graphcep.engines.ddst_baseline import batch_columns, edge_fit
+    from graphcep.engines.ddst.common import batch_columns, edge_fit
 
     q, stream = cfg.query, cfg.stream
     vlabel = {v.name: v.label for v in q.vertices}
@@ -743,8 +743,8 @@ def floor_seconds(cls: type, cfg: Config, mode: Mode, batch: int) -> tuple[float
     the components it verifies, and the baseline's time is mostly the same kernel, so the
     ratio of the two does not depend on how fast the kernel is. Next to a missed target
     they say how much of the baseline's time is work the engine cannot skip."""
-    from graphcep.engines import ddst_kernel
-    from graphcep.engines.ddst_baseline import Reports
+    from graphcep.engines.ddst import kernel as ddst_kernel
+    from graphcep.engines.ddst.reports import Reports
 
     spent = {"reports": 0.0, "ddst": 0.0}
     add, table, kernel = Reports.add, Reports.table, ddst_kernel.ddst

@@ -20,10 +20,10 @@ from graphcep import cli
 from graphcep.cli import build_parser, main
 from graphcep.engines.base import OutOfOrderError
 from graphcep.engines.difference_bounds import build_bounds
-from graphcep.engines.subgraph import SubgraphEngine
-from graphcep.engines.subgraph_plan import compile_query
+from graphcep.engines.subgraph.engine import SubgraphEngine
+from graphcep.engines.subgraph.plan import compile_query
 from graphcep.lang.ddst import parse_ddst, parse_ddst_file
-from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.sal import parse_file, parse_query
 from graphcep.patterns.ddst import DDSTQueryError, Window
 from graphcep.patterns.subgraph import QueryBuilder, QueryError
@@ -488,7 +488,7 @@ def test_a_window_that_cannot_be_is_refused_on_construction(kind, size, message)
 
 
 def test_a_negative_ddst_window_in_text_is_named_at_its_position():
-    with pytest.raises(SalSyntaxError) as info:
+    with pytest.raises(QuerySyntaxError) as info:
         parse_ddst("VERTICES A, B;\nEDGES x: A -> B;\nWITHIN -5 s;")
     assert (info.value.line, info.value.column) == (3, 8)
 

@@ -11,17 +11,19 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import graphcep.engines.ddst_baseline as baseline_module
+import graphcep.engines.ddst.baseline as baseline_module
+import graphcep.engines.ddst.common as common_module
+import graphcep.engines.ddst.reports as reports_module
 import graphcep.lang.ddst as lang_module
 import graphcep.patterns.ddst as pattern_module
 from graphcep.engines.base import OutOfOrderError, StateBoundError
-from graphcep.engines.ddst_baseline import (
+from graphcep.engines.ddst.baseline import (
     DDST_MATCH_SCHEMA,
     DDSTBaselineEngine,
     ddst_match_graph,
-    number_vertices,
     timing_filter,
 )
+from graphcep.engines.ddst.common import number_vertices
 from graphcep.lang.ddst import parse_ddst
 from graphcep.patterns.ddst import DDSTQuery, QueryEdge, QueryVertex, Window
 from tests import ddst_oracle as oracle
@@ -350,7 +352,7 @@ def test_report_order_of_several_keys_is_lexicographic(top):
     rows = {(int(rng.integers(top)), int(rng.integers(4)), int(rng.integers(1 << 20)))
             for _ in range(500)}  # fmt: skip
     a, b, c = (np.array(col, dtype=np.int64) for col in zip(*rows, strict=True))
-    order = baseline_module._order(a, b, c)
+    order = reports_module._order(a, b, c)
     assert list(zip(a[order], b[order], c[order], strict=True)) == sorted(rows)
 
 
@@ -359,7 +361,7 @@ def test_factorize_numbers_values_by_first_appearance(size):
     rng = np.random.default_rng(size)
     values = np.empty(size, dtype=object)
     values[:] = [None if x == 0 else f"v{x}" for x in rng.integers(0, 7, size)]
-    codes, distinct = baseline_module._factorize(values)
+    codes, distinct = reports_module._factorize(values)
     first = list(dict.fromkeys(v for v in values if v is not None))
     assert distinct.tolist() == first
     assert codes.tolist() == [-1 if v is None else first.index(v) for v in values]
@@ -370,7 +372,7 @@ def test_part_graphs_renumber_by_first_appearance():
     rng = np.random.default_rng(11)
     names = np.array([f"v{i}" for i in range(50)], dtype=object)
     labels = np.array([None if i % 3 else "M" for i in range(50)], dtype=object)
-    parts = baseline_module.PartGraphs()
+    parts = common_module.PartGraphs()
     for size in (0, 1, 40, 40):  # one numbering for every part: its scratch is reused
         src, dst = rng.integers(0, 50, size), rng.integers(0, 50, size)
         t = np.arange(size, dtype=np.int64)

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import graphcep.engines.ddst_coloring as coloring_module
+import graphcep.engines.ddst.coloring as coloring_module
 from graphcep.engines.base import OutOfOrderError, StateBoundError
-from graphcep.engines.ddst_baseline import DDST_MATCH_SCHEMA, DDSTBaselineEngine
-from graphcep.engines.ddst_coloring import DDSTColoringEngine, RedComponent
+from graphcep.engines.ddst.baseline import DDST_MATCH_SCHEMA, DDSTBaselineEngine
+from graphcep.engines.ddst.coloring import DDSTColoringEngine, RedComponent
 from graphcep.lang.ddst import parse_ddst
 from graphcep.patterns.ddst import DDSTQuery, Window
 from tests import ddst_oracle as oracle
@@ -596,7 +596,7 @@ def test_rows_take_give_and_grow() -> None:
 def test_a_query_wider_than_a_machine_word():
     # 64 query edges and 65 query vertices: fit sets, match sets and hosting are Python ints
     # past 62 bits, and the edge and vertex rows keep them as objects
-    from graphcep.engines.ddst_signature import DDSTSignatureEngine
+    from graphcep.engines.ddst.signature import DDSTSignatureEngine
     from graphcep.patterns.ddst import DDSTBuilder
 
     n = 64

@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphcep.lang.ddst import parse_ddst, parse_ddst_file, tokenize_ddst
-from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.ddst import (
     DDSTBuilder,
     DDSTQuery,
@@ -178,7 +178,7 @@ ERRORS = [
 
 @pytest.mark.parametrize(("text", "line", "column", "words"), ERRORS)
 def test_errors_name_line_column_and_what_was_expected(text, line, column, words):
-    with pytest.raises(SalSyntaxError) as info:
+    with pytest.raises(QuerySyntaxError) as info:
         parse_ddst(text, "bad.ddst")
     err = info.value
     assert (err.line, err.column) == (line, column), str(err)
@@ -191,7 +191,7 @@ def test_errors_name_line_column_and_what_was_expected(text, line, column, words
 
 def test_three_edge_cycle_is_named_in_full():
     text = HEAD + "  DC: A -> C [congested];\nORDER AB < CA, CA < DC, DC < AB;\nWITHIN 5 min;"
-    with pytest.raises(SalSyntaxError, match="cycle: DC < AB < CA < DC") as info:
+    with pytest.raises(QuerySyntaxError, match="cycle: DC < AB < CA < DC") as info:
         parse_ddst(text)
     assert (info.value.line, info.value.column) == (6, 30)
 
@@ -199,7 +199,7 @@ def test_three_edge_cycle_is_named_in_full():
 def test_errors_pickle_and_file_errors_name_the_file(tmp_path: Path):
     bad = tmp_path / "bad.ddst"
     bad.write_text("VERTICES A;\nEDGES e: A -> Z;\nWITHIN 1 s\n")
-    with pytest.raises(SalSyntaxError) as info:
+    with pytest.raises(QuerySyntaxError) as info:
         parse_ddst_file(bad)
     assert str(info.value).startswith(f"{bad}:2:15: unknown vertex 'Z'")
     again = pickle.loads(pickle.dumps(info.value))

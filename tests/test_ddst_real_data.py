@@ -37,7 +37,7 @@ import pyarrow as pa
 import pytest
 
 import graphcep.io.labels as labels_module
-from graphcep.engines.ddst_baseline import DDSTBaselineEngine
+from graphcep.engines.ddst.baseline import DDSTBaselineEngine
 from graphcep.events import in_stream_order, sort_stream
 from graphcep.io.labels import (
     column_labels,

@@ -10,9 +10,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from graphcep.engines.ddst_baseline import DDSTBaselineEngine, ReportedPairs
-from graphcep.engines.ddst_coloring import DDSTColoringEngine
-from graphcep.engines.ddst_signature import DDSTSignatureEngine
+from graphcep.engines.ddst.baseline import DDSTBaselineEngine
+from graphcep.engines.ddst.coloring import DDSTColoringEngine
+from graphcep.engines.ddst.reports import ReportedPairs
+from graphcep.engines.ddst.signature import DDSTSignatureEngine
 from graphcep.patterns.ddst import DDSTQuery
 from tests import ddst_oracle as oracle
 from tests.test_ddst_baseline import (

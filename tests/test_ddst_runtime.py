@@ -104,7 +104,7 @@ def test_warm_up_only_fills_state(stream):
 
 @pytest.mark.parametrize("engine", ["signature", "coloring"])
 def test_other_ddst_engines_run_as_jobs(stream, engine):
-    pytest.importorskip(f"graphcep.engines.ddst_{engine}")
+    pytest.importorskip(f"graphcep.engines.ddst.{engine}")
     for query in (TIME_QUERY, COUNT_QUERY):
         expected, _ = run_job(DDSTJob(query, "baseline"), stream)
         got, _ = run_job(DDSTJob(query, engine), stream)

@@ -14,10 +14,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import graphcep.engines.ddst_signature as signature_module
+import graphcep.engines.ddst.signature as signature_module
 from graphcep.engines.base import OutOfOrderError, StateBoundError
-from graphcep.engines.ddst_baseline import DDSTBaselineEngine
-from graphcep.engines.ddst_signature import (
+from graphcep.engines.ddst.baseline import DDSTBaselineEngine
+from graphcep.engines.ddst.signature import (
     WORD_BITS,
     DDSTSignatureEngine,
     Signature,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from graphcep.engines.ddst_baseline import DDSTBaselineEngine
+from graphcep.engines.ddst.baseline import DDSTBaselineEngine
 from graphcep.events import Match, MatchedEdge, format_seconds, matches_to_table
 from graphcep.io.labels import service_labels
 from graphcep.io.readers import read_edges

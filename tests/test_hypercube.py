@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphcep.engines.difference_bounds import UnsatisfiableQueryError
-from graphcep.engines.subgraph_plan import compile_query
+from graphcep.engines.subgraph.plan import compile_query
 from graphcep.io.generator import generate_netflow, generate_planted
 from graphcep.lang.sal import parse_file, parse_query
 from graphcep.patterns.program import Program

@@ -6,7 +6,7 @@ The seeds are the example queries (SAL ``examples/*.sal``, DDST
 swap tokens, insert random characters or raw bytes (not always UTF-8), truncate, or
 replace a number by a huge, negative, tiny or non-finite one. For every mutant:
 
-* the language's parser either returns a query or raises :class:`SalSyntaxError` whose
+* the language's parser either returns a query or raises :class:`QuerySyntaxError` whose
   message starts with ``file:line:col:``;
 * ``graphcep explain`` on it (in-process, through :func:`graphcep.cli.main`) exits 0 or 2,
   with nothing on stderr when 0 and a message starting ``graphcep:`` when 2 -- the
@@ -28,7 +28,7 @@ import pytest
 
 from graphcep.cli import _is_ddst, main
 from graphcep.lang.ddst import parse_ddst_file
-from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.sal import parse_file
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
@@ -91,12 +91,12 @@ def mutants(seed: Path, count: int, rng: random.Random) -> list[bytes]:
     return out
 
 
-def check_parse(path: Path) -> SalSyntaxError | None:
+def check_parse(path: Path) -> QuerySyntaxError | None:
     """Parse as the command line would; only a positioned syntax error may come out."""
     parse = parse_ddst_file if _is_ddst(str(path)) else parse_file
     try:
         parse(path)
-    except SalSyntaxError as err:
+    except QuerySyntaxError as err:
         head = str(err).splitlines()[0]
         assert re.match(rf"{re.escape(str(path))}:\d+:\d+: \S", head), head
         assert err.line >= 1 and err.column >= 1

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from graphcep.lang import SalSyntaxError, parse_file, parse_program, parse_query, tokenize
+from graphcep.lang import QuerySyntaxError, parse_file, parse_program, parse_query, tokenize
 from graphcep.lang.listings import LISTING_1, LISTING_2, LISTING_3
 from graphcep.patterns.program import (
     Connection,
@@ -73,8 +73,8 @@ def constraint_of(text: str) -> TemporalConstraint:
     return q.temporal[0]
 
 
-def error_of(text: str, source: str = "<query>") -> SalSyntaxError:
-    with pytest.raises(SalSyntaxError) as info:
+def error_of(text: str, source: str = "<query>") -> QuerySyntaxError:
+    with pytest.raises(QuerySyntaxError) as info:
         parse_program(text, source)
     return info.value
 
@@ -202,7 +202,7 @@ def test_tokenizer_operators_and_dot() -> None:
     ],
 )
 def test_tokenizer_errors(text: str, line: int, column: int, fragment: str) -> None:
-    with pytest.raises(SalSyntaxError) as info:
+    with pytest.raises(QuerySyntaxError) as info:
         tokenize(text)
     assert (info.value.line, info.value.column) == (line, column)
     assert fragment in str(info.value)
@@ -387,7 +387,7 @@ def test_query_names() -> None:
 def test_empty_program_and_no_query() -> None:
     assert parse_program("// nothing\n").queries == []
     assert parse_program("").queries == []
-    with pytest.raises(SalSyntaxError) as info:
+    with pytest.raises(QuerySyntaxError) as info:
         parse_query("W = 1;\n")
     assert (info.value.line, info.value.column) == (2, 1)
     assert "expected a SUBGRAPH query" in str(info.value)
@@ -481,7 +481,7 @@ def test_error_positions(text: str, line: int, column: int, fragment: str) -> No
 def test_error_message_format(tmp_path: Path) -> None:
     path = tmp_path / "query.sal"
     path.write_text("// header\n{\n    x1 e1 x2 e2;\n}\n")
-    with pytest.raises(SalSyntaxError) as info:
+    with pytest.raises(QuerySyntaxError) as info:
         parse_file(path)
     err = info.value
     assert (err.line, err.column, err.source) == (3, 14, str(path))
@@ -598,7 +598,7 @@ LISTINGS = (LISTING_1, LISTING_2, LISTING_3, LISTING_3_PAPER_STYLE)
 def parses_or_reports(text: str) -> None:
     try:
         parse_program(text)
-    except SalSyntaxError as err:
+    except QuerySyntaxError as err:
         assert err.line >= 1 and err.column >= 1
         str(err)
     except QueryError as err:  # pragma: no cover - would be a parser bug

@@ -207,7 +207,7 @@ def test_killed_and_restarted_stream_loses_and_repeats_nothing(tmp_path):
 def test_stream_command_runs_ddst_queries(spark, tmp_path, capsys):
     """``graphcep stream QUERY.ddst``: the reports equal the baseline engine's on the file."""
     from graphcep.cli import main
-    from graphcep.engines.ddst_baseline import DDSTBaselineEngine
+    from graphcep.engines.ddst.baseline import DDSTBaselineEngine
     from graphcep.lang.ddst import parse_ddst_file
 
     query_file = tmp_path / "spread.ddst"

@@ -194,7 +194,7 @@ def test_window_log_stays_within_the_extent(tmp_path):
 
 
 def test_ddst_queries_stream_like_the_batch_engine(tmp_path):
-    from graphcep.engines.ddst_baseline import DDSTBaselineEngine
+    from graphcep.engines.ddst.baseline import DDSTBaselineEngine
     from graphcep.lang.ddst import parse_ddst
     from graphcep.runtime.job import DDSTJob
 

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from graphcep.engines.base import OutOfOrderError, StateBoundError
 from graphcep.engines.difference_bounds import UnboundedQueryError, UnsatisfiableQueryError
-from graphcep.engines.subgraph import SubgraphEngine
+from graphcep.engines.subgraph.engine import SubgraphEngine
 from graphcep.events import seconds_to_us, table_to_matches
 from graphcep.lang.listings import LISTING_1
 from graphcep.lang.sal import parse_query

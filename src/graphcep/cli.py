@@ -39,20 +39,20 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from graphcep.engines.base import StateBoundError
-from graphcep.engines.ddst_baseline import REPORT_MODES
+from graphcep.engines.ddst.reports import REPORT_MODES
 from graphcep.engines.difference_bounds import (
     UnboundedQueryError,
     UnsatisfiableQueryError,
     check_window,
 )
-from graphcep.engines.subgraph_plan import compile_query
+from graphcep.engines.subgraph.plan import compile_query
 from graphcep.events import TimeFormatError, format_seconds, seconds_to_us
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
 from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink
 from graphcep.lang.ddst import parse_ddst_file
-from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.sal import parse_file
 from graphcep.patterns.subgraph import MAX_BOUND_US, QueryError
 from graphcep.runtime.job import DDST_ENGINES, DEFAULT_DDST_ENGINE, DDSTJob, Job, ReplayJob
@@ -70,7 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return done.code if isinstance(done.code, int) else 0
     try:
         return args.handler(args)
-    except SalSyntaxError as err:
+    except QuerySyntaxError as err:
         # one line for logs and scripts; the source line and a caret for a person
         print(f"graphcep: {err if sys.stderr.isatty() else err.headline}", file=sys.stderr)
         return 2

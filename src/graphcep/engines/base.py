@@ -1,4 +1,4 @@
-"""The engine protocol every matching semantics implements.
+"""The engine protocol every matching semantics implements, and the bookkeeping they share.
 
 ::
 
@@ -6,19 +6,31 @@
     engine.push(batch)        -> matches completed by this time-ordered batch of edges
     engine.advance(watermark) -> matches/timeouts due once event time reaches the watermark;
                                  drops state that can no longer take part in a match
+    engine.warm(batch)        -> fill state from edges before a shard (reports nothing)
     engine.state_size()       -> numbers for monitoring (edges held, partial matches, ...)
-    engine.snapshot() / SomeEngine.restore(blob)   -> for checkpoints
+    engine.describe()         -> what it does per arriving edge, in words (explain)
+    engine.snapshot() / SomeEngine.restore(blob)   -> for checkpoints, versioned
 
 Batches are Arrow tables in the edge schema of :mod:`graphcep.events`, in stream order
-``(t, seq)``; matches come back as Arrow tables in :data:`graphcep.events.MATCH_SCHEMA`.
+``(t, seq)``; matches come back as Arrow tables (each semantics has its match schema).
+
+:class:`EngineBase` holds what every engine does the same way: the stream-order check, the
+``edges_seen`` / ``matches_found`` counters, and the snapshot envelope -- a header naming
+the engine class and its state version, so that a checkpoint written by an incompatible
+version is refused with a clear message (:class:`SnapshotError`) instead of unpickling into
+a broken engine. An engine subclass adds only its own state (:meth:`EngineBase.state`,
+:meth:`EngineBase.from_state`).
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+import pickle
+from typing import Any, ClassVar, Protocol
 
 import numpy as np
 import pyarrow as pa
+
+import graphcep
 
 
 class OutOfOrderError(ValueError):
@@ -80,13 +92,162 @@ class StateBoundError(RuntimeError):
     """The engine would hold more state than its configured bound."""
 
 
+class SnapshotError(ValueError):
+    """A snapshot this version of graphcep cannot read (another engine, another state
+    version, or bytes that are no engine snapshot)."""
+
+
+#: The envelope's own layout; the engines' state versions are their ``state_version``.
+SNAPSHOT_FORMAT = 1
+_SNAPSHOT_MAGIC = "graphcep-engine-snapshot"
+_NEVER = (-(2**63), -(2**63))
+
+
 class Engine(Protocol):
-    """A small incremental matcher."""
+    """A small incremental matcher (see the module docstring)."""
 
     def push(self, batch: pa.Table) -> pa.Table: ...
 
     def advance(self, watermark_us: int) -> pa.Table: ...
 
+    def warm(self, batch: pa.Table) -> None: ...
+
     def state_size(self) -> dict[str, int]: ...
 
+    def describe(self) -> str: ...
+
     def snapshot(self) -> bytes: ...
+
+    @classmethod
+    def restore(cls, blob: bytes, **context: Any) -> Engine: ...
+
+
+class EngineBase:
+    """Stream order, counters and versioned snapshots, for every engine.
+
+    A subclass calls ``super().__init__()``, checks each batch with :meth:`_check_order`
+    (which records the batch's last ``(t, seq)``), counts with ``edges_seen`` and
+    ``matches_found``, and gives its own state through :meth:`state` and
+    :meth:`from_state`. Raising ``state_version`` when that state's layout changes makes
+    older checkpoints fail with a :class:`SnapshotError` naming both versions.
+
+    Examples
+    --------
+    >>> class Counter(EngineBase):
+    ...     def __init__(self, step=1):
+    ...         super().__init__()
+    ...         self.step = step
+    ...     def state(self):
+    ...         return {"step": self.step}
+    ...     @classmethod
+    ...     def from_state(cls, state, **context):
+    ...         return cls(state["step"])
+    >>> engine = Counter(3)
+    >>> engine.edges_seen = 7
+    >>> copy = Counter.restore(engine.snapshot())
+    >>> copy.step, copy.edges_seen
+    (3, 7)
+    >>> Counter.restore(b"not a snapshot")
+    Traceback (most recent call last):
+    ...
+    graphcep.engines.base.SnapshotError: not a graphcep engine snapshot (unreadable bytes): start from a new checkpoint
+    """
+
+    #: the version of :meth:`state`'s layout; raise it when the layout changes
+    state_version: ClassVar[int] = 1
+    #: whether rows of equal ``t`` inside a batch must have increasing ``seq``
+    ties_by_seq: ClassVar[bool] = True
+
+    def __init__(self) -> None:
+        self.edges_seen = 0
+        self.matches_found = 0
+        self._last: tuple[int, int] = _NEVER  # (t, seq) of the newest edge pushed
+        self._watermark: int | None = None  # set by engines whose advance bounds pushes
+
+    # -- protocol defaults ----------------------------------------------------------------
+
+    def warm(self, batch: pa.Table) -> None:
+        """Fill state from edges before a shard. By default the edges are pushed and the
+        reports dropped: an engine that reports on arrival reports warm-up edges' matches
+        in the previous shard, where they belong."""
+        self.push(batch)  # type: ignore[attr-defined]
+
+    def describe(self) -> str:
+        """What the engine does per arriving edge, in words (``graphcep explain``)."""
+        doc = (type(self).__doc__ or type(self).__name__).strip()
+        return doc.splitlines()[0]
+
+    def snapshot(self) -> bytes:
+        """The engine's state as bytes, in a versioned envelope (:meth:`restore`)."""
+        envelope = {
+            "magic": _SNAPSHOT_MAGIC,
+            "format": SNAPSHOT_FORMAT,
+            "engine": _qualified(type(self)),
+            "state_version": self.state_version,
+            "graphcep": graphcep.__version__,
+            "marks": (self._last, self._watermark),
+            "counters": (self.edges_seen, self.matches_found),
+            "state": self.state(),
+        }
+        return pickle.dumps(envelope, protocol=pickle.HIGHEST_PROTOCOL)
+
+    @classmethod
+    def restore(cls, blob: bytes, **context: Any) -> EngineBase:
+        """An engine continuing from :meth:`snapshot`'s bytes; ``context`` is what the
+        snapshot does not hold (a SAL engine's vertex features)."""
+        envelope = _open_envelope(cls, blob)
+        engine = cls.from_state(envelope["state"], **context)
+        engine._last, engine._watermark = envelope["marks"]
+        engine.edges_seen, engine.matches_found = envelope["counters"]
+        return engine
+
+    # -- what a subclass gives ------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The engine's own state (picklable), without order marks and counters."""
+        raise NotImplementedError
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], **context: Any) -> EngineBase:
+        """A new engine holding ``state`` (as :meth:`state` gave it)."""
+        raise NotImplementedError
+
+    # -- shared bookkeeping ---------------------------------------------------------------
+
+    def _check_order(self, t: np.ndarray, seq: np.ndarray, *, record: bool = True) -> None:
+        """Refuse a batch out of stream order (:func:`check_stream_order`); remember its
+        last edge unless ``record`` is false (then :meth:`_record_last` does, once the
+        engine has accepted the batch)."""
+        last = None if self._last == _NEVER else self._last
+        check_stream_order(t, seq, last, self._watermark, ties_by_seq=self.ties_by_seq)
+        if record:
+            self._record_last(t, seq)
+
+    def _record_last(self, t: np.ndarray, seq: np.ndarray) -> None:
+        if len(t):
+            self._last = (int(t[-1]), int(seq[-1]))
+
+
+def _qualified(cls: type) -> str:
+    return f"{cls.__module__}.{cls.__qualname__}"
+
+
+def _open_envelope(cls: type, blob: bytes) -> dict[str, Any]:
+    """The snapshot's envelope, checked against ``cls`` (a :class:`SnapshotError` else)."""
+    advice = "start from a new checkpoint"
+    try:
+        envelope = pickle.loads(blob)
+    except Exception:  # any bytes may come here: a truncated file, another program's
+        raise SnapshotError(f"not a graphcep engine snapshot (unreadable bytes): {advice}") from None
+    if not isinstance(envelope, dict) or envelope.get("magic") != _SNAPSHOT_MAGIC:
+        raise SnapshotError("not a versioned graphcep engine snapshot (written before "
+                            f"snapshots were versioned, or by another program): {advice}")
+    written = (f"written by graphcep {envelope.get('graphcep')} for "
+               f"{envelope.get('engine')} state version {envelope.get('state_version')}")
+    if envelope.get("format") != SNAPSHOT_FORMAT:
+        raise SnapshotError(f"engine snapshot format {envelope.get('format')} ({written}); "
+                            f"this graphcep reads format {SNAPSHOT_FORMAT}: {advice}")
+    if envelope["engine"] != _qualified(cls) or envelope["state_version"] != cls.state_version:
+        raise SnapshotError(f"engine snapshot {written}; this graphcep restores "
+                            f"{_qualified(cls)} state version {cls.state_version}: {advice}")
+    return envelope

@@ -1,6 +1,6 @@
 """Label edge streams for DDST patterns: edge labels, vertex labels, merged streams.
 
-DDST patterns (:mod:`graphcep.engines.ddst_baseline`) match three optional string
+DDST patterns (:mod:`graphcep.engines.ddst.baseline`) match three optional string
 columns: ``label`` (the edge's), ``src_label`` and ``dst_label`` (its endpoints', given per
 edge). Most real edge files carry none of them; these functions add them, column at a
 time, without Python loops over rows:

@@ -151,7 +151,7 @@ def format_match(row: dict[str, Any], number: int) -> str:
 
 
 @dataclass(frozen=True)
-class MatchGraph:
+class MatchDrawing:
     """A match as a small graph to draw: ``nodes`` maps a stream vertex key to its text
     and the query vertices it matches; ``edges`` are ``(src key, dst key, text, time in
     µs)``, one per stream edge, the text naming the query edges it matches."""
@@ -161,8 +161,8 @@ class MatchGraph:
     edges: list[tuple[tuple[str, str | None], tuple[str, str | None], str, int]]
 
 
-def match_graph(row: dict[str, Any]) -> MatchGraph:
-    """A SAL match row as a :class:`MatchGraph` (vertices have no labels here)."""
+def sal_match_drawing(row: dict[str, Any]) -> MatchDrawing:
+    """A SAL match row as a :class:`MatchDrawing` (vertices have no labels here)."""
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
     for var, vertex in _bindings(row["bindings"]):
         nodes.setdefault((vertex, None), (vertex, []))[1].append(var)
@@ -173,7 +173,7 @@ def match_graph(row: dict[str, Any]) -> MatchGraph:
         edges.append(((e["src"], None), (e["dst"], None), e["var"], e["t"]))
     title = (f"{row['query']}  id={row['match_id']}  {format_seconds(row['first_t'])}s .. "
              f"{format_seconds(row['last_t'])}s")
-    return MatchGraph(title, nodes, edges)
+    return MatchDrawing(title, nodes, edges)
 
 
 def match_to_json(row: dict[str, Any]) -> str:
@@ -255,8 +255,8 @@ def ddst_match_to_json(row: dict[str, Any]) -> str:
     )
 
 
-def ddst_match_graph(row: dict[str, Any]) -> MatchGraph:
-    """A DDST match component as a :class:`MatchGraph`: stream vertices are ``(id,
+def ddst_match_drawing(row: dict[str, Any]) -> MatchDrawing:
+    """A DDST match component as a :class:`MatchDrawing`: stream vertices are ``(id,
     label)`` pairs, as the engines match them; a stream edge matching several query edges
     is one edge listing them all, then its label."""
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
@@ -275,7 +275,7 @@ def ddst_match_graph(row: dict[str, Any]) -> MatchGraph:
     title = (f"{row['query']}  id={row['match_id']}  window "
              f"{_seconds_or_null(row['window_start'])}s .. {format_seconds(row['window_end'])}s"
              f"  trigger seq={row['trigger_seq']}")
-    return MatchGraph(title, nodes, edges)
+    return MatchDrawing(title, nodes, edges)
 
 
 def _dot_text(text: str) -> str:
@@ -284,7 +284,7 @@ def _dot_text(text: str) -> str:
     return '"' + text.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n") + '"'
 
 
-def dot_cluster(graph: MatchGraph, number: int) -> str:
+def dot_cluster(graph: MatchDrawing, number: int) -> str:
     """One match as a DOT cluster (a ``subgraph``) whose node names carry ``number``, so
     that the clusters of one file never share a node."""
     ids = {key: _dot_text(f"m{number}/{i}") for i, key in enumerate(graph.nodes)}
@@ -308,11 +308,11 @@ class MatchFormat:
     schema: pa.Schema
     text: Callable[[dict[str, Any], int], str]
     json: Callable[[dict[str, Any]], str]
-    graph: Callable[[dict[str, Any]], MatchGraph]
+    graph: Callable[[dict[str, Any]], MatchDrawing]
 
 
 #: SAL matches (:data:`MATCH_SCHEMA`), the sinks' default.
-SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json, match_graph)
+SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json, sal_match_drawing)
 
 
 def _is_directory_target(path: str | os.PathLike, directory: bool | None) -> bool:
@@ -457,7 +457,7 @@ class ParquetSink(_FileSink):
 _DOT_HEAD = "digraph matches {\n  rankdir=LR;\n  node [shape=box];\n"
 
 
-def _dot_clusters(rows: list[dict[str, Any]], graph: Callable[[dict[str, Any]], MatchGraph],
+def _dot_clusters(rows: list[dict[str, Any]], graph: Callable[[dict[str, Any]], MatchDrawing],
                   first: int) -> str:
     return "".join(dot_cluster(graph(row), first + i) for i, row in enumerate(rows))
 
@@ -485,7 +485,7 @@ def to_dot(table: pa.Table) -> str:
     }
     <BLANKLINE>
     """
-    graph = ddst_match_graph if "vertices" in table.column_names else match_graph
+    graph = ddst_match_drawing if "vertices" in table.column_names else sal_match_drawing
     return _DOT_HEAD + _dot_clusters(table.to_pylist(), graph, 1) + "}\n"
 
 
@@ -664,20 +664,20 @@ __all__ = [
     "CONSOLE_VERTICES",
     "ConsoleSink",
     "DotSink",
-    "MatchGraph",
+    "MatchDrawing",
     "JsonlSink",
     "MatchFormat",
     "ParquetSink",
     "Sink",
     "SinkError",
     "check_target",
-    "ddst_match_graph",
+    "ddst_match_drawing",
     "ddst_match_to_json",
     "dot_cluster",
     "format_ddst_match",
     "format_match",
     "make_sink",
-    "match_graph",
+    "sal_match_drawing",
     "match_to_json",
     "sink_format",
     "to_dot",

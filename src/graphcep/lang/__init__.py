@@ -5,13 +5,13 @@
 ('e1', 'e2')
 """
 
-from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.sal import STREAM_FUNCTIONS, parse_file, parse_program, parse_query
 from graphcep.lang.tokens import Token, tokenize
 
 __all__ = [
     "STREAM_FUNCTIONS",
-    "SalSyntaxError",
+    "QuerySyntaxError",
     "Token",
     "parse_file",
     "parse_program",

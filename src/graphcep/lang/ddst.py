@@ -3,7 +3,7 @@ Definitions 1-2).
 
 Turns DDST text into a :class:`~graphcep.patterns.ddst.DDSTQuery`. Every error --
 malformed text as well as a semantic mistake such as an unknown name or a cyclic timing
-order -- is a :class:`~graphcep.lang.errors.SalSyntaxError` with a 1-based line and column,
+order -- is a :class:`~graphcep.lang.errors.QuerySyntaxError` with a 1-based line and column,
 what was expected and what was found.
 
 Example (the paper's Fig. 1: a congested road followed by two chains of congested roads,
@@ -28,7 +28,7 @@ within 5 minutes)
 >>> parse_ddst("VERTICES A, B; EDGES x: A -> B; y: B -> A; ORDER x < y < x; WITHIN 9 s;")
 Traceback (most recent call last):
   ...
-graphcep.lang.errors.SalSyntaxError: <query>:1:58: the timing order has a cycle: y < x < y
+graphcep.lang.errors.QuerySyntaxError: <query>:1:58: the timing order has a cycle: y < x < y
     VERTICES A, B; EDGES x: A -> B; y: B -> A; ORDER x < y < x; WITHIN 9 s;
                                                              ^
 
@@ -69,7 +69,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.tokens import (
     _NUMBER,
     Token,
@@ -95,7 +95,7 @@ from graphcep.patterns.ddst import (
     window_us,
 )
 
-__all__ = ["parse_ddst", "parse_ddst_file", "tokenize_ddst", "DDST_OPERATORS", "SalSyntaxError"]
+__all__ = ["parse_ddst", "parse_ddst_file", "tokenize_ddst", "DDST_OPERATORS", "QuerySyntaxError"]
 
 #: Punctuation of the DDST language, longest first.
 DDST_OPERATORS: tuple[str, ...] = ("->", "-", "<", ">", ",", ";", ":", "[", "]", "*")
@@ -355,7 +355,7 @@ def parse_ddst(text: str, source: str = "<query>", default_name: str = "query") 
 
     Raises
     ------
-    SalSyntaxError
+    QuerySyntaxError
         For malformed or inconsistent text, with line, column and what was expected.
 
     Examples
@@ -366,7 +366,7 @@ def parse_ddst(text: str, source: str = "<query>", default_name: str = "query") 
     >>> parse_ddst("VERTICES A; EDGES AB: A -> X; WITHIN 1 s")
     Traceback (most recent call last):
       ...
-    graphcep.lang.errors.SalSyntaxError: <query>:1:28: unknown vertex 'X' (declared vertices: A)
+    graphcep.lang.errors.QuerySyntaxError: <query>:1:28: unknown vertex 'X' (declared vertices: A)
         VERTICES A; EDGES AB: A -> X; WITHIN 1 s
                                    ^
     """
@@ -382,7 +382,7 @@ def parse_ddst_file(path: str | Path) -> DDSTQuery:
 
     Raises
     ------
-    SalSyntaxError
+    QuerySyntaxError
         For malformed text or bytes that are not UTF-8. :class:`OSError` if the file cannot
         be read.
     """

@@ -1,7 +1,7 @@
-"""Errors raised by the SAL front end.
+"""Errors raised by the query languages (SAL, DDST, and every language added after them).
 
 Every problem the tokenizer or the parser finds -- malformed text as well as semantic
-mistakes such as an unknown edge or an undefined stream -- is a :class:`SalSyntaxError`
+mistakes such as an unknown edge or an undefined stream -- is a :class:`QuerySyntaxError`
 carrying a 1-based line and column. Its text names the source, the position, what was
 expected and what was found, then shows the offending line with a caret under the column::
 
@@ -12,7 +12,7 @@ expected and what was found, then shows the offending line with a caret under th
 
 from __future__ import annotations
 
-__all__ = ["SalSyntaxError"]
+__all__ = ["QuerySyntaxError"]
 
 
 def source_line(text: str, line: int) -> str:
@@ -35,8 +35,8 @@ def _caret(line_text: str, column: int) -> str:
     return prefix + "^"
 
 
-class SalSyntaxError(ValueError):
-    """A SAL text that cannot be turned into pattern objects.
+class QuerySyntaxError(ValueError):
+    """A query text (in any of graphcep's languages) that cannot be turned into pattern objects.
 
     Parameters
     ----------
@@ -55,7 +55,7 @@ class SalSyntaxError(ValueError):
 
     Examples
     --------
-    >>> err = SalSyntaxError("';'", "'e2'", 1, 10, "q.sal", "x1 e1 x2 e2;")
+    >>> err = QuerySyntaxError("';'", "'e2'", 1, 10, "q.sal", "x1 e1 x2 e2;")
     >>> print(err)
     q.sal:1:10: expected ';', found 'e2'
         x1 e1 x2 e2;
@@ -107,7 +107,7 @@ def _rebuild(
     source: str,
     line_text: str,
     message: str,
-) -> SalSyntaxError:
-    """Unpickle a :class:`SalSyntaxError` (the displayed line is all that is kept)."""
+) -> QuerySyntaxError:
+    """Unpickle a :class:`QuerySyntaxError` (the displayed line is all that is kept)."""
     text = "\n" * (line - 1) + line_text if line >= 1 else ""
-    return SalSyntaxError(expected, found, line, column, source, text, message)
+    return QuerySyntaxError(expected, found, line, column, source, text, message)

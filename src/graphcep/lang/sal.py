@@ -3,7 +3,7 @@ r"""Parser for SAL, the Streaming Analytics Language (Goodman & Grunwald, IEEE B
 Turns SAL text into a :class:`~graphcep.patterns.program.Program` (constants, connections,
 partitioning, features, filters) holding :class:`~graphcep.patterns.subgraph.SubgraphQuery`
 objects. Every error -- malformed text or a semantic mistake -- is a
-:class:`~graphcep.lang.errors.SalSyntaxError` with a 1-based line and column.
+:class:`~graphcep.lang.errors.QuerySyntaxError` with a 1-based line and column.
 
 Example
 -------
@@ -28,7 +28,7 @@ starttime(e1) < starttime(e2)
 >>> parse_query("{ x1 e1 x2 e2; }")
 Traceback (most recent call last):
   ...
-graphcep.lang.errors.SalSyntaxError: <query>:1:12: expected ';' after the topology line, found 'e2'
+graphcep.lang.errors.QuerySyntaxError: <query>:1:12: expected ';' after the topology line, found 'e2'
     { x1 e1 x2 e2; }
                ^
 
@@ -104,7 +104,7 @@ from pathlib import Path
 from typing import NoReturn, cast
 
 from graphcep.events import US_PER_SECOND, seconds_to_fraction_us
-from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.tokens import Token, TokenCursor, position, read_source, tokenize
 from graphcep.patterns.program import (
     FEATURE_OPERATORS,
@@ -128,7 +128,7 @@ from graphcep.patterns.subgraph import (
     VertexConstraint,
 )
 
-__all__ = ["parse_program", "parse_query", "parse_file", "STREAM_FUNCTIONS", "SalSyntaxError"]
+__all__ = ["parse_program", "parse_query", "parse_file", "STREAM_FUNCTIONS", "QuerySyntaxError"]
 
 #: Connection functions: lower-cased name -> (display name, kind, allowed signatures).
 #: A signature lists the arguments as (name, type); type ``string`` or ``port`` (0-65535).
@@ -812,7 +812,7 @@ def parse_program(text: str, source: str = "<query>") -> Program:
 
     Raises
     ------
-    SalSyntaxError
+    QuerySyntaxError
         For any malformed or inconsistent text, with line and column.
 
     Examples
@@ -840,7 +840,7 @@ def parse_query(text: str, source: str = "<query>") -> SubgraphQuery:
 
     Raises
     ------
-    SalSyntaxError
+    QuerySyntaxError
         For malformed text, or a text without any query.
 
     Examples
@@ -856,7 +856,7 @@ def _parse_with_query(text: str, source: str) -> Program:
     (an empty file, one with only comments or only definitions)."""
     program, eof = _parse(text, source)
     if not program.queries:
-        raise SalSyntaxError(
+        raise QuerySyntaxError(
             "a SUBGRAPH query or a '{ ... }' block", eof.describe(), eof.line, eof.column,
             source, text,
             f"expected a SUBGRAPH query or a '{{ ... }}' block, found {eof.describe()}: "
@@ -883,7 +883,7 @@ def parse_file(path: str | Path) -> Program:
 
     Raises
     ------
-    SalSyntaxError
+    QuerySyntaxError
         For malformed text, bytes that are not UTF-8, or a file without any query.
         :class:`OSError` if the file cannot be read.
     """

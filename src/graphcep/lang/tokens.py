@@ -38,7 +38,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Literal, NoReturn
 
-from graphcep.lang.errors import SalSyntaxError
+from graphcep.lang.errors import QuerySyntaxError
 
 __all__ = ["Token", "TokenKind", "tokenize", "read_source", "OPERATORS", "MAX_EXPONENT"]
 
@@ -104,7 +104,7 @@ class _Scanner:
         return self.pos - self.line_start + 1
 
     def error(self, expected: str, found: str, message: str, line: int, column: int) -> None:
-        raise SalSyntaxError(expected, found, line, column, self.source, self.text, message)
+        raise QuerySyntaxError(expected, found, line, column, self.source, self.text, message)
 
     def advance(self, n: int) -> None:
         """Move ``n`` characters on, counting newlines."""
@@ -217,7 +217,7 @@ def tokenize(text: str, source: str = "<query>") -> list[Token]:
 
     Raises
     ------
-    SalSyntaxError
+    QuerySyntaxError
         On an unexpected character, an unterminated string or block comment, a bad
         escape or a malformed number.
     """
@@ -260,7 +260,7 @@ def read_source(path: str | Path) -> str:
 
     Raises
     ------
-    SalSyntaxError
+    QuerySyntaxError
         For bytes that are not UTF-8, at the line and column of the first of them (the
         column counts the characters before it on its line).
     OSError
@@ -273,7 +273,7 @@ def read_source(path: str | Path) -> str:
     ...     _ = f.write(b"{ a e1 b;\\n  \\xff }")
     >>> try:
     ...     read_source(f.name)
-    ... except SalSyntaxError as err:
+    ... except QuerySyntaxError as err:
     ...     print(err.line, err.column, err.message)
     2 3 the file is not UTF-8 text: byte 0xff (invalid start byte)
     >>> os.unlink(f.name)
@@ -289,7 +289,7 @@ def read_source(path: str | Path) -> str:
         column = len(data[line_start:err.start].decode("utf-8", errors="replace")) + 1
         shown = data.decode("utf-8", errors="replace")
         byte = f"byte 0x{data[err.start]:02x}"
-        raise SalSyntaxError(
+        raise QuerySyntaxError(
             "UTF-8 text", byte, line, column, str(path), shown,
             f"the file is not UTF-8 text: {byte} ({err.reason})",
         ) from None
@@ -319,7 +319,7 @@ class TokenCursor:
 
     def fail(self, expected: str, tok: Token | None = None, message: str | None = None) -> NoReturn:
         tok = tok or self.peek()
-        raise SalSyntaxError(
+        raise QuerySyntaxError(
             expected, tok.describe(), tok.line, tok.column, self.source, self.text, message
         )
 

@@ -111,7 +111,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.engines.subgraph import predicate_mask
+from graphcep.engines.subgraph.engine import predicate_mask
 from graphcep.events import MATCH_SCHEMA, normalize_edges
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import SubgraphQuery

@@ -20,16 +20,16 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.base import Engine
-from graphcep.engines.ddst_baseline import DDST_MATCH_SCHEMA
+from graphcep.engines.ddst.reports import DDST_MATCH_SCHEMA
 from graphcep.engines.difference_bounds import check_window
-from graphcep.engines.subgraph_plan import compile_query
+from graphcep.engines.subgraph.plan import compile_query
 from graphcep.events import CORE_NAMES, format_seconds
 from graphcep.features.feature_set import FeatureSet
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.io.sinks import (
     SAL_MATCHES,
     MatchFormat,
-    ddst_match_graph,
+    ddst_match_drawing,
     ddst_match_to_json,
     format_ddst_match,
 )
@@ -40,14 +40,14 @@ from graphcep.runtime.local import make_engine
 
 #: DDST match components (:data:`DDST_MATCH_SCHEMA`) on the console, in JSONL and in DOT.
 DDST_MATCHES = MatchFormat(DDST_MATCH_SCHEMA, format_ddst_match, ddst_match_to_json,
-                           ddst_match_graph)
+                           ddst_match_drawing)
 
 #: ``--ddst-engine`` name -> (module, class); imported on use, so an algorithm's module is
 #: loaded only by the jobs that run it.
 DDST_ENGINES: dict[str, tuple[str, str]] = {
-    "baseline": ("graphcep.engines.ddst_baseline", "DDSTBaselineEngine"),
-    "signature": ("graphcep.engines.ddst_signature", "DDSTSignatureEngine"),
-    "coloring": ("graphcep.engines.ddst_coloring", "DDSTColoringEngine"),
+    "baseline": ("graphcep.engines.ddst.baseline", "DDSTBaselineEngine"),
+    "signature": ("graphcep.engines.ddst.signature", "DDSTSignatureEngine"),
+    "coloring": ("graphcep.engines.ddst.coloring", "DDSTColoringEngine"),
 }
 #: What each engine does per arriving edge, in words (``graphcep explain``).
 DDST_PLANS: dict[str, str] = {

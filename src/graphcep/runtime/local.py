@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from graphcep.engines.base import Engine
-from graphcep.engines.subgraph import SubgraphEngine, VertexFeatures
+from graphcep.engines.subgraph.engine import SubgraphEngine, VertexFeatures
 from graphcep.events import MATCH_SCHEMA, normalize_edges, sort_stream
 from graphcep.patterns.subgraph import SubgraphQuery
 
@@ -81,17 +81,14 @@ def replay(
 ) -> Iterator[pa.Table]:
     """Push ``edges`` (in stream order) through ``engine``, yielding match tables.
 
-    ``warmup`` edges (all before ``edges`` in stream order) only fill the engine's window
-    (:meth:`SubgraphEngine.warm`): a push reports exactly the matches whose last edge it
-    delivers, so matches ending in the warm-up are the previous shard's, never lost or
-    repeated. An engine without ``warm`` (the DDST engines) is pushed the warm-up and its
-    reports are dropped: they are triggered by warm-up edges, so they are the previous
-    shard's too.
+    ``warmup`` edges (all before ``edges`` in stream order) only fill the engine's state
+    (``engine.warm``, :class:`~graphcep.engines.base.Engine`): a push reports exactly the
+    matches its edges trigger, so matches triggered in the warm-up are the previous
+    shard's, never lost or repeated.
     """
     if warmup is not None:
-        warm = getattr(engine, "warm", engine.push)
         for start in range(0, warmup.num_rows, batch_edges):
-            warm(warmup.slice(start, batch_edges))
+            engine.warm(warmup.slice(start, batch_edges))
     for start in range(0, edges.num_rows, batch_edges):
         batch = edges.slice(start, batch_edges)
         matches = engine.push(batch)

@@ -570,8 +570,8 @@ class StreamOperator:
         st = self._state
         if st.engine is not None:
             cls = type(self._engine)
-            self._engine = (cls.restore(st.engine, st.features) if st.features is not None
-                            else cls.restore(st.engine))
+            context = {"features": st.features} if st.features is not None else {}
+            self._engine = cls.restore(st.engine, **context)
             st.engine = st.features = None
             return
         self._engine = self._new_engine()

@@ -1,4 +1,4 @@
-"""Compiled Algorithm DDST (numba): the fixpoint of :mod:`graphcep.engines.ddst_baseline`.
+"""Compiled Algorithm DDST (numba): the fixpoint of :mod:`graphcep.engines.ddst.baseline`.
 
 Algorithm DDST of "Event pattern matching over graph streams" (Sec. 3.1) runs once per
 arriving edge in the baseline, once per signature match in the signature engine and once

@@ -22,7 +22,7 @@ from graphcep.engines.difference_bounds import (
     build_bounds,
     difference_constraints,
 )
-from graphcep.engines.subgraph_kernel import MODE_ALL, MODE_IN, MODE_OUT, MODE_PAIR
+from graphcep.engines.subgraph.kernel import MODE_ALL, MODE_IN, MODE_OUT, MODE_PAIR
 from graphcep.patterns.subgraph import SubgraphQuery
 
 MODE_NAMES = {MODE_OUT: "out-edges of", MODE_IN: "in-edges of", MODE_PAIR: "edges between",

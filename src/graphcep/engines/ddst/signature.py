@@ -5,7 +5,7 @@ The query graph is encoded offline as a product of small *factors*; as edges arr
 same factors are multiplied, modulo the query's signature words, into residues kept per
 connected group of stream edges. Only when every residue of the arriving edge's group is
 0 -- a *signature match* -- does the engine run Algorithm DDST (the baseline's own code,
-:mod:`graphcep.engines.ddst_baseline`) on the arriving edge's candidate component in its
+:mod:`graphcep.engines.ddst.baseline`) on the arriving edge's candidate component in its
 window, as the baseline does at every arriving edge. The semantics -- labels, vertices
 as ``(id, label)`` pairs, time and count windows, the reporting rule "at each arriving edge
 report the match component containing it" -- are the baseline's, and so is the output:
@@ -122,7 +122,7 @@ the candidate component of each of the seven edges.
 
 >>> import pyarrow as pa
 >>> from graphcep.patterns.ddst import DDSTBuilder
->>> from graphcep.engines.ddst_baseline import DDSTBaselineEngine
+>>> from graphcep.engines.ddst.baseline import DDSTBaselineEngine
 >>> q = (DDSTBuilder("robust").vertex("A", "M").vertex("B", "M").vertex("C", "M")
 ...      .vertex("D", "M").vertex("E", "M").vertex("F", "M")
 ...      .edge("AB", "A", "B", "congested").edge("CA", "C", "A", "congested")
@@ -144,7 +144,6 @@ True
 from __future__ import annotations
 
 import math
-import pickle
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -154,18 +153,22 @@ import numba as nb
 import numpy as np
 import pyarrow as pa
 
-from graphcep.engines.ddst_baseline import (
-    _NO_MATCHES,
+from graphcep.engines.ddst.baseline import (
     DDSTBaselineEngine,
+)
+from graphcep.engines.ddst.common import (
     PartGraphs,
-    Reports,
-    _component_of,
-    _ddst,
-    _Graph,
+    WindowGraph,
     batch_columns,
+    component_of,
     edge_fit,
     label_fit,
     number_vertices,
+    run_ddst,
+)
+from graphcep.engines.ddst.reports import (
+    NO_MATCHES,
+    Reports,
 )
 from graphcep.patterns.ddst import DDSTQuery
 
@@ -574,7 +577,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
     max_window_edges : int
         State bound: a window holding more edges raises :class:`StateBoundError`.
     report : str
-        ``"component"`` or ``"new"``, as :class:`~graphcep.engines.ddst_baseline.DDSTBaselineEngine`.
+        ``"component"`` or ``"new"``, as :class:`~graphcep.engines.ddst.baseline.DDSTBaselineEngine`.
 
     Notes
     -----
@@ -628,7 +631,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         per arriving edge in its window's maximal match graph, as the baseline)."""
         new = batch_columns(batch, self._next_seq)
         if new is None:
-            return _NO_MATCHES
+            return NO_MATCHES
         self._check_order(new["t"], new["seq"])
         if self._dirty or len(self._vid) > 4 * (len(self._cols["t"]) + self._slack):
             self._resync()  # after a failed push, a restore, or to forget old vertices
@@ -649,8 +652,14 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         """How many times the groups were recomputed from a window."""
         return int(self._ctl[3])
 
-    def snapshot(self) -> bytes:
-        state = {
+    def describe(self) -> str:
+        return ("each edge that fits a query edge updates its candidate group's label "
+                "residues mod p; Algorithm DDST runs on the group only when the edge fits a "
+                "last query edge of the timing order and the residues match the query's "
+                "signature")
+
+    def state(self) -> dict:
+        return {
             "query": self.query,
             "options": {
                 "max_window_edges": self.max_window_edges,
@@ -659,19 +668,17 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
                 "report": self.report,
             },
             "cols": self._cols,
-            "marks": (self._last, self._watermark, self._next_seq),
-            "counters": (self.edges_seen, self.matches_found, self.verifications),
+            "next_seq": self._next_seq,
+            "verifications": self.verifications,
             "reported": self._reported,
         }
-        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
-    def restore(cls, blob: bytes) -> DDSTSignatureEngine:
-        state = pickle.loads(blob)
+    def from_state(cls, state: dict) -> DDSTSignatureEngine:
         engine = cls(state["query"], **state["options"])
         engine._cols = state["cols"]
-        engine._last, engine._watermark, engine._next_seq = state["marks"]
-        engine.edges_seen, engine.matches_found, engine.verifications = state["counters"]
+        engine._next_seq = state["next_seq"]
+        engine.verifications = state["verifications"]
         engine._reported = state["reported"]
         engine._dirty = True  # the groups are recomputed from the window at the next push
         return engine
@@ -710,19 +717,19 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         """
         part = _group_edges(lo, k, self._src, self._cand, self._parent)
         g, vertices = self._part_graph(part)
-        # the baseline's _compat, from the fits: a vertex's label fits a query vertex's; an
+        # the baseline's label_compat, from the fits: a vertex's label fits a query vertex's; an
         # edge's key (its label and its ends' labels) fits a query edge's
         vc = self._vfit[np.ix_(vertices, self._label_of_vertex)].T
         ec = self._fit[np.ix_(part, self._key_of_edge)].T
-        sim, se = _ddst(self._q, g, vc, ec)
+        sim, se = run_ddst(self._q, g, vc, ec)
         at = len(part) - 1  # edge k, the newest
         if not se[:, at].any():
             return
         w = self.query.window
         opened = int(g.t[at]) - w.size if w.kind == "time" else int(self._cols["t"][lo])
-        reports.add(g, *_component_of(g, sim, se, at), at, opened)
+        reports.add(g, *component_of(g, sim, se, at), at, opened)
 
-    def _part_graph(self, part: np.ndarray) -> tuple[_Graph, np.ndarray]:
+    def _part_graph(self, part: np.ndarray) -> tuple[WindowGraph, np.ndarray]:
         """The window edges at positions ``part`` as a window graph, and the engine's numbers
         of its vertices."""
         cols = self._cols

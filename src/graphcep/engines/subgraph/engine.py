@@ -39,7 +39,6 @@ Example
 from __future__ import annotations
 
 import os
-import pickle
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
@@ -50,8 +49,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 from numba.typed import List as nb_list
 
-from graphcep.engines.base import StateBoundError, check_stream_order
-from graphcep.engines.subgraph_kernel import (
+from graphcep.engines.base import EngineBase, StateBoundError
+from graphcep.engines.subgraph.kernel import (
     MODE_ALL,
     MODE_IN,
     MODE_OUT,
@@ -62,7 +61,7 @@ from graphcep.engines.subgraph_kernel import (
     group_by,
     search,
 )
-from graphcep.engines.subgraph_plan import CompiledQuery, compile_query
+from graphcep.engines.subgraph.plan import CompiledQuery, compile_query
 from graphcep.engines.vertex_ids import VertexIds
 from graphcep.events import (
     MATCH_SCHEMA,
@@ -130,7 +129,7 @@ def predicate_mask(edges: pa.Table, pred: EdgePredicate,
     return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
-class SubgraphEngine:
+class SubgraphEngine(EngineBase):
     """Incremental exact matcher for one :class:`SubgraphQuery`.
 
     Parameters
@@ -154,6 +153,9 @@ class SubgraphEngine:
         tasks use 1, as Spark runs one task per core).
     """
 
+    #: equal times inside a batch keep the order given (seq breaks ties across batches)
+    ties_by_seq = False
+
     def __init__(
         self,
         query: SubgraphQuery,
@@ -165,6 +167,7 @@ class SubgraphEngine:
         max_window_edges: int = 50_000_000,
         threads: int | None = None,
     ) -> None:
+        super().__init__()
         self.query = query
         self.compiled: CompiledQuery = compile_query(query, max_duration_us)
         self.homomorphic = homomorphic
@@ -187,10 +190,7 @@ class SubgraphEngine:
         self._seq = _EMPTY_I64
         self._pos = _EMPTY_I64
         self._ok = np.zeros((self.compiled.k, 0), dtype=np.uint8)
-        self._last = (-(2**63), -(2**63))  # (t, seq) of the newest edge seen
         self._next_position = 0
-        self.edges_seen = 0
-        self.matches_found = 0
 
     # -- protocol ---------------------------------------------------------------------
 
@@ -256,8 +256,13 @@ class SubgraphEngine:
     def state_size(self) -> dict[str, int]:
         return {"edges": int(len(self._t)), "vertices": len(self._ids), "partial_matches": 0}
 
-    def snapshot(self) -> bytes:
-        state = {
+    def describe(self) -> str:
+        return ("each arriving edge that fits a query edge starts a search for matches "
+                "ending at it, over the edges within the query's extent "
+                f"({self.extent_us / 1e6:g} s)")
+
+    def state(self) -> dict:
+        return {
             "query": self.query,
             "options": {
                 "homomorphic": self.homomorphic,
@@ -267,30 +272,20 @@ class SubgraphEngine:
             },
             "ids": self._ids.state(),
             "arrays": (self._t, self._end, self._src, self._dst, self._seq, self._pos, self._ok),
-            "last": self._last,
             "next_position": self._next_position,
-            "counters": (self.edges_seen, self.matches_found),
         }
-        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
-    def restore(cls, blob: bytes, features: VertexFeatures | None = None) -> SubgraphEngine:
-        state = pickle.loads(blob)
+    def from_state(cls, state: dict, features: VertexFeatures | None = None) -> SubgraphEngine:
+        """``features``: the vertex features, restored by their owner (not in the state)."""
         engine = cls(state["query"], features=features, **state["options"])
         engine._ids = VertexIds.from_state(state["ids"])
         (engine._t, engine._end, engine._src, engine._dst, engine._seq, engine._pos,
          engine._ok) = state["arrays"]
-        engine._last = state["last"]
         engine._next_position = state["next_position"]
-        engine.edges_seen, engine.matches_found = state["counters"]
         return engine
 
     # -- window ---------------------------------------------------------------------
-
-    def _check_order(self, t: np.ndarray, seq: np.ndarray) -> None:
-        # equal times inside a batch keep the order given (seq is the tie-break across batches)
-        check_stream_order(t, seq, self._last, ties_by_seq=False)
-        self._last = (int(t[-1]), int(seq[-1]))
 
     def _positions(self, batch: pa.Table) -> np.ndarray:
         if "pos" in batch.column_names:

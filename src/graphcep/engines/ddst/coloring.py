@@ -1,11 +1,11 @@
 """Coloring DDST engine: Algorithm COLOR-EDGE of "Event pattern matching over graph streams"
 (Sec. 4), with VERIFY-MATCH ended by Algorithm DDST (Sec. 3.1) on part of one red component.
 
-The output is exactly :class:`~graphcep.engines.ddst_baseline.DDSTBaselineEngine`'s -- the
+The output is exactly :class:`~graphcep.engines.ddst.baseline.DDSTBaselineEngine`'s -- the
 same rows in the same order, with the same match ids -- for every input: the semantics
 (labels, vertices as ``(id, label)`` pairs, time and count windows, equal timestamps, the
 reporting rule "at each arriving edge, report the match component holding it") are fixed
-in :mod:`graphcep.engines.ddst_baseline`. What changes is the work per edge: instead of
+in :mod:`graphcep.engines.ddst.baseline`. What changes is the work per edge: instead of
 running Algorithm DDST on the window of every arriving edge, the engine keeps the paper's
 coloring up to date incrementally, and runs DDST only where a chain of cheap tests, each
 passed by every match component, lets it through.
@@ -127,10 +127,10 @@ around a matching edge, gathered from array rows (no Python per edge). So throug
 across window sizes where matches are rare, and falls with the match rate where they are
 dense (``bench/ddst.py``; figures in ``bench/RESULTS.md``).
 
-Example (the paper's Example 5 stream; see :mod:`graphcep.engines.ddst_baseline`)
+Example (the paper's Example 5 stream; see :mod:`graphcep.engines.ddst.baseline`)
 ---------------------------------------------------------------------------------
 >>> import pyarrow as pa
->>> from graphcep.engines.ddst_baseline import DDSTBaselineEngine
+>>> from graphcep.engines.ddst.baseline import DDSTBaselineEngine
 >>> from graphcep.patterns.ddst import DDSTBuilder
 >>> q = (DDSTBuilder("spread").vertex("A", "M").vertex("B", "M").vertex("C", "M")
 ...      .vertex("D", "M").edge("AB", "A", "B", "congested").edge("CA", "C", "A", "congested")
@@ -157,7 +157,6 @@ True
 
 from __future__ import annotations
 
-import pickle
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -166,20 +165,21 @@ from operator import attrgetter
 import numpy as np
 import pyarrow as pa
 
-from graphcep.engines.base import StateBoundError
-from graphcep.engines.ddst_baseline import (
-    _INT_MAX,
-    _INT_MIN,
-    _NO_MATCHES,
+from graphcep.engines.base import EngineBase, StateBoundError
+from graphcep.engines.ddst.common import (
+    INT_MAX,
+    INT_MIN,
     PartGraphs,
-    Reports,
-    _compile,
-    _component_of,
-    _ddst,
-    _Graph,
+    WindowGraph,
     batch_columns,
-    check_stream_order,
+    component_of,
     edge_fit,
+    index_query,
+    run_ddst,
+)
+from graphcep.engines.ddst.reports import (
+    NO_MATCHES,
+    Reports,
     reported_pairs,
 )
 from graphcep.patterns.ddst import DDSTQuery
@@ -272,8 +272,8 @@ class _Component:
         self.dead = 0  # nodes of deleted edges, kept for the chains
         self.split = False  # a deletion may have disconnected it
         self.members: list[int] = []  # all its nodes, live and dead
-        self.first = [_INT_MAX] * ne  # earliest / latest time of a red edge per query edge,
-        self.last = [_INT_MIN] * ne  # never undone on deletion (only widens the test)
+        self.first = [INT_MAX] * ne  # earliest / latest time of a red edge per query edge,
+        self.last = [INT_MIN] * ne  # never undone on deletion (only widens the test)
 
     @property
     def live(self) -> int:
@@ -414,7 +414,7 @@ def _connected(edges: list[_Edge]) -> list[list[_Edge]]:
 # -- the engine ------------------------------------------------------------------------------
 
 
-class DDSTColoringEngine:
+class DDSTColoringEngine(EngineBase):
     """Online DDST matching by edge coloring (COLOR-EDGE) with verification on red components.
 
     Parameters
@@ -425,18 +425,19 @@ class DDSTColoringEngine:
         State bound: a window holding more edges raises :class:`StateBoundError` (the
         baseline's bound, so both engines accept the same streams).
     report : str
-        ``"component"`` or ``"new"``, as :class:`~graphcep.engines.ddst_baseline.DDSTBaselineEngine`.
+        ``"component"`` or ``"new"``, as :class:`~graphcep.engines.ddst.baseline.DDSTBaselineEngine`.
 
     Notes
     -----
     Follows the engine protocol of :mod:`graphcep.engines.base`; matches come back in
-    :data:`~graphcep.engines.ddst_baseline.DDST_MATCH_SCHEMA`, identical to the baseline's.
+    :data:`~graphcep.engines.ddst.baseline.DDST_MATCH_SCHEMA`, identical to the baseline's.
     See the module docstring for the coloring, the verification tests and the costs.
     ``verifications`` counts the runs of Algorithm DDST.
     """
 
     def __init__(self, query: DDSTQuery, *, max_window_edges: int = 1_000_000,
                  report: str = "component") -> None:
+        super().__init__()
         self.query = query
         self.max_window_edges = max_window_edges
         self._reported = reported_pairs(query, report)
@@ -460,16 +461,13 @@ class DDSTColoringEngine:
         self._next_node = 0
         self._times = np.empty(0, dtype=np.int64)  # times of the window's edges, all of them
         self._count = 0  # edges seen, black or not: the next arrival number
-        self._last = (_INT_MIN, _INT_MIN)
-        self._watermark = _INT_MIN
+        self._watermark = INT_MIN
         self._next_seq = 0
-        self.edges_seen = 0
-        self.matches_found = 0
         self.verifications = 0
 
     def _setup(self) -> None:
         """Query tables the hot path reads (rebuilt on restore, never pickled)."""
-        q = self._q = _compile(self.query)
+        q = self._q = index_query(self.query)
         nv, ne = len(q.vnames), len(q.enames)
         self._ne = ne
         self._esrc = q.qsrc.tolist()
@@ -493,10 +491,10 @@ class DDSTColoringEngine:
         """
         cols = batch_columns(batch, self._next_seq)
         if cols is None:
-            return _NO_MATCHES
-        check_stream_order(cols["t"], cols["seq"], self._last, self._watermark)
+            return NO_MATCHES
+        self._check_order(cols["t"], cols["seq"], record=False)
         opened, kept = self._window_marks(cols["t"])  # raises before anything changes
-        self._last = (int(cols["t"][-1]), int(cols["seq"][-1]))
+        self._record_last(cols["t"], cols["seq"])
         self._next_seq = self._last[1] + 1
         self._times = kept
         reports = Reports(self._q, self.query.name, self._reported)
@@ -517,7 +515,7 @@ class DDSTColoringEngine:
             self._expire(self._count, self._watermark)
             cut = np.searchsorted(self._times, self._watermark - self._size, side="left")
             self._times = self._times[cut:]
-        return _NO_MATCHES
+        return NO_MATCHES
 
     def state_size(self) -> dict[str, int]:
         red = sum(c.live for c in self._comps.values())
@@ -525,28 +523,32 @@ class DDSTColoringEngine:
                 "partial_matches": len(self._comps), "red_edges": red,
                 "union_find_nodes": len(self._parent)}  # fmt: skip
 
-    def snapshot(self) -> bytes:
-        state = {
+    def describe(self) -> str:
+        return ("each edge that fits a query edge is colored black, or red where both its "
+                "ends can host its query edges, and red edges form red components "
+                "(union-find); Algorithm DDST runs only when the edge can close a match (its "
+                "component's counts full, a timing witness possible, local rounds passed)")
+
+    def state(self) -> dict:
+        return {
             "query": self.query,
             "options": {"max_window_edges": self.max_window_edges, "report": self.report},
             "reported": self._reported,
             "graph": (self._vertices, self._edges, self._fifo, self._times,
                       self._vertex_rows, self._edge_rows),
             "union_find": (self._parent, self._node_edge, self._comps, self._next_node),
-            "marks": (self._count, self._last, self._watermark, self._next_seq),
-            "counters": (self.edges_seen, self.matches_found, self.verifications),
+            "marks": (self._count, self._next_seq),
+            "verifications": self.verifications,
         }
-        return pickle.dumps(state, protocol=pickle.HIGHEST_PROTOCOL)
 
     @classmethod
-    def restore(cls, blob: bytes) -> DDSTColoringEngine:
-        state = pickle.loads(blob)
+    def from_state(cls, state: dict) -> DDSTColoringEngine:
         engine = cls(state["query"], **state["options"])
         (engine._vertices, engine._edges, engine._fifo, engine._times, engine._vertex_rows,
          engine._edge_rows) = state["graph"]
         engine._parent, engine._node_edge, engine._comps, engine._next_node = state["union_find"]
-        engine._count, engine._last, engine._watermark, engine._next_seq = state["marks"]
-        engine.edges_seen, engine.matches_found, engine.verifications = state["counters"]
+        engine._count, engine._next_seq = state["marks"]
+        engine.verifications = state["verifications"]
         engine._reported = state["reported"]
         return engine
 
@@ -964,7 +966,7 @@ class DDSTColoringEngine:
         pins = part.get(trigger, 0) & self._last_edges
         if not pins:
             return False
-        first, last = [_INT_MAX] * self._ne, [_INT_MIN] * self._ne
+        first, last = [INT_MAX] * self._ne, [INT_MIN] * self._ne
         covered = 0
         for e, m in part.items():
             covered |= m
@@ -1173,17 +1175,17 @@ class DDSTColoringEngine:
             hosted = self._vertex_rows.cols["hosts"][vrows]
         else:
             hosted = [hosts.get(v, v.hosts) for v in self._vertex_rows.cols["vertex"][vrows]]
-        # no label check (the baseline's _compat): a pair is within the edge's fit set, which
+        # no label check (the baseline's label_compat): a pair is within the edge's fit set, which
         # fitted its labels and its ends' labels; a vertex hosts only query vertices it has
         # fitting edges for, at the right end, so their labels fit too (every query vertex
         # is on a query edge)
-        sim, se = _ddst(self._q, g, _bit_matrix(hosted, len(self._q.vnames)),
+        sim, se = run_ddst(self._q, g, _bit_matrix(hosted, len(self._q.vnames)),
                         _bit_matrix(red, self._ne))  # fmt: skip
         at = len(rows) - 1
         if se[:, at].any():
-            reports.add(g, *_component_of(g, sim, se, at), at, opened)
+            reports.add(g, *component_of(g, sim, se, at), at, opened)
 
-    def _part_graph(self, rows: np.ndarray) -> tuple[_Graph, np.ndarray, np.ndarray,
+    def _part_graph(self, rows: np.ndarray) -> tuple[WindowGraph, np.ndarray, np.ndarray,
                                                      np.ndarray]:
         """The part of edge ``rows`` as the baseline's window graph, gathered from the edge
         and vertex rows; its vertices' rows (numbered as :class:`PartGraphs` does; the
