@@ -85,8 +85,8 @@ from bench.triangles import (
 if TYPE_CHECKING:
     from multiprocessing.context import BaseContext
 
+    from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.runtime.hypercube import Shares
-    from graphcep.runtime.job import Job
 
 VERTICES = 25_000
 RATE = 60_000  # edges per second of event time
@@ -161,15 +161,15 @@ QUERIES = {"triangle": ("triangle W = 10 s", "bench.scaling"),
            "fanout": ("keyed fan-out hub -> a, hub -> b within 0.1 s", "bench.scaling-fanout")}
 
 
-def query_job(name: str, table: pa.Table) -> Job:
+def query_job(name: str, table: pa.Table) -> SubgraphJob:
     """The query as ``run_spark`` binds it: a job with the data's longest duration."""
+    from graphcep.events import max_duration_of
+    from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.lang.sal import parse_program
     from graphcep.patterns.program import Program
-    from graphcep.runtime.job import Job
-    from graphcep.runtime.local import max_duration_of
 
     program = Program(queries=[triangle_query()]) if name == "triangle" else parse_program(FAN_OUT)
-    return Job.create(program).bind(max_duration_of(table))
+    return SubgraphJob.create(program).bind(max_duration_of(table))
 
 
 # -- cutting the work (the shuffle's stand-in, untimed) -----------------------------------
@@ -231,7 +231,7 @@ def shard_tables(table: pa.Table, extent: int, shards: int) -> tuple[list[pa.Tab
     return out, length
 
 
-def cell_tables(table: pa.Table, job: Job, budget: int) -> tuple[list[tuple[int, pa.Table]], Shares]:
+def cell_tables(table: pa.Table, job: SubgraphJob, budget: int) -> tuple[list[tuple[int, pa.Table]], Shares]:
     """Each cell's edges (stream order kept) for ``choose_shares``' grid of at most ``budget``
     cells; a one-cell grid is the whole stream, unrouted (as ``replay_cells`` runs it)."""
     from graphcep.runtime.hypercube import choose_shares, route
@@ -245,7 +245,7 @@ def cell_tables(table: pa.Table, job: Job, budget: int) -> tuple[list[tuple[int,
     return [(int(c[0]), table.take(r)) for c, r in parts if len(c)], shares
 
 
-def make_plan(strategy: str, procs: int, per_proc: int, table: pa.Table, job: Job,
+def make_plan(strategy: str, procs: int, per_proc: int, table: pa.Table, job: SubgraphJob,
               workdir: Path) -> Plan:
     """Cut the stream for ``procs`` workers and write every task's input file."""
     started = time.perf_counter()
@@ -278,7 +278,7 @@ def extra_columns(part: pa.Table) -> list[str]:
 # -- the workers -------------------------------------------------------------------------
 
 
-def run_task(job: Job, shares: Shares | None, task: Task, table: pa.Table) -> pa.Table:
+def run_task(job: SubgraphJob, shares: Shares | None, task: Task, table: pa.Table) -> pa.Table:
     """Exactly what one Spark task runs for a shard or a cell (or, for the machine's
     ceiling, :data:`SPIN_STEPS` steps of a register-only loop)."""
     if task.kind == "spin":
@@ -326,7 +326,7 @@ def checksum(matches: pa.Table) -> int:
     return int(vertex_hash(matches.column("match_id")).view(np.uint64).sum(dtype=np.uint64))
 
 
-def warm_up(job: Job, shares: Shares | None) -> float:
+def warm_up(job: SubgraphJob, shares: Shares | None) -> float:
     """Compile the engine's numba code (or load it from numba's cache) on a tiny dense
     stream, through the same task functions as the timed run; seconds spent."""
     from graphcep.io.generator import generate_netflow
@@ -346,7 +346,7 @@ def graphcep_source() -> str:
     return str(Path(graphcep.__file__).resolve().parent)
 
 
-def worker(index: int, job: Job, shares: Shares | None, tasks: list[Task], ready: Any,
+def worker(index: int, job: SubgraphJob, shares: Shares | None, tasks: list[Task], ready: Any,
            starts: list[Any], results: Any, batch_edges: int = 0) -> None:
     """A worker process: load the inputs, compile, then replay them once per round."""
     try:
@@ -445,7 +445,7 @@ def collect(results: Any, procs: list[Any], t0: float, timeout: float) -> list[d
     return reports
 
 
-def run_plan(plan: Plan, job: Job, repeat: int, ctx: BaseContext, timeout: float,
+def run_plan(plan: Plan, job: SubgraphJob, repeat: int, ctx: BaseContext, timeout: float,
              batch_edges: int = 0) -> list[list[dict]]:
     """Start one process per worker, release them together ``repeat`` times; the reports."""
     groups = plan.groups()
@@ -494,7 +494,7 @@ def summarize(plan: Plan, rounds: list[list[dict]], cores: int) -> Run:
                oversubscribed=plan.procs > cores)
 
 
-def measure(strategy: str, procs: int, table: pa.Table, job: Job, args: argparse.Namespace,
+def measure(strategy: str, procs: int, table: pa.Table, job: SubgraphJob, args: argparse.Namespace,
             ctx: BaseContext) -> Run:
     """Plan, run and summarize one strategy at one P (input files removed afterwards)."""
     with tempfile.TemporaryDirectory(prefix="graphcep-scaling-", dir=args.tmp) as workdir:
@@ -517,7 +517,7 @@ def single_engine_cells(reference: Run, procs: int, cores: int, shares: Shares) 
                   "note": "1-cell grid: one engine on the whole stream (the P=1 run, not rerun)"})
 
 
-def run_all(table: pa.Table, job: Job, args: argparse.Namespace) -> list[Run]:
+def run_all(table: pa.Table, job: SubgraphJob, args: argparse.Namespace) -> list[Run]:
     """Every strategy at every P, P = 1 first (the reference)."""
     from graphcep.runtime.hypercube import choose_shares
 
@@ -551,7 +551,7 @@ class Ceiling:
     engine_wall: float
 
 
-def ceiling_runs(table: pa.Table, job: Job, args: argparse.Namespace) -> list[Ceiling]:
+def ceiling_runs(table: pa.Table, job: SubgraphJob, args: argparse.Namespace) -> list[Ceiling]:
     """For each P: P copies of the register-only loop, then P copies of one engine task
     (the stream's first ``--ceiling-edges`` edges as one shard), all released together."""
     ctx = multiprocessing.get_context(args.start_method)
@@ -644,7 +644,7 @@ def balance(values: list[float] | list[int]) -> str:
     return f"{max(values) / (sum(values) / len(values)):.2f}"
 
 
-def projection(runs: list[Run], edges: int, job: Job, per_proc: int, executors: int,
+def projection(runs: list[Run], edges: int, job: SubgraphJob, per_proc: int, executors: int,
                cores_each: int) -> list[str]:
     """Cluster throughput from the largest measured, not oversubscribed P of each strategy."""
     from graphcep.runtime.hypercube import choose_shares
@@ -744,7 +744,7 @@ def ceiling_text(ceilings: list[Ceiling], runs: list[Run], edges: int,
     ]
 
 
-def report(runs: list[Run], edges: int, job: Job, args: argparse.Namespace,
+def report(runs: list[Run], edges: int, job: SubgraphJob, args: argparse.Namespace,
            machine: list[str], ceilings: list[Ceiling] | None = None) -> str:
     span = (edges - 1) / RATE
     extent = job.extent().size / 1e6

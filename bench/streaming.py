@@ -223,14 +223,14 @@ def measured(method: str, master: str, rate: int, feed: Feed, marks: Timeline,
 def run_graphcep(spark: Any, table: pa.Table, rate: int, seconds: float, master: str,
                  workdir: Path, history: int) -> Measured:
     """``graphcep stream`` at ``rate``: the history, the timed feed, then a flush."""
+    from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.lang.sal import parse_file
-    from graphcep.runtime.job import Job
     from graphcep.runtime.spark_stream import FileSource, start_stream
     from graphcep.runtime.streaming import StreamOperator
 
     seen: list[tuple[float, np.ndarray]] = []
     reports: list[Any] = []
-    job = Job.create(parse_file(str(QUERY_FILE)))
+    job = SubgraphJob.create(parse_file(str(QUERY_FILE)))
     # compile the engine's numba code first: a long-running stream pays it once
     StreamOperator(job).process(0, table.slice(0, 50_000))
     feed = start_feed(table, history, rate, workdir)

@@ -13,9 +13,9 @@ import pytest
 
 from graphcep.events import table_to_matches
 from graphcep.io.generator import generate_netflow
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.runtime.cell_engines import CellEngines
-from graphcep.runtime.job import Job
 from graphcep.runtime.streaming import StreamOperator
 from tests.oracle import brute_force_matches
 from tests.test_streaming import FEATURE_QUERY, TRIANGLE, arrival_batches, late_seqs
@@ -30,7 +30,7 @@ def match_keys(tables: list[pa.Table]) -> list[tuple[int, ...]]:
     return sorted(tuple(e.seq for e in m.edges) for t in tables for m in table_to_matches(t))
 
 
-def run_operator(job: Job, batches: list[pa.Table], lateness: int, directory=None,
+def run_operator(job: SubgraphJob, batches: list[pa.Table], lateness: int, directory=None,
                  restart_at=(), rerun=(), **cells) -> list[pa.Table]:
     """Matches of ``batches`` (flushed at the end); operators replaced before the batches
     in ``restart_at`` (a restart from the checkpoint), batches in ``rerun`` run twice."""
@@ -67,7 +67,7 @@ def shuffled() -> tuple[pa.Table, list[pa.Table]]:
 @pytest.mark.parametrize("cells", [2, 8, 27])
 def test_cells_match_exactly_like_one_engine(shuffled, query, cells):
     table, batches = shuffled
-    job = Job.create(parse_program(query)).bind(0)
+    job = SubgraphJob.create(parse_program(query)).bind(0)
     lateness = 2 * S
     late = late_seqs(batches, lateness)
     on_time = [r for r in table.to_pylist() if r["seq"] not in late]
@@ -79,7 +79,7 @@ def test_cells_match_exactly_like_one_engine(shuffled, query, cells):
 
 def test_cells_restart_from_the_log_and_rerun_a_batch(shuffled, tmp_path):
     _, batches = shuffled
-    job = Job.create(parse_program(TRIANGLE)).bind(0)
+    job = SubgraphJob.create(parse_program(TRIANGLE)).bind(0)
     straight = match_keys(run_operator(job, batches, 2 * S))
     restarted = match_keys(run_operator(job, batches, 2 * S, tmp_path / "ckpt",
                                         restart_at=(3, 6), rerun=(8,), cells=8, processes=2))
@@ -88,4 +88,4 @@ def test_cells_restart_from_the_log_and_rerun_a_batch(shuffled, tmp_path):
 
 def test_cells_need_a_query_without_features():
     with pytest.raises(ValueError, match="vertex features"):
-        CellEngines(Job.create(parse_program(FEATURE_QUERY), fmt="vast"), cells=4)
+        CellEngines(SubgraphJob.create(parse_program(FEATURE_QUERY), fmt="vast"), cells=4)

@@ -16,18 +16,19 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from graphcep import cli
+from graphcep import cli, jobs
 from graphcep.cli import build_parser, main
+from graphcep.cli_options import job_options
 from graphcep.engines.base import OutOfOrderError
 from graphcep.engines.difference_bounds import build_bounds
 from graphcep.engines.subgraph.engine import SubgraphEngine
 from graphcep.engines.subgraph.plan import compile_query
+from graphcep.jobs.ddst import DDST_ENGINES, DDSTJob
 from graphcep.lang.ddst import parse_ddst, parse_ddst_file
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.sal import parse_file, parse_query
 from graphcep.patterns.ddst import DDSTQueryError, Window
 from graphcep.patterns.subgraph import QueryBuilder, QueryError
-from graphcep.runtime.job import DDST_ENGINES, DDSTJob, Job
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
@@ -522,7 +523,7 @@ def test_an_out_of_order_batch_names_the_offending_row(engine):
 
 
 def _ddst_engine(name: str):
-    from graphcep.runtime.job import DDSTJob
+    from graphcep.jobs.ddst import DDSTJob
 
     query = parse_ddst("VERTICES A, B; EDGES x: A -> B; WITHIN 9 s;")
     return DDSTJob(query, name).new_engine()
@@ -536,10 +537,7 @@ def test_the_readme_stream_examples_build_their_jobs():
     assert commands
     for query, rest in commands:
         args = build_parser().parse_args(["stream", query, *rest.split()])
-        program = parse_file(ROOT / query)
-        job = Job.create(program, args.query_name, args.format or "vast",
-                         window_us=cli._seconds(args.window),
-                         max_duration_us=cli._seconds(args.max_duration))
+        job = jobs.load(str(ROOT / query), job_options(args, args.format or "vast"))
         assert compile_query(job.query, job.max_duration_us).extent_us >= 0
         assert np.isfinite(job.extent().size)
 

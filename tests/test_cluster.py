@@ -60,8 +60,8 @@ import pytest
 
 from graphcep.io.generator import generate_netflow, write_edges
 from graphcep.io.readers import read_edges
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_file
-from graphcep.runtime.job import Job
 from graphcep.runtime.local import run_local
 from tests.cluster import SparkCluster, Worker, kill_group
 
@@ -94,7 +94,7 @@ def fresh_cluster(cluster):
 
 def oracle(inputs: Path) -> set[tuple[str, tuple[int, ...]]]:
     read = read_edges(inputs, "vast")
-    job = Job.create(parse_file(QUERY), fmt="vast")
+    job = SubgraphJob.create(parse_file(QUERY), fmt="vast")
     matches, _ = run_local(job.query, read.edges)
     return set(zip(matches.column("match_id").to_pylist(),
                    (tuple(e["seq"] for e in m) for m in matches.column("edges").to_pylist()),

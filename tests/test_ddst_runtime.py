@@ -15,9 +15,10 @@ import pytest
 from graphcep.cli import main
 from graphcep.events import format_seconds
 from graphcep.io.readers import read_edges
+from graphcep.jobs.base import Extent
+from graphcep.jobs.ddst import DDSTJob
 from graphcep.lang.ddst import parse_ddst
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.job import DDSTJob, Extent
 from graphcep.runtime.local import replay_job, run_job
 from tests import ddst_oracle as oracle
 

@@ -13,8 +13,8 @@ from graphcep.events import Match, MatchedEdge, format_seconds, matches_to_table
 from graphcep.io.labels import service_labels
 from graphcep.io.readers import read_edges
 from graphcep.io.sinks import DotSink, make_sink
+from graphcep.jobs.ddst import DDST_MATCHES
 from graphcep.lang.ddst import parse_ddst_file
-from graphcep.runtime.job import DDST_MATCHES
 
 ROOT = Path(__file__).resolve().parents[1]
 CTU_SLICE = ROOT / "tests" / "fixtures" / "ddst" / "ctu13_botnet-slice.csv"
@@ -197,8 +197,8 @@ def test_stream_command_picks_the_sink_by_the_directory_name(tmp_path: Path) -> 
     from argparse import Namespace
 
     from graphcep.io.sinks import JsonlSink, ParquetSink
+    from graphcep.jobs.ddst import DDSTJob
     from graphcep.lang.ddst import parse_ddst
-    from graphcep.runtime.job import DDSTJob
     from graphcep.stream_command import _sink
 
     job = DDSTJob(parse_ddst("QUERY q; VERTICES A, B; EDGES x: A -> B; WITHIN 5 s;"))

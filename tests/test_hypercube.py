@@ -17,7 +17,9 @@ from hypothesis import strategies as st
 
 from graphcep.engines.difference_bounds import UnsatisfiableQueryError
 from graphcep.engines.subgraph.plan import compile_query
+from graphcep.events import max_duration_of
 from graphcep.io.generator import generate_netflow, generate_planted
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_file, parse_query
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import EdgePredicate, QueryBuilder, SubgraphQuery, TimeRef
@@ -32,8 +34,7 @@ from graphcep.runtime.hypercube import (
     route,
     vertex_hash,
 )
-from graphcep.runtime.job import Job
-from graphcep.runtime.local import max_duration_of, run_local
+from graphcep.runtime.local import run_local
 from tests.oracle import brute_force_matches
 from tests.test_subgraph_engine import random_query, random_stream
 
@@ -135,7 +136,7 @@ def satisfiable(query: SubgraphQuery, table: pa.Table) -> bool:
 def test_every_cell_count_reports_exactly_the_single_partition_matches(
     query, table, homomorphic, swap, data
 ):
-    job = Job.create(Program(queries=[query]), homomorphic=homomorphic)
+    job = SubgraphJob.create(Program(queries=[query]), homomorphic=homomorphic)
     job = replace(job, swap_endpoints=swap)
     oriented = job.orient(table)
     expected = {(query.name, m) for m in brute_force_matches(query, oriented.to_pylist(),
@@ -173,7 +174,7 @@ def test_planted_triangles_are_found_once_on_every_grid():
 def test_home_filter_is_what_makes_it_exactly_once():
     """Without the filter, a match whose edges all reach several cells is found by each."""
     planted = generate_planted("triangle", 20, window_s=10, seed=4)
-    job = Job.create(Program(queries=[TRIANGLE]))
+    job = SubgraphJob.create(Program(queries=[TRIANGLE]))
     shares = Shares(TRIANGLE.vertices, (3, 1, 1))  # e2 goes to every cell: overlaps abound
     cells, rows = route(planted.table, job, shares)
     edges = planted.table
@@ -248,7 +249,7 @@ def netflow() -> pa.Table:
 
 def test_feature_queries_cannot_be_split_into_cells():
     program = parse_file(EXAMPLES / "watering_hole_full.sal")
-    job = Job.create(program, fmt="vast")
+    job = SubgraphJob.create(program, fmt="vast")
     edges = generate_netflow(3_000, 50, 100, seed=1).select(["t", "src", "dst", "dur", "seq"])
     with pytest.raises(ValueError, match="one partition"):
         choose_shares(job.query, 4)

@@ -10,12 +10,13 @@ import pyarrow as pa
 import pytest
 
 from graphcep.io.generator import generate_netflow
+from graphcep.jobs.ddst import DDSTJob
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.ddst import parse_ddst
 from graphcep.lang.sal import parse_file, parse_query
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import EdgePredicate
 from graphcep.runtime.hypercube import Shares, choose_shares, route, vertex_hash
-from graphcep.runtime.job import DDSTJob, Job
 from graphcep.runtime.local import run_job
 
 pytestmark = pytest.mark.spark
@@ -82,9 +83,9 @@ def shuffled_df(spark, stream):
     df.unpersist()
 
 
-def make_job(case: str) -> Job:
+def make_job(case: str) -> SubgraphJob:
     query, homomorphic, swapped = CASES[case]
-    job = Job.create(Program(queries=[query]), homomorphic=homomorphic)
+    job = SubgraphJob.create(Program(queries=[query]), homomorphic=homomorphic)
     return replace(job, swap_endpoints=swapped)
 
 
@@ -142,7 +143,7 @@ def test_keyed_queries_use_every_cell_and_one_copy(spark, shuffled_df, stream):
 # -- routing in the JVM equals the reference ------------------------------------------
 
 
-def spark_route(spark, job: Job, shares: Shares, table: pa.Table) -> set[tuple[int, int]]:
+def spark_route(spark, job: SubgraphJob, shares: Shares, table: pa.Table) -> set[tuple[int, int]]:
     from graphcep.runtime.spark import route_spark
 
     df = spark.createDataFrame(table)
@@ -153,7 +154,7 @@ def spark_route(spark, job: Job, shares: Shares, table: pa.Table) -> set[tuple[i
     return set(pairs)
 
 
-def reference_route(job: Job, shares: Shares, table: pa.Table) -> set[tuple[int, int]]:
+def reference_route(job: SubgraphJob, shares: Shares, table: pa.Table) -> set[tuple[int, int]]:
     cells, rows = route(table, job, shares)
     seqs = table.column("seq").to_numpy()[rows]
     return set(zip(cells.tolist(), seqs.tolist(), strict=True))
@@ -190,7 +191,7 @@ def test_spark_xxhash64_is_the_vertex_hash(spark):
 def test_feature_queries_and_ddst_jobs_refuse_cells(spark, shuffled_df):
     from graphcep.runtime.spark import run_spark
 
-    featured = Job.create(parse_file(f"{EXAMPLES}/watering_hole_full.sal"), fmt="vast")
+    featured = SubgraphJob.create(parse_file(f"{EXAMPLES}/watering_hole_full.sal"), fmt="vast")
     with pytest.raises(ValueError, match="vertex features"):
         run_spark(spark, featured, shuffled_df, strategy="cells")
     ddst = DDSTJob(parse_ddst("""QUERY relay; VERTICES A, B, C;
@@ -233,7 +234,7 @@ def test_auto_keeps_time_shards_when_a_hub_skews_the_cells(spark, stream):
 
 
 def test_choose_strategy_rule():
-    from graphcep.runtime.job import Extent
+    from graphcep.jobs.base import Extent
     from graphcep.runtime.spark import CELL_SKEW, choose_strategy
 
     job = make_job("star-iso")

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from graphcep.io.generator import generate_planted
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_file, parse_program, parse_query
-from graphcep.runtime.job import Job
 from graphcep.runtime.local import run_local
 from tests.oracle import brute_force_matches
 
@@ -87,7 +87,7 @@ def test_listing3_with_its_topk_feature_matches_the_oracle_and_the_plants():
     program = parse_file(EXAMPLES / "watering_hole_full.sal")
     table, attacks = watering_hole_stream()
     edges = table.rename_columns(["t", "src", "dst", "dur", "seq"])
-    job = Job.create(program, fmt="vast")
+    job = SubgraphJob.create(program, fmt="vast")
     matches, _ = run_local(job.query, job.orient(edges), features=job.features(),
                            **job.engine_options())
     # oracle: brute force on the topology and times, then the feature evaluated from scratch
@@ -121,7 +121,7 @@ def test_listing1_on_spark_equals_the_plants(spark):
     program = parse_program((EXAMPLES / "triangle.sal").read_text())
     from graphcep.runtime.spark import run_spark
 
-    matches, stats = run_spark(spark, Job.create(program), spark.createDataFrame(planted.table), shards=5)
+    matches, stats = run_spark(spark, SubgraphJob.create(program), spark.createDataFrame(planted.table), shards=5)
     assert seq_sets(matches) == set(planted.instances)
     assert stats.extra["shards"] >= 2
 
@@ -135,6 +135,6 @@ def test_queries_on_filter_streams_only_use_filtered_edges():
     )
     edges = pa.table({"t": [0, 1_000_000, 2_000_000], "src": ["x", "y", "y"],
                       "dst": ["y", "z", "w"], "seq": [1, 2, 3], "DestPort": [80, 22, 80]})
-    job = Job.create(program, fmt="vast")
+    job = SubgraphJob.create(program, fmt="vast")
     matches, _ = run_local(job.query, edges, **job.engine_options())
     assert seq_sets(matches) == {(1, 3)}

@@ -26,7 +26,8 @@ from pathlib import Path
 
 import pytest
 
-from graphcep.cli import _is_ddst, main
+from graphcep.cli import main
+from graphcep.jobs import kind_of
 from graphcep.lang.ddst import parse_ddst_file
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.sal import parse_file
@@ -93,7 +94,7 @@ def mutants(seed: Path, count: int, rng: random.Random) -> list[bytes]:
 
 def check_parse(path: Path) -> QuerySyntaxError | None:
     """Parse as the command line would; only a positioned syntax error may come out."""
-    parse = parse_ddst_file if _is_ddst(str(path)) else parse_file
+    parse = parse_ddst_file if kind_of(str(path)).name == "ddst" else parse_file
     try:
         parse(path)
     except QuerySyntaxError as err:
@@ -114,7 +115,7 @@ def test_mutated_queries_parse_or_fail_at_a_position(seed, tmp_path, capsys):
         context = f"mutant {number} of {seed.name}: {text[:300]!r}"
         error = check_parse(path)
         # SAL texts may bound their extent through durations (the watering hole): give one
-        sal_options = [] if _is_ddst(str(path)) else ["--max-duration", "60"]
+        sal_options = [] if kind_of(str(path)).name == "ddst" else ["--max-duration", "60"]
         status = main(["explain", str(path), *sal_options])
         captured = capsys.readouterr()
         assert status in (0, 2), context

@@ -7,8 +7,8 @@ import pyarrow as pa
 import pytest
 
 from graphcep.io.generator import generate_netflow, write_edges
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
-from graphcep.runtime.job import Job
 from graphcep.runtime.local import run_local
 
 pytestmark = pytest.mark.spark
@@ -44,7 +44,7 @@ def stream() -> pa.Table:
 def test_spark_equals_local_for_several_shard_sizes(spark, stream, name):
     from graphcep.runtime.spark import run_spark
 
-    job = Job.create(parse_program(QUERIES[name]))
+    job = SubgraphJob.create(parse_program(QUERIES[name]))
     expected, _ = run_local(job.query, stream)
     assert expected.num_rows > 0
     df = spark.createDataFrame(stream).cache()
@@ -72,7 +72,7 @@ def test_spark_equals_local_for_several_shard_sizes(spark, stream, name):
 def test_partition_strategy_needs_ordered_partitions(spark, stream):
     from graphcep.runtime.spark import run_spark
 
-    job = Job.create(parse_program(QUERIES["triangle"]))
+    job = SubgraphJob.create(parse_program(QUERIES["triangle"]))
     shuffled = spark.createDataFrame(stream).repartition(3, "src")
     expected, _ = run_local(job.query, stream)
     matches, stats = run_spark(spark, job, shuffled)
@@ -98,7 +98,7 @@ def test_spark_reads_files_like_the_local_reader(spark, stream, tmp_path):
     assert spark_edges.column("t").to_pylist() == local.edges.column("t").to_pylist()
     rejected = sorted(rejects_df.select("line").toPandas()["line"].tolist())
     assert rejected == sorted(local.rejects.column("line").to_pylist())
-    job = Job.create(parse_program(QUERIES["triangle"]), fmt="vast")
+    job = SubgraphJob.create(parse_program(QUERIES["triangle"]), fmt="vast")
     matches, _ = run_spark(spark, job, edges_df)
     expected, _ = run_local(job.query, local.edges)
     assert keys(matches) == keys(expected)
@@ -126,7 +126,7 @@ def test_shard_keys_land_on_their_own_partitions(spark):
 def test_short_streams_and_feature_queries_run_as_one_task(spark, stream):
     from graphcep.runtime.spark import run_spark
 
-    job = Job.create(parse_program(QUERIES["triangle"].replace("<= 10", "<= 20")))
+    job = SubgraphJob.create(parse_program(QUERIES["triangle"].replace("<= 10", "<= 20")))
     expected, _ = run_local(job.query, stream)
     matches, stats = run_spark(spark, job, spark.createDataFrame(stream))
     assert stats.extra["strategy"] == "single"  # 30 s of stream, a 20 s extent
@@ -138,7 +138,7 @@ def test_single_strategy_runs_large_streams_in_one_task(spark, stream, monkeypat
     import graphcep.runtime.spark as spark_runtime
 
     monkeypatch.setattr(spark_runtime, "DRIVER_REPLAY_ROWS", stream.num_rows - 1)
-    job = Job.create(parse_program(QUERIES["triangle"]))
+    job = SubgraphJob.create(parse_program(QUERIES["triangle"]))
     expected, _ = run_local(job.query, stream)
     matches, stats = spark_runtime.run_spark(spark, job, spark.createDataFrame(stream),
                                              strategy="single")

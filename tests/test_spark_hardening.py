@@ -17,8 +17,8 @@ import pyarrow as pa
 import pytest
 
 from graphcep.io.readers import read_edges
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
-from graphcep.runtime.job import Job
 from graphcep.runtime.local import run_job
 from graphcep.runtime.streaming import StreamOperator
 
@@ -117,7 +117,7 @@ def test_spark_match_records_carry_durations_like_local(spark, tmp_path, fmt, pa
     if packed:
         path = path.rename(path.with_name(path.name + ".gz"))
         path.write_bytes(gzip.compress(path.read_bytes()))
-    job = Job.create(parse_program(TRIANGLE), fmt=fmt)
+    job = SubgraphJob.create(parse_program(TRIANGLE), fmt=fmt)
     edges, _, _, edges_df = assert_same_read(spark, path, fmt)
     spark_matches, _ = run_spark(spark, job, edges_df)
     local_matches, _ = run_job(job, read_edges(path, fmt).edges)
@@ -136,7 +136,7 @@ def test_spark_match_records_carry_durations_like_local(spark, tmp_path, fmt, pa
 def test_stream_operator_match_records_carry_durations():
     rows = flows(120)
     table = pa.Table.from_pylist([{**r, "seq": i + 1} for i, r in enumerate(rows)])
-    job = Job.create(parse_program(TRIANGLE))
+    job = SubgraphJob.create(parse_program(TRIANGLE))
     found: list[pa.Table] = []
     operator = StreamOperator(job, on_matches=lambda matches, _: found.append(matches))
     operator.process(0, table)
@@ -181,7 +181,7 @@ def test_spark_matches_on_a_file_with_invalid_utf8(spark, tmp_path):
     _, rejects, _, edges_df = assert_same_read(spark, path, "csv")
     bad = list(range(6, len(lines) + 1, 37))
     assert [line for _, line, _, _ in rejects] == bad
-    job = Job.create(parse_program(TRIANGLE), fmt="csv")
+    job = SubgraphJob.create(parse_program(TRIANGLE), fmt="csv")
     spark_matches, _ = run_spark(spark, job, edges_df)
     local_matches, _ = run_job(job, read_edges(path, "csv").edges)
     assert records(spark_matches) == records(local_matches)

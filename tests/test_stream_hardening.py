@@ -24,9 +24,9 @@ import pytest
 
 from graphcep.io.generator import generate_netflow, write_edges
 from graphcep.io.readers import read_edges
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.job import Job
 from graphcep.runtime.local import run_local
 from graphcep.runtime.streaming import PartWriter, StreamOperator
 
@@ -40,7 +40,7 @@ TRIANGLE = """{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2);
 def match_keys(directory: Path, fmt: str | None = None) -> set[tuple[int, ...]]:
     """The batch run's matches over a directory's files, as tuples of edge seqs."""
     read = read_edges(directory, fmt)
-    matches, _ = run_local(Job.create(parse_program(TRIANGLE), fmt="vast").query, read.edges)
+    matches, _ = run_local(SubgraphJob.create(parse_program(TRIANGLE), fmt="vast").query, read.edges)
     return {tuple(e["seq"] for e in m) for m in matches.column("edges").to_pylist()}
 
 
@@ -105,7 +105,7 @@ def test_unreadable_files_are_quarantined_and_the_stream_goes_on(spark, tmp_path
     with_prefix = match_keys(oracle, "vast")
 
     def run() -> StreamOperator:
-        op = StreamOperator(Job.create(parse_program(TRIANGLE), fmt="vast"),
+        op = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE), fmt="vast"),
                             checkpoint=tmp_path / "ckpt",
                             sink=JsonlSink(tmp_path / "out", directory=True),
                             reject_sink=PartWriter(tmp_path / "rejects"))
@@ -331,7 +331,7 @@ def test_a_socket_stream_restarts_with_what_arrives_next(spark, tmp_path, capsys
     edges = read_edges(tmp_path / "all", "vast").edges
     newest = pa.compute.max(edges.column("t")).as_py()
     released = edges.filter(pa.compute.less(edges.column("t"), newest))
-    matches, _ = run_local(Job.create(parse_program(TRIANGLE), fmt="vast").query, released)
+    matches, _ = run_local(SubgraphJob.create(parse_program(TRIANGLE), fmt="vast").query, released)
     expected = {tuple(e["seq"] for e in m) for m in matches.column("edges").to_pylist()}
     got = keys_of(jsonl_rows(tmp_path / "out"))
     assert len(got) == len(set(got)) and set(got) == expected and len(expected) > 5
@@ -355,7 +355,7 @@ def test_socket_lines_of_an_unfinished_micro_batch_are_counted_lost(tmp_path):
         (root / "spark" / "graphcep-batch-offset").write_text(f"{offset}\n")
         return root
 
-    job = Job.create(parse_program(TRIANGLE))
+    job = SubgraphJob.create(parse_program(TRIANGLE))
     edge = pa.table({"t": [5 * S], "src": ["a"], "dst": ["b"], "seq": [1]})
     for operator_batches, lost in ((range(5, 7), 1_800), (range(5, 8), 0)):
         root = spark_dir(5)
@@ -426,7 +426,7 @@ def edges(rows: list[tuple[float, str, str, int]]) -> pa.Table:
 def test_late_records_name_file_and_line_in_seconds(tmp_path):
     """A late edge's record: the file and line it came from, times in seconds as in the
     match output (before: µs and no place)."""
-    op = StreamOperator(Job.create(parse_program(TRIANGLE)), lateness_us=2 * S,
+    op = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE)), lateness_us=2 * S,
                         late_sink=PartWriter(tmp_path / "late"))
     names = {3: "/data/flows-3.csv"}
     op.process(0, edges([(10, "a", "b", (3 << 40) + 1)]), names=names)
@@ -440,7 +440,7 @@ def test_late_records_name_file_and_line_in_seconds(tmp_path):
 def test_a_far_future_timestamp_is_named_when_edges_turn_late():
     """One edge 10^6 s ahead of the stream makes the next ones late: the batch that
     meets them warns once, naming that edge's file, line and time (before: silence)."""
-    op = StreamOperator(Job.create(parse_program(TRIANGLE)), lateness_us=1 * S)
+    op = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE)), lateness_us=1 * S)
     names = {0: "flows.csv"}
     assert op.process(0, edges([(1, "a", "b", 1), (2, "b", "c", 2)]), names=names).warnings == []
     assert op.process(1, edges([(1_000_002, "c", "d", 3)]), names=names).warnings == []
@@ -450,7 +450,7 @@ def test_a_far_future_timestamp_is_named_when_edges_turn_late():
     assert "flows.csv:3" in warning and "1000002" in warning and "2 edges late" in warning
     assert op.process(3, edges([(5, "e", "f", 6)]), names=names).warnings == []  # once
     # the jump within one batch, with the edges it jumps over: the same warning
-    op = StreamOperator(Job.create(parse_program(TRIANGLE)), lateness_us=1 * S)
+    op = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE)), lateness_us=1 * S)
     op.process(0, edges([(1, "a", "b", 1), (2, "b", "c", 2), (1_000_002, "c", "d", 3)]),
                names=names)
     [warning] = op.process(1, edges([(3, "c", "a", 4)]), names=names).warnings
@@ -461,7 +461,7 @@ def test_a_far_future_timestamp_is_named_when_edges_turn_late():
 def test_a_jump_in_the_late_share_is_warned():
     """Most of a batch late where almost nothing was before: one warning naming the edge
     that set the watermark."""
-    op = StreamOperator(Job.create(parse_program(TRIANGLE)), lateness_us=5 * S)
+    op = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE)), lateness_us=5 * S)
     names = {0: "f.csv"}
     op.process(0, edges([(t, "a", "b", t) for t in range(1, 21)]), names=names)
     report = op.process(1, edges([(1, "x", "y", 21), (2, "y", "z", 22), (30, "z", "x", 23)]),
@@ -472,7 +472,7 @@ def test_a_jump_in_the_late_share_is_warned():
 
 
 def test_progress_line_labels_time_and_shows_no_watermark_before_the_first_edge():
-    op = StreamOperator(Job.create(parse_program(TRIANGLE)), lateness_us=5 * S)
+    op = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE)), lateness_us=5 * S)
     first = op.process(0, None).line()
     assert "watermark - |" in first and first.endswith(" s") and "| took " in first
     # lateness 5 s, first edge at 1 s: the frontier (-4 s) has passed no edge yet
@@ -514,7 +514,7 @@ def test_a_micro_batch_of_files_in_several_formats_and_a_file_of_no_edges_is_rea
         def toArrow(self) -> pa.Table:  # noqa: N802 -- Spark's name
             return pa.table({"path": paths})
 
-    operator = StreamOperator(Job.create(parse_program(TRIANGLE)))
+    operator = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE)))
     batch = FileSource(str(tmp_path)).read_batch(Names(), operator)
     assert batch.edges.num_rows == 90 and batch.files == 3 and batch.lines == 91
     protocols = batch.edges.column("IpLayerProtocol").to_pylist()

@@ -24,8 +24,8 @@ import pytest
 from graphcep.io.generator import generate_netflow, write_edges
 from graphcep.io.readers import read_edges
 from graphcep.io.sinks import JsonlSink
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
-from graphcep.runtime.job import Job
 from graphcep.runtime.local import run_local
 from graphcep.runtime.streaming import PartWriter, StreamOperator
 
@@ -53,7 +53,7 @@ def write_parts(table: pa.Table, directory: Path, parts: int, start: int = 0) ->
 
 def expected_keys(directory: Path) -> set[tuple[int, ...]]:
     read = read_edges(directory, "vast")
-    job = Job.create(parse_program(TRIANGLE), fmt="vast")
+    job = SubgraphJob.create(parse_program(TRIANGLE), fmt="vast")
     matches, _ = run_local(job.query, read.edges)
     return {tuple(e["seq"] for e in m) for m in matches.column("edges").to_pylist()}
 
@@ -75,7 +75,7 @@ def test_file_source_matches_the_batch_run_and_resumes(spark, tmp_path):
     write_parts(table.slice(0, 2_000), incoming, 3)
     with open(incoming / "flows-0001.csv", "a") as fh:  # a bad line in the middle file
         fh.write("1.0,not,a,flow\n")
-    job = Job.create(parse_program(TRIANGLE), fmt="vast")
+    job = SubgraphJob.create(parse_program(TRIANGLE), fmt="vast")
 
     def run() -> StreamOperator:
         op = StreamOperator(job, checkpoint=tmp_path / "ckpt",
@@ -102,7 +102,7 @@ def test_generator_source_is_the_generated_stream(spark, tmp_path):
     from graphcep.runtime.spark_stream import GeneratorSource, generated_edges, start_stream
 
     found: list[pa.Table] = []
-    job = Job.create(parse_program(TRIANGLE))
+    job = SubgraphJob.create(parse_program(TRIANGLE))
     op = StreamOperator(job, lateness_us=0, on_matches=lambda m, _: found.append(m))
     query = start_stream(spark, op, GeneratorSource(vertices=500, rate=1_000, seed=7),
                          checkpoint=tmp_path / "ckpt", on_report=None)
@@ -142,7 +142,7 @@ def test_socket_source_reads_vast_lines(spark, tmp_path):
 
     threading.Thread(target=serve, daemon=True).start()
     found: list[pa.Table] = []
-    job = Job.create(parse_program(TRIANGLE), fmt="vast")
+    job = SubgraphJob.create(parse_program(TRIANGLE), fmt="vast")
     op = StreamOperator(job, on_matches=lambda m, _: found.append(m))
     query = start_stream(spark, op, SocketSource("127.0.0.1", port), checkpoint=tmp_path / "ck",
                          on_report=None)

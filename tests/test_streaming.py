@@ -17,9 +17,9 @@ from hypothesis import strategies as st
 from graphcep.engines.difference_bounds import UnboundedQueryError, UnsatisfiableQueryError
 from graphcep.events import table_to_matches
 from graphcep.io.sinks import JsonlSink
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.patterns.program import Program
-from graphcep.runtime.job import Job
 from graphcep.runtime.streaming import PartWriter, StreamOperator
 from tests.oracle import brute_force_matches
 from tests.test_subgraph_engine import random_query, random_stream
@@ -38,8 +38,8 @@ FEATURE_QUERY = """
         starttime(e2) - starttime(e1) <= 5; }"""
 
 
-def job_of(query, max_duration_us: int = 2_500_000) -> Job:
-    return Job.create(Program(queries=[query]), max_duration_us=max_duration_us)
+def job_of(query, max_duration_us: int = 2_500_000) -> SubgraphJob:
+    return SubgraphJob.create(Program(queries=[query]), max_duration_us=max_duration_us)
 
 
 def keys(tables: list[pa.Table]) -> list[tuple[int, ...]]:
@@ -95,7 +95,7 @@ def test_out_of_order_stream_matches_like_the_sorted_stream(query, table, homomo
 
 
 def test_late_edges_are_written_out_and_counted(tmp_path):
-    job = Job.create(parse_program(TRIANGLE))
+    job = SubgraphJob.create(parse_program(TRIANGLE))
     late_dir = tmp_path / "late"
     op = StreamOperator(job, lateness_us=2 * S, late_sink=PartWriter(late_dir))
     edge = {"t": 0, "src": "", "dst": "", "seq": 0}
@@ -117,7 +117,7 @@ def test_restart_from_checkpoint_and_rerun_of_a_batch_lose_and_repeat_nothing(tm
     # shuffle within 2 s so the reorder buffer is exercised
     batches = arrival_batches(table, [(i * 7919) % (2 * S) for i in range(table.num_rows)],
                               list(range(0, 3_000, 250)))
-    job = Job.create(parse_program(TRIANGLE))
+    job = SubgraphJob.create(parse_program(TRIANGLE))
 
     def operator(directory) -> StreamOperator:
         return StreamOperator(job, lateness_us=2 * S, checkpoint=directory / "ckpt",
@@ -170,7 +170,7 @@ def run_with_restarts(job, batches, directory, restart_at=(), lateness=0) -> lis
 def test_feature_queries_restart_from_a_snapshot(tmp_path):
     from graphcep.io.generator import generate_netflow
 
-    job = Job.create(parse_program(FEATURE_QUERY), fmt="vast")
+    job = SubgraphJob.create(parse_program(FEATURE_QUERY), fmt="vast")
     table = generate_netflow(1_500, 30, 100, seed=9)
     batches = [table.slice(i, 150) for i in range(0, 1_500, 150)]
     straight = keys(run_with_restarts(job, batches, tmp_path / "a"))
@@ -182,7 +182,7 @@ def test_feature_queries_restart_from_a_snapshot(tmp_path):
 def test_window_log_stays_within_the_extent(tmp_path):
     from graphcep.io.generator import generate_netflow
 
-    job = Job.create(parse_program(TRIANGLE))
+    job = SubgraphJob.create(parse_program(TRIANGLE))
     table = generate_netflow(6_000, 50, 100, seed=2).select(["t", "src", "dst", "seq"])
     batches = [table.slice(i, 200) for i in range(0, 6_000, 200)]  # 2 s per batch
     straight = keys(run_with_restarts(job, batches, tmp_path / "a"))
@@ -195,8 +195,8 @@ def test_window_log_stays_within_the_extent(tmp_path):
 
 def test_ddst_queries_stream_like_the_batch_engine(tmp_path):
     from graphcep.engines.ddst.baseline import DDSTBaselineEngine
+    from graphcep.jobs.ddst import DDSTJob
     from graphcep.lang.ddst import parse_ddst
-    from graphcep.runtime.job import DDSTJob
 
     query = parse_ddst("""QUERY spread; VERTICES A:M, B:M, C:M;
         EDGES AB: A -> B [x]; CA: C -> A [x]; ORDER AB < CA; WITHIN 20 s;""")
@@ -218,9 +218,9 @@ def test_ddst_stream_without_the_label_field_is_refused_before_state_changes(tmp
     """A micro-batch lacking a label field the DDST query reads is refused with the job's
     message, kept as ``refusal``; nothing is buffered, counted or checkpointed, so the
     corrected stream resumes from the same checkpoint."""
+    from graphcep.jobs.ddst import DDSTJob
     from graphcep.lang.ddst import parse_ddst
     from graphcep.patterns.subgraph import QueryError
-    from graphcep.runtime.job import DDSTJob
 
     query = parse_ddst("QUERY q; VERTICES A, B; EDGES x: A -> B [mail]; WITHIN 5 s;")
     op = StreamOperator(DDSTJob(query), checkpoint=tmp_path)
@@ -235,7 +235,7 @@ def test_ddst_stream_without_the_label_field_is_refused_before_state_changes(tmp
 
 
 def test_end_time_queries_need_the_longest_duration():
-    job = Job.create(parse_program("{ a e1 b; b e2 c; starttime(e2) - endtime(e1) <= 3; "
+    job = SubgraphJob.create(parse_program("{ a e1 b; b e2 c; starttime(e2) - endtime(e1) <= 3; "
                                    "starttime(e1) < starttime(e2); }"))
     with pytest.raises(UnboundedQueryError, match="--max-duration"):
         StreamOperator(job)

@@ -29,7 +29,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import math
 import os
 import re
 import sys
@@ -38,24 +37,32 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from graphcep.cli_options import (
+    add_ddst_arguments,
+    add_input_arguments,
+    add_sal_arguments,
+    add_spark_arguments,
+    add_state_bound_argument,
+    add_summary_argument,
+    count_option,
+    job_options,
+    path_option,
+    positive_rate,
+    reader_options,
+    warn_absent_labels,
+)
 from graphcep.engines.base import StateBoundError
-from graphcep.engines.ddst.reports import REPORT_MODES
 from graphcep.engines.difference_bounds import (
     UnboundedQueryError,
     UnsatisfiableQueryError,
-    check_window,
 )
-from graphcep.engines.subgraph.plan import compile_query
-from graphcep.events import TimeFormatError, format_seconds, seconds_to_us
-from graphcep.io.formats import LINE_FORMATS, ReaderOptions
+from graphcep.io.formats import LINE_FORMATS
 from graphcep.io.readers import InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
 from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink
-from graphcep.lang.ddst import parse_ddst_file
+from graphcep.jobs.base import ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
-from graphcep.lang.sal import parse_file
-from graphcep.patterns.subgraph import MAX_BOUND_US, QueryError
-from graphcep.runtime.job import DDST_ENGINES, DEFAULT_DDST_ENGINE, DDSTJob, Job, ReplayJob
+from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.stream_command import add_parser as add_stream_parser
 
@@ -122,96 +129,6 @@ class OptionParser(argparse.ArgumentParser):
         command = self.prog.split(maxsplit=1)[1:]
         where = f"{command[0]}: " if command else ""
         self.exit(2, f"graphcep: {where}{message} (see {self.prog} --help)\n")
-
-
-def seconds_option(text: str) -> str:
-    """A number of seconds that is not negative (``--window``, ``--max-duration``,
-    ``--lateness``): checked exactly as it will be read, returned as given."""
-    try:
-        us = seconds_to_us(text)
-    except TimeFormatError as err:
-        raise argparse.ArgumentTypeError(f"expected seconds: {err}") from None
-    if us < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds, not negative: {text!r}")
-    if us >= MAX_BOUND_US:
-        raise argparse.ArgumentTypeError(
-            f"{text!r} s exceeds the range of times (int64 microseconds: under 2**61 µs, "
-            "about 73,000 years)")
-    return text
-
-
-def positive_seconds(text: str) -> float:
-    """A finite number of seconds above zero (``--run-for``)."""
-    value = _finite_float(text)
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
-    return value
-
-
-def nonnegative_seconds(text: str) -> float:
-    """A finite number of seconds, zero or more (``--trigger``)."""
-    value = _finite_float(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"expected seconds (0 or more), got {text!r}")
-    return value
-
-
-def positive_rate(text: str) -> str:
-    """A rate in edges per second above zero, kept exact as given (``gen --rate``)."""
-    if _finite_float(text) <= 0:
-        raise argparse.ArgumentTypeError(f"expected edges per second above 0, got {text!r}")
-    return text
-
-
-def _finite_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not math.isfinite(value):
-        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
-    return value
-
-
-def path_option(text: str) -> str:
-    """A path: not empty (an empty one would silently mean the current directory)."""
-    if not text.strip():
-        raise argparse.ArgumentTypeError("expected a path, got an empty one")
-    if "\0" in text:
-        raise argparse.ArgumentTypeError(f"a path cannot hold a NUL character: {text!r}")
-    return text
-
-
-#: What Spark accepts as a master URL (``--master``).
-_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*\d+)?\])?|local-cluster\[[^]]+\]|"
-                     r"(spark|k8s|mesos)://\S+|yarn")
-
-
-def master_option(text: str) -> str:
-    """A Spark master URL, checked before Spark starts (a wrong one is a JVM traceback)."""
-    if not _MASTER.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"expected local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL, "
-            f"got {text!r}")
-    return text
-
-
-def count_option(least: int, below: int | None = None) -> Any:
-    """An argparse type: a whole number of at least ``least`` (and under ``below``)."""
-
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-        if value < least:
-            raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
-        if below is not None and value >= below:
-            raise argparse.ArgumentTypeError(f"expected less than {below:,}, got {value:,}")
-        return value
-
-    parse.__name__ = f"whole number >= {least}"
-    return parse
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -285,55 +202,6 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def add_sal_arguments(parser: argparse.ArgumentParser) -> None:
-    """Options of SAL queries (``run``, ``explain`` and ``stream``)."""
-    parser.add_argument("--query-name", metavar="NAME",
-                        help="which SUBGRAPH of the SAL program (default: the first)")
-    parser.add_argument("--window", type=seconds_option, metavar="SECONDS",
-                        help="extent for SAL queries whose constraints do not bound it; a "
-                             "query that bounds itself keeps its own bound (a narrower "
-                             "--window is refused)")
-    parser.add_argument("--max-duration", type=seconds_option, metavar="SECONDS",
-                        help="longest edge duration, bounding end-time constraints "
-                             "(run: default the longest in the input)")
-    parser.add_argument("--homomorphic", action="store_true",
-                        help="let SAL query vertices share stream vertices (SAM's "
-                             "behaviour; default: distinct stream vertices)")
-
-
-def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where Spark runs (``run``, ``stream``, ``demo``)."""
-    parser.add_argument("--master", default="local[*]", type=master_option,
-                        help="Spark master: local[*] (default, embedded), local[N] or "
-                             "spark://host:7077")
-
-
-def add_input_arguments(parser: argparse.ArgumentParser) -> None:
-    """How input lines are read (``run`` and ``stream``)."""
-    parser.add_argument("--time-unit", choices=("s", "ms", "us"),
-                        help="unit of numeric times in the input: s (default), ms or us")
-    parser.add_argument("--time-format", choices=("number", "iso", "auto"), default="number",
-                        help="times in the input: number (default; seconds, or --time-unit), "
-                             "iso (ISO-8601 date-times, UTC unless a zone is given) or auto "
-                             "(either, line by line)")
-    parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
-                        help="csv/tsv: line 1 is (--header) or is not (--no-header) a "
-                             "header (default: decided from the file's first lines)")
-
-
-def reader_options(args: argparse.Namespace) -> ReaderOptions:
-    """The readers' options from :func:`add_input_arguments`."""
-    return ReaderOptions(time_unit=args.time_unit, time_format=args.time_format,
-                         header=args.header)
-
-
-def add_summary_argument(parser: argparse.ArgumentParser) -> None:
-    """The summary at the end (``run`` and ``stream``)."""
-    parser.add_argument("--summary", choices=("text", "json"), default="text",
-                        help="summary at the end: text (default) or json (one JSON line, "
-                             "the last of stdout)")
-
-
 # -- run --------------------------------------------------------------------------------
 
 
@@ -362,112 +230,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
-_COMMENT = re.compile(r"//[^\n]*|#[^\n]*|/\*.*?\*/", re.DOTALL)
-#: How DDST text starts once comments are gone: its first statement, not a SAL assignment.
-_DDST_START = re.compile(r"\s*(?:QUERY|VERTICES)\b(?!\s*=)", re.IGNORECASE)
+def _make_job(args: argparse.Namespace, fmt: str | None) -> ReplayJob:
+    """The query file as a job of its kind (:func:`graphcep.jobs.load`)."""
+    from graphcep import jobs
 
-
-def _is_ddst(path: str) -> bool:
-    """A DDST query file: named ``.ddst``, or text that starts like one."""
-    if Path(path).suffix.lower() == ".ddst":
-        return True
-    try:
-        text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
-    except OSError:
-        return False  # the SAL parser reports the missing file
-    return bool(_DDST_START.match(_COMMENT.sub(" ", text)))
-
-
-def add_state_bound_argument(parser: argparse.ArgumentParser) -> None:
-    """The engines' state bound (``run``, ``explain`` and ``stream``; SAL and DDST)."""
-    parser.add_argument("--max-window-edges", type=int, metavar="N",
-                        help="state bound: most edges an engine may hold at once (a SAL "
-                             "engine: its window plus the batch being matched); past it the "
-                             "run stops with exit status 3 and a message (default: SAL "
-                             "50000000, DDST 1000000)")
-
-
-def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
-    """The DDST engine and its options (``run``, ``explain`` and ``stream``)."""
-    parser.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES),
-                        default=DEFAULT_DDST_ENGINE,
-                        help=f"algorithm for DDST queries (default {DEFAULT_DDST_ENGINE}; all "
-                             "three report the same matches)")
-    parser.add_argument("--signature-p", type=count_option(2, below=2**31), metavar="P",
-                        help="signature engine: the prime modulus of its label values "
-                             "(default 997; smaller: fewer words, more verifications)")
-    parser.add_argument("--signature-seed", type=count_option(0), metavar="S",
-                        help="signature engine: seed of its random label values (default 0)")
-    parser.add_argument("--ddst-report", choices=REPORT_MODES, default=REPORT_MODES[0],
-                        help="what a report holds: the whole match component (default), or "
-                             "only its pairs no earlier report held")
-
-
-def state_bound(args: argparse.Namespace) -> int | None:
-    """``--max-window-edges``, checked (None: the engine's default)."""
-    bound = getattr(args, "max_window_edges", None)
-    if bound is not None and bound < 1:
-        raise QueryError("--max-window-edges must be at least 1")
-    return bound
-
-
-def _ddst_options(args: argparse.Namespace) -> dict[str, Any]:
-    """Keyword options for the DDST engine from the command line."""
-    options: dict[str, Any] = {}
-    bound = state_bound(args)
-    if bound is not None:
-        options["max_window_edges"] = bound
-    if getattr(args, "ddst_report", REPORT_MODES[0]) != REPORT_MODES[0]:
-        options["report"] = args.ddst_report
-    for flag, key in (("signature_p", "p"), ("signature_seed", "seed")):
-        value = getattr(args, flag, None)
-        if value is None:
-            continue
-        if args.ddst_engine != "signature":
-            raise QueryError(f"--{flag.replace('_', '-')} applies to --ddst-engine signature "
-                             f"only (got {args.ddst_engine})")
-        options[key] = value
-    return options
-
-
-#: SAL options a DDST query has no use for, with what DDST does instead.
-_SAL_ONLY = {
-    "query_name": "a DDST file holds one query, named by its QUERY statement",
-    "window": "a DDST query gives its window with WITHIN",
-    "max_duration": "a DDST window is over start times, so durations bound nothing",
-    "homomorphic": "DDST's dual simulation already lets query vertices share stream vertices",
-}
-
-
-def _ddst_job(args: argparse.Namespace) -> DDSTJob:
-    given = [key for key in _SAL_ONLY if getattr(args, key, None) not in (None, False)]
-    if given:
-        flags = ", ".join(f"--{key.replace('_', '-')}" for key in given)
-        why = "; ".join(_SAL_ONLY[key] for key in given)
-        raise QueryError(f"{flags} {'applies' if len(given) == 1 else 'apply'} to SAL "
-                         f"queries only ({why})")
-    job = DDSTJob(parse_ddst_file(args.query), args.ddst_engine, _ddst_options(args))
-    try:
-        job.new_engine()  # an option the engine rejects (p not prime) fails here, clearly
-    except ValueError as err:
-        raise QueryError(f"--ddst-engine {job.engine}: {err}") from None
-    return job
-
-
-def _make_job(args: argparse.Namespace, fmt: str) -> ReplayJob:
-    if _is_ddst(args.query):
-        return _ddst_job(args)
-    job = Job.create(
-        parse_file(args.query),
-        args.query_name,
-        fmt,
-        window_us=_seconds(args.window),
-        homomorphic=args.homomorphic,
-        max_duration_us=_seconds(args.max_duration),
-        max_window_edges=state_bound(args),
-    )
-    compile_query(job.query, job.max_duration_us if job.max_duration_us is not None else 0)
-    return job
+    return jobs.load(args.query, job_options(args, fmt))
 
 
 def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None]) -> None:
@@ -498,12 +265,11 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog):
     progress = Progress(result.edges.num_rows)
     matches, stats = run_job(job, result.edges, on_progress=progress.advance)
     progress.close()
-    if isinstance(job, DDSTJob):
-        warn_absent_labels(job, job.labels_present(result.edges))
+    warn_absent_labels(job, job.labels_present(result.edges))
     return matches, stats, result.lines_read
 
 
-def labels_in_frame(job: DDSTJob, edges_df: Any) -> dict[str, set[str]]:
+def labels_in_frame(job: ReplayJob, edges_df: Any) -> dict[str, set[str]]:
     """The query's labels found in each label column of a Spark edge frame: one small
     aggregate (read from the frame's cache when the reader kept one)."""
     from pyspark.sql import functions as F
@@ -518,16 +284,6 @@ def labels_in_frame(job: DDSTJob, edges_df: Any) -> dict[str, set[str]]:
     return {c: set(row[c]) for c in columns}
 
 
-def warn_absent_labels(job: DDSTJob, present: dict[str, set[str]]) -> None:
-    """One line on stderr when a query label never occurs: the run's 0 matches then say
-    nothing about the pattern, only about the labelling."""
-    absent = job.absent_labels(present)
-    if absent:
-        print(f"graphcep: warning: query {job.name!r}: no edge of the input carries "
-              f"{', '.join(absent)}, so the query edges wanting them cannot match",
-              file=sys.stderr)
-
-
 def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog):
     from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
 
@@ -537,8 +293,7 @@ def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog):
     edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
     with SparkProgress(spark):
         matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
-    if isinstance(job, DDSTJob):
-        warn_absent_labels(job, labels_in_frame(job, edges_df))
+    warn_absent_labels(job, labels_in_frame(job, edges_df))
     bad = rejects_df.toArrow()
     if bad.num_rows:
         rejects.add(bad)
@@ -551,7 +306,7 @@ def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,
     summary = {
         "query": job.name,
         "engine": args.engine,
-        **({"ddst_engine": job.engine} if isinstance(job, DDSTJob) else {}),
+        **job.summary_fields(),
         "lines": lines,
         "edges": stats.edges,
         "rejected": rejects.count,
@@ -580,30 +335,10 @@ def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,
 def cmd_explain(args: argparse.Namespace) -> int:
     """The parsed query, its extent and plan. A valid query explains with status 0: the
     input is not known here, so its fields (features, labels) are checked by ``run``."""
-    if _is_ddst(args.query):
-        print("\n".join(_ddst_job(args).describe()))
-        return 0
-    program = parse_file(args.query)
-    query = program.query(args.query_name)
-    window = _seconds(args.window)
-    max_dur = _seconds(args.max_duration)
-    own_extent = None if window is None else check_window(query, window, max_dur)
-    if window is not None:
-        query = query.with_window(window)
-    compiled = compile_query(query, max_dur)  # an unbounded query: one line, status 2
-    print(f"query {query.name} on stream {query.stream or '(default)'} "
-          f"with source({query.source_field}) and target({query.target_field})")
-    print(query.to_sal())
-    print(f"\nextent: {format_seconds(compiled.extent_us)} s"
-          + ("" if max_dur is None else f" (edge durations up to {args.max_duration} s)")
-          + _window_note(own_extent, window))
-    print("state: edges whose start lies within the extent of the newest edge")
-    print("plan (one line per query edge that can arrive last):")
-    for line in compiled.describe():
-        print(f"  {line}")
-    for name, feature in program.features.items():
-        print(f"feature {name}: {feature.operator}({feature.field}, "
-              f"{', '.join(map(str, feature.params))}) over {feature.stream}")
+    from graphcep import jobs
+
+    print("\n".join(jobs.load(args.query, {**job_options(args, None), "explain": True})
+                     .describe()))
     return 0
 
 
@@ -642,20 +377,6 @@ def writing(target: str | None) -> Iterator[None]:
         if err.filename or target in (None, "-") or isinstance(err, BrokenPipeError):
             raise
         raise OSError(err.errno, err.strerror or str(err), target) from err
-
-
-def _window_note(own_extent: int | None, window: int | None) -> str:
-    """Which bound gives the extent: the query's own, or --window."""
-    if window is None:
-        return ""
-    if own_extent is None:
-        return f" (--window {format_seconds(window)}: the constraints do not bound it)"
-    return (f" (the query's own bound; --window {format_seconds(window)} is at least as "
-            "wide and changes nothing)")
-
-
-def _seconds(text: str | None) -> int | None:
-    return None if text is None else seconds_to_us(text)
 
 
 class Progress:

@@ -74,7 +74,7 @@ def demo_stream(edges: int, seed: int = 7) -> tuple[pa.Table, list[tuple[str, st
 
 
 def run_demo(edges: int, master: str, workdir: Path) -> int:
-    from graphcep.runtime.job import Job
+    from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
 
     workdir.mkdir(parents=True, exist_ok=True)
@@ -94,7 +94,7 @@ def run_demo(edges: int, master: str, workdir: Path) -> int:
     }
     found = {}
     for title, program in programs.items():
-        job = Job.create(program, fmt="vast")
+        job = SubgraphJob.create(program, fmt="vast")
         matches, stats = run_spark(spark, job, edges_df)
         found[title] = matches
         print(f"\n== {title}: {stats.matches:,} matches in {stats.edges:,} edges, "

@@ -376,3 +376,10 @@ def table_to_matches(table: pa.Table) -> list[Match]:
             )
         )
     return out
+
+
+def max_duration_of(edges: pa.Table) -> int:
+    """The longest edge duration (µs) in ``edges``; 0 without a ``dur`` column or edges."""
+    if edges.num_rows == 0 or "dur" not in edges.column_names:
+        return 0
+    return int(pc.max(edges.column("dur")).as_py() or 0)

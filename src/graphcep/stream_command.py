@@ -29,11 +29,10 @@ from typing import Any, NoReturn
 
 from graphcep.engines.base import StateBoundError
 from graphcep.events import seconds_to_us
-from graphcep.io.formats import LINE_FORMATS, ReaderOptions
+from graphcep.io.formats import LINE_FORMATS
 from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format
-from graphcep.lang.sal import parse_file
+from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.job import Job, ReplayJob
 from graphcep.runtime.spark_stream import BatchFailure, StreamFailure
 from graphcep.runtime.streaming import (
     PartWriter,
@@ -48,8 +47,7 @@ FORMATS = (*LINE_FORMATS, "parquet")
 def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers (every value is checked
     here, before Spark starts)."""
-    # the CLI imports this module first
-    from graphcep.cli import (
+    from graphcep.cli_options import (
         add_ddst_arguments,
         add_input_arguments,
         add_sal_arguments,
@@ -135,28 +133,18 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 
 def _stream(args: argparse.Namespace) -> int:
-    from graphcep.cli import (  # one rule for each
-        _ddst_job,
-        _is_ddst,
-        state_bound,
-        warn_absent_labels,
-    )
+    from graphcep import jobs
+    from graphcep.cli_options import job_options, warn_absent_labels
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
 
     validate_output(args)
     _exit_on_interrupt("nothing was started")
-    job: ReplayJob
-    if _is_ddst(args.query):
-        job = _ddst_job(args)
-        source = make_source(args, None)
-    else:
-        program = parse_file(args.query)
-        source = make_source(args, program)
-        fmt = getattr(source, "fmt", None) or args.format
-        job = Job.create(program, args.query_name, fmt, window_us=_us(args.window),
-                         homomorphic=args.homomorphic, max_duration_us=_us(args.max_duration),
-                         max_window_edges=state_bound(args))
+    job = jobs.load(args.query, job_options(args, args.format))
+    source = make_source(args, job.declared_source())
+    fmt = getattr(source, "fmt", None) or args.format
+    if fmt != args.format:  # field names resolve to the columns of the source's format
+        job = jobs.load(args.query, job_options(args, fmt))
     if args.once and not isinstance(source, FileSource):
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
@@ -353,17 +341,21 @@ def _query_digest(args: argparse.Namespace) -> str:
     return digest.hexdigest()
 
 
-def make_source(args: argparse.Namespace, program: Any) -> Any:
-    """The source named by ``--source`` (or the program's ``VastStream``)."""
-    from graphcep.cli import reader_options  # one rule for run and stream
+def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> Any:
+    """The source named by ``--source`` (or the one the query text declares: a SAL
+    program's ``VastStream("host", port)``)."""
+    from graphcep.cli_options import reader_options  # one rule for run and stream
     from graphcep.runtime.spark_stream import FileSource, GeneratorSource, SocketSource
 
     options = reader_options(args)  # --time-unit, --time-format and --header
     text = args.source
     if text is None:
-        if program is None:
-            raise QueryError("give --source: DIR, tcp://HOST:PORT or generator")
-        return _program_socket(program, args.format, options)
+        if declared is None:
+            raise QueryError("give --source: DIR, tcp://HOST:PORT or generator (the query "
+                             "declares no stream of its own, such as a SAL program's "
+                             "VastStream(\"host\", port))")
+        return SocketSource(declared.host, declared.port, args.format or declared.fmt,
+                            options)
     if text == "generator":
         return GeneratorSource(args.vertices, args.rate, args.seed)
     if text.startswith("tcp://"):
@@ -384,9 +376,11 @@ def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
         if args.processes is not None:
             raise QueryError("--processes goes with --cells")
         return {}
-    if not isinstance(job, Job) or job.whole_stream:
-        raise QueryError("--cells partitions SAL queries without vertex features (a feature "
-                         "counts over the whole stream, which no cell sees)")
+    try:
+        job.cell_query()
+    except QueryError as err:
+        raise QueryError(f"--cells partitions SAL queries by their vertex variables: {err}"
+                         ) from None
     if args.cells < 1 or (args.processes is not None and args.processes < 1):
         raise QueryError("--cells and --processes must be at least 1")
     return {"cells": args.cells, "processes": args.processes}
@@ -399,18 +393,6 @@ def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
         return make_sink(None, limit=args.limit, matches=job.output)
     fmt = sink_format(args.output) or "jsonl"
     return make_sink(args.output, fmt, directory=True, matches=job.output)
-
-
-def _program_socket(program: Any, fmt: str | None, options: ReaderOptions) -> Any:
-    """``Netflows = VastStream("host", port);`` as a socket source."""
-    from graphcep.runtime.spark_stream import SocketSource
-
-    for connection in program.connections.values():
-        host, port = (list(connection.args) + [None, None])[:2]
-        if connection.kind in ("vast", "netflow5") and host and str(port).isdigit() \
-                and 0 < int(port) < 65536:
-            return SocketSource(str(host), int(port), fmt or connection.kind, options)
-    raise QueryError("give --source: the program connects to no VastStream(\"host\", port)")
 
 
 def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOperator,
@@ -436,7 +418,3 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         print(f"malformed lines: {summary['rejects_dir']}")
     if totals.lost:
         print(f"socket lines lost to interrupted micro-batches: {totals.lost:,}")
-
-
-def _us(text: str | None) -> int | None:
-    return None if text is None else seconds_to_us(text)

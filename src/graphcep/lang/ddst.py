@@ -95,7 +95,8 @@ from graphcep.patterns.ddst import (
     window_us,
 )
 
-__all__ = ["parse_ddst", "parse_ddst_file", "tokenize_ddst", "DDST_OPERATORS", "QuerySyntaxError"]
+__all__ = ["parse_ddst", "parse_ddst_file", "tokenize_ddst", "looks_like_ddst", "DDST_OPERATORS",
+           "QuerySyntaxError"]
 
 #: Punctuation of the DDST language, longest first.
 DDST_OPERATORS: tuple[str, ...] = ("->", "-", "<", ">", ",", ";", ":", "[", "]", "*")
@@ -389,3 +390,22 @@ def parse_ddst_file(path: str | Path) -> DDSTQuery:
     stem = Path(path).stem
     name = stem if _STEM.match(stem) and stem.lower() not in RESERVED else "query"
     return parse_ddst(read_source(path), str(path), name)
+
+
+_COMMENT = re.compile(r"//[^\n]*|#[^\n]*|/\*.*?\*/", re.DOTALL)
+#: How DDST text starts once comments are gone: its first statement, not a SAL assignment.
+_DDST_START = re.compile(r"\s*(?:QUERY|VERTICES)\b(?!\s*=)", re.IGNORECASE)
+
+
+def looks_like_ddst(text: str) -> bool:
+    """Whether a query text starts like DDST: its first statement (comments aside) is
+    ``QUERY`` or ``VERTICES``, not a SAL assignment.
+
+    Examples
+    --------
+    >>> looks_like_ddst("// spread\\nQUERY spread; VERTICES A;")
+    True
+    >>> looks_like_ddst("VERTICES = 3; { x1 e1 x2; }")
+    False
+    """
+    return bool(_DDST_START.match(_COMMENT.sub(" ", text)))

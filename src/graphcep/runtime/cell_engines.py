@@ -22,8 +22,8 @@ A fan-out keyed by its hub (each edge goes to one cell):
 
 >>> from graphcep.io.generator import generate_netflow
 >>> from graphcep.lang.sal import parse_program
->>> from graphcep.runtime.job import Job
->>> job = Job.create(parse_program(
+>>> from graphcep.jobs.subgraph import SubgraphJob
+>>> job = SubgraphJob.create(parse_program(
 ...     "{ hub e1 a; hub e2 b; starttime(e1) < starttime(e2); starttime(e2) - starttime(e1) <= 2; }"
 ... )).bind(0)
 >>> edges = generate_netflow(3_000, 60, 500, seed=2).select(["t", "src", "dst", "dur", "seq"])
@@ -45,8 +45,9 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.events import MATCH_SCHEMA
+from graphcep.jobs.subgraph import SubgraphJob
+from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares, home_filter, route
-from graphcep.runtime.job import Job
 
 _CELL = "_cell"
 
@@ -62,7 +63,7 @@ def _table(payload: bytes) -> pa.Table:
     return pa.ipc.open_stream(payload).read_all()
 
 
-def _serve(conn: Any, job: Job, shares: Shares) -> None:
+def _serve(conn: Any, job: SubgraphJob, shares: Shares) -> None:
     """A worker: engines for the cells it is sent, created on first use."""
     pa.set_cpu_count(1)
     engines: dict[int, Any] = {}
@@ -90,7 +91,7 @@ def _serve(conn: Any, job: Job, shares: Shares) -> None:
             conn.send(("error", f"{type(err).__name__}: {err}"))
 
 
-def _run_cells(op: str, rows: pa.Table, job: Job, shares: Shares,
+def _run_cells(op: str, rows: pa.Table, job: SubgraphJob, shares: Shares,
                engines: dict[int, Any]) -> pa.Table:
     """Push (or warm) each cell's rows -- contiguous, in stream order -- into its engine;
     the home matches of the pushed cells."""
@@ -123,9 +124,9 @@ class CellEngines:
 
     Parameters
     ----------
-    job : Job
+    job : SubgraphJob
         A SAL job without vertex features (a feature counts over the whole stream, which no
-        cell sees), bound (:meth:`Job.bind`).
+        cell sees), bound (:meth:`SubgraphJob.bind`).
     cells : int
         Cell budget for :func:`~graphcep.runtime.hypercube.choose_shares`.
     processes : int, optional
@@ -135,12 +136,13 @@ class CellEngines:
     back sorted by match id (cells finish in any order).
     """
 
-    def __init__(self, job: Job, cells: int, processes: int | None = None) -> None:
-        if not isinstance(job, Job) or job.whole_stream:
-            raise ValueError("cells need a SAL query without vertex features (a feature "
-                             "counts over the whole stream, which no cell sees)")
+    def __init__(self, job: SubgraphJob, cells: int, processes: int | None = None) -> None:
+        try:
+            query = job.cell_query()
+        except QueryError as err:
+            raise ValueError(f"cells cannot run this job: {err}") from None
         self.job = job
-        self.shares = choose_shares(job.query, cells)
+        self.shares = choose_shares(query, cells)
         count = processes or min(self.shares.cells, multiprocessing.cpu_count())
         self.processes = max(1, min(count, self.shares.cells))
         ctx = multiprocessing.get_context("spawn")

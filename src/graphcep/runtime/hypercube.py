@@ -112,11 +112,11 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.subgraph.engine import predicate_mask
-from graphcep.events import MATCH_SCHEMA, normalize_edges
-from graphcep.patterns.program import Program
+from graphcep.events import MATCH_SCHEMA, max_duration_of, normalize_edges
+from graphcep.jobs import as_job
+from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import SubgraphQuery
-from graphcep.runtime.job import Job
-from graphcep.runtime.local import max_duration_of
+from graphcep.runtime.local import replay_job
 
 __all__ = [
     "HASH_SEED",
@@ -446,7 +446,7 @@ def _avalanche(h: np.ndarray) -> np.ndarray:
 
 
 def route(
-    edges: pa.Table, job: Job | SubgraphQuery, shares: Shares
+    edges: pa.Table, job: SubgraphJob | SubgraphQuery, shares: Shares
 ) -> tuple[np.ndarray, np.ndarray]:
     """Every (cell, row) pair: row ``i`` of ``edges`` must be replayed in that cell.
 
@@ -486,8 +486,8 @@ def route(
     return key // n, key % n
 
 
-def _as_job(job: Job | SubgraphQuery) -> Job:
-    return Job.create(Program(queries=[job])) if isinstance(job, SubgraphQuery) else job
+def _as_job(job: SubgraphJob | SubgraphQuery) -> SubgraphJob:
+    return as_job(job)  # type: ignore[return-value]
 
 
 def _check_grid(query: SubgraphQuery, shares: Shares) -> None:
@@ -509,7 +509,7 @@ def free_offsets(shares: Shares, fixed: set[int]) -> np.ndarray:
     return cell[keep]
 
 
-def _eligible_patterns(job: Job, edges: pa.Table) -> dict[tuple[str, str], np.ndarray]:
+def _eligible_patterns(job: SubgraphJob, edges: pa.Table) -> dict[tuple[str, str], np.ndarray]:
     """``(x, y) -> bool[n]``: which edges may play some query edge ``x -> y``.
 
     Query edges with the same endpoints share one mask (their cells are the same).
@@ -562,20 +562,16 @@ def home_filter(matches: pa.Table, shares: Shares, cell: int) -> pa.Table:
 # -- in-process reference ------------------------------------------------------------
 
 
-def replay_cell(job: Job, edges: pa.Table, shares: Shares, cell: int) -> pa.Table:
+def replay_cell(job: SubgraphJob, edges: pa.Table, shares: Shares, cell: int) -> pa.Table:
     """What one task runs for one cell: replay the cell's edges, report its home matches.
 
     ``edges`` are the cell's rows as routed (not yet oriented), numbered (``seq``) in the
     whole stream's order.
     """
-    # imported here: the Spark runtime routes cells with this module, so a module-level
-    # import of it would be circular
-    from graphcep.runtime.spark import _replay_edges
-
-    return home_filter(_replay_edges(job, edges, None), shares, cell)
+    return home_filter(replay_job(job, edges), shares, cell)
 
 
-def replay_cells(job: Job | SubgraphQuery, edges: pa.Table, partitions: int | Shares) -> pa.Table:
+def replay_cells(job: SubgraphJob | SubgraphQuery, edges: pa.Table, partitions: int | Shares) -> pa.Table:
     """All matches of the job's query, replayed cell by cell in this process.
 
     ``partitions`` is a cell budget for :func:`choose_shares`, or a grid given outright.

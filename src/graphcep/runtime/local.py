@@ -14,12 +14,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from graphcep.engines.base import Engine
-from graphcep.engines.subgraph.engine import SubgraphEngine, VertexFeatures
-from graphcep.events import MATCH_SCHEMA, normalize_edges, sort_stream
-from graphcep.patterns.subgraph import SubgraphQuery
+from graphcep.events import MATCH_SCHEMA, max_duration_of, normalize_edges, sort_stream
 
 if TYPE_CHECKING:
-    from graphcep.runtime.job import ReplayJob
+    from graphcep.engines.subgraph.engine import VertexFeatures
+    from graphcep.jobs.base import ReplayJob
+    from graphcep.patterns.subgraph import SubgraphQuery
 
 #: Edges per push. Each push regroups the window, so batches much smaller than the
 #: window cost more; much larger ones only cost memory.
@@ -36,39 +36,6 @@ class RunStats:
     @property
     def edges_per_second(self) -> float:
         return self.edges / self.seconds if self.seconds > 0 else float("inf")
-
-
-def max_duration_of(edges: pa.Table) -> int:
-    if edges.num_rows == 0 or "dur" not in edges.column_names:
-        return 0
-    return int(pa.compute.max(edges.column("dur")).as_py() or 0)
-
-
-def make_engine(
-    query: SubgraphQuery,
-    edges: pa.Table | None = None,
-    *,
-    homomorphic: bool = False,
-    max_duration_us: int | None = None,
-    features: VertexFeatures | None = None,
-    field_aliases: dict[str, str] | None = None,
-    threads: int | None = None,
-    max_window_edges: int | None = None,
-) -> SubgraphEngine:
-    """An engine for ``query``; the duration bound defaults to the longest edge in ``edges``,
-    the state bound to the engine's own."""
-    if max_duration_us is None and edges is not None:
-        max_duration_us = max_duration_of(edges)
-    bound = {} if max_window_edges is None else {"max_window_edges": max_window_edges}
-    return SubgraphEngine(
-        query,
-        homomorphic=homomorphic,
-        max_duration_us=max_duration_us,
-        features=features,
-        field_aliases=field_aliases,
-        threads=threads,
-        **bound,
-    )
 
 
 def replay(
@@ -148,7 +115,11 @@ def run_local(
     on_progress: Callable[[int], None] | None = None,
     max_window_edges: int | None = None,
 ) -> tuple[pa.Table, RunStats]:
-    """All matches of ``query`` in ``edges`` (any order; sorted here), with run statistics."""
+    """All matches of a SAL ``query`` in ``edges`` (any order; sorted here), with run
+    statistics: the engine driven directly, with the options given (:func:`run_job` runs
+    any job)."""
+    from graphcep.jobs.subgraph import make_engine  # the SAL engine's options, in one place
+
     started = time.perf_counter()
     edges = sort_stream(normalize_edges(edges))
     engine = make_engine(

@@ -17,9 +17,9 @@ task and leave a core idle.
 (:mod:`graphcep.runtime.hypercube`), routed in the JVM and placed one per partition the
 same way; see ``"cells"`` in :func:`run_spark`.
 
-**Jobs.** What is replayed is a :class:`~graphcep.runtime.job.ReplayJob`: a SAL query
-(:class:`~graphcep.runtime.job.Job`, extent = the largest start-time gap of a match) or a
-DDST event pattern (:class:`~graphcep.runtime.job.DDSTJob`, extent = its time window
+**Jobs.** What is replayed is a :class:`~graphcep.jobs.base.ReplayJob`: a SAL query
+(:class:`~graphcep.jobs.subgraph.SubgraphJob`, extent = the largest start-time gap of a match) or a
+DDST event pattern (:class:`~graphcep.jobs.ddst.DDSTJob`, extent = its time window
 ``W``: window ``k`` holds the edges with ``t >= t_k - W``, so a shard starting at ``s``
 warms up on ``[s - W, s)``). Every strategy below runs either kind unchanged.
 
@@ -53,6 +53,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 from urllib.request import url2pathname
 
@@ -74,11 +75,10 @@ from graphcep.io.readers import (  # the local reader's own pieces: one reading,
     read_text_file,
 )
 from graphcep.io.rejects import add_format_hint
-from graphcep.patterns.ddst import DDSTQuery
-from graphcep.patterns.program import Program
-from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+from graphcep.jobs.base import Extent, ReplayJob, cell_query_or_none
+from graphcep.jobs.subgraph import SubgraphJob
+from graphcep.patterns.subgraph import EdgePredicate, QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares, free_offsets, home_filter
-from graphcep.runtime.job import DDSTJob, Extent, Job, ReplayJob
 from graphcep.runtime.local import RunStats, replay_job
 
 MATCH_DDL = (
@@ -554,7 +554,7 @@ def plan_shards(t_min: int, t_max: int, extent_us: int, shards: int) -> int:
 
 def run_spark(
     spark,
-    job: ReplayJob | SubgraphQuery | DDSTQuery,
+    job: ReplayJob | Any,
     edges_df,
     *,
     shards: int | None = None,
@@ -675,13 +675,11 @@ def run_spark(
     return matches, stats
 
 
-def _as_job(job: ReplayJob | SubgraphQuery | DDSTQuery) -> ReplayJob:
-    """A bare query runs as a job with default options."""
-    if isinstance(job, SubgraphQuery):
-        return Job.create(Program(queries=[job]))
-    if isinstance(job, DDSTQuery):
-        return DDSTJob(job)
-    return job
+def _as_job(job: Any) -> ReplayJob:
+    """A bare query runs as a job with default options (:func:`graphcep.jobs.as_job`)."""
+    from graphcep.jobs import as_job
+
+    return as_job(job)
 
 
 def _spark_schema(job: ReplayJob):
@@ -940,15 +938,12 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
 
 def _check_cells(job: ReplayJob, shard_length_us: int | None) -> None:
     """Only SAL jobs without vertex features can be split into cells."""
-    if not isinstance(job, Job):
-        raise ValueError(
-            f"strategy 'cells' splits a SAL query by its vertex variables; {job.name!r} is "
-            "a DDST job: use auto, single, partitions or shuffle")
-    if job.whole_stream:
-        names = sorted({c.feature for c in job.query.vertex_constraints})
-        raise ValueError(
-            f"strategy 'cells' cannot run query {job.name!r}: it uses vertex features "
-            f"{names}, which count the whole stream (no cell sees it); use 'single'")
+    try:
+        job.cell_query()
+    except QueryError as err:
+        raise ValueError(f"strategy 'cells' splits a query by its vertex variables and "
+                         f"cannot run this one: {err}; use auto, single, partitions or "
+                         "shuffle") from None
     if shard_length_us is not None:
         raise ValueError("strategy 'cells' does not cut time: give shards (the cell budget), "
                          "not shard_length_us")
@@ -958,9 +953,10 @@ def keyed_grid(spark, job: ReplayJob) -> Shares | None:
     """The grid "auto" may run ``job`` on: the SAL query's best grid of one cell per core
     (:func:`~graphcep.runtime.hypercube.choose_shares`) when it sends every edge to exactly
     one cell (:func:`one_cell_per_edge`, keyed partitioning of a star); else None."""
-    if not isinstance(job, Job) or job.whole_stream:
+    query = cell_query_or_none(job)
+    if query is None:
         return None
-    grid = choose_shares(job.query, cell_budget(spark, None))
+    grid = choose_shares(query, cell_budget(spark, None))
     return grid if grid.cells > 1 and one_cell_per_edge(job, grid) else None
 
 
@@ -970,7 +966,7 @@ def cell_budget(spark, shards: int | None) -> int:
     return max(1, shards or spark.sparkContext.defaultParallelism)
 
 
-def _replay_cells(spark, job: Job, edges_df, n: int, shares: Shares):
+def _replay_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares):
     """HyperCube: route every edge to the cells it must reach (in the JVM, see
     :func:`route_spark`), shuffle each cell onto a partition of its own, replay each cell's
     edges in stream order and keep its home matches
@@ -1004,7 +1000,7 @@ def _replay_cells(spark, job: Job, edges_df, n: int, shares: Shares):
     return matches, extra
 
 
-def route_spark(job: Job, shares: Shares, edges_df):
+def route_spark(job: SubgraphJob, shares: Shares, edges_df):
     """``edges_df`` with one row per (edge, cell it must reach), the cell id in column
     ``_cell``: :func:`~graphcep.runtime.hypercube.route` computed by Spark SQL in the JVM
     (``pmod(xxhash64(v), s)`` is the module's vertex coordinate).
@@ -1025,7 +1021,7 @@ def route_spark(job: Job, shares: Shares, edges_df):
     return edges_df.withColumn("_cell", F.explode(cells))
 
 
-def cell_routes(job: Job, shares: Shares, edges_df) -> list:
+def cell_routes(job: SubgraphJob, shares: Shares, edges_df) -> list:
     """``[(eligible, [cell, ...]), ...]``: Spark columns, one entry per distinct cell set
     among the query edges (query edges whose split variables sit at the same ends share
     one, their eligibility OR-ed), as :func:`~graphcep.runtime.hypercube.route` does:
@@ -1060,7 +1056,7 @@ def cell_routes(job: Job, shares: Shares, edges_df) -> list:
     return routes
 
 
-def _split_ends(job: Job, shares: Shares, edge) -> tuple[tuple[int, str], ...]:
+def _split_ends(job: SubgraphJob, shares: Shares, edge) -> tuple[tuple[int, str], ...]:
     """``(variable index, stream column)`` for the ends of a query edge whose variable is
     split (share > 1): what fixes the edge's cells."""
     src, dst = ("dst", "src") if job.swap_endpoints else ("src", "dst")
@@ -1069,7 +1065,7 @@ def _split_ends(job: Job, shares: Shares, edge) -> tuple[tuple[int, str], ...]:
     return tuple(sorted((index[v], c) for v, c in ends.items() if shares.share(v) > 1))
 
 
-def one_cell_per_edge(job: Job, shares: Shares) -> bool:
+def one_cell_per_edge(job: SubgraphJob, shares: Shares) -> bool:
     """Whether every edge reaches at most one cell: every query edge has the grid's split
     variables at the same ends (keyed partitioning on a star's centre). Then a match found
     in a cell has all its edges there only, so that cell is its home."""

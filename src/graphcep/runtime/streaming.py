@@ -59,8 +59,8 @@ from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import format_seconds, normalize_edges, sort_stream
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
+from graphcep.jobs.base import ReplayJob
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.job import ReplayJob
 
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
 _NEVER = np.iinfo(np.int64).min
@@ -172,8 +172,8 @@ class StreamOperator:
 
     Parameters
     ----------
-    job : Job or DDSTJob
-        The query and how it reads the stream (any :class:`~graphcep.runtime.job.ReplayJob`).
+    job : ReplayJob
+        The query and how it reads the stream (any :class:`~graphcep.jobs.base.ReplayJob`).
     lateness_us : int
         How far behind the newest edge (in event time) an edge may arrive and still be
         matched exactly.
@@ -200,8 +200,8 @@ class StreamOperator:
     --------
     >>> import pyarrow as pa
     >>> from graphcep.lang.sal import parse_program
-    >>> from graphcep.runtime.job import Job
-    >>> job = Job.create(parse_program(
+    >>> from graphcep.jobs.subgraph import SubgraphJob
+    >>> job = SubgraphJob.create(parse_program(
     ...     "{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2);"
     ...     " starttime(e2) < starttime(e3); starttime(e3) - starttime(e1) <= 10; }"))
     >>> op = StreamOperator(job, lateness_us=5_000_000)
@@ -458,12 +458,9 @@ class StreamOperator:
             raise
 
     def _note_labels(self, edges: pa.Table) -> None:
-        """Remember which of a DDST query's labels the stream carries (a query label that
+        """Remember which of the query's labels the stream carries (a query label that
         never occurs is why such a stream reports nothing; the command warns at its end)."""
-        labels_present = getattr(self.job, "labels_present", None)
-        if labels_present is None:
-            return
-        for column, labels in labels_present(edges).items():
+        for column, labels in self.job.labels_present(edges).items():
             self.labels_seen.setdefault(column, set()).update(labels)
 
     def _oriented(self, edges: pa.Table | None) -> pa.Table:

@@ -1,0 +1,226 @@
+"""The command line's options, shared by ``run``, ``explain`` and ``stream``.
+
+Every value is checked by its argparse type before any work (before Spark starts, before
+the input is read); :func:`job_options` turns the parsed options into what
+:func:`graphcep.jobs.load` reads, so each command loads a query the same way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+from typing import Any
+
+from graphcep.engines.ddst.reports import REPORT_MODES
+from graphcep.events import TimeFormatError, seconds_to_us
+from graphcep.io.formats import ReaderOptions
+from graphcep.jobs.base import ReplayJob
+from graphcep.jobs.ddst import DDST_ENGINES, DEFAULT_DDST_ENGINE
+from graphcep.patterns.subgraph import MAX_BOUND_US, QueryError
+
+
+def seconds_option(text: str) -> str:
+    """A number of seconds that is not negative (``--window``, ``--max-duration``,
+    ``--lateness``): checked exactly as it will be read, returned as given."""
+    try:
+        us = seconds_to_us(text)
+    except TimeFormatError as err:
+        raise argparse.ArgumentTypeError(f"expected seconds: {err}") from None
+    if us < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds, not negative: {text!r}")
+    if us >= MAX_BOUND_US:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} s exceeds the range of times (int64 microseconds: under 2**61 µs, "
+            "about 73,000 years)")
+    return text
+
+
+def positive_seconds(text: str) -> float:
+    """A finite number of seconds above zero (``--run-for``)."""
+    value = _finite_float(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"expected seconds above 0, got {text!r}")
+    return value
+
+
+def nonnegative_seconds(text: str) -> float:
+    """A finite number of seconds, zero or more (``--trigger``)."""
+    value = _finite_float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected seconds (0 or more), got {text!r}")
+    return value
+
+
+def positive_rate(text: str) -> str:
+    """A rate in edges per second above zero, kept exact as given (``gen --rate``)."""
+    if _finite_float(text) <= 0:
+        raise argparse.ArgumentTypeError(f"expected edges per second above 0, got {text!r}")
+    return text
+
+
+def _finite_float(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"expected a finite number, got {text!r}")
+    return value
+
+
+def path_option(text: str) -> str:
+    """A path: not empty (an empty one would silently mean the current directory)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a path, got an empty one")
+    if "\0" in text:
+        raise argparse.ArgumentTypeError(f"a path cannot hold a NUL character: {text!r}")
+    return text
+
+
+#: What Spark accepts as a master URL (``--master``).
+_MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*\d+)?\])?|local-cluster\[[^]]+\]|"
+                     r"(spark|k8s|mesos)://\S+|yarn")
+
+
+def master_option(text: str) -> str:
+    """A Spark master URL, checked before Spark starts (a wrong one is a JVM traceback)."""
+    if not _MASTER.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"expected local, local[N], local[*], spark://HOST:PORT, yarn or k8s://URL, "
+            f"got {text!r}")
+    return text
+
+
+def count_option(least: int, below: int | None = None) -> Any:
+    """An argparse type: a whole number of at least ``least`` (and under ``below``)."""
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+        if value < least:
+            raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
+        if below is not None and value >= below:
+            raise argparse.ArgumentTypeError(f"expected less than {below:,}, got {value:,}")
+        return value
+
+    parse.__name__ = f"whole number >= {least}"
+    return parse
+
+
+def add_sal_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of SAL queries (``run``, ``explain`` and ``stream``)."""
+    parser.add_argument("--query-name", metavar="NAME",
+                        help="which SUBGRAPH of the SAL program (default: the first)")
+    parser.add_argument("--window", type=seconds_option, metavar="SECONDS",
+                        help="extent for SAL queries whose constraints do not bound it; a "
+                             "query that bounds itself keeps its own bound (a narrower "
+                             "--window is refused)")
+    parser.add_argument("--max-duration", type=seconds_option, metavar="SECONDS",
+                        help="longest edge duration, bounding end-time constraints "
+                             "(run: default the longest in the input)")
+    parser.add_argument("--homomorphic", action="store_true",
+                        help="let SAL query vertices share stream vertices (SAM's "
+                             "behaviour; default: distinct stream vertices)")
+
+
+def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where Spark runs (``run``, ``stream``, ``demo``)."""
+    parser.add_argument("--master", default="local[*]", type=master_option,
+                        help="Spark master: local[*] (default, embedded), local[N] or "
+                             "spark://host:7077")
+
+
+def add_input_arguments(parser: argparse.ArgumentParser) -> None:
+    """How input lines are read (``run`` and ``stream``)."""
+    parser.add_argument("--time-unit", choices=("s", "ms", "us"),
+                        help="unit of numeric times in the input: s (default), ms or us")
+    parser.add_argument("--time-format", choices=("number", "iso", "auto"), default="number",
+                        help="times in the input: number (default; seconds, or --time-unit), "
+                             "iso (ISO-8601 date-times, UTC unless a zone is given) or auto "
+                             "(either, line by line)")
+    parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
+                        help="csv/tsv: line 1 is (--header) or is not (--no-header) a "
+                             "header (default: decided from the file's first lines)")
+
+
+def reader_options(args: argparse.Namespace) -> ReaderOptions:
+    """The readers' options from :func:`add_input_arguments`."""
+    return ReaderOptions(time_unit=args.time_unit, time_format=args.time_format,
+                         header=args.header)
+
+
+def add_summary_argument(parser: argparse.ArgumentParser) -> None:
+    """The summary at the end (``run`` and ``stream``)."""
+    parser.add_argument("--summary", choices=("text", "json"), default="text",
+                        help="summary at the end: text (default) or json (one JSON line, "
+                             "the last of stdout)")
+
+
+def add_state_bound_argument(parser: argparse.ArgumentParser) -> None:
+    """The engines' state bound (``run``, ``explain`` and ``stream``; SAL and DDST)."""
+    parser.add_argument("--max-window-edges", type=int, metavar="N",
+                        help="state bound: most edges an engine may hold at once (a SAL "
+                             "engine: its window plus the batch being matched); past it the "
+                             "run stops with exit status 3 and a message (default: SAL "
+                             "50000000, DDST 1000000)")
+
+
+def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
+    """The DDST engine and its options (``run``, ``explain`` and ``stream``)."""
+    parser.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES),
+                        default=DEFAULT_DDST_ENGINE,
+                        help=f"algorithm for DDST queries (default {DEFAULT_DDST_ENGINE}; all "
+                             "three report the same matches)")
+    parser.add_argument("--signature-p", type=count_option(2, below=2**31), metavar="P",
+                        help="signature engine: the prime modulus of its label values "
+                             "(default 997; smaller: fewer words, more verifications)")
+    parser.add_argument("--signature-seed", type=count_option(0), metavar="S",
+                        help="signature engine: seed of its random label values (default 0)")
+    parser.add_argument("--ddst-report", choices=REPORT_MODES, default=REPORT_MODES[0],
+                        help="what a report holds: the whole match component (default), or "
+                             "only its pairs no earlier report held")
+
+
+def state_bound(args: argparse.Namespace) -> int | None:
+    """``--max-window-edges``, checked (None: the engine's default)."""
+    bound = getattr(args, "max_window_edges", None)
+    if bound is not None and bound < 1:
+        raise QueryError("--max-window-edges must be at least 1")
+    return bound
+
+
+def warn_absent_labels(job: ReplayJob, present: dict[str, set[str]]) -> None:
+    """One line on stderr when a query label never occurs: the run's 0 matches then say
+    nothing about the pattern, only about the labelling."""
+    absent = job.absent_labels(present)
+    if absent:
+        print(f"graphcep: warning: query {job.name!r}: no edge of the input carries "
+              f"{', '.join(absent)}, so the query edges wanting them cannot match",
+              file=sys.stderr)
+
+
+def job_options(args: argparse.Namespace, fmt: str | None) -> dict[str, Any]:
+    """The options :func:`graphcep.jobs.load` reads, from the parsed command line
+    (seconds as µs; ``fmt`` the input's format, None where it is not known)."""
+    def seconds(name: str) -> int | None:
+        text = getattr(args, name, None)
+        return None if text is None else seconds_to_us(text)
+
+    return {
+        "fmt": fmt,
+        "query_name": getattr(args, "query_name", None),
+        "window": getattr(args, "window", None),
+        "window_us": seconds("window"),
+        "max_duration": getattr(args, "max_duration", None),
+        "max_duration_us": seconds("max_duration"),
+        "homomorphic": getattr(args, "homomorphic", False),
+        "max_window_edges": state_bound(args),
+        "ddst_engine": getattr(args, "ddst_engine", None),
+        "signature_p": getattr(args, "signature_p", None),
+        "signature_seed": getattr(args, "signature_seed", None),
+        "ddst_report": getattr(args, "ddst_report", None),
+    }

@@ -1,0 +1,94 @@
+"""Jobs: one module per semantics binding a pattern to what the runtimes need, and the
+registry that loads any query file into the right one.
+
+Adding a semantics means adding a language module (``lang/``), a pattern module
+(``patterns/``), an engine package (``engines/``) and a job module here with ``load``,
+``accepts`` and ``from_pattern`` -- plus one :class:`JobKind` line in :data:`KINDS`. No
+runtime changes: they see only :class:`~graphcep.jobs.base.ReplayJob`.
+
+Example
+-------
+>>> import tempfile, os
+>>> path = os.path.join(tempfile.mkdtemp(), "pair.ddst")
+>>> _ = open(path, "w").write("VERTICES A, B; EDGES x: A -> B; WITHIN 5 s")
+>>> kind_of(path).name
+'ddst'
+>>> load(path, {}).extent()
+Extent(size=5000000, unit='us')
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+from graphcep.jobs.base import DeclaredSource, Extent, JobBase, ReplayJob, cell_query_or_none
+
+__all__ = ["KINDS", "JobKind", "ReplayJob", "JobBase", "Extent", "DeclaredSource",
+           "as_job", "cell_query_or_none", "kind_of", "load"]
+
+
+@dataclass(frozen=True)
+class JobKind:
+    """One semantics as the registry sees it: its job module (imported on use, so a run
+    loads only the semantics it runs), the file suffixes of its queries, and how to tell
+    its text from another kind's when the suffix says nothing (``"module:function"``)."""
+
+    name: str
+    module: str
+    suffixes: tuple[str, ...]
+    sniff: str | None = None
+
+    def job_module(self) -> ModuleType:
+        return importlib.import_module(self.module)
+
+    def recognises(self, text: str) -> bool:
+        if self.sniff is None:
+            return False
+        module, function = self.sniff.split(":")
+        test: Callable[[str], bool] = getattr(importlib.import_module(module), function)
+        return test(text)
+
+
+#: Every semantics graphcep runs. Text no kind recognises is read as SAL (the last kind),
+#: whose parser then says what is wrong with it.
+KINDS: tuple[JobKind, ...] = (
+    JobKind("ddst", "graphcep.jobs.ddst", (".ddst",), "graphcep.lang.ddst:looks_like_ddst"),
+    JobKind("sal", "graphcep.jobs.subgraph", (".sal",)),
+)
+
+
+def kind_of(path: str) -> JobKind:
+    """The kind of the query file ``path``: by suffix, else by its text."""
+    suffix = Path(path).suffix.lower()
+    for kind in KINDS:
+        if suffix in kind.suffixes:
+            return kind
+    try:
+        text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
+    except OSError:
+        text = ""  # the default kind's parser reports the missing file
+    return next((kind for kind in KINDS if kind.recognises(text)), KINDS[-1])
+
+
+def load(path: str, options: Mapping[str, Any]) -> ReplayJob:
+    """The job of the query file ``path``, with the command line's ``options`` (names as
+    its option destinations: ``fmt``, ``query_name``, ``window_us``, ``ddst_engine``, ...);
+    an option the kind cannot use is refused with a :class:`QueryError`."""
+    return kind_of(path).job_module().load(path, options)
+
+
+def as_job(pattern: Any, **options: Any) -> ReplayJob:
+    """A pattern object (a SAL query or program, a DDST query, ...) as a job with default
+    options; a job is returned as it is."""
+    for kind in KINDS:
+        module = kind.job_module()
+        if module.accepts(pattern):
+            return module.from_pattern(pattern, **options)
+    if hasattr(pattern, "new_engine") and hasattr(pattern, "extent"):
+        return pattern
+    raise TypeError(f"not a pattern graphcep can run: {type(pattern).__name__}")

@@ -1,0 +1,143 @@
+"""The job protocol: what the in-process, Spark and streaming runtimes replay.
+
+A job is a query bound to everything a runtime needs to replay it, shard by shard,
+without knowing which matching semantics it runs: how far back a shard must read to
+warm its engine up (:class:`Extent`), which columns the engine reads, how edges are
+oriented, how to build a fresh engine, how its match records look, and what to say about
+it (``explain``, the run summary, warnings about the input). One module per semantics
+implements it (:mod:`graphcep.jobs.subgraph`, :mod:`graphcep.jobs.ddst`);
+:mod:`graphcep.jobs` loads any query file into the right one. No runtime asks which kind
+of job it holds.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Literal, Protocol
+
+import pyarrow as pa
+
+from graphcep.engines.base import Engine
+from graphcep.io.sinks import MatchFormat
+from graphcep.patterns.subgraph import QueryError
+
+if TYPE_CHECKING:
+    from graphcep.patterns.subgraph import SubgraphQuery
+
+
+@dataclass(frozen=True)
+class Extent:
+    """How far before a shard's first edge its engine must have seen the stream, so that
+    every window ending in the shard is whole: ``size`` microseconds of event time
+    (``unit="us"``), or the ``size`` edges before it in stream order (``unit="edges"``,
+    for count windows, whose reach in time is unknown until the stream is ranked)."""
+
+    size: int
+    unit: Literal["us", "edges"] = "us"
+
+
+@dataclass(frozen=True)
+class DeclaredSource:
+    """A stream the query text connects to itself (SAL's ``VastStream("host", port)``)."""
+
+    fmt: str
+    host: str
+    port: int
+
+
+class ReplayJob(Protocol):
+    """What every runtime replays (see the module docstring).
+
+    The runtimes rely on one property of every engine a job builds: a push reports
+    exactly the matches *triggered* by the edges it delivers, so edges before a shard
+    (its warm-up) only fill state, and a match is reported by the shard holding the edge
+    that triggers it -- exactly once.
+    """
+
+    #: how matches are written, with their Arrow schema
+    output: MatchFormat
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def whole_stream(self) -> bool:
+        """Whether the query needs the whole stream in one engine (no sharding)."""
+        ...
+
+    def bind(self, longest_duration_us: int) -> ReplayJob:
+        """The job with bounds that default to the data's (the longest edge duration)."""
+        ...
+
+    def extent(self) -> Extent: ...
+
+    def needed_columns(self, available: list[str]) -> list[str]: ...
+
+    def check_columns(self, available: list[str]) -> None:
+        """Refuse, with a :class:`QueryError` naming the fields, a stream that lacks fields
+        the query cannot do without."""
+        ...
+
+    def orient(self, edges: pa.Table) -> pa.Table: ...
+
+    def new_engine(self, threads: int | None = 1) -> Engine: ...
+
+    def describe(self) -> list[str]:
+        """The query, its extent and the engine's plan, in lines (``graphcep explain``)."""
+        ...
+
+    def summary_fields(self) -> dict[str, Any]:
+        """Entries the run summary adds for this job (the DDST engine's name)."""
+        ...
+
+    def cell_query(self) -> SubgraphQuery:
+        """The query graph HyperCube splits the job by (one cell per share of its vertex
+        variables); a :class:`QueryError` saying why when the job cannot run in cells."""
+        ...
+
+    def wanted_labels(self) -> dict[str, set[str]]:
+        """The labels the query asks for, by kind (``edge label``, ``vertex label``)."""
+        ...
+
+    def labels_present(self, edges: pa.Table) -> dict[str, set[str]]:
+        """The query's labels found in each label column of ``edges``."""
+        ...
+
+    def absent_labels(self, present: dict[str, set[str]]) -> list[str]:
+        """The labels asked for that no edge carries, in words, given ``present``."""
+        ...
+
+    def declared_source(self) -> DeclaredSource | None:
+        """The stream the query text connects to itself, if any."""
+        ...
+
+
+class JobBase:
+    """Defaults for the parts of :class:`ReplayJob` most semantics leave as they are: no
+    labels to look for, nothing to add to the summary, no cells, no declared source."""
+
+    def summary_fields(self) -> dict[str, Any]:
+        return {}
+
+    def cell_query(self) -> SubgraphQuery:
+        raise QueryError(f"a {type(self).__name__} is not split by vertex variables")
+
+    def wanted_labels(self) -> dict[str, set[str]]:
+        return {}
+
+    def labels_present(self, edges: pa.Table) -> dict[str, set[str]]:
+        return {}
+
+    def absent_labels(self, present: dict[str, set[str]]) -> list[str]:
+        return []
+
+    def declared_source(self) -> DeclaredSource | None:
+        return None
+
+
+def cell_query_or_none(job: ReplayJob) -> SubgraphQuery | None:
+    """:meth:`ReplayJob.cell_query`, or None where the job cannot run in cells."""
+    try:
+        return job.cell_query()
+    except QueryError:
+        return None

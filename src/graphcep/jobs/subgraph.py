@@ -1,0 +1,334 @@
+"""SAL jobs: a SAL program's query bound to a stream format (Goodman & Grunwald 2019).
+
+:func:`load` reads a ``.sal`` file with the command line's options; :class:`SubgraphJob`
+is what the runtimes replay (:class:`~graphcep.jobs.base.ReplayJob`). The extent of a
+shard's warm-up is the largest start-time gap a match can have, from the query's
+difference-bound matrix; a query with vertex features (``x in Top1000``) needs the whole
+stream in one engine, as a feature counts every edge.
+
+Example
+-------
+>>> import pyarrow as pa
+>>> from graphcep.lang.sal import parse_program
+>>> job = SubgraphJob.create(parse_program("{ x1 e1 x2; x2 e2 x3; "
+...     "starttime(e2) - starttime(e1) <= 5; starttime(e1) < starttime(e2); }"))
+>>> job.extent().size                       # µs
+5000000
+>>> edges = pa.table({"t": [0, 1_000_000, 9_000_000], "src": ["a", "b", "c"],
+...                   "dst": ["b", "c", "d"]})
+>>> from graphcep.runtime.local import run_job
+>>> matches, stats = run_job(job, edges)
+>>> matches.num_rows                        # a -> b -> c; b -> c -> d is 8 s apart
+1
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from graphcep.engines.difference_bounds import check_window
+from graphcep.engines.subgraph.engine import SubgraphEngine, VertexFeatures
+from graphcep.engines.subgraph.plan import compile_query
+from graphcep.events import CORE_NAMES, format_seconds, max_duration_of
+from graphcep.features.feature_set import FeatureSet
+from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
+from graphcep.io.sinks import SAL_MATCHES, MatchFormat
+from graphcep.jobs.base import DeclaredSource, Extent, JobBase
+from graphcep.patterns.program import Program
+from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+
+
+#: The engines this kind runs, name -> (module, class) (the protocol suite runs each).
+ENGINES: dict[str, tuple[str, str]] = {
+    "subgraph": ("graphcep.engines.subgraph.engine", "SubgraphEngine"),
+}
+
+
+def load(path: str, options: Mapping[str, Any]) -> SubgraphJob:
+    """A SAL file as a job, with the command line's options (``fmt``, ``query_name``,
+    ``window_us``, ``max_duration_us``, ``homomorphic``, ``max_window_edges``; ``explain``:
+    a job only to be described, which may use features the program leaves undefined, as
+    the paper's listings do)."""
+    from graphcep.lang.sal import parse_file
+
+    job = SubgraphJob.create(
+        parse_file(path),
+        options.get("query_name"),
+        options.get("fmt"),
+        window_us=options.get("window_us"),
+        homomorphic=bool(options.get("homomorphic")),
+        max_duration_us=options.get("max_duration_us"),
+        max_window_edges=options.get("max_window_edges"),
+        undefined_features=bool(options.get("explain")),
+    )
+    job.compiled()  # an unbounded or contradictory query fails here, before any work
+    return job
+
+
+def accepts(pattern: Any) -> bool:
+    """Whether ``pattern`` is a SAL pattern object (:func:`graphcep.jobs.as_job`)."""
+    return isinstance(pattern, SubgraphQuery | Program)
+
+
+def from_pattern(pattern: SubgraphQuery | Program, **options: Any) -> SubgraphJob:
+    """A bare query (or program) as a job with default options."""
+    program = pattern if isinstance(pattern, Program) else Program(queries=[pattern])
+    return SubgraphJob.create(program, **options)
+
+
+@dataclass
+class SubgraphJob(JobBase):
+    """What to run: the query, how its names map onto the stream, and engine options."""
+
+    program: Program
+    query: SubgraphQuery
+    fmt: str | None = None
+    homomorphic: bool = False
+    max_duration_us: int | None = None
+    swap_endpoints: bool = False
+    field_aliases: dict[str, str] = field(default_factory=dict)
+    max_window_edges: int | None = None  # the engine's state bound (None: its default)
+    window_us: int | None = None  # --window as given (explain says which bound applies)
+    own_extent_us: int | None = None  # the query's own extent, where it has one
+
+    output: ClassVar[MatchFormat] = SAL_MATCHES
+
+    @classmethod
+    def create(
+        cls,
+        program: Program,
+        query_name: str | None = None,
+        fmt: str | None = None,
+        *,
+        window_us: int | None = None,
+        homomorphic: bool = False,
+        max_duration_us: int | None = None,
+        max_window_edges: int | None = None,
+        undefined_features: bool = False,
+    ) -> SubgraphJob:
+        """The query ``query_name`` of ``program`` (default: its first) bound to streams of
+        format ``fmt``; ``undefined_features`` lets a job that is only described use
+        features the program does not define (no engine can be built for it)."""
+        if max_window_edges is not None and max_window_edges < 1:
+            raise QueryError("max_window_edges must be at least 1")
+        query = _with_stream_filters(program, program.query(query_name))
+        own_extent = None
+        if window_us is not None:
+            # a query that bounds itself keeps its matches: a narrower window is refused
+            own_extent = check_window(query, window_us, max_duration_us)
+            query = query.with_window(window_us)
+        aliases = dict(FORMAT_FIELD_ALIASES.get(fmt or "", {}))
+        source = resolve_field(fmt, query.source_field)
+        target = resolve_field(fmt, query.target_field)
+        if (source, target) == ("src", "dst"):
+            swap = False
+        elif (source, target) == ("dst", "src"):
+            swap = True
+        else:
+            raise QueryError(
+                f"query {query.name!r}: source({query.source_field}) and "
+                f"target({query.target_field}) must name the stream's two endpoint fields "
+                f"(for {fmt or 'this'} streams: {_endpoint_names(fmt)})"
+            )
+        missing = sorted({c.feature for c in query.vertex_constraints} - set(program.features))
+        if missing and not undefined_features:
+            raise QueryError(
+                f"query {query.name!r} uses feature(s) {missing} that the program does not "
+                "define; add e.g. 'Top1000 = FOREACH Netflows GENERATE topk(DestIp, 100000, "
+                "10000, 1000);'"
+            )
+        return cls(program, query, fmt, homomorphic, max_duration_us, swap, aliases,
+                   max_window_edges, window_us, own_extent)
+
+    def features(self) -> FeatureSet | None:
+        """A fresh feature set for one engine (None when the query uses no feature)."""
+        used = {c.feature for c in self.query.vertex_constraints}
+        if not used:
+            return None
+        return FeatureSet({n: self.program.features[n] for n in sorted(used)}, self.field_aliases)
+
+    @property
+    def name(self) -> str:
+        return self.query.name
+
+    @property
+    def whole_stream(self) -> bool:
+        # a feature such as topk counts items over the whole stream, which no shard sees
+        return bool(self.query.vertex_constraints)
+
+    def bind(self, longest_duration_us: int) -> SubgraphJob:
+        if self.max_duration_us is not None:
+            return self
+        return replace(self, max_duration_us=longest_duration_us)
+
+    def compiled(self):  # noqa: ANN201 -- a CompiledQuery
+        """The query's compiled plan (durations bound as bound; unbound: none)."""
+        return compile_query(self.query, self.max_duration_us if self.max_duration_us
+                             is not None else 0)
+
+    def extent(self) -> Extent:
+        """The largest gap between two start times in a match (durations bound as bound)."""
+        return Extent(compile_query(self.query, self.max_duration_us).extent_us)
+
+    def new_engine(self, threads: int | None = 1) -> SubgraphEngine:
+        return make_engine(self.query, features=self.features(), threads=threads,
+                           **self.engine_options())
+
+    def engine_options(self) -> dict:
+        return {
+            "homomorphic": self.homomorphic,
+            "max_duration_us": self.max_duration_us,
+            "field_aliases": self.field_aliases,
+            "max_window_edges": self.max_window_edges,  # make_engine: None is the default
+        }
+
+    def needed_columns(self, available: list[str]) -> list[str]:
+        """The edge columns the engine, the features and the match records read, in
+        ``available``'s order: every core column (a match record carries each edge's
+        ``dur`` even when no constraint reads it), the predicates' and features' fields."""
+        wanted = {*CORE_NAMES, "pos"}
+        wanted |= {self.field_aliases.get(p.field, p.field) for p in self.query.edge_predicates}
+        for name in {c.feature for c in self.query.vertex_constraints}:
+            field_name = self.program.features[name].field
+            wanted.add(self.field_aliases.get(field_name, field_name))
+        return [c for c in available if c in wanted]
+
+    def check_columns(self, available: list[str]) -> None:
+        """Refuse a stream without a field a vertex feature counts (``topk(DestIp, ...)``):
+        features are updated at every edge, so the run would stop at its first batch. A
+        predicate names a missing field where it is evaluated
+        (:func:`~graphcep.engines.subgraph.engine.predicate_mask`), on every engine."""
+        for name in sorted({c.feature for c in self.query.vertex_constraints}):
+            feature = self.program.features[name]
+            column = self.field_aliases.get(feature.field, feature.field)
+            if column not in available:
+                fields = ", ".join(c for c in available if c not in ("seq", "pos"))
+                raise QueryError(
+                    f"feature {name!r} ({feature.operator}({feature.field}, ...)) counts the "
+                    f"field {feature.field!r}, which the stream lacks (fields: {fields})"
+                )
+
+    def orient(self, edges: pa.Table) -> pa.Table:
+        """Swap ``src``/``dst`` when the query reads edges the other way round."""
+        if not self.swap_endpoints:
+            return edges
+        names = edges.column_names
+        i, j = names.index("src"), names.index("dst")
+        src, dst = edges.column(i), edges.column(j)
+        return edges.set_column(i, "src", dst).set_column(j, "dst", src)
+
+    def cell_query(self) -> SubgraphQuery:
+        if self.whole_stream:
+            names = sorted({c.feature for c in self.query.vertex_constraints})
+            raise QueryError(f"query {self.name!r} uses vertex features {names}, which "
+                             "count the whole stream (no cell sees it)")
+        return self.query
+
+    def declared_source(self) -> DeclaredSource | None:
+        """The program's ``VastStream("host", port)`` (or NetflowV5), if it names one."""
+        for connection in self.program.connections.values():
+            host, port = (list(connection.args) + [None, None])[:2]
+            if connection.kind in ("vast", "netflow5") and host and str(port).isdigit() \
+                    and 0 < int(port) < 65536:
+                return DeclaredSource(connection.kind, str(host), int(port))
+        return None
+
+    def describe(self) -> list[str]:
+        """The query, its extent and plan (``graphcep explain``)."""
+        query, max_dur = self.query, self.max_duration_us
+        compiled = compile_query(query, max_dur)  # an unbounded query: one line, status 2
+        lines = [
+            f"query {query.name} on stream {query.stream or '(default)'} "
+            f"with source({query.source_field}) and target({query.target_field})",
+            query.to_sal(),
+            "",
+            f"extent: {format_seconds(compiled.extent_us)} s"
+            + ("" if max_dur is None else f" (edge durations up to {format_seconds(max_dur)} s)")
+            + self._window_note(),
+            "state: edges whose start lies within the extent of the newest edge",
+            "plan (one line per query edge that can arrive last):",
+            *(f"  {line}" for line in compiled.describe()),
+        ]
+        lines += [f"feature {name}: {feature.operator}({feature.field}, "
+                  f"{', '.join(map(str, feature.params))}) over {feature.stream}"
+                  for name, feature in self.program.features.items()]
+        used = sorted({c.feature for c in query.vertex_constraints})
+        lines += [f"feature {name}: not defined by this program (a run needs it defined)"
+                  for name in used if name not in self.program.features]
+        return lines
+
+    def _window_note(self) -> str:
+        """Which bound gives the extent: the query's own, or --window."""
+        window = self.window_us
+        if window is None:
+            return ""
+        if self.own_extent_us is None:
+            return f" (--window {format_seconds(window)}: the constraints do not bound it)"
+        return (f" (the query's own bound; --window {format_seconds(window)} is at least as "
+                "wide and changes nothing)")
+
+
+def make_engine(
+    query: SubgraphQuery,
+    edges: pa.Table | None = None,
+    *,
+    homomorphic: bool = False,
+    max_duration_us: int | None = None,
+    features: VertexFeatures | None = None,
+    field_aliases: dict[str, str] | None = None,
+    threads: int | None = None,
+    max_window_edges: int | None = None,
+) -> SubgraphEngine:
+    """An engine for ``query``; the duration bound defaults to the longest edge in ``edges``,
+    the state bound to the engine's own."""
+    if max_duration_us is None and edges is not None:
+        max_duration_us = max_duration_of(edges)
+    bound = {} if max_window_edges is None else {"max_window_edges": max_window_edges}
+    return SubgraphEngine(
+        query,
+        homomorphic=homomorphic,
+        max_duration_us=max_duration_us,
+        features=features,
+        field_aliases=field_aliases,
+        threads=threads,
+        **bound,
+    )
+
+
+def _with_stream_filters(program: Program, query: SubgraphQuery) -> SubgraphQuery:
+    """A query ON a FILTER stream: the filter's predicates hold for every query edge.
+
+    Edges that fail the filter are still pushed to the engine (they simply match no query
+    edge), so features defined on the unfiltered stream keep seeing every edge.
+    """
+    predicates = []
+    stream = query.stream
+    seen = set()
+    while stream in program.filters and stream not in seen:
+        seen.add(stream)
+        flt = program.filters[stream]
+        predicates.extend(flt.predicates)
+        stream = flt.stream
+    if not predicates:
+        return query
+    for name, feature in program.features.items():
+        if feature.stream in program.filters:
+            raise QueryError(
+                f"feature {name!r} is computed over the FILTER stream {feature.stream!r}; "
+                "features over filtered streams are not supported yet: define it on the "
+                "unfiltered stream"
+            )
+    extra = tuple(
+        EdgePredicate(edge.name, p.field, p.op, p.value) for edge in query.edges for p in predicates
+    )
+    return replace(query, edge_predicates=query.edge_predicates + extra)
+
+
+def _endpoint_names(fmt: str | None) -> str:
+    aliases = FORMAT_FIELD_ALIASES.get(fmt or "", {})
+    names = [k for k, v in aliases.items() if v in ("src", "dst")]
+    return ", ".join(["src", "dst", *names])
