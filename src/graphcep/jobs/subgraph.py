@@ -41,7 +41,6 @@ from graphcep.jobs.base import DeclaredSource, Extent, JobBase
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
 
-
 #: The engines this kind runs, name -> (module, class) (the protocol suite runs each).
 ENGINES: dict[str, tuple[str, str]] = {
     "subgraph": ("graphcep.engines.subgraph.engine", "SubgraphEngine"),
