@@ -319,7 +319,7 @@ def spin_kernel() -> Any:
 
 def checksum(matches: pa.Table) -> int:
     """Order-free checksum of the match ids: the sum of their XXH64, modulo 2**64."""
-    from graphcep.runtime.hypercube import vertex_hash
+    from graphcep.hashing import vertex_hash
 
     if matches.num_rows == 0:
         return 0

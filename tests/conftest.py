@@ -7,6 +7,8 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+from tests.paths import FIXTURES
+
 # Timing is not what these tests check: a loaded CI machine must not fail them.
 settings.register_profile(
     "graphcep",
@@ -15,7 +17,6 @@ settings.register_profile(
 )
 settings.load_profile("graphcep")
 
-FIXTURES = Path(__file__).parent / "fixtures"
 
 
 @pytest.fixture(scope="session")

@@ -30,7 +30,6 @@ or equal with a later arrival.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import math
 from dataclasses import dataclass, field
@@ -41,6 +40,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from graphcep.hashing import GOLDEN_GAMMA, mix64, salt64
 
 US_PER_SECOND = 1_000_000
 
@@ -285,9 +286,6 @@ class Match:
         return json.dumps(self.to_dict(), default=str)
 
 
-def _query_salt(query: str) -> np.uint64:
-    return np.uint64(int.from_bytes(hashlib.blake2b(query.encode(), digest_size=8).digest(), "little"))
-
 
 def match_ids(query: str, seqs: np.ndarray) -> np.ndarray:
     """Deterministic ids for matches given their edges' ``seq`` values (rows, query order).
@@ -299,16 +297,11 @@ def match_ids(query: str, seqs: np.ndarray) -> np.ndarray:
     if seqs.ndim == 1:
         seqs = seqs.reshape(1, -1)
     with np.errstate(over="ignore"):
-        h = np.full(seqs.shape[0], _query_salt(query), dtype=np.uint64)
+        h = np.full(seqs.shape[0], salt64(query), dtype=np.uint64)
         for col in range(seqs.shape[1]):
-            h = _mix64(h ^ (seqs[:, col].astype(np.uint64) + np.uint64(0x9E3779B97F4A7C15)))
+            h = mix64(h ^ (seqs[:, col].astype(np.uint64) + GOLDEN_GAMMA))
     return np.char.zfill(np.char.mod("%x", h.astype(np.uint64)), 16) if len(h) else np.empty(0, dtype="<U16")
 
-
-def _mix64(x: np.ndarray) -> np.ndarray:
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
 
 
 def make_match_id(query: str, edges: tuple[MatchedEdge, ...]) -> str:

@@ -26,9 +26,10 @@ from graphcep.features.base import (
     RingPool,
     reject_nulls,
 )
+from graphcep.hashing import GOLDEN_GAMMA
 
 _EMPTY = np.int64(-1)
-_MULT = np.uint64(0x9E3779B97F4A7C15)
+_MULT = GOLDEN_GAMMA  # Fibonacci hashing (graphcep.hashing)
 
 
 @nb.njit(cache=True)

@@ -27,9 +27,11 @@ Example
 
 from __future__ import annotations
 
+import operator
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from fractions import Fraction
-from typing import Literal
+from typing import Any, Literal
 
 from graphcep.events import US_PER_SECOND, seconds_to_fraction_us
 
@@ -39,7 +41,18 @@ COMPARISONS: tuple[str, ...] = ("<", "<=", ">", ">=", "=")
 #: Bounds and windows stay below this many microseconds (about 73,000 years): times are
 #: int64 microseconds, and sums of two bounds must not overflow.
 MAX_BOUND_US = 2**61
-PREDICATE_OPS: tuple[str, ...] = ("==", "!=", "<", "<=", ">", ">=")
+#: Each comparison a predicate may make, with its Arrow compute function and its Python
+#: operator (Spark columns overload the operators): one table for the engine's Arrow back
+#: end and the Spark back end that routes edges (HyperCube cells).
+PREDICATE_COMPARISONS: dict[str, tuple[str, Callable[[Any, Any], Any]]] = {
+    "==": ("equal", operator.eq),
+    "!=": ("not_equal", operator.ne),
+    "<": ("less", operator.lt),
+    "<=": ("less_equal", operator.le),
+    ">": ("greater", operator.gt),
+    ">=": ("greater_equal", operator.ge),
+}
+PREDICATE_OPS: tuple[str, ...] = tuple(PREDICATE_COMPARISONS)
 
 
 class QueryError(ValueError):
@@ -135,6 +148,33 @@ class EdgePredicate:
     def __str__(self) -> str:
         v = f'"{self.value}"' if isinstance(self.value, str) else str(self.value)
         return f"{self.edge}.{self.field} {self.op} {v}"
+
+    def operand(self, text_columns: Mapping[str, bool],
+                aliases: Mapping[str, str] | None = None) -> tuple[str, str | int | float]:
+        """The stream column this predicate reads and the value it compares it with, by
+        the rule every back end follows: a text column compares with the value's text, a
+        numeric one with the number (a text value there is refused), a null never holds.
+
+        ``text_columns`` maps each column of the stream to whether it holds text.
+
+        Examples
+        --------
+        >>> EdgePredicate("e1", "DestPort", "==", 80).operand({"DestPort": True})
+        ('DestPort', '80')
+        >>> EdgePredicate("e1", "port", "<", 80).operand({"DestPort": False},
+        ...                                                {"port": "DestPort"})
+        ('DestPort', 80)
+        """
+        name = (aliases or {}).get(self.field, self.field)
+        if name not in text_columns:
+            raise QueryError(f"predicate '{self}': the stream has no field {self.field!r}; "
+                             f"fields are {list(text_columns)}")
+        if text_columns[name]:
+            return name, str(self.value)
+        if isinstance(self.value, str):
+            raise QueryError(f"predicate '{self}': field {self.field!r} is numeric, got a "
+                             "string")
+        return name, self.value
 
 
 @dataclass(frozen=True)

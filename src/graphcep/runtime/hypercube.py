@@ -113,13 +113,13 @@ import pyarrow.compute as pc
 
 from graphcep.engines.subgraph.engine import predicate_mask
 from graphcep.events import MATCH_SCHEMA, max_duration_of, normalize_edges
+from graphcep.hashing import vertex_hash
 from graphcep.jobs import as_job
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import SubgraphQuery
 from graphcep.runtime.local import replay_job
 
 __all__ = [
-    "HASH_SEED",
     "Shares",
     "choose_shares",
     "expected_cell_loads",
@@ -130,11 +130,8 @@ __all__ = [
     "replay_cell",
     "replay_cells",
     "route",
-    "vertex_hash",
 ]
 
-#: Seed of the vertex hash: Spark SQL's ``xxhash64`` uses 42.
-HASH_SEED = 42
 
 #: Above this many distinct query edges the 2^k-term inclusion--exclusion is replaced by
 #: the union bound (the sum of the query edges' cell counts).
@@ -337,109 +334,6 @@ def _congruence_probability(coords: np.ndarray, shares: np.ndarray,
         ok &= (coords[x] - coords[y]) % math.gcd(int(shares[x]), int(shares[y])) == 0
     lcm = math.lcm(*(int(shares[x]) for x in variables))
     return ok / lcm
-
-
-# -- the vertex hash -----------------------------------------------------------------
-
-_MASK = (1 << 64) - 1
-_P1 = 0x9E3779B185EBCA87
-_P2 = 0xC2B2AE3D27D4EB4F
-_P3 = 0x165667B19E3779F9
-_P4 = 0x85EBCA77C2B2AE63
-_P5 = 0x27D4EB2F165667C5
-_U = np.uint64
-
-
-def vertex_hash(values: pa.Array | pa.ChunkedArray, seed: int = HASH_SEED) -> np.ndarray:
-    """int64 XXH64 of each value's UTF-8 bytes: Spark SQL's ``xxhash64(column)``.
-
-    Non-string columns are cast to strings first, as :func:`graphcep.events.normalize_edges`
-    casts endpoints; nulls hash like the empty string. Each distinct value is hashed once.
-    """
-    if isinstance(values, pa.ChunkedArray):
-        values = values.combine_chunks() if values.num_chunks else pa.array([], pa.string())
-    if not (pa.types.is_string(values.type) or pa.types.is_large_string(values.type)):
-        values = pc.cast(values, pa.string())
-    encoded = pc.dictionary_encode(values, null_encoding="encode")
-    hashes = _xxh64(encoded.dictionary, seed)
-    return hashes[encoded.indices.to_numpy(zero_copy_only=False).astype(np.intp)]
-
-
-def _rotl(x: np.ndarray, r: int) -> np.ndarray:
-    return (x << _U(r)) | (x >> _U(64 - r))
-
-
-def _round(acc: np.ndarray | np.uint64, lane: np.ndarray) -> np.ndarray:
-    return _rotl(acc + lane * _U(_P2), 31) * _U(_P1)
-
-
-def _xxh64(strings: pa.Array, seed: int) -> np.ndarray:
-    """XXH64 of every string of an Arrow (large_)string array, vectorised over strings.
-
-    The loop runs over positions within a string (32-byte stripes, then at most three
-    8-byte words, one 4-byte word and three bytes), each step over all strings at once.
-    """
-    n = len(strings)
-    off_type = np.int64 if pa.types.is_large_string(strings.type) else np.int32
-    offsets = np.frombuffer(strings.buffers()[1], dtype=off_type)
-    offsets = offsets[strings.offset: strings.offset + n + 1].astype(np.int64)
-    data = strings.buffers()[2]
-    raw = np.frombuffer(data, dtype=np.uint8) if data is not None else np.empty(0, np.uint8)
-    # padded so that an 8-byte read at any string position stays inside the buffer
-    padded = np.concatenate([raw[offsets[0]: offsets[-1]], np.zeros(8, np.uint8)])
-    start = offsets[:-1] - offsets[0]
-    length = np.diff(offsets)
-    # unaligned little-endian views: words64[p] is the 8 bytes starting at byte p
-    words64 = np.ndarray((len(padded) - 7,), dtype="<u8", buffer=padded, strides=(1,))
-    words32 = np.ndarray((len(padded) - 3,), dtype="<u4", buffer=padded, strides=(1,))
-    with np.errstate(over="ignore"):
-        h = np.full(n, _U((seed + _P5) & _MASK))
-        long = np.flatnonzero(length >= 32)
-        if len(long):
-            h[long] = _stripes(words64, start[long], length[long], seed)
-        h += length.astype(np.uint64)
-        pos = start + 32 * (length // 32)
-        rest = length % 32
-        for step in range(3):
-            idx = np.flatnonzero(rest >= 8 * (step + 1))
-            k1 = _round(_U(0), words64[pos[idx] + 8 * step])
-            h[idx] = _rotl(h[idx] ^ k1, 27) * _U(_P1) + _U(_P4)
-        pos += 8 * (rest // 8)
-        rest %= 8
-        idx = np.flatnonzero(rest >= 4)
-        h[idx] = _rotl(h[idx] ^ (words32[pos[idx]].astype(np.uint64) * _U(_P1)), 23)
-        h[idx] = h[idx] * _U(_P2) + _U(_P3)
-        pos[idx] += 4
-        rest[idx] -= 4
-        for step in range(3):
-            idx = np.flatnonzero(rest > step)
-            h[idx] = _rotl(h[idx] ^ (padded[pos[idx] + step].astype(np.uint64) * _U(_P5)), 11)
-            h[idx] *= _U(_P1)
-        return _avalanche(h).view(np.int64)
-
-
-def _stripes(words64: np.ndarray, start: np.ndarray, length: np.ndarray, seed: int) -> np.ndarray:
-    """XXH64's four accumulators over the 32-byte stripes of strings at least 32 long."""
-    m = len(start)
-    acc = [np.full(m, _U(v & _MASK)) for v in (seed + _P1 + _P2, seed + _P2, seed, seed - _P1)]
-    stripes = length // 32
-    for j in range(int(stripes.max())):
-        active = np.flatnonzero(stripes > j)
-        base = start[active] + 32 * j
-        for lane in range(4):
-            acc[lane][active] = _round(acc[lane][active], words64[base + 8 * lane])
-    h = _rotl(acc[0], 1) + _rotl(acc[1], 7) + _rotl(acc[2], 12) + _rotl(acc[3], 18)
-    for lane in acc:
-        h = (h ^ _round(_U(0), lane)) * _U(_P1) + _U(_P4)
-    return h
-
-
-def _avalanche(h: np.ndarray) -> np.ndarray:
-    h = h ^ (h >> _U(33))
-    h = h * _U(_P2)
-    h = h ^ (h >> _U(29))
-    h = h * _U(_P3)
-    return h ^ (h >> _U(32))
 
 
 # -- routing -------------------------------------------------------------------------

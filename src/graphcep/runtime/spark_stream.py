@@ -51,11 +51,10 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.events import concat_edges, empty_edges
+from graphcep.hashing import GOLDEN_GAMMA, splitmix64
 from graphcep.io.formats import ReaderOptions, parse_lines, prepare_options
 from graphcep.io.readers import READ_REJECT_SCHEMA, ReadResult, read_edges_bytes
 from graphcep.runtime.streaming import BatchReport, StreamOperator, print_report
-
-_SPLITMIX_GAMMA = np.uint64(0x9E3779B97F4A7C15)
 
 
 @dataclass
@@ -197,10 +196,10 @@ def generated_edges(index: np.ndarray, vertices: int, rate: int, seed: int = 1) 
         raise ValueError("the generator needs at least two vertices")
     index = np.asarray(index, dtype=np.int64)
     with np.errstate(over="ignore"):
-        start = np.uint64(seed) * _SPLITMIX_GAMMA  # wraps around, as intended
-    draws = _splitmix64(index.astype(np.uint64) * np.uint64(2) + start)
+        start = np.uint64(seed) * GOLDEN_GAMMA  # wraps around, as intended
+    draws = splitmix64(index.astype(np.uint64) * np.uint64(2) + start)
     src = (draws % np.uint64(vertices)).astype(np.int64)
-    other = (_splitmix64(draws) % np.uint64(vertices - 1)).astype(np.int64)
+    other = (splitmix64(draws) % np.uint64(vertices - 1)).astype(np.int64)
     dst = other + (other >= src)
     t = (index * 1_000_000 + rate // 2) // rate  # i / rate seconds, rounded to whole µs
     return pa.table({
@@ -211,14 +210,6 @@ def generated_edges(index: np.ndarray, vertices: int, rate: int, seed: int = 1) 
         "seq": pa.array(index + 1, pa.int64()),
     })
 
-
-def _splitmix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's finaliser: a fast, well-mixed, counter-based 64-bit hash."""
-    with np.errstate(over="ignore"):
-        z = x + _SPLITMIX_GAMMA
-        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-        return z ^ (z >> np.uint64(31))
 
 
 def _node_names(ids: np.ndarray) -> pa.Array:

@@ -42,7 +42,7 @@ import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
-from typing import Any, Protocol
+from typing import Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -69,7 +69,12 @@ from graphcep.events import (
     match_ids,
     normalize_edges,
 )
-from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+from graphcep.patterns.subgraph import (
+    PREDICATE_COMPARISONS,
+    EdgePredicate,
+    QueryError,
+    SubgraphQuery,
+)
 
 
 class VertexFeatures(Protocol):
@@ -108,24 +113,15 @@ def _search_all(anchors: np.ndarray, plan_args: tuple, shared: tuple, k: int) ->
 
 def predicate_mask(edges: pa.Table, pred: EdgePredicate,
                    aliases: Mapping[str, str] | None = None) -> np.ndarray:
-    """Where ``edge.field op value`` holds, as booleans: a string column compares with the
-    value's text, a numeric one with the number; a null never holds. Routing (HyperCube
-    cells) uses the same rule, so an edge goes only where the engine could bind it."""
-    name = (aliases or {}).get(pred.field, pred.field)
-    if name not in edges.column_names:
-        raise QueryError(
-            f"predicate '{pred}': the stream has no field {pred.field!r}; "
-            f"fields are {edges.column_names}"
-        )
-    column = edges.column(name)
-    value: Any = pred.value
-    if pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
-        value = str(value)
-    elif isinstance(value, str):
-        raise QueryError(f"predicate '{pred}': field {pred.field!r} is numeric, got a string")
-    op = {"==": pc.equal, "!=": pc.not_equal, "<": pc.less, "<=": pc.less_equal,
-          ">": pc.greater, ">=": pc.greater_equal}[pred.op]
-    result = op(column, pa.scalar(value))
+    """Where ``edge.field op value`` holds, as booleans, by
+    :meth:`~graphcep.patterns.subgraph.EdgePredicate.operand`'s rule (the Arrow back end of
+    :data:`~graphcep.patterns.subgraph.PREDICATE_COMPARISONS`). Routing (HyperCube cells) uses the
+    same rule, so an edge goes only where the engine could bind it."""
+    text = {f.name: pa.types.is_string(f.type) or pa.types.is_large_string(f.type)
+            for f in edges.schema}
+    name, value = pred.operand(text, aliases)
+    compare = getattr(pc, PREDICATE_COMPARISONS[pred.op][0])
+    result = compare(edges.column(name), pa.scalar(value))
     return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 

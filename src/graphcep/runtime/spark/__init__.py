@@ -1,0 +1,43 @@
+"""Spark runtime: read edge files with Spark, replay shards of them in parallel tasks.
+
+- :mod:`~graphcep.runtime.spark.session`: the SparkSession (embedded ``local[*]`` by
+  default, Java checked, exact column names);
+- :mod:`~graphcep.runtime.spark.reading`: :func:`read_edges_spark`, row for row what the
+  local reader reads;
+- :mod:`~graphcep.runtime.spark.replay`: :func:`run_spark`, exact replay by time shards
+  (or edge rank, for count windows), its strategies and how "auto" picks one;
+- :mod:`~graphcep.runtime.spark.cells`: HyperCube cells, routed in the JVM;
+- :mod:`~graphcep.runtime.spark.tasks`: what one replay runs, in the driver or a task.
+
+The names below are the runtime's public API, importable from this package.
+"""
+
+from graphcep.runtime.spark.cells import cell_routes, keyed_grid, one_cell_per_edge, route_spark
+from graphcep.runtime.spark.reading import read_edges_spark
+from graphcep.runtime.spark.replay import CELL_SKEW, choose_strategy, plan_shards, run_spark
+from graphcep.runtime.spark.session import (
+    JavaMissingError,
+    check_column_names,
+    check_java,
+    spark_session,
+)
+from graphcep.runtime.spark.tasks import DRIVER_REPLAY_ROWS, partition_keys, replay_shard
+
+__all__ = [
+    "CELL_SKEW",
+    "DRIVER_REPLAY_ROWS",
+    "JavaMissingError",
+    "cell_routes",
+    "check_column_names",
+    "check_java",
+    "choose_strategy",
+    "keyed_grid",
+    "one_cell_per_edge",
+    "partition_keys",
+    "plan_shards",
+    "read_edges_spark",
+    "replay_shard",
+    "route_spark",
+    "run_spark",
+    "spark_session",
+]

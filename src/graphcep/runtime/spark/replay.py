@@ -1,0 +1,397 @@
+"""Exact time-sharded replay on Spark: the strategies of :func:`run_spark`.
+
+Spark runtime: read edge files with Spark, replay time shards of them in parallel tasks.
+
+**Exact time-sharded replay.** Event time is cut into shards of length
+``L >= extent`` (the query's largest start-time gap). Each edge belongs to the shard
+holding its start time and is *also* copied into the next shard when it lies within one
+extent of that shard's start, because a match completed there may still use it. A Spark
+task replays its shard in stream order with the in-process runtime
+(:func:`graphcep.runtime.local.replay`): copied edges only warm the engine up, and since a
+push reports exactly the matches whose last edge it delivers, a match is reported by the
+shard that holds its last edge -- exactly once, with no deduplication step.
+
+Shards are placed on partitions explicitly (:func:`partition_keys`): with a handful of
+shards, Spark's hash partitioning of the shard number would often put two shards in one
+task and leave a core idle.
+
+**Cells.** A SAL query can be cut by vertices instead of time: HyperCube cells
+(:mod:`graphcep.runtime.hypercube`), routed in the JVM and placed one per partition the
+same way; see ``"cells"`` in :func:`run_spark`.
+
+**Jobs.** What is replayed is a :class:`~graphcep.jobs.base.ReplayJob`: a SAL query
+(:class:`~graphcep.jobs.subgraph.SubgraphJob`, extent = the largest start-time gap of a match) or a
+DDST event pattern (:class:`~graphcep.jobs.ddst.DDSTJob`, extent = its time window
+``W``: window ``k`` holds the edges with ``t >= t_k - W``, so a shard starting at ``s``
+warms up on ``[s - W, s)``). Every strategy below runs either kind unchanged.
+
+**Count windows** (DDST ``WITHIN N EDGES``) reach back ``N - 1`` *edges*, a span of time
+nobody knows in advance, so they are cut by *edge rank* instead of time: the edges are
+numbered in stream order (each partition sorted locally and offset by the counts of the
+partitions before it; with no usable order, the stream is first range-partitioned on
+``(t, seq)``, one shuffle), each partition is a shard in place, and its warm-up is the
+``N - 1`` edges ranked just before its first -- the time-ordered-partitions code with the
+rank in place of ``t``. Sorting costs one shuffle, but DDST engines spend far more per
+edge than a sort does, so the parallel replay pays for it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from graphcep.events import normalize_edges, sort_stream
+from graphcep.jobs.base import Extent, ReplayJob
+from graphcep.runtime.hypercube import Shares, choose_shares
+from graphcep.runtime.local import RunStats
+from graphcep.runtime.spark.cells import (
+    cell_budget,
+    cell_routes,
+    check_cells,
+    keyed_grid,
+    run_cells,
+)
+from graphcep.runtime.spark.session import check_column_names
+from graphcep.runtime.spark.tasks import (
+    ipc_bytes,
+    partition_keys,
+    replay_edges,
+    replay_shard,
+    replay_single,
+    spark_schema,
+)
+
+#: the column holding an edge's 0-based place in stream order (count windows)
+RANK = "_rank"
+
+
+#: "auto" runs a keyed query as cells only when its busiest cell holds at most this many
+#: times the mean cell's edges (a hub vertex loads its key's cell; time shards do not skew)
+CELL_SKEW = 1.25
+
+
+def plan_shards(t_min: int, t_max: int, extent_us: int, shards: int) -> int:
+    """Shard length: at least the extent (so copies go to one next shard only)."""
+    span = max(t_max - t_min + 1, 1)
+    return max(extent_us, -(-span // max(shards, 1)), 1)
+
+
+def run_spark(
+    spark,
+    job: ReplayJob | Any,
+    edges_df,
+    *,
+    shards: int | None = None,
+    shard_length_us: int | None = None,
+    strategy: str = "auto",
+) -> tuple[pa.Table, RunStats]:
+    """All matches of the job's query over ``edges_df``, replayed in parallel Spark tasks.
+
+    Exact strategies (``strategy="auto"`` picks with :func:`choose_strategy`):
+
+    ``"single"``
+        One engine replays the whole stream, using every core: for streams shorter than
+        two extents, where time shards would mostly re-read each other's edges, and for
+        queries with features. Up to ``DRIVER_REPLAY_ROWS`` edges it runs in the driver
+        (see :func:`replay_single`), beyond that in one task.
+    ``"partitions"``
+        When the DataFrame's partitions hold disjoint, increasing time ranges (a
+        time-ordered file split into blocks, an ordered table), every partition is a
+        shard as it stands: nothing is shuffled. The edges within one extent before each
+        partition's start -- its warm-up -- are collected once and broadcast.
+    ``"shuffle"``
+        Otherwise edges are cut into time shards at least one extent long; each edge also
+        goes to the next shard when within one extent of its start; shards are shuffled
+        onto partitions of their own.
+    ``"cells"``
+        HyperCube partitioning by vertices, not time (:mod:`graphcep.runtime.hypercube`):
+        a grid of at most ``shards`` cells (default: one per core) from
+        :func:`~graphcep.runtime.hypercube.choose_shares`; Spark SQL sends each edge to
+        every cell it must reach (:func:`route_spark`, ``pmod(xxhash64(v), s)`` in the
+        JVM: exactly one cell for a star keyed on its centre), each cell is shuffled onto
+        a partition of its own, and each task replays its cell in stream order and keeps
+        the matches whose home cell it is. No warm-up, and each engine's window holds
+        only its cell's edges, so keyed queries beat time shards; queries whose edges
+        go to several cells (the triangle: 5 copies on 2 x 2 x 2) do not. Cells are not
+        also cut in time: on 2 cores, time shards inside cells would only add warm-up.
+        SAL jobs without vertex features only (a ValueError otherwise); a grid of one
+        cell runs as ``"single"``.
+
+    Queries with vertex features run as one shard: a feature such as ``topk`` counts
+    items over the whole stream, which time shards do not see. DDST count windows use
+    ``"partitions"`` and ``"shuffle"`` by edge rank (see the module docstring).
+
+    Why "auto" picks as it does -- ``"single"`` for short streams, ``"cells"`` only for
+    keyed queries that would otherwise shuffle time shards (:func:`keyed_grid`, when the
+    busiest cell holds at most ``CELL_SKEW`` times the mean), ``"partitions"`` for
+    time-ordered input -- is measured in ``bench/RESULTS.md`` ("Spark strategies").
+    """
+
+    job = _as_job(job)
+    check_column_names(spark, edges_df.columns)
+    job.check_columns(edges_df.columns)
+    if strategy == "cells":
+        check_cells(job, shard_length_us)
+    started = time.perf_counter()
+    # keyed queries may run as cells: count each cell's edges in the same pass
+    auto = strategy == "auto" and shards is None and shard_length_us is None
+    keyed = keyed_grid(spark, job) if auto else None
+    parts, cell_edges = _partition_stats(edges_df, job, keyed)
+    n = sum(int(r["n"]) for r in parts)
+    schema = job.output.schema
+    if n == 0:
+        return schema.empty_table(), RunStats(seconds=time.perf_counter() - started)
+    job = job.bind(max(int(r["d_max"] or 0) for r in parts))
+    extent = job.extent()
+    # ship only what the engine reads: wide netflow rows would cost transfer time for nothing
+    edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
+    if strategy == "auto":
+        strategy = choose_strategy(parts, extent, job, shards, shard_length_us, cell_edges)
+    if strategy == "single":
+        matches, extra = replay_single(spark, job, edges_df, n)
+    elif strategy == "partitions":
+        with _pinned(edges_df, parts) as (pinned, pinned_parts):
+            if not _time_ordered(pinned_parts):
+                raise ValueError("strategy 'partitions' needs partitions in increasing time order")
+            matches, extra = _replay_in_place(spark, job, pinned, pinned_parts, extent)
+    elif strategy == "shuffle" and extent.unit == "edges":
+        matches, extra = _replay_rank_shards(spark, job, edges_df, extent, shards,
+                                             shard_length_us)
+    elif strategy == "shuffle":
+        matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent.size, shards,
+                                          shard_length_us)
+    elif strategy == "cells":
+        grid = keyed or choose_shares(job.query, cell_budget(spark, shards))
+        matches, extra = run_cells(spark, job, edges_df, n, grid)
+    else:
+        raise ValueError(
+            f"unknown strategy {strategy!r}: auto, single, partitions, shuffle or cells")
+    matches = matches.cast(schema) if matches.num_rows else schema.empty_table()
+    stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started)
+    stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
+    return matches, stats
+
+
+def _as_job(job: Any) -> ReplayJob:
+    """A bare query runs as a job with default options (:func:`graphcep.jobs.as_job`)."""
+    from graphcep.jobs import as_job
+
+    return as_job(job)
+
+
+@contextmanager
+def _pinned(edges_df, parts):
+    """``edges_df`` with partitions that stay the same in every job, and their stats.
+
+    Warm-ups are cut at each partition's start, so every job must see the same
+    partitions: an uncached range partitioning would be re-sampled each time.
+    """
+    if edges_df.storageLevel.useMemory or edges_df.storageLevel.useDisk:
+        yield edges_df, parts
+        return
+    pinned = edges_df.persist()
+    try:
+        yield pinned, _partition_stats(pinned)[0]
+    finally:
+        pinned.unpersist()
+
+
+def _partition_stats(edges_df, job: ReplayJob | None = None,
+                     grid: Shares | None = None) -> tuple[list, list[int] | None]:
+    """Per input partition: first and last start time, longest duration, edge count; and,
+    given a keyed ``grid`` (one cell per edge), the edges of each cell, from the same pass.
+    """
+    from pyspark.sql import functions as F
+
+    longest = F.max("dur") if "dur" in edges_df.columns else F.lit(0)
+    keys = [F.spark_partition_id().alias("p")]
+    if grid is not None:
+        (_, (cell,)), = cell_routes(job, grid, edges_df)  # eligibility aside: a load figure
+        keys.append(cell.alias("cell"))
+    rows = (
+        edges_df.groupBy(*keys)
+        .agg(F.min("t").alias("t_min"), F.max("t").alias("t_max"),
+             longest.alias("d_max"), F.count(F.lit(1)).alias("n"))
+        .collect()
+    )
+    if grid is None:
+        return sorted(rows, key=lambda r: r["p"]), None  # sorted here: orderBy costs a job
+    cells = [0] * grid.cells
+    by_part: dict[int, list] = {}
+    for r in rows:
+        cells[int(r["cell"])] += int(r["n"])
+        by_part.setdefault(int(r["p"]), []).append(r)
+    merged = [
+        {"p": p, "t_min": min(r["t_min"] for r in rs), "t_max": max(r["t_max"] for r in rs),
+         "d_max": max((r["d_max"] for r in rs if r["d_max"] is not None), default=None),
+         "n": sum(int(r["n"]) for r in rs)}
+        for p, rs in sorted(by_part.items())
+    ]
+    return merged, cells
+
+
+def _time_ordered(parts) -> bool:
+    return all(a["t_max"] < b["t_min"] for a, b in zip(parts, parts[1:], strict=False))
+
+
+def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_us,
+                    cell_edges: list[int] | None = None) -> str:
+    """How to cut the work, from per-partition time ranges (see :func:`run_spark`).
+
+    Time shards pay for parallelism with warm-up: a shard re-reads one extent of edges
+    before its start. A stream shorter than two extents therefore runs as one task
+    (whose engine then uses every core); features need the whole stream in one task too.
+    Time-ordered partitions are used in place when they are, on average, at least one
+    extent long. Otherwise the stream must be shuffled: a keyed query that sends every
+    edge to one cell (``cell_edges``, the edges per cell of :func:`keyed_grid`) is shuffled
+    into cells when its busiest cell holds at most ``CELL_SKEW`` times the mean, else
+    edges are shuffled into time shards. A count window's extent is in edges, and so is
+    the stream's length it is compared with.
+    """
+    if shards is not None or shard_length_us is not None:
+        return "shuffle"
+    if extent.unit == "edges":
+        span = sum(int(r["n"]) for r in parts)
+    else:
+        span = max(int(r["t_max"]) for r in parts) - min(int(r["t_min"]) for r in parts)
+    if job.whole_stream or span < 2 * extent.size:
+        return "single"
+    if len(parts) > 1 and _time_ordered(parts) and span / len(parts) >= extent.size:
+        return "partitions"
+    if cell_edges and max(cell_edges) <= CELL_SKEW * sum(cell_edges) / len(cell_edges):
+        return "cells"
+    return "shuffle"
+
+
+def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent):
+    """Every partition of ``edges_df`` (in increasing stream order) is a shard as it stands.
+
+    Its warm-up is the preceding extent: in time, or, for count windows, in edge rank
+    (:func:`_ranked` numbers the edges first).
+    """
+    if extent.unit == "edges":
+        ranked, starts = _ranked(edges_df, parts)
+        return _replay_partitions(spark, job, ranked, starts, extent.size, RANK)
+    starts = {int(r["p"]): int(r["t_min"]) for r in parts}
+    return _replay_partitions(spark, job, edges_df, starts, extent.size, "t")
+
+
+def _ranked(edges_df, parts):
+    """``edges_df`` with each edge's 0-based place in stream order in column :data:`RANK`,
+    and the rank of each partition's first edge. The partitions must hold increasing
+    stretches of the stream: a partition, sorted, follows the counts of those before it."""
+    from pyspark import TaskContext
+    from pyspark.sql.types import LongType, StructField, StructType
+
+    starts: dict[int, int] = {}
+    total = 0
+    for r in sorted(parts, key=lambda r: r["p"]):
+        starts[int(r["p"])] = total
+        total += int(r["n"])
+    schema = StructType([*edges_df.schema.fields, StructField(RANK, LongType())])
+
+    def number(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        received = list(batches)
+        own = sort_stream(pa.Table.from_batches(received)) if received else None
+        if own is None or own.num_rows == 0:
+            return
+        first = starts[TaskContext.get().partitionId()]
+        rank = pa.array(np.arange(first, first + own.num_rows, dtype=np.int64))
+        yield from own.append_column(RANK, rank).to_batches()
+
+    return edges_df.mapInArrow(number, schema), starts
+
+
+def _replay_rank_shards(spark, job: ReplayJob, edges_df, extent: Extent, shards,
+                        shard_length_us):
+    """Count windows with no usable order: range-partition the stream on ``(t, seq)`` (one
+    shuffle) into ``shards`` stretches of about equal edge counts, then replay in place."""
+    if shard_length_us is not None:
+        raise ValueError("a count window is cut by edge rank: give shards, not shard_length_us")
+    count = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
+    ordered = edges_df.repartitionByRange(count, "t", "seq")
+    with _pinned(ordered, None) as (pinned, parts):
+        matches, extra = _replay_in_place(spark, job, pinned, parts, extent)
+    return matches, {**extra, "strategy": "shuffle"}
+
+
+def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], extent: int,
+                       pos: str = "t"):
+    """Each partition replays its own edges after a broadcast warm-up: the edges within
+    one extent before its first edge, measured on column ``pos`` (``starts``: each
+    partition's first value of it)."""
+    from pyspark import TaskContext
+    from pyspark.sql import functions as F
+
+    first = min(starts, key=starts.__getitem__)
+    windows = [(start - extent, start) for p, start in starts.items() if p != first]
+    near_start = F.lit(False)
+    for lo, hi in windows:
+        near_start = near_start | ((F.col(pos) >= lo) & (F.col(pos) < hi))
+    tails = edges_df.where(near_start).toArrow()
+    tails = sort_stream(normalize_edges(tails)) if tails.num_rows else None
+    shared = spark.sparkContext.broadcast(ipc_bytes(tails) if tails is not None else b"")
+
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        own = pa.Table.from_batches(list(batches))
+        if own.num_rows == 0:
+            return
+        start = starts[TaskContext.get().partitionId()]
+        warm = None
+        if shared.value:
+            everything = pa.ipc.open_stream(shared.value).read_all()
+            in_range = pc.and_(pc.greater_equal(everything.column(pos), start - extent),
+                               pc.less(everything.column(pos), start))
+            warm = everything.filter(in_range)
+        yield from replay_edges(job, own, warm).to_batches()
+
+    matches = edges_df.mapInArrow(run_partition, spark_schema(job)).toArrow()
+    return matches, {"strategy": "partitions", "shards": len(starts),
+                     "warmup_edges": 0 if tails is None else tails.num_rows}
+
+
+def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards,
+                     shard_length_us):
+    from pyspark.sql import functions as F
+
+    t_min = min(int(r["t_min"]) for r in parts)
+    t_max = max(int(r["t_max"]) for r in parts)
+    if job.whole_stream:
+        length = t_max - t_min + 1
+    else:
+        shards = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
+        length = shard_length_us or plan_shards(t_min, t_max, extent, shards)
+    length = max(length, extent, 1)
+    count = -(-(t_max - t_min + 1) // length)
+
+    shard = F.floor((F.col("t") - F.lit(t_min)) / F.lit(length)).cast("long")
+    owned = edges_df.withColumn("_shard", shard).withColumn("_owned", F.lit(True))
+    next_start = F.lit(t_min) + (F.col("_shard") + 1) * F.lit(length)
+    copies = (
+        owned.where((F.col("t") >= next_start - F.lit(extent)) & (F.col("_shard") + 1 < count))
+        .withColumn("_shard", F.col("_shard") + 1)
+        .withColumn("_owned", F.lit(False))
+    )
+    sharded = owned.unionByName(copies)
+    nparts = max(1, min(count, spark.sparkContext.defaultParallelism * 2))
+    keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(nparts)])
+    key_of_shard = F.element_at(keys, ((F.col("_shard") % nparts) + 1).cast("int"))
+    placed = sharded.withColumn("_key", key_of_shard).repartition(nparts, "_key")
+
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = pa.Table.from_batches(list(batches))
+        if table.num_rows == 0:
+            return
+        table = table.drop_columns(["_key"])
+        for shard_id in sorted(pc.unique(table.column("_shard")).to_pylist()):
+            rows = table.filter(pc.equal(table.column("_shard"), shard_id))
+            yield from replay_shard(job, rows).to_batches()
+
+    matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
+    return matches, {"strategy": "shuffle", "shards": count, "shard_length_us": length}

@@ -1,0 +1,74 @@
+"""The SparkSession graphcep runs on: Java present, embedded ``local[*]`` by default, exact column names.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+
+class JavaMissingError(RuntimeError):
+    pass
+
+
+def check_java() -> None:
+    """Fail with one clear line when no Java runtime is available for Spark."""
+    java_home = os.environ.get("JAVA_HOME")
+    if java_home and Path(java_home, "bin", "java").exists():
+        return
+    if shutil.which("java"):
+        return
+    raise JavaMissingError(
+        "Spark needs Java 17 or newer and none was found: install it (e.g. "
+        "'apt-get install openjdk-17-jre-headless') or set JAVA_HOME; "
+        "'--engine local' runs without Spark."
+    )
+
+
+def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_partitions: int | None = None):
+    """The shared SparkSession: UI off, Arrow on, few shuffle partitions by default."""
+    check_java()
+    import sys
+
+    from pyspark.sql import SparkSession
+
+    # Python workers must run the interpreter graphcep is installed in, not "python3"
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    cores = os.cpu_count() or 2
+    builder = (
+        SparkSession.builder.master(master)
+        .appName(app_name)
+        .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
+        .config("spark.sql.shuffle.partitions", str(shuffle_partitions or max(2, cores)))
+        .config("spark.sql.execution.arrow.pyspark.enabled", "true")
+        .config("spark.sql.execution.arrow.maxRecordsPerBatch", "200000")
+        .config("spark.driver.memory", os.environ.get("GRAPHCEP_DRIVER_MEMORY", "4g"))
+        .config("spark.sql.session.timeZone", "UTC")
+        # column names are exact, as in Arrow, Parquet and graphcep's local runs: a netflow
+        # table may hold an export's numeric `Label` next to the string edge `label`
+        .config("spark.sql.caseSensitive", "true")
+    )
+    session = builder.getOrCreate()
+    session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def check_column_names(spark, columns: list[str]) -> None:
+    """Refuse, with the names and the fix, columns that differ only in case when the session
+    compares names ignoring case (Spark's default): every reference to either would be
+    ambiguous. :func:`spark_session` makes names exact."""
+    if spark.conf.get("spark.sql.caseSensitive", "false").lower() == "true":
+        return
+    seen: dict[str, str] = {}
+    for name in columns:
+        other = seen.setdefault(name.lower(), name)
+        if other != name:
+            raise ValueError(
+                f"columns {other!r} and {name!r} differ only in case, and this Spark session "
+                f"compares column names ignoring case; set spark.sql.caseSensitive=true "
+                f"(graphcep's spark_session does) or rename one of them"
+            )

@@ -1,0 +1,149 @@
+"""The ``graphcep`` command: run, explain, gen; summaries, rejects and query errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from graphcep.cli import main
+from tests.paths import EXAMPLES
+
+TRIANGLE = EXAMPLES / "triangle.sal"
+
+
+def last_json(out: str) -> dict:
+    return json.loads(out.strip().splitlines()[-1])
+
+
+def write_stream(path: Path, extra_lines: str = "") -> None:
+    lines = ["1 2 0", "2 3 1", "3 1 2", "4 5 100", "5 6 101", "6 4 111"]
+    path.write_text("\n".join(lines) + "\n" + extra_lines)
+
+
+def test_explain_shows_extent_and_plan(capsys):
+    assert main(["explain", str(TRIANGLE)]) == 0
+    out = capsys.readouterr().out
+    assert "extent: 10 s" in out
+    assert "anchor e3" in out
+
+
+def test_run_local_json_summary_and_matches(tmp_path, capsys):
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    out_file = tmp_path / "m.jsonl"
+    code = main(["run", str(TRIANGLE), "--input", str(stream), "--engine", "local",
+                 "--output", str(out_file), "--summary", "json",
+                 "--rejects", str(tmp_path / "rejects.jsonl")])
+    assert code == 0
+    summary = last_json(capsys.readouterr().out)
+    assert summary["edges"] == 6 and summary["rejected"] == 0 and summary["matches"] == 1
+    assert {"seconds", "edges"} <= set(summary)
+    (match,) = [json.loads(line) for line in out_file.read_text().splitlines()]
+    assert match["bindings"] == {"x1": "1", "x2": "2", "x3": "3"}
+
+
+def test_state_bound_stops_a_sal_run_clearly(tmp_path, capsys):
+    """--max-window-edges bounds a SAL engine too: past it the run ends with exit status 3
+    and the engine's message; a bound the run stays under changes nothing; 0 is refused."""
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    base = ["run", str(TRIANGLE), "--input", str(stream), "--engine", "local",
+            "--summary", "json", "--rejects", str(tmp_path / "rejects.jsonl")]
+    assert main([*base, "--max-window-edges", "2"]) == 3
+    assert "max_window_edges=2" in capsys.readouterr().err
+    assert main([*base, "--max-window-edges", "6"]) == 0
+    assert last_json(capsys.readouterr().out)["matches"] == 1
+    assert main([*base, "--max-window-edges", "0"]) == 2
+    assert "--max-window-edges must be at least 1" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_state_bound_hit_in_a_spark_task_is_exit_status_3(tmp_path, capsys, spark):
+    """On Spark the bound is hit inside a task; the run still ends with status 3 and the
+    engine's message, not Spark's traceback."""
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    assert main(["run", str(TRIANGLE), "--input", str(stream), "--master", "local[2]",
+                 "--max-window-edges", "2", "--rejects", str(tmp_path / "r.jsonl")]) == 3
+    err = capsys.readouterr().err
+    assert "max_window_edges=2; raise the bound" in err and "Traceback" not in err
+
+
+def test_bad_lines_are_rejected_and_reported(tmp_path, capsys):
+    stream = tmp_path / "edges.txt"
+    write_stream(stream, "7 8\n7 8 abc\n7 8 nan\n9 9 inf\n")
+    rejects = tmp_path / "rejects.jsonl"
+    code = main(["run", str(TRIANGLE), "--input", str(stream), "--engine", "local",
+                 "--summary", "json", "--rejects", str(rejects)])
+    assert code == 0
+    summary = last_json(capsys.readouterr().out)
+    assert summary["rejected"] == 4 and summary["matches"] == 1 and summary["edges"] == 6
+    records = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [r["line"] for r in records] == [7, 8, 9, 10]
+    assert all(r["reason"] for r in records)
+
+
+def test_query_errors_name_line_and_column(tmp_path, capsys):
+    bad = tmp_path / "bad.sal"
+    bad.write_text("{\n  x1 e1 x2;\n  x2 e2 x3\n  starttime(e2) < starttime(e1);\n}\n")
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    assert main(["run", str(bad), "--input", str(stream), "--engine", "local"]) == 2
+    err = capsys.readouterr().err
+    assert f"{bad}:4:3" in err
+
+
+def test_unbounded_queries_need_a_window(tmp_path, capsys):
+    query = tmp_path / "path.sal"
+    query.write_text("{ a e1 b; b e2 c; starttime(e1) < starttime(e2); }")
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    args = ["run", str(query), "--input", str(stream), "--engine", "local", "--summary", "json",
+            "--rejects", str(tmp_path / "r.jsonl")]
+    assert main(args) == 2
+    assert "--window" in capsys.readouterr().err
+    assert main([*args, "--window", "1"]) == 0
+    # 1->2->3 (0 s, 1 s), 2->3->1 (1 s, 2 s), 4->5->6 (100 s, 101 s); 5->6->4 is 10 s apart
+    assert last_json(capsys.readouterr().out)["matches"] == 3
+
+
+def test_gen_netflow_round_trip(tmp_path, capsys):
+    out = tmp_path / "flows.csv"
+    assert main(["gen", "netflow", "--edges", "1000", "--vertices", "50", "--rate", "100",
+                 "--seed", "3", "--output", str(out), "--format", "vast"]) == 0
+    assert len(out.read_text().splitlines()) == 1000
+
+
+@pytest.mark.spark
+def test_run_on_spark_equals_local(tmp_path, capsys, spark):
+    out = tmp_path / "flows.csv"
+    main(["gen", "netflow", "--edges", "3000", "--vertices", "30", "--rate", "100",
+          "--seed", "3", "--output", str(out), "--format", "vast"])
+    capsys.readouterr()
+    base = ["run", str(TRIANGLE), "--input", str(out), "--summary", "json",
+            "--rejects", str(tmp_path / "r.jsonl")]
+    assert main([*base, "--engine", "local"]) == 0
+    local = last_json(capsys.readouterr().out)
+    assert main([*base, "--engine", "spark", "--master", "local[2]"]) == 0
+    on_spark = last_json(capsys.readouterr().out)
+    assert local["matches"] == on_spark["matches"] > 0
+    assert local["edges"] == on_spark["edges"] == 3000
+
+
+def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
+    """``graphcep run ... | head``: the reader closes the pipe before the matches come; the
+    command stops with SIGPIPE's status (141) and no traceback."""
+    import subprocess
+    import sys
+
+    stream = tmp_path / "edges.txt"
+    write_stream(stream)
+    proc = subprocess.Popen([sys.executable, "-m", "graphcep.cli", "run", str(TRIANGLE),
+                             "--input", str(stream), "--engine", "local"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the interpreter has even started: every write fails
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 141, err
+    assert "Traceback" not in err and "BrokenPipeError" not in err

@@ -1,0 +1,548 @@
+"""Bad input to the local readers: every bad line or row is a counted reject with its line
+number, a damaged file keeps what was read before the damage, and input that cannot be
+read at all is one clear error (exit status 2 on the command line)."""
+
+from __future__ import annotations
+
+import gzip
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from graphcep.cli import main
+from graphcep.io.formats import InputError, ReaderOptions, SchemaError, parse_lines, quoting_problem
+from graphcep.io.readers import guess_format, read_edges
+from graphcep.io.rejects import RejectLog, reason_kind
+from tests.paths import EXAMPLES
+
+TRIANGLE = EXAMPLES / "triangle.sal"
+INT64_MIN = -(2**63)
+INT64_MAX = 2**63 - 1
+
+
+def write(path: Path, data: str | bytes) -> Path:
+    if isinstance(data, str):
+        data = data.encode()
+    path.write_bytes(data)
+    return path
+
+
+def core(result) -> list[tuple[int, str, str, int]]:
+    """(t, src, dst, seq) of every edge read."""
+    table = result.edges
+    return list(
+        zip(
+            table.column("t").to_pylist(),
+            table.column("src").to_pylist(),
+            table.column("dst").to_pylist(),
+            table.column("seq").to_pylist(),
+            strict=True,
+        )
+    )
+
+
+def reasons(result) -> dict[int, str]:
+    return {r["line"]: r["reason"] for r in result.rejects.to_pylist()}
+
+
+# ---------------------------------------------------------------------------------------
+# Parquet: int64 extremes, wrong schemas, not Parquet at all
+# ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("column", "values", "good_t"),
+    [
+        # TimeSeconds is in seconds: INT64_MIN used to wrap to t = 0 after abs() overflowed.
+        (
+            "TimeSeconds",
+            [INT64_MIN, 5, INT64_MAX, -4_611_686_018_426],
+            [5_000_000, -4_611_686_018_426_000_000],
+        ),
+        # An integer t is in microseconds: INT64_MIN used to pass the range check unchanged.
+        ("t", [INT64_MIN, 5, INT64_MAX, -(2**62) + 1], [5, -(2**62) + 1]),
+    ],
+)
+def test_parquet_int64_extremes_are_out_of_range(
+    tmp_path: Path, column: str, values: list[int], good_t: list[int]
+) -> None:
+    table = pa.table(
+        {
+            column: pa.array(values, pa.int64()),
+            "src": ["a", "b", "c", "d"],
+            "dst": ["b", "c", "d", "e"],
+        }
+    )
+    pq.write_table(table, tmp_path / "x.parquet")
+    result = read_edges(tmp_path / "x.parquet")
+    assert result.edges.column("t").to_pylist() == good_t
+    assert result.edges.column("seq").to_pylist() == [2, 4]
+    got = reasons(result)
+    assert sorted(got) == [1, 3]
+    assert got[1] == f"field {column} (t): out of range: {INT64_MIN}"
+    assert got[3] == f"field {column} (t): out of range: {INT64_MAX}"
+
+
+def test_parquet_far_dates_are_out_of_range(tmp_path: Path) -> None:
+    # 2**31 - 1 days is about 5.9 million years: beyond 2**62 us (about 146,000 years).
+    days = pa.array([1, 2**31 - 1], pa.int32()).cast(pa.date32())
+    pq.write_table(
+        pa.table({"t": days, "src": ["a", "b"], "dst": ["b", "c"]}), tmp_path / "d.parquet"
+    )
+    result = read_edges(tmp_path / "d.parquet")
+    assert result.edges.column("t").to_pylist() == [86_400_000_000]
+    assert reasons(result) == {2: f"field t (t): out of range: {2**31 - 1}"}
+
+
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        (
+            {"t": pa.array([True]), "src": ["a"], "dst": ["b"]},
+            "column 't' (t) has type bool; expected an integer",
+        ),
+        (
+            {"t": pa.array([b"1"]), "src": ["a"], "dst": ["b"]},
+            "column 't' (t) has type binary; expected",
+        ),
+        (
+            {"t": pa.array([[1]]), "src": ["a"], "dst": ["b"]},
+            "column 't' (t) has type list<element: int64>; expected",
+        ),
+        (
+            {"t": [1], "src": pa.array([[1]]), "dst": ["b"]},
+            "column 'src' (src) has type list<element: int64>; expected a string or integer column",
+        ),
+        (
+            {"t": [1], "src": ["a"], "dst": pa.array([{"x": 1}])},
+            "column 'dst' (dst) has type struct<x: int64>; expected a string or integer column",
+        ),
+        (
+            {"x": [1], "src": ["a"], "dst": ["b"]},
+            "no column for 't': expected an integer, float, decimal, string, timestamp or date column named 't' or 'TimeSeconds'",
+        ),
+    ],
+)
+def test_parquet_wrong_schema_is_one_error_naming_file_and_column(
+    tmp_path: Path, columns: dict, message: str
+) -> None:
+    path = tmp_path / "w.parquet"
+    pq.write_table(pa.table(columns), path)
+    with pytest.raises(SchemaError) as err:
+        read_edges(path)
+    assert str(err.value).startswith(f"{path}: {message}")
+    assert isinstance(err.value, ValueError)
+
+
+def test_parquet_binary_vertex_ids_are_read_and_bad_utf8_rejected(tmp_path: Path) -> None:
+    table = pa.table(
+        {"t": pa.array([1, 2], pa.int64()), "src": pa.array([b"a", b"\xff"]), "dst": ["b", "c"]}
+    )
+    pq.write_table(table, tmp_path / "b.parquet")
+    result = read_edges(tmp_path / "b.parquet")
+    assert core(result) == [(1, "a", "b", 1)]
+    assert reasons(result) == {2: "field src (src): invalid UTF-8 (at byte 1)"}
+
+
+def test_not_a_parquet_file_is_an_input_error(tmp_path: Path) -> None:
+    path = write(tmp_path / "n.parquet", "t,src,dst\n1,a,b\n")
+    with pytest.raises(InputError, match=r"n\.parquet: not a Parquet file"):
+        read_edges(path)
+
+
+def run_triangle(tmp_path: Path, path: Path) -> int:
+    """``graphcep run`` of the triangle over ``path``, in-process; its exit status."""
+    return main(["run", str(TRIANGLE), "--input", str(path), "--engine", "local",
+                 "--rejects", str(tmp_path / "r.jsonl"), "-o", str(tmp_path / "m.jsonl")])
+
+
+@pytest.mark.parametrize("kind", ["schema", "not parquet"])
+def test_cli_refuses_bad_parquet_in_one_line(tmp_path: Path, capsys, kind: str) -> None:
+    path = tmp_path / "bad.parquet"
+    if kind == "schema":
+        pq.write_table(pa.table({"t": [True], "src": ["a"], "dst": ["b"]}), path)
+    else:
+        write(path, b"PAR1 but not really")
+    code = run_triangle(tmp_path, path)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.count("\n") == 1 and err.startswith(f"graphcep: {path}: ")
+
+
+# ---------------------------------------------------------------------------------------
+# CSV quoting and header detection
+# ---------------------------------------------------------------------------------------
+
+
+def test_csv_malformed_quoting_is_rejected(tmp_path: Path) -> None:
+    text = "\n".join(
+        [
+            "a,b,1",
+            '1,2,"3',  # unterminated: was an edge at t = 3
+            '1,"a',  # a field holding a newline: both halves are rejected ...
+            'b",2,3',  # ... this one was an edge from vertex 'b"'
+            '"a"x,b,4',
+            'a"b,c,5',
+            '"c, d","e ""f""",6',  # well-formed quoting is read as before
+            '"",x,7',
+        ]
+    )
+    result = read_edges(write(tmp_path / "q.csv", text + "\n"))
+    assert core(result) == [
+        (1_000_000, "a", "b", 1),
+        (6_000_000, "c, d", 'e "f"', 7),
+    ]
+    assert reasons(result) == {
+        2: "field 3: unterminated quoted field",
+        3: "field 2: unterminated quoted field",
+        4: "field 1: stray quote in an unquoted field",
+        5: "field 1: text after the closing quote",
+        6: "field 1: stray quote in an unquoted field",
+        8: "field 1 (src): empty vertex id",
+    }
+
+
+def test_quoting_problem_with_other_delimiters() -> None:
+    assert quoting_problem('a;"b;c";1', ";") is None
+    assert quoting_problem('a;"b;c', ";") == "field 2: unterminated quoted field"
+    assert quoting_problem('"', ",") == "field 1: unterminated quoted field"
+    assert quoting_problem('"""', ",") == "field 1: unterminated quoted field"
+    assert quoting_problem('""""', ",") is None
+
+
+@pytest.mark.parametrize(
+    ("first", "expected_reason"),
+    [
+        ("oops,oops,oops,oops", "too many fields: expected 3 fields, got 4"),  # spoilt all lines
+        ("1,2,abc", "field 3 (t): not a number: 'abc'"),  # was taken as a header, uncounted
+        ("x,x,t", "field 3 (t): not a number: 't'"),  # repeated names: no header
+        ('"src,dst,t', "field 1: unterminated quoted field"),
+        ("a,,3", "field 2 (dst): empty vertex id"),
+    ],
+)
+def test_csv_bad_first_line_is_a_counted_reject(
+    tmp_path: Path, first: str, expected_reason: str
+) -> None:
+    path = write(tmp_path / "h.csv", f"{first}\n1,2,3\n4,5,6\n")
+    result = read_edges(path)
+    assert core(result) == [(3_000_000, "1", "2", 2), (6_000_000, "4", "5", 3)]
+    assert reasons(result) == {1: expected_reason}
+    assert result.skipped == 0
+
+
+def test_csv_bad_first_line_of_a_two_line_file(tmp_path: Path) -> None:
+    # One data line against one bad first line: the line that reads as data sets the layout.
+    result = read_edges(write(tmp_path / "h.csv", "oops,oops,oops,oops\n1,2,3\n"))
+    assert core(result) == [(3_000_000, "1", "2", 2)]
+    assert reasons(result) == {1: "too many fields: expected 3 fields, got 4"}
+
+
+def test_csv_header_still_detected(tmp_path: Path) -> None:
+    named = read_edges(write(tmp_path / "a.csv", "src,dst,t\na,b,1\nb,c,x\n"))
+    assert core(named) == [(1_000_000, "a", "b", 2)]
+    assert reasons(named) == {3: "field 3 (t): not a number: 'x'"}
+    assert named.skipped == 1
+    # Names that are not the schema's: positions as in SNAP, the header's names in reasons.
+    other = read_edges(write(tmp_path / "b.csv", "from,to,when,w\na,b,1,x\nc,d,z,y\n"))
+    assert core(other) == [(1_000_000, "a", "b", 2)]
+    assert reasons(other) == {3: "field 3 (when): not a number: 'z'"}
+    assert other.edges.column("w").to_pylist() == ["x"]
+    # A header alone in its file.
+    alone = read_edges(write(tmp_path / "c.csv", "src,dst,t\n"))
+    assert alone.edges.num_rows == 0 and alone.rejects.num_rows == 0 and alone.skipped == 1
+
+
+def test_csv_header_option_overrides_detection(tmp_path: Path) -> None:
+    path = write(tmp_path / "o.csv", "src,dst,t\na,b,1\n")
+    forced_data = read_edges(path, options=ReaderOptions(header=False))
+    assert core(forced_data) == [(1_000_000, "a", "b", 2)]
+    assert reasons(forced_data) == {1: "field 3 (t): not a number: 't'"}
+    numbers = write(tmp_path / "n.csv", "1,2,3\n4,5,6\n")
+    forced_header = read_edges(numbers, options=ReaderOptions(header=True))
+    assert core(forced_header) == [(6_000_000, "4", "5", 2)]
+    assert forced_header.skipped == 1 and forced_header.rejects.num_rows == 0
+
+
+# ---------------------------------------------------------------------------------------
+# Damaged gzip, unreadable files
+# ---------------------------------------------------------------------------------------
+
+
+def numbered_csv(n: int) -> bytes:
+    return b"".join(b"v%d,w%d,%d\n" % (i, i, i) for i in range(1, n + 1))
+
+
+def test_truncated_gzip_keeps_the_lines_before_the_damage(tmp_path: Path) -> None:
+    whole = gzip.compress(numbered_csv(20_000))
+    path = write(tmp_path / "t.csv.gz", whole[: len(whole) // 2])
+    result = read_edges(path, options=ReaderOptions(chunk_bytes=1 << 16))
+    n = result.edges.num_rows
+    assert 1_000 < n < 20_000
+    assert core(result) == [(i * 1_000_000, f"v{i}", f"w{i}", i) for i in range(1, n + 1)]
+    (damage,) = result.rejects.to_pylist()
+    assert damage["file"] == str(path)
+    assert damage["line"] == n + 1
+    assert damage["reason"] == f"damaged gzip: unexpected end of data after line {n}"
+    assert reason_kind(damage["reason"]) == "damaged gzip"
+    # The unfinished line is shown, not parsed: it may have lost digits of its time.
+    assert f"v{n + 1},w{n + 1},{n + 1}".startswith(damage["text"])
+    assert result.lines_read == n + 1 and result.skipped == 0
+
+
+def gzip_member(data: bytes) -> bytes:
+    return gzip.compress(data, mtime=0)
+
+
+def test_corrupt_gzip_is_a_reject(tmp_path: Path) -> None:
+    # A second member whose deflate data starts with a reserved block type (0xff): zlib
+    # fails at once, after every line of the first member.
+    broken = gzip_member(numbered_csv(3_000)) + gzip_member(b"x")[:10] + b"\xff" * 32
+    path = write(tmp_path / "c.csv.gz", broken)
+    result = read_edges(path)
+    assert core(result) == [(i * 1_000_000, f"v{i}", f"w{i}", i) for i in range(1, 3_001)]
+    assert reasons(result) == {
+        3_001: "damaged gzip: corrupt compressed data (Error -3 while decompressing data: "
+        "invalid block type) after line 3000"
+    }
+
+
+def test_gzip_with_a_wrong_checksum_is_a_reject(tmp_path: Path) -> None:
+    member = bytearray(gzip_member(numbered_csv(10)))
+    member[-8] ^= 0xFF  # first byte of the CRC-32 in the trailer
+    result = read_edges(write(tmp_path / "k.csv.gz", bytes(member)))
+    assert result.edges.num_rows == 10
+    (damage,) = result.rejects.to_pylist()
+    assert damage["line"] == 11
+    assert damage["reason"].startswith("damaged gzip: CRC check failed")
+    assert damage["reason"].endswith(" after line 10")
+
+
+def test_gzip_with_trailing_garbage_is_a_reject(tmp_path: Path) -> None:
+    result = read_edges(write(tmp_path / "g.csv.gz", gzip_member(numbered_csv(4)) + b"junk"))
+    assert result.edges.num_rows == 4
+    assert reasons(result) == {5: "damaged gzip: Not a gzipped file (b'ju') after line 4"}
+
+
+def test_gzip_with_nothing_readable_is_an_input_error(tmp_path: Path, capsys) -> None:
+    path = write(tmp_path / "e.csv.gz", gzip.compress(numbered_csv(10))[:12])
+    with pytest.raises(InputError, match="nothing could be read: .*e.csv.gz: damaged gzip"):
+        read_edges(path)
+    code = run_triangle(tmp_path, path)
+    err = capsys.readouterr().err
+    assert code == 2
+    assert (
+        err
+        == f"graphcep: nothing could be read: {path}: damaged gzip: unexpected end of data after line 0\n"
+    )
+
+
+def test_one_damaged_file_among_good_ones(tmp_path: Path) -> None:
+    good = write(tmp_path / "a.csv", numbered_csv(3))
+    bad = write(tmp_path / "b.csv.gz", gzip.compress(numbered_csv(3))[:12])
+    result = read_edges([good, bad], fmt="csv")
+    assert result.edges.num_rows == 3
+    assert result.rejects.select(["file", "line"]).to_pylist() == [{"file": str(bad), "line": 1}]
+
+
+def test_file_named_gz_that_is_not_gzip(tmp_path: Path) -> None:
+    path = write(tmp_path / "p.csv.gz", numbered_csv(2) + b"\xff\xfe,x,1\n")
+    result = read_edges(path)
+    assert core(result) == [(1_000_000, "v1", "w1", 1), (2_000_000, "v2", "w2", 2)]
+    assert reasons(result) == {3: "invalid UTF-8 (at byte 1)"}
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads any file")
+def test_unreadable_file_is_a_reject(tmp_path: Path) -> None:
+    good = write(tmp_path / "a.csv", numbered_csv(2))
+    locked = write(tmp_path / "b.csv", numbered_csv(2))
+    locked.chmod(0)
+    try:
+        result = read_edges([good, locked], fmt="csv")
+    finally:
+        locked.chmod(0o600)
+    assert result.edges.num_rows == 2
+    assert reasons(result) == {1: "cannot read the file: Permission denied"}
+
+
+# ---------------------------------------------------------------------------------------
+# Lines: JSON surrogates, carriage returns, overlong lines
+# ---------------------------------------------------------------------------------------
+
+
+def test_jsonl_lone_surrogates_are_rejected(tmp_path: Path) -> None:
+    lines = [
+        r'{"t": 1, "src": "a", "dst": "b"}',
+        r'{"t": 2, "src": "\ud800", "dst": "b"}',
+        r'{"t": 3, "src": "a", "dst": "b", "\udc00": 1}',
+        r'{"t": 4, "src": "a", "dst": "b", "note": ["x", {"y": "\uDBFF"}]}',
+        r'{"t": 5, "src": "\ud83d\ude00", "dst": "b"}',  # a surrogate pair: one character
+        r'{"t": 6, "src": "\\ud800", "dst": "b"}',  # an escaped backslash: plain text
+        "[" * 100_000,
+    ]
+    result = read_edges(write(tmp_path / "s.jsonl", "\n".join(lines) + "\n"))
+    assert core(result) == [
+        (1_000_000, "a", "b", 1),
+        (5_000_000, "\U0001f600", "b", 5),
+        (6_000_000, "\\ud800", "b", 6),
+    ]
+    assert reasons(result) == {
+        2: "invalid JSON string: lone surrogate \\ud800",
+        3: "invalid JSON string: lone surrogate \\udc00",
+        4: "invalid JSON string: lone surrogate \\udbff",
+        7: "invalid JSON: nested too deeply",
+    }
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv", "snap", "jsonl"])
+def test_a_line_ends_at_newline_only(tmp_path: Path, fmt: str) -> None:
+    """``\\n`` ends a line, ``\\r\\n`` too (one ``\\r`` dropped); a bare ``\\r`` is text."""
+    rows = [("1", "a", "b"), ("2", "c", "d"), ("3", "e", "f"), ("4", "g", "h")]
+    if fmt == "jsonl":
+        text = [f'{{"t": {t}, "src": "{s}", "dst": "{d}"}}' for t, s, d in rows]
+    else:
+        sep = {"csv": ",", "tsv": "\t", "snap": " "}[fmt]
+        text = [sep.join(r) for r in rows]
+    header = "" if fmt in ("snap", "jsonl") else sep.join(["t", "src", "dst"]) + "\n"
+    data = f"{header}{text[0]}\r\n{text[1]}\r{text[2]}\n{text[3]}\r\r\n".encode()
+    options = ReaderOptions(columns={"t": 0, "src": 1, "dst": 2}) if fmt == "snap" else None
+    result = read_edges(write(tmp_path / f"r.{fmt}", data), fmt=fmt, options=options)
+    first = 1 if header else 0
+    assert result.lines_read == first + 3
+    got = {e[3] - first: e[:3] for e in core(result)}
+    assert got[1] == (1_000_000, "a", "b")
+    assert 2 not in got and first + 2 in reasons(result)  # "2,c,d\r3,e,f" is one bad line
+    # "4,g,h\r": the \r left is text -- the end of the vertex id in csv and tsv, whitespace
+    # between fields to snap and JSON.
+    assert got[3] == (4_000_000, "g", "h\r" if header else "h")
+
+
+def test_overlong_line_reports_its_true_length(tmp_path: Path) -> None:
+    long_line = b"x" * 50_000
+    data = b"a,b,1\n" + long_line + b"\n" + b"c,d,2\n" + b"y" * 3_000
+    options = ReaderOptions(chunk_bytes=4096, max_line_bytes=1000)
+    result = read_edges(write(tmp_path / "l.csv", data), options=options)
+    assert core(result) == [(1_000_000, "a", "b", 1), (2_000_000, "c", "d", 3)]
+    assert reasons(result) == {
+        2: "line longer than max_line_bytes (50000 > 1000 bytes)",
+        4: "line longer than max_line_bytes (3000 > 1000 bytes)",
+    }
+
+
+def test_overlong_line_within_a_chunk_reports_its_length() -> None:
+    _, rejects = parse_lines(
+        pa.array([b"a b 1", b"z" * 30]), [1, 2], "snap", ReaderOptions(max_line_bytes=20)
+    )
+    assert rejects.column("reason").to_pylist() == [
+        "line longer than max_line_bytes (30 > 20 bytes)"
+    ]
+
+
+# ---------------------------------------------------------------------------------------
+# Format guessing and the hint when a whole file is rejected
+# ---------------------------------------------------------------------------------------
+
+VAST_LINE = (
+    "1364802616,2013-04-01 07:50:16,20130401075016,6,TCP,172.10.0.4,172.0.0.1,3128,80,"
+    "0,0,0,0,0,0,0,0,0,0"
+)
+
+
+@pytest.mark.parametrize("name", ["flows.vast", "flows.VAST", "flows.vast.gz"])
+def test_vast_suffix_is_recognised(tmp_path: Path, name: str) -> None:
+    data = (VAST_LINE + "\n").encode()
+    path = write(tmp_path / name, gzip.compress(data) if name.endswith(".gz") else data)
+    assert guess_format(path) == "vast"
+    result = read_edges(path)
+    assert core(result) == [(1_364_802_616_000_000, "172.10.0.4", "172.0.0.1", 1)]
+
+
+def test_a_wholly_rejected_file_hints_at_the_format(tmp_path: Path) -> None:
+    path = write(tmp_path / "flows.dat", f"{VAST_LINE}\n{VAST_LINE}\n")
+    result = read_edges(path)
+    hint = " [no line of this file reads as snap: is --format right?]"
+    assert (
+        result.rejects.column("reason").to_pylist()
+        == ["missing fields: expected 3 fields, got 2" + hint] * 2
+    )
+    log = RejectLog()
+    log.add(result.rejects)
+    assert log.kinds() == {"missing fields": 2}
+    assert log.summary() == (
+        f"2 lines rejected: 2 × missing fields; no line of {path} reads as snap: "
+        "pass --format if it is another format"
+    )
+    # One good line and the hint is gone.
+    mixed = read_edges(write(tmp_path / "m.dat", f"a b 1\n{VAST_LINE}\n"))
+    assert mixed.rejects.column("reason").to_pylist() == [
+        "missing fields: expected 3 fields, got 2"
+    ]
+
+
+@pytest.mark.parametrize("fmt", ["csv", "jsonl", "snap"])
+def test_byte_order_mark_opening_a_file_is_dropped(tmp_path: Path, fmt: str) -> None:
+    body = {
+        "csv": "src,dst,t\na,b,1\n",
+        "jsonl": '{"src": "a", "dst": "b", "t": 1}\n',
+        "snap": "a b 1\n",
+    }[fmt]
+    result = read_edges(write(tmp_path / f"b.{fmt}", b"\xef\xbb\xbf" + body.encode()))
+    assert core(result)[0][:3] == (1_000_000, "a", "b")
+    assert result.rejects.num_rows == 0
+    # Elsewhere it is text: a line holding only a byte order mark is one odd field.
+    later = read_edges(write(tmp_path / "l.txt", "a b 1\n\ufeff\n"))
+    assert reasons(later) == {2: "missing fields: expected 3 fields, got 1"}
+
+
+def test_snap_layout_from_most_lines_not_a_bad_first_one(tmp_path: Path) -> None:
+    result = read_edges(write(tmp_path / "s.txt", "a b 1 x\nc d 2\ne f 3\n"))
+    assert core(result) == [(2_000_000, "c", "d", 2), (3_000_000, "e", "f", 3)]
+    assert reasons(result) == {1: "too many fields: expected 3 fields, got 4"}
+    assert result.edges.column_names == ["t", "src", "dst", "dur", "seq"]
+
+
+def test_csv_quoted_line_with_a_bare_carriage_return(tmp_path: Path) -> None:
+    # The csv module ended the run here ("new-line character seen in unquoted field").
+    data = b'"a\rb",c,1\nx\r,"y",2\n"u",v\r,3\n'
+    result = read_edges(write(tmp_path / "r.csv", data))
+    assert core(result) == [
+        (1_000_000, "a\rb", "c", 1),
+        (2_000_000, "x\r", "y", 2),
+        (3_000_000, "u", "v\r", 3),
+    ]
+    assert result.rejects.num_rows == 0
+
+
+def test_csv_header_ending_in_a_delimiter(tmp_path: Path) -> None:
+    result = read_edges(write(tmp_path / "e.csv", "src,dst,t,\na,b,1,\nc,d,2,x\n"))
+    assert core(result) == [(1_000_000, "a", "b", 2), (2_000_000, "c", "d", 3)]
+    assert result.skipped == 1 and result.rejects.num_rows == 0
+
+
+def test_unreadable_file_is_a_reject_and_alone_an_input_error(tmp_path: Path, monkeypatch) -> None:
+    import graphcep.io.readers as readers
+
+    good = write(tmp_path / "a.csv", numbered_csv(2))
+    locked = write(tmp_path / "b.csv", numbered_csv(2))
+    opener = readers.open_binary
+
+    def refuse_locked(path: Path):
+        if path == locked:
+            raise PermissionError(13, "Permission denied", str(path))
+        return opener(path)
+
+    monkeypatch.setattr(readers, "open_binary", refuse_locked)
+    result = read_edges([good, locked], fmt="csv")
+    assert result.edges.num_rows == 2
+    assert result.rejects.to_pylist() == [
+        {
+            "file": str(locked),
+            "line": 1,
+            "reason": "cannot read the file: Permission denied",
+            "text": "",
+        }
+    ]
+    with pytest.raises(InputError, match="nothing could be read: .*b.csv: cannot read the file"):
+        read_edges(locked, fmt="csv")
