@@ -40,6 +40,7 @@ from typing import Any, NoReturn
 from graphcep.cli_options import (
     add_ddst_arguments,
     add_input_arguments,
+    add_nu_arguments,
     add_sal_arguments,
     add_spark_arguments,
     add_state_bound_argument,
@@ -161,6 +162,7 @@ def build_parser() -> argparse.ArgumentParser:
                      help="matches printed on the console (default 20; the rest are counted)")
     add_summary_argument(run)
     add_ddst_arguments(run)
+    add_nu_arguments(run)
     add_state_bound_argument(run)
     run.set_defaults(handler=cmd_run)
 
@@ -168,7 +170,10 @@ def build_parser() -> argparse.ArgumentParser:
     explain.add_argument("query", help="SAL or DDST file")
     add_sal_arguments(explain)
     add_ddst_arguments(explain)
+    add_nu_arguments(explain)
     add_state_bound_argument(explain)
+    explain.add_argument("--dot", type=path_option, metavar="FILE",
+                         help="ν-expressions: also write the automaton as Graphviz DOT")
     explain.set_defaults(handler=cmd_explain)
 
     gen = sub.add_parser("gen", help="generate synthetic streams")
@@ -337,8 +342,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     input is not known here, so its fields (features, labels) are checked by ``run``."""
     from graphcep import jobs
 
-    print("\n".join(jobs.load(args.query, {**job_options(args, None), "explain": True})
-                     .describe()))
+    job = jobs.load(args.query, {**job_options(args, None), "explain": True})
+    print("\n".join(job.describe()))
+    if getattr(args, "dot", None):
+        drawing = job.plan_dot()  # refused before anything is written
+        with writing(args.dot):
+            Path(args.dot).write_text(drawing)
+        print(f"automaton written to {args.dot}")
     return 0
 
 

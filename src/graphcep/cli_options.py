@@ -223,4 +223,18 @@ def job_options(args: argparse.Namespace, fmt: str | None) -> dict[str, Any]:
         "signature_p": getattr(args, "signature_p", None),
         "signature_seed": getattr(args, "signature_seed", None),
         "ddst_report": getattr(args, "ddst_report", None),
+        "max_tokens": getattr(args, "max_tokens", None),
+        "anchored": getattr(args, "anchored", False),
     }
+
+
+def add_nu_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of ν-expressions (``run``, ``explain`` and ``stream``)."""
+    parser.add_argument("--max-tokens", type=count_option(1), metavar="N",
+                        help="ν-expressions: state bound, the most tokens the engine may hold; "
+                             "past it the run stops with exit status 3 naming the pattern "
+                             "part no delay bounds (default 1000000)")
+    parser.add_argument("--anchored", action="store_true",
+                        help="ν-expressions: match from the stream's first link, reading "
+                             "every link (the paper's tool's semantics; default: a match "
+                             "may start at any link and skip unrelated links)")

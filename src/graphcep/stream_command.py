@@ -50,6 +50,7 @@ def add_parser(sub: Any) -> None:
     from graphcep.cli_options import (
         add_ddst_arguments,
         add_input_arguments,
+        add_nu_arguments,
         add_sal_arguments,
         add_spark_arguments,
         add_state_bound_argument,
@@ -95,6 +96,7 @@ def add_parser(sub: Any) -> None:
     add_spark_arguments(stream)
     add_sal_arguments(stream)
     add_ddst_arguments(stream)
+    add_nu_arguments(stream)
     add_state_bound_argument(stream)
     stream.add_argument("--cells", type=count_option(1), metavar="N",
                         help="match on a HyperCube grid of at most N cells, each an engine in "

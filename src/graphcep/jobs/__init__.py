@@ -58,6 +58,7 @@ class JobKind:
 #: whose parser then says what is wrong with it.
 KINDS: tuple[JobKind, ...] = (
     JobKind("ddst", "graphcep.jobs.ddst", (".ddst",), "graphcep.lang.ddst:looks_like_ddst"),
+    JobKind("nu", "graphcep.jobs.nu", (".nu",), "graphcep.lang.nu:looks_like_nu"),
     JobKind("sal", "graphcep.jobs.subgraph", (".sal",)),
 )
 

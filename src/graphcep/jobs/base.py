@@ -111,6 +111,11 @@ class ReplayJob(Protocol):
         """The stream the query text connects to itself, if any."""
         ...
 
+    def plan_dot(self) -> str:
+        """The job's plan as Graphviz DOT (a ν-expression's automaton); a
+        :class:`QueryError` for kinds that have none to draw."""
+        ...
+
 
 class JobBase:
     """Defaults for the parts of :class:`ReplayJob` most semantics leave as they are: no
@@ -133,6 +138,10 @@ class JobBase:
 
     def declared_source(self) -> DeclaredSource | None:
         return None
+
+    def plan_dot(self) -> str:
+        raise QueryError(f"--dot draws a ν-expression's automaton; {self.name!r} is a "
+                         f"{type(self).__name__}, which has none")
 
 
 def cell_query_or_none(job: ReplayJob) -> SubgraphQuery | None:

@@ -121,13 +121,13 @@ class _Scanner:
         self.advance(length)
 
 
-def _skip_space_and_comments(sc: _Scanner) -> None:
+def _skip_space_and_comments(sc: _Scanner, hash_comments: bool = True) -> None:
     text = sc.text
     while sc.pos < len(text):
         ch = text[sc.pos]
         if ch in _SPACE:
             sc.advance(1)
-        elif ch == "#" or text.startswith("//", sc.pos):
+        elif (ch == "#" and hash_comments) or text.startswith("//", sc.pos):
             nl = text.find("\n", sc.pos)
             sc.advance((len(text) if nl < 0 else nl) - sc.pos)
         elif text.startswith("/*", sc.pos):
@@ -229,12 +229,15 @@ def scan_tokens(
     source: str,
     scan_number: Callable[[_Scanner], None],
     scan_operator: Callable[[_Scanner], None],
+    *,
+    hash_comments: bool = True,
 ) -> list[Token]:
     """The scanning loop every language here shares: comments, identifiers and strings
-    are the same; each language brings its own numbers and punctuation."""
+    are the same; each language brings its own numbers and punctuation (and a language
+    whose ``#`` means something else turns ``#`` comments off)."""
     sc = _Scanner(text, source)
     while True:
-        _skip_space_and_comments(sc)
+        _skip_space_and_comments(sc, hash_comments)
         if sc.pos >= len(text):
             sc.tokens.append(Token("EOF", "", "", sc.line, sc.column))
             return sc.tokens

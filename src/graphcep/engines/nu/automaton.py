@@ -1,0 +1,364 @@
+"""Timed ν-expressions compiled to timed ν-automata (the paper's Section 3.3, Table 2).
+
+Thompson's construction, location by location, with what the paper adds:
+
+- a **link** ``n1 ~> n2`` is two event transitions through a *middle* location; a
+  location is middle while one link is half read, and a shuffle never interleaves the
+  other side there -- the link is atomic;
+- **memory**: ``#{X} e`` is an ε-transition allocating ``X`` (write mode) into ``e``,
+  ``e {X}!`` an ε-transition releasing ``X`` out of it (Table 2);
+- **time**: ``<e>[x, y]`` gets a clock of its own. The ε-transition into ``e`` marks the
+  clock *pending*; the first event of ``e`` starts it (every event transition inside
+  ``e`` starts the clocks of its enclosing delays that are still pending, so the clock
+  runs from ``e``'s first link, never from the stream's start, and a repetition inside
+  ``e`` does not restart it); every location of ``e`` has the invariant ``clock <= y``;
+  the ε-transition out of ``e`` is guarded by ``x <= clock <= y``. Guards are checked
+  when the last link of ``e`` is read (ε-moves happen at the time of the event they
+  follow), so a delay measures ``e``'s links and nothing after them;
+- **shuffle** ``e1 % e2``: the product of the two automata, each side moving alone,
+  except that a side in a middle location blocks every move of the other: nothing, not
+  even a memory operation, happens inside a link.
+
+The automaton has ε-transitions left in; the token game (:mod:`graphcep.engines.nu.engine`)
+follows them after every event, as the paper's ε-closure does.
+
+Example
+-------
+>>> from graphcep.patterns.nu import Alloc, Const, Link, NuPattern, Var
+>>> a = compile_pattern(NuPattern("p", Link(Const("a"), Alloc(("X",), Var("X")))))
+>>> a.describe()[0]
+'5 locations, 5 transitions (2 reading, 3 ε), 0 clocks, variables X, constants a'
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+
+from graphcep.patterns.nu import (
+    Alloc,
+    AnyNode,
+    Concat,
+    Const,
+    Delay,
+    Expr,
+    Link,
+    Node,
+    NodeTerm,
+    NuPattern,
+    NuPatternError,
+    Or,
+    Release,
+    Repeat,
+    Shuffle,
+    Var,
+)
+
+
+@dataclass(frozen=True)
+class Transition:
+    """``source -> target``, reading ``label`` (None: an ε-transition).
+
+    ``alloc`` and ``release`` are the paper's ν and ν̄ (allocation before the read,
+    release after it); ``guard`` holds ``(clock, low, high)`` checks (high None: no bound);
+    ``pend`` the clocks whose delay begins here; ``start`` the clocks of the delays
+    enclosing an event transition (started by it if pending); ``stop`` the clocks whose
+    delay ends here.
+    """
+
+    source: int
+    target: int
+    label: NodeTerm | None = None
+    alloc: frozenset[str] = frozenset()
+    release: frozenset[str] = frozenset()
+    guard: tuple[tuple[int, int, int | None], ...] = ()
+    pend: frozenset[int] = frozenset()
+    start: frozenset[int] = frozenset()
+    stop: frozenset[int] = frozenset()
+
+    def moved(self, source: int, target: int) -> Transition:
+        return Transition(source, target, self.label, self.alloc, self.release, self.guard,
+                          self.pend, self.start, self.stop)
+
+    def describe(self) -> str:
+        parts = []
+        if self.alloc:
+            parts.append("ν{" + ",".join(sorted(self.alloc)) + "}")
+        parts.append("ε" if self.label is None else self.label.text())
+        if self.release:
+            parts.append("ν̄{" + ",".join(sorted(self.release)) + "}")
+        for clock, low, high in self.guard:
+            parts.append(f"c{clock}∈[{low},{'∞' if high is None else high}]µs")
+        if self.pend:
+            parts.append("pend " + ",".join(f"c{c}" for c in sorted(self.pend)))
+        return " ".join(parts)
+
+
+@dataclass
+class Automaton:
+    """A timed ν-automaton: locations ``0 .. locations-1``, ``initial``, ``finals``."""
+
+    locations: int
+    initial: int
+    finals: frozenset[int]
+    transitions: tuple[Transition, ...]
+    invariants: dict[int, tuple[tuple[int, int], ...]]  # location -> (clock, high)
+    middles: frozenset[int]  # locations inside a link (between its two ends)
+    clocks: int
+    variables: tuple[str, ...]
+    constants: frozenset[str]
+    origin: dict[int, str] = field(default_factory=dict)  # location -> its expression text
+
+    def outgoing(self) -> list[list[Transition]]:
+        """Transitions by source location."""
+        out: list[list[Transition]] = [[] for _ in range(self.locations)]
+        for t in self.transitions:
+            out[t.source].append(t)
+        return out
+
+    def describe(self) -> list[str]:
+        reading = sum(t.label is not None for t in self.transitions)
+        head = (f"{self.locations} locations, {len(self.transitions)} transitions "
+                f"({reading} reading, {len(self.transitions) - reading} ε), {self.clocks} "
+                f"clocks, variables {', '.join(self.variables) or 'none'}, constants "
+                f"{', '.join(sorted(self.constants)) or 'none'}")
+        lines = [head, f"initial q{self.initial}; final "
+                 + ", ".join(f"q{q}" for q in sorted(self.finals))]
+        for q in range(self.locations):
+            inv = " ".join(f"c{c}≤{h}µs" for c, h in self.invariants.get(q, ()))
+            mark = " (inside a link)" if q in self.middles else ""
+            if inv or mark:
+                lines.append(f"q{q}{mark}{': ' + inv if inv else ''}")
+        lines += [f"q{t.source} -> q{t.target}: {t.describe()}" for t in self.transitions]
+        return lines
+
+    def to_dot(self, name: str = "pattern") -> str:
+        """The automaton in Graphviz DOT."""
+        def quote(text: str) -> str:
+            return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+        lines = [f"digraph {quote(name)} {{", "  rankdir=LR;", '  node [shape=circle];',
+                 '  start [shape=point];', f"  start -> q{self.initial};"]
+        for q in range(self.locations):
+            inv = ", ".join(f"c{c}≤{h}µs" for c, h in self.invariants.get(q, ()))
+            shape = "doublecircle" if q in self.finals else "circle"
+            label = f"q{q}" + (f"\\n{inv}" if inv else "")
+            style = ", style=dashed" if q in self.middles else ""
+            lines.append(f"  q{q} [shape={shape}, label={quote(label)}{style}];")
+        for t in self.transitions:
+            lines.append(f"  q{t.source} -> q{t.target} [label={quote(t.describe())}];")
+        lines.append("}")
+        return "\n".join(lines) + "\n"
+
+
+class _Builder:
+    """Locations and transitions of an automaton under construction (clocks shared with
+    the builders of shuffled parts)."""
+
+    def __init__(self, clocks: list[int]) -> None:
+        self.count = 0
+        self.transitions: list[Transition] = []
+        self.invariants: dict[int, set[tuple[int, int]]] = {}
+        self.middles: set[int] = set()
+        self.origin: dict[int, str] = {}
+        self._clocks = clocks  # a one-element list: the next clock number
+
+    def location(self, origin: str) -> int:
+        self.count += 1
+        self.origin[self.count - 1] = origin
+        return self.count - 1
+
+    def clock(self) -> int:
+        self._clocks[0] += 1
+        return self._clocks[0] - 1
+
+    def add(self, t: Transition) -> None:
+        self.transitions.append(t)
+
+
+def compile_pattern(pattern: NuPattern) -> Automaton:
+    """The timed ν-automaton of ``pattern`` (see the module docstring)."""
+    clocks = [0]
+    b = _Builder(clocks)
+    start, end = _fragment(pattern.expr, b, ())
+    # number the locations reachable from the entry in the order met (a shuffle leaves its
+    # parts' own locations behind, unreachable)
+    out = _reachable_out(b.transitions, start)
+    number = {start: 0}
+    todo = [start]
+    while todo:
+        for t in out.get(todo.pop(0), ()):
+            if t.target not in number:
+                number[t.target] = len(number)
+                todo.append(t.target)
+    if end not in number:
+        raise NuPatternError(f"the pattern {pattern.text()!r} can never match")
+    kept = [t.moved(number[t.source], number[t.target]) for t in b.transitions
+            if t.source in number]
+    return Automaton(
+        locations=len(number),
+        initial=0,
+        finals=frozenset({number[end]}),
+        transitions=tuple(kept),
+        invariants={number[q]: tuple(sorted(v)) for q, v in b.invariants.items()
+                    if v and q in number},
+        middles=frozenset(number[q] for q in b.middles if q in number),
+        clocks=clocks[0],
+        variables=tuple(sorted(pattern.variables())),
+        constants=frozenset(pattern.constants()),
+        origin={number[q]: text for q, text in b.origin.items() if q in number},
+    )
+
+
+def _fragment(expr: Expr, b: _Builder, delays: tuple[tuple[int, int | None], ...]
+              ) -> tuple[int, int]:
+    """Add ``expr``'s locations and transitions to ``b``; its (entry, exit) locations.
+    ``delays`` are the enclosing delays' ``(clock, high)``: every location made here gets
+    their invariants, every event transition starts their clocks."""
+    text = expr.text()
+
+    def loc() -> int:
+        q = b.location(text)
+        b.invariants[q] = {(c, h) for c, h in delays if h is not None}
+        return q
+
+    enclosing = frozenset(c for c, _ in delays)
+    if isinstance(expr, Const | Var | AnyNode | Node):
+        chain = _chain(expr, b, enclosing, loc)
+        return chain[0], chain[-1]
+    if isinstance(expr, Link):
+        first, second = _chain(expr.src, b, enclosing, loc), _chain(expr.dst, b, enclosing, loc)
+        b.add(Transition(first[-1], second[0]))
+        # between the two events the link is half read: middle locations
+        b.middles.update(first[_event_index(expr.src) + 1:])
+        b.middles.update(second[:_event_index(expr.dst) + 1])
+        return first[0], second[-1]
+    if isinstance(expr, Concat):
+        ends = [_fragment(p, b, delays) for p in expr.parts]
+        for (_, f), (s, _) in zip(ends, ends[1:], strict=False):
+            b.add(Transition(f, s))
+        return ends[0][0], ends[-1][1]
+    if isinstance(expr, Or):
+        s, f = loc(), loc()
+        for part in expr.parts:
+            ps, pf = _fragment(part, b, delays)
+            b.add(Transition(s, ps))
+            b.add(Transition(pf, f))
+        return s, f
+    if isinstance(expr, Repeat):
+        return _repeat(expr, b, delays, loc)
+    if isinstance(expr, Delay):
+        clock = b.clock()
+        s, f = loc(), loc()
+        bs, bf = _fragment(expr.body, b, (*delays, (clock, expr.high_us)))
+        b.add(Transition(s, bs, pend=frozenset({clock})))
+        b.add(Transition(bf, f, guard=((clock, expr.low_us, expr.high_us),),
+                         stop=frozenset({clock})))
+        return s, f
+    if isinstance(expr, Alloc):
+        s = loc()
+        bs, bf = _fragment(expr.body, b, delays)
+        b.add(Transition(s, bs, alloc=frozenset(expr.names)))
+        return s, bf
+    if isinstance(expr, Release):
+        f = loc()
+        bs, bf = _fragment(expr.body, b, delays)
+        b.add(Transition(bf, f, release=frozenset(expr.names)))
+        return bs, f
+    if isinstance(expr, Shuffle):
+        result = _fragment(expr.parts[0], b, delays)
+        for part in expr.parts[1:]:
+            result = _shuffle(result, part, b, delays)
+        return result
+    raise NuPatternError(f"cannot compile {expr!r}")
+
+
+def _chain(expr: Expr, b: _Builder, enclosing: frozenset[int], loc) -> list[int]:
+    """One end of a link -- a node, allocated before or released after it -- as a chain
+    of locations: ``[entry, ..., before the event, after the event, ..., exit]``."""
+    if isinstance(expr, Const | Var | AnyNode | Node):
+        node = expr.node if isinstance(expr, Node) else expr
+        s, f = loc(), loc()
+        b.add(Transition(s, f, node, start=enclosing))
+        return [s, f]
+    if isinstance(expr, Alloc):
+        s = loc()
+        rest = _chain(expr.body, b, enclosing, loc)
+        b.add(Transition(s, rest[0], alloc=frozenset(expr.names)))
+        return [s, *rest]
+    if isinstance(expr, Release):
+        rest = _chain(expr.body, b, enclosing, loc)
+        f = loc()
+        b.add(Transition(rest[-1], f, release=frozenset(expr.names)))
+        return [*rest, f]
+    raise NuPatternError(f"each end of a link is one node (a constant, a variable or @, with "
+                         f"# or ! on it), not {expr.text()!r}")
+
+
+def _event_index(expr: Expr) -> int:
+    """Where the event is in :func:`_chain`'s list: the location before it."""
+    return 1 + _event_index(expr.body) if isinstance(expr, Alloc) else (
+        _event_index(expr.body) if isinstance(expr, Release) else 0)
+
+
+def _repeat(expr: Repeat, b: _Builder, delays, loc) -> tuple[int, int]:
+    s, f = loc(), loc()
+    bs, bf = _fragment(expr.body, b, delays)
+    b.add(Transition(s, bs))
+    b.add(Transition(bf, f))
+    if expr.least == 0:
+        b.add(Transition(s, f))
+    if expr.most is None:
+        b.add(Transition(bf, bs))
+    return s, f
+
+
+def _shuffle(left: tuple[int, int], part: Expr, b: _Builder, delays) -> tuple[int, int]:
+    """The product of the fragment ``left`` (already in ``b``) and ``part``, as new
+    locations of ``b`` (pairs): each side moves alone, and a side inside a link blocks
+    every move of the other, events and memory operations alike (a link is atomic). ``left``'s own locations are left unreachable (pruned later)."""
+    sub = _Builder(b._clocks)
+    right = _fragment(part, sub, delays)
+    left_out = _reachable_out(b.transitions, left[0])
+    right_out = _reachable_out(sub.transitions, right[0])
+    pairs: dict[tuple[int, int], int] = {}
+    todo: list[tuple[int, int]] = []
+
+    def pair(p: tuple[int, int]) -> int:
+        if p not in pairs:
+            q = pairs[p] = b.location(f"{b.origin[p[0]]} % {sub.origin[p[1]]}")
+            b.invariants[q] = b.invariants.get(p[0], set()) | sub.invariants.get(p[1], set())
+            if p[0] in b.middles or p[1] in sub.middles:
+                b.middles.add(q)
+            todo.append(p)
+        return pairs[p]
+
+    entry = pair((left[0], right[0]))
+    moves: list[Transition] = []
+    while todo:
+        q1, q2 = p = todo.pop()
+        for t in left_out.get(q1, ()) if q2 not in sub.middles else ():
+            moves.append(t.moved(pairs[p], pair((t.target, q2))))
+        for t in right_out.get(q2, ()) if q1 not in b.middles else ():
+            moves.append(t.moved(pairs[p], pair((q1, t.target))))
+    for t in moves:
+        b.add(t)
+    return entry, pair((left[1], right[1]))
+
+
+def _reachable_out(transitions: list[Transition], start: int) -> dict[int, list[Transition]]:
+    """The transitions out of the locations reachable from ``start``."""
+    out: dict[int, list[Transition]] = {}
+    for t in transitions:
+        out.setdefault(t.source, []).append(t)
+    reach, todo = {start}, [start]
+    while todo:
+        for t in out.get(todo.pop(), ()):
+            if t.target not in reach:
+                reach.add(t.target)
+                todo.append(t.target)
+    return {q: ts for q, ts in out.items() if q in reach}
+
+
+def event_transitions(automaton: Automaton) -> Iterator[Transition]:
+    return (t for t in automaton.transitions if t.label is not None)

@@ -1,0 +1,400 @@
+"""The token game of timed ν-automata over a link stream (the paper's Definitions 3-10).
+
+A *token* is a location with clock values and a memory: each variable holds a set of
+unknown nodes in read or write mode (Definition 3). Reading an event ``α`` through a
+transition (Definition 7) allocates first (write mode), then checks -- a constant reads
+only itself; a variable reads only unknown nodes (no constant of the pattern), in read
+mode one it holds, in write mode a *fresh* one, held by no variable (injectivity,
+Property 1) -- then releases. Time (Definition 6) is in integer microseconds: a clock is
+the time its delay's first link was read, its value ``now - start``; a location's
+invariant drops a token as soon as a link arrives too late for it. After every event the
+token follows ε-transitions (the ε-closure of Definition 10 with delay 0), and tokens equal
+in location, clocks and memory are one (the paper's deduplication).
+
+A link ``(t, u, v)`` is the two events ``u`` then ``v`` at time ``t``, read together:
+a token that reads ``u`` must read ``v`` next, and a token inside a half-read pattern link
+cannot be left there. Links of equal ``t`` are read in stream order.
+
+**Search mode** (the default): a match may start at any link, and other links may come
+between the links of a match, anywhere but inside a link (what users of the paper's tool
+write as ``(@ ~> @)* % P``). Every link starts a new attempt; a token that has read links
+keeps waiting for the next ones until an invariant drops it. A delay's clock starts at the
+first link *of the delay's expression* -- never at the stream's start, nor at a link the
+match does not hold. A match is reported when a token reaches a final location, once per
+distinct ``(first time, last time, bindings)``; the bindings are, per variable, the nodes
+it held at any point of the match (a variable released and read again lists both).
+
+**Anchored mode**: one attempt, from the stream's first link; every link must be read
+(nothing interleaves): the paper's semantics, for its tool's test vectors.
+
+**Bounds.** Tokens inside a delay with an upper bound die when it passes; a pattern part
+with no bound (``a ~> b . c ~> d``, or the paper's Fig. 6 memory-only automaton) keeps its
+tokens for ever, so the engine stops with :class:`StateBoundError` once it holds
+``max_tokens``, naming that part.
+
+Example (the paper's Section 2 attack: two fresh hosts X and Y talk, then both link to
+the target ``b`` within one second, in either order)
+--------------------------------------------------------------------------------------
+>>> import pyarrow as pa
+>>> from graphcep.patterns.nu import Alloc, Concat, Const, Delay, Link, NuPattern, Shuffle, Var
+>>> x, y, b = Var("X"), Var("Y"), Const("b")
+>>> attack = Concat((Link(Alloc(("X",), x), Alloc(("Y",), y)),
+...                  Delay(Shuffle((Link(x, b), Link(y, b))), 0, 1_000_000)))
+>>> engine = NuEngine(NuPattern("attack", attack))
+>>> links = pa.table({"t": [0, 500_000, 600_000, 900_000, 2_500_000],
+...                   "src": ["a", "a", "x", "d", "d"], "dst": ["d", "b", "y", "b", "b"]})
+>>> [(m["bindings"], m["first_t"], m["last_t"]) for m in engine.push(links).to_pylist()]
+[([('X', 'a'), ('Y', 'd')], 0, 900000)]
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from graphcep.engines.base import EngineBase, StateBoundError
+from graphcep.engines.nu.automaton import Automaton, Transition, compile_pattern
+from graphcep.events import MATCH_SCHEMA, normalize_edges
+from graphcep.hashing import salt64
+from graphcep.patterns.nu import AnyNode, Const, NuPattern, Var
+
+#: A variable's memory: the nodes it holds, and whether it is in write mode.
+Memory = tuple[frozenset[str], bool]
+_EMPTY: Memory = (frozenset(), False)
+_ANY = object()  # index key of tokens that any node may advance
+MODES = ("search", "anchored")
+
+
+@dataclass(frozen=True)
+class Token:
+    """A token: where it is and what it holds (equal tokens are one)."""
+
+    loc: int
+    clocks: tuple[int | None, ...]  # per clock: its start (µs), None while not running
+    memory: tuple[Memory, ...]  # per variable (the automaton's order)
+    held: tuple[frozenset[str], ...]  # per variable: every node it held in this match
+    first_t: int | None  # time of the first link read (None: none yet)
+
+
+class NuEngine(EngineBase):
+    """Matches of one timed ν-expression over a link stream (see the module docstring).
+
+    Parameters
+    ----------
+    pattern : NuPattern
+        The expression.
+    mode : str
+        ``"search"`` (default) or ``"anchored"``.
+    max_tokens : int
+        State bound: holding more tokens raises :class:`StateBoundError`.
+    """
+
+    def __init__(self, pattern: NuPattern, *, mode: str = "search",
+                 max_tokens: int = 1_000_000) -> None:
+        super().__init__()
+        if mode not in MODES:
+            raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
+        self.pattern = pattern
+        self.mode = mode
+        self.max_tokens = max_tokens
+        self.automaton: Automaton = compile_pattern(pattern)
+        self._setup()
+        # token -> one witness: the links it read, as (t, src, dst, pattern link, seq)
+        self._tokens: dict[Token, tuple[tuple, ...]] = {}
+        self._deadlines: list[tuple[float, int, Token]] = []
+        self._now: int | None = None
+        self._reported: set[tuple] = set()
+        self._next_seq = 0
+        self._started = False  # anchored: the single attempt has begun
+
+    def _setup(self) -> None:
+        """Tables the game reads (rebuilt on restore)."""
+        a = self.automaton
+        self._out = a.outgoing()
+        self._var = {name: i for i, name in enumerate(a.variables)}
+        self._events = [[t for t in ts if t.label is not None] for ts in self._out]
+        self._epsilons = [[t for t in ts if t.label is None] for ts in self._out]
+        self._index: dict[object, set[Token]] = {}
+        self._initial = Token(a.initial, (None,) * a.clocks, (_EMPTY,) * len(a.variables),
+                              (frozenset(),) * len(a.variables), None)
+
+    # -- protocol -------------------------------------------------------------------------
+
+    def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
+        """Read a batch of links in stream order; the matches they complete."""
+        if isinstance(batch, pa.RecordBatch):
+            batch = pa.Table.from_batches([batch])
+        if batch.num_rows == 0:
+            return MATCH_SCHEMA.empty_table()
+        if "seq" not in batch.column_names:
+            seqs = np.arange(self._next_seq, self._next_seq + batch.num_rows, dtype=np.int64)
+            batch = batch.append_column("seq", pa.array(seqs))
+        batch = normalize_edges(batch)
+        t = batch.column("t").to_numpy().astype(np.int64)
+        seq = batch.column("seq").to_numpy().astype(np.int64)
+        self._check_order(t, seq)
+        self._next_seq = int(seq[-1]) + 1
+        rows: list[dict] = []
+        for ti, u, v, si in zip(t.tolist(), batch.column("src").to_pylist(),
+                                batch.column("dst").to_pylist(), seq.tolist(), strict=True):
+            self._read_link(ti, u, v, si, rows)
+        self.edges_seen += batch.num_rows
+        self.matches_found += len(rows)
+        return pa.Table.from_pylist(rows, schema=MATCH_SCHEMA) if rows else \
+            MATCH_SCHEMA.empty_table()
+
+    def advance(self, watermark_us: int) -> pa.Table:
+        """No link before ``watermark_us`` will come: drop the tokens it makes too late."""
+        self._watermark = max(self._watermark or watermark_us, int(watermark_us))
+        self._expire(int(watermark_us))
+        return MATCH_SCHEMA.empty_table()
+
+    def state_size(self) -> dict[str, int]:
+        return {"tokens": len(self._tokens), "partial_matches": len(self._tokens),
+                "edges": len({link[-1] for witness in self._tokens.values()
+                              for link in witness})}
+
+    def describe(self) -> str:
+        span = self.pattern.span_us()
+        bound = ("tokens live at most the pattern's longest delay, "
+                 f"{span / 1e6:g} s" if span != math.inf else
+                 f"no delay bounds the pattern: at most {self.max_tokens:,} tokens")
+        start = ("every link starts an attempt" if self.mode == "search"
+                 else "one attempt from the first link")
+        return (f"each link advances the tokens waiting for its source node (indexed by "
+                f"the node they expect); {start}; {bound}")
+
+    def state(self) -> dict:
+        return {"pattern": self.pattern, "mode": self.mode, "max_tokens": self.max_tokens,
+                "tokens": self._tokens, "now": self._now,
+                "reported": self._reported, "next_seq": self._next_seq,
+                "started": self._started}
+
+    @classmethod
+    def from_state(cls, state: dict) -> NuEngine:
+        engine = cls(state["pattern"], mode=state["mode"], max_tokens=state["max_tokens"])
+        engine._now, engine._reported = state["now"], state["reported"]
+        engine._next_seq, engine._started = state["next_seq"], state["started"]
+        for token, witness in state["tokens"].items():
+            engine._store(token, witness)
+        return engine
+
+    # -- one link -------------------------------------------------------------------------
+
+    def _read_link(self, t: int, u: str, v: str, seq: int, rows: list[dict]) -> None:
+        if t != self._now:
+            self._now = t
+            self._reported.clear()
+        self._expire(t)
+        if self.mode == "search":
+            attempts = [(tk, ()) for tk in self._closure(self._initial, t)]
+        elif not self._started:
+            self._started = True
+            attempts = [(tk, ()) for tk in self._closure(self._initial, t)]
+        else:
+            attempts = []
+        attempts += [(tk, self._tokens[tk]) for tk in self._candidates(u)]
+        produced: dict[Token, tuple[tuple, ...]] = {}
+        for token, witness in attempts:
+            for after_u, label_u in self._read(token, u, t):
+                for mid in self._closure(after_u, t):
+                    for after_v, label_v in self._read(mid, v, t):
+                        for end in self._closure(after_v, t):
+                            if end.loc not in self.automaton.middles:
+                                link = (t, u, v, f"{label_u}~>{label_v}", seq)
+                                produced.setdefault(end, (*witness, link))
+        if self.mode == "anchored":
+            self._clear()
+        for token, witness in produced.items():
+            if token.loc in self.automaton.finals:
+                self._report(token, witness, t, rows)
+            if token not in self._tokens and self._events[token.loc]:
+                self._store(token, witness)
+        if len(self._tokens) > self.max_tokens:
+            self._refuse()
+
+    def _candidates(self, node: str) -> list[Token]:
+        """The stored tokens ``node`` may advance (by the index), in a fixed order."""
+        found = self._index.get(node, set()) | self._index.get(_ANY, set())
+        return sorted(found, key=lambda tk: self._order(tk))
+
+    @staticmethod
+    def _order(token: Token) -> tuple:
+        return (token.first_t, token.loc, repr(token.clocks), repr(token.memory),
+                repr(token.held))
+
+    def _read(self, token: Token, node: str, now: int) -> Iterable[tuple[Token, str]]:
+        """The tokens ``token`` becomes by reading the event ``node`` (Definitions 5-7)."""
+        for tr in self._events[token.loc]:
+            memory = self._allocated(token.memory, tr.alloc)
+            read = self._read_memory(tr, memory, node)
+            if read is None:
+                continue
+            memory, var = read
+            held = token.held
+            if var is not None:
+                held = (*held[:var], held[var] | {node}, *held[var + 1:])
+            memory = self._released(memory, tr.release)
+            clocks = tuple(now if c is None and i in tr.start else c
+                           for i, c in enumerate(token.clocks))
+            moved = Token(tr.target, clocks, memory, held,
+                          now if token.first_t is None else token.first_t)
+            if self._alive(moved, now):
+                yield moved, tr.label.text()
+
+    def _read_memory(self, tr: Transition, memory: tuple[Memory, ...],
+                     node: str) -> tuple[tuple[Memory, ...], int | None] | None:
+        """Definition 7's check and update of the memory for reading ``node`` (None: the
+        transition is not enabled); the variable read, if any."""
+        label = tr.label
+        if isinstance(label, Const):
+            return (memory, None) if node == label.name else None
+        if isinstance(label, AnyNode):
+            return memory, None
+        assert isinstance(label, Var)
+        if node in self.automaton.constants:
+            return None  # a variable reads unknown nodes only (c.1.2)
+        i = self._var[label.name]
+        values, writing = memory[i]
+        if writing:
+            if any(node in held for held, _ in memory):
+                return None  # not fresh (c.1.4)
+        elif node not in values:
+            return None  # read mode: a node it holds (c.1.3)
+        return (*memory[:i], (values | {node}, False), *memory[i + 1:]), i
+
+    def _allocated(self, memory: tuple[Memory, ...], names: frozenset[str]) -> tuple[Memory, ...]:
+        if not names:
+            return memory
+        return tuple((values, True) if name in names else (values, writing)
+                     for name, (values, writing) in zip(self.automaton.variables, memory,
+                                                        strict=True))
+
+    def _released(self, memory: tuple[Memory, ...], names: frozenset[str]) -> tuple[Memory, ...]:
+        if not names:
+            return memory
+        return tuple(_EMPTY if name in names else m
+                     for name, m in zip(self.automaton.variables, memory, strict=True))
+
+    def _closure(self, token: Token, now: int) -> list[Token]:
+        """``token`` and every token its ε-transitions lead to at time ``now``."""
+        seen = {token}
+        order = [token]
+        todo = [token]
+        while todo:
+            current = todo.pop()
+            for tr in self._epsilons[current.loc]:
+                moved = self._epsilon(current, tr, now)
+                if moved is not None and moved not in seen:
+                    seen.add(moved)
+                    order.append(moved)
+                    todo.append(moved)
+        return order
+
+    def _epsilon(self, token: Token, tr: Transition, now: int) -> Token | None:
+        clocks = token.clocks
+        for clock, low, high in tr.guard:
+            start = clocks[clock]
+            value = 0 if start is None else now - start
+            if value < low or (high is not None and value > high):
+                return None
+        if tr.pend or tr.stop:
+            clocks = tuple(None if i in tr.pend or i in tr.stop else c
+                           for i, c in enumerate(clocks))
+        memory = self._released(self._allocated(token.memory, tr.alloc), tr.release)
+        moved = Token(tr.target, clocks, memory, token.held, token.first_t)
+        return moved if self._alive(moved, now) else None
+
+    def _alive(self, token: Token, now: int) -> bool:
+        """Whether the invariants of the token's location hold at ``now``."""
+        return self._deadline(token) >= now
+
+    def _deadline(self, token: Token) -> float:
+        """The last time the token's location lets it live (``math.inf``: no bound)."""
+        deadline = math.inf
+        for clock, high in self.automaton.invariants.get(token.loc, ()):
+            start = token.clocks[clock]
+            if start is not None:
+                deadline = min(deadline, start + high)
+        return deadline
+
+    # -- the stored tokens ----------------------------------------------------------------
+
+    def _store(self, token: Token, witness: tuple[tuple, ...]) -> None:
+        keys = self._keys(token)
+        if not keys:
+            return  # nothing can advance it
+        self._tokens[token] = witness
+        for key in keys:
+            self._index.setdefault(key, set()).add(token)
+        deadline = self._deadline(token)
+        if deadline != math.inf:
+            heapq.heappush(self._deadlines, (deadline, id(token), token))
+
+    def _keys(self, token: Token) -> set[object]:
+        """The nodes that may advance the token: the first events its location reads."""
+        keys: set[object] = set()
+        for tr in self._events[token.loc]:
+            label = tr.label
+            if isinstance(label, Const):
+                keys.add(label.name)
+            elif isinstance(label, AnyNode):
+                return {_ANY}
+            else:
+                values, writing = self._allocated(token.memory, tr.alloc)[self._var[label.name]]
+                if writing:
+                    return {_ANY}
+                keys |= values
+        return keys
+
+    def _drop(self, token: Token) -> None:
+        if self._tokens.pop(token, None) is None:
+            return
+        for key in self._keys(token):
+            bucket = self._index.get(key)
+            if bucket is not None:
+                bucket.discard(token)
+                if not bucket:
+                    del self._index[key]
+
+    def _expire(self, now: int) -> None:
+        while self._deadlines and self._deadlines[0][0] < now:
+            _, _, token = heapq.heappop(self._deadlines)
+            self._drop(token)
+
+    def _clear(self) -> None:
+        self._tokens.clear()
+        self._index.clear()
+        self._deadlines.clear()
+
+    def _refuse(self) -> None:
+        part = self.pattern.unbounded_part()
+        where = (f"the part {part.text()!r} has no time bound: wrap it in a delay "
+                 "<...>[0, SECONDS] so that waiting tokens expire" if part is not None
+                 else "the pattern's delays are wide for this stream")
+        raise StateBoundError(f"pattern {self.pattern.name!r} holds {len(self._tokens):,} "
+                              f"tokens, above max_tokens={self.max_tokens:,}: {where}; or "
+                              "raise --max-tokens")
+
+    # -- reports --------------------------------------------------------------------------
+
+    def _report(self, token: Token, witness: tuple[tuple, ...], now: int,
+                rows: list[dict]) -> None:
+        bindings = tuple((name, "|".join(sorted(values)))
+                         for name, values in zip(self.automaton.variables, token.held,
+                                                 strict=True) if values)
+        key = (token.first_t, now, bindings)
+        if key in self._reported:
+            return
+        self._reported.add(key)
+        text = f"{self.pattern.name}|{token.first_t}|{now}|{bindings!r}"
+        edges = [{"var": var, "t": t, "src": u, "dst": v, "dur": 0, "seq": seq}
+                 for t, u, v, var, seq in witness]
+        rows.append({"query": self.pattern.name, "match_id": f"{int(salt64(text)):016x}",
+                     "first_t": token.first_t, "last_t": now, "bindings": list(bindings),
+                     "edges": edges})

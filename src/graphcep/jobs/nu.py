@@ -1,0 +1,161 @@
+"""ν jobs: a timed ν-expression over a link stream (Bertrand et al., PETRI NETS 2018).
+
+:func:`load` reads a ``.nu`` file with the command line's options; :class:`NuJob` is what
+the runtimes replay. A match is reported at its last link, so time shards replay it
+exactly once when each shard warms up on the pattern's longest span (its outermost
+delays' upper bounds). A pattern that some part leaves unbounded in time, or that runs
+anchored at the stream's start, needs the whole stream in one engine.
+
+Example
+-------
+>>> import pyarrow as pa
+>>> from graphcep.lang.nu import parse_nu
+>>> job = NuJob(parse_nu("<#X ~> #Y . Y ~> X>[0, 5]", "ping_pong"))
+>>> job.extent()
+Extent(size=5000000, unit='us')
+>>> edges = pa.table({"t": [0, 3_000_000, 9_000_000], "src": ["a", "b", "a"],
+...                   "dst": ["b", "a", "b"]})
+>>> from graphcep.runtime.local import run_job
+>>> matches, _ = run_job(job, edges)
+>>> [(m["first_t"], m["last_t"], m["bindings"]) for m in matches.to_pylist()]
+[(0, 3000000, [('X', 'a'), ('Y', 'b')])]
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from graphcep.engines.nu.automaton import compile_pattern
+from graphcep.engines.nu.engine import MODES, NuEngine
+from graphcep.events import format_seconds
+from graphcep.io.sinks import SAL_MATCHES, MatchFormat
+from graphcep.jobs.base import Extent, JobBase
+from graphcep.patterns.nu import NuPattern, NuPatternError
+from graphcep.patterns.subgraph import QueryError
+
+#: The engines this kind runs (the protocol suite runs each).
+ENGINES: dict[str, tuple[str, str]] = {"nu": ("graphcep.engines.nu.engine", "NuEngine")}
+#: The token bound unless told otherwise (``--max-tokens``).
+DEFAULT_MAX_TOKENS = 1_000_000
+
+#: Options of other kinds a ν-expression has no use for, with what it does instead.
+_OTHERS = {
+    "query_name": "a .nu file holds one expression, named after the file",
+    "window": "a ν-expression bounds its time with delays <...>[low, high]",
+    "max_duration": "a ν-expression reads link start times only",
+    "homomorphic": "variables of a ν-expression hold distinct nodes (#X is fresh); use @ "
+                   "or a constant where nodes may repeat",
+    "signature_p": "it is a DDST option",
+    "signature_seed": "it is a DDST option",
+}
+
+
+def load(path: str, options: Mapping[str, Any]) -> NuJob:
+    """A ``.nu`` file as a job (``max_tokens``, ``anchored``); other kinds' options are
+    refused, saying what a ν-expression does instead."""
+    from graphcep.lang.nu import parse_nu_file
+
+    given = [key for key in _OTHERS if options.get(key) not in (None, False)]
+    if given:
+        flags = ", ".join(f"--{key.replace('_', '-')}" for key in given)
+        why = "; ".join(_OTHERS[key] for key in given)
+        raise QueryError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to a "
+                         f"ν-expression ({why})")
+    mode = "anchored" if options.get("anchored") else "search"
+    max_tokens = options.get("max_tokens") or DEFAULT_MAX_TOKENS
+    return NuJob(parse_nu_file(path), mode, max_tokens)
+
+
+def accepts(pattern: Any) -> bool:
+    """Whether ``pattern`` is a ν-expression (:func:`graphcep.jobs.as_job`)."""
+    return isinstance(pattern, NuPattern)
+
+
+def from_pattern(pattern: NuPattern, **options: Any) -> NuJob:
+    """A ν-expression as a job (``mode=``, ``max_tokens=``)."""
+    return NuJob(pattern, **options)
+
+
+@dataclass(frozen=True)
+class NuJob(JobBase):
+    """A ν-expression and how to run it (``mode``: search or anchored)."""
+
+    pattern: NuPattern
+    mode: str = "search"
+    max_tokens: int = DEFAULT_MAX_TOKENS
+
+    output: ClassVar[MatchFormat] = SAL_MATCHES
+
+    def __post_init__(self) -> None:
+        if self.mode not in MODES:
+            raise QueryError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
+        if self.max_tokens < 1:
+            raise QueryError("max_tokens must be at least 1")
+        try:
+            compile_pattern(self.pattern)
+        except NuPatternError as err:
+            raise QueryError(f"pattern {self.pattern.name!r}: {err}") from None
+
+    @property
+    def name(self) -> str:
+        return self.pattern.name
+
+    @property
+    def whole_stream(self) -> bool:
+        # unbounded: a match may span the whole stream; anchored: one attempt from the start
+        return self.mode == "anchored" or self.pattern.span_us() == math.inf
+
+    def bind(self, longest_duration_us: int) -> NuJob:
+        return self  # links are read at their start times
+
+    def extent(self) -> Extent:
+        span = self.pattern.span_us()
+        return Extent(0 if span == math.inf else int(span))
+
+    def needed_columns(self, available: list[str]) -> list[str]:
+        return [c for c in available if c in ("t", "src", "dst", "seq", "dur")]
+
+    def check_columns(self, available: list[str]) -> None:
+        return None  # links need only the core columns every reader gives
+
+    def orient(self, edges: pa.Table) -> pa.Table:
+        return edges  # a link is read from src to dst
+
+    def new_engine(self, threads: int | None = 1) -> NuEngine:
+        return NuEngine(self.pattern, mode=self.mode, max_tokens=self.max_tokens)
+
+    def summary_fields(self) -> dict[str, Any]:
+        return {"mode": self.mode}
+
+    def plan_dot(self) -> str:
+        """The compiled automaton in Graphviz DOT (``graphcep explain --dot``)."""
+        return compile_pattern(self.pattern).to_dot(self.pattern.name)
+
+    def describe(self) -> list[str]:
+        """The expression, its variables and constants, its span, the automaton."""
+        p = self.pattern
+        automaton = compile_pattern(p)
+        span = p.span_us()
+        unbounded = p.unbounded_part()
+        lines = [
+            f"ν-expression {p.name} ({self.mode} mode)",
+            p.text(),
+            "",
+            f"variables (fresh unknown nodes): {', '.join(sorted(p.variables())) or 'none'}; "
+            f"constants (known nodes): {', '.join(sorted(p.constants())) or 'none'}",
+            (f"span: at most {format_seconds(int(span))} s from a match's first link to its "
+             f"last; Spark shards warm up on it" if span != math.inf else
+             f"span: unbounded -- {unbounded.text()!r} has no delay bounding it, so waiting "
+             f"tokens never expire (the run stops at {self.max_tokens:,} tokens) and "
+             "Spark runs it in one task"),
+            f"plan: {self.new_engine().describe()}",
+            "",
+            "automaton: " + automaton.describe()[0],
+            *automaton.describe()[1:],
+        ]
+        return lines

@@ -1,0 +1,324 @@
+"""Parser of timed ν-expressions (``.nu`` files), in the concrete syntax of the paper's
+tool (MaTiNA), with its quirks fixed.
+
+Syntax, loosest binding first::
+
+    e & e              conjunction: refused (an error, never ignored)
+    e % e              shuffle: both, interleaved link by link
+    e | e, e or e      disjunction
+    #{X, Y} e          allocation of X and Y before e (e extends as far as '.' does)
+    e {X, Y}!          release of X and Y after e
+    e . e              concatenation
+    e* e+ e?           repetitions
+    n ~> n             a link between two nodes
+    <e>[x, y] <e>[x]   delay: e's first and last links x to y seconds apart (exactly x
+                       for <e>[x], as in MaTiNA); y may be inf
+    (e)                grouping
+    n                  a node: a name, "any text", @ (any node); #X allocates X and reads
+                       it, X! reads X and releases it, #X! both
+
+A name is a **variable** when the expression allocates or releases it anywhere (``#X``,
+``#{X}``, ``X!``, ``{X}!``) and a **constant** (a known node) otherwise, as in MaTiNA;
+names are case-sensitive. Numbers are seconds, exact to the microsecond. ``//`` starts a
+comment to the end of the line (``#`` is allocation here, not a comment).
+
+What differs from MaTiNA's parser, on purpose: ``&`` is refused with a message (MaTiNA
+parses it and then ignores it); a variable at the end of the text (``#a.#b``) is read
+like any other; ``a ~> b ~> c`` is refused (a link joins two nodes; write
+``a ~> b . b ~> c``); delay bounds must be whole microseconds and ``low <= high``.
+
+Examples
+--------
+>>> p = parse_nu("<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 10]", "triangle")
+>>> p.text()
+'<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 10]'
+>>> sorted(p.variables()), p.span_us()
+(['X', 'Y', 'Z'], 10000000)
+>>> parse_nu("a ~> b & c ~> d")
+Traceback (most recent call last):
+...
+graphcep.lang.errors.QuerySyntaxError: <query>:1:8: conjunction '&' is not supported: write the pattern as a shuffle (%) or a disjunction (|) of what both sides must match
+    a ~> b & c ~> d
+           ^
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from graphcep.events import TimeFormatError, seconds_to_fraction_us
+from graphcep.lang.tokens import (
+    Token,
+    TokenCursor,
+    _Scanner,
+    emit_number,
+    read_source,
+    scan_tokens,
+)
+from graphcep.patterns.nu import (
+    Alloc,
+    AnyNode,
+    Concat,
+    Const,
+    Delay,
+    Expr,
+    Link,
+    NuPattern,
+    NuPatternError,
+    Or,
+    Release,
+    Repeat,
+    Shuffle,
+    Var,
+)
+
+__all__ = ["parse_nu", "parse_nu_file", "tokenize_nu", "looks_like_nu", "NU_OPERATORS"]
+
+#: Punctuation of ν-expressions, longest first.
+NU_OPERATORS: tuple[str, ...] = ("~>", "#", "!", ".", "|", "%", "&", "*", "+", "?", "<",
+                                 ">", "[", "]", "{", "}", "(", ")", ",", "@")
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+
+
+def tokenize_nu(text: str, source: str = "<query>") -> list[Token]:
+    """Split a ν-expression into tokens (SAL's names and strings, ``//`` comments).
+
+    Examples
+    --------
+    >>> [t.value for t in tokenize_nu('#X~>"10.0.0.1" // c\\n.<a>[0.5]')]
+    ['#', 'X', '~>', '10.0.0.1', '.', '<', 'a', '>', '[', '0.5', ']', '']
+    """
+    return scan_tokens(text, source, _scan_number, _scan_operator, hash_comments=False)
+
+
+def _scan_number(sc: _Scanner) -> None:
+    m = _NUMBER.match(sc.text, sc.pos)
+    assert m is not None
+    emit_number(sc, m.group())
+
+
+def _scan_operator(sc: _Scanner) -> None:
+    for op in NU_OPERATORS:
+        if sc.text.startswith(op, sc.pos):
+            sc.emit("OP", op, len(op))
+            return
+    ch = sc.text[sc.pos]
+    sc.error("a token", repr(ch), f"unexpected character {ch!r}", sc.line, sc.column)
+
+
+def looks_like_nu(text: str) -> bool:
+    """Whether a query text reads as a ν-expression (it has a link ``~>``).
+
+    >>> looks_like_nu("<#X ~> #Y>[0, 1]"), looks_like_nu("{ x1 e1 x2; }")
+    (True, False)
+    """
+    return "~>" in re.sub(r"//[^\n]*", " ", text)
+
+
+def parse_nu(text: str, name: str = "pattern", source: str = "<query>") -> NuPattern:
+    """Parse a ν-expression; errors are :class:`QuerySyntaxError` with line:column."""
+    tokens = tokenize_nu(text, source)
+    parser = _Parser(text, source, tokens, _variables(tokens))
+    expr = parser.parse()
+    return NuPattern(name, expr, source)
+
+
+def parse_nu_file(path: str | Path) -> NuPattern:
+    """Parse a ``.nu`` file (UTF-8, a leading byte order mark allowed); the pattern is
+    named after the file's stem."""
+    text = read_source(path)
+    stem = Path(path).stem
+    name = stem if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stem) else "pattern"
+    return parse_nu(text, name, str(path))
+
+
+def _variables(tokens: list[Token]) -> set[str]:
+    """The names the text allocates or releases anywhere: ``#X``, ``#{X, ..}``, ``X!``,
+    ``{X, ..}!`` (MaTiNA's rule; every other name is a constant)."""
+    found: set[str] = set()
+    for i, tok in enumerate(tokens):
+        if tok.is_op("#") and tokens[i + 1].kind == "IDENT":
+            found.add(tokens[i + 1].value)
+        if tok.is_op("!") and i and tokens[i - 1].kind == "IDENT":
+            found.add(tokens[i - 1].value)
+        if tok.is_op("{"):
+            j = i + 1
+            while tokens[j].kind == "IDENT":
+                found.add(tokens[j].value)
+                j += 1 if not tokens[j + 1].is_op(",") else 2
+    return found
+
+
+class _Parser(TokenCursor):
+    def __init__(self, text: str, source: str, tokens: list[Token], variables: set[str]):
+        super().__init__(text, source, tokens)
+        self.variables = variables
+
+    def parse(self) -> Expr:
+        if self.peek().kind == "EOF":
+            self.fail("a ν-expression", message="the text holds no expression")
+        expr = self.conjunction()
+        if self.peek().kind != "EOF":
+            self.fail("an operator (. | % * + ?) or the end of the expression")
+        return expr
+
+    def conjunction(self) -> Expr:
+        expr = self.shuffle()
+        amp = self.peek()
+        if amp.is_op("&") or amp.is_keyword("and"):
+            self.fail("'%' or '|'", amp, "conjunction '&' is not supported: write the pattern "
+                      "as a shuffle (%) or a disjunction (|) of what both sides must match")
+        return expr
+
+    def shuffle(self) -> Expr:
+        parts = [self.disjunction()]
+        while self.accept_op("%"):
+            parts.append(self.disjunction())
+        return parts[0] if len(parts) == 1 else Shuffle(tuple(parts))
+
+    def disjunction(self) -> Expr:
+        parts = [self.scoped()]
+        while self.accept_op("|") or self.accept_kw("or"):
+            parts.append(self.scoped())
+        return parts[0] if len(parts) == 1 else Or(tuple(parts))
+
+    def scoped(self) -> Expr:
+        if self.peek().is_op("#") and self.peek(1).is_op("{"):
+            self.next()
+            names = self.names()
+            return Alloc(names, self.scoped())
+        expr = self.sequence()
+        while self.peek().is_op("{"):
+            names = self.names()
+            self.expect_op("!", "'!' after the variables to release ({X, Y}!)")
+            expr = Release(expr, names)
+        return expr
+
+    def names(self) -> tuple[str, ...]:
+        self.expect_op("{", "'{'")
+        names = [self.expect_ident("a variable name").value]
+        while self.accept_op(","):
+            names.append(self.expect_ident("a variable name").value)
+        self.expect_op("}", "'}' closing the variables")
+        return tuple(names)
+
+    def sequence(self) -> Expr:
+        parts = [self.repeated()]
+        while self.accept_op("."):
+            parts.append(self.repeated())
+        return parts[0] if len(parts) == 1 else Concat(tuple(parts))
+
+    def repeated(self) -> Expr:
+        expr = self.link()
+        while True:
+            tok = self.peek()
+            if tok.is_op("*"):
+                expr = Repeat(expr, 0, None)
+            elif tok.is_op("+"):
+                expr = Repeat(expr, 1, None)
+            elif tok.is_op("?"):
+                expr = Repeat(expr, 0, 1)
+            else:
+                return expr
+            self.next()
+
+    def link(self) -> Expr:
+        start = self.peek()
+        src = self.atom()
+        if not self.peek().is_op("~>"):
+            return src
+        arrow = self.next()
+        dst = self.atom()
+        for end, tok in ((src, start), (dst, self.toks[self.i - 1])):
+            if not _is_node(end):
+                self.fail("a node", tok, "each end of a link is one node (a name, a \"string\", "
+                          "@, with # or ! on it)")
+        if self.peek().is_op("~>"):
+            self.fail("'.'", message="a link joins two nodes: write a ~> b . b ~> c for a path")
+        del arrow
+        return Link(src, dst)
+
+    def atom(self) -> Expr:
+        tok = self.peek()
+        if tok.is_op("("):
+            self.next()
+            expr = self.conjunction()
+            self.expect_op(")", "')' closing the group")
+            return expr
+        if tok.is_op("<"):
+            return self.delay()
+        return self.node()
+
+    def delay(self) -> Expr:
+        self.expect_op("<", "'<'")
+        body = self.conjunction()
+        self.expect_op(">", "'>' closing the delay")
+        self.expect_op("[", "'[' opening the delay's interval")
+        first = self.seconds()
+        if self.accept_op(","):
+            low, high = first, self.seconds(allow_inf=True)
+        else:
+            low, high = first, first  # <e>[x]: exactly x seconds, as in MaTiNA
+        close = self.expect_op("]", "']' closing the delay's interval")
+        if high is not None and high < low:
+            self.fail("an upper bound at least the lower", close,
+                      f"the delay's interval [{low / 1e6:g}, {high / 1e6:g}] s is empty")
+        try:
+            return Delay(body, low, high)
+        except NuPatternError as err:
+            self.fail("a delay", close, str(err))
+
+    def seconds(self, allow_inf: bool = False) -> int:
+        tok = self.peek()
+        if allow_inf and (tok.is_keyword("inf") or tok.is_keyword("infinity")):
+            self.next()
+            return None
+        if tok.kind != "NUMBER":
+            self.fail("a number of seconds" + (" or inf" if allow_inf else ""))
+        self.next()
+        try:
+            us = seconds_to_fraction_us(tok.value)
+        except TimeFormatError as err:
+            self.fail("a number of seconds", tok, str(err))
+        if us.denominator != 1:
+            self.fail("whole microseconds", tok, f"{tok.value} s is not a whole number of "
+                      "microseconds")
+        if us > 2**61:
+            self.fail("a smaller bound", tok, f"{tok.value} s exceeds the range of times")
+        return int(us)
+
+    def node(self) -> Expr:
+        tok = self.peek()
+        if tok.is_op("@"):
+            self.next()
+            return AnyNode()
+        if tok.is_op("#") and self.peek(1).is_op("{"):
+            self.fail("a node", self.peek(1), "#{...} applies to everything up to the next "
+                      "'|' or '%', so it cannot follow '.' or '~>': put it in parentheses, "
+                      "a . (#{X} ...)")
+        fresh = self.accept_op("#")
+        name_tok = self.peek()
+        if name_tok.kind not in ("IDENT", "STRING"):
+            self.fail("a node (a name, a \"string\" or @), '(' or '<'")
+        self.next()
+        name = name_tok.value
+        node: Expr = Var(name) if name in self.variables and name_tok.kind == "IDENT" \
+            else Const(name)
+        if fresh is not None:
+            if not isinstance(node, Var):
+                self.fail("a variable", name_tok, f"{name!r} cannot be allocated")
+            node = Alloc((name,), node)
+        if self.peek().is_op("!") and not self.peek(1).is_op("{"):
+            bang = self.next()
+            if not isinstance(name_tok, Token) or name_tok.kind != "IDENT":
+                self.fail("a variable", bang, "only a variable can be released")
+            node = Release(node, (name,))
+        return node
+
+
+def _is_node(expr: Expr) -> bool:
+    if isinstance(expr, Const | Var | AnyNode):
+        return True
+    return isinstance(expr, Alloc | Release) and _is_node(expr.body)
+

@@ -1,0 +1,309 @@
+"""Timed ν-expressions: regular expressions over link streams with time and fresh names.
+
+Bertrand, Klaudel, Latapy, Peschanski, "Pattern Matching in Link Streams: a Token-based
+Approach" (PETRI NETS 2018), Table 1. An expression is built from
+
+- nodes: a known node (a constant), a variable ``X`` (an unknown node held in memory) or
+  ``@`` (any node);
+- links ``n1 ~> n2``: one link of the stream from ``n1`` to ``n2``, atomic -- nothing
+  interleaves between its two ends, not even under shuffle;
+- the regular operators: concatenation ``e1 . e2``, disjunction ``e1 | e2``, shuffle
+  ``e1 % e2`` (the two interleaved, link by link), ``e*``, ``e+``, ``e?``;
+- time: ``<e>[x, y]``, the links ``e`` matched lie within ``x`` to ``y`` seconds of each
+  other: from the first link of ``e`` to its last (exact integer microseconds);
+- memory: ``#{X, Y} e`` allocates ``X`` and ``Y`` (puts them in write mode: the next node
+  each reads must be *fresh* -- no constant of the pattern and held by no variable) before
+  ``e``; ``e {X, Y}!`` releases them after ``e`` (their values are forgotten). ``#X`` is
+  ``#{X} X`` and ``X!`` is ``X {X}!``.
+
+These objects are what the parser (:mod:`graphcep.lang.nu`) and Python code build; the
+compiler (:mod:`graphcep.engines.nu.automaton`) turns them into a timed ν-automaton.
+
+Examples
+--------
+>>> x, y, z = Var("X"), Var("Y"), Var("Z")
+>>> triangle = Delay(Concat((Link(Alloc(("X",), x), Alloc(("Y",), y)),
+...                          Link(y, Alloc(("Z",), z)), Link(z, x))), 0, 10_000_000)
+>>> NuPattern("triangle", triangle).span_us()        # a match lasts at most 10 s
+10000000
+>>> sorted(NuPattern("triangle", triangle).variables())
+['X', 'Y', 'Z']
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+from graphcep.events import format_seconds
+
+
+class NuPatternError(ValueError):
+    """A ν-expression that is well formed but cannot be matched as written."""
+
+
+# -- nodes ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Const:
+    """A known node: matches exactly the node named ``name``."""
+
+    name: str
+
+    def text(self) -> str:
+        return _quote(self.name)
+
+
+@dataclass(frozen=True)
+class Var:
+    """A variable: an unknown node held in memory (see :class:`Alloc`)."""
+
+    name: str
+
+    def text(self) -> str:
+        return self.name
+
+
+@dataclass(frozen=True)
+class AnyNode:
+    """``@``: any node."""
+
+    def text(self) -> str:
+        return "@"
+
+
+NodeTerm = Const | Var | AnyNode
+
+
+# -- expressions ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Node:
+    """One end of a link on its own: one *event* (half a link). Only meaningful on event
+    sequences (``.tes`` input); on a link stream two of them in a row read one link."""
+
+    node: NodeTerm
+
+    def text(self) -> str:
+        return self.node.text()
+
+
+@dataclass(frozen=True)
+class Link:
+    """``src ~> dst``: one link; ``src`` and ``dst`` may be wrapped in :class:`Alloc` or
+    :class:`Release` (``#X ~> Y!``)."""
+
+    src: Expr
+    dst: Expr
+
+    def text(self) -> str:
+        return f"{self.src.text()} ~> {self.dst.text()}"
+
+
+@dataclass(frozen=True)
+class Concat:
+    parts: tuple[Expr, ...]
+
+    def text(self) -> str:
+        return " . ".join(_wrap(p, Concat) for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Or:
+    parts: tuple[Expr, ...]
+
+    def text(self) -> str:
+        return " | ".join(_wrap(p, Or) for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Shuffle:
+    parts: tuple[Expr, ...]
+
+    def text(self) -> str:
+        return " % ".join(_wrap(p, Shuffle) for p in self.parts)
+
+
+@dataclass(frozen=True)
+class Repeat:
+    """``e*`` (``least=0``), ``e+`` (``least=1``), ``e?`` (``least=0, most=1``)."""
+
+    body: Expr
+    least: int = 0
+    most: int | None = None
+
+    def text(self) -> str:
+        mark = {(0, None): "*", (1, None): "+", (0, 1): "?"}[(self.least, self.most)]
+        return f"{_wrap(self.body, Repeat)}{mark}"
+
+
+@dataclass(frozen=True)
+class Delay:
+    """``<body>[low, high]``: the first and the last link of ``body`` are ``low`` to
+    ``high`` microseconds apart (``high`` None: no upper bound)."""
+
+    body: Expr
+    low_us: int
+    high_us: int | None
+
+    def __post_init__(self) -> None:
+        if self.low_us < 0 or (self.high_us is not None and self.high_us < self.low_us):
+            raise NuPatternError(f"delay [{self.low_us}, {self.high_us}] µs is empty or "
+                                 "negative")
+
+    def text(self) -> str:
+        high = "inf" if self.high_us is None else format_seconds(self.high_us)
+        return f"<{self.body.text()}>[{format_seconds(self.low_us)}, {high}]"
+
+
+@dataclass(frozen=True)
+class Alloc:
+    """``#{X, ...} body``: the variables are put in write mode before ``body``."""
+
+    names: tuple[str, ...]
+    body: Expr
+
+    def text(self) -> str:
+        if self.names == (_variable_of(self.body),) and not isinstance(self.body, Alloc):
+            return f"#{self.body.text()}"
+        return f"#{{{', '.join(self.names)}}} {_wrap(self.body, Alloc)}"
+
+
+@dataclass(frozen=True)
+class Release:
+    """``body {X, ...}!``: the variables are emptied after ``body``."""
+
+    body: Expr
+    names: tuple[str, ...]
+
+    def text(self) -> str:
+        if self.names == (_variable_of(self.body),) and not isinstance(self.body, Release):
+            return f"{self.body.text()}!"
+        return f"{_wrap(self.body, Release)} {{{', '.join(self.names)}}}!"
+
+
+Expr = Node | Link | Concat | Or | Shuffle | Repeat | Delay | Alloc | Release | NodeTerm
+
+
+def _wrap(expr: Expr, parent: type) -> str:
+    atomic = _is_node(expr) or isinstance(expr, Delay) or (
+        isinstance(expr, Link) and parent is not Repeat)
+    return expr.text() if atomic or (type(expr) is parent and parent is not Repeat) \
+        else f"({expr.text()})"
+
+
+def _is_node(expr: Expr) -> bool:
+    """A node, with # or ! on it: one end of a link."""
+    if isinstance(expr, Const | Var | AnyNode | Node):
+        return True
+    return isinstance(expr, Alloc | Release) and _is_node(expr.body)
+
+
+def _variable_of(expr: Expr) -> str | None:
+    """The variable a node reads (through # and !), None for other expressions."""
+    if isinstance(expr, Var):
+        return expr.name
+    if isinstance(expr, Alloc | Release):
+        return _variable_of(expr.body)
+    return None
+
+
+def _quote(name: str) -> str:
+    return name if name.replace("_", "").replace(".", "").isalnum() and name[:1].islower() \
+        else '"' + name.replace('"', '\\"') + '"'
+
+
+# -- the pattern ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NuPattern:
+    """A named timed ν-expression, with where it was written (for messages)."""
+
+    name: str
+    expr: Expr
+    source: str = field(default="", compare=False)
+
+    def text(self) -> str:
+        return self.expr.text()
+
+    def variables(self) -> set[str]:
+        return {n for e in walk(self.expr) for n in _names(e)}
+
+    def constants(self) -> set[str]:
+        return {e.name for e in walk(self.expr) if isinstance(e, Const)}
+
+    def span_us(self) -> float:
+        """The longest a match can last, first link to last (``math.inf``: unbounded)."""
+        return span_us(self.expr)
+
+    def unbounded_part(self) -> Expr | None:
+        """The largest sub-expression whose matches nothing bounds in time (None when the
+        pattern is bounded): where tokens may wait for ever."""
+        return _unbounded(self.expr)
+
+
+def walk(expr: Expr):
+    """Every sub-expression, ``expr`` first."""
+    yield expr
+    for child in children(expr):
+        yield from walk(child)
+
+
+def children(expr: Expr) -> tuple[Expr, ...]:
+    if isinstance(expr, Concat | Or | Shuffle):
+        return expr.parts
+    if isinstance(expr, Link):
+        return (expr.src, expr.dst)
+    if isinstance(expr, Repeat | Delay | Alloc | Release):
+        return (expr.body,)
+    if isinstance(expr, Node):
+        return (expr.node,)
+    return ()
+
+
+def _names(expr: Expr) -> tuple[str, ...]:
+    if isinstance(expr, Var):
+        return (expr.name,)
+    if isinstance(expr, Alloc | Release):
+        return expr.names
+    return ()
+
+
+def span_us(expr: Expr) -> float:
+    """The longest time between the first and the last link a match of ``expr`` holds
+    (``math.inf`` where nothing bounds it): a concatenation, shuffle or repetition of
+    parts that consume links can wait for ever between them; a delay bounds its body."""
+    if isinstance(expr, Const | Var | AnyNode | Node | Link):
+        return 0
+    if isinstance(expr, Delay):
+        inner = span_us(expr.body)
+        return inner if expr.high_us is None else min(expr.high_us, inner)
+    if isinstance(expr, Alloc | Release):
+        return span_us(expr.body)
+    if isinstance(expr, Or):
+        return max(span_us(p) for p in expr.parts)
+    if isinstance(expr, Repeat):
+        if expr.most is not None and expr.most <= 1:
+            return span_us(expr.body)
+        return 0 if not consumes(expr.body) else math.inf
+    parts = [p for p in expr.parts if consumes(p)]  # Concat, Shuffle
+    if len(parts) <= 1:
+        return max((span_us(p) for p in parts), default=0)
+    return math.inf
+
+
+def consumes(expr: Expr) -> bool:
+    """Whether some match of ``expr`` holds a link (or an event)."""
+    return any(isinstance(e, Const | Var | AnyNode) for e in walk(expr))
+
+
+def _unbounded(expr: Expr) -> Expr | None:
+    if span_us(expr) != math.inf:
+        return None
+    for child in children(expr):
+        if span_us(child) == math.inf:
+            return _unbounded(child) or child
+    return expr

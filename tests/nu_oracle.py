@@ -1,0 +1,233 @@
+"""A brute-force oracle for timed ν-expressions in search mode, written from the
+definitions and sharing no code with the automaton or the token game.
+
+Every subsequence of the links (in stream order) is tried whole against the expression by
+*rewriting the expression*: ε-moves fire allocations (write mode), releases, the choices
+of ``|`` and repetitions, and the ends of delays (checking the time from their first to
+their last link); a link is consumed by the link at the front of the expression (both of
+its ends read at once: links are atomic), or by either side of a shuffle. Reading a node
+follows Definition 7: a constant reads itself; a variable reads no constant of the
+pattern, in write mode only a node no variable holds (then read mode), in read mode only a
+node it holds. A subsequence matches when the expression can rewrite to nothing; each
+match is ``(first time, last time, bindings)``, the bindings being every node each
+variable held. Exponential: for streams of a dozen links.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from itertools import combinations
+
+from graphcep.patterns.nu import (
+    Alloc,
+    AnyNode,
+    Concat,
+    Const,
+    Delay,
+    Link,
+    NuPattern,
+    Or,
+    Release,
+    Repeat,
+    Shuffle,
+    Var,
+)
+
+
+@dataclass(frozen=True)
+class Done:
+    """The empty expression: everything matched."""
+
+
+@dataclass(frozen=True)
+class Running:
+    """A delay whose body has started: its first and last link times (None: no link)."""
+
+    body: object
+    low: int
+    high: int | None
+    first: int | None = None
+    last: int | None = None
+
+
+@dataclass(frozen=True)
+class State:
+    memory: tuple  # per variable: (frozenset of nodes, write mode)
+    held: tuple  # per variable: every node it held
+
+
+DONE = Done()
+
+
+class Oracle:
+    def __init__(self, pattern: NuPattern) -> None:
+        self.expr = pattern.expr
+        self.names = tuple(sorted(pattern.variables()))
+        self.constants = pattern.constants()
+
+    def matches(self, links: list[tuple[int, str, str]]) -> set[tuple]:
+        """Every ``(first_t, last_t, bindings)`` of a subsequence of ``links`` (stream
+        order) that the expression matches whole."""
+        found = set()
+        empty = State(tuple((frozenset(), False) for _ in self.names),
+                      tuple(frozenset() for _ in self.names))
+        for size in range(1, len(links) + 1):
+            for chosen in combinations(links, size):
+                for state in self._accepting(chosen, empty):
+                    bindings = tuple((n, "|".join(sorted(v)))
+                                     for n, v in zip(self.names, state.held, strict=True) if v)
+                    found.add((chosen[0][0], chosen[-1][0], bindings))
+        return found
+
+    def _accepting(self, links, start: State) -> set[State]:
+        current = self._closure({(self.expr, start)})
+        for t, u, v in links:
+            stepped = set()
+            for expr, state in current:
+                stepped |= self._consume(expr, state, t, u, v)
+            current = self._closure(stepped)
+            if not current:
+                return set()
+        return {state for expr, state in current if expr == DONE}
+
+    # -- ε-moves ----------------------------------------------------------------------
+
+    def _closure(self, pairs: set) -> set:
+        seen, todo = set(pairs), list(pairs)
+        while todo:
+            expr, state = todo.pop()
+            for moved in self._epsilon(expr, state):
+                if moved not in seen:
+                    seen.add(moved)
+                    todo.append(moved)
+        return seen
+
+    def _epsilon(self, expr, state: State) -> list:
+        if isinstance(expr, Link):
+            allocs, node, releases = _parts(expr.src)
+            if not allocs:
+                return []
+            return [(Link(_rebuild((), node, releases), expr.dst), self._alloc(state, allocs))]
+        if isinstance(expr, Alloc):
+            return [(expr.body, self._alloc(state, expr.names))]
+        if isinstance(expr, Release):
+            if expr.body == DONE:
+                return [(DONE, self._release(state, expr.names))]
+            return [(replace(expr, body=b), s) for b, s in self._epsilon(expr.body, state)]
+        if isinstance(expr, Or):
+            return [(p, state) for p in expr.parts]
+        if isinstance(expr, Concat):
+            head, rest = expr.parts[0], expr.parts[1:]
+            tail = rest[0] if len(rest) == 1 else Concat(rest)
+            if head == DONE:
+                return [(tail, state)]
+            return [(Concat((h, *rest)), s) for h, s in self._epsilon(head, state)]
+        if isinstance(expr, Shuffle):
+            out = []
+            for i, part in enumerate(expr.parts):
+                if part == DONE:
+                    rest = expr.parts[:i] + expr.parts[i + 1:]
+                    out.append((rest[0] if len(rest) == 1 else Shuffle(rest), state))
+                else:
+                    out += [(Shuffle(expr.parts[:i] + (p,) + expr.parts[i + 1:]), s)
+                            for p, s in self._epsilon(part, state)]
+            return out
+        if isinstance(expr, Repeat):
+            out = []
+            if expr.least == 0:
+                out.append((DONE, state))
+            if expr.most is None or expr.most > 0:
+                again = Repeat(expr.body, max(expr.least - 1, 0),
+                               None if expr.most is None else expr.most - 1)
+                out.append((Concat((expr.body, again)) if again.most != 0 else expr.body,
+                            state))
+            return out
+        if isinstance(expr, Delay):
+            return [(Running(expr.body, expr.low_us, expr.high_us), state)]
+        if isinstance(expr, Running):
+            if expr.body == DONE:
+                duration = 0 if expr.first is None else expr.last - expr.first
+                ok = expr.low <= duration and (expr.high is None or duration <= expr.high)
+                return [(DONE, state)] if ok else []
+            return [(replace(expr, body=b), s) for b, s in self._epsilon(expr.body, state)]
+        return []
+
+    # -- reading a link ---------------------------------------------------------------
+
+    def _consume(self, expr, state: State, t: int, u: str, v: str) -> set:
+        if isinstance(expr, Link):
+            # the source's allocations came before the link (an ε-move); its releases and
+            # the target's allocations happen inside it; the target's releases after it
+            src_allocs, src, src_releases = _parts(expr.src)
+            if src_allocs:
+                return set()
+            dst_allocs, dst, dst_releases = _parts(expr.dst)
+            after = Release(DONE, dst_releases) if dst_releases else DONE
+            out = set()
+            for s1 in self._read(src, state, u):
+                s1 = self._alloc(self._release(s1, src_releases), dst_allocs)
+                out |= {(after, s2) for s2 in self._read(dst, s1, v)}
+            return out
+        if isinstance(expr, Concat):
+            head, rest = expr.parts[0], expr.parts[1:]
+            return {(Concat((h, *rest)), s) for h, s in self._consume(head, state, t, u, v)}
+        if isinstance(expr, Shuffle):
+            out = set()
+            for i, part in enumerate(expr.parts):
+                out |= {(Shuffle(expr.parts[:i] + (p,) + expr.parts[i + 1:]), s)
+                        for p, s in self._consume(part, state, t, u, v)}
+            return out
+        if isinstance(expr, Running):
+            first = t if expr.first is None else expr.first
+            if expr.high is not None and t - first > expr.high:
+                return set()
+            return {(Running(b, expr.low, expr.high, first, t), s)
+                    for b, s in self._consume(expr.body, state, t, u, v)}
+        if isinstance(expr, Release):
+            return {(replace(expr, body=b), s) for b, s in self._consume(expr.body, state, t, u, v)}
+        return set()
+
+    def _read(self, node_term, state: State, node: str) -> list[State]:
+        """A node of the pattern reads the stream node ``node`` (Definition 7)."""
+        if isinstance(node_term, Const):
+            return [state] if node == node_term.name else []
+        if isinstance(node_term, AnyNode):
+            return [state]
+        assert isinstance(node_term, Var)
+        if node in self.constants:
+            return []
+        i = self.names.index(node_term.name)
+        values, writing = state.memory[i]
+        if writing and any(node in held for held, _ in state.memory):
+            return []
+        if not writing and node not in values:
+            return []
+        memory = state.memory[:i] + ((values | {node}, False),) + state.memory[i + 1:]
+        held = state.held[:i] + (state.held[i] | {node},) + state.held[i + 1:]
+        return [State(memory, held)]
+
+    def _alloc(self, state: State, names) -> State:
+        return State(tuple((vals, True) if n in names else (vals, w)
+                           for n, (vals, w) in zip(self.names, state.memory, strict=True)),
+                     state.held)
+
+    def _release(self, state: State, names) -> State:
+        return State(tuple((frozenset(), False) if n in names else m
+                           for n, m in zip(self.names, state.memory, strict=True)),
+                     state.held)
+
+
+def _parts(end) -> tuple[tuple[str, ...], object, tuple[str, ...]]:
+    """A link end as (variables allocated before it, its node, variables released after)."""
+    if isinstance(end, Alloc):
+        allocs, node, releases = _parts(end.body)
+        return (*end.names, *allocs), node, releases
+    if isinstance(end, Release):
+        allocs, node, releases = _parts(end.body)
+        return allocs, node, (*releases, *end.names)
+    return (), end, ()
+
+
+def _rebuild(allocs, node, releases):
+    end = Release(node, tuple(releases)) if releases else node
+    return Alloc(tuple(allocs), end) if allocs else end
