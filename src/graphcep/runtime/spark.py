@@ -775,6 +775,17 @@ def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_
     return "shuffle"
 
 
+def _received(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    """The rows a ``mapInArrow`` task received, or None when there are none: an empty
+    partition sends no batch at all, and ``pa.Table.from_batches`` needs at least one (or
+    a schema). Every function that replays a partition starts with this."""
+    received = list(batches)
+    if not received:
+        return None
+    table = pa.Table.from_batches(received)
+    return table if table.num_rows else None
+
+
 def _replay_single(spark, job: ReplayJob, edges_df, n: int):
     """One engine replays everything.
 
@@ -792,8 +803,8 @@ def _replay_single(spark, job: ReplayJob, edges_df, n: int):
         return matches, {"strategy": "single", "shards": 1, "where": "driver"}
 
     def run_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows:
+        table = _received(batches)
+        if table is not None:
             yield from _replay_edges(job, table, None, threads=threads).to_batches()
 
     matches = edges_df.coalesce(1).mapInArrow(run_all, _spark_schema(job)).toArrow()
@@ -828,10 +839,10 @@ def _ranked(edges_df, parts):
     schema = StructType([*edges_df.schema.fields, StructField(RANK, LongType())])
 
     def number(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        received = list(batches)
-        own = sort_stream(pa.Table.from_batches(received)) if received else None
-        if own is None or own.num_rows == 0:
+        own = _received(batches)
+        if own is None:
             return
+        own = sort_stream(own)
         first = starts[TaskContext.get().partitionId()]
         rank = pa.array(np.arange(first, first + own.num_rows, dtype=np.int64))
         yield from own.append_column(RANK, rank).to_batches()
@@ -870,8 +881,8 @@ def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], 
     shared = spark.sparkContext.broadcast(_ipc_bytes(tails) if tails is not None else b"")
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        own = pa.Table.from_batches(list(batches))
-        if own.num_rows == 0:
+        own = _received(batches)
+        if own is None:
             return
         start = starts[TaskContext.get().partitionId()]
         warm = None
@@ -923,8 +934,8 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
     placed = sharded.withColumn("_key", key_of_shard).repartition(nparts, "_key")
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows == 0:
+        table = _received(batches)
+        if table is None:
             return
         table = table.drop_columns(["_key"])
         for shard_id in sorted(pc.unique(table.column("_shard")).to_pylist()):
@@ -987,8 +998,8 @@ def _replay_cells(spark, job: Job, edges_df, n: int, shares: Shares):
               .repartition(shares.cells, "_key"))
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows == 0:
+        table = _received(batches)
+        if table is None:
             return
         cell_of = table.column("_cell")
         table = table.drop_columns(["_cell", "_key"])
