@@ -253,6 +253,26 @@ def test_each_file_has_its_own_layout_on_spark(spark, tmp_path):
     assert rejects == [] and lines == 5
 
 
+@pytest.mark.parametrize("files", ["vast+csv", "csv+jsonl", "jsonl+csv"])
+def test_files_of_several_formats_read_like_local_on_spark(spark, tmp_path, files):
+    """The first file decides the format; a later file none of whose lines reads that way
+    has only hinted rejects. The local reader used to fail joining them (their reason
+    columns differed in nullability); both now give the same edges and rejects."""
+    rows = flows(20)
+    first, second = files.split("+")
+    suffix = {"vast": "csv"}  # a VAST file is told by its first line
+    write_lines(tmp_path / f"1.{suffix.get(first, first)}", WRITERS[first](rows))
+    other = write_lines(tmp_path / f"2.{suffix.get(second, second)}", WRITERS[second](rows[:3]))
+    edges, rejects, lines, _ = assert_same_read(spark, tmp_path)
+    assert [e["seq"] for e in edges.to_pylist()] == list(
+        range(FIRST_ROW[first], FIRST_ROW[first] + 20))
+    hint = f" [no line of this file reads as {first}: is --format right?]"
+    assert [(file, line) for file, line, _, _ in rejects] == [
+        (str(other), n) for n in range(1, len(WRITERS[second](rows[:3])) + 1)]
+    assert all(reason.endswith(hint) for _, _, reason, _ in rejects)
+    assert lines == len(WRITERS[first](rows)) + len(WRITERS[second](rows[:3]))
+
+
 # -- damaged gzip ----------------------------------------------------------------------------
 
 
