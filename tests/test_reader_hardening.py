@@ -544,6 +544,58 @@ def test_parquet_files_whose_attribute_types_clash_keep_every_value_as_text(
     assert result.edges.column("port").to_pylist() == ["80", "http"]
 
 
+def physical_lines(data: bytes) -> int:
+    """Lines a reader meets in ``data``: pieces ended by ``\\n``, and a last unended one."""
+    return data.count(b"\n") + (not data.endswith(b"\n"))
+
+
+def test_a_parquet_file_read_as_csv_is_rejected_line_by_line_with_the_hint(
+    tmp_path: Path, capsys
+) -> None:
+    # Its bytes split into fewer than three fields and line 1 was taken for a header
+    # naming two columns: the layout failed ("column index 2 for 't' outside the 2
+    # columns", a traceback). Now it reads as any other file in the wrong format.
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"t": [1.0, 2.0], "src": ["a", "b"], "dst": ["b", "c"]}), path)
+    lines = physical_lines(path.read_bytes())
+    result = read_edges(path, "csv")
+    assert result.edges.num_rows == 0 and result.lines_read == lines
+    assert result.rejects.num_rows + result.skipped == lines and result.rejects.num_rows
+    assert result.rejects.column("line").to_pylist()[0] == 1
+    assert all(r.endswith(CSV_HINT) for r in result.rejects.column("reason").to_pylist())
+    # listed after a CSV file, whose format then decides: the CSV file's edges are read
+    good = write(tmp_path / "good.csv", "a,b,1\nb,c,2\n")
+    mixed = read_edges([good, path])
+    assert core(mixed) == [(1_000_000, "a", "b", 1), (2_000_000, "b", "c", 2)]
+    assert mixed.rejects.to_pylist() == result.rejects.to_pylist()
+    query = write(tmp_path / "q.sal", "{ x1 e1 x2; }")
+    for inputs in ([str(path), "--format", "csv"], [str(good), str(path)]):
+        code = main(["run", str(query), "-i", *inputs, "--engine", "local",
+                     "-o", str(tmp_path / "m.jsonl"), "--rejects", str(tmp_path / "r.jsonl")])
+        out = capsys.readouterr().out
+        assert code == 0
+        assert f"no line of {path} reads as csv: pass --format if it is another format" in out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_file_of_fewer_than_three_columns_is_rejected_line_by_line(
+    tmp_path: Path, fmt: str
+) -> None:
+    sep = "," if fmt == "csv" else "\t"
+    path = write(tmp_path / f"two.{fmt}", f"a{sep}b\nc{sep}d\n")
+    hint = f" [no line of this file reads as {fmt}: is --format right?]"
+    # line 1 names too few columns to be a header of edges: it is data like line 2
+    assert read_edges(path).rejects.to_pylist() == [
+        {"file": str(path), "line": n, "reason": "missing fields: expected 3 fields, got 2" + hint,
+         "text": f"{x}{sep}{y}"} for n, x, y in [(1, "a", "b"), (2, "c", "d")]]
+    # --header: line 1 is the header, src, dst and t are still missing from line 2
+    forced = read_edges(path, options=ReaderOptions(header=True))
+    assert reasons(forced) == {2: "missing fields: expected 3 fields, got 2" + hint}
+    assert forced.skipped == 1
+    one = read_edges(write(tmp_path / f"one.{fmt}", "a\nb\n"))
+    assert reasons(one) == {n: "missing fields: expected 3 fields, got 1" + hint for n in (1, 2)}
+
+
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "snap"])
 def test_byte_order_mark_opening_a_file_is_dropped(tmp_path: Path, fmt: str) -> None:
     body = {

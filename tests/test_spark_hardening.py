@@ -273,6 +273,31 @@ def test_files_of_several_formats_read_like_local_on_spark(spark, tmp_path, file
     assert lines == len(WRITERS[first](rows)) + len(WRITERS[second](rows[:3]))
 
 
+@pytest.mark.parametrize("case", ["parquet as csv", "parquet after csv", "two columns"])
+def test_files_without_three_fields_are_rejected_like_local_on_spark(spark, tmp_path, case):
+    """A file whose lines split into fewer than three fields (a Parquet file read as CSV,
+    a 2-column CSV) failed its layout in the tasks; every line is now a reject with the
+    format hint, as the local reader has it."""
+    import pyarrow.parquet as pq
+
+    parquet = tmp_path / "2.parquet"
+    pq.write_table(pa.table({"t": [1.0, 2.0], "src": ["a", "b"], "dst": ["b", "c"]}), parquet)
+    if case == "parquet as csv":
+        path, fmt, bad = parquet, "csv", parquet
+    elif case == "parquet after csv":
+        write_lines(tmp_path / "1.csv", ["a,b,1", "b,c,2"])
+        path, fmt, bad = tmp_path, None, parquet
+    else:
+        parquet.unlink()
+        path = bad = write_lines(tmp_path / "two.csv", ["a,b", "c,d"])
+        fmt = None
+    edges, rejects, _, _ = assert_same_read(spark, path, fmt)
+    assert edges.num_rows == (2 if case == "parquet after csv" else 0)
+    assert rejects and {file for file, _, _, _ in rejects} == {str(bad)}
+    assert all(reason.endswith(" [no line of this file reads as csv: is --format right?]")
+               for _, _, reason, _ in rejects)
+
+
 # -- damaged gzip ----------------------------------------------------------------------------
 
 
