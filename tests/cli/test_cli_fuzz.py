@@ -38,7 +38,7 @@ MAX_LINE = 1 << 20
 def run(tmp_path: Path, name: str, query: Path, data: Path, fmt: str, engine: str,
         capsys: pytest.CaptureFixture[str]) -> tuple[set, list[dict]]:
     """Run the command; (matches as edge tuples, rejects) after checking how it ended."""
-    out, rejects = tmp_path / f"{name}.jsonl", tmp_path / f"{name}.rejects.jsonl"
+    out, rejects = tmp_path / f"{name}.matches.jsonl", tmp_path / f"{name}.rejects.jsonl"
     status = main(["run", str(query), "--input", str(data), "--format", fmt,
                    "--engine", engine, "-o", str(out), "--rejects", str(rejects),
                    "--summary", "json", "--master", "local[2]"])

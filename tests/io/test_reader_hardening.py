@@ -5,6 +5,7 @@ read at all is one clear error (exit status 2 on the command line)."""
 from __future__ import annotations
 
 import gzip
+import json
 import os
 from pathlib import Path
 
@@ -479,6 +480,121 @@ def test_a_wholly_rejected_file_hints_at_the_format(tmp_path: Path) -> None:
     assert mixed.rejects.column("reason").to_pylist() == [
         "missing fields: expected 3 fields, got 2"
     ]
+
+
+# The files of one run read in the first file's format, each with its own layout; a file no
+# line of which reads that way has only hinted rejects, which used to have another schema
+# (a nullable reason) than the others' and failed the join ("Schema at index 1 was
+# different").
+VAST_HINT = " [no line of this file reads as vast: is --format right?]"
+CSV_HINT = " [no line of this file reads as csv: is --format right?]"
+
+
+def test_files_of_several_layouts_in_one_read(tmp_path: Path, capsys) -> None:
+    flows = write(tmp_path / "flows.csv", f"{VAST_LINE}\n{VAST_LINE.replace('.0.1,', '.0.2,')}\n")
+    other = write(tmp_path / "other.csv", "src,dst,t\na,b,1\nb,c,2\n")
+    result = read_edges([flows, other])
+    assert result.fmt == "vast"
+    assert core(result) == [(1_364_802_616_000_000, "172.10.0.4", "172.0.0.1", 1),
+                            (1_364_802_616_000_000, "172.10.0.4", "172.0.0.2", 2)]
+    assert result.rejects.to_pylist() == [
+        {"file": str(other), "line": n, "reason": "missing fields: expected 19 or 20 fields, "
+         "got 3" + VAST_HINT, "text": text}
+        for n, text in [(1, "src,dst,t"), (2, "a,b,1"), (3, "b,c,2")]]
+    assert result.lines_read == 5
+    # the command line matches what was read and counts the rest
+    query = write(tmp_path / "q.sal", "{ x1 e1 x2; }")
+    code = main(["run", str(query), "-i", str(flows), str(other), "--engine", "local",
+                 "-o", str(tmp_path / "m.jsonl"), "--rejects", str(tmp_path / "r.jsonl"),
+                 "--summary", "json"])
+    summary = json.loads(capsys.readouterr().out.splitlines()[-1])
+    assert code == 0
+    assert (summary["matches"], summary["edges"], summary["rejected"]) == (2, 2, 3)
+    assert len((tmp_path / "r.jsonl").read_text().splitlines()) == 3
+
+
+def test_a_jsonl_file_after_a_csv_one_is_rejected_with_the_hint(tmp_path: Path) -> None:
+    good = write(tmp_path / "good.csv", "a,b,1\nb,c,2\n")
+    other = write(tmp_path / "g.jsonl", '{"src":"a","dst":"b","t":1}\nnot json\n')
+    result = read_edges([good, other])
+    assert core(result) == [(1_000_000, "a", "b", 1), (2_000_000, "b", "c", 2)]
+    assert result.rejects.select(["file", "line", "reason"]).to_pylist() == [
+        {"file": str(other), "line": 1,
+         "reason": "field 1: stray quote in an unquoted field" + CSV_HINT},
+        {"file": str(other), "line": 2,
+         "reason": "missing fields: expected 3 fields, got 1" + CSV_HINT}]
+    # the jsonl file first: its format, and the csv file is the one without an edge
+    result = read_edges([other, good])
+    assert core(result) == [(1_000_000, "a", "b", 1)]
+    assert result.rejects.select(["file", "line"]).to_pylist() == [
+        {"file": str(other), "line": 2}, {"file": str(good), "line": 1},
+        {"file": str(good), "line": 2}]
+    assert all(r.endswith(" [no line of this file reads as jsonl: is --format right?]")
+               for r in result.rejects.column("reason").to_pylist()[1:])
+
+
+def test_parquet_files_whose_attribute_types_clash_keep_every_value_as_text(
+    tmp_path: Path,
+) -> None:
+    pq.write_table(pa.table({"t": [1.0], "src": ["a"], "dst": ["b"],
+                             "port": pa.array([80], pa.int64())}), tmp_path / "1.parquet")
+    pq.write_table(pa.table({"t": [2.0], "src": ["b"], "dst": ["c"], "port": ["http"]}),
+                   tmp_path / "2.parquet")
+    result = read_edges(tmp_path)
+    assert core(result) == [(1_000_000, "a", "b", 1), (2_000_000, "b", "c", (1 << 40) + 1)]
+    assert result.edges.column("port").to_pylist() == ["80", "http"]
+
+
+def physical_lines(data: bytes) -> int:
+    """Lines a reader meets in ``data``: pieces ended by ``\\n``, and a last unended one."""
+    return data.count(b"\n") + (not data.endswith(b"\n"))
+
+
+def test_a_parquet_file_read_as_csv_is_rejected_line_by_line_with_the_hint(
+    tmp_path: Path, capsys
+) -> None:
+    # Its bytes split into fewer than three fields and line 1 was taken for a header
+    # naming two columns: the layout failed ("column index 2 for 't' outside the 2
+    # columns", a traceback). Now it reads as any other file in the wrong format.
+    path = tmp_path / "x.parquet"
+    pq.write_table(pa.table({"t": [1.0, 2.0], "src": ["a", "b"], "dst": ["b", "c"]}), path)
+    lines = physical_lines(path.read_bytes())
+    result = read_edges(path, "csv")
+    assert result.edges.num_rows == 0 and result.lines_read == lines
+    assert result.rejects.num_rows + result.skipped == lines and result.rejects.num_rows
+    assert result.rejects.column("line").to_pylist()[0] == 1
+    assert all(r.endswith(CSV_HINT) for r in result.rejects.column("reason").to_pylist())
+    # listed after a CSV file, whose format then decides: the CSV file's edges are read
+    good = write(tmp_path / "good.csv", "a,b,1\nb,c,2\n")
+    mixed = read_edges([good, path])
+    assert core(mixed) == [(1_000_000, "a", "b", 1), (2_000_000, "b", "c", 2)]
+    assert mixed.rejects.to_pylist() == result.rejects.to_pylist()
+    query = write(tmp_path / "q.sal", "{ x1 e1 x2; }")
+    for inputs in ([str(path), "--format", "csv"], [str(good), str(path)]):
+        code = main(["run", str(query), "-i", *inputs, "--engine", "local",
+                     "-o", str(tmp_path / "m.jsonl"), "--rejects", str(tmp_path / "r.jsonl")])
+        out = capsys.readouterr().out
+        assert code == 0
+        assert f"no line of {path} reads as csv: pass --format if it is another format" in out
+
+
+@pytest.mark.parametrize("fmt", ["csv", "tsv"])
+def test_a_file_of_fewer_than_three_columns_is_rejected_line_by_line(
+    tmp_path: Path, fmt: str
+) -> None:
+    sep = "," if fmt == "csv" else "\t"
+    path = write(tmp_path / f"two.{fmt}", f"a{sep}b\nc{sep}d\n")
+    hint = f" [no line of this file reads as {fmt}: is --format right?]"
+    # line 1 names too few columns to be a header of edges: it is data like line 2
+    assert read_edges(path).rejects.to_pylist() == [
+        {"file": str(path), "line": n, "reason": "missing fields: expected 3 fields, got 2" + hint,
+         "text": f"{x}{sep}{y}"} for n, x, y in [(1, "a", "b"), (2, "c", "d")]]
+    # --header: line 1 is the header, src, dst and t are still missing from line 2
+    forced = read_edges(path, options=ReaderOptions(header=True))
+    assert reasons(forced) == {2: "missing fields: expected 3 fields, got 2" + hint}
+    assert forced.skipped == 1
+    one = read_edges(write(tmp_path / f"one.{fmt}", "a\nb\n"))
+    assert reasons(one) == {n: "missing fields: expected 3 fields, got 1" + hint for n in (1, 2)}
 
 
 @pytest.mark.parametrize("fmt", ["csv", "jsonl", "snap"])

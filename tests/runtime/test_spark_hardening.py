@@ -253,6 +253,51 @@ def test_each_file_has_its_own_layout_on_spark(spark, tmp_path):
     assert rejects == [] and lines == 5
 
 
+@pytest.mark.parametrize("files", ["vast+csv", "csv+jsonl", "jsonl+csv"])
+def test_files_of_several_formats_read_like_local_on_spark(spark, tmp_path, files):
+    """The first file decides the format; a later file none of whose lines reads that way
+    has only hinted rejects. The local reader used to fail joining them (their reason
+    columns differed in nullability); both now give the same edges and rejects."""
+    rows = flows(20)
+    first, second = files.split("+")
+    suffix = {"vast": "csv"}  # a VAST file is told by its first line
+    write_lines(tmp_path / f"1.{suffix.get(first, first)}", WRITERS[first](rows))
+    other = write_lines(tmp_path / f"2.{suffix.get(second, second)}", WRITERS[second](rows[:3]))
+    edges, rejects, lines, _ = assert_same_read(spark, tmp_path)
+    assert [e["seq"] for e in edges.to_pylist()] == list(
+        range(FIRST_ROW[first], FIRST_ROW[first] + 20))
+    hint = f" [no line of this file reads as {first}: is --format right?]"
+    assert [(file, line) for file, line, _, _ in rejects] == [
+        (str(other), n) for n in range(1, len(WRITERS[second](rows[:3])) + 1)]
+    assert all(reason.endswith(hint) for _, _, reason, _ in rejects)
+    assert lines == len(WRITERS[first](rows)) + len(WRITERS[second](rows[:3]))
+
+
+@pytest.mark.parametrize("case", ["parquet as csv", "parquet after csv", "two columns"])
+def test_files_without_three_fields_are_rejected_like_local_on_spark(spark, tmp_path, case):
+    """A file whose lines split into fewer than three fields (a Parquet file read as CSV,
+    a 2-column CSV) failed its layout in the tasks; every line is now a reject with the
+    format hint, as the local reader has it."""
+    import pyarrow.parquet as pq
+
+    parquet = tmp_path / "2.parquet"
+    pq.write_table(pa.table({"t": [1.0, 2.0], "src": ["a", "b"], "dst": ["b", "c"]}), parquet)
+    if case == "parquet as csv":
+        path, fmt, bad = parquet, "csv", parquet
+    elif case == "parquet after csv":
+        write_lines(tmp_path / "1.csv", ["a,b,1", "b,c,2"])
+        path, fmt, bad = tmp_path, None, parquet
+    else:
+        parquet.unlink()
+        path = bad = write_lines(tmp_path / "two.csv", ["a,b", "c,d"])
+        fmt = None
+    edges, rejects, _, _ = assert_same_read(spark, path, fmt)
+    assert edges.num_rows == (2 if case == "parquet after csv" else 0)
+    assert rejects and {file for file, _, _, _ in rejects} == {str(bad)}
+    assert all(reason.endswith(" [no line of this file reads as csv: is --format right?]")
+               for _, _, reason, _ in rejects)
+
+
 # -- damaged gzip ----------------------------------------------------------------------------
 
 
@@ -508,3 +553,73 @@ def test_spark_passes_the_reader_fuzz_on_marks_and_cut_gzip(fuzz, tmp_path, requ
     fuzz.test_byte_order_mark_at_the_start_changes_nothing(tmp_path, request, "spark", fmt)
     fuzz.test_truncated_gzip_gives_a_prefix_and_one_damage_reject(tmp_path, request, "spark",
                                                                   fmt)
+
+
+# -- time-sparse input: partitions without a single edge ---------------------------------
+
+# Two triangles 5000 s apart, a star on h, and a lone edge far from everything: every
+# strategy that cuts the stream meets partitions (or shards, or cells) with no edge.
+SPARSE = [("a", "b", 1), ("b", "c", 2), ("c", "a", 3), ("h", "p", 4), ("h", "q", 5),
+          ("d", "e", 5000), ("e", "f", 5001), ("f", "d", 5002), ("x", "y", 9000)]
+STAR = """{ t e1 b; t e2 c; starttime(e1) < starttime(e2);
+            starttime(e2) - starttime(e1) <= 3; }"""
+RELAY = """QUERY relay; VERTICES A, B, C; EDGES ab: A -> B; bc: B -> C;
+           ORDER ab < bc; WITHIN 3 EDGES;"""
+
+
+def sparse_edges() -> pa.Table:
+    return pa.table({
+        "t": pa.array([t * S for _, _, t in SPARSE], pa.int64()),
+        "src": [s for s, _, _ in SPARSE], "dst": [d for _, d, _ in SPARSE],
+        "dur": pa.array([0] * len(SPARSE), pa.int64()),
+        "seq": pa.array(range(1, len(SPARSE) + 1), pa.int64()),
+    })
+
+
+def match_seqs(matches: pa.Table) -> list[tuple]:
+    return sorted(tuple(sorted(e["seq"] for e in m)) for m in matches.column("edges").to_pylist())
+
+
+def test_spark_replays_time_sparse_input_with_empty_partitions_like_local(spark):
+    """An empty partition hands a task no Arrow batch at all; each strategy's task used to
+    build its table with ``pa.Table.from_batches`` and failed on it ("Must pass schema")."""
+    from graphcep.jobs.ddst import DDSTJob
+    from graphcep.lang.ddst import parse_ddst
+    from graphcep.runtime.local import replay_job
+    from graphcep.runtime.spark import run_spark
+
+    edges = sparse_edges()
+    triangle, star = (SubgraphJob.create(parse_program(q)) for q in (TRIANGLE, STAR))
+    expected = {"triangle": run_job(triangle, edges)[0], "star": run_job(star, edges)[0]}
+    # by hand: the two triangles, and h's two edges 1 s apart
+    assert match_seqs(expected["triangle"]) == [(1, 2, 3), (6, 7, 8)]
+    assert match_seqs(expected["star"]) == [(4, 5)]
+
+    unordered = spark.createDataFrame(edges).repartition(3).cache()
+    # the stream in order, cut into more slices than it has edges: some are empty
+    ordered = spark.createDataFrame(
+        spark.sparkContext.parallelize(edges.to_pylist(), 16),
+        "t long, src string, dst string, dur long, seq long").cache()
+    assert ordered.rdd.glom().map(len).collect().count(0) > 0
+    runs = [("triangle", unordered, {}, "shuffle"),
+            ("triangle", unordered, {"shards": 8}, "shuffle"),
+            ("triangle", ordered, {"strategy": "partitions"}, "partitions"),
+            ("star", unordered, {"strategy": "cells", "shards": 8}, "cells"),
+            ("star", ordered, {"strategy": "partitions"}, "partitions")]
+    for name, df, options, strategy in runs:
+        matches, stats = run_spark(spark, triangle if name == "triangle" else star, df,
+                                   **options)
+        assert stats.extra["strategy"] == strategy, (name, options)
+        assert records(matches) == records(expected[name]), (name, options)
+        if strategy == "cells":
+            assert stats.extra["cells"] > 1  # a grid, not the single engine
+
+    # a count window is cut by edge rank into range partitions, most of them empty
+    relay = DDSTJob(parse_ddst(RELAY))
+    wanted = replay_job(DDSTJob(parse_ddst(RELAY), "baseline"), edges)
+    assert wanted.num_rows > 0
+    matches, stats = run_spark(spark, relay, unordered, shards=8)
+    assert stats.extra["strategy"] == "shuffle"
+    assert match_seqs(matches) == match_seqs(wanted)
+    unordered.unpersist()
+    ordered.unpersist()

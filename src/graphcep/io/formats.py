@@ -949,9 +949,11 @@ def prepare_options(
     that read as data (time field a time; the earliest count wins a tie). Line 1 is a
     header (``options.header=None``) when it does not read as data, its non-empty fields
     are distinct names (not numbers), its quoting is well formed, and it has that many
-    fields; ``options.columns`` naming columns implies a header. Otherwise line 1 is
-    data, and a bad one is a counted reject like any other line. ``options.header``
-    ``True``/``False`` overrides the detection.
+    fields, at least the three (src, dst, t) edges need; ``options.columns`` naming
+    columns implies a header. Otherwise line 1 is data, and a bad one is a counted reject
+    like any other line. ``options.header`` ``True``/``False`` overrides the detection (a
+    header given that way with fewer than three names is completed with positional ones,
+    so lines lacking the fields are rejects, "missing fields").
     """
     options = options or ReaderOptions()
     if fmt not in ("csv", "tsv", "snap") or options.column_names is not None:
@@ -970,7 +972,11 @@ def prepare_options(
     if header is None:
         header = first is not None and _first_line_is_header(fmt, lines[0], rest_count, options)
     if header and first is not None:
-        return replace(options, header=True, column_names=tuple(first))
+        # a header (given by --header) too narrow for the columns edges read: the missing
+        # ones are positional, so each line lacking them is a reject ("missing fields")
+        width = len(_positional_names(None, options))
+        names = (*first, *(f"c{i}" for i in range(len(first), width)))
+        return replace(options, header=True, column_names=names)
     count = _common_field_count(fmt, [ln for _, ln in data], options)
     return replace(options, header=False, column_names=_positional_names(count, options))
 
@@ -1017,6 +1023,10 @@ def _first_line_is_header(
     if fmt == "csv" and quoting_problem(line, _delimiter(fmt, options)) is not None:
         return False
     fields = _split_one(fmt, line, options)
+    if len(fields) < len(_positional_names(None, options)):
+        # too few names for src, dst and t: no header of edges (a 2-column file, a binary
+        # one read as CSV); line 1 is data, and a reject like the others
+        return False
     # Empty names are allowed (a header ending in a delimiter); the others must differ.
     names = [f.strip() for f in fields if f.strip()]
     if not names or len(set(names)) < len(names):

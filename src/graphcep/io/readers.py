@@ -53,7 +53,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from graphcep.events import EDGE_SCHEMA
+from graphcep.events import EDGE_SCHEMA, concat_edges
 from graphcep.io.formats import (
     REJECT_SCHEMA,
     REJECT_TEXT_CHARS,
@@ -514,7 +514,8 @@ def read_edges_bytes(
             raw = gzip.GzipFile(fileobj=raw, mode="rb")  # type: ignore[assignment]
         read = _read_text_stream(raw, name, fmt, options)
     edges = _concat_edges([offset_seq(t, file_index) for t in read.edges], fmt)
-    rejects = pa.concat_tables(read.rejects) if read.rejects else READ_REJECT_SCHEMA.empty_table()
+    rejects = pa.concat_tables([r.cast(READ_REJECT_SCHEMA) for r in read.rejects]
+                               or [READ_REJECT_SCHEMA.empty_table()])
     skipped = read.lines - edges.num_rows - rejects.num_rows
     return ReadResult(edges, rejects, read.lines, skipped, fmt)
 
@@ -573,7 +574,9 @@ def read_edges(
     if damaged and lines_read == len(damaged):
         raise InputError(nothing_read_message(damaged))
     edges = _concat_edges(edge_parts, fmt)
-    rejects = pa.concat_tables(reject_parts) if reject_parts else READ_REJECT_SCHEMA.empty_table()
+    # one nullability for all: a file's own rejects and those given the format hint differ
+    rejects = pa.concat_tables([r.cast(READ_REJECT_SCHEMA) for r in reject_parts]
+                               or [READ_REJECT_SCHEMA.empty_table()])
     skipped = lines_read - edges.num_rows - rejects.num_rows
     return ReadResult(edges, rejects, lines_read, skipped, fmt)
 
@@ -586,10 +589,12 @@ def nothing_read_message(damaged: list[pa.Table]) -> str:
 
 
 def _concat_edges(parts: list[pa.Table], fmt: str) -> pa.Table:
-    """Join chunk tables; chunks whose attribute sets differ (jsonl) get null-filled."""
+    """Join chunk tables (:func:`graphcep.events.concat_edges`): an attribute a chunk lacks
+    (jsonl, files with other headers) is null there; one whose types clash across files (a
+    Parquet file's integer ``port``, another's string one) becomes text in all."""
     if not parts:
         return (edge_schema(fmt) or EDGE_SCHEMA).empty_table()
-    table = pa.concat_tables(parts, promote_options="permissive")
+    table = concat_edges(parts)
     if (
         fmt == "vast"
         and "Label" in table.column_names

@@ -14,7 +14,13 @@ from graphcep.jobs.base import ReplayJob, cell_query_or_none
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import PREDICATE_COMPARISONS, EdgePredicate, QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares, free_offsets, home_filter
-from graphcep.runtime.spark.tasks import partition_keys, replay_edges, replay_single, spark_schema
+from graphcep.runtime.spark.tasks import (
+    partition_keys,
+    received,
+    replay_edges,
+    replay_single,
+    spark_schema,
+)
 
 
 def check_cells(job: ReplayJob, shard_length_us: int | None) -> None:
@@ -64,8 +70,8 @@ def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares):
               .repartition(shares.cells, "_key"))
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows == 0:
+        table = received(batches)
+        if table is None:
             return
         cell_of = table.column("_cell")
         table = table.drop_columns(["_cell", "_key"])

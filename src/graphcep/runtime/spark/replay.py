@@ -61,6 +61,7 @@ from graphcep.runtime.spark.session import check_column_names
 from graphcep.runtime.spark.tasks import (
     ipc_bytes,
     partition_keys,
+    received,
     replay_edges,
     replay_shard,
     replay_single,
@@ -297,10 +298,10 @@ def _ranked(edges_df, parts):
     schema = StructType([*edges_df.schema.fields, StructField(RANK, LongType())])
 
     def number(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        received = list(batches)
-        own = sort_stream(pa.Table.from_batches(received)) if received else None
-        if own is None or own.num_rows == 0:
+        own = received(batches)
+        if own is None:
             return
+        own = sort_stream(own)
         first = starts[TaskContext.get().partitionId()]
         rank = pa.array(np.arange(first, first + own.num_rows, dtype=np.int64))
         yield from own.append_column(RANK, rank).to_batches()
@@ -339,8 +340,8 @@ def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], 
     shared = spark.sparkContext.broadcast(ipc_bytes(tails) if tails is not None else b"")
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        own = pa.Table.from_batches(list(batches))
-        if own.num_rows == 0:
+        own = received(batches)
+        if own is None:
             return
         start = starts[TaskContext.get().partitionId()]
         warm = None
@@ -385,8 +386,8 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
     placed = sharded.withColumn("_key", key_of_shard).repartition(nparts, "_key")
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows == 0:
+        table = received(batches)
+        if table is None:
             return
         table = table.drop_columns(["_key"])
         for shard_id in sorted(pc.unique(table.column("_shard")).to_pylist()):

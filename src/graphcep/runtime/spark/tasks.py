@@ -24,6 +24,17 @@ def spark_schema(job: ReplayJob):
     return from_arrow_schema(job.output.schema)
 
 
+def received(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+    """The rows a ``mapInArrow`` task received, or None when there are none: an empty
+    partition sends no batch at all, and ``pa.Table.from_batches`` needs at least one (or
+    a schema). Every function that replays a partition starts with this."""
+    batches = list(batches)
+    if not batches:
+        return None
+    table = pa.Table.from_batches(batches)
+    return table if table.num_rows else None
+
+
 def replay_single(spark, job: ReplayJob, edges_df, n: int):
     """One engine replays everything.
 
@@ -41,8 +52,8 @@ def replay_single(spark, job: ReplayJob, edges_df, n: int):
         return matches, {"strategy": "single", "shards": 1, "where": "driver"}
 
     def run_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = pa.Table.from_batches(list(batches))
-        if table.num_rows:
+        table = received(batches)
+        if table is not None:
             yield from replay_edges(job, table, None, threads=threads).to_batches()
 
     matches = edges_df.coalesce(1).mapInArrow(run_all, spark_schema(job)).toArrow()
