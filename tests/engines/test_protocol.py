@@ -32,6 +32,7 @@ from graphcep import jobs
 from graphcep.engines.base import EngineBase, OutOfOrderError, SnapshotError
 from graphcep.events import sort_stream
 from graphcep.lang.ddst import parse_ddst
+from graphcep.lang.nu import parse_nu
 from graphcep.lang.sal import parse_program
 
 S = 1_000_000
@@ -73,12 +74,14 @@ TRIANGLE = parse_program("""{
     starttime(e3) - starttime(e1) <= 20;
     starttime(e1) < starttime(e2); starttime(e2) < starttime(e3);
 }""")
+TRIANGLE_NU = parse_nu("<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 20]", "triangle")
 SPREAD = parse_ddst("QUERY spread; VERTICES A:x, B, C; EDGES AB: A -> B [x]; BC: B -> C [y]; "
                     "ORDER AB < BC; WITHIN 15 s;")
 
 CASES = {
     "subgraph": Case("graphcep.engines.subgraph.engine:SubgraphEngine",
                      lambda: jobs.as_job(TRIANGLE).bind(S), netflow),
+    "nu": Case("graphcep.engines.nu.engine:NuEngine", lambda: jobs.as_job(TRIANGLE_NU), netflow),
     **{name: Case(f"{module}:{cls}",
                   lambda name=name: jobs.as_job(SPREAD, engine=name), labelled)
        for name, (module, cls) in importlib.import_module("graphcep.jobs.ddst").ENGINES.items()},

@@ -21,6 +21,9 @@ PAIR = "VERTICES A, B; EDGES x: A -> B; WITHIN 5 s"
     ("q.txt", f"// a pattern\n{PAIR}", "ddst"),  # else the text
     ("q.txt", "QUERY = 3; { x1 e1 x2; }", "sal"),  # a SAL assignment named QUERY
     ("q.txt", "{ x1 e1 x2; }", "sal"),
+    ("q.nu", "anything", "nu"),
+    ("q.txt", "// two hosts\n<#X ~> #Y>[0, 1]", "nu"),       # a link: a ν-expression
+    ("q.txt", "// x ~> y in a comment\n{ x1 e1 x2; }", "sal"),
 ])
 def test_kind_of_a_query_file(tmp_path, name, text, kind):
     path = tmp_path / name

@@ -106,6 +106,7 @@ class NuEngine(EngineBase):
         self._setup()
         # token -> one witness: the links it read, as (t, src, dst, pattern link, seq)
         self._tokens: dict[Token, tuple[tuple, ...]] = {}
+        self._born: dict[Token, int] = {}  # token -> when it was stored (a fixed order)
         self._deadlines: list[tuple[float, int, Token]] = []
         self._now: int | None = None
         self._reported: set[tuple] = set()
@@ -122,6 +123,10 @@ class NuEngine(EngineBase):
         self._index: dict[object, set[Token]] = {}
         self._initial = Token(a.initial, (None,) * a.clocks, (_EMPTY,) * len(a.variables),
                               (frozenset(),) * len(a.variables), None)
+        # no clock runs before a link is read, so the start's ε-closure is the same for
+        # every attempt
+        self._starts = self._closure(self._initial, 0)
+        self._stored = 0
 
     # -- protocol -------------------------------------------------------------------------
 
@@ -191,11 +196,9 @@ class NuEngine(EngineBase):
             self._now = t
             self._reported.clear()
         self._expire(t)
-        if self.mode == "search":
-            attempts = [(tk, ()) for tk in self._closure(self._initial, t)]
-        elif not self._started:
+        if self.mode == "search" or not self._started:
             self._started = True
-            attempts = [(tk, ()) for tk in self._closure(self._initial, t)]
+            attempts = [(tk, ()) for tk in self._starts]
         else:
             attempts = []
         attempts += [(tk, self._tokens[tk]) for tk in self._candidates(u)]
@@ -221,12 +224,7 @@ class NuEngine(EngineBase):
     def _candidates(self, node: str) -> list[Token]:
         """The stored tokens ``node`` may advance (by the index), in a fixed order."""
         found = self._index.get(node, set()) | self._index.get(_ANY, set())
-        return sorted(found, key=lambda tk: self._order(tk))
-
-    @staticmethod
-    def _order(token: Token) -> tuple:
-        return (token.first_t, token.loc, repr(token.clocks), repr(token.memory),
-                repr(token.held))
+        return sorted(found, key=self._born.__getitem__)
 
     def _read(self, token: Token, node: str, now: int) -> Iterable[tuple[Token, str]]:
         """The tokens ``token`` becomes by reading the event ``node`` (Definitions 5-7)."""
@@ -330,6 +328,8 @@ class NuEngine(EngineBase):
         if not keys:
             return  # nothing can advance it
         self._tokens[token] = witness
+        self._born[token] = self._stored
+        self._stored += 1
         for key in keys:
             self._index.setdefault(key, set()).add(token)
         deadline = self._deadline(token)
@@ -355,6 +355,7 @@ class NuEngine(EngineBase):
     def _drop(self, token: Token) -> None:
         if self._tokens.pop(token, None) is None:
             return
+        del self._born[token]
         for key in self._keys(token):
             bucket = self._index.get(key)
             if bucket is not None:
@@ -369,6 +370,7 @@ class NuEngine(EngineBase):
 
     def _clear(self) -> None:
         self._tokens.clear()
+        self._born.clear()
         self._index.clear()
         self._deadlines.clear()
 

@@ -1,0 +1,105 @@
+"""ν-expressions through the command line and both runtimes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from graphcep.cli import main
+from graphcep.io.generator import generate_netflow, write_edges
+from tests.paths import EXAMPLES
+
+TRIANGLE = EXAMPLES / "nu" / "triangle.nu"
+
+
+@pytest.fixture(scope="module")
+def flows(tmp_path_factory):
+    path = tmp_path_factory.mktemp("nu") / "flows.csv"
+    write_edges(generate_netflow(3000, 80, 200, 4), str(path), "vast")
+    return path
+
+
+def run(args: list[str], capsys) -> tuple[int, str, str]:
+    status = main(args)
+    out = capsys.readouterr()
+    return status, out.out, out.err
+
+
+def matches_of(path) -> set[tuple]:
+    rows = [json.loads(line) for line in path.read_text().splitlines()]
+    return {(r["first_t"], r["last_t"], tuple(sorted(r["bindings"].items()))) for r in rows}
+
+
+def test_run_local_writes_match_records(flows, tmp_path, capsys):
+    out = tmp_path / "m.jsonl"
+    status, stdout, err = run(["run", str(TRIANGLE), "--input", str(flows), "--engine",
+                               "local", "-o", str(out), "--summary", "json"], capsys)
+    assert status == 0, err
+    summary = json.loads(stdout.strip().splitlines()[-1])
+    assert summary["query"] == "triangle" and summary["mode"] == "search"
+    rows = [json.loads(line) for line in out.read_text().splitlines()]
+    assert summary["matches"] == len(rows) > 0
+    for row in rows:  # each record: three links X->Y, Y->Z, Z->X within 10 s
+        x, y, z = (row["bindings"][v] for v in "XYZ")
+        assert [(e["src"], e["dst"]) for e in row["edges"]] == [(x, y), (y, z), (z, x)]
+        assert row["last_t"] - row["first_t"] <= 10 and len({x, y, z}) == 3
+
+
+@pytest.mark.spark
+def test_spark_equals_local(flows, tmp_path, capsys, spark):
+    local, on_spark = tmp_path / "l.jsonl", tmp_path / "s.jsonl"
+    for engine, out in (("local", local), ("spark", on_spark)):
+        status, _, err = run(["run", str(TRIANGLE), "--input", str(flows), "--engine",
+                              engine, "-o", str(out), "--master", "local[2]",
+                              "--shards", "3"], capsys)
+        assert status == 0, err
+    assert matches_of(on_spark) == matches_of(local) and matches_of(local)
+
+
+def test_explain_prints_and_draws_the_automaton(tmp_path, capsys):
+    dot = tmp_path / "a.dot"
+    status, out, err = run(["explain", str(EXAMPLES / "nu" / "attack.nu"), "--dot", str(dot)],
+                           capsys)
+    assert status == 0, err
+    assert "span: at most 1 s" in out and "automaton:" in out
+    text = dot.read_text()
+    assert text.startswith('digraph "attack" {') and "doublecircle" in text
+
+
+def test_a_syntax_error_is_one_line_at_its_position(tmp_path, capsys):
+    bad = tmp_path / "bad.nu"
+    bad.write_text("<#X ~> #Y\n . Y ~> X & X ~> Y>[0, 1]\n")
+    status, out, err = run(["explain", str(bad)], capsys)
+    assert status == 2 and err.startswith(f"graphcep: {bad}:2:11: ")
+    assert "conjunction" in err and "Traceback" not in err
+
+
+def test_options_of_other_kinds_are_refused(capsys):
+    status, _, err = run(["explain", str(TRIANGLE), "--window", "5"], capsys)
+    assert status == 2 and "--window does not apply to a ν-expression" in err
+    status, _, err = run(["explain", str(EXAMPLES / "triangle.sal"), "--dot", "x.dot"], capsys)
+    assert status == 2 and "--dot draws a ν-expression's automaton" in err
+
+
+def test_an_unbounded_pattern_stops_at_the_token_bound(flows, tmp_path, capsys):
+    query = tmp_path / "open.nu"
+    query.write_text("#X ~> #Y . Y ~> X\n")
+    status, _, err = run(["run", str(query), "--input", str(flows), "--engine", "local",
+                          "--max-tokens", "200", "-o", str(tmp_path / "m.jsonl")], capsys)
+    assert status == 3
+    assert "'#X ~> #Y . Y ~> X' has no time bound" in err and "max_tokens=200" in err
+
+
+def test_anchored_mode_from_the_command_line(tmp_path, capsys):
+    links = tmp_path / "l.csv"
+    links.write_text("src,dst,t\na,b,1\nx,y,2\nb,c,3\n")
+    query = tmp_path / "q.nu"
+    query.write_text("a ~> b . b ~> c\n")
+    counts = {}
+    for flag in ([], ["--anchored"]):
+        status, out, err = run(["run", str(query), "--input", str(links), "--engine", "local",
+                                "--summary", "json", *flag], capsys)
+        assert status == 0, err
+        counts[bool(flag)] = json.loads(out.strip().splitlines()[-1])["matches"]
+    assert counts == {False: 1, True: 0}  # anchored: x->y must be read too
