@@ -337,7 +337,8 @@ def _query_digest(args: argparse.Namespace) -> str:
     """The query text and the options that change which matches it finds."""
     options = {name: getattr(args, name, None) for name in (
         "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
-        "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report")}
+        "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report",
+        "anchored")}
     digest = hashlib.sha256(Path(args.query).read_bytes())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()
