@@ -3,8 +3,9 @@ definitions and sharing no code with the automaton or the token game.
 
 Every subsequence of the links (in stream order) is tried whole against the expression by
 *rewriting the expression*: ε-moves fire allocations (write mode), releases, the choices
-of ``|`` and repetitions, and the ends of delays (checking the time from their first to
-their last link); a link is consumed by the link at the front of the expression (both of
+of ``|`` and repetitions, and the ends of delays (checking the time from the link the
+match read before the delay -- or the delay's own first link when it begins the match --
+to its last link); a link is consumed by the link at the front of the expression (both of
 its ends read at once: links are atomic), or by either side of a shuffle. Reading a node
 follows Definition 7: a constant reads itself; a variable reads no constant of the
 pattern, in write mode only a node no variable holds (then read mode), in read mode only a
@@ -41,7 +42,8 @@ class Done:
 
 @dataclass(frozen=True)
 class Running:
-    """A delay whose body has started: its first and last link times (None: no link)."""
+    """A delay being matched: when its time started (the link before it, or its own
+    first link; None until known) and its last link's time (None: no link yet)."""
 
     body: object
     low: int
@@ -80,19 +82,22 @@ class Oracle:
         return found
 
     def _accepting(self, links, start: State) -> set[State]:
-        current = self._closure({(self.expr, start)})
+        current = self._closure({(self.expr, start)}, None)
         for t, u, v in links:
             stepped = set()
             for expr, state in current:
                 stepped |= self._consume(expr, state, t, u, v)
-            current = self._closure(stepped)
+            current = self._closure(stepped, t)
             if not current:
                 return set()
         return {state for expr, state in current if expr == DONE}
 
     # -- ε-moves ----------------------------------------------------------------------
 
-    def _closure(self, pairs: set) -> set:
+    def _closure(self, pairs: set, prev: int | None) -> set:
+        """Every rewriting by ε-moves; ``prev`` is the time of the link read last (None:
+        none yet), where a delay entered now starts counting."""
+        self.prev = prev
         seen, todo = set(pairs), list(pairs)
         while todo:
             expr, state = todo.pop()
@@ -142,11 +147,11 @@ class Oracle:
                 out.append((Concat((expr.body, again)) if again.most != 0 else expr.body,
                             state))
             return out
-        if isinstance(expr, Delay):
-            return [(Running(expr.body, expr.low_us, expr.high_us), state)]
+        if isinstance(expr, Delay):  # counts from the previous link (or its own first)
+            return [(Running(expr.body, expr.low_us, expr.high_us, self.prev), state)]
         if isinstance(expr, Running):
             if expr.body == DONE:
-                duration = 0 if expr.first is None else expr.last - expr.first
+                duration = 0 if expr.last is None else expr.last - expr.first
                 ok = expr.low <= duration and (expr.high is None or duration <= expr.high)
                 return [(DONE, state)] if ok else []
             return [(replace(expr, body=b), s) for b, s in self._epsilon(expr.body, state)]

@@ -67,7 +67,7 @@ from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.stream_command import add_parser as add_stream_parser
 
-FORMATS = (*LINE_FORMATS, "parquet")
+FORMATS = (*LINE_FORMATS, "parquet", "tes")
 
 
 def main(argv: list[str] | None = None) -> int:

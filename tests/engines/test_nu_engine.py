@@ -99,13 +99,33 @@ def test_links_are_atomic_under_shuffle():
     assert found(pattern, links((0, "c", "d"), (1, "a", "b"))) == [(0, S, ())]
 
 
-def test_a_delay_runs_from_its_own_first_link():
-    """The clock of <e>[x, y] starts at e's first link, never at the stream's start nor at
-    a link before e: here the first link is 100 s into the stream."""
+def test_a_delay_counts_from_the_matchs_previous_link():
+    """<e>[x, y] holds when e's last link comes x to y after the link the match read
+    before e (as the paper's Fig. 2 resets its clock at the event before the delay), or
+    after e's own first link when e begins the match -- never from the stream's start nor
+    from a link the match does not hold (here the stream starts 100 s before)."""
     stream = links((0, "q", "r"), (100, "a", "b"), (101, "b", "c"))
-    assert found("a ~> b . <b ~> c>[0, 0.5]", stream) == [(100 * S, 101 * S, ())]
-    assert found("<a ~> b . b ~> c>[0, 0.5]", stream) == []
-    assert found("<a ~> b . b ~> c>[1, 2]", stream) == [(100 * S, 101 * S, ())]
+    assert found("a ~> b . <b ~> c>[0, 0.5]", stream) == []
+    assert found("a ~> b . <b ~> c>[1, 2]", stream) == [(100 * S, 101 * S, ())]
+    assert found("<a ~> b . b ~> c>[0, 1]", stream) == [(100 * S, 101 * S, ())]
+    assert found("<a ~> b . b ~> c>[0, 0.999999]", stream) == []
+
+
+def test_anchored_delays_count_from_time_zero_as_the_papers_tool():
+    """Anchored at the stream's start, a delay that begins the pattern counts from time 0
+    (a .tes sequence's start): MaTiNA accepts <a.b>[5,7] on '2 a 3 b'."""
+    stream = links((2, "a", "x"), (5, "b", "x"))
+    assert found("<a ~> x . b ~> x>[5, 7]", stream, "anchored") == [(2 * S, 5 * S, ())]
+    assert found("<a ~> x . b ~> x>[5, 7]", stream) == []  # search: from a's link, 3 s
+
+
+def test_a_waiting_token_expires_at_the_delay_after_it():
+    """A token that has read a ~> b waits for <c ~> d>[0, 2] only 2 s."""
+    engine = NuEngine(parse_nu("a ~> b . <c ~> d>[0, 2]", "p"))
+    engine.push(links((0, "a", "b")))
+    assert engine.state_size()["tokens"] == 1
+    engine.push(links((2.5, "x", "y")))
+    assert engine.state_size()["tokens"] == 0
 
 
 def test_delays_are_exact_to_the_microsecond():

@@ -65,6 +65,16 @@ def test_precedence_is_matinas():
     assert parse_nu("a~>a . b~>b*").expr == Concat((a, Repeat(b, 0, None)))
 
 
+def test_allocation_and_release_in_the_middle_of_a_sequence():
+    """As MaTiNA: an allocation after '.' covers the rest of the sequence; a release
+    closes the sequence before it, and '.' may follow."""
+    a, b, c = (Link(Const(n), Var("X")) for n in "abc")
+    assert parse_nu("a ~> X . #{X} b ~> X . c ~> X").expr == Concat(
+        (a, Alloc(("X",), Concat((b, c)))))
+    assert parse_nu("a ~> X . b ~> X {X}! . c ~> X").expr == Concat(
+        (Release(Concat((a, b)), ("X",)), c))
+
+
 def test_a_name_is_a_variable_where_the_text_allocates_or_releases_it():
     pattern = parse_nu("X ~> a . #X ~> Y . Y ~> Z {Z}!")
     assert pattern.variables() == {"X", "Z"} and pattern.constants() == {"a", "Y"}
@@ -94,7 +104,7 @@ def test_comments_are_slash_slash_and_hash_is_allocation():
     ("a ~> b )", "1:8", "the end of the expression"),
     ('#"x" ~> b', "1:2", "cannot be allocated"),
     ("a ~> b $", "1:8", "unexpected character '$'"),
-    ("a ~> b . #{T} T ~> c", "1:11", "put it in parentheses"),
+    ("#{T} ~> c", "1:6", "a node"),
 ])
 def test_errors_name_line_and_column(text, where, what):
     with pytest.raises(QuerySyntaxError) as err:

@@ -67,6 +67,7 @@ from graphcep.io.formats import (
     too_long_reason,
 )
 from graphcep.io.rejects import add_format_hint
+from graphcep.io.tes import parse_tes
 
 #: Bits of ``seq`` left for the line number; higher bits hold the file index.
 FILE_INDEX_SHIFT = 40
@@ -184,6 +185,8 @@ def _format_from_name(path: Path) -> str:
         return "vast"
     if last == ".tsv":
         return "tsv"
+    if last == ".tes":
+        return "tes"
     if last == ".csv":
         return "csv"
     return "snap"
@@ -448,6 +451,22 @@ def _true_lengths(bad: pa.Table, cutter: _LineCutter, options: ReaderOptions) ->
     return bad.set_column(bad.schema.get_field_index("reason"), "reason", pa.array(fixed))
 
 
+def read_tes_file(path: Path, name: str | None = None) -> FileRead:
+    """One time-event sequence (:mod:`graphcep.io.tes`); a damaged gzip is an
+    :class:`InputError` naming the file (a sequence's times run on from its start, so
+    nothing after a break could be placed)."""
+    name = name or str(path)
+    try:
+        with open_binary(path) as fh:
+            data = fh.read()
+    except _DAMAGE_ERRORS as err:
+        if isinstance(err, FileNotFoundError | IsADirectoryError):
+            raise
+        raise InputError(f"{name}: damaged ({err})") from None
+    edges, rejects, lines = parse_tes(data.decode("utf-8", errors="replace"), name)
+    return FileRead([edges], [rejects], lines)
+
+
 def _read_parquet_file(
     path: Path | BinaryIO, options: ReaderOptions, name: str | None = None
 ) -> FileRead:
@@ -564,6 +583,8 @@ def read_edges(
     for index, path in enumerate(files):
         if fmt == "parquet":
             read = _read_parquet_file(path, options)
+        elif fmt == "tes":
+            read = read_tes_file(path)
         else:
             read = read_text_file(path, fmt, options)
         edge_parts.extend(offset_seq(t, index) for t in read.edges)

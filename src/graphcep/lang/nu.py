@@ -6,13 +6,15 @@ Syntax, loosest binding first::
     e & e              conjunction: refused (an error, never ignored)
     e % e              shuffle: both, interleaved link by link
     e | e, e or e      disjunction
-    #{X, Y} e          allocation of X and Y before e (e extends as far as '.' does)
-    e {X, Y}!          release of X and Y after e
+    #{X, Y} e          allocation of X and Y before e (e extends to the next | or %,
+                       also after a '.': a . #{X} b . c allocates X over b . c)
+    e {X, Y}!          release of X and Y after e (e is the sequence before it)
     e . e              concatenation
     e* e+ e?           repetitions
     n ~> n             a link between two nodes
-    <e>[x, y] <e>[x]   delay: e's first and last links x to y seconds apart (exactly x
-                       for <e>[x], as in MaTiNA); y may be inf
+    <e>[x, y] <e>[x]   delay: e's last link x to y seconds after the match's previous
+                       one (exactly x for <e>[x], as in MaTiNA); y may be inf, and an
+                       upper bound beyond the range of times (2**61 µs) is no bound
     (e)                grouping
     n                  a node: a name, "any text", @ (any node); #X allocates X and reads
                        it, X! reads X and releases it, #X! both
@@ -193,6 +195,10 @@ class _Parser(TokenCursor):
             names = self.names()
             self.expect_op("!", "'!' after the variables to release ({X, Y}!)")
             expr = Release(expr, names)
+            if self.accept_op("."):  # e {X}! . f: the release closes e, then f follows
+                rest = self.sequence()
+                tail = rest.parts if isinstance(rest, Concat) else (rest,)
+                expr = Concat((expr, *tail))
         return expr
 
     def names(self) -> tuple[str, ...]:
@@ -204,9 +210,14 @@ class _Parser(TokenCursor):
         return tuple(names)
 
     def sequence(self) -> Expr:
-        parts = [self.repeated()]
-        while self.accept_op("."):
+        parts = []
+        while True:
+            if self.peek().is_op("#") and self.peek(1).is_op("{"):
+                parts.append(self.scoped())  # #{X} e . f: the allocation covers e . f
+                break
             parts.append(self.repeated())
+            if not self.accept_op("."):
+                break
         return parts[0] if len(parts) == 1 else Concat(tuple(parts))
 
     def repeated(self) -> Expr:
@@ -284,8 +295,11 @@ class _Parser(TokenCursor):
         if us.denominator != 1:
             self.fail("whole microseconds", tok, f"{tok.value} s is not a whole number of "
                       "microseconds")
-        if us > 2**61:
-            self.fail("a smaller bound", tok, f"{tok.value} s exceeds the range of times")
+        if us >= 2**61:
+            if allow_inf:  # an upper bound no duration reaches is no bound (MaTiNA's 1e18)
+                return None
+            self.fail("a smaller bound", tok, f"{tok.value} s exceeds the range of times "
+                      "(2**61 µs): no duration reaches it")
         return int(us)
 
     def node(self) -> Expr:
@@ -294,9 +308,7 @@ class _Parser(TokenCursor):
             self.next()
             return AnyNode()
         if tok.is_op("#") and self.peek(1).is_op("{"):
-            self.fail("a node", self.peek(1), "#{...} applies to everything up to the next "
-                      "'|' or '%', so it cannot follow '.' or '~>': put it in parentheses, "
-                      "a . (#{X} ...)")
+            self.fail("a node", self.peek(1), "#{...} cannot be one end of a link")
         fresh = self.accept_op("#")
         name_tok = self.peek()
         if name_tok.kind not in ("IDENT", "STRING"):

@@ -9,8 +9,9 @@ Approach" (PETRI NETS 2018), Table 1. An expression is built from
   interleaves between its two ends, not even under shuffle;
 - the regular operators: concatenation ``e1 . e2``, disjunction ``e1 | e2``, shuffle
   ``e1 % e2`` (the two interleaved, link by link), ``e*``, ``e+``, ``e?``;
-- time: ``<e>[x, y]``, the links ``e`` matched lie within ``x`` to ``y`` seconds of each
-  other: from the first link of ``e`` to its last (exact integer microseconds);
+- time: ``<e>[x, y]``: ``e``'s last link comes ``x`` to ``y`` seconds after the link the
+  match read just before ``e`` (after ``e``'s own first link when ``e`` begins the match),
+  in exact integer microseconds;
 - memory: ``#{X, Y} e`` allocates ``X`` and ``Y`` (puts them in write mode: the next node
   each reads must be *fresh* -- no constant of the pattern and held by no variable) before
   ``e``; ``e {X, Y}!`` releases them after ``e`` (their values are forgotten). ``#X`` is
@@ -141,8 +142,9 @@ class Repeat:
 
 @dataclass(frozen=True)
 class Delay:
-    """``<body>[low, high]``: the first and the last link of ``body`` are ``low`` to
-    ``high`` microseconds apart (``high`` None: no upper bound)."""
+    """``<body>[low, high]``: ``body``'s last link is ``low`` to ``high`` microseconds after
+    the match's previous link (or ``body``'s first, when it begins the match); ``high``
+    None: no upper bound."""
 
     body: Expr
     low_us: int
@@ -274,8 +276,10 @@ def _names(expr: Expr) -> tuple[str, ...]:
 
 def span_us(expr: Expr) -> float:
     """The longest time between the first and the last link a match of ``expr`` holds
-    (``math.inf`` where nothing bounds it): a concatenation, shuffle or repetition of
-    parts that consume links can wait for ever between them; a delay bounds its body."""
+    (``math.inf`` where nothing bounds it). A delay bounds its body, and in a
+    concatenation it also bounds the wait before it (its clock runs from the previous
+    link); any other part that reads links after another can wait for ever, as can the
+    parts of a shuffle and the rounds of a repetition."""
     if isinstance(expr, Const | Var | AnyNode | Node | Link):
         return 0
     if isinstance(expr, Delay):
@@ -289,10 +293,23 @@ def span_us(expr: Expr) -> float:
         if expr.most is not None and expr.most <= 1:
             return span_us(expr.body)
         return 0 if not consumes(expr.body) else math.inf
-    parts = [p for p in expr.parts if consumes(p)]  # Concat, Shuffle
-    if len(parts) <= 1:
-        return max((span_us(p) for p in parts), default=0)
-    return math.inf
+    parts = [p for p in expr.parts if consumes(p)]
+    if isinstance(expr, Shuffle):
+        return max((span_us(p) for p in parts), default=0) if len(parts) <= 1 else math.inf
+    total = span_us(parts[0]) if parts else 0  # Concat: each later part adds its wait
+    for part in parts[1:]:
+        delay = _delay_of(part)
+        total += math.inf if delay is None or delay.high_us is None else delay.high_us
+    return total
+
+
+def _delay_of(expr: Expr) -> Delay | None:
+    """The delay a sequence part is (through # and !), which bounds the wait before it."""
+    if isinstance(expr, Delay):
+        return expr
+    if isinstance(expr, Alloc | Release):
+        return _delay_of(expr.body)
+    return None
 
 
 def consumes(expr: Expr) -> bool:

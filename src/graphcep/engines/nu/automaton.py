@@ -7,14 +7,14 @@ Thompson's construction, location by location, with what the paper adds:
   other side there -- the link is atomic;
 - **memory**: ``#{X} e`` is an ε-transition allocating ``X`` (write mode) into ``e``,
   ``e {X}!`` an ε-transition releasing ``X`` out of it (Table 2);
-- **time**: ``<e>[x, y]`` gets a clock of its own. The ε-transition into ``e`` marks the
-  clock *pending*; the first event of ``e`` starts it (every event transition inside
-  ``e`` starts the clocks of its enclosing delays that are still pending, so the clock
-  runs from ``e``'s first link, never from the stream's start, and a repetition inside
-  ``e`` does not restart it); every location of ``e`` has the invariant ``clock <= y``;
-  the ε-transition out of ``e`` is guarded by ``x <= clock <= y``. Guards are checked
-  when the last link of ``e`` is read (ε-moves happen at the time of the event they
-  follow), so a delay measures ``e``'s links and nothing after them;
+- **time**: ``<e>[x, y]`` gets a clock of its own. The ε-transition into ``e`` starts it
+  at the time of the event the match read last (*pends* it when the match has read
+  nothing yet: the first event of ``e`` then starts it -- every event transition inside
+  ``e`` carries the clocks of its enclosing delays for that); every location of ``e`` has
+  the invariant ``clock <= y``; the ε-transition out of ``e`` is guarded by
+  ``x <= clock <= y``. ε-moves happen at the time of the event they follow, so a delay
+  measures from the match's previous event to ``e``'s last -- as the paper's Fig. 2 resets
+  its clock at the event before the delay -- and nothing after ``e``;
 - **shuffle** ``e1 % e2``: the product of the two automata, each side moving alone,
   except that a side in a middle location blocks every move of the other: nothing, not
   even a memory operation, happens inside a link.

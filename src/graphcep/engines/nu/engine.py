@@ -13,19 +13,30 @@ in location, clocks and memory are one (the paper's deduplication).
 
 A link ``(t, u, v)`` is the two events ``u`` then ``v`` at time ``t``, read together:
 a token that reads ``u`` must read ``v`` next, and a token inside a half-read pattern link
-cannot be left there. Links of equal ``t`` are read in stream order.
+cannot be left there. Links of equal ``t`` are read in stream order. A row whose ``dst``
+is empty is one event on its own (a time-event sequence, :mod:`graphcep.io.tes`): bare
+nodes of the pattern read such events, and a pattern link reads two in a row.
+
+**Time.** ``<e>[x, y]`` holds when ``e``'s last event comes ``x`` to ``y`` after the
+event the match read just before ``e`` -- the time before ``e``'s first event counts, as
+in timed regular expressions and the paper's Fig. 2 (its clock is reset by the event
+before the delay) -- or, when ``e`` begins the match, after ``e``'s own first event. So
+``a ~> b . <c ~> d>[0, 2]`` is "``c ~> d`` within 2 s of ``a ~> b``", and a delay around
+a whole pattern bounds the pattern's span.
 
 **Search mode** (the default): a match may start at any link, and other links may come
 between the links of a match, anywhere but inside a link (what users of the paper's tool
 write as ``(@ ~> @)* % P``). Every link starts a new attempt; a token that has read links
-keeps waiting for the next ones until an invariant drops it. A delay's clock starts at the
-first link *of the delay's expression* -- never at the stream's start, nor at a link the
-match does not hold. A match is reported when a token reaches a final location, once per
-distinct ``(first time, last time, bindings)``; the bindings are, per variable, the nodes
-it held at any point of the match (a variable released and read again lists both).
+keeps waiting for the next ones until an invariant drops it. No clock ever runs from the
+stream's start or from a link the match does not hold. A match is reported when a token
+reaches a final location, once per distinct ``(first time, last time, bindings)``; the
+bindings are, per variable, the nodes it held at any point of the match (a variable
+released and read again lists both).
 
-**Anchored mode**: one attempt, from the stream's first link; every link must be read
-(nothing interleaves): the paper's semantics, for its tool's test vectors.
+**Anchored mode**: one attempt, from the stream's start at time 0 (the start of a ``.tes``
+sequence), reading every event (nothing interleaves): the paper's semantics, for its
+tool's test vectors; a delay that begins the pattern counts from time 0. A report says
+that the stream up to the event just read is accepted (one per such prefix and bindings).
 
 **Bounds.** Tokens inside a delay with an upper bound die when it passes; a pattern part
 with no bound (``a ~> b . c ~> d``, or the paper's Fig. 6 memory-only automaton) keeps its
@@ -79,6 +90,8 @@ class Token:
     memory: tuple[Memory, ...]  # per variable (the automaton's order)
     held: tuple[frozenset[str], ...]  # per variable: every node it held in this match
     first_t: int | None  # time of the first link read (None: none yet)
+    last_t: int | None  # time of the last event read (anchored: 0 before any; the clock
+    # of a delay entered next starts there)
 
 
 class NuEngine(EngineBase):
@@ -122,7 +135,8 @@ class NuEngine(EngineBase):
         self._epsilons = [[t for t in ts if t.label is None] for ts in self._out]
         self._index: dict[object, set[Token]] = {}
         self._initial = Token(a.initial, (None,) * a.clocks, (_EMPTY,) * len(a.variables),
-                              (frozenset(),) * len(a.variables), None)
+                              (frozenset(),) * len(a.variables), None,
+                              0 if self.mode == "anchored" else None)
         # no clock runs before a link is read, so the start's ε-closure is the same for
         # every attempt
         self._starts = self._closure(self._initial, 0)
@@ -147,7 +161,10 @@ class NuEngine(EngineBase):
         rows: list[dict] = []
         for ti, u, v, si in zip(t.tolist(), batch.column("src").to_pylist(),
                                 batch.column("dst").to_pylist(), seq.tolist(), strict=True):
-            self._read_link(ti, u, v, si, rows)
+            if v == "":
+                self._read_event(ti, u, si, rows)
+            else:
+                self._read_link(ti, u, v, si, rows)
         self.edges_seen += batch.num_rows
         self.matches_found += len(rows)
         return pa.Table.from_pylist(rows, schema=MATCH_SCHEMA) if rows else \
@@ -191,7 +208,9 @@ class NuEngine(EngineBase):
 
     # -- one link -------------------------------------------------------------------------
 
-    def _read_link(self, t: int, u: str, v: str, seq: int, rows: list[dict]) -> None:
+    def _attempts(self, t: int, node: str) -> list[tuple[Token, tuple]]:
+        """The tokens that may read ``node`` at ``t``: new attempts (every link in search
+        mode, the first in anchored mode) and the stored tokens waiting for it."""
         if t != self._now:
             self._now = t
             self._reported.clear()
@@ -201,7 +220,10 @@ class NuEngine(EngineBase):
             attempts = [(tk, ()) for tk in self._starts]
         else:
             attempts = []
-        attempts += [(tk, self._tokens[tk]) for tk in self._candidates(u)]
+        return attempts + [(tk, self._tokens[tk]) for tk in self._candidates(node)]
+
+    def _read_link(self, t: int, u: str, v: str, seq: int, rows: list[dict]) -> None:
+        attempts = self._attempts(t, u)
         produced: dict[Token, tuple[tuple, ...]] = {}
         for token, witness in attempts:
             for after_u, label_u in self._read(token, u, t):
@@ -211,6 +233,24 @@ class NuEngine(EngineBase):
                             if end.loc not in self.automaton.middles:
                                 link = (t, u, v, f"{label_u}~>{label_v}", seq)
                                 produced.setdefault(end, (*witness, link))
+        self._settle(produced, t, rows)
+
+    def _read_event(self, t: int, node: str, seq: int, rows: list[dict]) -> None:
+        """One event on its own (a row whose ``dst`` is empty: a time-event sequence):
+        tokens may stop inside a pattern link, and must then read the next event."""
+        inside = [tk for tk in self._tokens if tk.loc in self.automaton.middles]
+        produced: dict[Token, tuple[tuple, ...]] = {}
+        for token, witness in self._attempts(t, node):
+            for after, label in self._read(token, node, t):
+                for end in self._closure(after, t):
+                    produced.setdefault(end, (*witness, (t, node, "", label, seq)))
+        for token in inside:  # half a link read, and this event did not continue it
+            self._drop(token)
+        self._settle(produced, t, rows)
+
+    def _settle(self, produced: dict[Token, tuple[tuple, ...]], t: int,
+                rows: list[dict]) -> None:
+        """Report the produced tokens in a final location; keep those that can go on."""
         if self.mode == "anchored":
             self._clear()
         for token, witness in produced.items():
@@ -238,10 +278,12 @@ class NuEngine(EngineBase):
             if var is not None:
                 held = (*held[:var], held[var] | {node}, *held[var + 1:])
             memory = self._released(memory, tr.release)
+            # a clock still pending here belongs to a delay the match begins with: it starts
+            # at its first event
             clocks = tuple(now if c is None and i in tr.start else c
                            for i, c in enumerate(token.clocks))
             moved = Token(tr.target, clocks, memory, held,
-                          now if token.first_t is None else token.first_t)
+                          now if token.first_t is None else token.first_t, now)
             if self._alive(moved, now):
                 yield moved, tr.label.text()
 
@@ -302,10 +344,12 @@ class NuEngine(EngineBase):
             if value < low or (high is not None and value > high):
                 return None
         if tr.pend or tr.stop:
-            clocks = tuple(None if i in tr.pend or i in tr.stop else c
+            # a delay's clock runs from the event the match read last (None before any:
+            # then from the delay's own first event)
+            clocks = tuple(token.last_t if i in tr.pend else None if i in tr.stop else c
                            for i, c in enumerate(clocks))
         memory = self._released(self._allocated(token.memory, tr.alloc), tr.release)
-        moved = Token(tr.target, clocks, memory, token.held, token.first_t)
+        moved = Token(tr.target, clocks, memory, token.held, token.first_t, token.last_t)
         return moved if self._alive(moved, now) else None
 
     def _alive(self, token: Token, now: int) -> bool:
@@ -390,7 +434,10 @@ class NuEngine(EngineBase):
         bindings = tuple((name, "|".join(sorted(values)))
                          for name, values in zip(self.automaton.variables, token.held,
                                                  strict=True) if values)
-        key = (token.first_t, now, bindings)
+        # search: one report per distinct (first time, last time, bindings); anchored: one
+        # per accepted prefix of the stream (ending at the event just read) and bindings
+        key = (witness[-1][-1], bindings) if self.mode == "anchored" else \
+            (token.first_t, now, bindings)
         if key in self._reported:
             return
         self._reported.add(key)

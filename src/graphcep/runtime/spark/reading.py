@@ -122,8 +122,8 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     files = expand_paths(paths)
     fmt = fmt or guess_format(files[0])
     options = options or ReaderOptions()
-    if fmt == "parquet":
-        return _read_parquet_spark(spark, files, options)
+    if fmt in ("parquet", "tes"):
+        return _read_locally(spark, files, fmt, options)
     split, whole = _split_or_whole(files)
     heads = [_head_lines(f, options) for f in files]
     layouts = [prepare_options(fmt, head, options) for head in heads]
@@ -426,12 +426,13 @@ def _split_by_block(table: pa.Table):
             start = i
 
 
-def _read_parquet_spark(spark, files, options: ReaderOptions):
-    """Parquet is read by the local reader (row numbers must be global to become ``seq``)
-    and handed to Spark as an Arrow table."""
+def _read_locally(spark, files, fmt: str, options: ReaderOptions):
+    """Parquet and time-event sequences are read by the local reader (row numbers and
+    times that run on from a sequence's start must be global) and handed to Spark as an
+    Arrow table."""
     from graphcep.io.readers import read_edges
 
-    result = read_edges(files, "parquet", options)
+    result = read_edges(files, fmt, options)
     edges_df = spark.createDataFrame(result.edges)
     rejects_df = spark.createDataFrame(result.rejects) if result.rejects.num_rows else (
         spark.createDataFrame([], "file string, line long, reason string, text string"))
