@@ -11,8 +11,9 @@ import pytest
 
 from graphcep.engines.nu.engine import NuEngine
 from graphcep.io.readers import read_edges
+from graphcep.io.tes import parse_tes
 from graphcep.lang.errors import QuerySyntaxError
-from graphcep.lang.nu import parse_nu_file
+from graphcep.lang.nu import parse_nu, parse_nu_file
 from tests.paths import FIXTURES
 
 VECTORS = FIXTURES / "matina"
@@ -31,12 +32,72 @@ MATINA = {
 
 
 def accepted(pattern: str, sequence: str) -> bool:
-    """Whether graphcep, anchored, accepts the whole sequence."""
+    """Whether graphcep, anchored, accepts the whole sequence of a fixture."""
     events = read_edges(VECTORS / f"{sequence}.tes").edges
-    engine = NuEngine(parse_nu_file(VECTORS / f"{pattern}.regex"), mode="anchored")
+    return accepts(parse_nu_file(VECTORS / f"{pattern}.regex"), events)
+
+
+def accepts(pattern, events) -> bool:
+    engine = NuEngine(pattern, mode="anchored")
     reports = engine.push(events).to_pylist()
     last = events.column("seq")[-1].as_py()
     return any(r["edges"][-1]["seq"] == last for r in reports)
+
+
+def accepts_text(pattern: str, sequence: str) -> bool:
+    return accepts(parse_nu(pattern), parse_tes(sequence, "probe")[0])
+
+
+#: One-line probes of MaTiNA's semantics: (pattern, sequence) -> its verdict, where
+#: graphcep agrees (RegexRecognizer, same build as the fixtures' verdicts).
+PROBES = {
+    ("#a.(#b)", "u v"): True,
+    ("<a>[3]", "2.5 a"): False,
+    ("<a>[3]", "3 a"): True,
+    ("a . <b.c>[0,2]", "a 0.5 b 1 c"): True,
+    ("a . <b.c>[0,2]", "a 5 b 1 c"): False,
+    ("<a.b>[0,2]", "5 a 1 b"): False,
+    ("<a.b>[1,2]", "a 1.5 b 10"): True,
+    ("(@~>@)* % <a~>b>[0,2]", "x y a b"): True,
+    ("(@~>@)* % (@~>@ . <a~>b>[0,2])", "10 x y 1 a b"): True,
+    ("a", "a b"): False,
+    ("#X.a", "a a"): False,
+    ("#X.a", "u a"): True,
+    ("#X.#X", "u u"): False,
+    ("#X.#X", "u v"): True,
+    ("#X.#X.X", "u v u"): True,
+    ("(a~>b)%(c~>d)", "a c b d"): False,
+    ("(a~>b)%(c~>d)", "a b c d"): True,
+    ("(a.b)%(c.d)", "a c b d"): True,
+    ("a~>b", "a 1 b"): True,
+    ("<a.b.c>[0,0.5]", "0.125 a 0.125 b 0.125 c"): True,
+    ("<a.b.c>[0,500]", "1 a 1 b 1 c"): True,
+}
+
+
+@pytest.mark.parametrize(("pattern", "sequence"), sorted(PROBES))
+def test_the_same_verdict_as_matina_on_probes(pattern, sequence):
+    assert accepts_text(pattern, sequence) == PROBES[(pattern, sequence)]
+
+
+def test_decimal_pauses_matina_loses_to_floating_point():
+    """MaTiNA rejects both (0.01 + 0.01 + 0.01 and 0.1 + 0.1 + 0.1 in doubles): graphcep's
+    exact microseconds accept them, as the same pauses scaled by 8 are accepted by MaTiNA."""
+    assert accepts_text("<a.b.c>[0,0.5]", "0.01 a 0.01 b 0.01 c")
+    assert accepts_text("<a.b.c>[0.3]", "0.1 a 0.1 b 0.1 c")
+
+
+def test_a_delay_shuffled_with_any_links_may_start_after_them():
+    """MaTiNA rejects (@~>@)* % <a~>b>[0,2] on '10 x y 1 a b': the delay's clock, never
+    reset, runs from the stream's start (11 s > 2 s). In graphcep the delay is entered when
+    the match reaches it, after x -> y, so a -> b one second later is within it: a clock
+    running from the stream's start would make every delay of a searched pattern expire."""
+    assert accepts_text("(@~>@)* % <a~>b>[0,2]", "10 x y 1 a b")
+
+
+def test_a_trailing_variable_is_read_where_matina_fails():
+    """MaTiNA stops with 'b shall be a variable' on #a.#b; graphcep reads it as #a.(#b)."""
+    assert accepts_text("#a.#b", "u v")
 
 
 @pytest.mark.parametrize(("pattern", "sequence"), sorted(MATINA))
