@@ -31,7 +31,8 @@ keeps waiting for the next ones until an invariant drops it. No clock ever runs 
 stream's start or from a link the match does not hold. A match is reported when a token
 reaches a final location, once per distinct ``(first time, last time, bindings)``; the
 bindings are, per variable, the nodes it held at any point of the match (a variable
-released and read again lists both).
+released and read again lists both); the links listed are one witness's, less those it
+read as ``@ ~> @`` (any link).
 
 **Anchored mode**: one attempt, from the stream's start at time 0 (the start of a ``.tes``
 sequence), reading every event (nothing interleaves): the paper's semantics, for its
@@ -231,9 +232,9 @@ class NuEngine(EngineBase):
                     for after_v, label_v in self._read(mid, v, t):
                         for end in self._closure(after_v, t):
                             if end.loc not in self.automaton.middles:
-                                link = (t, u, v, f"{label_u}~>{label_v}", seq)
-                                produced.setdefault(end, (*witness, link))
-        self._settle(produced, t, rows)
+                                produced.setdefault(end, _witnessed(
+                                    witness, (t, u, v, f"{label_u}~>{label_v}", seq)))
+        self._settle(produced, t, seq, rows)
 
     def _read_event(self, t: int, node: str, seq: int, rows: list[dict]) -> None:
         """One event on its own (a row whose ``dst`` is empty: a time-event sequence):
@@ -243,19 +244,19 @@ class NuEngine(EngineBase):
         for token, witness in self._attempts(t, node):
             for after, label in self._read(token, node, t):
                 for end in self._closure(after, t):
-                    produced.setdefault(end, (*witness, (t, node, "", label, seq)))
+                    produced.setdefault(end, _witnessed(witness, (t, node, "", label, seq)))
         for token in inside:  # half a link read, and this event did not continue it
             self._drop(token)
-        self._settle(produced, t, rows)
+        self._settle(produced, t, seq, rows)
 
-    def _settle(self, produced: dict[Token, tuple[tuple, ...]], t: int,
+    def _settle(self, produced: dict[Token, tuple[tuple, ...]], t: int, seq: int,
                 rows: list[dict]) -> None:
         """Report the produced tokens in a final location; keep those that can go on."""
         if self.mode == "anchored":
             self._clear()
         for token, witness in produced.items():
             if token.loc in self.automaton.finals:
-                self._report(token, witness, t, rows)
+                self._report(token, witness, t, seq, rows)
             if token not in self._tokens and self._events[token.loc]:
                 self._store(token, witness)
         if len(self._tokens) > self.max_tokens:
@@ -429,14 +430,14 @@ class NuEngine(EngineBase):
 
     # -- reports --------------------------------------------------------------------------
 
-    def _report(self, token: Token, witness: tuple[tuple, ...], now: int,
+    def _report(self, token: Token, witness: tuple[tuple, ...], now: int, seq: int,
                 rows: list[dict]) -> None:
         bindings = tuple((name, "|".join(sorted(values)))
                          for name, values in zip(self.automaton.variables, token.held,
                                                  strict=True) if values)
         # search: one report per distinct (first time, last time, bindings); anchored: one
         # per accepted prefix of the stream (ending at the event just read) and bindings
-        key = (witness[-1][-1], bindings) if self.mode == "anchored" else \
+        key = (seq, bindings) if self.mode == "anchored" else \
             (token.first_t, now, bindings)
         if key in self._reported:
             return
@@ -447,3 +448,12 @@ class NuEngine(EngineBase):
         rows.append({"query": self.pattern.name, "match_id": f"{int(salt64(text)):016x}",
                      "first_t": token.first_t, "last_t": now, "bindings": list(bindings),
                      "edges": edges})
+
+
+def _witnessed(witness: tuple[tuple, ...], link: tuple) -> tuple[tuple, ...]:
+    """The witness with ``link`` read: a link read as ``@ ~> @`` (or an event read as
+    ``@``) is left out -- it is the interleaving a pattern searched by hand,
+    ``(@ ~> @)* % P``, skips, and would make an anchored witness the whole stream."""
+    if link[3] in ("@~>@", "@"):
+        return witness
+    return (*witness, link)
