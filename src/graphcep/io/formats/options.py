@@ -1,0 +1,219 @@
+"""Options resolution per file: whether line 1 is a header, the number and names of the
+columns (:func:`prepare_options`), and the field layout they give (:func:`table_layout`)."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+import pyarrow as pa
+
+from graphcep.io.formats.decoding import comment_prefixes
+from graphcep.io.formats.fields import FieldSpec, attribute_type
+from graphcep.io.formats.quoting import quoting_problem, split_quoted
+from graphcep.io.formats.schema import ReaderOptions
+from graphcep.io.formats.times import time_to_us
+
+
+def _split_one(fmt: str, line: str, options: ReaderOptions) -> list[str]:
+    """Split one line the way :func:`parse_lines` would (for headers and layout sniffing)."""
+    if fmt == "snap":
+        return line.split()
+    delimiter = field_delimiter(fmt, options)
+    if fmt == "csv" and '"' in line and quoting_problem(line, delimiter) is None:
+        return split_quoted(line, delimiter)
+    return line.split(delimiter)
+
+
+def field_delimiter(fmt: str, options: ReaderOptions) -> str:
+    if options.delimiter is not None:
+        return options.delimiter
+    return "\t" if fmt == "tsv" else ","
+
+
+def _is_time_field(values: Sequence[str], options: ReaderOptions) -> np.ndarray:
+    """Which values read as a time under ``options`` (one vectorized conversion)."""
+    if not values:
+        return np.zeros(0, dtype=bool)
+    _, errors = time_to_us(pa.array(list(values), pa.string()), options)
+    ok = np.ones(len(values), dtype=bool)
+    ok[list(errors)] = False
+    return ok
+
+
+def _head_line(line: str) -> str:
+    """A head line as :func:`parse_lines` sees it: no ``\\n``, no ``\\r`` of a ``\\r\\n``."""
+    line = line.removesuffix("\n")
+    return line.removesuffix("\r")
+
+
+def prepare_options(
+    fmt: str, head: Sequence[str], options: ReaderOptions | None = None
+) -> ReaderOptions:
+    """Fix the per-file layout from the first lines of a file, so all its chunks agree.
+
+    Parameters
+    ----------
+    fmt
+        Format name.
+    head
+        The first lines of the file, ``head[0]`` being physical line 1 (a few dozen is
+        plenty; blank and comment lines are passed over).
+    options
+        Options to complete.
+
+    Returns
+    -------
+    ReaderOptions
+        With ``header`` and ``column_names`` set for ``csv``/``tsv``/``snap``; unchanged
+        for other formats.
+
+    Notes
+    -----
+    ``csv``/``tsv`` decide from the whole sample, so that one bad line cannot spoil a
+    file. The number of columns is the most common field count among the sample's lines
+    that read as data (time field a time; the earliest count wins a tie). Line 1 is a
+    header (``options.header=None``) when it does not read as data, its non-empty fields
+    are distinct names (not numbers), its quoting is well formed, and it has that many
+    fields, at least the three (src, dst, t) edges need; ``options.columns`` naming
+    columns implies a header. Otherwise line 1 is data, and a bad one is a counted reject
+    like any other line. ``options.header`` ``True``/``False`` overrides the detection (a
+    header given that way with fewer than three names is completed with positional ones,
+    so lines lacking the fields are rejects, "missing fields").
+    """
+    options = options or ReaderOptions()
+    if fmt not in ("csv", "tsv", "snap") or options.column_names is not None:
+        return options
+    prefixes = comment_prefixes(fmt, options)
+    lines = [_head_line(ln) for ln in head]
+    data = [
+        (i, ln) for i, ln in enumerate(lines) if ln.strip() and not ln.strip().startswith(prefixes)
+    ]
+    if fmt == "snap":
+        count = _common_field_count(fmt, [ln for _, ln in data], options)
+        return replace(options, column_names=_positional_names(count, options), header=False)
+    first = _split_one(fmt, lines[0], options) if data and data[0][0] == 0 else None
+    rest_count = _common_field_count(fmt, [ln for i, ln in data if i > 0], options)
+    header = options.header
+    if header is None:
+        header = first is not None and _first_line_is_header(fmt, lines[0], rest_count, options)
+    if header and first is not None:
+        # a header (given by --header) too narrow for the columns edges read: the missing
+        # ones are positional, so each line lacking them is a reject ("missing fields")
+        width = len(_positional_names(None, options))
+        names = (*first, *(f"c{i}" for i in range(len(first), width)))
+        return replace(options, header=True, column_names=names)
+    count = _common_field_count(fmt, [ln for _, ln in data], options)
+    return replace(options, header=False, column_names=_positional_names(count, options))
+
+
+def _common_field_count(fmt: str, lines: Sequence[str], options: ReaderOptions) -> int | None:
+    """Most common field count of the lines that read as data (all lines when none do);
+    the earliest wins a tie. ``None`` without lines."""
+    if fmt == "csv":
+        lines = [ln for ln in lines if quoting_problem(ln, field_delimiter(fmt, options)) is None]
+    fields = [_split_one(fmt, ln, options) for ln in lines]
+    if not fields:
+        return None
+    t_index = _time_index(options)
+    times = [f[t_index] if t_index < len(f) else "" for f in fields]
+    is_data = _is_time_field(times, options)
+    counts = [len(f) for f, ok in zip(fields, is_data, strict=True) if ok]
+    counts = counts or [len(f) for f in fields]
+    tally = Counter(counts)
+    return max(tally, key=lambda c: (tally[c], -counts.index(c)))
+
+
+def _time_index(options: ReaderOptions) -> int:
+    """Field index of the time in a headerless line (``options.columns`` or SNAP's 2)."""
+    ref = (options.columns or {}).get("t", 2)
+    return ref if isinstance(ref, int) else 2
+
+
+def _positional_names(count: int | None, options: ReaderOptions) -> tuple[str, ...]:
+    """``c0, c1, ...`` for a file without header: at least enough for the mapped columns."""
+    indices = [v for v in (options.columns or {}).values() if isinstance(v, int)]
+    needed = max(indices) + 1 if indices else 3
+    return tuple(f"c{i}" for i in range(max(count or 0, needed)))
+
+
+_NUMBER_RE = re.compile(r"^[+-]?(\d+\.?\d*|\.\d+)([eE][+-]?\d+)?$")
+
+
+def _first_line_is_header(
+    fmt: str, line: str, rest_count: int | None, options: ReaderOptions
+) -> bool:
+    """Line 1 names the columns (see :func:`prepare_options`)."""
+    if any(isinstance(v, str) for v in (options.columns or {}).values()):
+        return True
+    if fmt == "csv" and quoting_problem(line, field_delimiter(fmt, options)) is not None:
+        return False
+    fields = _split_one(fmt, line, options)
+    if len(fields) < len(_positional_names(None, options)):
+        # too few names for src, dst and t: no header of edges (a 2-column file, a binary
+        # one read as CSV); line 1 is data, and a reject like the others
+        return False
+    # Empty names are allowed (a header ending in a delimiter); the others must differ.
+    names = [f.strip() for f in fields if f.strip()]
+    if not names or len(set(names)) < len(names):
+        return False
+    if any(_NUMBER_RE.match(name) for name in names):
+        return False
+    t_index = _time_index(options)
+    if t_index < len(fields) and _is_time_field([fields[t_index]], options).all():
+        return False
+    return rest_count is None or rest_count == len(fields)
+
+
+def table_layout(fmt: str, names: Sequence[str], options: ReaderOptions) -> list[FieldSpec]:
+    """Field specs for ``csv``/``tsv``/``snap`` files whose columns are ``names``."""
+    index = _core_indices(names, options)
+    # Headerless files have positional names; reasons then say "field 3 (t)".
+    specs = [
+        FieldSpec(i, core if names[i] == f"c{i}" else names[i], core, core)
+        for core, i in index.items()
+    ]
+    used = set(index.values())
+    taken = {"t", "src", "dst", "dur", "seq"}
+    for i, name in enumerate(names):
+        if i in used:
+            continue
+        # Attribute names must not clash with the core columns or each other.
+        column = name or f"c{i}"
+        while column in taken:
+            column = f"{column}_"
+        taken.add(column)
+        specs.append(FieldSpec(i, name, column, attribute_type(column, options)))
+    order = {"t": 0, "src": 1, "dst": 2, "dur": 3}
+    return sorted(specs, key=lambda s: (order.get(s.kind, 4), s.position))
+
+
+def _core_indices(names: Sequence[str], options: ReaderOptions) -> dict[str, int]:
+    """Schema name -> field index, from ``options.columns`` or the defaults."""
+    mapping = dict(options.columns or {})
+    if not mapping:
+        if {"t", "src", "dst"} <= set(names):
+            mapping = {k: k for k in ("t", "src", "dst", "dur") if k in names}
+        else:
+            mapping = {"src": 0, "dst": 1, "t": 2}
+    index: dict[str, int] = {}
+    for core, ref in mapping.items():
+        if core not in ("t", "src", "dst", "dur"):
+            raise ValueError(f"columns maps unknown schema field {core!r}")
+        if isinstance(ref, int):
+            if not 0 <= ref < len(names):
+                raise ValueError(
+                    f"column index {ref} for {core!r} outside the {len(names)} columns"
+                )
+            index[core] = ref
+        elif ref in names:
+            index[core] = list(names).index(ref)
+        else:
+            raise ValueError(f"column {ref!r} for {core!r} not among {list(names)}")
+    missing = {"t", "src", "dst"} - set(index)
+    if missing:
+        raise ValueError(f"columns lacks {sorted(missing)}")
+    return index
