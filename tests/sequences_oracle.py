@@ -1,16 +1,19 @@
-"""A brute-force oracle for pattern subscriptions, written from Definitions 1-2 of du
-Mouza, Rigaux, Scholl (SSDBM 2006): try every position, bind variables as they come."""
+"""Brute-force oracles for pattern subscriptions, written from the definitions of du
+Mouza, Rigaux, Scholl (SSDBM 2006), not from graphcep's code: Definitions 1-2 (try every
+position, bind variables as they come) and Definition 3 (refinement, over valuations)."""
 
 from __future__ import annotations
 
+import itertools
+
 
 def occurrences(items, sequence):
-    """``(start, bindings)`` of every position where ``items`` (constants as str, variables
-    as ``("var", name)`` or any non-str) occur contiguously in ``sequence``."""
+    """``(start, valuation)`` of every position where ``items`` (constants ``str``, any
+    other value a variable) occur contiguously in ``sequence``."""
     found = []
     for start in range(len(sequence) - len(items) + 1):
         valuation = {}
-        for item, symbol in zip(items, sequence[start:start + len(items)]):
+        for item, symbol in zip(items, sequence[start:start + len(items)], strict=True):
             if isinstance(item, str):
                 if item != symbol:
                     break
@@ -21,16 +24,17 @@ def occurrences(items, sequence):
     return found
 
 
-def refines(p2, p1, alphabet):
-    """Definition 3 by brute force over an alphabet large enough to hold a fresh symbol
-    per variable: every valuation of ``p2`` has one of ``p1`` making it a prefix."""
-    import itertools
-    vars2 = sorted({i for i in p2 if not isinstance(i, str)}, key=repr)
+def refines(p2, p1):
+    """Definition 3: for every valuation of ``p2`` (over its constants plus one fresh
+    symbol per variable), ``p1`` matches a prefix of the valued ``p2``."""
     if len(p1) > len(p2):
         return False
-    for values in itertools.product(alphabet, repeat=len(vars2)):
-        nu = dict(zip(vars2, values))
+    variables = sorted({i for i in p2 if not isinstance(i, str)}, key=repr)
+    alphabet = sorted({i for i in (*p1, *p2) if isinstance(i, str)}) + \
+        [f"fresh{k}" for k in range(len(variables))]
+    for values in itertools.product(alphabet, repeat=len(variables)):
+        nu = dict(zip(variables, values, strict=True))
         word = [i if isinstance(i, str) else nu[i] for i in p2]
-        if not occurrences(p1, word[:len(p1)]) or occurrences(p1, word[:len(p1)])[0][0] != 0:
+        if not occurrences(p1, word[:len(p1)]):
             return False
     return True

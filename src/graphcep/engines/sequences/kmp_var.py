@@ -24,7 +24,7 @@ Examples
 ...     state, done = kmp.step(state, s)
 ...     found += [(q - kmp.m + 1, binds) for binds in done]
 >>> found
-[(1, ('a',))]
+[(0, ('a',))]
 """
 
 from __future__ import annotations
