@@ -44,6 +44,7 @@ from graphcep.cli_options import (
     add_sal_arguments,
     add_spark_arguments,
     add_state_bound_argument,
+    add_subscription_arguments,
     add_summary_argument,
     count_option,
     job_options,
@@ -163,6 +164,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_summary_argument(run)
     add_ddst_arguments(run)
     add_nu_arguments(run)
+    add_subscription_arguments(run)
     add_state_bound_argument(run)
     run.set_defaults(handler=cmd_run)
 
@@ -171,6 +173,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_sal_arguments(explain)
     add_ddst_arguments(explain)
     add_nu_arguments(explain)
+    add_subscription_arguments(explain)
     add_state_bound_argument(explain)
     explain.add_argument("--dot", type=path_option, metavar="FILE",
                          help="ν-expressions: also write the automaton as Graphviz DOT")

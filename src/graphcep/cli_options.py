@@ -225,6 +225,9 @@ def job_options(args: argparse.Namespace, fmt: str | None) -> dict[str, Any]:
         "ddst_report": getattr(args, "ddst_report", None),
         "max_tokens": getattr(args, "max_tokens", None),
         "anchored": getattr(args, "anchored", False),
+        "key": getattr(args, "key", None),
+        "symbol": getattr(args, "symbol", None),
+        "subs_engine": getattr(args, "subs_engine", None),
     }
 
 
@@ -238,3 +241,16 @@ def add_nu_arguments(parser: argparse.ArgumentParser) -> None:
                         help="ν-expressions: match from the stream's first link, reading "
                              "every link (the paper's tool's semantics; default: a match "
                              "may start at any link and skip unrelated links)")
+
+
+def add_subscription_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of subscriptions files (``run``, ``explain`` and ``stream``)."""
+    parser.add_argument("--key", metavar="FIELD",
+                        help="subscriptions: the field splitting the stream into one "
+                             "sequence per value (default src)")
+    parser.add_argument("--symbol", metavar="FIELD",
+                        help="subscriptions: the field giving each edge's symbol "
+                             "(default dst)")
+    parser.add_argument("--subs-engine", choices=("tree", "naive"),
+                        help="subscriptions: the pattern tree (default) or one KMP_var "
+                             "per subscription; both report the same notifications")

@@ -54,6 +54,7 @@ def add_parser(sub: Any) -> None:
         add_sal_arguments,
         add_spark_arguments,
         add_state_bound_argument,
+        add_subscription_arguments,
         add_summary_argument,
         count_option,
         nonnegative_seconds,
@@ -97,6 +98,7 @@ def add_parser(sub: Any) -> None:
     add_sal_arguments(stream)
     add_ddst_arguments(stream)
     add_nu_arguments(stream)
+    add_subscription_arguments(stream)
     add_state_bound_argument(stream)
     stream.add_argument("--cells", type=count_option(1), metavar="N",
                         help="match on a HyperCube grid of at most N cells, each an engine in "
@@ -338,7 +340,7 @@ def _query_digest(args: argparse.Namespace) -> str:
     options = {name: getattr(args, name, None) for name in (
         "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
         "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report",
-        "anchored")}
+        "anchored", "key", "symbol")}
     digest = hashlib.sha256(Path(args.query).read_bytes())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()

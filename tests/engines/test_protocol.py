@@ -34,6 +34,7 @@ from graphcep.events import sort_stream
 from graphcep.lang.ddst import parse_ddst
 from graphcep.lang.nu import parse_nu
 from graphcep.lang.sal import parse_program
+from graphcep.lang.sequences import parse_subscriptions
 
 S = 1_000_000
 
@@ -45,6 +46,7 @@ class Case:
     engine: str  # "module:Class"
     job: Callable[[], jobs.ReplayJob]
     stream: Callable[[], pa.Table]
+    timed: bool = True  # False: nothing expires with event time (subscriptions)
 
     def new(self) -> EngineBase:
         return self.job().new_engine()
@@ -75,6 +77,7 @@ TRIANGLE = parse_program("""{
     starttime(e1) < starttime(e2); starttime(e2) < starttime(e3);
 }""")
 TRIANGLE_NU = parse_nu("<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 20]", "triangle")
+SUBSCRIPTIONS = parse_subscriptions("back: @x.@y.@x\nhop: v1.@x\nrepeat: @x.@x.v2")
 SPREAD = parse_ddst("QUERY spread; VERTICES A:x, B, C; EDGES AB: A -> B [x]; BC: B -> C [y]; "
                     "ORDER AB < BC; WITHIN 15 s;")
 
@@ -85,6 +88,11 @@ CASES = {
     **{name: Case(f"{module}:{cls}",
                   lambda name=name: jobs.as_job(SPREAD, engine=name), labelled)
        for name, (module, cls) in importlib.import_module("graphcep.jobs.ddst").ENGINES.items()},
+    **{f"subs-{name}": Case(f"{module}:{cls}",
+                            lambda name=name: jobs.as_job(SUBSCRIPTIONS, engine=name),
+                            netflow, timed=False)
+       for name, (module, cls) in importlib.import_module("graphcep.jobs.sequences")
+       .ENGINES.items()},
 }
 
 
@@ -213,6 +221,11 @@ def test_advance_drops_what_no_window_can_hold(case):
     engine = case.new()
     stream = case.stream()
     engine.push(stream)
+    if not case.timed:  # an occurrence is contiguous in its sequence, however long it takes
+        before = engine.state_size()
+        assert engine.advance(stream.column("t")[-1].as_py() + S).num_rows == 0
+        assert engine.state_size() == before
+        return
     assert engine.state_size()["edges"] > 0
     far = stream.column("t")[-1].as_py() + 10**6 * S
     assert engine.advance(far).num_rows == 0

@@ -24,6 +24,8 @@ PAIR = "VERTICES A, B; EDGES x: A -> B; WITHIN 5 s"
     ("q.nu", "anything", "nu"),
     ("q.txt", "// two hosts\n<#X ~> #Y>[0, 1]", "nu"),       # a link: a ν-expression
     ("q.txt", "// x ~> y in a comment\n{ x1 e1 x2; }", "sal"),
+    ("q.subs", "anything", "subs"),
+    ("q.txt", "# probes\nssh: 22.@x.22.@x\n", "subs"),      # id: pattern lines
 ])
 def test_kind_of_a_query_file(tmp_path, name, text, kind):
     path = tmp_path / name

@@ -59,6 +59,8 @@ class JobKind:
 KINDS: tuple[JobKind, ...] = (
     JobKind("ddst", "graphcep.jobs.ddst", (".ddst",), "graphcep.lang.ddst:looks_like_ddst"),
     JobKind("nu", "graphcep.jobs.nu", (".nu",), "graphcep.lang.nu:looks_like_nu"),
+    JobKind("subs", "graphcep.jobs.sequences", (".subs",),
+            "graphcep.lang.sequences:looks_like_subscriptions"),
     JobKind("sal", "graphcep.jobs.subgraph", (".sal",)),
 )
 

@@ -1,0 +1,191 @@
+"""Subscription jobs: a set of parameterized sequence patterns over a keyed link stream
+(du Mouza, Rigaux, Scholl, SSDBM 2006; semantics in :mod:`graphcep.engines.sequences.engine`).
+
+:func:`load` reads a ``.subs`` file with the command line's options (``key``, ``symbol``,
+``subs_engine``). Every occurrence lies inside one key's sequence, so partitioning the
+stream by key would be exact; until the runtimes partition by key, a subscription job
+runs as one whole-stream engine (``whole_stream``), on Spark as one task.
+
+Example
+-------
+>>> import pyarrow as pa
+>>> from graphcep.lang.sequences import parse_subscriptions
+>>> job = SubscriptionJob(parse_subscriptions("back: @x.@y.@x"))
+>>> edges = pa.table({"t": [0, 1, 2], "src": ["h", "h", "h"], "dst": ["a", "b", "a"]})
+>>> from graphcep.runtime.local import run_job
+>>> matches, _ = run_job(job, edges)
+>>> [(m["subscription"], m["key"], m["start"], m["end"]) for m in matches.to_pylist()]
+[('back', 'h', 0, 2)]
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+import pyarrow as pa
+
+from graphcep.engines.base import Engine
+from graphcep.engines.sequences.engine import SUBS_MATCH_SCHEMA
+from graphcep.engines.sequences.tree import PatternTree
+from graphcep.events import format_seconds
+from graphcep.io.sinks import MatchDrawing, MatchFormat
+from graphcep.jobs.base import Extent, JobBase
+from graphcep.patterns.sequences import SubscriptionSet, filtering_rate, show
+from graphcep.patterns.subgraph import QueryError
+
+#: ``--subs-engine`` name -> (module, class); both report the same notifications.
+ENGINES: dict[str, tuple[str, str]] = {
+    "tree": ("graphcep.engines.sequences.engine", "SequenceEngine"),
+    "naive": ("graphcep.engines.sequences.engine", "NaiveSequenceEngine"),
+}
+DEFAULT_ENGINE = "tree"
+
+#: Options of other kinds subscriptions have no use for, with what they do instead.
+_OTHERS = {
+    "query_name": "a .subs file is one set of subscriptions",
+    "window": "an occurrence is contiguous in its key's sequence, whatever its duration",
+    "max_duration": "subscriptions read edges in stream order only",
+    "homomorphic": "different variables may already bind equal symbols",
+    "anchored": "it is a ν-expression option",
+}
+
+
+def format_notification(row: dict[str, Any], number: int) -> str:
+    """A notification on the console: who, where, when, the bindings and edge seqs."""
+    binds = ", ".join(f"@{b['var']}={b['value']}" for b in row["bindings"] or [])
+    seqs = ",".join(str(e["seq"]) for e in row["edges"] or [])
+    return (f"match {number}  subscription={row['subscription']}  key={row['key']}  "
+            f"positions {row['start']}..{row['end']}  {format_seconds(row['start_t'])}s .. "
+            f"{format_seconds(row['end_t'])}s  {binds}  seqs={seqs}\n")
+
+
+def notification_to_json(row: dict[str, Any]) -> str:
+    """A notification as one JSON object; times are exact decimal seconds."""
+    edges = ",".join(f'{{"seq":{int(e["seq"])},"t":{format_seconds(e["t"])},'
+                     f'"src":{json.dumps(e["src"])},"dst":{json.dumps(e["dst"])}}}'
+                     for e in row["edges"] or [])
+    binds = json.dumps({b["var"]: b["value"] for b in row["bindings"] or []})
+    return (f'{{"subscription":{json.dumps(row["subscription"])},"match_id":'
+            f'{json.dumps(row["match_id"])},"key":{json.dumps(row["key"])},'
+            f'"start":{row["start"]},"end":{row["end"]},"start_t":'
+            f'{format_seconds(row["start_t"])},"end_t":{format_seconds(row["end_t"])},'
+            f'"bindings":{binds},"edges":[{edges}]}}')
+
+
+def notification_drawing(row: dict[str, Any]) -> MatchDrawing:
+    """A notification's edges as a small graph, each edge named by its position."""
+    nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
+    edges = []
+    for i, e in enumerate(row["edges"] or []):
+        for end in (e["src"], e["dst"]):
+            nodes.setdefault((end, None), (end, []))
+        edges.append(((e["src"], None), (e["dst"], None), str(row["start"] + i), e["t"]))
+    title = f"{row['subscription']}  key={row['key']}  id={row['match_id']}"
+    return MatchDrawing(title, nodes, edges)
+
+
+#: Notifications on the console, in JSONL and in DOT.
+SUBS_MATCHES = MatchFormat(SUBS_MATCH_SCHEMA, format_notification, notification_to_json,
+                           notification_drawing)
+
+
+def load(path: str, options: Mapping[str, Any]) -> SubscriptionJob:
+    """A ``.subs`` file as a job; other kinds' options are refused, saying why."""
+    from graphcep.lang.sequences import parse_subscriptions_file
+
+    given = [key for key in _OTHERS if options.get(key) not in (None, False)]
+    if given:
+        flags = ", ".join(f"--{key.replace('_', '-')}" for key in given)
+        why = "; ".join(_OTHERS[key] for key in given)
+        raise QueryError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to "
+                         f"subscriptions ({why})")
+    return SubscriptionJob(parse_subscriptions_file(path), options.get("key") or "src",
+                           options.get("symbol") or "dst",
+                           options.get("subs_engine") or DEFAULT_ENGINE)
+
+
+def accepts(pattern: Any) -> bool:
+    """Whether ``pattern`` is a subscription set (:func:`graphcep.jobs.as_job`)."""
+    return isinstance(pattern, SubscriptionSet)
+
+
+def from_pattern(pattern: SubscriptionSet, **options: Any) -> SubscriptionJob:
+    """A subscription set as a job (``key=``, ``symbol=``, ``engine=``)."""
+    return SubscriptionJob(pattern, **options)
+
+
+@dataclass(frozen=True)
+class SubscriptionJob(JobBase):
+    """Subscriptions, the fields giving each edge's key and symbol, and the engine."""
+
+    subscriptions: SubscriptionSet
+    key: str = "src"
+    symbol: str = "dst"
+    engine: str = DEFAULT_ENGINE
+
+    output: ClassVar[MatchFormat] = SUBS_MATCHES
+
+    def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise QueryError(f"unknown subscriptions engine {self.engine!r}: "
+                             f"{', '.join(ENGINES)}")
+
+    @property
+    def name(self) -> str:
+        return self.subscriptions.name
+
+    @property
+    def whole_stream(self) -> bool:
+        return True  # exact by key partitioning too; the runtimes do not partition by key yet
+
+    def bind(self, longest_duration_us: int) -> SubscriptionJob:
+        return self
+
+    def extent(self) -> Extent:
+        return Extent(0)
+
+    def needed_columns(self, available: list[str]) -> list[str]:
+        wanted = {"t", "src", "dst", "seq", "dur", self.key, self.symbol}
+        return [c for c in available if c in wanted]
+
+    def check_columns(self, available: list[str]) -> None:
+        for role, field in (("--key", self.key), ("--symbol", self.symbol)):
+            if field not in available:
+                raise QueryError(f"{role} {field!r}: the stream has no such field. "
+                                 f"Fields: {list(available)}")
+
+    def orient(self, edges: pa.Table) -> pa.Table:
+        return edges
+
+    def new_engine(self, threads: int | None = 1) -> Engine:
+        module, cls = ENGINES[self.engine]
+        engine_class = getattr(importlib.import_module(module), cls)
+        return engine_class({s.id: s.pattern for s in self.subscriptions.subscriptions},
+                            key=self.key, symbol=self.symbol)
+
+    def summary_fields(self) -> dict[str, Any]:
+        return {"subs_engine": self.engine, "key": self.key, "symbol": self.symbol}
+
+    def describe(self) -> list[str]:
+        """The subscriptions, the pattern tree with each node's filtering rate (for an
+        alphabet of 16 symbols), its height and fan-out, and the plan."""
+        tree = PatternTree()
+        for s in self.subscriptions.subscriptions:
+            tree.insert(s.pattern.marked(), s.id)
+        stats = tree.stats()
+        lines = [f"subscriptions {self.name}: {len(self.subscriptions.subscriptions)}, "
+                 f"sequences by {self.key!r}, symbols from {self.symbol!r}", ""]
+        for depth, node in tree.walk():
+            ids = f"  [{', '.join(node.ids)}]" if node.ids else ""
+            rate = f"  τ={filtering_rate(node.pattern, 16):.3g}" if node.pattern else ""
+            lines.append("  " * depth + show(node.pattern) + ids + rate)
+        lines += ["", f"pattern tree: {stats['nodes']} nodes, height {stats['height']}, "
+                      f"mean fan-out {stats['fan_out']:.2f}",
+                  f"plan ({self.engine} engine): {self.new_engine().describe()}",
+                  "Spark: one task (whole stream); every occurrence lies in one key's "
+                  "sequence, so partitioning by key is exact -- not done yet"]
+        return lines

@@ -1,0 +1,139 @@
+"""Subscriptions files (``.subs``): one ``id: pattern`` per line.
+
+A pattern is constants and ``@name`` variables joined by ``.`` (du Mouza, Rigaux,
+Scholl, SSDBM 2006): ``ssh_probe: 22.@x.22.@x``. A constant is a name, a run of digits
+and letters (``22``, ``443``), or a ``"quoted string"`` for symbols holding other
+characters (``"10.0.0.1"``). An id is a name, digits or a quoted string; ids are
+distinct. ``#`` and ``//`` start comments to the end of the line (nothing here uses
+``#``). Errors are :class:`~graphcep.lang.errors.QuerySyntaxError` with line:column,
+naming the subscription.
+
+Examples
+--------
+>>> subs = parse_subscriptions('ssh: 22.@x.22.@x   # probe\\nweb: "10.0.0.1".@y')
+>>> [(s.id, s.pattern.text()) for s in subs.subscriptions]
+[('ssh', '22.@x.22.@x'), ('web', '"10.0.0.1".@y')]
+>>> parse_subscriptions("a: x.@y\\na: z")
+Traceback (most recent call last):
+...
+graphcep.lang.errors.QuerySyntaxError: <subscriptions>:2:1: subscription 'a' is defined twice (first at line 1:1)
+    a: z
+    ^
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from graphcep.lang.tokens import Token, TokenCursor, _Scanner, read_source, scan_tokens
+from graphcep.patterns.sequences import (
+    Item,
+    SequencePattern,
+    Subscription,
+    SubscriptionSet,
+    Var,
+)
+
+__all__ = ["parse_subscriptions", "parse_subscriptions_file", "looks_like_subscriptions"]
+
+_WORD = re.compile(r"[0-9][A-Za-z0-9_]*")
+_OPERATORS = (".", "@", ":")
+_ITEM = r'(?:@?[A-Za-z0-9_]+|"(?:[^"\\]|\\.)*")'
+_LINE = re.compile(rf'\s*{_ITEM}\s*:\s*{_ITEM}(?:\s*\.\s*{_ITEM})*\s*')
+
+
+def _scan_word(sc: _Scanner) -> None:
+    m = _WORD.match(sc.text, sc.pos)
+    assert m is not None
+    sc.emit("NUMBER", m.group(), len(m.group()))
+
+
+def _scan_operator(sc: _Scanner) -> None:
+    ch = sc.text[sc.pos]
+    if ch in _OPERATORS:
+        sc.emit("OP", ch, 1)
+        return
+    sc.error("'.', '@', ':' or a symbol", repr(ch), f"unexpected character {ch!r} (quote "
+             "symbols holding it: \"...\")", sc.line, sc.column)
+
+
+def looks_like_subscriptions(text: str) -> bool:
+    """Whether every line that is not blank or a comment reads ``id: pattern``.
+
+    >>> looks_like_subscriptions("# mine\\nssh: 22.@x.22.@x"), looks_like_subscriptions("{ x1 e1 x2; }")
+    (True, False)
+    """
+    lines = [re.sub(r"(#|//).*", "", line) for line in text.splitlines()]
+    lines = [line for line in lines if line.strip()]
+    return bool(lines) and all(_LINE.fullmatch(line) for line in lines)
+
+
+def parse_subscriptions(text: str, name: str = "subscriptions",
+                        source: str = "<subscriptions>") -> SubscriptionSet:
+    """Parse a subscriptions text (see the module docstring)."""
+    tokens = scan_tokens(text, source, _scan_word, _scan_operator, hash_comments=True)
+    return SubscriptionSet(name, _Parser(text, source, tokens).parse())
+
+
+def parse_subscriptions_file(path: str | Path) -> SubscriptionSet:
+    """Parse a ``.subs`` file; the set is named after the file's stem."""
+    return parse_subscriptions(read_source(path), Path(path).stem, str(path))
+
+
+class _Parser(TokenCursor):
+    def parse(self) -> tuple[Subscription, ...]:
+        found: dict[str, Token] = {}
+        subs = []
+        if self.peek().kind == "EOF":
+            self.fail("a subscription 'id: pattern'", message="the file holds no subscription")
+        while self.peek().kind != "EOF":
+            id_tok = self.peek()
+            if id_tok.kind not in ("IDENT", "NUMBER", "STRING"):
+                self.fail("a subscription id")
+            self.next()
+            if id_tok.value in found:
+                first = found[id_tok.value]
+                self.fail("a new id", id_tok, f"subscription {id_tok.value!r} is defined twice "
+                          f"(first at line {first.line}:{first.column})")
+            found[id_tok.value] = id_tok
+            colon = self.peek()
+            if not colon.is_op(":") or colon.line != id_tok.line:
+                self.fail("':' after the id", colon if colon.line == id_tok.line else None,
+                          f"subscription {id_tok.value!r}: expected ':' after the id, found "
+                          f"{colon.describe() if colon.line == id_tok.line else 'end of line'}")
+            self.next()
+            subs.append(Subscription(id_tok.value, self._pattern(id_tok)))
+        return tuple(subs)
+
+    def _pattern(self, id_tok: Token) -> SequencePattern:
+        items = [self._item(id_tok)]
+        while self.peek().is_op(".") and self.peek().line == id_tok.line:
+            self.next()
+            items.append(self._item(id_tok))
+        after = self.peek()
+        if after.kind != "EOF" and after.line == id_tok.line:
+            self.fail("'.' or the end of the line", after,
+                      f"subscription {id_tok.value!r}: expected '.' or the end of the line, "
+                      f"found {after.describe()} (one subscription per line)")
+        return SequencePattern(tuple(items))
+
+    def _item(self, id_tok: Token) -> Item:
+        tok = self.peek()
+        what = f"subscription {id_tok.value!r}: expected"
+        if tok.line != id_tok.line or tok.kind == "EOF":
+            self.fail("a pattern item", tok, f"{what} a constant or @variable, found the end "
+                      "of the line")
+        self.next()
+        if tok.is_op("@"):
+            name = self.peek()
+            if name.kind != "IDENT" or name.line != tok.line or name.column != tok.column + 1:
+                self.fail("a variable name", name, f"{what} a variable name right after '@'")
+            self.next()
+            return Var(name.value)
+        if tok.kind in ("IDENT", "NUMBER"):
+            return tok.value
+        if tok.kind == "STRING" and tok.value:
+            return tok.value
+        self.fail("a pattern item", tok, f"{what} a constant or @variable, found "
+                  f"{tok.describe()}")
