@@ -31,6 +31,7 @@ import numpy as np
 import pyarrow as pa
 
 import graphcep
+from graphcep.events import normalize_edges
 
 
 class OutOfOrderError(ValueError):
@@ -162,6 +163,7 @@ class EngineBase:
         self.edges_seen = 0
         self.matches_found = 0
         self._last: tuple[int, int] = _NEVER  # (t, seq) of the newest edge pushed
+        self._next_seq = 0  # the arrival number of the next edge pushed without one
         self._watermark: int | None = None  # set by engines whose advance bounds pushes
 
     # -- protocol defaults ----------------------------------------------------------------
@@ -185,7 +187,7 @@ class EngineBase:
             "engine": _qualified(type(self)),
             "state_version": self.state_version,
             "graphcep": graphcep.__version__,
-            "marks": (self._last, self._watermark),
+            "marks": (self._last, self._next_seq, self._watermark),
             "counters": (self.edges_seen, self.matches_found),
             "state": self.state(),
         }
@@ -197,7 +199,7 @@ class EngineBase:
         snapshot does not hold (a SAL engine's vertex features)."""
         envelope = _open_envelope(cls, blob)
         engine = cls.from_state(envelope["state"], **context)
-        engine._last, engine._watermark = envelope["marks"]
+        engine._last, engine._next_seq, engine._watermark = envelope["marks"]
         engine.edges_seen, engine.matches_found = envelope["counters"]
         return engine
 
@@ -226,6 +228,36 @@ class EngineBase:
     def _record_last(self, t: np.ndarray, seq: np.ndarray) -> None:
         if len(t):
             self._last = (int(t[-1]), int(seq[-1]))
+            self._next_seq = int(seq[-1]) + 1
+
+    def _numbered(self, batch: pa.Table | pa.RecordBatch) -> pa.Table | None:
+        """:func:`numbered_batch` from the engine's next arrival number."""
+        return numbered_batch(batch, self._next_seq)
+
+    def _accepted(self, batch: pa.Table | pa.RecordBatch
+                  ) -> tuple[pa.Table, np.ndarray, np.ndarray] | None:
+        """:meth:`_numbered`, checked for stream order and recorded: the table and its
+        ``t`` and ``seq`` as arrays (None for an empty batch)."""
+        table = self._numbered(batch)
+        if table is None:
+            return None
+        t = table.column("t").to_numpy().astype(np.int64)
+        seq = table.column("seq").to_numpy().astype(np.int64)
+        self._check_order(t, seq)
+        return table, t, seq
+
+
+def numbered_batch(batch: pa.Table | pa.RecordBatch, next_seq: int) -> pa.Table | None:
+    """A pushed batch as a table in the edge schema, its edges numbered on from
+    ``next_seq`` when it has no ``seq`` column (None when it is empty)."""
+    if isinstance(batch, pa.RecordBatch):
+        batch = pa.Table.from_batches([batch])
+    if batch.num_rows == 0:
+        return None
+    if "seq" not in batch.column_names:
+        numbers = np.arange(next_seq, next_seq + batch.num_rows, dtype=np.int64)
+        batch = batch.append_column("seq", pa.array(numbers))
+    return normalize_edges(batch)
 
 
 def _qualified(cls: type) -> str:

@@ -293,7 +293,6 @@ class DDSTBaselineEngine(EngineBase):
         self._q = index_query(query)
         self._cols: dict[str, np.ndarray] = engine_columns(empty_edges())
         self._watermark = INT_MIN
-        self._next_seq = 0
 
     # -- protocol -----------------------------------------------------------------------
 
@@ -339,7 +338,6 @@ class DDSTBaselineEngine(EngineBase):
             "query": self.query,
             "options": {"max_window_edges": self.max_window_edges, "report": self.report},
             "cols": self._cols,
-            "next_seq": self._next_seq,
             "reported": self._reported,
         }
 
@@ -347,7 +345,6 @@ class DDSTBaselineEngine(EngineBase):
     def from_state(cls, state: dict) -> DDSTBaselineEngine:
         engine = cls(state["query"], **state["options"])
         engine._cols = state["cols"]
-        engine._next_seq = state["next_seq"]
         engine._reported = state["reported"]
         return engine
 
@@ -361,10 +358,6 @@ class DDSTBaselineEngine(EngineBase):
         return match_graph(self._q, g, *run_ddst(self._q, g, *label_compat(self._q, g)))
 
     # -- internals ----------------------------------------------------------------------
-
-    def _check_order(self, t: np.ndarray, seq: np.ndarray, *, record: bool = True) -> None:
-        super()._check_order(t, seq, record=record)
-        self._next_seq = int(seq[-1]) + 1
 
     def _window_start(self, k: int) -> int:
         """Index of the oldest edge in the window ending at edge ``k``."""

@@ -462,7 +462,6 @@ class DDSTColoringEngine(EngineBase):
         self._times = np.empty(0, dtype=np.int64)  # times of the window's edges, all of them
         self._count = 0  # edges seen, black or not: the next arrival number
         self._watermark = INT_MIN
-        self._next_seq = 0
         self.verifications = 0
 
     def _setup(self) -> None:
@@ -495,7 +494,6 @@ class DDSTColoringEngine(EngineBase):
         self._check_order(cols["t"], cols["seq"], record=False)
         opened, kept = self._window_marks(cols["t"])  # raises before anything changes
         self._record_last(cols["t"], cols["seq"])
-        self._next_seq = self._last[1] + 1
         self._times = kept
         reports = Reports(self._q, self.query.name, self._reported)
         self._run(cols, opened, reports)
@@ -537,7 +535,7 @@ class DDSTColoringEngine(EngineBase):
             "graph": (self._vertices, self._edges, self._fifo, self._times,
                       self._vertex_rows, self._edge_rows),
             "union_find": (self._parent, self._node_edge, self._comps, self._next_node),
-            "marks": (self._count, self._next_seq),
+            "count": self._count,
             "verifications": self.verifications,
         }
 
@@ -547,7 +545,7 @@ class DDSTColoringEngine(EngineBase):
         (engine._vertices, engine._edges, engine._fifo, engine._times, engine._vertex_rows,
          engine._edge_rows) = state["graph"]
         engine._parent, engine._node_edge, engine._comps, engine._next_node = state["union_find"]
-        engine._count, engine._next_seq = state["marks"]
+        engine._count = state["count"]
         engine.verifications = state["verifications"]
         engine._reported = state["reported"]
         return engine

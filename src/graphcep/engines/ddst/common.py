@@ -15,8 +15,8 @@ import pandas as pd
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines.base import numbered_batch
 from graphcep.engines.ddst import kernel
-from graphcep.events import normalize_edges
 from graphcep.patterns.ddst import DDSTQuery
 
 LABEL_COLUMNS = ("label", "src_label", "dst_label")
@@ -230,12 +230,6 @@ def engine_columns(table: pa.Table) -> dict[str, np.ndarray]:
 def batch_columns(batch: pa.Table | pa.RecordBatch, next_seq: int) -> dict[str, np.ndarray] | None:
     """A pushed batch as engine columns (``None`` when empty); without a ``seq`` column the
     edges are numbered on from ``next_seq``. Shared by the three DDST engines."""
-    if isinstance(batch, pa.RecordBatch):
-        batch = pa.Table.from_batches([batch])
-    if batch.num_rows == 0:
-        return None
-    if "seq" not in batch.column_names:
-        numbers = np.arange(next_seq, next_seq + batch.num_rows, dtype=np.int64)
-        batch = batch.append_column("seq", pa.array(numbers))
-    return engine_columns(normalize_edges(batch))
+    table = numbered_batch(batch, next_seq)
+    return None if table is None else engine_columns(table)
 

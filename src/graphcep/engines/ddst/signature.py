@@ -668,7 +668,6 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
                 "report": self.report,
             },
             "cols": self._cols,
-            "next_seq": self._next_seq,
             "verifications": self.verifications,
             "reported": self._reported,
         }
@@ -677,7 +676,6 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
     def from_state(cls, state: dict) -> DDSTSignatureEngine:
         engine = cls(state["query"], **state["options"])
         engine._cols = state["cols"]
-        engine._next_seq = state["next_seq"]
         engine.verifications = state["verifications"]
         engine._reported = state["reported"]
         engine._dirty = True  # the groups are recomputed from the window at the next push

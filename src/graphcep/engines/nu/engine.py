@@ -66,12 +66,11 @@ import math
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-import numpy as np
 import pyarrow as pa
 
 from graphcep.engines.base import EngineBase, StateBoundError
 from graphcep.engines.nu.automaton import Automaton, Transition, compile_pattern
-from graphcep.events import MATCH_SCHEMA, normalize_edges
+from graphcep.events import MATCH_SCHEMA
 from graphcep.hashing import salt64
 from graphcep.patterns.nu import AnyNode, Const, NuPattern, Var
 
@@ -124,7 +123,6 @@ class NuEngine(EngineBase):
         self._deadlines: list[tuple[float, int, Token]] = []
         self._now: int | None = None
         self._reported: set[tuple] = set()
-        self._next_seq = 0
         self._started = False  # anchored: the single attempt has begun
 
     def _setup(self) -> None:
@@ -147,18 +145,10 @@ class NuEngine(EngineBase):
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Read a batch of links in stream order; the matches they complete."""
-        if isinstance(batch, pa.RecordBatch):
-            batch = pa.Table.from_batches([batch])
-        if batch.num_rows == 0:
+        accepted = self._accepted(batch)
+        if accepted is None:
             return MATCH_SCHEMA.empty_table()
-        if "seq" not in batch.column_names:
-            seqs = np.arange(self._next_seq, self._next_seq + batch.num_rows, dtype=np.int64)
-            batch = batch.append_column("seq", pa.array(seqs))
-        batch = normalize_edges(batch)
-        t = batch.column("t").to_numpy().astype(np.int64)
-        seq = batch.column("seq").to_numpy().astype(np.int64)
-        self._check_order(t, seq)
-        self._next_seq = int(seq[-1]) + 1
+        batch, t, seq = accepted
         rows: list[dict] = []
         for ti, u, v, si in zip(t.tolist(), batch.column("src").to_pylist(),
                                 batch.column("dst").to_pylist(), seq.tolist(), strict=True):
@@ -195,14 +185,14 @@ class NuEngine(EngineBase):
     def state(self) -> dict:
         return {"pattern": self.pattern, "mode": self.mode, "max_tokens": self.max_tokens,
                 "tokens": self._tokens, "now": self._now,
-                "reported": self._reported, "next_seq": self._next_seq,
+                "reported": self._reported,
                 "started": self._started}
 
     @classmethod
     def from_state(cls, state: dict) -> NuEngine:
         engine = cls(state["pattern"], mode=state["mode"], max_tokens=state["max_tokens"])
         engine._now, engine._reported = state["now"], state["reported"]
-        engine._next_seq, engine._started = state["next_seq"], state["started"]
+        engine._started = state["started"]
         for token, witness in state["tokens"].items():
             engine._store(token, witness)
         return engine

@@ -47,7 +47,7 @@ from graphcep.engines.base import EngineBase
 from graphcep.engines.sequences.active import KeyState, TreeEvaluator
 from graphcep.engines.sequences.kmp_var import KmpVar, State
 from graphcep.engines.sequences.tree import PatternTree
-from graphcep.events import match_ids, normalize_edges
+from graphcep.events import match_ids
 from graphcep.patterns.sequences import SequencePattern
 
 #: One edge of an occurrence.
@@ -81,7 +81,6 @@ class KeyedSequenceEngine(EngineBase):
         self.added_at: dict[str, int] = {}  # id -> edges read when it was added
         self.keys: dict[str, KeyState] = {}
         self.keep = 1  # recent edges kept per key: the longest pattern ever subscribed
-        self._next_seq = 0
         for sid, pattern in (subscriptions or {}).items():
             self.add(sid, pattern)
 
@@ -107,18 +106,10 @@ class KeyedSequenceEngine(EngineBase):
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Read a batch of edges in stream order; the occurrences they complete."""
-        if isinstance(batch, pa.RecordBatch):
-            batch = pa.Table.from_batches([batch])
-        if batch.num_rows == 0:
+        accepted = self._accepted(batch)
+        if accepted is None:
             return _NONE
-        if "seq" not in batch.column_names:
-            seqs = np.arange(self._next_seq, self._next_seq + batch.num_rows, dtype=np.int64)
-            batch = batch.append_column("seq", pa.array(seqs))
-        batch = normalize_edges(batch)
-        t = batch.column("t").to_numpy().astype(np.int64)
-        seq = batch.column("seq").to_numpy().astype(np.int64)
-        self._check_order(t, seq)
-        self._next_seq = int(seq[-1]) + 1
+        batch, t, seq = accepted
         keys = _text(batch.column(self.key))
         symbols = _text(batch.column(self.symbol))
         rows: list[dict[str, Any]] = []
@@ -186,12 +177,11 @@ class KeyedSequenceEngine(EngineBase):
 
     def _common_state(self) -> dict[str, Any]:
         return {"key": self.key, "symbol": self.symbol, "patterns": self.patterns,
-                "added_at": self.added_at, "keys": self.keys, "keep": self.keep,
-                "next_seq": self._next_seq}
+                "added_at": self.added_at, "keys": self.keys, "keep": self.keep}
 
     def _restore_common(self, state: dict[str, Any]) -> None:
         self.patterns, self.added_at = state["patterns"], state["added_at"]
-        self.keys, self.keep, self._next_seq = state["keys"], state["keep"], state["next_seq"]
+        self.keys, self.keep = state["keys"], state["keep"]
 
 
 def _text(column: pa.ChunkedArray) -> list[str | None]:
