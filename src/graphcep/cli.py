@@ -37,6 +37,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, NoReturn
 
+from graphcep import timing
 from graphcep.cli_options import (
     add_ddst_arguments,
     add_input_arguments,
@@ -67,6 +68,7 @@ from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.stream_command import add_parser as add_stream_parser
+from graphcep.timing import Phases, process_age
 
 FORMATS = (*LINE_FORMATS, "parquet", "tes")
 
@@ -162,6 +164,10 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--limit", type=count_option(0), default=20, metavar="N",
                      help="matches printed on the console (default 20; the rest are counted)")
     add_summary_argument(run)
+    run.add_argument("--profile", action="store_true",
+                     help="print where the time went, phase by phase (Python start-up, "
+                          "imports, Spark start-up, reading, matching, writing), on stderr; "
+                          "with --summary json also as \"phases\" in the summary")
     add_ddst_arguments(run)
     add_nu_arguments(run)
     add_subscription_arguments(run)
@@ -215,26 +221,37 @@ def build_parser() -> argparse.ArgumentParser:
 
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
-    # the output is checked before any work: a wrong name must not cost a whole run
-    out_format = check_target(args.output, args.output_format)
-    check_target(args.rejects, "jsonl", directory=False, role="rejects")
-    refuse_overwriting_inputs(args.input, {"output": args.output, "rejects": args.rejects})
-    fmt = args.format or guess_format(_first_file(args.input))
-    job = _make_job(args, fmt)
-    options = reader_options(args)
+    phases = Phases()
+    age = process_age()
+    if age is not None:  # the interpreter and the imports, before this function
+        imports = started - timing.IMPORTED_AT
+        phases.add("python start-up", max(age - imports, 0.0))
+        phases.add("imports", imports)
+    with phases.phase("options and query"):
+        # the output is checked before any work: a wrong name must not cost a whole run
+        out_format = check_target(args.output, args.output_format)
+        check_target(args.rejects, "jsonl", directory=False, role="rejects")
+        refuse_overwriting_inputs(args.input, {"output": args.output, "rejects": args.rejects})
+        fmt = args.format or guess_format(_first_file(args.input))
+        job = _make_job(args, fmt)
+        options = reader_options(args)
     rejects = RejectLog(args.rejects)
     if args.engine == "local":
-        matches, stats, lines = _run_local(job, args.input, fmt, options, rejects)
+        matches, stats, lines = _run_local(job, args.input, fmt, options, rejects, phases)
     else:
-        matches, stats, lines = _run_spark(job, args, fmt, options, rejects)
-    with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
-                                         matches=job.output) as sink:
-        sink.write(matches)
-    if rejects.count:
-        with writing(args.rejects):
-            rejects.write()
+        matches, stats, lines = _run_spark(job, args, fmt, options, rejects, phases)
+    with phases.phase("writing matches and rejects"):
+        with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
+                                             matches=job.output) as sink:
+            sink.write(matches)
+        if rejects.count:
+            with writing(args.rejects):
+                rejects.write()
     stats.seconds = time.perf_counter() - started
+    stats.phases = phases.seconds
     _print_summary(args, job, stats, lines, rejects)
+    if args.profile:  # on stderr: stdout stays the matches and the summary
+        print(phases.table(process_age() or stats.seconds), file=sys.stderr)
     return 0
 
 
@@ -267,11 +284,13 @@ def _first_file(inputs: list[str]) -> str:
     return str(expand_paths(inputs)[0])
 
 
-def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog):
-    result = read_edges(inputs, fmt, options)
-    rejects.add(result.rejects)
+def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases: Phases):
+    with phases.phase("reading the input"):
+        result = read_edges(inputs, fmt, options)
+        rejects.add(result.rejects)
     progress = Progress(result.edges.num_rows)
-    matches, stats = run_job(job, result.edges, on_progress=progress.advance)
+    with phases.phase("matching (sort and engine)"):
+        matches, stats = run_job(job, result.edges, on_progress=progress.advance)
     progress.close()
     warn_absent_labels(job, job.labels_present(result.edges))
     return matches, stats, result.lines_read
@@ -292,19 +311,23 @@ def labels_in_frame(job: ReplayJob, edges_df: Any) -> dict[str, set[str]]:
     return {c: set(row[c]) for c in columns}
 
 
-def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog):
-    from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
+def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases):
+    with phases.phase("spark start-up (JVM, session)"):
+        from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
 
-    t0 = time.perf_counter()
-    spark = spark_session(args.master)
-    startup = time.perf_counter() - t0
-    edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
+        t0 = time.perf_counter()
+        spark = spark_session(args.master)
+        startup = time.perf_counter() - t0
+    with phases.phase("planning the read"):
+        edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
     with SparkProgress(spark):
         matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
-    warn_absent_labels(job, labels_in_frame(job, edges_df))
-    bad = rejects_df.toArrow()
-    if bad.num_rows:
-        rejects.add(bad)
+    phases.update(stats.phases, "spark: ")
+    with phases.phase("label check and rejects"):
+        warn_absent_labels(job, labels_in_frame(job, edges_df))
+        bad = rejects_df.toArrow()
+        if bad.num_rows:
+            rejects.add(bad)
     stats.extra["spark_startup_seconds"] = round(startup, 3)
     return matches, stats, lines
 
@@ -323,6 +346,8 @@ def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,
         "edges_per_second": round(stats.edges / stats.seconds) if stats.seconds > 0 else None,
         **stats.extra,
     }
+    if args.profile:
+        summary["phases"] = {name: round(sec, 3) for name, sec in stats.phases.items()}
     if rejects.count:
         summary["rejects_file"] = str(args.rejects)
     if args.summary == "json":

@@ -13,7 +13,7 @@ import re
 import sys
 from typing import Any
 
-from graphcep.engines.ddst.reports import REPORT_MODES
+from graphcep.engines.ddst.schema import REPORT_MODES
 from graphcep.events import TimeFormatError, seconds_to_us
 from graphcep.io.formats import ReaderOptions
 from graphcep.jobs.base import ReplayJob

@@ -147,3 +147,20 @@ def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_profile_names_the_phases_of_a_run(tmp_path, capsys):
+    """--profile prints where the time went on stderr, and lists the phases in the JSON
+    summary; they add up to no more than the process's whole time."""
+    data = tmp_path / "e.csv"
+    data.write_text("src,dst,t\na,b,1\nb,c,2\nc,a,3\n")
+    status = main(["run", str(TRIANGLE), "--input", str(data), "--engine", "local",
+                   "--profile", "--summary", "json", "-o", str(tmp_path / "m.jsonl")])
+    out = capsys.readouterr()
+    assert status == 0
+    summary = json.loads(out.out.strip().splitlines()[-1])
+    phases = summary["phases"]
+    assert {"options and query", "reading the input", "matching (sort and engine)",
+            "writing matches and rejects"} <= set(phases)
+    assert out.err.splitlines()[0].split() == ["phase", "seconds", "share"]
+    assert "reading the input" in out.err and out.err.splitlines()[-1].startswith("total")

@@ -33,7 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.base import Engine
-from graphcep.engines.ddst.reports import DDST_MATCH_SCHEMA, REPORT_MODES
+from graphcep.engines.ddst.schema import DDST_MATCH_SCHEMA, REPORT_MODES
 from graphcep.events import format_seconds
 from graphcep.io.sinks import (
     MatchFormat,

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
@@ -34,12 +34,14 @@ from graphcep.engines.difference_bounds import check_window
 from graphcep.engines.subgraph.engine import SubgraphEngine, VertexFeatures
 from graphcep.engines.subgraph.plan import compile_query
 from graphcep.events import CORE_NAMES, format_seconds, max_duration_of
-from graphcep.features.feature_set import FeatureSet
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import DeclaredSource, Extent, JobBase
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+
+if TYPE_CHECKING:
+    from graphcep.features.feature_set import FeatureSet
 
 #: The engines this kind runs, name -> (module, class) (the protocol suite runs each).
 ENGINES: dict[str, tuple[str, str]] = {
@@ -148,6 +150,9 @@ class SubgraphJob(JobBase):
         used = {c.feature for c in self.query.vertex_constraints}
         if not used:
             return None
+        # imported here: the features need pandas, a quarter second most runs do without
+        from graphcep.features.feature_set import FeatureSet
+
         return FeatureSet({n: self.program.features[n] for n in sorted(used)}, self.field_aliases)
 
     @property

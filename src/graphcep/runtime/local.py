@@ -32,6 +32,8 @@ class RunStats:
     matches: int = 0
     seconds: float = 0.0
     extra: dict[str, int] = field(default_factory=dict)
+    #: seconds per phase of the run (``graphcep run --profile``)
+    phases: dict[str, float] = field(default_factory=dict)
 
     @property
     def edges_per_second(self) -> float:

@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.difference_bounds import UnboundedQueryError
-from graphcep.events import format_seconds, normalize_edges, sort_stream
+from graphcep.events import empty_edges, format_seconds, normalize_edges, sort_stream
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
 from graphcep.jobs.base import ReplayJob
@@ -64,8 +64,6 @@ from graphcep.patterns.subgraph import QueryError
 
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
 _NEVER = np.iinfo(np.int64).min
-_EMPTY = normalize_edges(pa.table({"t": pa.array([], pa.int64()), "src": pa.array([], pa.string()),
-                                  "dst": pa.array([], pa.string())}))
 
 MatchCallback = Callable[[pa.Table, int], None]
 
@@ -380,7 +378,7 @@ class StreamOperator:
                 if checkpoint:
                     self._log_released(batch_id, ready)
             self._engine.advance(st.frontier)
-        late = late if late is not None else _EMPTY
+        late = late if late is not None else empty_edges()
         rejects = rejects if rejects is not None else READ_REJECT_SCHEMA.empty_table()
         self._emit(batch_id, matches, late, rejects, names)
         totals = st.totals
@@ -465,7 +463,7 @@ class StreamOperator:
 
     def _oriented(self, edges: pa.Table | None) -> pa.Table:
         if edges is None or edges.num_rows == 0:
-            return _EMPTY
+            return empty_edges()
         return normalize_edges(self.job.orient(edges))
 
     def _split_late(self, edges: pa.Table) -> tuple[pa.Table, pa.Table]:

@@ -17,39 +17,14 @@ import pandas as pd
 import pyarrow as pa
 
 from graphcep.engines.ddst.common import IndexedQuery, WindowGraph
+from graphcep.engines.ddst.schema import (
+    DDST_EDGE_TYPE,
+    DDST_MATCH_SCHEMA,
+    DDST_VERTEX_TYPE,
+    REPORT_MODES,
+)
 from graphcep.events import match_ids
 from graphcep.patterns.ddst import DDSTQuery
-
-#: One pair of the vertex match relation ``S``: query vertex, stream vertex id and label.
-DDST_VERTEX_TYPE = pa.struct(
-    [pa.field("qvar", pa.string()), pa.field("vertex", pa.string()), pa.field("label", pa.string())]
-)
-#: One pair of the edge match relation ``Se``, with the stream edge's time and endpoints.
-DDST_EDGE_TYPE = pa.struct(
-    [
-        pa.field("qedge", pa.string()),
-        pa.field("seq", pa.int64()),
-        pa.field("t", pa.int64()),
-        pa.field("src", pa.string()),
-        pa.field("dst", pa.string()),
-        pa.field("label", pa.string()),
-        pa.field("src_label", pa.string()),
-        pa.field("dst_label", pa.string()),
-    ]
-)
-#: Reported match components (see the module docstring).
-DDST_MATCH_SCHEMA = pa.schema(
-    [
-        pa.field("query", pa.string()),
-        pa.field("match_id", pa.string()),
-        pa.field("window_start", pa.int64()),
-        pa.field("window_end", pa.int64()),
-        pa.field("trigger_seq", pa.int64()),
-        pa.field("first_t", pa.int64()),
-        pa.field("vertices", pa.list_(DDST_VERTEX_TYPE)),
-        pa.field("edges", pa.list_(DDST_EDGE_TYPE)),
-    ]
-)
 
 #: An empty result (tables are immutable: one serves every push without matches).
 NO_MATCHES = DDST_MATCH_SCHEMA.empty_table()
@@ -139,8 +114,7 @@ def match_graph(q: IndexedQuery, g: WindowGraph, sim: np.ndarray, se: np.ndarray
 
 
 
-#: What a report holds: the whole match component, or only its pairs not reported before.
-REPORT_MODES = ("component", "new")
+
 
 
 class ReportedPairs:

@@ -67,6 +67,7 @@ from graphcep.runtime.spark.tasks import (
     replay_single,
     spark_schema,
 )
+from graphcep.timing import Phases
 
 #: the column holding an edge's 0-based place in stream order (count windows)
 RANK = "_rank"
@@ -143,7 +144,9 @@ def run_spark(
     # keyed queries may run as cells: count each cell's edges in the same pass
     auto = strategy == "auto" and shards is None and shard_length_us is None
     keyed = keyed_grid(spark, job) if auto else None
-    parts, cell_edges = _partition_stats(edges_df, job, keyed)
+    phases = Phases()
+    with phases.phase("statistics pass (reads the input)"):
+        parts, cell_edges = _partition_stats(edges_df, job, keyed)
     n = sum(int(r["n"]) for r in parts)
     schema = job.output.schema
     if n == 0:
@@ -154,6 +157,19 @@ def run_spark(
     edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
     if strategy == "auto":
         strategy = choose_strategy(parts, extent, job, shards, shard_length_us, cell_edges)
+    with phases.phase(f"replay tasks ({strategy})"):
+        matches, extra = _replay(spark, job, edges_df, strategy, parts, extent, n, shards,
+                                 shard_length_us, keyed)
+    matches = matches.cast(schema) if matches.num_rows else schema.empty_table()
+    stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started,
+                     phases=phases.seconds)
+    stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
+    return matches, stats
+
+
+def _replay(spark, job: ReplayJob, edges_df, strategy: str, parts, extent: Extent, n: int,
+            shards: int | None, shard_length_us: int | None, keyed: Shares | None):
+    """The matches of one strategy, collected to the driver, and what it reports."""
     if strategy == "single":
         matches, extra = replay_single(spark, job, edges_df, n)
     elif strategy == "partitions":
@@ -168,15 +184,12 @@ def run_spark(
         matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent.size, shards,
                                           shard_length_us)
     elif strategy == "cells":
-        grid = keyed or choose_shares(job.query, cell_budget(spark, shards))
+        grid = keyed or choose_shares(job.cell_query(), cell_budget(spark, shards))
         matches, extra = run_cells(spark, job, edges_df, n, grid)
     else:
         raise ValueError(
             f"unknown strategy {strategy!r}: auto, single, partitions, shuffle or cells")
-    matches = matches.cast(schema) if matches.num_rows else schema.empty_table()
-    stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started)
-    stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
-    return matches, stats
+    return matches, extra
 
 
 def _as_job(job: Any) -> ReplayJob:
