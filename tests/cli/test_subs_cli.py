@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from graphcep.cli import main
 from tests.sequences_oracle import occurrences
 
@@ -74,3 +76,27 @@ def test_errors_in_the_file_name_line_and_column(tmp_path, capsys):
                    "--engine", "local"])
     assert status != 0
     assert "bad.subs:2:8: subscription 'bad'" in capsys.readouterr().err
+
+
+@pytest.mark.spark
+def test_spark_partitions_by_key_and_equals_the_oracle(tmp_path, capsys, spark):
+    """On Spark a subscription job is partitioned by its key column (every occurrence lies
+    in one key's sequence): the rows equal the oracle's and the in-process run's."""
+    from graphcep.io.generator import generate_netflow, write_edges
+
+    flows = tmp_path / "many.csv"
+    write_edges(generate_netflow(4000, 12, 100, 3).select(["t", "src", "dst", "dur"]),
+                str(flows), "csv")
+    (tmp_path / "s.subs").write_text("back: @x.@y.@x\nthree: @x.@y.@z.@x\n")
+    results = {}
+    for engine in ("local", "spark"):
+        out = tmp_path / f"{engine}.jsonl"
+        status = main(["run", str(tmp_path / "s.subs"), "--input", str(flows), "--engine",
+                       engine, "--master", "local[2]", "--shards", "3", "-o", str(out),
+                       "--summary", "json"])
+        summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+        assert status == 0
+        results[engine] = {(r["subscription"], r["key"], r["start"], r["end"])
+                           for r in map(json.loads, out.read_text().splitlines())}
+    assert summary["strategy"] == "keys"
+    assert results["spark"] == results["local"] and len(results["local"]) > 100

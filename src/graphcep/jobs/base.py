@@ -116,6 +116,12 @@ class ReplayJob(Protocol):
         :class:`QueryError` for kinds that have none to draw."""
         ...
 
+    def partition_key(self) -> str | None:
+        """A column whose values split the stream into independent sub-streams -- every
+        match lies within one value's edges -- so that a runtime may replay each value's
+        edges, whatever their times, in an engine of its own (None: no such column)."""
+        ...
+
 
 class JobBase:
     """Defaults for the parts of :class:`ReplayJob` most semantics leave as they are: no
@@ -137,6 +143,9 @@ class JobBase:
         return []
 
     def declared_source(self) -> DeclaredSource | None:
+        return None
+
+    def partition_key(self) -> str | None:
         return None
 
     def plan_dot(self) -> str:

@@ -2,9 +2,10 @@
 (du Mouza, Rigaux, Scholl, SSDBM 2006; semantics in :mod:`graphcep.engines.sequences.engine`).
 
 :func:`load` reads a ``.subs`` file with the command line's options (``key``, ``symbol``,
-``subs_engine``). Every occurrence lies inside one key's sequence, so partitioning the
-stream by key would be exact; until the runtimes partition by key, a subscription job
-runs as one whole-stream engine (``whole_stream``), on Spark as one task.
+``subs_engine``). Every occurrence lies inside one key's sequence, so the stream splits by
+key exactly (:meth:`SubscriptionJob.partition_key`): on Spark each partition of keys is
+replayed in an engine of its own; never by time (``whole_stream``: a key's sequence may
+span the whole stream).
 
 Example
 -------
@@ -140,7 +141,10 @@ class SubscriptionJob(JobBase):
 
     @property
     def whole_stream(self) -> bool:
-        return True  # exact by key partitioning too; the runtimes do not partition by key yet
+        return True  # never cut by time: a key's sequence may span the whole stream
+
+    def partition_key(self) -> str:
+        return self.key  # every occurrence lies inside one key's sequence
 
     def bind(self, longest_duration_us: int) -> SubscriptionJob:
         return self
@@ -186,6 +190,6 @@ class SubscriptionJob(JobBase):
         lines += ["", f"pattern tree: {stats['nodes']} nodes, height {stats['height']}, "
                       f"mean fan-out {stats['fan_out']:.2f}",
                   f"plan ({self.engine} engine): {self.new_engine().describe()}",
-                  "Spark: one task (whole stream); every occurrence lies in one key's "
-                  "sequence, so partitioning by key is exact -- not done yet"]
+                  f"Spark: the stream is partitioned by {self.key!r} (every occurrence lies "
+                  "in one key's sequence), each partition replayed in one engine"]
         return lines

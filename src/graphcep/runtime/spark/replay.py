@@ -48,6 +48,7 @@ import pyarrow.compute as pc
 
 from graphcep.events import normalize_edges, sort_stream
 from graphcep.jobs.base import Extent, ReplayJob
+from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares
 from graphcep.runtime.local import RunStats
 from graphcep.runtime.spark.cells import (
@@ -186,9 +187,11 @@ def _replay(spark, job: ReplayJob, edges_df, strategy: str, parts, extent: Exten
     elif strategy == "cells":
         grid = keyed or choose_shares(job.cell_query(), cell_budget(spark, shards))
         matches, extra = run_cells(spark, job, edges_df, n, grid)
+    elif strategy == "keys":
+        matches, extra = _replay_keys(spark, job, edges_df, shards)
     else:
         raise ValueError(
-            f"unknown strategy {strategy!r}: auto, single, partitions, shuffle or cells")
+            f"unknown strategy {strategy!r}: auto, single, partitions, shuffle, cells or keys")
     return matches, extra
 
 
@@ -268,6 +271,8 @@ def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_
     edges are shuffled into time shards. A count window's extent is in edges, and so is
     the stream's length it is compared with.
     """
+    if job.partition_key() is not None:
+        return "keys"
     if shards is not None or shard_length_us is not None:
         return "shuffle"
     if extent.unit == "edges":
@@ -281,6 +286,28 @@ def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_
     if cell_edges and max(cell_edges) <= CELL_SKEW * sum(cell_edges) / len(cell_edges):
         return "cells"
     return "shuffle"
+
+
+def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None):
+    """A job whose stream splits by a column (:meth:`ReplayJob.partition_key`): hash the
+    edges on it into ``shards`` partitions (default: one per core); each task replays its
+    partition in stream order in one engine, which therefore sees every edge of its keys."""
+    from pyspark.sql import functions as F
+
+    key = job.partition_key()
+    if key not in edges_df.columns:
+        raise QueryError(f"job {job.name!r} partitions by the field {key!r}, which the "
+                         f"stream lacks (fields: {edges_df.columns})")
+    parts = shards or spark.sparkContext.defaultParallelism
+    placed = edges_df.repartition(parts, F.col(key))
+
+    def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        table = received(batches)
+        if table is not None:
+            yield from replay_edges(job, table, None).to_batches()
+
+    matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
+    return matches, {"strategy": "keys", "shards": parts, "key": key}
 
 
 def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent):
