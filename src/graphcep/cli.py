@@ -42,6 +42,7 @@ from graphcep.cli_options import (
     add_ddst_arguments,
     add_input_arguments,
     add_nu_arguments,
+    add_pww_arguments,
     add_sal_arguments,
     add_spark_arguments,
     add_state_bound_argument,
@@ -51,6 +52,7 @@ from graphcep.cli_options import (
     job_options,
     path_option,
     positive_rate,
+    pww_options,
     reader_options,
     warn_absent_labels,
 )
@@ -67,6 +69,8 @@ from graphcep.jobs.base import ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import RunStats, run_job
+from graphcep.runtime.widening import LevelStats, run_widening
+from graphcep.runtime.widening.report import describe_widening, level_lines, widened_format
 from graphcep.stream_command import add_parser as add_stream_parser
 from graphcep.timing import Phases, process_age
 
@@ -151,8 +155,9 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--output-format", choices=SINK_FORMATS,
                      help="format of --output when its name does not say it (-o /dev/null "
                           "--output-format jsonl)")
-    run.add_argument("--engine", choices=("spark", "local"), default="spark",
-                     help="spark (default; embedded local[*] unless --master) or in-process")
+    run.add_argument("--engine", choices=("spark", "local"),
+                     help="spark (default; embedded local[*] unless --master) or in-process "
+                          "(local; the default with --pww)")
     add_sal_arguments(run)
     add_spark_arguments(run)
     add_input_arguments(run)
@@ -172,6 +177,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_nu_arguments(run)
     add_subscription_arguments(run)
     add_state_bound_argument(run)
+    add_pww_arguments(run)
     run.set_defaults(handler=cmd_run)
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
@@ -181,6 +187,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_nu_arguments(explain)
     add_subscription_arguments(explain)
     add_state_bound_argument(explain)
+    add_pww_arguments(explain)
     explain.add_argument("--dot", type=path_option, metavar="FILE",
                          help="ν-expressions: also write the automaton as Graphviz DOT")
     explain.set_defaults(handler=cmd_explain)
@@ -232,17 +239,29 @@ def cmd_run(args: argparse.Namespace) -> int:
         out_format = check_target(args.output, args.output_format)
         check_target(args.rejects, "jsonl", directory=False, role="rejects")
         refuse_overwriting_inputs(args.input, {"output": args.output, "rejects": args.rejects})
+        widening = pww_options(args)
+        if args.engine is None:
+            args.engine = "spark" if widening is None else "local"
+        if widening is not None and args.engine != "local":
+            raise QueryError("--pww runs in-process for now: use --engine local (or leave "
+                             "--engine out)")
         fmt = args.format or guess_format(_first_file(args.input))
         job = _make_job(args, fmt)
         options = reader_options(args)
     rejects = RejectLog(args.rejects)
-    if args.engine == "local":
+    output = job.output
+    if widening is not None:
+        with phases.phase("widening (reading and matching)"):
+            matches, stats, lines = _run_widening(job, widening, args.input, fmt, options,
+                                                  rejects)
+        output = widened_format(job.output)
+    elif args.engine == "local":
         matches, stats, lines = _run_local(job, args.input, fmt, options, rejects, phases)
     else:
         matches, stats, lines = _run_spark(job, args, fmt, options, rejects, phases)
     with phases.phase("writing matches and rejects"):
         with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
-                                             matches=job.output) as sink:
+                                             matches=output) as sink:
             sink.write(matches)
         if rejects.count:
             with writing(args.rejects):
@@ -293,6 +312,20 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases:
         matches, stats = run_job(job, result.edges, on_progress=progress.advance)
     progress.close()
     warn_absent_labels(job, job.labels_present(result.edges))
+    return matches, stats, result.lines_read
+
+
+def _run_widening(job: ReplayJob, widening: tuple[int, int, int | None], inputs, fmt,
+                  options, rejects: RejectLog):
+    """``--pww``: progressive window widening in this process."""
+    keep, base_us, max_duration_us = widening
+    result = read_edges(inputs, fmt, options)
+    rejects.add(result.rejects)
+    matches, pww = run_widening(job, result.edges, keep=keep, base_us=base_us,
+                                max_duration_us=max_duration_us)
+    warn_absent_labels(job, job.labels_present(result.edges))
+    stats = RunStats(edges=pww.edges, matches=pww.matches, seconds=pww.seconds,
+                     extra=pww.as_dict())
     return matches, stats, result.lines_read
 
 
@@ -358,6 +391,9 @@ def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,
         f"({rejects.count:,} rejected) in {stats.seconds:.2f} s "
         f"({summary['edges_per_second'] or 0:,} edges/s, {args.engine})"
     )
+    if "pww_levels" in stats.extra:
+        print("\n".join(level_lines([LevelStats(**level)
+                                     for level in stats.extra["pww_levels"]])))
     if rejects.count:
         print(rejects.summary(args.rejects))
 
@@ -371,7 +407,13 @@ def cmd_explain(args: argparse.Namespace) -> int:
     from graphcep import jobs
 
     job = jobs.load(args.query, {**job_options(args, None), "explain": True})
-    print("\n".join(job.describe()))
+    widening = pww_options(args)
+    if widening is None:
+        print("\n".join(job.describe()))
+    else:  # described as level 0's windows run it; the level table says the rest
+        keep, base_us, max_duration_us = widening
+        print("\n".join(job.bounded_by(2 * base_us).describe()))
+        print("\n" + "\n".join(describe_widening(job, keep, base_us, max_duration_us)))
     if getattr(args, "dot", None):
         drawing = job.plan_dot()  # refused before anything is written
         with writing(args.dot):

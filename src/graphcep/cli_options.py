@@ -127,6 +127,30 @@ def add_sal_arguments(parser: argparse.ArgumentParser) -> None:
                              "behaviour; default: distinct stream vertices)")
 
 
+def add_pww_arguments(parser: argparse.ArgumentParser) -> None:
+    """Progressive window widening (``run`` and ``explain``)."""
+    parser.add_argument("--pww", type=count_option(1), metavar="L",
+                        help="progressive window widening: run the query in doubling "
+                             "windows, for patterns of unknown duration; L is the most "
+                             "records an instance spans (in-process: --engine local)")
+    parser.add_argument("--pww-base", type=seconds_option, default="1", metavar="SECONDS",
+                        help="--pww: the base batch duration T0 (default 1)")
+    parser.add_argument("--pww-max-duration", type=seconds_option, metavar="SECONDS",
+                        help="--pww: the longest duration of an instance, fixing the number "
+                             "of levels (default: levels are added as the stream grows)")
+
+
+def pww_options(args: argparse.Namespace) -> tuple[int, int, int | None] | None:
+    """``(L, T0, D)`` in records and µs from :func:`add_pww_arguments` (None without --pww)."""
+    if getattr(args, "pww", None) is None:
+        return None
+    base = seconds_to_us(args.pww_base)
+    if base < 1:
+        raise QueryError("--pww-base must be at least 1 µs")
+    most = args.pww_max_duration
+    return args.pww, base, None if most is None else seconds_to_us(most)
+
+
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
     """Where Spark runs (``run``, ``stream``, ``demo``)."""
     parser.add_argument("--master", default="local[*]", type=master_option,
@@ -228,6 +252,7 @@ def job_options(args: argparse.Namespace, fmt: str | None) -> dict[str, Any]:
         "key": getattr(args, "key", None),
         "symbol": getattr(args, "symbol", None),
         "subs_engine": getattr(args, "subs_engine", None),
+        "pww": getattr(args, "pww", None) is not None,
     }
 
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
+import numpy as np
 import pyarrow as pa
 
 from graphcep.engines.base import Engine
@@ -34,6 +35,17 @@ class Extent:
 
     size: int
     unit: Literal["us", "edges"] = "us"
+
+
+@dataclass(frozen=True)
+class Instances:
+    """What a runtime needs to tell one match (an *instance*) from another, whichever
+    window or shard found it: one identity per match row, the same wherever it is found,
+    and the start times (µs) of each match's first and last record."""
+
+    keys: list[str]
+    first_t: np.ndarray
+    last_t: np.ndarray
 
 
 @dataclass(frozen=True)
@@ -122,6 +134,23 @@ class ReplayJob(Protocol):
         edges, whatever their times, in an engine of its own (None: no such column)."""
         ...
 
+    def instances(self, matches: pa.Table) -> Instances:
+        """Each match row's identity and the times of its first and last record."""
+        ...
+
+    @property
+    def local_matches(self) -> bool:
+        """Whether a match is decided by its own records alone: the detector run over any
+        subsequence of the stream that holds them reports it, and reports only matches of
+        the stream (what makes window widening exact, :mod:`graphcep.runtime.widening`)."""
+        ...
+
+    def bounded_by(self, span_us: int) -> ReplayJob:
+        """The job over a window whose start times lie within ``span_us`` of each other:
+        bounds the job leaves open may be taken from it (a SAL query without a time bound
+        gets it as its window); the matches inside such a window stay the same."""
+        ...
+
 
 class JobBase:
     """Defaults for the parts of :class:`ReplayJob` most semantics leave as they are: no
@@ -147,6 +176,20 @@ class JobBase:
 
     def partition_key(self) -> str | None:
         return None
+
+    def instances(self, matches: pa.Table) -> Instances:
+        """From the ``match_id``, ``first_t`` and ``last_t`` columns: each kind's
+        ``match_id`` hashes what makes a match the same match wherever it is found."""
+        return Instances(matches.column("match_id").to_pylist(),
+                         matches.column("first_t").to_numpy().astype(np.int64),
+                         matches.column("last_t").to_numpy().astype(np.int64))
+
+    @property
+    def local_matches(self) -> bool:
+        return False
+
+    def bounded_by(self, span_us: int) -> Any:
+        return self
 
     def plan_dot(self) -> str:
         raise QueryError(f"--dot draws a ν-expression's automaton; {self.name!r} is a "

@@ -29,19 +29,21 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.base import Engine
 from graphcep.engines.ddst.schema import DDST_MATCH_SCHEMA, REPORT_MODES
 from graphcep.events import format_seconds
+from graphcep.hashing import salt64
 from graphcep.io.sinks import (
     MatchFormat,
     ddst_match_drawing,
     ddst_match_to_json,
     format_ddst_match,
 )
-from graphcep.jobs.base import Extent, JobBase
+from graphcep.jobs.base import Extent, Instances, JobBase
 from graphcep.patterns.ddst import DDSTQuery
 from graphcep.patterns.subgraph import QueryError
 
@@ -223,6 +225,16 @@ class DDSTJob(JobBase):
 
     def orient(self, edges: pa.Table) -> pa.Table:
         return edges  # DDST edges are read as the stream gives them
+
+    def instances(self, matches: pa.Table) -> Instances:
+        """A report is its component's stream edges: the identity hashes the query and
+        their sorted ``seq`` (the ``match_id`` names only the trigger, and a window that
+        holds fewer edges may report a smaller component at the same trigger)."""
+        keys = [f"{q}|{int(salt64(','.join(map(str, sorted({e['seq'] for e in edges}))))):016x}"
+                for q, edges in zip(matches.column("query").to_pylist(),
+                                    matches.column("edges").to_pylist(), strict=True)]
+        return Instances(keys, matches.column("first_t").to_numpy().astype(np.int64),
+                         matches.column("window_end").to_numpy().astype(np.int64))
 
     def summary_fields(self) -> dict[str, Any]:
         return {"ddst_engine": self.engine}

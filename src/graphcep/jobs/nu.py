@@ -110,6 +110,11 @@ class NuJob(JobBase):
         # unbounded: a match may span the whole stream; anchored: one attempt from the start
         return self.mode == "anchored" or self.pattern.span_us() == math.inf
 
+    @property
+    def local_matches(self) -> bool:
+        # search mode skips links that are not part of a match; anchored reads them all
+        return self.mode == "search"
+
     def bind(self, longest_duration_us: int) -> NuJob:
         return self  # links are read at their start times
 

@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+import numpy as np
 import pyarrow as pa
 
 from graphcep.engines.base import Engine
@@ -34,7 +35,7 @@ from graphcep.engines.sequences.engine import SUBS_MATCH_SCHEMA
 from graphcep.engines.sequences.tree import PatternTree
 from graphcep.events import format_seconds
 from graphcep.io.sinks import MatchDrawing, MatchFormat
-from graphcep.jobs.base import Extent, JobBase
+from graphcep.jobs.base import Extent, Instances, JobBase
 from graphcep.patterns.sequences import SubscriptionSet, filtering_rate, show
 from graphcep.patterns.subgraph import QueryError
 
@@ -164,6 +165,12 @@ class SubscriptionJob(JobBase):
 
     def orient(self, edges: pa.Table) -> pa.Table:
         return edges
+
+    def instances(self, matches: pa.Table) -> Instances:
+        """The ``match_id`` (subscription and edge seqs) and the occurrence's times."""
+        return Instances(matches.column("match_id").to_pylist(),
+                         matches.column("start_t").to_numpy().astype(np.int64),
+                         matches.column("end_t").to_numpy().astype(np.int64))
 
     def new_engine(self, threads: int | None = 1) -> Engine:
         module, cls = ENGINES[self.engine]

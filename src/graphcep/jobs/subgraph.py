@@ -38,7 +38,7 @@ from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import DeclaredSource, Extent, JobBase
 from graphcep.patterns.program import Program
-from graphcep.patterns.subgraph import EdgePredicate, QueryError, SubgraphQuery
+from graphcep.patterns.subgraph import MAX_BOUND_US, EdgePredicate, QueryError, SubgraphQuery
 
 if TYPE_CHECKING:
     from graphcep.features.feature_set import FeatureSet
@@ -66,7 +66,9 @@ def load(path: str, options: Mapping[str, Any]) -> SubgraphJob:
         max_window_edges=options.get("max_window_edges"),
         undefined_features=bool(options.get("explain")),
     )
-    job.compiled()  # an unbounded or contradictory query fails here, before any work
+    # an unbounded or contradictory query fails here, before any work; under window
+    # widening the windows bound it (SubgraphJob.bounded_by), so only the width is tried
+    (job.bounded_by(MAX_BOUND_US - 1) if options.get("pww") else job).compiled()
     return job
 
 
@@ -163,6 +165,19 @@ class SubgraphJob(JobBase):
     def whole_stream(self) -> bool:
         # a feature such as topk counts items over the whole stream, which no shard sees
         return bool(self.query.vertex_constraints)
+
+    @property
+    def local_matches(self) -> bool:
+        # a match is its edges and their constraints; a feature counts the whole stream
+        return not self.whole_stream
+
+    def bounded_by(self, span_us: int) -> SubgraphJob:
+        """The query with ``span_us`` as its window where it has none as narrow: inside a
+        window whose start times lie within ``span_us``, no match is lost, and a query
+        that no constraint bounds can be planned (window widening needs no ``--window``)."""
+        if self.query.window_us is not None and self.query.window_us <= span_us:
+            return self
+        return replace(self, query=self.query.with_window(span_us))
 
     def bind(self, longest_duration_us: int) -> SubgraphJob:
         if self.max_duration_us is not None:

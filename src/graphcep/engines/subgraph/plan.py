@@ -103,7 +103,7 @@ def _unbounded_message(query: SubgraphQuery, bounds: DifferenceBounds) -> str:
     return (f"query {query.name!r} has no upper bound on how far apart its edges may be in "
             f"time: nothing bounds how much later {later} may start than {earlier}, so a "
             f"match could need the whole stream in memory. {advice[0].upper()}{advice[1:]} "
-            "or give a window (--window SECONDS).")
+            "or give a window (--window SECONDS) or run it in widening windows (--pww L).")
 
 
 def compile_query(
