@@ -198,3 +198,49 @@ def test_triangles_equal_the_sal_engines(seed):
                  for m in sal.to_pylist()}  # SAL's x, y, z are the ν-expression's X, Y, Z
     assert len(nu) > 20
     assert set(nu) == projected
+
+
+def test_the_4_clique_of_the_library_finds_every_planted_clique():
+    """examples/nu/clique4.nu against a clique oracle written from its meaning: six links,
+    one per pair of four distinct hosts (either direction), within 600 s of each other;
+    the variables are symmetric, so each clique is reported under its 24 namings."""
+    import itertools
+    import random
+
+    from graphcep.lang.nu import parse_nu_file
+    from tests.paths import EXAMPLES
+
+    pattern = parse_nu_file(EXAMPLES / "nu" / "clique4.nu")
+    rng = random.Random(4)
+    rows = []
+    for start in (0, 2000, 4000):  # three planted cliques, with noise around them
+        nodes = rng.sample("abcdefgh", 4)
+        pairs = list(itertools.combinations(nodes, 2))
+        rng.shuffle(pairs)
+        for i, (u, v) in enumerate(pairs):
+            rows.append((start + 60 * i, *((u, v) if rng.random() < 0.5 else (v, u))))
+        rows += [(start + rng.randrange(400), rng.choice("abcdefgh"), rng.choice("abcdefgh"))
+                 for _ in range(4)]
+    rows.sort(key=lambda r: r[0])
+    expected = set()
+    for chosen in itertools.combinations(range(len(rows)), 6):
+        links = [rows[i] for i in chosen]
+        hosts = {h for _, u, v in links for h in (u, v)}
+        pairs = {frozenset((u, v)) for _, u, v in links}
+        if len(hosts) == 4 and len(pairs) == 6 and all(len(p) == 2 for p in pairs) \
+                and links[-1][0] - links[0][0] <= 600:
+            for naming in itertools.permutations(sorted(hosts)):
+                expected.add((links[0][0] * S, links[-1][0] * S,
+                              tuple(zip("WXYZ", naming, strict=True))))
+    assert len(expected) >= 3 * 24
+    assert set(found_pattern(pattern, links_of(rows))) == expected
+
+
+def links_of(rows) -> pa.Table:
+    return links(*rows)
+
+
+def found_pattern(pattern, table: pa.Table) -> list[tuple]:
+    engine = NuEngine(pattern)
+    return sorted((m["first_t"], m["last_t"], tuple(m["bindings"]))
+                  for m in engine.push(table).to_pylist())

@@ -94,7 +94,9 @@ def random_links(rng: random.Random, n: int, nodes: str) -> list[tuple[int, str,
     return links
 
 
-EXAMPLES = sorted((paths.EXAMPLES / "nu").glob("*.nu"))
+#: The 4-clique's six-way shuffle is beyond the rewriting oracle (tests/engines/
+#: test_nu_engine.py holds it to a clique oracle of its own).
+EXAMPLES = sorted(p for p in (paths.EXAMPLES / "nu").glob("*.nu") if p.stem != "clique4")
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=[p.stem for p in EXAMPLES])

@@ -319,8 +319,9 @@ def _shuffle(left: tuple[int, int], part: Expr, b: _Builder, delays) -> tuple[in
     every move of the other, events and memory operations alike (a link is atomic). ``left``'s own locations are left unreachable (pruned later)."""
     sub = _Builder(b._clocks)
     right = _fragment(part, sub, delays)
-    left_out = _reachable_out(b.transitions, left[0])
-    right_out = _reachable_out(sub.transitions, right[0])
+    # each side without its plain ε-moves first: the product multiplies locations
+    left_out = _contracted(_reachable_out(b.transitions, left[0]), left[1])
+    right_out = _contracted(_reachable_out(sub.transitions, right[0]), right[1])
     pairs: dict[tuple[int, int], int] = {}
     todo: list[tuple[int, int]] = []
 
@@ -344,6 +345,42 @@ def _shuffle(left: tuple[int, int], part: Expr, b: _Builder, delays) -> tuple[in
     for t in moves:
         b.add(t)
     return entry, pair((left[1], right[1]))
+
+
+def _plain(t: Transition) -> bool:
+    """An ε-transition that does nothing: no memory operation, guard or clock."""
+    return t.label is None and not (t.alloc or t.release or t.guard or t.pend or t.stop)
+
+
+def _contracted(out: dict[int, list[Transition]], end: int) -> dict[int, list[Transition]]:
+    """The same fragment with its plain ε-transitions followed ahead of time: each location
+    gets the other transitions of every location its plain ε-moves reach (plain ε-moves stay
+    inside one delay and one link, so they pass no invariant, guard or atomicity boundary),
+    and keeps one plain ε-move to the fragment's exit where it reached it. A shuffle of
+    ``k`` parts multiplies their locations, so this is what keeps a 4-clique's product
+    small."""
+    contracted: dict[int, list[Transition]] = {}
+    for q in out:
+        reach, todo = {q}, [q]
+        while todo:
+            for t in out.get(todo.pop(), ()):
+                if _plain(t) and t.target not in reach:
+                    reach.add(t.target)
+                    todo.append(t.target)
+        seen: set[tuple] = set()
+        moves = []
+        for p in sorted(reach):
+            for t in out.get(p, ()):
+                if _plain(t):
+                    continue
+                key = (t.target, t.label, t.alloc, t.release, t.guard, t.pend, t.start, t.stop)
+                if key not in seen:
+                    seen.add(key)
+                    moves.append(t.moved(q, t.target))
+        if end in reach and end != q:
+            moves.append(Transition(q, end))
+        contracted[q] = moves
+    return contracted
 
 
 def _reachable_out(transitions: list[Transition], start: int) -> dict[int, list[Transition]]:
