@@ -147,7 +147,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="find every match of a SAL or DDST query in a stream")
-    run.add_argument("query", help="SAL file, or DDST file (.ddst, or text starting QUERY/VERTICES)")
+    run.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed ν-expression "
+                                   "(.nu) or subscriptions (.subs); the kind is read from the "
+                                   "name, else from the text")
     run.add_argument("--input", "-i", required=True, nargs="+", type=path_option, help="edge file(s) or directory")
     run.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from the name)")
     run.add_argument("--output", "-o", type=path_option, help="matches.jsonl, matches.parquet, matches.dot "
@@ -181,7 +183,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.set_defaults(handler=cmd_run)
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
-    explain.add_argument("query", help="SAL or DDST file")
+    explain.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed "
+                                       "ν-expression (.nu) or subscriptions (.subs)")
     add_sal_arguments(explain)
     add_ddst_arguments(explain)
     add_nu_arguments(explain)
@@ -238,7 +241,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         # the output is checked before any work: a wrong name must not cost a whole run
         out_format = check_target(args.output, args.output_format)
         check_target(args.rejects, "jsonl", directory=False, role="rejects")
-        refuse_overwriting_inputs(args.input, {"output": args.output, "rejects": args.rejects})
+        refuse_overwriting_inputs([*args.input, args.query],
+                                  {"output": args.output, "rejects": args.rejects})
         widening = pww_options(args)
         if args.engine is None:
             args.engine = "spark" if widening is None else "local"
@@ -282,8 +286,8 @@ def _make_job(args: argparse.Namespace, fmt: str | None) -> ReplayJob:
 
 
 def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None]) -> None:
-    """Refuse an output that is one of the input files: writing it would destroy what
-    the run reads (``-o flows.jsonl`` for ``--input flows.jsonl``)."""
+    """Refuse an output that is one of the input files (or the query file): writing it
+    would destroy what the run reads (``-o flows.jsonl`` for ``--input flows.jsonl``)."""
     from graphcep.io.readers import expand_paths
 
     targets = {role: Path(t) for role, t in targets.items() if t not in (None, "-")}
@@ -406,6 +410,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     input is not known here, so its fields (features, labels) are checked by ``run``."""
     from graphcep import jobs
 
+    if getattr(args, "dot", None):  # checked before any work, as run checks -o
+        check_target(args.dot, "dot", directory=False, role="--dot")
+        refuse_overwriting_inputs([args.query], {"--dot": args.dot})
     job = jobs.load(args.query, {**job_options(args, None), "explain": True})
     widening = pww_options(args)
     if widening is None:

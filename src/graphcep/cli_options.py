@@ -261,7 +261,7 @@ def add_nu_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=count_option(1), metavar="N",
                         help="ν-expressions: state bound, the most tokens the engine may hold; "
                              "past it the run stops with exit status 3 naming the pattern "
-                             "part no delay bounds (default 1000000)")
+                             "part no delay bounds (default 200000)")
     parser.add_argument("--anchored", action="store_true",
                         help="ν-expressions: match from the stream's first link, reading "
                              "every link (the paper's tool's semantics; default: a match "

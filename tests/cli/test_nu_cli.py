@@ -103,3 +103,18 @@ def test_anchored_mode_from_the_command_line(tmp_path, capsys):
         assert status == 0, err
         counts[bool(flag)] = json.loads(out.strip().splitlines()[-1])["matches"]
     assert counts == {False: 1, True: 0}  # anchored: x->y must be read too
+
+
+def test_the_query_file_is_never_overwritten(tmp_path, capsys):
+    query = tmp_path / "q.nu"
+    query.write_text("<#X ~> #Y . Y ~> X>[0, 5]\n")
+    links = tmp_path / "l.csv"
+    links.write_text("src,dst,t\na,b,1\nb,a,2\n")
+    for args in (["explain", str(query), "--dot", str(query)],
+                 ["run", str(query), "--input", str(links), "--engine", "local", "-o",
+                  str(query), "--output-format", "jsonl"]):
+        status, _, err = run(args, capsys)
+        assert status == 2 and "is an input of the run" in err
+    assert query.read_text() == "<#X ~> #Y . Y ~> X>[0, 5]\n"
+    status, out, err = run(["explain", str(query), "--dot", str(tmp_path)], capsys)
+    assert status == 2 and "is a directory" in err and out == ""  # checked before any work

@@ -244,3 +244,26 @@ def found_pattern(pattern, table: pa.Table) -> list[tuple]:
     engine = NuEngine(pattern)
     return sorted((m["first_t"], m["last_t"], tuple(m["bindings"]))
                   for m in engine.push(table).to_pylist())
+
+
+def test_a_shuffle_too_large_to_compile_is_refused():
+    from graphcep.patterns.nu import NuPatternError
+
+    many = " % ".join(f"a{i} ~> b{i}" for i in range(20))
+    with pytest.raises(NuPatternError, match="needs more than 200,000 locations"):
+        compile_pattern(parse_nu(many))
+
+
+def test_the_token_bound_stops_a_doubling_pattern_early():
+    """The paper's memory-only doubling stops at the bound, counted as tokens are made."""
+    engine = NuEngine(parse_nu("(#U ~> @ | @ ~> @)*", "subsets"), max_tokens=1000)
+    with pytest.raises(StateBoundError, match="max_tokens=1,000"):
+        engine.push(links(*[(i, f"n{i}", "z") for i in range(40)]))
+    assert len(engine._tokens) <= 1001
+
+
+def test_search_witnesses_keep_links_read_as_any():
+    stream = links((0, "a", "b"), (1, "b", "c"))
+    engine = NuEngine(parse_nu("a ~> b . @ ~> @", "p"))
+    (row,) = engine.push(stream).to_pylist()
+    assert [(e["src"], e["dst"]) for e in row["edges"]] == [("a", "b"), ("b", "c")]

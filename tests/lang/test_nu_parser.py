@@ -40,7 +40,7 @@ S = 1_000_000
     ("<a ~> b>[3]", Delay(Link(Const("a"), Const("b")), 3 * S, 3 * S)),  # exactly, as MaTiNA
     ("<a ~> b>[1, inf]", Delay(Link(Const("a"), Const("b")), S, None)),
     ("#{X, Y} X ~> Y", Alloc(("X", "Y"), Link(Var("X"), Var("Y")))),
-    ("X ~> a {X}!", Release(Link(Var("X"), Const("a")), ("X",))),
+    ("#X ~> a {X}!", Release(Link(Alloc(("X",), Var("X")), Const("a")), ("X",))),
 ])
 def test_syntax(text, expr):
     assert parse_nu(text).expr == expr
@@ -69,15 +69,30 @@ def test_allocation_and_release_in_the_middle_of_a_sequence():
     """As MaTiNA: an allocation after '.' covers the rest of the sequence; a release
     closes the sequence before it, and '.' may follow."""
     a, b, c = (Link(Const(n), Var("X")) for n in "abc")
-    assert parse_nu("a ~> X . #{X} b ~> X . c ~> X").expr == Concat(
-        (a, Alloc(("X",), Concat((b, c)))))
-    assert parse_nu("a ~> X . b ~> X {X}! . c ~> X").expr == Concat(
-        (Release(Concat((a, b)), ("X",)), c))
+    assert parse_nu("a ~> #X . #{X} b ~> X . c ~> X").expr == Concat(
+        (Link(Const("a"), Alloc(("X",), Var("X"))), Alloc(("X",), Concat((b, c)))))
+    assert parse_nu("a ~> #X . b ~> X {X}! . c ~> #X").expr == Concat(
+        (Release(Concat((Link(Const("a"), Alloc(("X",), Var("X"))), b)), ("X",)),
+         Link(Const("c"), Alloc(("X",), Var("X")))))
 
 
 def test_a_name_is_a_variable_where_the_text_allocates_or_releases_it():
-    pattern = parse_nu("X ~> a . #X ~> Y . Y ~> Z {Z}!")
+    pattern = parse_nu("#X ~> a . X ~> Y . #Z ~> Y {Z}!")
     assert pattern.variables() == {"X", "Z"} and pattern.constants() == {"a", "Y"}
+
+
+def test_a_variable_read_but_never_allocated_is_refused():
+    """It would hold no node, so the pattern could never match: say so, where it is read."""
+    with pytest.raises(QuerySyntaxError, match="'X' is read but never allocated") as err:
+        parse_nu("a ~> b . X! ~> c", source="q.nu")
+    assert err.value.headline.startswith("q.nu:1:10: ")
+
+
+def test_deep_nesting_is_refused_in_one_line():
+    with pytest.raises(QuerySyntaxError, match="nests more than 50"):
+        parse_nu("(" * 200 + "a ~> b" + ")" * 200)
+    with pytest.raises(QuerySyntaxError, match="repetition marks"):
+        parse_nu("(a ~> b)" + "*" * 500)
 
 
 def test_a_trailing_variable_is_a_variable():

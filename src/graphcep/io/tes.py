@@ -1,8 +1,10 @@
 """Time-event sequences (``.tes``), the input of MaTiNA, the timed ν-automata paper's tool.
 
 The text is whitespace-separated tokens (spaces, tabs, line ends). A token starting with a
-digit is a **pause**: seconds since the previous event, a decimal read exactly (a token
-that is no number is a counted reject). Any other token is an **event**: a node. Times
+digit (or a sign, or a point) is a **pause**: seconds since the previous event, a decimal
+read exactly (a token that is no number, a negative pause or one past the range of times
+is a counted reject, as is a token of invalid UTF-8; a byte order mark opening the file is
+skipped). Any other token is an **event**: a node. Times
 are summed exactly and each event's time is rounded once to the microsecond (half to
 even), so pauses finer than a microsecond never drift. A link ``u -> v`` is written as
 the two events ``u v`` with no pause between them.
@@ -29,7 +31,7 @@ from fractions import Fraction
 import pyarrow as pa
 
 from graphcep.events import TimeFormatError, seconds_to_fraction_us
-from graphcep.io.formats import REJECT_SCHEMA, REJECT_TEXT_CHARS
+from graphcep.io.formats import MAX_ABS_US, REJECT_SCHEMA, REJECT_TEXT_CHARS
 
 __all__ = ["parse_tes", "TES_REJECT_SCHEMA"]
 
@@ -43,18 +45,29 @@ def parse_tes(text: str, name: str) -> tuple[pa.Table, pa.Table, int]:
     times, nodes, seqs = [], [], []
     rejects: dict[str, list] = {"file": [], "line": [], "reason": [], "text": []}
     now = Fraction(0)  # exact: each event's time is rounded once, so pauses never drift
+    text = text.removeprefix("\ufeff")  # a byte order mark opening the file
     lines = text.split("\n")
     for number, line in enumerate(lines, start=1):
         for token in line.split():
-            if token[0].isdigit():
+            if "\ufffd" in token:
+                _reject(rejects, name, number, "invalid UTF-8", token)
+            elif token[0].isdigit() or token[0] in "+-.":
                 try:
-                    now += seconds_to_fraction_us(token)
+                    pause = seconds_to_fraction_us(token)
                 except TimeFormatError:
                     _reject(rejects, name, number, f"pause {token!r}: not a number", token)
-                continue
-            times.append(round(now))  # to the nearest microsecond, half to even
-            nodes.append(token)
-            seqs.append(len(seqs) + 1)
+                    continue
+                if pause < 0:
+                    _reject(rejects, name, number, f"pause {token!r}: negative", token)
+                elif now + pause >= MAX_ABS_US:
+                    _reject(rejects, name, number, f"pause {token!r}: past the range of "
+                            "times (2**62 µs)", token)
+                else:
+                    now += pause
+            else:
+                times.append(round(now))  # to the nearest microsecond, half to even
+                nodes.append(token)
+                seqs.append(len(seqs) + 1)
     edges = pa.table({"t": pa.array(times, pa.int64()), "src": pa.array(nodes, pa.string()),
                       "dst": pa.array([""] * len(nodes), pa.string()),
                       "seq": pa.array(seqs, pa.int64())})

@@ -41,7 +41,7 @@ from graphcep.patterns.subgraph import QueryError
 #: The engines this kind runs (the protocol suite runs each).
 ENGINES: dict[str, tuple[str, str]] = {"nu": ("graphcep.engines.nu.engine", "NuEngine")}
 #: The token bound unless told otherwise (``--max-tokens``).
-DEFAULT_MAX_TOKENS = 1_000_000
+DEFAULT_MAX_TOKENS = 200_000
 
 #: Options of other kinds a ν-expression has no use for, with what it does instead.
 _OTHERS = {

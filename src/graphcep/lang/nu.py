@@ -123,7 +123,13 @@ def parse_nu(text: str, name: str = "pattern", source: str = "<query>") -> NuPat
     tokens = tokenize_nu(text, source)
     parser = _Parser(text, source, tokens, _variables(tokens))
     expr = parser.parse()
-    return NuPattern(name, expr, source)
+    pattern = NuPattern(name, expr, source)
+    never = _read_never_allocated(expr)
+    if never:
+        at = next(t for t in tokens if t.kind == "IDENT" and t.value == never)
+        parser.fail("#" + never, at, f"variable {never!r} is read but never allocated (#{never} "
+                    f"or #{{{never}}}): it holds no node, so the pattern cannot match")
+    return pattern
 
 
 def parse_nu_file(path: str | Path) -> NuPattern:
@@ -152,10 +158,22 @@ def _variables(tokens: list[Token]) -> set[str]:
     return found
 
 
+#: How deep groups, delays and repetitions may nest (deeper is refused, not a crash).
+MAX_NESTING = 50
+
+
 class _Parser(TokenCursor):
     def __init__(self, text: str, source: str, tokens: list[Token], variables: set[str]):
         super().__init__(text, source, tokens)
         self.variables = variables
+        self.depth = 0
+
+    def nested(self) -> None:
+        """One level deeper (a group or a delay); refused past :data:`MAX_NESTING`."""
+        self.depth += 1
+        if self.depth > MAX_NESTING:
+            self.fail("a shallower expression", message=f"the expression nests more than "
+                      f"{MAX_NESTING} groups or delays deep")
 
     def parse(self) -> Expr:
         if self.peek().kind == "EOF":
@@ -222,8 +240,14 @@ class _Parser(TokenCursor):
 
     def repeated(self) -> Expr:
         expr = self.link()
+        marks = 0
         while True:
             tok = self.peek()
+            if tok.is_op("*", "+", "?"):
+                marks += 1
+                if marks > MAX_NESTING:
+                    self.fail("fewer repetition marks", message=f"more than {MAX_NESTING} "
+                              "repetition marks in a row")
             if tok.is_op("*"):
                 expr = Repeat(expr, 0, None)
             elif tok.is_op("+"):
@@ -254,8 +278,10 @@ class _Parser(TokenCursor):
         tok = self.peek()
         if tok.is_op("("):
             self.next()
+            self.nested()
             expr = self.conjunction()
             self.expect_op(")", "')' closing the group")
+            self.depth -= 1
             return expr
         if tok.is_op("<"):
             return self.delay()
@@ -263,7 +289,9 @@ class _Parser(TokenCursor):
 
     def delay(self) -> Expr:
         self.expect_op("<", "'<'")
+        self.nested()
         body = self.conjunction()
+        self.depth -= 1
         self.expect_op(">", "'>' closing the delay")
         self.expect_op("[", "'[' opening the delay's interval")
         first = self.seconds()
@@ -334,3 +362,13 @@ def _is_node(expr: Expr) -> bool:
         return True
     return isinstance(expr, Alloc | Release) and _is_node(expr.body)
 
+
+def _read_never_allocated(expr: Expr) -> str | None:
+    """A variable the expression reads but allocates nowhere (it can never hold a node)."""
+    from graphcep.patterns.nu import walk
+
+    allocated = {n for e in walk(expr) if isinstance(e, Alloc) for n in e.names}
+    for e in walk(expr):
+        if isinstance(e, Var) and e.name not in allocated:
+            return e.name
+    return None

@@ -213,8 +213,10 @@ def _variable_of(expr: Expr) -> str | None:
 
 
 def _quote(name: str) -> str:
-    return name if name.replace("_", "").replace(".", "").isalnum() and name[:1].islower() \
-        else '"' + name.replace('"', '\\"') + '"'
+    """A constant as the parser reads it back: a plain name, else a string with its
+    backslashes and quotes escaped."""
+    plain = name.replace("_", "").isalnum() and name.isascii() and name[:1].islower()
+    return name if plain else '"' + name.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 # -- the pattern ---------------------------------------------------------------------------

@@ -54,6 +54,10 @@ from graphcep.patterns.nu import (
     Var,
 )
 
+#: The most locations a compiled pattern may have (a shuffle of k parts multiplies them:
+#: the 4-clique of examples/nu needs 14,455).
+MAX_LOCATIONS = 200_000
+
 
 @dataclass(frozen=True)
 class Transition:
@@ -327,6 +331,11 @@ def _shuffle(left: tuple[int, int], part: Expr, b: _Builder, delays) -> tuple[in
 
     def pair(p: tuple[int, int]) -> int:
         if p not in pairs:
+            if b.count >= MAX_LOCATIONS:
+                raise NuPatternError(
+                    f"the shuffle {part.text()[:80]!r} needs more than {MAX_LOCATIONS:,} "
+                    "locations (a shuffle multiplies the locations of its parts): shuffle "
+                    "fewer parts, or write some of them in sequence")
             q = pairs[p] = b.location(f"{b.origin[p[0]]} % {sub.origin[p[1]]}")
             b.invariants[q] = b.invariants.get(p[0], set()) | sub.invariants.get(p[1], set())
             if p[0] in b.middles or p[1] in sub.middles:

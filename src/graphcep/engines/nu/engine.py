@@ -31,8 +31,8 @@ keeps waiting for the next ones until an invariant drops it. No clock ever runs 
 stream's start or from a link the match does not hold. A match is reported when a token
 reaches a final location, once per distinct ``(first time, last time, bindings)``; the
 bindings are, per variable, the nodes it held at any point of the match (a variable
-released and read again lists both); the links listed are one witness's, less those it
-read as ``@ ~> @`` (any link).
+released and read again lists both); the links listed are one witness's (anchored, less
+those it read as ``@ ~> @``: the interleaving of a search written by hand).
 
 **Anchored mode**: one attempt, from the stream's start at time 0 (the start of a ``.tes``
 sequence), reading every event (nothing interleaves): the paper's semantics, for its
@@ -108,7 +108,7 @@ class NuEngine(EngineBase):
     """
 
     def __init__(self, pattern: NuPattern, *, mode: str = "search",
-                 max_tokens: int = 1_000_000) -> None:
+                 max_tokens: int = 200_000) -> None:
         super().__init__()
         if mode not in MODES:
             raise ValueError(f"mode must be one of {', '.join(MODES)}, got {mode!r}")
@@ -217,12 +217,14 @@ class NuEngine(EngineBase):
         attempts = self._attempts(t, u)
         produced: dict[Token, tuple[tuple, ...]] = {}
         for token, witness in attempts:
+            if len(produced) > self.max_tokens:
+                self._refuse(len(produced))
             for after_u, label_u in self._read(token, u, t):
                 for mid in self._closure(after_u, t):
                     for after_v, label_v in self._read(mid, v, t):
                         for end in self._closure(after_v, t):
                             if end.loc not in self.automaton.middles:
-                                produced.setdefault(end, _witnessed(
+                                produced.setdefault(end, self._witnessed(
                                     witness, (t, u, v, f"{label_u}~>{label_v}", seq)))
         self._settle(produced, t, seq, rows)
 
@@ -234,7 +236,8 @@ class NuEngine(EngineBase):
         for token, witness in self._attempts(t, node):
             for after, label in self._read(token, node, t):
                 for end in self._closure(after, t):
-                    produced.setdefault(end, _witnessed(witness, (t, node, "", label, seq)))
+                    produced.setdefault(end, self._witnessed(
+                        witness, (t, node, "", label, seq)))
         for token in inside:  # half a link read, and this event did not continue it
             self._drop(token)
         self._settle(produced, t, seq, rows)
@@ -249,8 +252,8 @@ class NuEngine(EngineBase):
                 self._report(token, witness, t, seq, rows)
             if token not in self._tokens and self._events[token.loc]:
                 self._store(token, witness)
-        if len(self._tokens) > self.max_tokens:
-            self._refuse()
+                if len(self._tokens) > self.max_tokens:
+                    self._refuse()
 
     def _candidates(self, node: str) -> list[Token]:
         """The stored tokens ``node`` may advance (by the index), in a fixed order."""
@@ -409,12 +412,22 @@ class NuEngine(EngineBase):
         self._index.clear()
         self._deadlines.clear()
 
-    def _refuse(self) -> None:
+    def _witnessed(self, witness: tuple[tuple, ...], link: tuple) -> tuple[tuple, ...]:
+        """The witness with ``link`` read. Anchored, a link read as ``@ ~> @`` (or an event
+        read as ``@``) is left out: it is the interleaving a search by hand, ``(@ ~> @)* %
+        P``, skips, and would make every witness the whole stream. A search-mode pattern
+        reads ``@`` on purpose, and its witness keeps those links."""
+        if self.mode == "anchored" and link[3] in ("@~>@", "@"):
+            return witness
+        return (*witness, link)
+
+    def _refuse(self, held: int | None = None) -> None:
         part = self.pattern.unbounded_part()
         where = (f"the part {part.text()!r} has no time bound: wrap it in a delay "
                  "<...>[0, SECONDS] so that waiting tokens expire" if part is not None
                  else "the pattern's delays are wide for this stream")
-        raise StateBoundError(f"pattern {self.pattern.name!r} holds {len(self._tokens):,} "
+        held = len(self._tokens) if held is None else held
+        raise StateBoundError(f"pattern {self.pattern.name!r} holds {held:,} "
                               f"tokens, above max_tokens={self.max_tokens:,}: {where}; or "
                               "raise --max-tokens")
 
@@ -438,12 +451,3 @@ class NuEngine(EngineBase):
         rows.append({"query": self.pattern.name, "match_id": f"{int(salt64(text)):016x}",
                      "first_t": token.first_t, "last_t": now, "bindings": list(bindings),
                      "edges": edges})
-
-
-def _witnessed(witness: tuple[tuple, ...], link: tuple) -> tuple[tuple, ...]:
-    """The witness with ``link`` read: a link read as ``@ ~> @`` (or an event read as
-    ``@``) is left out -- it is the interleaving a pattern searched by hand,
-    ``(@ ~> @)* % P``, skips, and would make an anchored witness the whole stream."""
-    if link[3] in ("@~>@", "@"):
-        return witness
-    return (*witness, link)

@@ -1,0 +1,37 @@
+"""Time-event sequences (.tes): pauses summed exactly, events as rows with an empty dst,
+bad tokens as counted rejects."""
+
+from __future__ import annotations
+
+from graphcep.io.readers import read_edges
+from graphcep.io.tes import parse_tes
+
+S = 1_000_000
+
+
+def test_pauses_sum_exactly_and_each_event_is_rounded_once():
+    edges, rejects, lines = parse_tes("a 0.0000004 b 0.0000004 c\n0.0000002 d", "x.tes")
+    assert edges.column("t").to_pylist() == [0, 0, 1, 1]  # 0.4, 0.8 -> 1, 1.0 µs
+    assert edges.column("dst").to_pylist() == [""] * 4 and lines == 2
+    assert rejects.num_rows == 0
+
+
+def test_bad_tokens_are_rejects_with_their_line():
+    text = "\ufeffa 1 b\n-1 c 99999999999999999999999 d\n\ufffdx 1.2.3 e"
+    edges, rejects, _ = parse_tes(text, "x.tes")
+    assert list(zip(edges.column("t").to_pylist(), edges.column("src").to_pylist(),
+                    strict=True)) == [
+        (0, "a"), (S, "b"), (S, "c"), (S, "d"), (S, "e")]  # the byte order mark is gone
+    assert [(r["line"], r["reason"]) for r in rejects.to_pylist()] == [
+        (2, "pause '-1': negative"),
+        (2, "pause '99999999999999999999999': past the range of times (2**62 µs)"),
+        (3, "invalid UTF-8"),
+        (3, "pause '1.2.3': not a number")]
+
+
+def test_the_reader_takes_tes_files_by_name_and_invalid_bytes_are_rejects(tmp_path):
+    path = tmp_path / "s.tes"
+    path.write_bytes(b"a 1 \xff b\n")
+    result = read_edges(path)
+    assert result.edges.column("src").to_pylist() == ["a", "b"]
+    assert result.rejects.to_pylist()[0]["reason"] == "invalid UTF-8"
