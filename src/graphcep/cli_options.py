@@ -133,7 +133,7 @@ def add_pww_arguments(parser: argparse.ArgumentParser) -> None:
                         help="progressive window widening: run the query in doubling "
                              "windows, for patterns of unknown duration; L is the most "
                              "records an instance spans (in-process: --engine local)")
-    parser.add_argument("--pww-base", type=seconds_option, default="1", metavar="SECONDS",
+    parser.add_argument("--pww-base", type=seconds_option, metavar="SECONDS",
                         help="--pww: the base batch duration T0 (default 1)")
     parser.add_argument("--pww-max-duration", type=seconds_option, metavar="SECONDS",
                         help="--pww: the longest duration of an instance, fixing the number "
@@ -143,8 +143,14 @@ def add_pww_arguments(parser: argparse.ArgumentParser) -> None:
 def pww_options(args: argparse.Namespace) -> tuple[int, int, int | None] | None:
     """``(L, T0, D)`` in records and µs from :func:`add_pww_arguments` (None without --pww)."""
     if getattr(args, "pww", None) is None:
+        given = [flag for flag, dest in (("--pww-base", "pww_base"),
+                                         ("--pww-max-duration", "pww_max_duration"))
+                 if getattr(args, dest, None) is not None]
+        if given:
+            raise QueryError(f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'} "
+                             "with --pww L (progressive window widening)")
         return None
-    base = seconds_to_us(args.pww_base)
+    base = seconds_to_us(args.pww_base or "1")
     if base < 1:
         raise QueryError("--pww-base must be at least 1 µs")
     most = args.pww_max_duration
@@ -196,7 +202,6 @@ def add_state_bound_argument(parser: argparse.ArgumentParser) -> None:
 def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
     """The DDST engine and its options (``run``, ``explain`` and ``stream``)."""
     parser.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES),
-                        default=DEFAULT_DDST_ENGINE,
                         help=f"algorithm for DDST queries (default {DEFAULT_DDST_ENGINE}; all "
                              "three report the same matches)")
     parser.add_argument("--signature-p", type=count_option(2, below=2**31), metavar="P",
@@ -204,7 +209,7 @@ def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default 997; smaller: fewer words, more verifications)")
     parser.add_argument("--signature-seed", type=count_option(0), metavar="S",
                         help="signature engine: seed of its random label values (default 0)")
-    parser.add_argument("--ddst-report", choices=REPORT_MODES, default=REPORT_MODES[0],
+    parser.add_argument("--ddst-report", choices=REPORT_MODES,
                         help="what a report holds: the whole match component (default), or "
                              "only its pairs no earlier report held")
 

@@ -398,12 +398,34 @@ def test_help_is_status_0_in_process(capsys):
 def test_sal_options_on_a_ddst_query_say_what_ddst_does_instead(capsys):
     assert main(["explain", str(CONGESTION), "--homomorphic"]) == 2
     assert one_line_error(capsys) == (
-        "graphcep: --homomorphic applies to SAL queries only (DDST's dual simulation already "
-        "lets query vertices share stream vertices)")
+        "graphcep: --homomorphic does not apply to a DDST query (DDST's dual simulation "
+        "already lets query vertices share stream vertices)")
     assert main(["explain", str(CONGESTION), "--window", "3", "--query-name", "x"]) == 2
     assert one_line_error(capsys) == (
-        "graphcep: --query-name, --window apply to SAL queries only (a DDST file holds one "
+        "graphcep: --query-name, --window do not apply to a DDST query (a DDST file holds one "
         "query, named by its QUERY statement; a DDST query gives its window with WITHIN)")
+
+
+def test_no_option_of_another_kind_is_silently_ignored(capsys):
+    """Every kind refuses the options only other kinds read, naming whose they are."""
+    nu = EXAMPLES / "nu" / "triangle.nu"
+    cases = [
+        (["explain", str(TRIANGLE), "--anchored", "--key", "src"],
+         "--anchored, --key do not apply to a SAL program (it is an option of a ν-expression; "
+         "it is an option of a subscriptions file)"),
+        (["explain", str(nu), "--ddst-engine", "baseline"],
+         "--ddst-engine does not apply to a ν-expression (it is an option of a DDST query)"),
+        (["explain", str(nu), "--max-window-edges", "10"],
+         "--max-window-edges does not apply to a ν-expression (it is an option of a SAL "
+         "program)"),
+        (["explain", str(CONGESTION), "--max-tokens", "5"],
+         "--max-tokens does not apply to a DDST query (it is an option of a ν-expression)"),
+        (["explain", str(TRIANGLE), "--pww-base", "2"],
+         "--pww-base goes with --pww L (progressive window widening)"),
+    ]
+    for args, message in cases:
+        assert main(args) == 2, args
+        assert one_line_error(capsys) == f"graphcep: {message}"
 
 
 LABELLED = [

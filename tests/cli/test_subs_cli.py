@@ -66,7 +66,7 @@ def test_a_missing_field_and_other_kinds_options_are_refused(tmp_path, capsys):
     assert main(["run", subs, "--input", flows, "--engine", "local", "--key", "port"]) != 0
     assert "--key 'port'" in capsys.readouterr().err
     assert main(["run", subs, "--input", flows, "--engine", "local", "--anchored"]) != 0
-    assert "does not apply to subscriptions" in capsys.readouterr().err
+    assert "does not apply to a subscriptions file" in capsys.readouterr().err
 
 
 def test_errors_in_the_file_name_line_and_column(tmp_path, capsys):

@@ -50,7 +50,7 @@ def test_load_gives_each_kind_its_job():
 
 
 def test_a_kind_refuses_the_options_of_another():
-    with pytest.raises(QueryError, match="--window applies to SAL queries only"):
+    with pytest.raises(QueryError, match="--window does not apply to a DDST query"):
         jobs.load(str(EXAMPLES / "ddst" / "congestion.ddst"), {"window": "10"})
     with pytest.raises(QueryError, match="--signature-p applies to --ddst-engine signature"):
         jobs.load(str(EXAMPLES / "ddst" / "congestion.ddst"),

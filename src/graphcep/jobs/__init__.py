@@ -27,6 +27,7 @@ from types import ModuleType
 from typing import Any
 
 from graphcep.jobs.base import DeclaredSource, Extent, JobBase, ReplayJob, cell_query_or_none
+from graphcep.patterns.subgraph import QueryError
 
 __all__ = ["KINDS", "JobKind", "ReplayJob", "JobBase", "Extent", "DeclaredSource",
            "as_job", "cell_query_or_none", "kind_of", "load"]
@@ -42,6 +43,10 @@ class JobKind:
     module: str
     suffixes: tuple[str, ...]
     sniff: str | None = None
+    #: what its queries are called in messages
+    label: str = ""
+    #: the command-line options (destinations) only this kind's jobs read
+    options: tuple[str, ...] = ()
 
     def job_module(self) -> ModuleType:
         return importlib.import_module(self.module)
@@ -57,12 +62,23 @@ class JobKind:
 #: Every semantics graphcep runs. Text no kind recognises is read as SAL (the last kind),
 #: whose parser then says what is wrong with it.
 KINDS: tuple[JobKind, ...] = (
-    JobKind("ddst", "graphcep.jobs.ddst", (".ddst",), "graphcep.lang.ddst:looks_like_ddst"),
-    JobKind("nu", "graphcep.jobs.nu", (".nu",), "graphcep.lang.nu:looks_like_nu"),
+    JobKind("ddst", "graphcep.jobs.ddst", (".ddst",), "graphcep.lang.ddst:looks_like_ddst",
+            "DDST query", ("ddst_engine", "signature_p", "signature_seed", "ddst_report",
+                           "max_window_edges")),
+    JobKind("nu", "graphcep.jobs.nu", (".nu",), "graphcep.lang.nu:looks_like_nu",
+            "ν-expression", ("max_tokens", "anchored")),
     JobKind("subs", "graphcep.jobs.sequences", (".subs",),
-            "graphcep.lang.sequences:looks_like_subscriptions"),
-    JobKind("sal", "graphcep.jobs.subgraph", (".sal",)),
+            "graphcep.lang.sequences:looks_like_subscriptions",
+            "subscriptions file", ("key", "symbol", "subs_engine")),
+    JobKind("sal", "graphcep.jobs.subgraph", (".sal",), None, "SAL program",
+            ("query_name", "window", "max_duration", "homomorphic", "max_window_edges")),
 )
+
+
+#: The kind-specific options in the order messages name them (as --help lists them).
+_OPTION_ORDER = ("query_name", "window", "max_duration", "homomorphic", "max_window_edges",
+                 "ddst_engine", "signature_p", "signature_seed", "ddst_report", "max_tokens",
+                 "anchored", "key", "symbol", "subs_engine")
 
 
 def kind_of(path: str) -> JobKind:
@@ -82,7 +98,27 @@ def load(path: str, options: Mapping[str, Any]) -> ReplayJob:
     """The job of the query file ``path``, with the command line's ``options`` (names as
     its option destinations: ``fmt``, ``query_name``, ``window_us``, ``ddst_engine``, ...);
     an option the kind cannot use is refused with a :class:`QueryError`."""
-    return kind_of(path).job_module().load(path, options)
+    kind = kind_of(path)
+    module = kind.job_module()
+    refuse_foreign_options(kind, options, getattr(module, "NOT_FOR", {}))
+    return module.load(path, options)
+
+
+def refuse_foreign_options(kind: JobKind, options: Mapping[str, Any],
+                           reasons: Mapping[str, str]) -> None:
+    """Refuse, in one :class:`QueryError`, options given for other kinds of query: an
+    option another kind reads and ``kind`` does not is never silently ignored. ``reasons``
+    says what the kind does instead, where it has something to say."""
+    owners = {option: other for other in KINDS for option in other.options}
+    foreign = [option for option in sorted(owners, key=_OPTION_ORDER.index)
+               if options.get(option) not in (None, False) and option not in kind.options]
+    if not foreign:
+        return
+    flags = ", ".join(f"--{option.replace('_', '-')}" for option in foreign)
+    why = "; ".join(reasons.get(option) or f"it is an option of a {owners[option].label}"
+                    for option in foreign)
+    raise QueryError(f"{flags} {'does' if len(foreign) == 1 else 'do'} not apply to a "
+                     f"{kind.label} ({why})")
 
 
 def as_job(pattern: Any, **options: Any) -> ReplayJob:

@@ -66,7 +66,7 @@ ENGINES = DDST_ENGINES
 DEFAULT_DDST_ENGINE = "coloring"
 
 #: SAL options a DDST query has no use for, with what DDST does instead.
-_SAL_ONLY = {
+NOT_FOR = {
     "query_name": "a DDST file holds one query, named by its QUERY statement",
     "window": "a DDST query gives its window with WITHIN",
     "max_duration": "a DDST window is over start times, so durations bound nothing",
@@ -79,12 +79,6 @@ def load(path: str, options: Mapping[str, Any]) -> DDSTJob:
     saying what DDST does instead."""
     from graphcep.lang.ddst import parse_ddst_file
 
-    given = [key for key in _SAL_ONLY if options.get(key) not in (None, False)]
-    if given:
-        flags = ", ".join(f"--{key.replace('_', '-')}" for key in given)
-        why = "; ".join(_SAL_ONLY[key] for key in given)
-        raise QueryError(f"{flags} {'applies' if len(given) == 1 else 'apply'} to SAL "
-                         f"queries only ({why})")
     engine = options.get("ddst_engine") or DEFAULT_DDST_ENGINE
     job = DDSTJob(parse_ddst_file(path), engine, engine_options(engine, options))
     try:

@@ -44,7 +44,7 @@ ENGINES: dict[str, tuple[str, str]] = {"nu": ("graphcep.engines.nu.engine", "NuE
 DEFAULT_MAX_TOKENS = 200_000
 
 #: Options of other kinds a ν-expression has no use for, with what it does instead.
-_OTHERS = {
+NOT_FOR = {
     "query_name": "a .nu file holds one expression, named after the file",
     "window": "a ν-expression bounds its time with delays <...>[low, high]",
     "max_duration": "a ν-expression reads link start times only",
@@ -60,12 +60,6 @@ def load(path: str, options: Mapping[str, Any]) -> NuJob:
     refused, saying what a ν-expression does instead."""
     from graphcep.lang.nu import parse_nu_file
 
-    given = [key for key in _OTHERS if options.get(key) not in (None, False)]
-    if given:
-        flags = ", ".join(f"--{key.replace('_', '-')}" for key in given)
-        why = "; ".join(_OTHERS[key] for key in given)
-        raise QueryError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to a "
-                         f"ν-expression ({why})")
     mode = "anchored" if options.get("anchored") else "search"
     max_tokens = options.get("max_tokens") or DEFAULT_MAX_TOKENS
     return NuJob(parse_nu_file(path), mode, max_tokens)

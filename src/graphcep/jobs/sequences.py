@@ -47,7 +47,7 @@ ENGINES: dict[str, tuple[str, str]] = {
 DEFAULT_ENGINE = "tree"
 
 #: Options of other kinds subscriptions have no use for, with what they do instead.
-_OTHERS = {
+NOT_FOR = {
     "query_name": "a .subs file is one set of subscriptions",
     "window": "an occurrence is contiguous in its key's sequence, whatever its duration",
     "max_duration": "subscriptions read edges in stream order only",
@@ -99,12 +99,6 @@ def load(path: str, options: Mapping[str, Any]) -> SubscriptionJob:
     """A ``.subs`` file as a job; other kinds' options are refused, saying why."""
     from graphcep.lang.sequences import parse_subscriptions_file
 
-    given = [key for key in _OTHERS if options.get(key) not in (None, False)]
-    if given:
-        flags = ", ".join(f"--{key.replace('_', '-')}" for key in given)
-        why = "; ".join(_OTHERS[key] for key in given)
-        raise QueryError(f"{flags} {'does' if len(given) == 1 else 'do'} not apply to "
-                         f"subscriptions ({why})")
     return SubscriptionJob(parse_subscriptions_file(path), options.get("key") or "src",
                            options.get("symbol") or "dst",
                            options.get("subs_engine") or DEFAULT_ENGINE)
