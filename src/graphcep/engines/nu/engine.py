@@ -64,7 +64,7 @@ from __future__ import annotations
 import heapq
 import math
 from collections.abc import Iterable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 import pyarrow as pa
 
@@ -81,9 +81,10 @@ _ANY = object()  # index key of tokens that any node may advance
 MODES = ("search", "anchored")
 
 
-@dataclass(frozen=True)
-class Token:
-    """A token: where it is and what it holds (equal tokens are one)."""
+class Token(NamedTuple):
+    """A token: where it is and what it holds (equal tokens are one). A named tuple, not
+    a frozen dataclass: tokens are made and hashed by the hundred per link, and a tuple
+    is built and hashed in C."""
 
     loc: int
     clocks: tuple[int | None, ...]  # per clock: its start (µs), None while not running
@@ -138,7 +139,9 @@ class NuEngine(EngineBase):
                               0 if self.mode == "anchored" else None)
         # no clock runs before a link is read, so the start's ε-closure is the same for
         # every attempt
-        self._starts = self._closure(self._initial, 0)
+        self._invariants = [a.invariants.get(q, ()) for q in range(a.locations)]
+        # only tokens at locations that read an event can read a link
+        self._starts = [tk for tk in self._closure(self._initial, 0) if self._events[tk.loc]]
         self._stored = 0
 
     # -- protocol -------------------------------------------------------------------------
@@ -221,6 +224,8 @@ class NuEngine(EngineBase):
                 self._refuse(len(produced))
             for after_u, label_u in self._read(token, u, t):
                 for mid in self._closure(after_u, t):
+                    if not self._events[mid.loc]:
+                        continue
                     for after_v, label_v in self._read(mid, v, t):
                         for end in self._closure(after_v, t):
                             if end.loc not in self.automaton.middles:
@@ -348,12 +353,12 @@ class NuEngine(EngineBase):
 
     def _alive(self, token: Token, now: int) -> bool:
         """Whether the invariants of the token's location hold at ``now``."""
-        return self._deadline(token) >= now
+        return not self._invariants[token.loc] or self._deadline(token) >= now
 
     def _deadline(self, token: Token) -> float:
         """The last time the token's location lets it live (``math.inf``: no bound)."""
         deadline = math.inf
-        for clock, high in self.automaton.invariants.get(token.loc, ()):
+        for clock, high in self._invariants[token.loc]:
             start = token.clocks[clock]
             if start is not None:
                 deadline = min(deadline, start + high)
