@@ -251,6 +251,9 @@ def cmd_run(args: argparse.Namespace) -> int:
                              "--engine out)")
         fmt = args.format or guess_format(_first_file(args.input))
         job = _make_job(args, fmt)
+        if fmt == "tes" and not job.reads_events:
+            raise QueryError(f"a time-event sequence (tes) holds events, not links: only "
+                             f"ν-expressions read it, and {job.name!r} is not one")
         options = reader_options(args)
     rejects = RejectLog(args.rejects)
     output = job.output

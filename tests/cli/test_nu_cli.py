@@ -118,3 +118,11 @@ def test_the_query_file_is_never_overwritten(tmp_path, capsys):
     assert query.read_text() == "<#X ~> #Y . Y ~> X>[0, 5]\n"
     status, out, err = run(["explain", str(query), "--dot", str(tmp_path)], capsys)
     assert status == 2 and "is a directory" in err and out == ""  # checked before any work
+
+
+def test_a_time_event_sequence_is_for_nu_expressions_only(tmp_path, capsys):
+    events = tmp_path / "e.tes"
+    events.write_text("a 1 b 1 c\n")
+    status, _, err = run(["run", str(EXAMPLES / "triangle.sal"), "--input", str(events),
+                          "--engine", "local"], capsys)
+    assert status == 2 and "only ν-expressions read it" in err

@@ -128,6 +128,12 @@ class ReplayJob(Protocol):
         :class:`QueryError` for kinds that have none to draw."""
         ...
 
+    @property
+    def reads_events(self) -> bool:
+        """Whether the job reads single events (rows with an empty ``dst``: time-event
+        sequences) as well as links."""
+        ...
+
     def partition_key(self) -> str | None:
         """A column whose values split the stream into independent sub-streams -- every
         match lies within one value's edges -- so that a runtime may replay each value's
@@ -176,6 +182,10 @@ class JobBase:
 
     def partition_key(self) -> str | None:
         return None
+
+    @property
+    def reads_events(self) -> bool:
+        return False
 
     def instances(self, matches: pa.Table) -> Instances:
         """From the ``match_id``, ``first_t`` and ``last_t`` columns: each kind's

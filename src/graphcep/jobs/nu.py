@@ -131,6 +131,10 @@ class NuJob(JobBase):
     def summary_fields(self) -> dict[str, Any]:
         return {"mode": self.mode}
 
+    @property
+    def reads_events(self) -> bool:
+        return True  # bare nodes of a pattern read the events of a time-event sequence
+
     def plan_dot(self) -> str:
         """The compiled automaton in Graphviz DOT (``graphcep explain --dot``)."""
         return compile_pattern(self.pattern).to_dot(self.pattern.name)
