@@ -4,6 +4,7 @@ converted columns."""
 from __future__ import annotations
 
 from dataclasses import replace
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -61,15 +62,23 @@ def parse_table_like(
     return columns, rows
 
 
+def _fixed_csv(
+    text: pa.Array, rows: np.ndarray, header: str, lo: int, hi: int, rejects: Rejects
+) -> tuple[np.ndarray, Any]:
+    """A fixed-layout CSV's lines, header lines dropped, split on commas: those with
+    ``lo``..``hi`` fields and their row numbers (the rest become counted rejects)."""
+    sub = text.take(pa.array(rows))
+    is_header = bool_np(pc.match_substring_regex(sub, header, ignore_case=True))
+    rows, sub = rows[~is_header], sub.filter(pa.array(~is_header))
+    split = split_fields(pc.split_pattern(sub, ","))
+    keep = check_counts(split, lo, hi, rows, rejects)
+    return rows[keep], subset(split, keep)
+
+
 def parse_vast(
     text: pa.Array, rows: np.ndarray, options: ReaderOptions, rejects: Rejects
 ) -> Parsed:
-    sub = text.take(pa.array(rows))
-    header = bool_np(pc.match_substring_regex(sub, r"^(label,)?timeseconds,", ignore_case=True))
-    rows, sub = rows[~header], sub.filter(pa.array(~header))
-    split = split_fields(pc.split_pattern(sub, ","))
-    keep = check_counts(split, 19, 20, rows, rejects)
-    rows, split = rows[keep], subset(split, keep)
+    rows, split = _fixed_csv(text, rows, r"^(label,)?timeseconds,", 19, 20, rejects)
     split.shift = (split.counts == 20).astype(np.int64)
     specs = [
         FieldSpec(i, name, _vast_column(name, kind), kind)
@@ -93,12 +102,7 @@ _U32 = 2**32
 def parse_netflow5(
     text: pa.Array, rows: np.ndarray, options: ReaderOptions, rejects: Rejects
 ) -> Parsed:
-    sub = text.take(pa.array(rows))
-    header = bool_np(pc.match_substring_regex(sub, r"^unix_?secs,", ignore_case=True))
-    rows, sub = rows[~header], sub.filter(pa.array(~header))
-    split = split_fields(pc.split_pattern(sub, ","))
-    keep = check_counts(split, 24, 24, rows, rejects)
-    rows, split = rows[keep], subset(split, keep)
+    rows, split = _fixed_csv(text, rows, r"^unix_?secs,", 24, 24, rejects)
     specs = [
         FieldSpec(i, name, _vast_column(name, kind), kind)
         for i, (name, kind) in enumerate(NETFLOW5_FIELDS)
