@@ -352,12 +352,21 @@ def labels_in_frame(job: ReplayJob, edges_df: Any) -> dict[str, set[str]]:
 
 
 def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases):
+    from graphcep.interrupts import signals_kept
+
+    with signals_kept():  # the output is written afterwards, with Python's Ctrl-C
+        return _spark_matches(job, args, fmt, options, rejects, phases)
+
+
+def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases):
     with phases.phase("spark start-up (JVM, session)"):
+        from graphcep.interrupts import exit_on_interrupt
         from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
 
         t0 = time.perf_counter()
         spark = spark_session(args.master)
         startup = time.perf_counter() - t0
+    exit_on_interrupt("nothing was written")  # replaces the SparkContext's handler
     with phases.phase("planning the read"):
         edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
     with SparkProgress(spark):

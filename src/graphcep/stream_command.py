@@ -16,12 +16,10 @@ the state held) goes to stderr; the summary to stdout (``--summary json``: one J
 from __future__ import annotations
 
 import argparse
-import contextlib
 import hashlib
 import json
 import os
 import shutil
-import signal
 import sys
 import time
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import Any, NoReturn
 
 from graphcep.engines.base import StateBoundError
 from graphcep.events import seconds_to_us
+from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
 from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format
 from graphcep.jobs.base import DeclaredSource, ReplayJob
@@ -128,12 +127,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
     """Run the stream; failures end it with one line on stderr (2: the input, the query or
     the checkpoint; 3: a state bound; 130: interrupted), the checkpoint at the last
     finished micro-batch."""
-    previous = {sig: signal.getsignal(sig) for sig in _STOP_SIGNALS}
-    try:
+    with signals_kept():
         return _stream(args)
-    finally:  # a library caller (a test) keeps its own Ctrl-C
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
 
 
 def _stream(args: argparse.Namespace) -> int:
@@ -143,7 +138,7 @@ def _stream(args: argparse.Namespace) -> int:
     from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
 
     validate_output(args)
-    _exit_on_interrupt("nothing was started")
+    exit_on_interrupt("nothing was started")
     job = jobs.load(args.query, job_options(args, args.format))
     source = make_source(args, job.declared_source())
     fmt = getattr(source, "fmt", None) or args.format
@@ -161,7 +156,7 @@ def _stream(args: argparse.Namespace) -> int:
     spark = spark_session(args.master)
     socket = isinstance(source, SocketSource)
     # after Spark starts: its context installs a handler of its own
-    _exit_on_interrupt("every finished micro-batch is checkpointed, run the same command "
+    exit_on_interrupt("every finished micro-batch is checkpointed, run the same command "
                        "to continue" + ("; socket lines not yet matched are lost" if socket
                                         else ""))
     quiet_query_errors(spark)
@@ -190,32 +185,6 @@ def _stream(args: argparse.Namespace) -> int:
         return _report_failure(failure)
     finally:
         operator.close()  # after the summary, which reads the cells' state
-
-
-def _exit_on_interrupt(note: str) -> None:
-    """Ctrl-C ends the command at once: one line, exit status 130.
-
-    Not a ``KeyboardInterrupt``: raised in the middle of a call into Spark it breaks the
-    connection to the JVM (dozens of lines of py4j errors), and the micro-batch running in
-    Spark's callback thread goes on regardless. Leaving mid-batch is safe: the checkpoint
-    is written atomically after each micro-batch, and one interrupted is run again from
-    the state before it (tested as SIGKILL is).
-    """
-
-    def interrupted(signum: int, frame: Any) -> None:
-        with contextlib.suppress(Exception):
-            sys.stdout.flush()  # matches already printed on the console
-        what = "interrupted" if signum == signal.SIGINT else "terminated"
-        os.write(sys.stderr.fileno(), f"graphcep: {what}; {note}\n".encode())
-        os._exit(128 + signum)  # 130 for Ctrl-C, 143 for kill's SIGTERM
-
-    for sig in _STOP_SIGNALS:
-        signal.signal(sig, interrupted)
-
-
-#: Signals that stop a stream at once with one line: Ctrl-C, and ``kill`` (as systemd and
-#: container runtimes stop a service).
-_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
 def _report_failure(failure: Exception) -> int:

@@ -7,6 +7,8 @@ import os
 import shutil
 from pathlib import Path
 
+from graphcep.interrupts import interrupt_deferred
+
 
 class JavaMissingError(RuntimeError):
     pass
@@ -52,7 +54,11 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
         # table may hold an export's numeric `Label` next to the string edge `label`
         .config("spark.sql.caseSensitive", "true")
     )
-    session = builder.getOrCreate()
+    with interrupt_deferred() as caught:  # the SparkContext's own handler is replaced too
+        session = builder.getOrCreate()
+    if caught:  # Ctrl-C while the JVM started: stop it rather than leave it running
+        session.stop()
+        raise KeyboardInterrupt
     session.sparkContext.setLogLevel("ERROR")
     return session
 
