@@ -450,9 +450,16 @@ class NuEngine(EngineBase):
         if key in self._reported:
             return
         self._reported.add(key)
-        text = f"{self.pattern.name}|{token.first_t}|{now}|{bindings!r}"
-        edges = [{"var": var, "t": t, "src": u, "dst": v, "dur": 0, "seq": seq}
-                 for t, u, v, var, seq in witness]
-        rows.append({"query": self.pattern.name, "match_id": f"{int(salt64(text)):016x}",
-                     "first_t": token.first_t, "last_t": now, "bindings": list(bindings),
-                     "edges": edges})
+        rows.append(match_row(self.pattern.name, token.first_t, now, bindings, witness))
+
+
+def match_row(name: str, first_t: int, last_t: int, bindings: tuple[tuple[str, str], ...],
+              witness) -> dict:
+    """A match record: its id is a hash of the pattern's name, first and last time and
+    bindings (so a run, a rerun and a restored run give the same ids); ``witness`` holds
+    ``(t, src, dst, pattern link, seq)`` of the links one run read."""
+    text = f"{name}|{first_t}|{last_t}|{bindings!r}"
+    edges = [{"var": var, "t": t, "src": u, "dst": v, "dur": 0, "seq": seq}
+             for t, u, v, var, seq in witness]
+    return {"query": name, "match_id": f"{int(salt64(text)):016x}", "first_t": first_t,
+            "last_t": last_t, "bindings": list(bindings), "edges": edges}

@@ -1,0 +1,335 @@
+"""The token game of timed ν-expressions, compiled: same matches as the interpreted game,
+tokens in arrays, the hot loop in numba (:mod:`graphcep.engines.nu.kernel`).
+
+It runs search mode over link streams, for the patterns :func:`graphcep.engines.nu.tables.
+ineligibility` accepts (one node per variable, a bounded number of links per match) --
+every pattern of ``examples/nu`` but the path and the alternation. The job picks it when
+it can (:meth:`graphcep.jobs.nu.NuJob.new_engine`). A stream of single events (a
+time-event sequence, rows whose ``dst`` is empty) is handed to the interpreted game whole.
+
+The semantics -- search mode, when a delay's clock starts, deduplication, what a report
+holds -- are :mod:`graphcep.engines.nu.engine`'s; only the representation differs: node
+names become dense integer ids (the pattern's constants first), a token an int64 row, the
+witness a fixed block of that row. Reports come out in the same order with the same
+witness as the interpreted game's.
+
+Example (the directed triangle among fresh hosts within 10 s)
+------------------------------------------------------------
+>>> import pyarrow as pa
+>>> from graphcep.lang.nu import parse_nu
+>>> engine = CompiledNuEngine(parse_nu("<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 10]", "tri"))
+>>> links = pa.table({"t": [0, 1_000_000, 2_000_000, 30_000_000],
+...                   "src": ["a", "b", "c", "c"], "dst": ["b", "c", "a", "a"]})
+>>> [(m["first_t"], m["last_t"], m["bindings"]) for m in engine.push(links).to_pylist()]
+[(0, 2000000, [('X', 'a'), ('Y', 'b'), ('Z', 'c')])]
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from graphcep.engines.base import EngineBase
+from graphcep.engines.nu import kernel
+from graphcep.engines.nu.engine import NuEngine, Token, match_row
+from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
+from graphcep.events import MATCH_SCHEMA
+from graphcep.patterns.nu import NuPattern
+
+_FIRST_CAPACITY = 1 << 10
+
+
+class CompiledNuEngine(EngineBase):
+    """Matches of one timed ν-expression over a link stream, search mode, compiled.
+
+    Parameters
+    ----------
+    pattern : NuPattern
+        The expression (ValueError when the compiled game cannot run it).
+    max_tokens : int
+        State bound: holding more live tokens raises :class:`StateBoundError`.
+    """
+
+    def __init__(self, pattern: NuPattern, *, max_tokens: int = 200_000) -> None:
+        super().__init__()
+        self.pattern = pattern
+        self.mode = "search"
+        self.max_tokens = max_tokens
+        # the interpreted game gives the automaton, the start tokens, the state bound's
+        # message, and runs time-event sequences
+        self._interpreted = NuEngine(pattern, max_tokens=max_tokens)
+        self.automaton = self._interpreted.automaton
+        self.tables = kernel_tables(self.automaton)
+        self._names: list[str] = list(self.tables.constants)
+        self._ids: dict[str, int] = {name: i for i, name in enumerate(self._names)}
+        self._starts = np.array([self._row(tk) for tk in self._interpreted._starts],
+                                dtype=np.int64).reshape(-1, self.tables.width)
+        self._events = False  # handed a time-event sequence: the interpreted game runs it
+        self._now: int | None = None  # the last link's time
+        self._reported: set[tuple] = set()  # reports of the time _reported_at
+        self._reported_at: int | None = None
+        self._allocate(_FIRST_CAPACITY)
+
+    # -- protocol -------------------------------------------------------------------------
+
+    def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
+        """Read a batch of links in stream order; the matches they complete."""
+        accepted = self._accepted(batch)
+        if accepted is None:
+            return MATCH_SCHEMA.empty_table()
+        batch, t, seq = accepted
+        dst = batch.column("dst")
+        if self._events or pc.any(pc.equal(dst, "")).as_py():
+            return self._push_events(batch)
+        us, vs = self._node_ids(batch.column("src"), dst)
+        rows = self._read(t, us, vs, seq)
+        self.edges_seen += batch.num_rows
+        self.matches_found += len(rows)
+        return pa.Table.from_pylist(rows, schema=MATCH_SCHEMA) if rows else \
+            MATCH_SCHEMA.empty_table()
+
+    def advance(self, watermark_us: int) -> pa.Table:
+        """No link before ``watermark_us`` will come: tokens it makes too late are gone."""
+        self._watermark = max(self._watermark or watermark_us, int(watermark_us))
+        if self._events:
+            self._interpreted.advance(watermark_us)
+        return MATCH_SCHEMA.empty_table()
+
+    def state_size(self) -> dict[str, int]:
+        if self._events:
+            return self._interpreted.state_size()
+        live = self._live()
+        rows = self._tok[:self._counters[kernel.N_TOKENS]][live]
+        base = self.tables.identity
+        seqs = {int(row[base + 1 + LINK_FIELDS * j + 3]) for row in rows
+                for j in range(int(row[base]))}
+        return {"tokens": int(live.sum()), "partial_matches": int(live.sum()),
+                "edges": len(seqs)}
+
+    def describe(self) -> str:
+        return self._interpreted.describe() + "; compiled (tokens as integer rows, numba)"
+
+    def state(self) -> dict:
+        if self._events:
+            return {"pattern": self.pattern, "max_tokens": self.max_tokens,
+                    "events": self._interpreted.state()}
+        self._sweep(self._horizon())
+        n = self._counters[kernel.N_TOKENS]
+        return {"pattern": self.pattern, "max_tokens": self.max_tokens,
+                "tokens": self._tok[:n].copy(), "deadlines": self._deadline[:n].copy(),
+                "names": list(self._names), "now": self._now,
+                "reported": (self._reported_at, set(self._reported))}
+
+    @classmethod
+    def from_state(cls, state: dict) -> CompiledNuEngine:
+        engine = cls(state["pattern"], max_tokens=state["max_tokens"])
+        if "events" in state:
+            engine._events = True
+            engine._interpreted = NuEngine.from_state(state["events"])
+            return engine
+        engine._names = list(state["names"])
+        engine._ids = {name: i for i, name in enumerate(engine._names)}
+        engine._now = state["now"]
+        engine._reported_at, reported = state["reported"]
+        engine._reported = set(reported)
+        tokens = state["tokens"]
+        engine._allocate(max(_FIRST_CAPACITY, 1 << (2 * len(tokens)).bit_length()))
+        engine._tok[:len(tokens)] = tokens
+        engine._deadline[:len(tokens)] = state["deadlines"]
+        engine._counters[kernel.N_TOKENS] = len(tokens)
+        engine._rebuild()
+        return engine
+
+    # -- reading --------------------------------------------------------------------------
+
+    def _read(self, t: np.ndarray, us: np.ndarray, vs: np.ndarray, seq: np.ndarray
+              ) -> list[dict]:
+        rows: list[dict] = []
+        begin = 0
+        while True:
+            kernel.read_links(t, us, vs, seq, begin, self.max_tokens, self.tables.arrays,
+                              self._starts, self._tok, self._deadline, self._stamp,
+                              self._htab, self._ent_tok, self._ent_next, self._head,
+                              self._tail, self._pkeys, self._pbuckets, self._scratch, self._hashes, self._cand,
+                              self._reports, self._counters)
+            self._drain(rows)
+            status = int(self._counters[kernel.STATUS])
+            if status == kernel.DONE:
+                self._now = int(t[-1])
+                return rows
+            begin = int(self._counters[kernel.RESUME])
+            at = int(t[begin - 1]) if status == kernel.OVER_LIMIT else int(t[begin])
+            self._now = max(at, self._now if self._now is not None else at)
+            if status == kernel.WITNESS_FULL:
+                raise AssertionError("a match read more links than the pattern's longest")
+            if status == kernel.NEED_SCRATCH:
+                self._scratch = np.zeros((2 * len(self._scratch), self.tables.width), np.int64)
+                self._hashes = np.zeros(len(self._scratch), np.uint64)
+                self._cand = np.zeros(2 * len(self._cand), np.int64)
+            elif status == kernel.NEED_REPORTS:
+                self._reports = np.zeros((2 * len(self._reports), self.tables.width), np.int64)
+            elif status == kernel.NEED_ENTRIES:
+                self._grow_entries()
+            elif status == kernel.NEED_TOKENS:
+                self._make_room(max(at, self._watermark or NONE))
+            else:  # over the state bound: are the live tokens?
+                self._sweep(max(at, self._watermark or NONE))
+                if self._counters[kernel.N_TOKENS] > self.max_tokens:
+                    self._interpreted._refuse(int(self._counters[kernel.N_TOKENS]))
+
+    def _drain(self, rows: list[dict]) -> None:
+        """The reports the kernel left, as match rows (one per first time, last time and
+        bindings)."""
+        count = int(self._counters[kernel.N_REPORTS])
+        self._counters[kernel.N_REPORTS] = 0
+        if not count:
+            return
+        tables, names = self.tables, self._names
+        held0 = 4 + tables.clocks + len(tables.variables)
+        for row in self._reports[:count].tolist():
+            now = row[2]
+            if now != self._reported_at:
+                self._reported_at = now
+                self._reported.clear()
+            bindings = tuple((name, names[node]) for name, node in
+                             zip(tables.variables, row[held0:held0 + len(tables.variables)],
+                                 strict=True) if node >= 0)
+            key = (row[1], now, bindings)
+            if key in self._reported:
+                continue
+            self._reported.add(key)
+            base = tables.identity
+            witness = []
+            for j in range(row[base]):
+                at = base + 1 + LINK_FIELDS * j
+                ti, u, v, s, lab_u, lab_v = row[at:at + LINK_FIELDS]
+                witness.append((ti, names[u], names[v],
+                                f"{tables.labels[lab_u]}~>{tables.labels[lab_v]}", s))
+            rows.append(match_row(self.pattern.name, row[1], now, bindings, witness))
+
+    def _push_events(self, batch: pa.Table) -> pa.Table:
+        if not self._events and self.edges_seen:
+            raise ValueError("a stream of links went on with single events (rows whose "
+                             "dst is empty): read time-event sequences on their own")
+        self._events = True
+        out = self._interpreted.push(batch)
+        self.edges_seen += batch.num_rows
+        self.matches_found += out.num_rows
+        return out
+
+    def _node_ids(self, src: pa.ChunkedArray, dst: pa.ChunkedArray
+                  ) -> tuple[np.ndarray, np.ndarray]:
+        """Dense ids of the batch's nodes (new ones numbered on)."""
+        both = pa.chunked_array(src.chunks + dst.chunks).combine_chunks()
+        encoded = pc.dictionary_encode(both)
+        ids = np.array([self._id(name) for name in encoded.dictionary.to_pylist()],
+                       dtype=np.int64)
+        codes = ids[encoded.indices.to_numpy(zero_copy_only=False)]
+        return codes[:len(src)], codes[len(src):]
+
+    def _id(self, name: str) -> int:
+        node = self._ids.get(name)
+        if node is None:
+            node = self._ids[name] = len(self._names)
+            self._names.append(name)
+        return node
+
+    # -- arrays ---------------------------------------------------------------------------
+
+    def _allocate(self, capacity: int) -> None:
+        width = self.tables.width
+        self._tok = np.zeros((capacity, width), np.int64)
+        self._deadline = np.zeros(capacity, np.int64)
+        self._stamp = np.full(capacity, -1, np.int64)
+        self._htab = np.full(2 * capacity, -1, np.int64)
+        self._ent_tok = np.zeros(0, np.int64)
+        self._grow_entries(2 * capacity)
+        self._scratch = np.zeros((256, width), np.int64)
+        self._hashes = np.zeros(256, np.uint64)
+        self._cand = np.zeros(1024, np.int64)
+        self._reports = np.zeros((256, width), np.int64)
+        self._counters = np.zeros(16, np.int64)
+
+    def _grow_entries(self, size: int | None = None) -> None:
+        """Room for ``size`` index entries (twice as many as now by default), as many
+        lists, and the hash table of the lists' keys; what is indexed stays."""
+        kept = len(self._ent_tok)
+        size = size or 2 * kept
+        grown = {}
+        for name, fill in (("_ent_tok", 0), ("_ent_next", 0), ("_head", -1), ("_tail", -1)):
+            array = np.full(size, fill, np.int64)
+            if kept:
+                array[:kept] = getattr(self, name)
+            grown[name] = array
+        pkeys, pbuckets = np.full(2 * size, -1, np.int64), np.zeros(2 * size, np.int64)
+        if kept:
+            kernel.rehash_buckets(self._pkeys, self._pbuckets, pkeys, pbuckets)
+        for name, array in grown.items():
+            setattr(self, name, array)
+        self._pkeys, self._pbuckets = pkeys, pbuckets
+
+    def _live(self) -> np.ndarray:
+        n = self._counters[kernel.N_TOKENS]
+        return self._deadline[:n] >= self._horizon()
+
+    def _horizon(self) -> int:
+        marks = [m for m in (self._now, self._watermark) if m is not None]
+        return max(marks) if marks else NONE
+
+    def _make_room(self, horizon: int) -> None:
+        """Room for more tokens: double the arrays while most stored tokens live at
+        ``horizon`` (rehashing only: the index refers to rows that do not move), else
+        drop the dead ones."""
+        n = int(self._counters[kernel.N_TOKENS])
+        if 2 * int((self._deadline[:n] >= horizon).sum()) > n:
+            self._resize(2 * len(self._tok), n)
+        else:
+            self._sweep(horizon)
+
+    def _sweep(self, horizon: int) -> None:
+        """Drop the tokens dead at ``horizon``, compacting the rest in storage order (a
+        row's place is its storage order), and rebuild the hash table and the index."""
+        n = int(self._counters[kernel.N_TOKENS])
+        keep = np.flatnonzero(self._deadline[:n] >= horizon)
+        live = len(keep)
+        self._tok[:live] = self._tok[keep]
+        self._deadline[:live] = self._deadline[keep]
+        self._stamp[:] = -1
+        self._counters[kernel.N_TOKENS] = live
+        self._rebuild()
+
+    def _resize(self, capacity: int, rehash: int) -> None:
+        """Token arrays of ``capacity`` rows keeping the stored ones; the hash table
+        anew, with the first ``rehash`` rows in it."""
+        n = int(self._counters[kernel.N_TOKENS])
+        tok, deadline, stamp = self._tok, self._deadline, self._stamp
+        self._tok = np.empty((capacity, self.tables.width), np.int64)
+        self._deadline = np.empty(capacity, np.int64)
+        self._stamp = np.full(capacity, -1, np.int64)
+        self._tok[:n], self._deadline[:n], self._stamp[:n] = tok[:n], deadline[:n], stamp[:n]
+        self._htab = np.full(2 * capacity, -1, np.int64)
+        if rehash:
+            kernel.rehash(self._tok, rehash, self.tables.arrays, self._htab)
+
+    def _rebuild(self) -> None:
+        n = int(self._counters[kernel.N_TOKENS])
+        while not kernel.rebuild(self._tok, n, self._deadline, self.tables.arrays, self._htab,
+                                 self._ent_tok, self._ent_next, self._head, self._tail,
+                                 self._pkeys, self._pbuckets, self._counters):
+            self._grow_entries()
+
+    def _row(self, token: Token) -> list[int]:
+        """An interpreted token (nothing read yet, or one node per variable) as a row."""
+        tables = self.tables
+
+        def node(values: frozenset[str]) -> int:
+            return self._id(next(iter(values))) if values else -1
+
+        writing = sum(1 << i for i, (_, w) in enumerate(token.memory) if w)
+        row = [token.loc, NONE if token.first_t is None else token.first_t,
+               NONE if token.last_t is None else token.last_t, writing,
+               *(NONE if c is None else c for c in token.clocks),
+               *(node(values) for values, _ in token.memory),
+               *(node(values) for values in token.held)]
+        return row + [0] * (tables.width - len(row))

@@ -1,0 +1,591 @@
+"""The token game of :mod:`graphcep.engines.nu.engine`, compiled (numba).
+
+Same rules, same order, other representation: a token is one int64 row (see
+:mod:`graphcep.engines.nu.tables`), the stored tokens a growing array of rows in the order
+they were stored, and
+
+- an **index** from each node to the stored tokens that may read it next (one singly
+  linked list of entries per node, plus one for tokens any node may advance), appended in
+  storage order so that a link's candidates come out in that order by merging two lists;
+  entries of expired tokens are unlinked when a walk meets them;
+- a **hash table** over the tokens' identity fields, for the paper's deduplication (a
+  produced token equal to a stored one is not stored again);
+- a **stamp** per token: the number of the link that last produced it, so that a token
+  produced twice while one link is read is reported once.
+
+:func:`read_links` reads links until one needs more room than the arrays have (the link
+is then undone, and the caller grows the arrays and calls again from it), or the stored
+tokens pass ``limit`` (the caller sweeps expired ones and checks its state bound). Expired
+tokens stay in their rows until the caller sweeps (:func:`rebuild` after compacting).
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+from graphcep.engines.nu.tables import (
+    EP_ALLOC,
+    EP_GPTR,
+    EP_PEND,
+    EP_PTR,
+    EP_RELEASE,
+    EP_STOP,
+    EP_TARGET,
+    EV_ALLOC,
+    EV_ARG,
+    EV_KIND,
+    EV_PTR,
+    EV_RELEASE,
+    EV_START,
+    EV_TARGET,
+    FAR,
+    FINAL,
+    G_CLOCK,
+    G_HIGH,
+    G_LOW,
+    HAS_EV,
+    INV_CLOCK,
+    INV_HIGH,
+    INV_PTR,
+    KIND_CONST,
+    KIND_VAR,
+    LINK_FIELDS,
+    MIDDLE,
+    NONE,
+    NX_ARG,
+    NX_FRESH,
+    NX_KIND,
+    NX_PTR,
+    SH_CLOCKS,
+    SH_CONSTS,
+    SH_IDENTITY,
+    SH_LINKS,
+    SH_NEXT,
+    SH_VARS,
+    SHAPE,
+)
+
+# row fields before the clocks
+LOC, FIRST, LAST, WMASK, CLOCK0 = 0, 1, 2, 3, 4
+
+# what read_links stopped on (counters[STATUS]); the first four undo the link at RESUME
+DONE, NEED_TOKENS, NEED_ENTRIES, NEED_SCRATCH, NEED_REPORTS, OVER_LIMIT, WITNESS_FULL = range(7)
+# the counters array
+N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS = range(7)
+
+_MIX = np.uint64(0x9E3779B97F4A7C15)
+
+
+@nb.njit(cache=True, inline="always")
+def _mixed(h):
+    # MurmurHash3's finaliser: every input bit reaches every output bit, so the low bits
+    # that pick a slot of an open-addressing table do not cluster
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xFF51AFD7ED558CCD)
+    h ^= h >> np.uint64(33)
+    h *= np.uint64(0xC4CEB9FE1A85EC53)
+    h ^= h >> np.uint64(33)
+    return h
+
+
+@nb.njit(cache=True, inline="always")
+def _hash(row, identity):
+    h = np.uint64(identity)
+    for i in range(identity):
+        h = (h ^ np.uint64(row[i])) * _MIX
+    return _mixed(h)
+
+
+@nb.njit(cache=True, inline="always")
+def _same(a, b, identity):
+    for i in range(identity):
+        if a[i] != b[i]:
+            return False
+    return True
+
+
+@nb.njit(cache=True, inline="always")
+def _copy(dst, src):
+    # a plain loop: numba's slice assignment checks for overlap and may copy through a
+    # temporary array
+    for i in range(src.shape[0]):
+        dst[i] = src[i]
+
+
+@nb.njit(cache=True)
+def deadline_of(row, tab):
+    """The last time the row's location lets it live (FAR: none)."""
+    loc = row[LOC]
+    best = FAR
+    for k in range(tab[tab[INV_PTR] + loc], tab[tab[INV_PTR] + loc + 1]):
+        start = row[CLOCK0 + tab[tab[INV_CLOCK] + k]]
+        if start != NONE:
+            best = min(best, start + tab[tab[INV_HIGH] + k])
+    return best
+
+
+@nb.njit(cache=True)
+def _read(src, dst, tr, node, now, tab):
+    """``src`` reading the event ``node`` through event transition ``tr`` into ``dst``
+    (Definition 7: allocate, check, release); False when not enabled or dead."""
+    shape = tab[tab[SHAPE]:]
+    clocks, nvars = shape[SH_CLOCKS], shape[SH_VARS]
+    val0 = CLOCK0 + clocks
+    held0 = val0 + nvars
+    kind, arg = tab[tab[EV_KIND] + tr], tab[tab[EV_ARG] + tr]
+    wmask = src[WMASK] | tab[tab[EV_ALLOC] + tr]
+    if kind == KIND_CONST:
+        if node != arg:
+            return False
+    elif kind == KIND_VAR:
+        if node < shape[SH_CONSTS]:
+            return False  # a variable reads unknown nodes only
+        if (wmask >> arg) & 1:
+            for j in range(nvars):
+                if src[val0 + j] == node:
+                    return False  # not fresh
+        elif src[val0 + arg] != node:
+            return False  # read mode: the node it holds
+    _copy(dst, src)
+    if kind == KIND_VAR:
+        dst[val0 + arg] = node
+        dst[held0 + arg] = node
+        wmask &= ~(1 << arg)
+    release = tab[tab[EV_RELEASE] + tr]
+    if release:
+        for j in range(nvars):
+            if (release >> j) & 1:
+                dst[val0 + j] = -1
+                wmask &= ~(1 << j)
+    dst[WMASK] = wmask
+    start = tab[tab[EV_START] + tr]
+    if start:
+        for c in range(clocks):
+            if (start >> c) & 1 and dst[CLOCK0 + c] == NONE:
+                dst[CLOCK0 + c] = now
+    if dst[FIRST] == NONE:
+        dst[FIRST] = now
+    dst[LAST] = now
+    dst[LOC] = tab[tab[EV_TARGET] + tr]
+    return deadline_of(dst, tab) >= now
+
+
+@nb.njit(cache=True)
+def _epsilon(src, dst, tr, now, tab):
+    """``src`` through ε-transition ``tr`` into ``dst``; False when a guard or the new
+    location's invariant fails."""
+    shape = tab[tab[SHAPE]:]
+    clocks, nvars = shape[SH_CLOCKS], shape[SH_VARS]
+    for g in range(tab[tab[EP_GPTR] + tr], tab[tab[EP_GPTR] + tr + 1]):
+        start = src[CLOCK0 + tab[tab[G_CLOCK] + g]]
+        value = 0 if start == NONE else now - start
+        if value < tab[tab[G_LOW] + g] or value > tab[tab[G_HIGH] + g]:
+            return False
+    _copy(dst, src)
+    pend, stop = tab[tab[EP_PEND] + tr], tab[tab[EP_STOP] + tr]
+    if pend or stop:
+        for c in range(clocks):
+            if (pend >> c) & 1:
+                dst[CLOCK0 + c] = src[LAST]  # the event the match read last (NONE: none)
+            elif (stop >> c) & 1:
+                dst[CLOCK0 + c] = NONE
+    wmask = src[WMASK] | tab[tab[EP_ALLOC] + tr]
+    release = tab[tab[EP_RELEASE] + tr]
+    if release:
+        val0 = CLOCK0 + clocks
+        for j in range(nvars):
+            if (release >> j) & 1:
+                dst[val0 + j] = -1
+                wmask &= ~(1 << j)
+    dst[WMASK] = wmask
+    dst[LOC] = tab[tab[EP_TARGET] + tr]
+    return deadline_of(dst, tab) >= now
+
+
+@nb.njit(cache=True)
+def _closure_of(scratch, hashes, todo, row, end, now, tab):
+    """The ε-closure of ``scratch[row]`` (itself first) appended at ``end``, equal rows
+    once, in the interpreted game's order (depth first, rows in the order met); the new
+    end, or -1 when ``scratch`` is full. ``todo``: a stack as long as ``scratch``."""
+    identity = tab[tab[SHAPE] + SH_IDENTITY]
+    if end >= scratch.shape[0]:
+        return -1
+    _copy(scratch[end], scratch[row])
+    hashes[end] = _hash(scratch[end], identity)
+    begin = end
+    end += 1
+    todo[0] = begin
+    top = 1
+    while top:
+        top -= 1
+        cur = todo[top]
+        loc = scratch[cur, LOC]
+        for tr in range(tab[tab[EP_PTR] + loc], tab[tab[EP_PTR] + loc + 1]):
+            if end >= scratch.shape[0]:
+                return -1
+            if not _epsilon(scratch[cur], scratch[end], tr, now, tab):
+                continue
+            h = _hash(scratch[end], identity)
+            seen = False
+            for j in range(begin, end):
+                if h == hashes[j] and _same(scratch[j], scratch[end], identity):
+                    seen = True
+                    break
+            if seen:
+                continue
+            hashes[end] = h
+            todo[top] = end
+            top += 1
+            end += 1
+    return end
+
+
+@nb.njit(cache=True, inline="always")
+def _pair(a, b):
+    return (a << 32) | b
+
+
+@nb.njit(cache=True)
+def _keys(row, tab, out):
+    """The index keys of a stored token into ``out``; how many. A key is the pair of the
+    nodes (id + 1; 0: any node) that may begin and end the next link it reads: the first
+    from the event transitions of its location, the second from those their ε-moves
+    reach (:func:`graphcep.engines.nu.tables._next_reads`). -1 when the interpreted game
+    would not store it: no event of its location can be enabled."""
+    val0 = CLOCK0 + tab[tab[SHAPE] + SH_CLOCKS]
+    loc = row[LOC]
+    count = 0
+    readable = False
+    for tr in range(tab[tab[EV_PTR] + loc], tab[tab[EV_PTR] + loc + 1]):
+        kind, arg = tab[tab[EV_KIND] + tr], tab[tab[EV_ARG] + tr]
+        wmask = row[WMASK] | tab[tab[EV_ALLOC] + tr]
+        if kind == KIND_CONST:
+            first = arg + 1
+        elif kind == KIND_VAR and not (wmask >> arg) & 1:
+            if row[val0 + arg] < 0:
+                continue  # holds nothing: never enabled
+            first = row[val0 + arg] + 1
+        else:
+            first = 0
+        readable = True
+        for nx in range(tab[tab[NX_PTR] + tr], tab[tab[NX_PTR] + tr + 1]):
+            nkind, narg = tab[tab[NX_KIND] + nx], tab[tab[NX_ARG] + nx]
+            if nkind == KIND_CONST:
+                second = narg + 1
+            elif nkind == KIND_VAR and not tab[tab[NX_FRESH] + nx] and not (wmask >> narg) & 1:
+                if kind == KIND_VAR and narg == arg:
+                    second = first  # the variable the first end read
+                elif row[val0 + narg] < 0:
+                    continue
+                else:
+                    second = row[val0 + narg] + 1
+            else:
+                second = 0
+            key = _pair(first, second)
+            known = False
+            for j in range(count):
+                known = known or out[j] == key
+            if not known:
+                out[count] = key
+                count += 1
+    return count if readable else -1
+
+
+@nb.njit(cache=True)
+def _bucket(key, pkeys, pbuckets, add, counters, head, tail):
+    """The list of ``key`` (-1: none, or, with ``add``, no room for a new one)."""
+    mask = pkeys.shape[0] - 1
+    at = np.int64(_mixed(np.uint64(key)) & np.uint64(mask))
+    while pkeys[at] >= 0:
+        if pkeys[at] == key:
+            return pbuckets[at]
+        at = (at + 1) & mask
+    if not add:
+        return -1
+    bucket = counters[N_BUCKETS]
+    if bucket >= head.shape[0]:
+        return -1
+    counters[N_BUCKETS] = bucket + 1
+    pkeys[at] = key
+    pbuckets[at] = bucket
+    head[bucket] = -1
+    tail[bucket] = -1
+    return bucket
+
+
+@nb.njit(cache=True)
+def _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys, pbuckets, counters, keys):
+    """Put stored token ``slot`` in the lists of its keys; False when the entry arrays are
+    full. A token no event can advance is not kept: it gets the deadline -FAR."""
+    count = _keys(tok[slot], tab, keys)
+    if count < 0:
+        deadline[slot] = -FAR
+        return True
+    n_entries = counters[N_ENTRIES]
+    if n_entries + count > ent_tok.shape[0]:
+        return False
+    for j in range(count):
+        bucket = _bucket(keys[j], pkeys, pbuckets, True, counters, head, tail)
+        if bucket < 0:
+            return False
+        e = n_entries
+        n_entries += 1
+        ent_tok[e] = slot
+        ent_next[e] = -1
+        if tail[bucket] < 0:
+            head[bucket] = e
+        else:
+            ent_next[tail[bucket]] = e
+        tail[bucket] = e
+    counters[N_ENTRIES] = n_entries
+    return True
+
+
+@nb.njit(cache=True)
+def _walk(bucket, now, deadline, ent_tok, ent_next, head, tail, out, count):
+    """Append the live tokens of list ``bucket`` to ``out`` (unlinking expired ones); the
+    new count, or -1 when ``out`` is full."""
+    prev = -1
+    e = head[bucket]
+    while e >= 0:
+        slot = ent_tok[e]
+        following = ent_next[e]
+        if deadline[slot] < now:
+            if prev < 0:
+                head[bucket] = following
+            else:
+                ent_next[prev] = following
+            if tail[bucket] == e:
+                tail[bucket] = prev
+        else:
+            if count >= out.shape[0]:
+                return -1
+            out[count] = slot
+            count += 1
+            prev = e
+        e = following
+    return count
+
+
+@nb.njit(cache=True)
+def _candidates(u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys, pbuckets,
+                counters, cand):
+    """The stored tokens that may read the link ``u -> v``: the lists of the keys (u, v),
+    (u, any), (any, v) and (any, any), in storage order, each token once; the count (-1:
+    ``cand`` is full)."""
+    count = 0
+    lists = 0
+    for k in range(4):
+        first = u + 1 if k < 2 else 0
+        second = v + 1 if k % 2 == 0 else 0
+        bucket = _bucket(_pair(first, second), pkeys, pbuckets, False, counters, head, tail)
+        if bucket < 0:
+            continue
+        before = count
+        count = _walk(bucket, now, deadline, ent_tok, ent_next, head, tail, cand, count)
+        if count < 0:
+            return -1
+        lists += count > before
+    if lists > 1:
+        cand[:count].sort()
+        kept = 1
+        for i in range(1, count):
+            if cand[i] != cand[kept - 1]:
+                cand[kept] = cand[i]
+                kept += 1
+        count = kept
+    return count
+
+
+@nb.njit(cache=True)
+def _produce(row, now, tok, deadline, stamp, htab, counters, first_new, reports, tab):
+    """A token produced by the current link (its witness already appended): report it if
+    final and new for this link, store it if new. False when the token or report arrays
+    are full (the caller undoes the link)."""
+    if not tab[tab[HAS_EV] + row[LOC]]:
+        # nothing can advance it: reported if final (repeats of a report are dropped by
+        # the caller), never stored
+        return _report(row, reports, counters, tab)
+    identity = tab[tab[SHAPE] + SH_IDENTITY]
+    link_no = counters[LINK_NO]
+    n = counters[N_TOKENS]
+    mask = htab.shape[0] - 1
+    h = _hash(row, identity)
+    at = np.int64(h & np.uint64(mask))
+    while htab[at] >= 0:
+        slot = htab[at]
+        # a slot at or past n was stored by a link undone since (see read_links)
+        if slot < n and _same(tok[slot], row, identity):
+            if slot >= first_new or stamp[slot] == link_no:
+                return True  # produced already while this link was read
+            stamp[slot] = link_no
+            return _report(row, reports, counters, tab)
+        at = (at + 1) & mask
+    if n >= tok.shape[0]:
+        return False
+    _copy(tok[n], row)
+    deadline[n] = deadline_of(row, tab)
+    stamp[n] = link_no
+    htab[at] = n
+    counters[N_TOKENS] = n + 1
+    return _report(row, reports, counters, tab)
+
+
+@nb.njit(cache=True)
+def _report(row, reports, counters, tab):
+    if not tab[tab[FINAL] + row[LOC]]:
+        return True
+    r = counters[N_REPORTS]
+    if r >= reports.shape[0]:
+        return False
+    _copy(reports[r], row)
+    counters[N_REPORTS] = r + 1
+    return True
+
+
+@nb.njit(cache=True)
+def _with_link(row, t, u, v, seq, lab_u, lab_v, tab):
+    """Append the link to the row's witness; False when the witness is full."""
+    base = tab[tab[SHAPE] + SH_IDENTITY]
+    count = row[base]
+    if count >= tab[tab[SHAPE] + SH_LINKS]:
+        return False
+    at = base + 1 + LINK_FIELDS * count
+    row[at], row[at + 1], row[at + 2], row[at + 3] = t, u, v, seq
+    row[at + 4], row[at + 5] = lab_u, lab_v
+    row[base] = count + 1
+    return True
+
+
+@nb.njit(cache=True)
+def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp, htab,
+               ent_tok, ent_next, head, tail, pkeys, pbuckets, scratch, hashes, cand, reports,
+               counters):
+    """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
+    stored token waiting for the source tries the link; see the module docstring."""
+    most_keys = max(1, tab[tab[SHAPE] + SH_NEXT])
+    keys = np.empty(most_keys, np.int64)
+    todo = np.empty(scratch.shape[0], np.int64)
+    counters[STATUS] = DONE
+    for i in range(begin, ts.shape[0]):
+        now, u, v, seq = ts[i], us[i], vs[i], seqs[i]
+        first_new = counters[N_TOKENS]
+        first_report = counters[N_REPORTS]
+        counters[LINK_NO] += 1
+        found = _candidates(u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys,
+                            pbuckets, counters, cand)
+        status = DONE if found >= 0 else NEED_SCRATCH
+        total = starts.shape[0] + max(found, 0)
+        k = 0
+        while status == DONE and k < total:
+            source = starts[k] if k < starts.shape[0] else tok[cand[k - starts.shape[0]]]
+            k += 1
+            loc = source[LOC]
+            for tr_u in range(tab[tab[EV_PTR] + loc], tab[tab[EV_PTR] + loc + 1]):
+                if not _read(source, scratch[0], tr_u, u, now, tab):
+                    continue
+                mid_end = _closure_of(scratch, hashes, todo, 0, 1, now, tab)
+                if mid_end < 0:
+                    status = NEED_SCRATCH
+                    break
+                for m in range(1, mid_end):
+                    mloc = scratch[m, LOC]
+                    for tr_v in range(tab[tab[EV_PTR] + mloc], tab[tab[EV_PTR] + mloc + 1]):
+                        if mid_end >= scratch.shape[0]:
+                            status = NEED_SCRATCH
+                            break
+                        if not _read(scratch[m], scratch[mid_end], tr_v, v, now, tab):
+                            continue
+                        end = _closure_of(scratch, hashes, todo, mid_end, mid_end + 1,
+                                          now, tab)
+                        if end < 0:
+                            status = NEED_SCRATCH
+                            break
+                        for e in range(mid_end + 1, end):
+                            if tab[tab[MIDDLE] + scratch[e, LOC]]:
+                                continue
+                            if not _with_link(scratch[e], now, u, v, seq, tr_u, tr_v, tab):
+                                status = WITNESS_FULL
+                                break
+                            if not _produce(scratch[e], now, tok, deadline, stamp, htab,
+                                            counters, first_new, reports, tab):
+                                status = NEED_TOKENS if counters[N_REPORTS] < \
+                                    reports.shape[0] else NEED_REPORTS
+                                break
+                        if status != DONE:
+                            break
+                    if status != DONE:
+                        break
+                if status != DONE:
+                    break
+        # room for every new token's keys first, so that a commit is never half done
+        if status == DONE and (counters[N_ENTRIES] + most_keys * (counters[N_TOKENS] - first_new)
+                               > ent_tok.shape[0] or counters[N_BUCKETS] + most_keys *
+                               (counters[N_TOKENS] - first_new) > head.shape[0]):
+            status = NEED_ENTRIES
+        if status == DONE:
+            for slot in range(first_new, counters[N_TOKENS]):
+                if not _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys,
+                              pbuckets, counters, keys):
+                    status = NEED_ENTRIES
+                    break
+        if status != DONE:  # undo the link; the caller rebuilds the index and hash table
+            counters[N_TOKENS] = first_new
+            counters[N_REPORTS] = first_report
+            counters[STATUS] = status
+            counters[RESUME] = i
+            return
+        if counters[N_TOKENS] > limit:
+            counters[STATUS] = OVER_LIMIT
+            counters[RESUME] = i + 1
+            return
+
+
+@nb.njit(cache=True)
+def rebuild(tok, n, deadline, tab, htab, ent_tok, ent_next, head, tail, pkeys, pbuckets,
+            counters):
+    """The hash table and the index of the first ``n`` stored tokens (after a sweep);
+    False when the entry arrays are too small."""
+    identity = tab[tab[SHAPE] + SH_IDENTITY]
+    htab[:] = -1
+    pkeys[:] = -1
+    counters[N_ENTRIES] = 0
+    counters[N_BUCKETS] = 0
+    mask = htab.shape[0] - 1
+    keys = np.empty(max(1, tab[tab[SHAPE] + SH_NEXT]), np.int64)
+    rehash(tok, n, tab, htab)
+    for slot in range(n):
+        if deadline[slot] == -FAR:
+            continue
+        if not _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys, pbuckets,
+                      counters, keys):
+            return False
+    return True
+
+
+@nb.njit(cache=True)
+def rehash(tok, n, tab, htab):
+    """Put the first ``n`` stored tokens in the (empty) hash table."""
+    identity = tab[tab[SHAPE] + SH_IDENTITY]
+    mask = htab.shape[0] - 1
+    for slot in range(n):
+        at = np.int64(_hash(tok[slot], identity) & np.uint64(mask))
+        while htab[at] >= 0:
+            at = (at + 1) & mask
+        htab[at] = slot
+
+
+@nb.njit(cache=True)
+def rehash_buckets(old_keys, old_buckets, pkeys, pbuckets):
+    """The lists' keys in a larger (empty) table."""
+    mask = pkeys.shape[0] - 1
+    for i in range(old_keys.shape[0]):
+        key = old_keys[i]
+        if key < 0:
+            continue
+        at = np.int64(_mixed(np.uint64(key)) & np.uint64(mask))
+        while pkeys[at] >= 0:
+            at = (at + 1) & mask
+        pkeys[at] = key
+        pbuckets[at] = old_buckets[i]
