@@ -148,8 +148,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     run = sub.add_parser("run", help="find every match of a SAL or DDST query in a stream")
     run.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed ν-expression "
-                                   "(.nu) or subscriptions (.subs); the kind is read from the "
-                                   "name, else from the text")
+                                   "(.nu), timed ν-automaton (.autom) or subscriptions (.subs); "
+                                   "the kind is read from the name, else from the text")
     run.add_argument("--input", "-i", required=True, nargs="+", type=path_option, help="edge file(s) or directory")
     run.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from the name)")
     run.add_argument("--output", "-o", type=path_option, help="matches.jsonl, matches.parquet, matches.dot "
@@ -184,7 +184,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
     explain.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed "
-                                       "ν-expression (.nu) or subscriptions (.subs)")
+                                       "ν-expression (.nu), timed ν-automaton (.autom) or "
+                                       "subscriptions (.subs)")
     add_sal_arguments(explain)
     add_ddst_arguments(explain)
     add_nu_arguments(explain)

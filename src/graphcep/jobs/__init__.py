@@ -65,7 +65,7 @@ KINDS: tuple[JobKind, ...] = (
     JobKind("ddst", "graphcep.jobs.ddst", (".ddst",), "graphcep.lang.ddst:looks_like_ddst",
             "DDST query", ("ddst_engine", "signature_p", "signature_seed", "ddst_report",
                            "max_window_edges")),
-    JobKind("nu", "graphcep.jobs.nu", (".nu",), "graphcep.lang.nu:looks_like_nu",
+    JobKind("nu", "graphcep.jobs.nu", (".nu", ".autom"), "graphcep.lang.nu:looks_like_nu",
             "ν-expression", ("max_tokens", "anchored")),
     JobKind("subs", "graphcep.jobs.sequences", (".subs",),
             "graphcep.lang.sequences:looks_like_subscriptions",

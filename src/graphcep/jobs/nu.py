@@ -56,13 +56,16 @@ NOT_FOR = {
 
 
 def load(path: str, options: Mapping[str, Any]) -> NuJob:
-    """A ``.nu`` file as a job (``max_tokens``, ``anchored``); other kinds' options are
-    refused, saying what a ν-expression does instead."""
+    """A ``.nu`` file, or an ``.autom`` file (a timed ν-automaton written by hand,
+    :mod:`graphcep.lang.nu_autom`), as a job (``max_tokens``, ``anchored``); other kinds'
+    options are refused, saying what a ν-expression does instead."""
     from graphcep.lang.nu import parse_nu_file
+    from graphcep.lang.nu_autom import parse_autom_file
 
     mode = "anchored" if options.get("anchored") else "search"
     max_tokens = options.get("max_tokens") or DEFAULT_MAX_TOKENS
-    return NuJob(parse_nu_file(path), mode, max_tokens)
+    parse = parse_autom_file if str(path).lower().endswith(".autom") else parse_nu_file
+    return NuJob(parse(path), mode, max_tokens)
 
 
 def accepts(pattern: Any) -> bool:

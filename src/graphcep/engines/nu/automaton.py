@@ -53,6 +53,7 @@ from graphcep.patterns.nu import (
     Shuffle,
     Var,
 )
+from graphcep.patterns.nu_autom import AutomatonPattern, Condition
 
 #: The most locations a compiled pattern may have (a shuffle of k parts multiplies them:
 #: the 4-clique of examples/nu needs 14,455).
@@ -67,7 +68,9 @@ class Transition:
     release after it); ``guard`` holds ``(clock, low, high)`` checks (high None: no bound);
     ``pend`` the clocks whose delay begins here; ``start`` the clocks of the delays
     enclosing an event transition (started by it if pending); ``stop`` the clocks whose
-    delay ends here.
+    delay ends here. Compiled expressions guard and pend on ε-transitions only; automaton
+    files (:mod:`graphcep.lang.nu_autom`) also guard event transitions, and ``pend`` on
+    one resets its clocks at the event.
     """
 
     source: int
@@ -181,7 +184,10 @@ class _Builder:
 
 
 def compile_pattern(pattern: NuPattern) -> Automaton:
-    """The timed ν-automaton of ``pattern`` (see the module docstring)."""
+    """The timed ν-automaton of ``pattern`` (see the module docstring); a pattern read from
+    an automaton file (:class:`graphcep.patterns.nu_autom.AutomatonPattern`) carries it."""
+    if isinstance(pattern, AutomatonPattern):
+        return _from_file(pattern)
     clocks = [0]
     b = _Builder(clocks)
     start, end = _fragment(pattern.expr, b, ())
@@ -404,6 +410,58 @@ def _reachable_out(transitions: list[Transition], start: int) -> dict[int, list[
                 reach.add(t.target)
                 todo.append(t.target)
     return {q: ts for q, ts in out.items() if q in reach}
+
+
+def _from_file(pattern: AutomatonPattern) -> Automaton:
+    """The automaton of an automaton file, as written, with MaTiNA's checks: a transition
+    also checks its origin's invariant and its destination's (less the clocks it resets;
+    one that can never hold drops the transition). With clocks, an entry location comes
+    last, its ε-transition starting them all: at 0 anchored, in search mode at the first
+    event read (every event transition starts the clocks not yet running)."""
+    states = pattern.states
+    every = frozenset(range(len(pattern.clock_names)))
+    kept = []
+    for t in pattern.transitions:
+        # a clock reset here reads 0 on arrival: only a lower bound above 0 matters
+        if any(c in t.reset and low > 0 for c, low, _ in states[t.target].invariant):
+            continue
+        guard = _conjunction([*t.guard, *states[t.source].invariant,
+                              *(x for x in states[t.target].invariant if x[0] not in t.reset)])
+        if guard is not None:
+            kept.append(Transition(t.source, t.target, t.label, t.alloc, t.free, guard,
+                                   pend=t.reset,
+                                   start=every if t.label is not None else frozenset()))
+    initial = next(q for q, s in enumerate(states) if s.initial)
+    entry = initial
+    if every:
+        entry = len(states)
+        if all(low == 0 for _, low, _ in states[initial].invariant):  # clocks start at 0
+            kept.append(Transition(entry, initial, pend=every))
+    return Automaton(
+        locations=len(states) + (entry != initial), initial=entry,
+        finals=frozenset(q for q, s in enumerate(states) if s.final),
+        transitions=tuple(kept),
+        invariants={q: tuple(sorted((c, h) for c, _, h in s.invariant if h is not None))
+                    for q, s in enumerate(states) if any(h is not None for *_, h in s.invariant)},
+        middles=frozenset(), clocks=len(every), variables=tuple(sorted(pattern.variables())),
+        constants=frozenset(pattern.constants()),
+        origin={q: s.name for q, s in enumerate(states)})
+
+
+def _conjunction(conditions: list[Condition]) -> tuple[Condition, ...] | None:
+    """The conditions merged per clock (None: no value satisfies them)."""
+    bounds: dict[int, tuple[int, int | None]] = {}
+    for clock, low, high in conditions:
+        old_low, old_high = bounds.get(clock, (0, None))
+        bounds[clock] = (max(low, old_low), high if old_high is None else
+                         old_high if high is None else min(high, old_high))
+    merged = []
+    for clock, (low, high) in sorted(bounds.items()):
+        if high is not None and low > high:
+            return None
+        if low or high is not None:
+            merged.append((clock, low, high))
+    return tuple(merged)
 
 
 def event_transitions(automaton: Automaton) -> Iterator[Transition]:

@@ -281,6 +281,10 @@ class NuEngine(EngineBase):
             # at its first event
             clocks = tuple(now if c is None and i in tr.start else c
                            for i, c in enumerate(token.clocks))
+            if tr.guard or tr.pend:  # automaton files: a guard on the event, clock resets
+                if not _guarded(clocks, tr.guard, now):
+                    continue
+                clocks = tuple(now if i in tr.pend else c for i, c in enumerate(clocks))
             moved = Token(tr.target, clocks, memory, held,
                           now if token.first_t is None else token.first_t, now)
             if self._alive(moved, now):
@@ -337,11 +341,8 @@ class NuEngine(EngineBase):
 
     def _epsilon(self, token: Token, tr: Transition, now: int) -> Token | None:
         clocks = token.clocks
-        for clock, low, high in tr.guard:
-            start = clocks[clock]
-            value = 0 if start is None else now - start
-            if value < low or (high is not None and value > high):
-                return None
+        if not _guarded(clocks, tr.guard, now):
+            return None
         if tr.pend or tr.stop:
             # a delay's clock runs from the event the match read last (None before any:
             # then from the delay's own first event)
@@ -463,3 +464,15 @@ def match_row(name: str, first_t: int, last_t: int, bindings: tuple[tuple[str, s
              for t, u, v, var, seq in witness]
     return {"query": name, "match_id": f"{int(salt64(text)):016x}", "first_t": first_t,
             "last_t": last_t, "bindings": list(bindings), "edges": edges}
+
+
+def _guarded(clocks: tuple[int | None, ...], guard: tuple[tuple[int, int, int | None], ...],
+             now: int) -> bool:
+    """Whether every ``(clock, low, high)`` of ``guard`` holds at ``now`` (a clock not
+    running reads 0)."""
+    for clock, low, high in guard:
+        start = clocks[clock]
+        value = 0 if start is None else now - start
+        if value < low or (high is not None and value > high):
+            return False
+    return True

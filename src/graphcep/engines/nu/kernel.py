@@ -99,7 +99,7 @@ def _hash(row, identity):
 
 @nb.njit(cache=True, inline="always")
 def _same(a, b, identity):
-    for i in range(identity):
+    for i in range(identity):  # noqa: SIM110 -- a plain loop: no generator in numba
         if a[i] != b[i]:
             return False
     return True
@@ -547,12 +547,10 @@ def rebuild(tok, n, deadline, tab, htab, ent_tok, ent_next, head, tail, pkeys, p
             counters):
     """The hash table and the index of the first ``n`` stored tokens (after a sweep);
     False when the entry arrays are too small."""
-    identity = tab[tab[SHAPE] + SH_IDENTITY]
     htab[:] = -1
     pkeys[:] = -1
     counters[N_ENTRIES] = 0
     counters[N_BUCKETS] = 0
-    mask = htab.shape[0] - 1
     keys = np.empty(max(1, tab[tab[SHAPE] + SH_NEXT]), np.int64)
     rehash(tok, n, tab, htab)
     for slot in range(n):
