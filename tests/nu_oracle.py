@@ -16,6 +16,7 @@ variable held. Exponential: for streams of a dozen links.
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from itertools import combinations
 
@@ -67,13 +68,17 @@ class Oracle:
         self.names = tuple(sorted(pattern.variables()))
         self.constants = pattern.constants()
 
-    def matches(self, links: list[tuple[int, str, str]]) -> set[tuple]:
+    def matches(self, links: list[tuple[int, str, str]],
+                sizes: Iterable[int] | None = None) -> set[tuple]:
         """Every ``(first_t, last_t, bindings)`` of a subsequence of ``links`` (stream
-        order) that the expression matches whole."""
+        order) that the expression matches whole; ``sizes``: only subsequences of these
+        lengths (an expression without choices or repetitions reads a fixed number of
+        links).
+        """
         found = set()
         empty = State(tuple((frozenset(), False) for _ in self.names),
                       tuple(frozenset() for _ in self.names))
-        for size in range(1, len(links) + 1):
+        for size in sizes if sizes is not None else range(1, len(links) + 1):
             for chosen in combinations(links, size):
                 for state in self._accepting(chosen, empty):
                     bindings = tuple((n, "|".join(sorted(v)))

@@ -370,6 +370,14 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
     exit_on_interrupt("nothing was written")  # replaces the SparkContext's handler
     with phases.phase("planning the read"):
         edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
+    if (args.shards is not None and args.shards > 1 and job.whole_stream
+            and job.partition_key() is None):
+        # such a job runs as one shard whatever --shards says (run_spark; a keyed job's
+        # --shards counts its key partitions): say so, rather than let the summary's
+        # "shards": 1 be the only trace of the option
+        print(f"graphcep: warning: --shards {args.shards} does not apply to query "
+              f"{job.name!r}: it needs the whole stream in one engine, so it runs in one "
+              "task", file=sys.stderr)
     with SparkProgress(spark):
         matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
     phases.update(stats.phases, "spark: ")
