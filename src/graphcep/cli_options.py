@@ -254,6 +254,7 @@ def job_options(args: argparse.Namespace, fmt: str | None) -> dict[str, Any]:
         "ddst_report": getattr(args, "ddst_report", None),
         "max_tokens": getattr(args, "max_tokens", None),
         "anchored": getattr(args, "anchored", False),
+        "nu_engine": getattr(args, "nu_engine", None),
         "key": getattr(args, "key", None),
         "symbol": getattr(args, "symbol", None),
         "subs_engine": getattr(args, "subs_engine", None),
@@ -266,7 +267,13 @@ def add_nu_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--max-tokens", type=count_option(1), metavar="N",
                         help="ν-expressions: state bound, the most tokens the engine may hold; "
                              "past it the run stops with exit status 3 naming the pattern "
-                             "part no delay bounds (default 200000)")
+                             "part no delay bounds (default 2000000 compiled, 200000 "
+                             "interpreted)")
+    parser.add_argument("--nu-engine", choices=("auto", "compiled", "interpreted"),
+                        help="ν-expressions: the compiled token game (numba; search mode, "
+                             "one node per variable, a bounded number of links per match) or "
+                             "the interpreted one (every pattern and mode); both report the "
+                             "same matches. Default auto: compiled where it can run")
     parser.add_argument("--anchored", action="store_true",
                         help="ν-expressions: match from the stream's first link, reading "
                              "every link (the paper's tool's semantics; default: a match "

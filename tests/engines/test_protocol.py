@@ -84,7 +84,9 @@ SPREAD = parse_ddst("QUERY spread; VERTICES A:x, B, C; EDGES AB: A -> B [x]; BC:
 CASES = {
     "subgraph": Case("graphcep.engines.subgraph.engine:SubgraphEngine",
                      lambda: jobs.as_job(TRIANGLE).bind(S), netflow),
-    "nu": Case("graphcep.engines.nu.engine:NuEngine", lambda: jobs.as_job(TRIANGLE_NU), netflow),
+    **{f"nu-{name}": Case(f"{module}:{cls}",
+                          lambda name=name: jobs.as_job(TRIANGLE_NU, engine=name), netflow)
+       for name, (module, cls) in importlib.import_module("graphcep.jobs.nu").ENGINES.items()},
     **{name: Case(f"{module}:{cls}",
                   lambda name=name: jobs.as_job(SPREAD, engine=name), labelled)
        for name, (module, cls) in importlib.import_module("graphcep.jobs.ddst").ENGINES.items()},

@@ -66,7 +66,7 @@ KINDS: tuple[JobKind, ...] = (
             "DDST query", ("ddst_engine", "signature_p", "signature_seed", "ddst_report",
                            "max_window_edges")),
     JobKind("nu", "graphcep.jobs.nu", (".nu", ".autom"), "graphcep.lang.nu:looks_like_nu",
-            "ν-expression", ("max_tokens", "anchored")),
+            "ν-expression", ("max_tokens", "anchored", "nu_engine")),
     JobKind("subs", "graphcep.jobs.sequences", (".subs",),
             "graphcep.lang.sequences:looks_like_subscriptions",
             "subscriptions file", ("key", "symbol", "subs_engine")),
@@ -78,7 +78,7 @@ KINDS: tuple[JobKind, ...] = (
 #: The kind-specific options in the order messages name them (as --help lists them).
 _OPTION_ORDER = ("query_name", "window", "max_duration", "homomorphic", "max_window_edges",
                  "ddst_engine", "signature_p", "signature_seed", "ddst_report", "max_tokens",
-                 "anchored", "key", "symbol", "subs_engine")
+                 "anchored", "nu_engine", "key", "symbol", "subs_engine")
 
 
 def kind_of(path: str) -> JobKind:

@@ -25,23 +25,33 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import pyarrow as pa
 
+from graphcep.engines.base import Engine
 from graphcep.engines.nu.automaton import compile_pattern
 from graphcep.engines.nu.engine import MODES, NuEngine
+from graphcep.engines.nu.tables import ineligibility
 from graphcep.events import format_seconds
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import Extent, JobBase
 from graphcep.patterns.nu import NuPattern, NuPatternError
 from graphcep.patterns.subgraph import QueryError
 
-#: The engines this kind runs (the protocol suite runs each).
-ENGINES: dict[str, tuple[str, str]] = {"nu": ("graphcep.engines.nu.engine", "NuEngine")}
-#: The token bound unless told otherwise (``--max-tokens``).
-DEFAULT_MAX_TOKENS = 200_000
+#: The engines this kind runs (the protocol suite runs each): ``--nu-engine`` name ->
+#: (module, class). Both give the same matches; ``auto`` picks the compiled one where it
+#: can run (:func:`graphcep.engines.nu.tables.ineligibility`).
+ENGINES: dict[str, tuple[str, str]] = {
+    "compiled": ("graphcep.engines.nu.compiled", "CompiledNuEngine"),
+    "interpreted": ("graphcep.engines.nu.engine", "NuEngine"),
+}
+ENGINE_CHOICES = ("auto", *ENGINES)
+#: The token bound unless told otherwise (``--max-tokens``), per engine: a compiled token
+#: is one row of integers (about 100-300 bytes), an interpreted one a tree of Python
+#: objects (about ten times that).
+DEFAULT_MAX_TOKENS = {"compiled": 2_000_000, "interpreted": 200_000}
 
 #: Options of other kinds a ν-expression has no use for, with what it does instead.
 NOT_FOR = {
@@ -63,9 +73,9 @@ def load(path: str, options: Mapping[str, Any]) -> NuJob:
     from graphcep.lang.nu_autom import parse_autom_file
 
     mode = "anchored" if options.get("anchored") else "search"
-    max_tokens = options.get("max_tokens") or DEFAULT_MAX_TOKENS
     parse = parse_autom_file if str(path).lower().endswith(".autom") else parse_nu_file
-    return NuJob(parse(path), mode, max_tokens)
+    return NuJob(parse(path), mode, options.get("max_tokens"),
+                 options.get("nu_engine") or "auto")
 
 
 def accepts(pattern: Any) -> bool:
@@ -74,7 +84,7 @@ def accepts(pattern: Any) -> bool:
 
 
 def from_pattern(pattern: NuPattern, **options: Any) -> NuJob:
-    """A ν-expression as a job (``mode=``, ``max_tokens=``)."""
+    """A ν-expression as a job (``mode=``, ``max_tokens=``, ``engine=``)."""
     return NuJob(pattern, **options)
 
 
@@ -84,19 +94,41 @@ class NuJob(JobBase):
 
     pattern: NuPattern
     mode: str = "search"
-    max_tokens: int = DEFAULT_MAX_TOKENS
+    max_tokens: int | None = None  # None: the engine's default (DEFAULT_MAX_TOKENS)
+    engine: str = "auto"
+    #: the engine ``engine`` comes to for this pattern and mode (set on creation)
+    chosen: str = field(init=False, default="interpreted", compare=False)
 
     output: ClassVar[MatchFormat] = SAL_MATCHES
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:
             raise QueryError(f"mode must be one of {', '.join(MODES)}, got {self.mode!r}")
-        if self.max_tokens < 1:
+        if self.max_tokens is not None and self.max_tokens < 1:
             raise QueryError("max_tokens must be at least 1")
+        if self.engine not in ENGINE_CHOICES:
+            raise QueryError(f"unknown ν engine {self.engine!r}: choose one of "
+                             f"{', '.join(ENGINE_CHOICES)}")
         try:
-            compile_pattern(self.pattern)
+            automaton = compile_pattern(self.pattern)
         except NuPatternError as err:
             raise QueryError(f"pattern {self.pattern.name!r}: {err}") from None
+        why = self._not_compiled(automaton)
+        if self.engine == "compiled" and why is not None:
+            raise QueryError(f"pattern {self.pattern.name!r}: the compiled engine cannot run "
+                             f"it ({why}); use --nu-engine interpreted")
+        object.__setattr__(self, "chosen", "compiled" if why is None and
+                           self.engine != "interpreted" else "interpreted")
+
+    def _not_compiled(self, automaton) -> str | None:
+        """Why the compiled engine cannot run this job (None: it can)."""
+        if self.mode != "search":
+            return "it runs search mode only"
+        return ineligibility(automaton)
+
+    @property
+    def token_bound(self) -> int:
+        return self.max_tokens or DEFAULT_MAX_TOKENS[self.chosen]
 
     @property
     def name(self) -> str:
@@ -128,11 +160,15 @@ class NuJob(JobBase):
     def orient(self, edges: pa.Table) -> pa.Table:
         return edges  # a link is read from src to dst
 
-    def new_engine(self, threads: int | None = 1) -> NuEngine:
-        return NuEngine(self.pattern, mode=self.mode, max_tokens=self.max_tokens)
+    def new_engine(self, threads: int | None = 1) -> Engine:
+        if self.chosen == "compiled":
+            from graphcep.engines.nu.compiled import CompiledNuEngine
+
+            return CompiledNuEngine(self.pattern, max_tokens=self.token_bound)
+        return NuEngine(self.pattern, mode=self.mode, max_tokens=self.token_bound)
 
     def summary_fields(self) -> dict[str, Any]:
-        return {"mode": self.mode}
+        return {"mode": self.mode, "nu_engine": self.chosen}
 
     @property
     def reads_events(self) -> bool:
@@ -157,7 +193,7 @@ class NuJob(JobBase):
             (f"span: at most {format_seconds(int(span))} s from a match's first link to its "
              f"last; Spark shards warm up on it" if span != math.inf else
              f"span: unbounded -- {unbounded.text()!r} has no delay bounding it, so waiting "
-             f"tokens never expire (the run stops at {self.max_tokens:,} tokens) and "
+             f"tokens never expire (the run stops at {self.token_bound:,} tokens) and "
              "Spark runs it in one task"),
             f"plan: {self.new_engine().describe()}",
             "",
