@@ -108,7 +108,10 @@ class CompiledNuEngine(EngineBase):
                 "edges": len(seqs)}
 
     def describe(self) -> str:
-        return self._interpreted.describe() + "; compiled (tokens as integer rows, numba)"
+        bound = self._interpreted.describe().split("; ")[-1]
+        return ("compiled token game (numba): tokens as integer rows, each link advances the "
+                "tokens waiting for a link between its two nodes (indexed by both ends); "
+                f"every link starts an attempt; {bound}")
 
     def state(self) -> dict:
         if self._events:
@@ -151,7 +154,7 @@ class CompiledNuEngine(EngineBase):
             kernel.read_links(t, us, vs, seq, begin, self.max_tokens, self.tables.arrays,
                               self._starts, self._tok, self._deadline, self._stamp,
                               self._htab, self._ent_tok, self._ent_next, self._head,
-                              self._tail, self._pkeys, self._pbuckets, self._scratch, self._hashes, self._cand,
+                              self._tail, self._pkeys, self._pbuckets, self._scratch, self._cand,
                               self._reports, self._counters)
             self._drain(rows)
             status = int(self._counters[kernel.STATUS])
@@ -164,8 +167,8 @@ class CompiledNuEngine(EngineBase):
             if status == kernel.WITNESS_FULL:
                 raise AssertionError("a match read more links than the pattern's longest")
             if status == kernel.NEED_SCRATCH:
-                self._scratch = np.zeros((2 * len(self._scratch), self.tables.width), np.int64)
-                self._hashes = np.zeros(len(self._scratch), np.uint64)
+                self._scratch = np.zeros((2 * len(self._scratch), self.tables.identity),
+                                         np.int64)
                 self._cand = np.zeros(2 * len(self._cand), np.int64)
             elif status == kernel.NEED_REPORTS:
                 self._reports = np.zeros((2 * len(self._reports), self.tables.width), np.int64)
@@ -245,8 +248,7 @@ class CompiledNuEngine(EngineBase):
         self._htab = np.full(2 * capacity, -1, np.int64)
         self._ent_tok = np.zeros(0, np.int64)
         self._grow_entries(2 * capacity)
-        self._scratch = np.zeros((256, width), np.int64)
-        self._hashes = np.zeros(256, np.uint64)
+        self._scratch = np.zeros((256, self.tables.identity), np.int64)
         self._cand = np.zeros(1024, np.int64)
         self._reports = np.zeros((256, width), np.int64)
         self._counters = np.zeros(16, np.int64)

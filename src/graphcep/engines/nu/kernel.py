@@ -106,10 +106,10 @@ def _same(a, b, identity):
 
 
 @nb.njit(cache=True, inline="always")
-def _copy(dst, src):
+def _copy(dst, src, count):
     # a plain loop: numba's slice assignment checks for overlap and may copy through a
     # temporary array
-    for i in range(src.shape[0]):
+    for i in range(count):
         dst[i] = src[i]
 
 
@@ -147,7 +147,7 @@ def _read(src, dst, tr, node, now, tab):
                     return False  # not fresh
         elif src[val0 + arg] != node:
             return False  # read mode: the node it holds
-    _copy(dst, src)
+    _copy(dst, src, shape[SH_IDENTITY])
     if kind == KIND_VAR:
         dst[val0 + arg] = node
         dst[held0 + arg] = node
@@ -182,7 +182,7 @@ def _epsilon(src, dst, tr, now, tab):
         value = 0 if start == NONE else now - start
         if value < tab[tab[G_LOW] + g] or value > tab[tab[G_HIGH] + g]:
             return False
-    _copy(dst, src)
+    _copy(dst, src, shape[SH_IDENTITY])
     pend, stop = tab[tab[EP_PEND] + tr], tab[tab[EP_STOP] + tr]
     if pend or stop:
         for c in range(clocks):
@@ -204,15 +204,16 @@ def _epsilon(src, dst, tr, now, tab):
 
 
 @nb.njit(cache=True)
-def _closure_of(scratch, hashes, todo, row, end, now, tab):
+def _closure_of(scratch, todo, row, end, now, tab):
     """The ε-closure of ``scratch[row]`` (itself first) appended at ``end``, equal rows
     once, in the interpreted game's order (depth first, rows in the order met); the new
-    end, or -1 when ``scratch`` is full. ``todo``: a stack as long as ``scratch``."""
+    end, or -1 when ``scratch`` is full. ``todo``: a stack as long as ``scratch``. Rows of
+    ``scratch`` hold a token's identity only: the witness is the source token's and the
+    link's, added when a token is produced."""
     identity = tab[tab[SHAPE] + SH_IDENTITY]
     if end >= scratch.shape[0]:
         return -1
-    _copy(scratch[end], scratch[row])
-    hashes[end] = _hash(scratch[end], identity)
+    _copy(scratch[end], scratch[row], identity)
     begin = end
     end += 1
     todo[0] = begin
@@ -226,15 +227,13 @@ def _closure_of(scratch, hashes, todo, row, end, now, tab):
                 return -1
             if not _epsilon(scratch[cur], scratch[end], tr, now, tab):
                 continue
-            h = _hash(scratch[end], identity)
             seen = False
-            for j in range(begin, end):
-                if h == hashes[j] and _same(scratch[j], scratch[end], identity):
+            for j in range(begin, end):  # a closure has a few rows: compare, no hashing
+                if _same(scratch[j], scratch[end], identity):
                     seen = True
                     break
             if seen:
                 continue
-            hashes[end] = h
             todo[top] = end
             top += 1
             end += 1
@@ -399,14 +398,15 @@ def _candidates(u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys, pbuck
 
 
 @nb.njit(cache=True)
-def _produce(row, now, tok, deadline, stamp, htab, counters, first_new, reports, tab):
-    """A token produced by the current link (its witness already appended): report it if
-    final and new for this link, store it if new. False when the token or report arrays
-    are full (the caller undoes the link)."""
+def _produce(row, source, link, tok, deadline, stamp, htab, counters, first_new, reports, tab):
+    """A token produced by the current link (``row``: its identity; its witness is
+    ``source``'s and ``link``): report it if final and new for this link, store it if
+    new. 1 done, 0 when the token or report arrays are full (the caller undoes the link),
+    -1 when the witness is full."""
     if not tab[tab[HAS_EV] + row[LOC]]:
         # nothing can advance it: reported if final (repeats of a report are dropped by
         # the caller), never stored
-        return _report(row, reports, counters, tab)
+        return _report(row, source, link, reports, counters, tab)
     identity = tab[tab[SHAPE] + SH_IDENTITY]
     link_no = counters[LINK_NO]
     n = counters[N_TOKENS]
@@ -418,58 +418,66 @@ def _produce(row, now, tok, deadline, stamp, htab, counters, first_new, reports,
         # a slot at or past n was stored by a link undone since (see read_links)
         if slot < n and _same(tok[slot], row, identity):
             if slot >= first_new or stamp[slot] == link_no:
-                return True  # produced already while this link was read
+                return 1  # produced already while this link was read
             stamp[slot] = link_no
-            return _report(row, reports, counters, tab)
+            return _report(row, source, link, reports, counters, tab)
         at = (at + 1) & mask
     if n >= tok.shape[0]:
-        return False
-    _copy(tok[n], row)
+        return 0
+    if not _witnessed(tok[n], row, source, link, tab):
+        return -1
     deadline[n] = deadline_of(row, tab)
     stamp[n] = link_no
     htab[at] = n
     counters[N_TOKENS] = n + 1
-    return _report(row, reports, counters, tab)
+    return _report(row, source, link, reports, counters, tab)
 
 
 @nb.njit(cache=True)
-def _report(row, reports, counters, tab):
+def _report(row, source, link, reports, counters, tab):
     if not tab[tab[FINAL] + row[LOC]]:
-        return True
+        return 1
     r = counters[N_REPORTS]
     if r >= reports.shape[0]:
-        return False
-    _copy(reports[r], row)
+        return 0
+    if not _witnessed(reports[r], row, source, link, tab):
+        return -1
     counters[N_REPORTS] = r + 1
-    return True
+    return 1
 
 
 @nb.njit(cache=True)
-def _with_link(row, t, u, v, seq, lab_u, lab_v, tab):
-    """Append the link to the row's witness; False when the witness is full."""
+def _witnessed(dst, row, source, link, tab):
+    """``dst``: the identity ``row``, and the witness of ``source`` with ``link`` (time,
+    source, target, arrival, the two labels) after it; False when it is full."""
     base = tab[tab[SHAPE] + SH_IDENTITY]
-    count = row[base]
+    count = source[base]
     if count >= tab[tab[SHAPE] + SH_LINKS]:
         return False
-    at = base + 1 + LINK_FIELDS * count
-    row[at], row[at + 1], row[at + 2], row[at + 3] = t, u, v, seq
-    row[at + 4], row[at + 5] = lab_u, lab_v
-    row[base] = count + 1
+    _copy(dst, row, base)
+    at = base + 1
+    for i in range(LINK_FIELDS * count):
+        dst[at + i] = source[at + i]
+    at += LINK_FIELDS * count
+    for i in range(LINK_FIELDS):
+        dst[at + i] = link[i]
+    dst[base] = count + 1
     return True
 
 
 @nb.njit(cache=True)
 def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp, htab,
-               ent_tok, ent_next, head, tail, pkeys, pbuckets, scratch, hashes, cand, reports,
-               counters):
+               ent_tok, ent_next, head, tail, pkeys, pbuckets, scratch, cand, reports, counters):
     """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
     stored token waiting for the source tries the link; see the module docstring."""
     most_keys = max(1, tab[tab[SHAPE] + SH_NEXT])
     keys = np.empty(most_keys, np.int64)
     todo = np.empty(scratch.shape[0], np.int64)
+    link = np.empty(LINK_FIELDS, np.int64)
     counters[STATUS] = DONE
     for i in range(begin, ts.shape[0]):
         now, u, v, seq = ts[i], us[i], vs[i], seqs[i]
+        link[0], link[1], link[2], link[3] = now, u, v, seq
         first_new = counters[N_TOKENS]
         first_report = counters[N_REPORTS]
         counters[LINK_NO] += 1
@@ -485,7 +493,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
             for tr_u in range(tab[tab[EV_PTR] + loc], tab[tab[EV_PTR] + loc + 1]):
                 if not _read(source, scratch[0], tr_u, u, now, tab):
                     continue
-                mid_end = _closure_of(scratch, hashes, todo, 0, 1, now, tab)
+                mid_end = _closure_of(scratch, todo, 0, 1, now, tab)
                 if mid_end < 0:
                     status = NEED_SCRATCH
                     break
@@ -497,21 +505,22 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                             break
                         if not _read(scratch[m], scratch[mid_end], tr_v, v, now, tab):
                             continue
-                        end = _closure_of(scratch, hashes, todo, mid_end, mid_end + 1,
-                                          now, tab)
+                        end = _closure_of(scratch, todo, mid_end, mid_end + 1, now, tab)
                         if end < 0:
                             status = NEED_SCRATCH
                             break
                         for e in range(mid_end + 1, end):
                             if tab[tab[MIDDLE] + scratch[e, LOC]]:
                                 continue
-                            if not _with_link(scratch[e], now, u, v, seq, tr_u, tr_v, tab):
+                            link[4], link[5] = tr_u, tr_v
+                            done = _produce(scratch[e], source, link, tok, deadline, stamp,
+                                            htab, counters, first_new, reports, tab)
+                            if done < 0:
                                 status = WITNESS_FULL
-                                break
-                            if not _produce(scratch[e], now, tok, deadline, stamp, htab,
-                                            counters, first_new, reports, tab):
+                            elif done == 0:
                                 status = NEED_TOKENS if counters[N_REPORTS] < \
                                     reports.shape[0] else NEED_REPORTS
+                            if status != DONE:
                                 break
                         if status != DONE:
                             break
