@@ -18,6 +18,7 @@ from graphcep.io.readers import read_edges
 from graphcep.io.tes import parse_tes
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.nu_autom import parse_autom, parse_autom_file
+from tests.engines.test_nu_matina import accepts
 from tests.paths import FIXTURES
 
 VECTORS = FIXTURES / "matina"
@@ -29,14 +30,6 @@ DIFFERENT = {"arrow|arrow", "ecoutePaire|ecoutePaire", "eight|eight",
              "emptyResetClosedInterval|emptyResetClosedInterval", "epsilon|epsilon",
              "simple_relation|simple_relation", "equality_quirk|1 a",
              "float_drift|0.1 a 0.1 b 0.1 c"}
-
-
-def accepts(pattern, events) -> bool:
-    """Anchored, a report made while reading the last event says the whole sequence is
-    accepted: push all but it, then it alone."""
-    engine = NuEngine(pattern, mode="anchored")
-    engine.push(events.slice(0, events.num_rows - 1))
-    return engine.push(events.slice(events.num_rows - 1)).num_rows > 0
 
 
 def accepted(automaton: str, sequence: str) -> bool:

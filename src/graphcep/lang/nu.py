@@ -55,6 +55,7 @@ from graphcep.lang.tokens import (
     TokenCursor,
     _Scanner,
     emit_number,
+    name_of_file,
     read_source,
     scan_tokens,
 )
@@ -135,10 +136,7 @@ def parse_nu(text: str, name: str = "pattern", source: str = "<query>") -> NuPat
 def parse_nu_file(path: str | Path) -> NuPattern:
     """Parse a ``.nu`` file (UTF-8, a leading byte order mark allowed); the pattern is
     named after the file's stem."""
-    text = read_source(path)
-    stem = Path(path).stem
-    name = stem if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stem) else "pattern"
-    return parse_nu(text, name, str(path))
+    return parse_nu(read_source(path), name_of_file(path), str(path))
 
 
 def _variables(tokens: list[Token]) -> set[str]:

@@ -44,7 +44,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from graphcep.lang.errors import QuerySyntaxError
-from graphcep.lang.tokens import read_source
+from graphcep.lang.tokens import name_of_file, read_source
 from graphcep.patterns.nu import AnyNode, Const, NodeTerm, Var
 from graphcep.patterns.nu_autom import AutomatonPattern, AutomState, AutomTransition, Condition
 
@@ -283,7 +283,4 @@ def _conditions(guard: Guard) -> tuple[Condition, ...]:
 def parse_autom_file(path: str | Path) -> AutomatonPattern:
     """Parse an ``.autom`` file (UTF-8, a leading byte order mark allowed); the pattern is
     named after the file's stem."""
-    text = read_source(path)
-    stem = Path(path).stem
-    name = stem if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stem) else "pattern"
-    return parse_autom(text, name, str(path))
+    return parse_autom(read_source(path), name_of_file(path), str(path))

@@ -346,3 +346,10 @@ class TokenCursor:
 
     def accept_kw(self, word: str) -> Token | None:
         return self.next() if self.peek().is_keyword(word) else None
+
+
+def name_of_file(path: str | Path) -> str:
+    """A pattern's name from its file: the stem, or ``pattern`` when the stem is not a
+    name."""
+    stem = Path(path).stem
+    return stem if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stem) else "pattern"

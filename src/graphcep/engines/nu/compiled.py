@@ -32,7 +32,7 @@ import pyarrow.compute as pc
 
 from graphcep.engines.base import EngineBase
 from graphcep.engines.nu import kernel
-from graphcep.engines.nu.engine import NuEngine, Token, match_row
+from graphcep.engines.nu.engine import NuEngine, Token, counted, match_row
 from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
 from graphcep.events import MATCH_SCHEMA
 from graphcep.patterns.nu import NuPattern
@@ -83,11 +83,7 @@ class CompiledNuEngine(EngineBase):
         if self._events or pc.any(pc.equal(dst, "")).as_py():
             return self._push_events(batch)
         us, vs = self._node_ids(batch.column("src"), dst)
-        rows = self._read(t, us, vs, seq)
-        self.edges_seen += batch.num_rows
-        self.matches_found += len(rows)
-        return pa.Table.from_pylist(rows, schema=MATCH_SCHEMA) if rows else \
-            MATCH_SCHEMA.empty_table()
+        return counted(self, batch.num_rows, self._read(t, us, vs, seq))
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No link before ``watermark_us`` will come: tokens it makes too late are gone."""

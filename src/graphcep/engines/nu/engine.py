@@ -159,10 +159,7 @@ class NuEngine(EngineBase):
                 self._read_event(ti, u, si, rows)
             else:
                 self._read_link(ti, u, v, si, rows)
-        self.edges_seen += batch.num_rows
-        self.matches_found += len(rows)
-        return pa.Table.from_pylist(rows, schema=MATCH_SCHEMA) if rows else \
-            MATCH_SCHEMA.empty_table()
+        return counted(self, batch.num_rows, rows)
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No link before ``watermark_us`` will come: drop the tokens it makes too late."""
@@ -452,6 +449,15 @@ class NuEngine(EngineBase):
             return
         self._reported.add(key)
         rows.append(match_row(self.pattern.name, token.first_t, now, bindings, witness))
+
+
+def counted(engine: EngineBase, links: int, rows: list[dict]) -> pa.Table:
+    """The match rows an engine found in a batch of ``links`` links, counted in its
+    counters."""
+    engine.edges_seen += links
+    engine.matches_found += len(rows)
+    return pa.Table.from_pylist(rows, schema=MATCH_SCHEMA) if rows else \
+        MATCH_SCHEMA.empty_table()
 
 
 def match_row(name: str, first_t: int, last_t: int, bindings: tuple[tuple[str, str], ...],
