@@ -5,6 +5,7 @@
     graphcep demo                                   generate netflow, run the paper's queries on Spark
     graphcep run QUERY.sal --input PATH [options]   all matches of a query over a stream
     graphcep run QUERY.ddst --input PATH [options]  the same for a DDST event pattern
+    graphcep subscribe SUBS --input PATH [options]  run for a subscriptions file (.subs)
     graphcep explain QUERY.sal|QUERY.ddst           parsed query, derived extent, plan
     graphcep stream QUERY.sal --source … --checkpoint DIR   continuous matching (Spark streaming)
     graphcep gen netflow --edges N ... --output F   reproducible synthetic netflow
@@ -74,7 +75,7 @@ from graphcep.runtime.widening.report import describe_widening, level_lines, wid
 from graphcep.stream_command import add_parser as add_stream_parser
 from graphcep.timing import Phases, process_age
 
-FORMATS = (*LINE_FORMATS, "parquet", "tes")
+FORMATS = (*LINE_FORMATS, "parquet", "tes", "seq")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -150,37 +151,35 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed ν-expression "
                                    "(.nu), timed ν-automaton (.autom) or subscriptions (.subs); "
                                    "the kind is read from the name, else from the text")
-    run.add_argument("--input", "-i", required=True, nargs="+", type=path_option, help="edge file(s) or directory")
-    run.add_argument("--format", "-f", choices=FORMATS, help="input format (default: from the name)")
-    run.add_argument("--output", "-o", type=path_option, help="matches.jsonl, matches.parquet, matches.dot "
-                                            "(Graphviz) or - (console, default)")
-    run.add_argument("--output-format", choices=SINK_FORMATS,
-                     help="format of --output when its name does not say it (-o /dev/null "
-                          "--output-format jsonl)")
+    _add_io_arguments(run)
     run.add_argument("--engine", choices=("spark", "local"),
                      help="spark (default; embedded local[*] unless --master) or in-process "
                           "(local; the default with --pww)")
     add_sal_arguments(run)
-    add_spark_arguments(run)
-    add_input_arguments(run)
-    run.add_argument("--rejects", default="rejects.jsonl", type=path_option,
-                     help="where malformed lines go, with line number and reason "
-                          "(default rejects.jsonl)")
-    run.add_argument("--shards", type=count_option(1), metavar="N",
-                     help="Spark: number of time shards (default: from the input's size)")
-    run.add_argument("--limit", type=count_option(0), default=20, metavar="N",
-                     help="matches printed on the console (default 20; the rest are counted)")
-    add_summary_argument(run)
-    run.add_argument("--profile", action="store_true",
-                     help="print where the time went, phase by phase (Python start-up, "
-                          "imports, Spark start-up, reading, matching, writing), on stderr; "
-                          "with --summary json also as \"phases\" in the summary")
+    _add_run_arguments(run)
     add_ddst_arguments(run)
     add_nu_arguments(run)
     add_subscription_arguments(run)
     add_state_bound_argument(run)
     add_pww_arguments(run)
     run.set_defaults(handler=cmd_run)
+
+    subscribe = sub.add_parser(
+        "subscribe", help="notify every occurrence of a subscriptions file's patterns",
+        description="graphcep run for a subscriptions file (.subs): every occurrence of its "
+                    "patterns in each key's sequence, read from a plain sequence (.seq: "
+                    "symbols, optionally 'KEY: sym sym ...' lines) or from any edge file "
+                    "(--key and --symbol name its fields). In-process unless --engine spark.")
+    subscribe.add_argument("query", metavar="SUBS",
+                           help="subscriptions file: one 'id: pattern' per line (.subs, or "
+                                "any name whose text reads so; another kind is refused)")
+    _add_io_arguments(subscribe)
+    subscribe.add_argument("--engine", choices=("spark", "local"), default="local",
+                           help="in-process (local, default) or spark (embedded local[*] "
+                                "unless --master; partitioned by --key)")
+    _add_run_arguments(subscribe)
+    add_subscription_arguments(subscribe)
+    subscribe.set_defaults(handler=cmd_subscribe, query_kind="subs")
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
     explain.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed "
@@ -227,6 +226,39 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _add_io_arguments(parser: argparse.ArgumentParser) -> None:
+    """What a run reads and writes (``run`` and ``subscribe``)."""
+    parser.add_argument("--input", "-i", required=True, nargs="+", type=path_option,
+                        help="edge file(s) or directory")
+    parser.add_argument("--format", "-f", choices=FORMATS,
+                        help="input format (default: from the name)")
+    parser.add_argument("--output", "-o", type=path_option,
+                        help="matches.jsonl, matches.parquet, matches.dot (Graphviz) or - "
+                             "(console, default)")
+    parser.add_argument("--output-format", choices=SINK_FORMATS,
+                        help="format of --output when its name does not say it (-o /dev/null "
+                             "--output-format jsonl)")
+
+
+def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    """How a run goes and reports (``run`` and ``subscribe``)."""
+    add_spark_arguments(parser)
+    add_input_arguments(parser)
+    parser.add_argument("--rejects", default="rejects.jsonl", type=path_option,
+                        help="where malformed lines go, with line number and reason "
+                             "(default rejects.jsonl)")
+    parser.add_argument("--shards", type=count_option(1), metavar="N",
+                        help="Spark: number of time shards (default: from the input's size)")
+    parser.add_argument("--limit", type=count_option(0), default=20, metavar="N",
+                        help="matches printed on the console (default 20; the rest are "
+                             "counted)")
+    add_summary_argument(parser)
+    parser.add_argument("--profile", action="store_true",
+                        help="print where the time went, phase by phase (Python start-up, "
+                             "imports, Spark start-up, reading, matching, writing), on "
+                             "stderr; with --summary json also as \"phases\" in the summary")
+
+
 # -- run --------------------------------------------------------------------------------
 
 
@@ -255,6 +287,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         if fmt == "tes" and not job.reads_events:
             raise QueryError(f"a time-event sequence (tes) holds events, not links: only "
                              f"ν-expressions read it, and {job.name!r} is not one")
+        if fmt == "seq" and not job.reads_symbols:
+            raise QueryError(f"a plain sequence (seq) holds symbols, not links: only "
+                             f"subscriptions files read it, and {job.name!r} is not one")
         options = reader_options(args)
     rejects = RejectLog(args.rejects)
     output = job.output
@@ -283,10 +318,29 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 
 def _make_job(args: argparse.Namespace, fmt: str | None) -> ReplayJob:
-    """The query file as a job of its kind (:func:`graphcep.jobs.load`)."""
+    """The query file as a job of its kind (:func:`graphcep.jobs.load`; ``subscribe``
+    reads it as a subscriptions file)."""
     from graphcep import jobs
 
-    return jobs.load(args.query, job_options(args, fmt))
+    kind = getattr(args, "query_kind", None)
+    return jobs.load(args.query, job_options(args, fmt),
+                     jobs.kind_named(kind) if kind else None)
+
+
+# -- subscribe --------------------------------------------------------------------------
+
+
+def cmd_subscribe(args: argparse.Namespace) -> int:
+    """``graphcep run`` for a subscriptions file: a file whose name or text says it is
+    another kind of query is refused; any other is read as subscriptions (whose parser
+    then says what is wrong with it)."""
+    from graphcep import jobs
+
+    said = jobs.said_kind(args.query)
+    if said is not None and said.name != "subs" and Path(args.query).is_file():
+        raise QueryError(f"{args.query} is a {said.label}, not a subscriptions file: "
+                         "graphcep subscribe runs subscriptions (use graphcep run)")
+    return cmd_run(args)
 
 
 def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None]) -> None:

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
 from graphcep.cli import main
+from tests.paths import EXAMPLES
 from tests.sequences_oracle import occurrences
 
 FLOWS = "t,src,dst\n0,h,22\n1,h,80\n2,g,22\n3,h,22\n4,h,80\n5,h,443\n6,g,80\n"
@@ -100,3 +102,136 @@ def test_spark_partitions_by_key_and_equals_the_oracle(tmp_path, capsys, spark):
                            for r in map(json.loads, out.read_text().splitlines())}
     assert summary["strategy"] == "keys"
     assert results["spark"] == results["local"] and len(results["local"]) > 100
+
+
+# -- graphcep subscribe and plain sequences (.seq) --------------------------------------
+
+
+def items_of(pattern):
+    """A pattern's text as the oracle's items: constants as text, variables as tuples."""
+    return tuple((item[1:],) if item.startswith("@") else item for item in pattern.split("."))
+
+
+def subscribe(*args, capsys):
+    """``graphcep subscribe`` with a JSON summary: (status, notifications, summary)."""
+    out = args[args.index("-o") + 1]
+    status = main(["subscribe", *args, "--summary", "json"])
+    summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    notes = {(r["subscription"], r["key"], r["start"], r["end"])
+             for r in map(json.loads, Path(out).read_text().splitlines())}
+    return status, notes, summary
+
+
+def oracle(subs, sequences):
+    """Every occurrence, by brute force from Definitions 1-2, per key."""
+    return {(sid, key, start, start + len(items_of(text)) - 1)
+            for sid, text in subs.items() for key, seq in sequences.items()
+            for start, _ in occurrences(items_of(text), seq)}
+
+
+FIGURE = {"P1": "a", "P2": "a.@x.b", "P3": "a.c", "P4": "a.@x.b.@x", "P5": "a.c.b.a",
+          "P6": "a.c.b.b"}
+MORE = {"back": "@x.@y.@x", "pair": "@a.@b", "same": "@a.@a", "cv": "c.@v.@w"}
+
+
+@pytest.mark.parametrize("engine", ["tree", "naive"])
+def test_subscribe_figures_3_4_from_a_seq_file_equal_the_oracle(tmp_path, capsys, engine):
+    subs = tmp_path / "figure.subs"
+    subs.write_text("".join(f"{k}: {v}\n" for k, v in {**FIGURE, **MORE}.items()))
+    seq = EXAMPLES / "subs" / "figure3.seq"
+    out = tmp_path / "notes.jsonl"
+    status, notes, summary = subscribe(str(subs), "--input", str(seq), "-o", str(out),
+                                       "--subs-engine", engine, capsys=capsys)
+    assert status == 0 and summary["engine"] == "local" and summary["rejected"] == 0
+    assert notes == oracle({**FIGURE, **MORE}, {"": list("acbcadb")})
+    # the paper's run: P1 at 0 and 4, P3 at 0, P2 at 0 and 4, P4 at 0; P5, P6 never
+    assert {n for n in notes if n[0] in FIGURE} == {
+        ("P1", "", 0, 0), ("P1", "", 4, 4), ("P3", "", 0, 1), ("P2", "", 0, 2),
+        ("P2", "", 4, 6), ("P4", "", 0, 3)}
+
+
+def test_the_example_files_through_subscribe_on_the_console(capsys):
+    status = main(["subscribe", str(EXAMPLES / "subs" / "figure3.subs"), "--input",
+                   str(EXAMPLES / "subs" / "figure3.seq")])
+    text = capsys.readouterr().out
+    assert status == 0 and "figure3: 6 matches in 7 edges (0 rejected)" in text
+    assert "subscription=P4  key=  positions 0..3  0s .. 3s  @x=c  seqs=1,2,3,4" in text
+
+
+def test_keyed_sequences_with_rejects(tmp_path, capsys):
+    lines = ["# two hosts", "h1: 22 80 22", "h2: 22 443", "h1: 80 22", "h2:", "h2: 22 a:b",
+             "h2: 443 22"]
+    (tmp_path / "ports.seq").write_text("\n".join(lines) + "\n")
+    subs = {"probe": "22.@x.22.@x", "back": "@a.@b.@a"}
+    (tmp_path / "s.subs").write_text("".join(f"{k}: {v}\n" for k, v in subs.items()))
+    out, rejects = tmp_path / "notes.jsonl", tmp_path / "rejects.jsonl"
+    status, notes, summary = subscribe(str(tmp_path / "s.subs"), "--input",
+                                       str(tmp_path / "ports.seq"), "-o", str(out),
+                                       "--rejects", str(rejects), capsys=capsys)
+    assert status == 0 and summary["rejected"] == 2 and summary["lines"] == 7
+    sequences = {"h1": ["22", "80", "22", "80", "22"], "h2": ["22", "443", "443", "22"]}
+    assert notes == oracle(subs, sequences) and ("probe", "h1", 0, 3) in notes
+    bad = [json.loads(line) for line in rejects.read_text().splitlines()]
+    assert [(r["line"], r["reason"].split(" (")[0]) for r in bad] == [
+        (5, "key 'h2' has no symbols"), (6, "':' in the symbol 'a:b'")]
+
+
+def test_subscribe_with_a_csv_and_other_fields(tmp_path, capsys):
+    subs, flows = write(tmp_path)
+    out = tmp_path / "out.jsonl"
+    status, notes, _ = subscribe(subs, "--input", flows, "--key", "dst", "--symbol", "src",
+                                 "-o", str(out), capsys=capsys)
+    assert status == 0 and {n[:3] for n in notes} == expected("dst", "src")
+
+
+def one_line_error(capsys, argv, *words):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("graphcep: "), err
+    for word in words:
+        assert word in err, err
+
+
+def test_subscribe_refuses_other_kinds_of_query(tmp_path, capsys):
+    seq = str(EXAMPLES / "subs" / "figure3.seq")
+    one_line_error(capsys, ["subscribe", str(EXAMPLES / "triangle.sal"), "--input", seq],
+                   "is a SAL program, not a subscriptions file")
+    ddst = tmp_path / "pair.txt"  # the text says what it is
+    ddst.write_text("VERTICES A, B; EDGES x: A -> B; WITHIN 5 s")
+    one_line_error(capsys, ["subscribe", str(ddst), "--input", seq],
+                   "is a DDST query, not a subscriptions file")
+    plain = tmp_path / "mine.txt"  # nothing says another kind: read as subscriptions
+    plain.write_text("ok: a\nbad: a..b\n")
+    one_line_error(capsys, ["subscribe", str(plain), "--input", seq],
+                   "mine.txt:2:8: subscription 'bad'")
+    one_line_error(capsys, ["subscribe", str(tmp_path / "none.subs"), "--input", seq],
+                   "none.subs")
+    one_line_error(capsys, ["subscribe", str(EXAMPLES / "subs" / "figure3.subs"), "--input",
+                            str(tmp_path / "none.seq")], "none.seq")
+    one_line_error(capsys, ["subscribe", str(EXAMPLES / "subs" / "figure3.subs"), "--input",
+                            seq, "--window", "5"], "--window")
+
+
+@pytest.mark.parametrize("query", ["triangle.sal", "nu/path.nu", "ddst/congestion.ddst"])
+def test_other_kinds_refuse_a_plain_sequence(capsys, query):
+    seq = str(EXAMPLES / "subs" / "figure3.seq")
+    one_line_error(capsys, ["run", str(EXAMPLES / query), "--input", seq, "--engine",
+                            "local"], "a plain sequence (seq) holds symbols, not links")
+    one_line_error(capsys, ["run", str(EXAMPLES / query), "--input",
+                            str(EXAMPLES / "subs" / "figure3.subs"), "--format", "seq",
+                            "--engine", "local"], "plain sequence (seq)")
+
+
+@pytest.mark.spark
+def test_subscribe_on_spark_reads_a_seq_file_as_in_process(tmp_path, capsys, spark):
+    subs = str(EXAMPLES / "subs" / "figure3.subs")
+    (tmp_path / "keyed.seq").write_text("k: a c b\nx y\nk: c a d b\nx x\n")
+    found = {}
+    for engine in ("local", "spark"):
+        out = tmp_path / f"{engine}.jsonl"
+        status, found[engine], summary = subscribe(
+            subs, "--input", str(tmp_path / "keyed.seq"), "--engine", engine, "--master",
+            "local[2]", "-o", str(out), capsys=capsys)
+        assert status == 0 and summary["engine"] == engine
+    assert found["spark"] == found["local"] == oracle(FIGURE, {"k": list("acbcadb"),
+                                                               "": list("xyxx")})

@@ -18,7 +18,7 @@ Decisions
   comments and header lines.
 * The ``vast`` ``Label`` column is dropped when no line of the whole read had one.
 * Format guessing (``fmt=None``): ``.parquet`` -> parquet, ``.jsonl``/``.ndjson`` -> jsonl,
-  ``.tsv`` -> tsv, ``.vast`` -> vast, ``.csv`` -> csv unless its first data line has 19 or
+  ``.tsv`` -> tsv, ``.vast`` -> vast, ``.tes`` -> tes, ``.seq`` -> seq, ``.csv`` -> csv unless its first data line has 19 or
   20 comma-separated fields or is a VAST header (then vast), anything else -> snap. A
   ``.gz`` suffix is looked through (``x.csv.gz`` is csv). When no line of a text file
   gives an edge, its reject reasons end with a hint to check ``--format``
@@ -55,7 +55,6 @@ import pyarrow.parquet as pq
 
 from graphcep.events import EDGE_SCHEMA, concat_edges
 from graphcep.io.formats import (
-    REJECT_SCHEMA,
     REJECT_TEXT_CHARS,
     InputError,
     ReaderOptions,
@@ -67,7 +66,9 @@ from graphcep.io.formats import (
     too_long_reason,
 )
 from graphcep.io.rejects import add_format_hint
+from graphcep.io.seq import parse_seq
 from graphcep.io.tes import parse_tes
+from graphcep.io.token_text import FILE_REJECT_SCHEMA
 
 #: Bits of ``seq`` left for the line number; higher bits hold the file index.
 FILE_INDEX_SHIFT = 40
@@ -77,7 +78,7 @@ _UTF8_BOM = b"\xef\xbb\xbf"
 HEAD_LINES = 64
 
 #: Schema of :attr:`ReadResult.rejects`: the parser's rejects plus the file they came from.
-READ_REJECT_SCHEMA = pa.schema([pa.field("file", pa.string(), nullable=False), *REJECT_SCHEMA])
+READ_REJECT_SCHEMA = FILE_REJECT_SCHEMA
 #: What reading a damaged byte stream raises: a truncated gzip (``EOFError``), a corrupt
 #: one (``zlib.error``, ``gzip.BadGzipFile``), a failing disk (``OSError``).
 _DAMAGE_ERRORS = (EOFError, OSError, zlib.error)
@@ -187,6 +188,8 @@ def _format_from_name(path: Path) -> str:
         return "tsv"
     if last == ".tes":
         return "tes"
+    if last == ".seq":
+        return "seq"
     if last == ".csv":
         return "csv"
     return "snap"
@@ -372,12 +375,15 @@ def _with_file(rejects: pa.Table, name: str) -> pa.Table:
 @dataclass
 class FileRead:
     """What reading one file gave: edge and reject tables, lines read (a damaged file's
-    break counts as one, with its reject row last) and whether it broke off."""
+    break counts as one, with its reject row last), whether it broke off, and its blank
+    and comment lines where a line may hold many edges (None: lines that are neither
+    edges nor rejects)."""
 
     edges: list[pa.Table]
     rejects: list[pa.Table]
     lines: int
     damaged: bool = False
+    skipped: int | None = None
 
 
 def _damage_rejects(name: str, damage: DamagedInputError) -> pa.Table:
@@ -451,11 +457,10 @@ def _true_lengths(bad: pa.Table, cutter: _LineCutter, options: ReaderOptions) ->
     return bad.set_column(bad.schema.get_field_index("reason"), "reason", pa.array(fixed))
 
 
-def read_tes_file(path: Path, name: str | None = None) -> FileRead:
-    """One time-event sequence (:mod:`graphcep.io.tes`); a damaged gzip is an
-    :class:`InputError` naming the file (a sequence's times run on from its start, so
-    nothing after a break could be placed)."""
-    name = name or str(path)
+def read_whole_text(path: Path, name: str) -> str:
+    """A file read whole (through gzip when it is gzip), invalid UTF-8 as U+FFFD; a
+    damaged gzip is an :class:`InputError` naming the file (a sequence's times and
+    positions run on from its start, so nothing after a break could be placed)."""
     try:
         with open_binary(path) as fh:
             data = fh.read()
@@ -463,8 +468,22 @@ def read_tes_file(path: Path, name: str | None = None) -> FileRead:
         if isinstance(err, FileNotFoundError | IsADirectoryError):
             raise
         raise InputError(f"{name}: damaged ({err})") from None
-    edges, rejects, lines = parse_tes(data.decode("utf-8", errors="replace"), name)
+    return data.decode("utf-8", errors="replace")
+
+
+def read_tes_file(path: Path, name: str | None = None) -> FileRead:
+    """One time-event sequence (:mod:`graphcep.io.tes`)."""
+    name = name or str(path)
+    edges, rejects, lines = parse_tes(read_whole_text(path, name), name)
     return FileRead([edges], [rejects], lines)
+
+
+def read_seq_file(path: Path, first: int = 0, name: str | None = None) -> FileRead:
+    """One plain sequence (:mod:`graphcep.io.seq`) whose first symbol is the ``first``-th
+    of the read."""
+    name = name or str(path)
+    read = parse_seq(read_whole_text(path, name), name, first)
+    return FileRead([read.edges], [read.rejects], read.lines, skipped=read.skipped)
 
 
 def _read_parquet_file(
@@ -562,8 +581,9 @@ def read_edges(
     paths
         A file, a directory (its files, by name), or a list of them.
     fmt
-        ``snap``, ``csv``, ``tsv``, ``vast``, ``netflow5``, ``jsonl`` or ``parquet``;
-        ``None`` guesses from the first file's name (see module docstring).
+        ``snap``, ``csv``, ``tsv``, ``vast``, ``netflow5``, ``jsonl``, ``parquet``,
+        ``tes`` or ``seq``; ``None`` guesses from the first file's name (see module
+        docstring).
     options
         Reader options (time unit, columns, limits ...).
 
@@ -580,16 +600,20 @@ def read_edges(
     reject_parts: list[pa.Table] = []
     lines_read = 0
     damaged: list[pa.Table] = []
+    own_skips: list[int | None] = []
     for index, path in enumerate(files):
         if fmt == "parquet":
             read = _read_parquet_file(path, options)
         elif fmt == "tes":
             read = read_tes_file(path)
+        elif fmt == "seq":  # positions run on across files
+            read = read_seq_file(path, sum(t.num_rows for t in edge_parts))
         else:
             read = read_text_file(path, fmt, options)
         edge_parts.extend(offset_seq(t, index) for t in read.edges)
         reject_parts.extend(read.rejects)
         lines_read += read.lines
+        own_skips.append(read.skipped)
         if read.damaged:
             damaged.append(read.rejects[-1])
     if damaged and lines_read == len(damaged):
@@ -598,7 +622,8 @@ def read_edges(
     # one nullability for all: a file's own rejects and those given the format hint differ
     rejects = pa.concat_tables([r.cast(READ_REJECT_SCHEMA) for r in reject_parts]
                                or [READ_REJECT_SCHEMA.empty_table()])
-    skipped = lines_read - edges.num_rows - rejects.num_rows
+    skipped = (sum(s for s in own_skips if s is not None) if own_skips and None not in own_skips
+               else lines_read - edges.num_rows - rejects.num_rows)
     return ReadResult(edges, rejects, lines_read, skipped, fmt)
 
 

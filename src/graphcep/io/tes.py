@@ -31,37 +31,37 @@ from fractions import Fraction
 import pyarrow as pa
 
 from graphcep.events import TimeFormatError, seconds_to_fraction_us
-from graphcep.io.formats import MAX_ABS_US, REJECT_SCHEMA, REJECT_TEXT_CHARS
+from graphcep.io.formats import MAX_ABS_US
+from graphcep.io.token_text import FILE_REJECT_SCHEMA, FileRejects, text_lines
 
 __all__ = ["parse_tes", "TES_REJECT_SCHEMA"]
 
 #: Rejects of a time-event sequence: the readers' reject rows (file, line, reason, text).
-TES_REJECT_SCHEMA = pa.schema([pa.field("file", pa.string(), nullable=False), *REJECT_SCHEMA])
+TES_REJECT_SCHEMA = FILE_REJECT_SCHEMA
 
 
 def parse_tes(text: str, name: str) -> tuple[pa.Table, pa.Table, int]:
     """Events (edge rows with an empty ``dst``), rejects and the number of lines of a
     time-event sequence."""
     times, nodes, seqs = [], [], []
-    rejects: dict[str, list] = {"file": [], "line": [], "reason": [], "text": []}
+    rejects = FileRejects(name)
     now = Fraction(0)  # exact: each event's time is rounded once, so pauses never drift
-    text = text.removeprefix("\ufeff")  # a byte order mark opening the file
-    lines = text.split("\n")
+    lines, count = text_lines(text)
     for number, line in enumerate(lines, start=1):
         for token in line.split():
             if "\ufffd" in token:
-                _reject(rejects, name, number, "invalid UTF-8", token)
+                rejects.add(number, "invalid UTF-8", token)
             elif token[0].isdigit() or token[0] in "+-.":
                 try:
                     pause = seconds_to_fraction_us(token)
                 except TimeFormatError:
-                    _reject(rejects, name, number, f"pause {token!r}: not a number", token)
+                    rejects.add(number, f"pause {token!r}: not a number", token)
                     continue
                 if pause < 0:
-                    _reject(rejects, name, number, f"pause {token!r}: negative", token)
+                    rejects.add(number, f"pause {token!r}: negative", token)
                 elif now + pause >= MAX_ABS_US:
-                    _reject(rejects, name, number, f"pause {token!r}: past the range of "
-                            "times (2**62 µs)", token)
+                    rejects.add(number, f"pause {token!r}: past the range of times "
+                                "(2**62 µs)", token)
                 else:
                     now += pause
             else:
@@ -71,12 +71,4 @@ def parse_tes(text: str, name: str) -> tuple[pa.Table, pa.Table, int]:
     edges = pa.table({"t": pa.array(times, pa.int64()), "src": pa.array(nodes, pa.string()),
                       "dst": pa.array([""] * len(nodes), pa.string()),
                       "seq": pa.array(seqs, pa.int64())})
-    count = len(lines) - (1 if text.endswith("\n") else 0)
-    return edges, pa.table(rejects, schema=TES_REJECT_SCHEMA), max(count, 0)
-
-
-def _reject(rejects: dict[str, list], name: str, line: int, reason: str, text: str) -> None:
-    rejects["file"].append(name)
-    rejects["line"].append(line)
-    rejects["reason"].append(reason)
-    rejects["text"].append(text[:REJECT_TEXT_CHARS])
+    return edges, rejects.table(), count

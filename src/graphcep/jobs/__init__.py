@@ -30,7 +30,7 @@ from graphcep.jobs.base import DeclaredSource, Extent, JobBase, ReplayJob, cell_
 from graphcep.patterns.subgraph import QueryError
 
 __all__ = ["KINDS", "JobKind", "ReplayJob", "JobBase", "Extent", "DeclaredSource",
-           "as_job", "cell_query_or_none", "kind_of", "load"]
+           "as_job", "cell_query_or_none", "kind_named", "kind_of", "load", "said_kind"]
 
 
 @dataclass(frozen=True)
@@ -82,7 +82,13 @@ _OPTION_ORDER = ("query_name", "window", "max_duration", "homomorphic", "max_win
 
 
 def kind_of(path: str) -> JobKind:
-    """The kind of the query file ``path``: by suffix, else by its text."""
+    """The kind of the query file ``path``: by suffix, else by its text, else SAL."""
+    return said_kind(path) or KINDS[-1]
+
+
+def said_kind(path: str) -> JobKind | None:
+    """The kind the query file ``path`` says it is, by its suffix, else by its text (None:
+    neither says; a missing file says nothing but its suffix)."""
     suffix = Path(path).suffix.lower()
     for kind in KINDS:
         if suffix in kind.suffixes:
@@ -90,15 +96,21 @@ def kind_of(path: str) -> JobKind:
     try:
         text = Path(path).read_text(encoding="utf-8-sig", errors="replace")
     except OSError:
-        text = ""  # the default kind's parser reports the missing file
-    return next((kind for kind in KINDS if kind.recognises(text)), KINDS[-1])
+        text = ""  # the parser reports the missing file
+    return next((kind for kind in KINDS if kind.recognises(text)), None)
 
 
-def load(path: str, options: Mapping[str, Any]) -> ReplayJob:
+def kind_named(name: str) -> JobKind:
+    """The kind called ``name`` (``"subs"``, ...)."""
+    return next(kind for kind in KINDS if kind.name == name)
+
+
+def load(path: str, options: Mapping[str, Any], kind: JobKind | None = None) -> ReplayJob:
     """The job of the query file ``path``, with the command line's ``options`` (names as
     its option destinations: ``fmt``, ``query_name``, ``window_us``, ``ddst_engine``, ...);
-    an option the kind cannot use is refused with a :class:`QueryError`."""
-    kind = kind_of(path)
+    an option the kind cannot use is refused with a :class:`QueryError`. ``kind`` reads
+    the file as that kind, whatever its name says (default :func:`kind_of`)."""
+    kind = kind or kind_of(path)
     module = kind.job_module()
     refuse_foreign_options(kind, options, getattr(module, "NOT_FOR", {}))
     return module.load(path, options)

@@ -134,6 +134,12 @@ class ReplayJob(Protocol):
         sequences) as well as links."""
         ...
 
+    @property
+    def reads_symbols(self) -> bool:
+        """Whether the job reads a plain sequence's symbols (``.seq``: each row a key and
+        a symbol, no link)."""
+        ...
+
     def partition_key(self) -> str | None:
         """A column whose values split the stream into independent sub-streams -- every
         match lies within one value's edges -- so that a runtime may replay each value's
@@ -185,6 +191,10 @@ class JobBase:
 
     @property
     def reads_events(self) -> bool:
+        return False
+
+    @property
+    def reads_symbols(self) -> bool:
         return False
 
     def instances(self, matches: pa.Table) -> Instances:

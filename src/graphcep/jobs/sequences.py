@@ -141,6 +141,10 @@ class SubscriptionJob(JobBase):
     def partition_key(self) -> str:
         return self.key  # every occurrence lies inside one key's sequence
 
+    @property
+    def reads_symbols(self) -> bool:
+        return True  # a plain sequence's key and symbol are its rows' src and dst
+
     def bind(self, longest_duration_us: int) -> SubscriptionJob:
         return self
 

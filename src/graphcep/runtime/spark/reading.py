@@ -122,7 +122,7 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     files = expand_paths(paths)
     fmt = fmt or guess_format(files[0])
     options = options or ReaderOptions()
-    if fmt in ("parquet", "tes"):
+    if fmt in ("parquet", "tes", "seq"):
         return _read_locally(spark, files, fmt, options)
     split, whole = _split_or_whole(files)
     heads = [_head_lines(f, options) for f in files]
@@ -427,9 +427,9 @@ def _split_by_block(table: pa.Table):
 
 
 def _read_locally(spark, files, fmt: str, options: ReaderOptions):
-    """Parquet and time-event sequences are read by the local reader (row numbers and
-    times that run on from a sequence's start must be global) and handed to Spark as an
-    Arrow table."""
+    """Parquet, time-event sequences and plain sequences are read by the local reader
+    (row numbers, times and positions that run on from a sequence's start must be global)
+    and handed to Spark as an Arrow table."""
     from graphcep.io.readers import read_edges
 
     result = read_edges(files, fmt, options)

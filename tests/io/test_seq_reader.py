@@ -1,0 +1,74 @@
+"""Plain sequences (.seq): one symbol per token, optional ``KEY:`` lines, comments,
+malformed lines as counted rejects with their line number."""
+
+from __future__ import annotations
+
+import gzip
+
+import pytest
+
+from graphcep.io.readers import guess_format, read_edges
+from graphcep.io.seq import SYMBOL_US, parse_seq
+
+
+def rows(edges):
+    return list(zip(edges.column("src").to_pylist(), edges.column("dst").to_pylist(),
+                    strict=True))
+
+
+def test_an_unkeyed_sequence_is_one_key_in_order():
+    read = parse_seq("a c b\n\n# a comment line\n  c a d b  # trailing words\n", "x.seq")
+    assert rows(read.edges) == [("", s) for s in "acbcadb"]
+    assert read.edges.column("t").to_pylist() == [i * SYMBOL_US for i in range(7)]
+    assert read.edges.column("seq").to_pylist() == list(range(1, 8))
+    assert (read.lines, read.skipped, read.rejects.num_rows) == (4, 2, 0)
+
+
+def test_keyed_lines_continue_their_key():
+    read = parse_seq("h1: 22 80\nh2: 443\nx y\nh1: 22\r\n", "x.seq")
+    assert rows(read.edges) == [("h1", "22"), ("h1", "80"), ("h2", "443"), ("", "x"),
+                                ("", "y"), ("h1", "22")]
+    assert read.edges.column("t").to_pylist()[-1] == 5 * SYMBOL_US  # stream position
+
+
+def test_malformed_lines_are_rejects_with_their_line_and_reason():
+    text = "\ufeffa b\nk:\n: a\nk:x y\nk: a b:c\nk : a\n\ufffd z\nk: # only a comment\nc\n"
+    read = parse_seq(text, "x.seq")
+    assert rows(read.edges) == [("", "a"), ("", "b"), ("", "c")]
+    assert read.edges.column("t").to_pylist() == [0, SYMBOL_US, 2 * SYMBOL_US]
+    assert [(r["file"], r["line"], r["reason"], r["text"])
+            for r in read.rejects.to_pylist()] == [
+        ("x.seq", 2, "key 'k' has no symbols", "k:"),
+        ("x.seq", 3, "':' with no key before it (a key is written 'KEY:')", ": a"),
+        ("x.seq", 4, "':' inside 'k:x' (a key is written 'KEY:', then the symbols)", "k:x y"),
+        ("x.seq", 5, "':' in the symbol 'b:c' (only a key, first on its line, ends with "
+                     "':')", "k: a b:c"),
+        ("x.seq", 6, "':' in the symbol ':' (only a key, first on its line, ends with "
+                     "':')", "k : a"),
+        ("x.seq", 7, "invalid UTF-8", "\ufffd z"),
+        ("x.seq", 8, "key 'k' has no symbols", "k: # only a comment"),
+    ]
+    assert (read.lines, read.skipped) == (9, 0)
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "# nothing\n"])
+def test_empty_files_give_no_rows(text):
+    read = parse_seq(text, "x.seq")
+    assert read.edges.num_rows == 0 and read.rejects.num_rows == 0
+    assert read.edges.schema.names == ["t", "src", "dst", "seq"]
+
+
+def test_the_reader_takes_seq_files_by_name_and_positions_run_on_across_files(tmp_path):
+    first, second = tmp_path / "1.seq", tmp_path / "2.seq.gz"
+    first.write_bytes(b"a b\nk: \xff\n# c\n")
+    second.write_bytes(gzip.compress(b"k: c\nd\n"))
+    assert guess_format(first) == "seq" and guess_format(second) == "seq"
+    result = read_edges([first, second])
+    assert result.fmt == "seq" and rows(result.edges) == [("", "a"), ("", "b"), ("k", "c"),
+                                                          ("", "d")]
+    assert result.edges.column("t").to_pylist() == [i * SYMBOL_US for i in range(4)]
+    assert [(r["file"], r["line"], r["reason"]) for r in result.rejects.to_pylist()] == [
+        (str(first), 2, "invalid UTF-8")]
+    assert (result.lines_read, result.skipped) == (5, 1)
+    seqs = result.edges.column("seq").to_pylist()
+    assert seqs[:2] == [1, 2] and seqs[2] > 1 << 40  # the second file's index in seq
