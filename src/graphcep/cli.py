@@ -154,7 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     _add_io_arguments(run)
     run.add_argument("--engine", choices=("spark", "local"),
                      help="spark (default; embedded local[*] unless --master) or in-process "
-                          "(local; the default with --pww)")
+                          "(local)")
     add_sal_arguments(run)
     _add_run_arguments(run)
     add_ddst_arguments(run)
@@ -277,11 +277,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         refuse_overwriting_inputs([*args.input, args.query],
                                   {"output": args.output, "rejects": args.rejects})
         widening = pww_options(args)
-        if args.engine is None:
-            args.engine = "spark" if widening is None else "local"
-        if widening is not None and args.engine != "local":
-            raise QueryError("--pww runs in-process for now: use --engine local (or leave "
-                             "--engine out)")
+        args.engine = args.engine or "spark"
         fmt = args.format or guess_format(_first_file(args.input))
         job = _make_job(args, fmt)
         if fmt == "tes" and not job.reads_events:
@@ -293,15 +289,17 @@ def cmd_run(args: argparse.Namespace) -> int:
         options = reader_options(args)
     rejects = RejectLog(args.rejects)
     output = job.output
-    if widening is not None:
+    if widening is not None and args.engine == "local":
         with phases.phase("widening (reading and matching)"):
             matches, stats, lines = _run_widening(job, widening, args.input, fmt, options,
                                                   rejects)
-        output = widened_format(job.output)
     elif args.engine == "local":
         matches, stats, lines = _run_local(job, args.input, fmt, options, rejects, phases)
     else:
-        matches, stats, lines = _run_spark(job, args, fmt, options, rejects, phases)
+        matches, stats, lines = _run_spark(job, args, fmt, options, rejects, phases,
+                                           widening)
+    if widening is not None:
+        output = widened_format(job.output)
     with phases.phase("writing matches and rejects"):
         with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
                                              matches=output) as sink:
@@ -406,14 +404,19 @@ def labels_in_frame(job: ReplayJob, edges_df: Any) -> dict[str, set[str]]:
     return {c: set(row[c]) for c in columns}
 
 
-def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases):
+def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases,
+               widening: tuple[int, int, int | None] | None = None):
     from graphcep.interrupts import signals_kept
 
     with signals_kept():  # the output is written afterwards, with Python's Ctrl-C
-        return _spark_matches(job, args, fmt, options, rejects, phases)
+        return _spark_matches(job, args, fmt, options, rejects, phases, widening)
 
 
-def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases):
+def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases,
+                   widening: tuple[int, int, int | None] | None):
+    """The job over Spark-read edges: replayed by :func:`run_spark`, or under ``--pww``
+    widened with :func:`run_widening_spark` (windows cut in the driver, detected in
+    parallel tasks)."""
     with phases.phase("spark start-up (JVM, session)"):
         from graphcep.interrupts import exit_on_interrupt
         from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
@@ -424,7 +427,10 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
     exit_on_interrupt("nothing was written")  # replaces the SparkContext's handler
     with phases.phase("planning the read"):
         edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
-    if (args.shards is not None and args.shards > 1 and job.whole_stream
+    if widening is not None:
+        with SparkProgress(spark), phases.phase("widening (windows in parallel tasks)"):
+            matches, stats = _widen_on_spark(spark, job, edges_df, widening)
+    elif (args.shards is not None and args.shards > 1 and job.whole_stream
             and job.partition_key() is None):
         # such a job runs as one shard whatever --shards says (run_spark; a keyed job's
         # --shards counts its key partitions): say so, rather than let the summary's
@@ -432,9 +438,10 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
         print(f"graphcep: warning: --shards {args.shards} does not apply to query "
               f"{job.name!r}: it needs the whole stream in one engine, so it runs in one "
               "task", file=sys.stderr)
-    with SparkProgress(spark):
-        matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
-    phases.update(stats.phases, "spark: ")
+    if widening is None:
+        with SparkProgress(spark):
+            matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
+        phases.update(stats.phases, "spark: ")
     with phases.phase("label check and rejects"):
         warn_absent_labels(job, labels_in_frame(job, edges_df))
         bad = rejects_df.toArrow()
@@ -442,6 +449,17 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
             rejects.add(bad)
     stats.extra["spark_startup_seconds"] = round(startup, 3)
     return matches, stats, lines
+
+
+def _widen_on_spark(spark, job: ReplayJob, edges_df,
+                    widening: tuple[int, int, int | None]) -> tuple[Any, RunStats]:
+    from graphcep.runtime.spark.widening import run_widening_spark
+
+    keep, base_us, max_duration_us = widening
+    matches, pww = run_widening_spark(spark, job, edges_df, keep=keep, base_us=base_us,
+                                      max_duration_us=max_duration_us)
+    return matches, RunStats(edges=pww.edges, matches=pww.matches, seconds=pww.seconds,
+                             extra=pww.as_dict())
 
 
 def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,

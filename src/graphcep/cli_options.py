@@ -132,7 +132,8 @@ def add_pww_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--pww", type=count_option(1), metavar="L",
                         help="progressive window widening: run the query in doubling "
                              "windows, for patterns of unknown duration; L is the most "
-                             "records an instance spans (in-process: --engine local)")
+                             "records an instance spans (windows detected in parallel "
+                             "Spark tasks; in-process with --engine local)")
     parser.add_argument("--pww-base", type=seconds_option, metavar="SECONDS",
                         help="--pww: the base batch duration T0 (default 1)")
     parser.add_argument("--pww-max-duration", type=seconds_option, metavar="SECONDS",

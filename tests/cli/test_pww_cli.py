@@ -31,7 +31,7 @@ def test_an_unbounded_query_runs_under_pww_and_reports_level_and_delay(files, ca
     query, edges, tmp = files
     out = tmp / "m.jsonl"
     status, stdout, err = run(["run", str(query), "-i", str(edges), "--pww", "4",
-                               "-o", str(out), "--summary", "json",
+                               "--engine", "local", "-o", str(out), "--summary", "json",
                                "--rejects", str(tmp / "r.jsonl")], capsys)
     assert status == 0, err
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
@@ -49,17 +49,11 @@ def test_without_pww_the_same_query_is_refused_as_unbounded(files, capsys):
     assert status == 2 and "--pww L" in err
 
 
-def test_pww_on_spark_is_refused_in_one_line(files, capsys):
-    query, edges, _ = files
-    status, _, err = run(["run", str(query), "-i", str(edges), "--pww", "4",
-                          "--engine", "spark"], capsys)
-    assert status == 2 and err.count("\n") == 1 and "in-process" in err
-
-
 def test_a_duration_bound_caps_the_levels_and_misses_slower_instances(files, capsys):
     query, edges, tmp = files
     status, stdout, err = run(["run", str(query), "-i", str(edges), "--pww", "4",
-                               "--pww-max-duration", "60", "--summary", "json",
+                               "--engine", "local", "--pww-max-duration", "60",
+                               "--summary", "json",
                                "--rejects", str(tmp / "r.jsonl")], capsys)
     assert status == 0, err
     summary = json.loads(stdout.strip().splitlines()[-1])

@@ -7,7 +7,9 @@
 - :mod:`~graphcep.runtime.spark.replay`: :func:`run_spark`, exact replay by time shards
   (or edge rank, for count windows), its strategies and how "auto" picks one;
 - :mod:`~graphcep.runtime.spark.cells`: HyperCube cells, routed in the JVM;
-- :mod:`~graphcep.runtime.spark.tasks`: what one replay runs, in the driver or a task.
+- :mod:`~graphcep.runtime.spark.tasks`: what one replay runs, in the driver or a task;
+- :mod:`~graphcep.runtime.spark.widening`: :func:`run_widening_spark`, progressive window
+  widening with the windows cut in the driver and detected in parallel tasks.
 
 The names below are the runtime's public API, importable from this package.
 """
@@ -22,6 +24,7 @@ from graphcep.runtime.spark.session import (
     spark_session,
 )
 from graphcep.runtime.spark.tasks import DRIVER_REPLAY_ROWS, partition_keys, replay_shard
+from graphcep.runtime.spark.widening import run_widening_spark
 
 __all__ = [
     "CELL_SKEW",
@@ -39,5 +42,6 @@ __all__ = [
     "replay_shard",
     "route_spark",
     "run_spark",
+    "run_widening_spark",
     "spark_session",
 ]

@@ -79,6 +79,7 @@ Example
 [{'first_t': 0, 'last_t': 9000000000, 'pww_level': 13}]
 """
 
+from graphcep.runtime.widening.detection import PWW_FIELDS, Found, detect, widened_schema
 from graphcep.runtime.widening.levels import (
     LevelPlan,
     LevelStats,
@@ -86,13 +87,14 @@ from graphcep.runtime.widening.levels import (
     level_plan,
     levels_for,
 )
+from graphcep.runtime.widening.planner import Window, WindowPlanner, plan_windows
 from graphcep.runtime.widening.runner import (
-    PWW_FIELDS,
     Widening,
     WideningStats,
     run_widening,
-    widened_schema,
+    widening_input,
 )
 
-__all__ = ["PWW_FIELDS", "LevelPlan", "LevelStats", "Widening", "WideningStats",
-           "compress", "level_plan", "levels_for", "run_widening", "widened_schema"]
+__all__ = ["PWW_FIELDS", "Found", "LevelPlan", "LevelStats", "Widening", "WideningStats",
+           "Window", "WindowPlanner", "compress", "detect", "level_plan", "levels_for",
+           "plan_windows", "run_widening", "widened_schema", "widening_input"]

@@ -21,8 +21,8 @@ from typing import Any
 from graphcep.events import format_seconds
 from graphcep.io.sinks import MatchFormat
 from graphcep.jobs.base import ReplayJob
+from graphcep.runtime.widening.detection import widened_schema
 from graphcep.runtime.widening.levels import LevelStats, level_plan
-from graphcep.runtime.widening.runner import widened_schema
 
 
 def widened_format(base: MatchFormat) -> MatchFormat:
