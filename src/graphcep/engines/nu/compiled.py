@@ -32,9 +32,9 @@ import pyarrow.compute as pc
 
 from graphcep.engines.base import EngineBase
 from graphcep.engines.nu import kernel
-from graphcep.engines.nu.engine import NuEngine, Token, counted, match_row
+from graphcep.engines.nu.engine import NuEngine, Token, match_id
 from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
-from graphcep.events import MATCH_SCHEMA
+from graphcep.events import MATCH_SCHEMA, MATCHED_EDGE_TYPE
 from graphcep.patterns.nu import NuPattern
 
 _FIRST_CAPACITY = 1 << 10
@@ -69,6 +69,7 @@ class CompiledNuEngine(EngineBase):
         self._now: int | None = None  # the last link's time
         self._reported: set[tuple] = set()  # reports of the time _reported_at
         self._reported_at: int | None = None
+        self._name_array = np.array(self._names, dtype=object)
         self._allocate(_FIRST_CAPACITY)
 
     # -- protocol -------------------------------------------------------------------------
@@ -83,7 +84,11 @@ class CompiledNuEngine(EngineBase):
         if self._events or pc.any(pc.equal(dst, "")).as_py():
             return self._push_events(batch)
         us, vs = self._node_ids(batch.column("src"), dst)
-        return counted(self, batch.num_rows, self._read(t, us, vs, seq))
+        found = self._read(t, us, vs, seq)
+        out = pa.concat_tables(found) if found else MATCH_SCHEMA.empty_table()
+        self.edges_seen += batch.num_rows
+        self.matches_found += out.num_rows
+        return out
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No link before ``watermark_us`` will come: tokens it makes too late are gone."""
@@ -143,8 +148,8 @@ class CompiledNuEngine(EngineBase):
     # -- reading --------------------------------------------------------------------------
 
     def _read(self, t: np.ndarray, us: np.ndarray, vs: np.ndarray, seq: np.ndarray
-              ) -> list[dict]:
-        rows: list[dict] = []
+              ) -> list[pa.Table]:
+        rows: list[pa.Table] = []
         begin = 0
         while True:
             kernel.read_links(t, us, vs, seq, begin, self.max_tokens, self.tables.arrays,
@@ -177,35 +182,81 @@ class CompiledNuEngine(EngineBase):
                 if self._counters[kernel.N_TOKENS] > self.max_tokens:
                     self._interpreted._refuse(int(self._counters[kernel.N_TOKENS]))
 
-    def _drain(self, rows: list[dict]) -> None:
-        """The reports the kernel left, as match rows (one per first time, last time and
-        bindings)."""
+    def _drain(self, out: list[pa.Table]) -> None:
+        """The reports the kernel left, as a table of match rows (the first of each first
+        time, last time and bindings), built column by column."""
         count = int(self._counters[kernel.N_REPORTS])
         self._counters[kernel.N_REPORTS] = 0
         if not count:
             return
-        tables, names = self.tables, self._names
-        held0 = 4 + tables.clocks + len(tables.variables)
-        for row in self._reports[:count].tolist():
-            now = row[2]
-            if now != self._reported_at:
-                self._reported_at = now
-                self._reported.clear()
-            bindings = tuple((name, names[node]) for name, node in
-                             zip(tables.variables, row[held0:held0 + len(tables.variables)],
-                                 strict=True) if node >= 0)
-            key = (row[1], now, bindings)
-            if key in self._reported:
-                continue
-            self._reported.add(key)
-            base = tables.identity
-            witness = []
-            for j in range(row[base]):
-                at = base + 1 + LINK_FIELDS * j
-                ti, u, v, s, lab_u, lab_v = row[at:at + LINK_FIELDS]
-                witness.append((ti, names[u], names[v],
-                                f"{tables.labels[lab_u]}~>{tables.labels[lab_v]}", s))
-            rows.append(match_row(self.pattern.name, row[1], now, bindings, witness))
+        rows = self._first_reports(self._reports[:count])
+        if not len(rows):
+            return
+        reports = self._reports[rows]
+        variables = self.tables.variables
+        held0 = 4 + self.tables.clocks + len(variables)
+        held = reports[:, held0:held0 + len(variables)]
+        if len(self._name_array) != len(self._names):
+            self._name_array = np.array(self._names, dtype=object)
+        names = self._name_array
+        holding = held >= 0
+        bindings = pa.MapArray.from_arrays(
+            _offsets(holding.sum(axis=1)),
+            pa.array(np.broadcast_to(np.array(variables, dtype=object), held.shape)[holding],
+                     pa.string()),
+            pa.array(names[held[holding]], pa.string()))
+        ids = []
+        for first, last, nodes in zip(reports[:, 1].tolist(), reports[:, 2].tolist(),
+                                      held.tolist(), strict=True):
+            pairs = tuple((v, self._names[n]) for v, n in zip(variables, nodes, strict=True)
+                          if n >= 0)
+            ids.append(match_id(self.pattern.name, first, last, pairs))
+        out.append(pa.Table.from_arrays(
+            [pa.array([self.pattern.name] * len(rows), pa.string()), pa.array(ids, pa.string()),
+             pa.array(reports[:, 1]), pa.array(reports[:, 2]), bindings,
+             self._witnesses(reports)], schema=MATCH_SCHEMA))
+
+    def _first_reports(self, reports: np.ndarray) -> np.ndarray:
+        """The rows of ``reports`` (in time order) each first with its first time, last
+        time and bindings, here and since the last link time of earlier batches."""
+        nvars = len(self.tables.variables)
+        held0 = 4 + self.tables.clocks + nvars
+        keys = reports[:, [1, 2, *range(held0, held0 + nvars)]]
+        _, rows = np.unique(keys, axis=0, return_index=True)
+        rows.sort()
+        seen_time = keys[rows, 1] == self._reported_at
+        if seen_time.any():
+            fresh = [tuple(keys[i].tolist()) not in self._reported for i in rows[seen_time]]
+            rows = np.concatenate([rows[seen_time][np.array(fresh, dtype=bool)],
+                                   rows[~seen_time]])
+            rows.sort()
+        if len(rows):
+            newest = int(keys[rows[-1], 1])
+            if newest != self._reported_at:
+                self._reported_at, self._reported = newest, set()
+            self._reported.update(tuple(keys[i].tolist()) for i in rows
+                                  if keys[i, 1] == newest)
+        return rows
+
+    def _witnesses(self, reports: np.ndarray) -> pa.Array:
+        """The witness links of the reports, as the list column ``edges``."""
+        base, links = self.tables.identity, self.tables.links
+        counts = reports[:, base]
+        blocks = reports[:, base + 1:base + 1 + LINK_FIELDS * links].reshape(
+            len(reports), links, LINK_FIELDS)
+        read = blocks[np.arange(links)[None, :] < counts[:, None]]
+        labels = self.tables.labels
+        pairs = read[:, 4] * len(labels) + read[:, 5]
+        codes, which = np.unique(pairs, return_inverse=True)
+        texts = np.array([f"{labels[c // len(labels)]}~>{labels[c % len(labels)]}"
+                          for c in codes.tolist()], dtype=object)
+        names = self._name_array
+        edges = pa.StructArray.from_arrays(
+            [pa.array(texts[which], pa.string()), pa.array(read[:, 0]),
+             pa.array(names[read[:, 1]], pa.string()), pa.array(names[read[:, 2]], pa.string()),
+             pa.array(np.zeros(len(read), np.int64)), pa.array(read[:, 3])],
+            fields=list(MATCHED_EDGE_TYPE))
+        return pa.ListArray.from_arrays(_offsets(counts), edges)
 
     def _push_events(self, batch: pa.Table) -> pa.Table:
         if not self._events and self.edges_seen:
@@ -246,7 +297,7 @@ class CompiledNuEngine(EngineBase):
         self._grow_entries(2 * capacity)
         self._scratch = np.zeros((256, self.tables.identity), np.int64)
         self._cand = np.zeros(1024, np.int64)
-        self._reports = np.zeros((256, width), np.int64)
+        self._reports = np.zeros((4096, width), np.int64)
         self._counters = np.zeros(16, np.int64)
 
     def _grow_entries(self, size: int | None = None) -> None:
@@ -331,3 +382,8 @@ class CompiledNuEngine(EngineBase):
                *(node(values) for values, _ in token.memory),
                *(node(values) for values in token.held)]
         return row + [0] * (tables.width - len(row))
+
+
+def _offsets(counts: np.ndarray) -> pa.Array:
+    """List offsets from the lengths of the lists."""
+    return pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))

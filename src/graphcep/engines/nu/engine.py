@@ -465,11 +465,16 @@ def match_row(name: str, first_t: int, last_t: int, bindings: tuple[tuple[str, s
     """A match record: its id is a hash of the pattern's name, first and last time and
     bindings (so a run, a rerun and a restored run give the same ids); ``witness`` holds
     ``(t, src, dst, pattern link, seq)`` of the links one run read."""
-    text = f"{name}|{first_t}|{last_t}|{bindings!r}"
     edges = [{"var": var, "t": t, "src": u, "dst": v, "dur": 0, "seq": seq}
              for t, u, v, var, seq in witness]
-    return {"query": name, "match_id": f"{int(salt64(text)):016x}", "first_t": first_t,
-            "last_t": last_t, "bindings": list(bindings), "edges": edges}
+    return {"query": name, "match_id": match_id(name, first_t, last_t, bindings),
+            "first_t": first_t, "last_t": last_t, "bindings": list(bindings), "edges": edges}
+
+
+def match_id(name: str, first_t: int, last_t: int,
+             bindings: tuple[tuple[str, str], ...]) -> str:
+    """A match's id: a hash of the pattern's name, first and last time and bindings."""
+    return f"{int(salt64(f'{name}|{first_t}|{last_t}|{bindings!r}')):016x}"
 
 
 def _guarded(clocks: tuple[int | None, ...], guard: tuple[tuple[int, int, int | None], ...],

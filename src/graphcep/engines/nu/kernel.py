@@ -479,6 +479,12 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
     keys = np.empty(most_keys, np.int64)
     todo = np.empty(scratch.shape[0], np.int64)
     link = np.empty(LINK_FIELDS, np.int64)
+    nconst = tab[tab[SHAPE] + SH_CONSTS]
+    constant_starts = True
+    for k in range(starts.shape[0]):
+        loc = starts[k, LOC]
+        for tr in range(tab[tab[EV_PTR] + loc], tab[tab[EV_PTR] + loc + 1]):
+            constant_starts = constant_starts and tab[tab[EV_KIND] + tr] == KIND_CONST
     counters[STATUS] = DONE
     for i in range(begin, ts.shape[0]):
         now, u, v, seq = ts[i], us[i], vs[i], seqs[i]
@@ -486,13 +492,15 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
         first_new = counters[N_TOKENS]
         first_report = counters[N_REPORTS]
         counters[LINK_NO] += 1
-        found = _candidates(u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys,
-                            pbuckets, counters, cand)
+        found = 0 if counters[N_ENTRIES] == 0 else _candidates(
+            u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys, pbuckets, counters, cand)
         status = DONE if found >= 0 else NEED_SCRATCH
-        total = starts.shape[0] + max(found, 0)
+        # a start that reads constants only cannot read a node that is none of them
+        tried = starts.shape[0] if u < nconst or not constant_starts else 0
+        total = tried + max(found, 0)
         k = 0
         while status == DONE and k < total:
-            source = starts[k] if k < starts.shape[0] else tok[cand[k - starts.shape[0]]]
+            source = starts[k] if k < tried else tok[cand[k - tried]]
             k += 1
             loc = source[LOC]
             for tr_u in range(tab[tab[EV_PTR] + loc], tab[tab[EV_PTR] + loc + 1]):
