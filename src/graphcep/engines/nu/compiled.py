@@ -37,7 +37,10 @@ from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
 from graphcep.events import MATCH_SCHEMA, MATCHED_EDGE_TYPE
 from graphcep.patterns.nu import NuPattern
 
-_FIRST_CAPACITY = 1 << 10
+#: Token rows allocated at first: the state bound's worth and some (a link's new tokens
+#: before the bound is checked), at most this many (past it the arrays double).
+_HEADROOM = 1 << 16
+_MOST_AT_FIRST = 1 << 22
 
 
 class CompiledNuEngine(EngineBase):
@@ -70,7 +73,7 @@ class CompiledNuEngine(EngineBase):
         self._reported: set[tuple] = set()  # reports of the time _reported_at
         self._reported_at: int | None = None
         self._name_array = np.array(self._names, dtype=object)
-        self._allocate(_FIRST_CAPACITY)
+        self._allocate(min(max_tokens + _HEADROOM, _MOST_AT_FIRST))
 
     # -- protocol -------------------------------------------------------------------------
 
@@ -138,7 +141,7 @@ class CompiledNuEngine(EngineBase):
         engine._reported_at, reported = state["reported"]
         engine._reported = set(reported)
         tokens = state["tokens"]
-        engine._allocate(max(_FIRST_CAPACITY, 1 << (2 * len(tokens)).bit_length()))
+        engine._allocate(max(len(engine._tok), 2 * len(tokens)))
         engine._tok[:len(tokens)] = tokens
         engine._deadline[:len(tokens)] = state["deadlines"]
         engine._counters[kernel.N_TOKENS] = len(tokens)
@@ -288,11 +291,13 @@ class CompiledNuEngine(EngineBase):
     # -- arrays ---------------------------------------------------------------------------
 
     def _allocate(self, capacity: int) -> None:
+        """Arrays for ``capacity`` tokens: uninitialized or zeroed, so that the pages a
+        run never reaches are never touched (see :mod:`graphcep.engines.nu.kernel`)."""
         width = self.tables.width
-        self._tok = np.zeros((capacity, width), np.int64)
-        self._deadline = np.zeros(capacity, np.int64)
-        self._stamp = np.full(capacity, -1, np.int64)
-        self._htab = np.full(2 * capacity, -1, np.int64)
+        self._tok = np.empty((capacity, width), np.int64)
+        self._deadline = np.empty(capacity, np.int64)
+        self._stamp = np.zeros(capacity, np.int64)
+        self._htab = np.zeros(_power_of_two(2 * capacity), np.int64)
         self._ent_tok = np.zeros(0, np.int64)
         self._grow_entries(2 * capacity)
         self._scratch = np.zeros((256, self.tables.identity), np.int64)
@@ -306,12 +311,13 @@ class CompiledNuEngine(EngineBase):
         kept = len(self._ent_tok)
         size = size or 2 * kept
         grown = {}
-        for name, fill in (("_ent_tok", 0), ("_ent_next", 0), ("_head", -1), ("_tail", -1)):
-            array = np.full(size, fill, np.int64)
+        for name in ("_ent_tok", "_ent_next", "_head", "_tail"):
+            array = np.empty(size, np.int64)
             if kept:
                 array[:kept] = getattr(self, name)
             grown[name] = array
-        pkeys, pbuckets = np.full(2 * size, -1, np.int64), np.zeros(2 * size, np.int64)
+        pkeys = np.zeros(_power_of_two(2 * size), np.int64)
+        pbuckets = np.empty(len(pkeys), np.int64)
         if kept:
             kernel.rehash_buckets(self._pkeys, self._pbuckets, pkeys, pbuckets)
         for name, array in grown.items():
@@ -340,12 +346,7 @@ class CompiledNuEngine(EngineBase):
         """Drop the tokens dead at ``horizon``, compacting the rest in storage order (a
         row's place is its storage order), and rebuild the hash table and the index."""
         n = int(self._counters[kernel.N_TOKENS])
-        keep = np.flatnonzero(self._deadline[:n] >= horizon)
-        live = len(keep)
-        self._tok[:live] = self._tok[keep]
-        self._deadline[:live] = self._deadline[keep]
-        self._stamp[:] = -1
-        self._counters[kernel.N_TOKENS] = live
+        self._counters[kernel.N_TOKENS] = kernel.compact(self._tok, self._deadline, n, horizon)
         self._rebuild()
 
     def _resize(self, capacity: int, rehash: int) -> None:
@@ -355,9 +356,9 @@ class CompiledNuEngine(EngineBase):
         tok, deadline, stamp = self._tok, self._deadline, self._stamp
         self._tok = np.empty((capacity, self.tables.width), np.int64)
         self._deadline = np.empty(capacity, np.int64)
-        self._stamp = np.full(capacity, -1, np.int64)
+        self._stamp = np.zeros(capacity, np.int64)
         self._tok[:n], self._deadline[:n], self._stamp[:n] = tok[:n], deadline[:n], stamp[:n]
-        self._htab = np.full(2 * capacity, -1, np.int64)
+        self._htab = np.zeros(_power_of_two(2 * capacity), np.int64)
         if rehash:
             kernel.rehash(self._tok, rehash, self.tables.arrays, self._htab)
 
@@ -387,3 +388,7 @@ class CompiledNuEngine(EngineBase):
 def _offsets(counts: np.ndarray) -> pa.Array:
     """List offsets from the lengths of the lists."""
     return pa.array(np.concatenate([[0], np.cumsum(counts)]).astype(np.int32))
+
+
+def _power_of_two(at_least: int) -> int:
+    return 1 << max(0, at_least - 1).bit_length()

@@ -10,6 +10,11 @@ they were stored, and
   entries of expired tokens are unlinked when a walk meets them;
 - a **hash table** over the tokens' identity fields, for the paper's deduplication (a
   produced token equal to a stored one is not stored again);
+
+(The hash tables hold ``slot + 1`` and ``key + 1``, 0 for an empty place, so that they can
+be allocated zeroed: the system hands out zero pages as they are first touched, and a
+large table costs nothing until used. The token rows are allocated uninitialized for the
+same reason, for the state bound's worth of tokens at once.)
 - a **stamp** per token: the number of the link that last produced it, so that a token
   produced twice while one link is read is reported once.
 
@@ -301,8 +306,8 @@ def _bucket(key, pkeys, pbuckets, add, counters, head, tail):
     """The list of ``key`` (-1: none, or, with ``add``, no room for a new one)."""
     mask = pkeys.shape[0] - 1
     at = np.int64(_mixed(np.uint64(key)) & np.uint64(mask))
-    while pkeys[at] >= 0:
-        if pkeys[at] == key:
+    while pkeys[at]:
+        if pkeys[at] == key + 1:
             return pbuckets[at]
         at = (at + 1) & mask
     if not add:
@@ -311,7 +316,7 @@ def _bucket(key, pkeys, pbuckets, add, counters, head, tail):
     if bucket >= head.shape[0]:
         return -1
     counters[N_BUCKETS] = bucket + 1
-    pkeys[at] = key
+    pkeys[at] = key + 1
     pbuckets[at] = bucket
     head[bucket] = -1
     tail[bucket] = -1
@@ -418,8 +423,8 @@ def _produce(row, source, link, tok, deadline, stamp, htab, counters, first_new,
     mask = htab.shape[0] - 1
     h = _hash(row, identity)
     at = np.int64(h & np.uint64(mask))
-    while htab[at] >= 0:
-        slot = htab[at]
+    while htab[at]:
+        slot = htab[at] - 1
         # a slot at or past n was stored by a link undone since (see read_links)
         if slot < n and _same(tok[slot], row, identity):
             if slot >= first_new or stamp[slot] == link_no:
@@ -433,7 +438,7 @@ def _produce(row, source, link, tok, deadline, stamp, htab, counters, first_new,
         return -1
     deadline[n] = deadline_of(row, tab)
     stamp[n] = link_no
-    htab[at] = n
+    htab[at] = n + 1
     counters[N_TOKENS] = n + 1
     return _report(row, source, link, reports, counters, tab)
 
@@ -569,8 +574,8 @@ def rebuild(tok, n, deadline, tab, htab, ent_tok, ent_next, head, tail, pkeys, p
             counters):
     """The hash table and the index of the first ``n`` stored tokens (after a sweep);
     False when the entry arrays are too small."""
-    htab[:] = -1
-    pkeys[:] = -1
+    htab[:] = 0
+    pkeys[:] = 0
     counters[N_ENTRIES] = 0
     counters[N_BUCKETS] = 0
     keys = np.empty(max(1, tab[tab[SHAPE] + SH_NEXT]), np.int64)
@@ -591,9 +596,9 @@ def rehash(tok, n, tab, htab):
     mask = htab.shape[0] - 1
     for slot in range(n):
         at = np.int64(_hash(tok[slot], identity) & np.uint64(mask))
-        while htab[at] >= 0:
+        while htab[at]:
             at = (at + 1) & mask
-        htab[at] = slot
+        htab[at] = slot + 1
 
 
 @nb.njit(cache=True)
@@ -602,10 +607,25 @@ def rehash_buckets(old_keys, old_buckets, pkeys, pbuckets):
     mask = pkeys.shape[0] - 1
     for i in range(old_keys.shape[0]):
         key = old_keys[i]
-        if key < 0:
+        if not key:
             continue
-        at = np.int64(_mixed(np.uint64(key)) & np.uint64(mask))
-        while pkeys[at] >= 0:
+        at = np.int64(_mixed(np.uint64(key - 1)) & np.uint64(mask))
+        while pkeys[at]:
             at = (at + 1) & mask
-        pkeys[at] = key
+        pkeys[at] = key + 1
         pbuckets[at] = old_buckets[i]
+
+
+@nb.njit(cache=True)
+def compact(tok, deadline, n, horizon):
+    """Move the first ``n`` tokens alive at ``horizon`` to the front, in order (a row's
+    place is its storage order); how many."""
+    live = 0
+    for slot in range(n):
+        if deadline[slot] >= horizon:
+            if slot != live:
+                for i in range(tok.shape[1]):
+                    tok[live, i] = tok[slot, i]
+                deadline[live] = deadline[slot]
+            live += 1
+    return live
