@@ -73,6 +73,7 @@ import pyarrow as pa
 from bench.triangles import (
     DATA_DIR,
     MIB,
+    ROOT,
     add_record_arguments,
     record,
     shell,
@@ -158,7 +159,10 @@ FAN_OUT = """{ hub e1 a; hub e2 b; starttime(e1) < starttime(e2);
               starttime(e2) - starttime(e1) <= 0.1; }"""
 #: ``--query`` name -> (what the report calls it, its RESULTS.md section markers' name)
 QUERIES = {"triangle": ("triangle W = 10 s", "bench.scaling"),
-           "fanout": ("keyed fan-out hub -> a, hub -> b within 0.1 s", "bench.scaling-fanout")}
+           "fanout": ("keyed fan-out hub -> a, hub -> b within 0.1 s", "bench.scaling-fanout"),
+           "nu-triangle": ("the triangle as a timed ν-expression (examples/nu/triangle.nu, "
+                           "W = 10 s; compiled token game; time shards only)",
+                           "bench.scaling-nu")}
 
 
 def query_job(name: str, table: pa.Table) -> SubgraphJob:
@@ -168,6 +172,13 @@ def query_job(name: str, table: pa.Table) -> SubgraphJob:
     from graphcep.lang.sal import parse_program
     from graphcep.patterns.program import Program
 
+    if name == "nu-triangle":
+        from graphcep.jobs.nu import NuJob
+        from graphcep.lang.nu import parse_nu_file
+
+        # the state bound above the ~1.1M tokens a 10 s window of S2-rate traffic holds
+        return NuJob(parse_nu_file(ROOT / "examples" / "nu" / "triangle.nu"),
+                     max_tokens=20_000_000)
     program = Program(queries=[triangle_query()]) if name == "triangle" else parse_program(FAN_OUT)
     return SubgraphJob.create(program).bind(max_duration_of(table))
 
