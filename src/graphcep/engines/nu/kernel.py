@@ -58,6 +58,7 @@ from graphcep.engines.nu.tables import (
     INV_CLOCK,
     INV_HIGH,
     INV_PTR,
+    KEYS_AT,
     KIND_CONST,
     KIND_VAR,
     LINK_FIELDS,
@@ -480,8 +481,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                ent_tok, ent_next, head, tail, pkeys, pbuckets, scratch, cand, reports, counters):
     """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
     stored token waiting for the source tries the link; see the module docstring."""
-    most_keys = max(1, tab[tab[SHAPE] + SH_NEXT])
-    keys = np.empty(most_keys, np.int64)
+    keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
     todo = np.empty(scratch.shape[0], np.int64)
     link = np.empty(LINK_FIELDS, np.int64)
     nconst = tab[tab[SHAPE] + SH_CONSTS]
@@ -547,10 +547,13 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                 if status != DONE:
                     break
         # room for every new token's keys first, so that a commit is never half done
-        if status == DONE and (counters[N_ENTRIES] + most_keys * (counters[N_TOKENS] - first_new)
-                               > ent_tok.shape[0] or counters[N_BUCKETS] + most_keys *
-                               (counters[N_TOKENS] - first_new) > head.shape[0]):
-            status = NEED_ENTRIES
+        if status == DONE:
+            needed = 0
+            for slot in range(first_new, counters[N_TOKENS]):
+                needed += tab[tab[KEYS_AT] + tok[slot, LOC]]
+            if counters[N_ENTRIES] + needed > ent_tok.shape[0] or \
+                    counters[N_BUCKETS] + needed > head.shape[0]:
+                status = NEED_ENTRIES
         if status == DONE:
             for slot in range(first_new, counters[N_TOKENS]):
                 if not _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys,
@@ -578,7 +581,7 @@ def rebuild(tok, n, deadline, tab, htab, ent_tok, ent_next, head, tail, pkeys, p
     pkeys[:] = 0
     counters[N_ENTRIES] = 0
     counters[N_BUCKETS] = 0
-    keys = np.empty(max(1, tab[tab[SHAPE] + SH_NEXT]), np.int64)
+    keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
     rehash(tok, n, tab, htab)
     for slot in range(n):
         if deadline[slot] == -FAR:

@@ -55,9 +55,9 @@ MAX_BITS = 62
 (EV_PTR, EV_TARGET, EV_KIND, EV_ARG, EV_ALLOC, EV_RELEASE, EV_START,
  EP_PTR, EP_TARGET, EP_ALLOC, EP_RELEASE, EP_PEND, EP_STOP, EP_GPTR, G_CLOCK, G_LOW, G_HIGH,
  INV_PTR, INV_CLOCK, INV_HIGH, MIDDLE, FINAL, HAS_EV, SHAPE,
- NX_PTR, NX_KIND, NX_ARG, NX_FRESH) = range(28)
+ NX_PTR, NX_KIND, NX_ARG, NX_FRESH, KEYS_AT) = range(29)
 # SHAPE holds: clocks, variables, witness links, constants, identity width, row width,
-# and how many next reads there are (NX_*)
+# and the most index keys one token may have (KEYS_AT: per location)
 SH_CLOCKS, SH_VARS, SH_LINKS, SH_CONSTS, SH_IDENTITY, SH_WIDTH, SH_NEXT = range(7)
 
 
@@ -153,13 +153,16 @@ def kernel_tables(automaton: Automaton) -> KernelTables:
     assert links is not None
     links = max(links, 1)
     next_reads = _next_reads(automaton, const_id, variables)
+    keys_at = [sum(next_reads[0][t + 1] - next_reads[0][t]
+                   for t in range(ev_ptr[q], ev_ptr[q + 1])) for q in locations]
     shape = [automaton.clocks, len(variables), links, len(constants),
-             4 + automaton.clocks + 2 * len(variables), 0, len(next_reads[1])]
+             4 + automaton.clocks + 2 * len(variables), 0, max(1, *keys_at)]
     shape[SH_WIDTH] = shape[SH_IDENTITY] + 1 + LINK_FIELDS * links
     columns = [ev_ptr, *ev, ep_ptr, *ep[:5], ep[5], *guards, inv_ptr, inv_clock, inv_high,
                [q in automaton.middles for q in locations],
                [q in automaton.finals for q in locations],
-               [bool(ev_ptr[q + 1] - ev_ptr[q]) for q in locations], shape, *next_reads]
+               [bool(ev_ptr[q + 1] - ev_ptr[q]) for q in locations], shape, *next_reads,
+               keys_at]
     # one flat array, the columns' offsets first: a numba function called with a tuple of
     # arrays takes a reference on each of them per call, which cost more than the work
     offsets, at = [], len(columns)
