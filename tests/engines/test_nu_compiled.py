@@ -24,6 +24,15 @@ from tests.engines.test_nu_oracle import PATTERNS, PLANTED, planted, random_link
 from tests.nu_oracle import Oracle
 
 S = 1_000_000
+
+
+@pytest.fixture(autouse=True)
+def small_arrays(monkeypatch):
+    """Start the compiled engine's arrays at 8 tokens, so that every test also grows the
+    token rows, the hash tables and the index (and sweeps) while links are read."""
+    from graphcep.engines.nu import compiled
+
+    monkeypatch.setattr(compiled, "_FIRST_CAPACITY", 8)
 COMPILED = {name: NuPattern(name, expr) for name, expr in PATTERNS.items()
             if ineligibility(compile_pattern(NuPattern(name, expr))) is None}
 EXAMPLES = {p.stem: parse_nu_file(p) for p in sorted((paths.EXAMPLES / "nu").glob("*.nu"))

@@ -37,10 +37,10 @@ from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
 from graphcep.events import MATCH_SCHEMA, MATCHED_EDGE_TYPE
 from graphcep.patterns.nu import NuPattern
 
-#: Token rows allocated at first: the state bound's worth and some (a link's new tokens
-#: before the bound is checked), at most this many (past it the arrays double).
-_HEADROOM = 1 << 16
-_MOST_AT_FIRST = 1 << 22
+#: Token rows allocated at first; the arrays grow fourfold when full of live tokens (a
+#: small stream never pays for a large table's pages).
+_FIRST_CAPACITY = 1 << 12
+_GROWTH = 4
 
 
 class CompiledNuEngine(EngineBase):
@@ -73,7 +73,7 @@ class CompiledNuEngine(EngineBase):
         self._reported: set[tuple] = set()  # reports of the time _reported_at
         self._reported_at: int | None = None
         self._name_array = np.array(self._names, dtype=object)
-        self._allocate(min(max_tokens + _HEADROOM, _MOST_AT_FIRST))
+        self._allocate(_FIRST_CAPACITY)
 
     # -- protocol -------------------------------------------------------------------------
 
@@ -170,14 +170,23 @@ class CompiledNuEngine(EngineBase):
             self._now = max(at, self._now if self._now is not None else at)
             if status == kernel.WITNESS_FULL:
                 raise AssertionError("a match read more links than the pattern's longest")
+            # an undone link leaves its tokens' places in the hash table: each way out
+            # below rebuilds the table
             if status == kernel.NEED_SCRATCH:
                 self._scratch = np.zeros((2 * len(self._scratch), self.tables.identity),
                                          np.int64)
                 self._cand = np.zeros(2 * len(self._cand), np.int64)
+                self._rehash()
             elif status == kernel.NEED_REPORTS:
                 self._reports = np.zeros((2 * len(self._reports), self.tables.width), np.int64)
+                self._rehash()
             elif status == kernel.NEED_ENTRIES:
-                self._grow_entries()
+                # entries of expired tokens are unlinked but not reused: a sweep makes the
+                # index anew; grow it when the live tokens' entries fill half of it
+                self._sweep(max(at, self._watermark or NONE))
+                used = int(max(self._counters[kernel.N_ENTRIES], self._counters[kernel.N_BUCKETS]))
+                while 2 * (used + int(self._counters[kernel.NEEDED])) > len(self._ent_tok):
+                    self._grow_entries()
             elif status == kernel.NEED_TOKENS:
                 self._make_room(max(at, self._watermark or NONE))
             else:  # over the state bound: are the live tokens?
@@ -306,10 +315,10 @@ class CompiledNuEngine(EngineBase):
         self._counters = np.zeros(16, np.int64)
 
     def _grow_entries(self, size: int | None = None) -> None:
-        """Room for ``size`` index entries (twice as many as now by default), as many
+        """Room for ``size`` index entries (_GROWTH times as many as now by default), as many
         lists, and the hash table of the lists' keys; what is indexed stays."""
         kept = len(self._ent_tok)
-        size = size or 2 * kept
+        size = size or _GROWTH * kept
         grown = {}
         for name in ("_ent_tok", "_ent_next", "_head", "_tail"):
             array = np.empty(size, np.int64)
@@ -333,12 +342,12 @@ class CompiledNuEngine(EngineBase):
         return max(marks) if marks else NONE
 
     def _make_room(self, horizon: int) -> None:
-        """Room for more tokens: double the arrays while most stored tokens live at
+        """Room for more tokens: grow the arrays while most stored tokens live at
         ``horizon`` (rehashing only: the index refers to rows that do not move), else
         drop the dead ones."""
         n = int(self._counters[kernel.N_TOKENS])
-        if 2 * int((self._deadline[:n] >= horizon).sum()) > n:
-            self._resize(2 * len(self._tok), n)
+        if 2 * int((self._deadline[:n] >= horizon).sum()) >= n:
+            self._resize(_GROWTH * len(self._tok), n)
         else:
             self._sweep(horizon)
 
@@ -361,6 +370,11 @@ class CompiledNuEngine(EngineBase):
         self._htab = np.zeros(_power_of_two(2 * capacity), np.int64)
         if rehash:
             kernel.rehash(self._tok, rehash, self.tables.arrays, self._htab)
+
+    def _rehash(self) -> None:
+        self._htab[:] = 0
+        kernel.rehash(self._tok, int(self._counters[kernel.N_TOKENS]), self.tables.arrays,
+                      self._htab)
 
     def _rebuild(self) -> None:
         n = int(self._counters[kernel.N_TOKENS])

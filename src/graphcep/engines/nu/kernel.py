@@ -83,7 +83,7 @@ LOC, FIRST, LAST, WMASK, CLOCK0 = 0, 1, 2, 3, 4
 # what read_links stopped on (counters[STATUS]); the first four undo the link at RESUME
 DONE, NEED_TOKENS, NEED_ENTRIES, NEED_SCRATCH, NEED_REPORTS, OVER_LIMIT, WITNESS_FULL = range(7)
 # the counters array
-N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS = range(7)
+N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS, NEEDED = range(8)
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -553,6 +553,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                 needed += tab[tab[KEYS_AT] + tok[slot, LOC]]
             if counters[N_ENTRIES] + needed > ent_tok.shape[0] or \
                     counters[N_BUCKETS] + needed > head.shape[0]:
+                counters[NEEDED] = needed
                 status = NEED_ENTRIES
         if status == DONE:
             for slot in range(first_new, counters[N_TOKENS]):
@@ -615,7 +616,7 @@ def rehash_buckets(old_keys, old_buckets, pkeys, pbuckets):
         at = np.int64(_mixed(np.uint64(key - 1)) & np.uint64(mask))
         while pkeys[at]:
             at = (at + 1) & mask
-        pkeys[at] = key + 1
+        pkeys[at] = key  # already the key + 1
         pbuckets[at] = old_buckets[i]
 
 
