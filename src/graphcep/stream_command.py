@@ -103,7 +103,7 @@ def add_parser(sub: Any) -> None:
     add_nu_arguments(stream)
     add_subscription_arguments(stream)
     add_state_bound_argument(stream)
-    add_pww_arguments(stream)
+    add_pww_arguments(stream, streaming=True)
     stream.add_argument("--cells", type=count_option(1), metavar="N",
                         help="match on a HyperCube grid of at most N cells, each an engine in "
                              "a worker process (SAL queries without features)")
@@ -138,18 +138,19 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def _stream(args: argparse.Namespace) -> int:
     from graphcep import jobs
-    from graphcep.cli_options import job_options, warn_absent_labels
+    from graphcep.cli_options import job_options, pww_options, warn_absent_labels
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
 
     validate_output(args)
+    widening = pww_options(args)  # --pww-base without --pww: refused before the query
     exit_on_interrupt("nothing was started")
     job = jobs.load(args.query, job_options(args, args.format))
     source = make_source(args, job.declared_source())
     fmt = getattr(source, "fmt", None) or args.format
     if fmt != args.format:  # field names resolve to the columns of the source's format
         job = jobs.load(args.query, job_options(args, fmt))
-    job = _widened(args, job)
+    job = _widened(job, widening)
     if args.once and not isinstance(source, FileSource):
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
@@ -193,12 +194,11 @@ def _stream(args: argparse.Namespace) -> int:
         operator.close()  # after the summary, which reads the cells' state
 
 
-def _widened(args: argparse.Namespace, job: ReplayJob) -> ReplayJob:
-    """The job in progressive window widening's windows under ``--pww L`` (else itself)."""
-    from graphcep.cli_options import pww_options
+def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
+    """The job in progressive window widening's windows under ``--pww L`` (``widening``:
+    :func:`~graphcep.cli_options.pww_options`), else itself."""
     from graphcep.runtime.widening import WidenedJob
 
-    widening = pww_options(args)
     if widening is None:
         return job
     keep, base_us, max_duration_us = widening

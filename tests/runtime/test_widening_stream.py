@@ -209,6 +209,18 @@ def files(tmp_path):
     return query, incoming
 
 
+@pytest.mark.parametrize(("extra", "reason"), [
+    (["--pww-base", "2"], "--pww-base goes with --pww L"),
+    (["--pww", "3", "--cells", "2"], "window widening runs each window in one engine")])
+def test_stream_command_refuses_before_starting(files, tmp_path, capsys, extra, reason):
+    from graphcep.cli import main
+
+    query, incoming = files
+    args = [a for a in stream_args(tmp_path, query, incoming) if a not in ("--pww", "3")]
+    assert main([*args, "--once", *extra]) == 2
+    assert reason in capsys.readouterr().err
+
+
 @pytest.mark.spark
 def test_stream_command_reports_what_the_batch_run_reports(spark, files, tmp_path, capsys):
     from graphcep.cli import main
@@ -236,11 +248,14 @@ def test_a_killed_and_restarted_stream_reports_each_instance_once(files, tmp_pat
     proc = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     assert proc.stderr is not None
+    killed = False
     for line in proc.stderr:
         if line.startswith("batch 2:"):
             os.killpg(proc.pid, signal.SIGKILL)  # the JVM with it
+            killed = True
             break
     proc.wait(timeout=60)
+    assert killed, "the stream ended before its third micro-batch"
     done = subprocess.run([*command, "--once", "--quiet"], capture_output=True, text=True,
                           timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
