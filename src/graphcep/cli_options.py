@@ -127,13 +127,14 @@ def add_sal_arguments(parser: argparse.ArgumentParser) -> None:
                              "behaviour; default: distinct stream vertices)")
 
 
-def add_pww_arguments(parser: argparse.ArgumentParser) -> None:
-    """Progressive window widening (``run`` and ``explain``)."""
+def add_pww_arguments(parser: argparse.ArgumentParser, *, streaming: bool = False) -> None:
+    """Progressive window widening (``run``, ``explain`` and, ``streaming``, ``stream``)."""
+    where = ("micro-batches feed level 0; the levels are checkpointed" if streaming else
+             "windows detected in parallel Spark tasks; in-process with --engine local")
     parser.add_argument("--pww", type=count_option(1), metavar="L",
                         help="progressive window widening: run the query in doubling "
                              "windows, for patterns of unknown duration; L is the most "
-                             "records an instance spans (windows detected in parallel "
-                             "Spark tasks; in-process with --engine local)")
+                             f"records an instance spans ({where})")
     parser.add_argument("--pww-base", type=seconds_option, metavar="SECONDS",
                         help="--pww: the base batch duration T0 (default 1)")
     parser.add_argument("--pww-max-duration", type=seconds_option, metavar="SECONDS",

@@ -5,11 +5,14 @@
     graphcep stream QUERY.sal --source DIR --checkpoint CKPT [--output OUT/] [--lateness S]
     graphcep stream QUERY.sal --source tcp://HOST:PORT --checkpoint CKPT
     graphcep stream QUERY.sal --source generator --rate 60000 --vertices 25000 --checkpoint CKPT
+    graphcep stream QUERY --source DIR --checkpoint CKPT --pww L [--pww-base T0] [--pww-max-duration D]
 
 Without ``--source``, a program whose stream is ``VastStream("host", port)`` reads that
 socket. ``--once`` processes what the source holds now, releases the reorder buffer and
 exits (for files: the batch-equivalent run, restartable); otherwise the query runs until
-interrupted or ``--run-for`` seconds have passed. Progress (one line per micro-batch, with
+interrupted or ``--run-for`` seconds have passed. ``--pww L`` runs the query in progressive
+window widening's windows (:class:`~graphcep.runtime.widening.WidenedJob`): micro-batches
+feed level 0, and the levels' batches are checkpointed with the rest. Progress (one line per micro-batch, with
 the state held) goes to stderr; the summary to stdout (``--summary json``: one JSON line).
 """
 
@@ -50,6 +53,7 @@ def add_parser(sub: Any) -> None:
         add_ddst_arguments,
         add_input_arguments,
         add_nu_arguments,
+        add_pww_arguments,
         add_sal_arguments,
         add_spark_arguments,
         add_state_bound_argument,
@@ -99,6 +103,7 @@ def add_parser(sub: Any) -> None:
     add_nu_arguments(stream)
     add_subscription_arguments(stream)
     add_state_bound_argument(stream)
+    add_pww_arguments(stream, streaming=True)
     stream.add_argument("--cells", type=count_option(1), metavar="N",
                         help="match on a HyperCube grid of at most N cells, each an engine in "
                              "a worker process (SAL queries without features)")
@@ -133,17 +138,19 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def _stream(args: argparse.Namespace) -> int:
     from graphcep import jobs
-    from graphcep.cli_options import job_options, warn_absent_labels
+    from graphcep.cli_options import job_options, pww_options, warn_absent_labels
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
 
     validate_output(args)
+    widening = pww_options(args)  # --pww-base without --pww: refused before the query
     exit_on_interrupt("nothing was started")
     job = jobs.load(args.query, job_options(args, args.format))
     source = make_source(args, job.declared_source())
     fmt = getattr(source, "fmt", None) or args.format
     if fmt != args.format:  # field names resolve to the columns of the source's format
         job = jobs.load(args.query, job_options(args, fmt))
+    job = _widened(job, widening)
     if args.once and not isinstance(source, FileSource):
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
@@ -185,6 +192,17 @@ def _stream(args: argparse.Namespace) -> int:
         return _report_failure(failure)
     finally:
         operator.close()  # after the summary, which reads the cells' state
+
+
+def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
+    """The job in progressive window widening's windows under ``--pww L`` (``widening``:
+    :func:`~graphcep.cli_options.pww_options`), else itself."""
+    from graphcep.runtime.widening import WidenedJob
+
+    if widening is None:
+        return job
+    keep, base_us, max_duration_us = widening
+    return WidenedJob(job, keep, base_us, max_duration_us)
 
 
 def _report_failure(failure: Exception) -> int:
@@ -310,6 +328,9 @@ def _query_digest(args: argparse.Namespace) -> str:
         "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
         "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report",
         "anchored", "key", "symbol")}
+    if getattr(args, "pww", None) is not None:  # absent otherwise: earlier digests stand
+        options.update({name: getattr(args, name) for name in (
+            "pww", "pww_base", "pww_max_duration")})
     digest = hashlib.sha256(Path(args.query).read_bytes())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()
@@ -372,6 +393,7 @@ def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
 def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOperator,
                    seconds: float, checkpoint: Path) -> None:
     totals = operator.totals
+    levels = _level_stats(operator)
     summary = {
         "query": job.name,
         **totals.as_dict(),
@@ -380,15 +402,30 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         "late_dir": str(args.late or checkpoint / "late"),
         "rejects_dir": str(args.rejects or checkpoint / "rejects"),
     }
+    if levels is not None:  # L, T0 and D, then what each level did
+        summary["pww"] = job.summary_fields()["pww"]
+        summary["pww_levels"] = [level.as_dict() for level in levels]
     if args.summary == "json":
         print(json.dumps(summary))
         return
     print(f"\n{summary['query']}: {totals.matches:,} matches in {totals.edges:,} edges over "
           f"{totals.batches:,} micro-batches ({totals.late:,} late, {totals.rejected:,} "
           f"rejected) in {seconds:.1f} s")
+    if levels is not None:
+        from graphcep.runtime.widening.report import level_lines
+
+        print("\n".join(level_lines(levels)))
     if totals.late:
         print(f"late edges: {summary['late_dir']}")
     if totals.rejected:
         print(f"malformed lines: {summary['rejects_dir']}")
     if totals.lost:
         print(f"socket lines lost to interrupted micro-batches: {totals.lost:,}")
+
+
+def _level_stats(operator: StreamOperator) -> list[Any] | None:
+    """What each level of a widening did, over the whole stream (None: no widening)."""
+    from graphcep.runtime.widening import Widening
+
+    engine = operator.engine
+    return engine.stats() if isinstance(engine, Widening) else None

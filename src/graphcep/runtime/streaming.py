@@ -270,6 +270,11 @@ class StreamOperator:
         return self._state.totals
 
     @property
+    def engine(self) -> Any:
+        """The engine matching the released edges (for the summary's own figures)."""
+        return self._engine
+
+    @property
     def next_file_index(self) -> int:
         """Arrival ordinal for the next file (its ``seq`` offset), restart-stable."""
         return self._state.totals.files
@@ -324,7 +329,8 @@ class StreamOperator:
         batch_id = self.resume() + 1
         if self._state.max_t != _NEVER:
             self._state.frontier = max(self._state.frontier, self._state.max_t + 1)
-        return self._advance(batch_id, started, 0, None, None, 0, 0, checkpoint=False)
+        return self._advance(batch_id, started, 0, None, None, 0, 0, checkpoint=False,
+                             final=True)
 
     def resume(self) -> int:
         """Load the newest checkpointed state unless this operator already has one; return
@@ -362,8 +368,11 @@ class StreamOperator:
 
     def _advance(self, batch_id: int, started: float, edges_in: int, late: pa.Table | None,
                  rejects: pa.Table | None, files: int, lines: int,
-                 checkpoint: bool = True, names: dict[int, str] | None = None) -> BatchReport:
-        """Release what the frontier passed, match it, write the batch, checkpoint."""
+                 checkpoint: bool = True, names: dict[int, str] | None = None,
+                 final: bool = False) -> BatchReport:
+        """Release what the frontier passed, match it (with what the engine reports as
+        the frontier passes; at the end of input, ``final``, what its ``flush`` reports
+        where it has one), write the batch, checkpoint."""
         st = self._state
         matches = self.job.output.schema.empty_table()
         released = 0
@@ -377,7 +386,9 @@ class StreamOperator:
                 matches = self._engine.push(ready)
                 if checkpoint:
                     self._log_released(batch_id, ready)
-            self._engine.advance(st.frontier)
+            matches = _joined(matches, self._engine.advance(st.frontier))
+        if final and (end := getattr(self._engine, "flush", None)) is not None:
+            matches = _joined(matches, end())  # an engine that reports at the stream's end
         late = late if late is not None else empty_edges()
         rejects = rejects if rejects is not None else READ_REJECT_SCHEMA.empty_table()
         self._emit(batch_id, matches, late, rejects, names)
@@ -566,6 +577,9 @@ class StreamOperator:
         if st.engine is not None:
             cls = type(self._engine)
             context = {"features": st.features} if st.features is not None else {}
+            # what the snapshot does not hold, from the engine of this job (a widening's
+            # detector)
+            context.update(getattr(self._engine, "restore_context", dict)())
             self._engine = cls.restore(st.engine, **context)
             st.engine = st.features = None
             return
@@ -575,6 +589,13 @@ class StreamOperator:
             self._engine.warm(pa.ipc.open_stream(path.read_bytes()).read_all())
         if self._state.frontier != _NEVER:
             self._engine.advance(self._state.frontier)
+
+
+def _joined(first: pa.Table, more: pa.Table) -> pa.Table:
+    """Two match tables of one schema as one (either itself when the other is empty)."""
+    if not more.num_rows:
+        return first
+    return pa.concat_tables([first, more]) if first.num_rows else more
 
 
 def _write_ipc(table: pa.Table, path: str) -> None:

@@ -80,6 +80,7 @@ Example
 """
 
 from graphcep.runtime.widening.detection import PWW_FIELDS, Found, detect, widened_schema
+from graphcep.runtime.widening.job import WidenedJob
 from graphcep.runtime.widening.levels import (
     LevelPlan,
     LevelStats,
@@ -95,6 +96,7 @@ from graphcep.runtime.widening.runner import (
     widening_input,
 )
 
-__all__ = ["PWW_FIELDS", "Found", "LevelPlan", "LevelStats", "Widening", "WideningStats",
+__all__ = ["PWW_FIELDS", "Found", "LevelPlan", "LevelStats", "WidenedJob", "Widening",
+           "WideningStats",
            "Window", "WindowPlanner", "compress", "detect", "level_plan", "levels_for",
            "plan_windows", "run_widening", "widened_schema", "widening_input"]

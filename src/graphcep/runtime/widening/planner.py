@@ -21,6 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -125,6 +126,38 @@ class WindowPlanner:
 
     def stats(self) -> list[LevelStats]:
         return [level.stats for level in self.levels]
+
+    # -- checkpoints --------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """Everything the planner holds between calls, for a checkpoint (picklable): the
+        levels (each at most one batch; above level 0 at most ``2L`` records), level 0's
+        open batch, the newest edge's ``(t, seq)`` and the window count. Taken between
+        calls, when no closed window is waiting to be handed out."""
+        assert not self._closed_windows, "state taken while windows are being handed out"
+        return {"keep": self.keep, "base_us": self.base_us, "max_levels": self.max_levels,
+                "levels": self.levels, "edges": self.edges, "open": self._open,
+                "open_index": self._open_index, "last": self._last,
+                "next_seq": self._next_seq, "flushing": self._flushing,
+                "order": self._order}
+
+    @classmethod
+    def from_state(cls, orient: Callable[[pa.Table], pa.Table],
+                   state: dict[str, Any]) -> WindowPlanner:
+        """A planner continuing from :meth:`state` (``orient`` as the job gives it)."""
+        planner = cls(orient, state["keep"], state["base_us"])
+        planner.max_levels, planner.levels = state["max_levels"], state["levels"]
+        planner.edges, planner._open = state["edges"], state["open"]
+        planner._open_index, planner._last = state["open_index"], state["last"]
+        planner._next_seq, planner._flushing = state["next_seq"], state["flushing"]
+        planner._order = state["order"]
+        return planner
+
+    def held_by_level(self) -> list[int]:
+        """The records each level holds now (level 0's open batch counted at level 0)."""
+        held = [level.held() for level in self.levels]
+        held[0] += sum(t.num_rows for t in self._open)
+        return held
 
     def held_tables(self) -> list[pa.Table]:
         """Every record a later window may hold: the levels' batches and the open one."""

@@ -29,6 +29,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from graphcep.engines.base import EngineBase
 from graphcep.events import max_duration_of, normalize_edges, sort_stream
 from graphcep.jobs.base import ReplayJob
 from graphcep.runtime.widening.detection import detect, widened_schema
@@ -49,8 +50,11 @@ class WideningStats:
         return {"pww_levels": [s.as_dict() for s in self.levels]}
 
 
-class Widening:
-    """Progressive window widening of ``job`` (a bound job) over a stream.
+class Widening(EngineBase):
+    """Progressive window widening of ``job`` (a bound job) over a stream, as an engine
+    of the protocol (:mod:`graphcep.engines.base`): ``graphcep stream --pww`` runs it
+    like any other, and its snapshot holds the planner's levels, level 0's open batch
+    and the identities of reported instances that a later window may still see.
 
     Parameters
     ----------
@@ -69,6 +73,7 @@ class Widening:
 
     def __init__(self, job: ReplayJob, keep: int, base_us: int,
                  max_duration_us: int | None = None) -> None:
+        super().__init__()
         self.job, self.base_us = job, base_us
         self.planner = WindowPlanner(job.orient, keep, base_us, max_duration_us)
         self._seen: dict[str, tuple[int, int]] = {}  # identity -> (first_t, last_t)
@@ -81,11 +86,18 @@ class Widening:
     def push(self, batch: pa.Table) -> pa.Table:
         """Take a batch in stream order; return the instances reported by the windows it
         closes (a batch closes when an edge of a later batch arrives)."""
-        return self._run(self.planner.push(batch))
+        windows = self.planner.push(batch)
+        self.edges_seen = self.planner.edges
+        return self._run(windows)
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No edge before ``watermark_us`` will come: close the batches that end by it."""
         return self._run(self.planner.advance(watermark_us))
+
+    def warm(self, batch: pa.Table) -> None:
+        """Widening reports on arrival of later edges, so it cannot be warmed up from
+        edges alone: a stream restores it from its snapshot."""
+        raise NotImplementedError("window widening restores from a snapshot")
 
     def flush(self) -> pa.Table:
         """The stream has ended: close every batch and every level's waiting half."""
@@ -93,6 +105,43 @@ class Widening:
 
     def stats(self) -> list[LevelStats]:
         return self.planner.stats()
+
+    def state_size(self) -> dict[str, int]:
+        """Records held (all levels and the open batch), the most any level above 0
+        holds (at most ``2L``: Algorithm 2), levels, and identities remembered."""
+        held = self.planner.held_by_level()
+        return {"edges": sum(held), "levels": len(held),
+                "most_held_above_level_0": max(held[1:], default=0),
+                "identities": len(self._seen)}
+
+    def describe(self) -> str:
+        return (f"progressive window widening (L = {self.planner.keep}, T0 = "
+                f"{self.base_us} µs) of: {self.job.name}")
+
+    # -- checkpoints ----------------------------------------------------------------------
+
+    def state(self) -> dict[str, Any]:
+        """The planner's state and the identities a later window may still see (those no
+        window can see again are forgotten first)."""
+        self._collect_garbage(force=True)
+        return {"planner": self.planner.state(), "seen": self._seen, "gc_at": self._gc_at}
+
+    @classmethod
+    def from_state(cls, state: dict[str, Any], **context: Any) -> Widening:
+        """A widening continuing from :meth:`state`; ``context`` gives the ``job`` (a
+        snapshot holds no detector: :meth:`restore_context`)."""
+        job = context.get("job")
+        if job is None:
+            raise TypeError("Widening.restore needs job= (the detector it widens)")
+        planner = WindowPlanner.from_state(job.orient, state["planner"])
+        widening = cls(job, planner.keep, planner.base_us)
+        widening.planner, widening._seen = planner, state["seen"]
+        widening._gc_at = state["gc_at"]
+        return widening
+
+    def restore_context(self) -> dict[str, Any]:
+        """What :meth:`restore` needs that a snapshot does not hold: the detector."""
+        return {"job": self.job}
 
     def _run(self, windows: list[Window]) -> pa.Table:
         """Run the windows in order; the instances not reported before."""
@@ -108,16 +157,17 @@ class Widening:
                     fresh.append(i)
             if fresh:
                 level.instances += len(fresh)
+                self.matches_found += len(fresh)
                 out.append(found.rows.take(pa.array(fresh, pa.int64())))
         self._collect_garbage()
         return pa.concat_tables(out) if out else \
             widened_schema(self.job.output.schema).empty_table()
 
-    def _collect_garbage(self) -> None:
+    def _collect_garbage(self, force: bool = False) -> None:
         """Forget identities no later window can see again: every record a later window
         may hold is held now (by some level, or in the open batch), and a window seeing an
         instance holds records at its first and last times."""
-        if len(self._seen) < self._gc_at:
+        if not self._seen or (len(self._seen) < self._gc_at and not force):
             return
         held = self.planner.held_tables()
         times = set(np.concatenate([t.column("t").to_numpy() for t in held]).tolist()) \
