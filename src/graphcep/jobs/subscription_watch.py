@@ -103,13 +103,11 @@ class SubscriptionChange:
     def describe(self) -> tuple[str, str]:
         """``("+A -R", "added ...; changed ...; removed ...")`` (a changed id counts in
         both A and R)."""
-        gone = set(self.removed)
-        parts = [(what, ids) for what, ids in (
-            ("added", [sid for sid, _ in self.added if sid not in gone]),
-            ("changed", [sid for sid, _ in self.added if sid in gone]),
-            ("removed", [sid for sid in self.removed if sid not in dict(self.added)]),
-        ) if ids]
-        detail = "; ".join(f"{what} {_names(ids)}" for what, ids in parts)
+        gone, come = set(self.removed), {sid for sid, _ in self.added}
+        parts = (("added", [sid for sid, _ in self.added if sid not in gone]),
+                 ("changed", [sid for sid, _ in self.added if sid in gone]),
+                 ("removed", [sid for sid in self.removed if sid not in come]))
+        detail = "; ".join(f"{what} {_names(ids)}" for what, ids in parts if ids)
         return f"+{len(self.added)} -{len(self.removed)}", detail
 
 
