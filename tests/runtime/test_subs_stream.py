@@ -315,3 +315,21 @@ def test_killed_stream_with_an_edit_in_between_loses_and_repeats_nothing(tmp_pat
     assert len(got) == len(set(got)), "an occurrence was written twice"
     assert set(got) == expected(table, [(0, before), (position, after)])
     assert not list((tmp_path / "ckpt" / "late").glob("part-*")), "edges arrived late"
+
+
+def test_a_directory_is_a_subscriptions_query(tmp_path):
+    """``graphcep run``/``stream`` read a directory as its ``.subs`` files merged; one without
+    any is refused in one line."""
+    from graphcep import jobs
+
+    (tmp_path / "b.subs").write_text("y: b\n")
+    (tmp_path / "a.subs").write_text("x: a.@v\n")
+    (tmp_path / "notes.txt").write_text("not read\n")
+    job = jobs.load(str(tmp_path), {})
+    assert jobs.kind_of(str(tmp_path)).name == "subs"
+    assert [(s.id, s.pattern.text()) for s in job.subscriptions.subscriptions] == [
+        ("x", "a.@v"), ("y", "b")]
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    with pytest.raises(FileNotFoundError, match="the directory holds no .subs file"):
+        jobs.load(str(empty), {})
