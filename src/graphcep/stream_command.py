@@ -6,6 +6,7 @@
     graphcep stream QUERY.sal --source tcp://HOST:PORT --checkpoint CKPT
     graphcep stream QUERY.sal --source generator --rate 60000 --vertices 25000 --checkpoint CKPT
     graphcep stream QUERY --source DIR --checkpoint CKPT --pww L [--pww-base T0] [--pww-max-duration D]
+    graphcep stream SUBS.subs|SUBS_DIR/ --source DIR --checkpoint CKPT   # watched, see below
 
 Without ``--source``, a program whose stream is ``VastStream("host", port)`` reads that
 socket. ``--once`` processes what the source holds now, releases the reorder buffer and
@@ -14,6 +15,11 @@ interrupted or ``--run-for`` seconds have passed. ``--pww L`` runs the query in 
 window widening's windows (:class:`~graphcep.runtime.widening.WidenedJob`): micro-batches
 feed level 0, and the levels' batches are checkpointed with the rest. Progress (one line per micro-batch, with
 the state held) goes to stderr; the summary to stdout (``--summary json``: one JSON line).
+
+A subscriptions file, or a directory of ``.subs`` files, is watched: its changes are
+applied between micro-batches (:mod:`graphcep.jobs.subscription_watch`), one line on
+stderr per change set (``graphcep: subscriptions: +2 -1 (s.subs, from stream position
+N): ...``) or refused edit; the checkpoint accepts the edited file.
 """
 
 from __future__ import annotations
@@ -67,7 +73,9 @@ def add_parser(sub: Any) -> None:
     )
     stream = sub.add_parser("stream", help="match a SAL or DDST query continuously "
                                            "(Structured Streaming)")
-    stream.add_argument("query", help="SAL file, or DDST file (.ddst)")
+    stream.add_argument("query", help="query file; a subscriptions file (.subs) or a "
+                                      "directory of them is watched, its changes applied "
+                                      "between micro-batches")
     stream.add_argument("--source", type=path_option, help="DIR (files arriving), tcp://HOST:PORT, or generator "
                                          "(default: the program's VastStream socket)")
     stream.add_argument("--checkpoint", required=True, type=path_option,
@@ -155,9 +163,10 @@ def _stream(args: argparse.Namespace) -> int:
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
     cells = _cells(args, job)  # before Spark starts: a wrong option fails at once
+    watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
     checkpoint = Path(args.checkpoint)
     claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
-                     _query_digest(args))
+                     _query_digest(args, watched=watch is not None))
     sink = _sink(args, job)
     started = time.perf_counter()
     spark = spark_session(args.master)
@@ -176,6 +185,7 @@ def _stream(args: argparse.Namespace) -> int:
         reject_sink=PartWriter(args.rejects or checkpoint / "rejects"),
         # the engine runs in the driver: as many search threads as the master has cores
         threads=max(1, min(spark.sparkContext.defaultParallelism, os.cpu_count() or 1)),
+        watch=watch,
         **cells,
     )
     on_report = print_warnings if args.quiet else print_report
@@ -322,8 +332,9 @@ def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
     return f"{Path(args.query).resolve()} ({job.name})"
 
 
-def _query_digest(args: argparse.Namespace) -> str:
-    """The query text and the options that change which matches it finds."""
+def _query_digest(args: argparse.Namespace, watched: bool = False) -> str:
+    """The query text and the options that change which matches it finds; not the text of
+    a ``watched`` query (subscriptions: edits are applied, not refused)."""
     options = {name: getattr(args, name, None) for name in (
         "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
         "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report",
@@ -331,7 +342,7 @@ def _query_digest(args: argparse.Namespace) -> str:
     if getattr(args, "pww", None) is not None:  # absent otherwise: earlier digests stand
         options.update({name: getattr(args, name) for name in (
             "pww", "pww_base", "pww_max_duration")})
-    digest = hashlib.sha256(Path(args.query).read_bytes())
+    digest = hashlib.sha256(b"watched" if watched else Path(args.query).read_bytes())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()
 

@@ -88,7 +88,10 @@ def kind_of(path: str) -> JobKind:
 
 def said_kind(path: str) -> JobKind | None:
     """The kind the query file ``path`` says it is, by its suffix, else by its text (None:
-    neither says; a missing file says nothing but its suffix)."""
+    neither says; a missing file says nothing but its suffix). A directory is a directory
+    of subscriptions files (the only kind read from several files)."""
+    if Path(path).is_dir():
+        return kind_named("subs")
     suffix = Path(path).suffix.lower()
     for kind in KINDS:
         if suffix in kind.suffixes:

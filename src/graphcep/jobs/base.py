@@ -57,6 +57,15 @@ class DeclaredSource:
     port: int
 
 
+class QueryWatch(Protocol):
+    """A query file watched while a stream runs (:meth:`ReplayJob.watch`)."""
+
+    def changes(self, engine: Engine) -> list[str]:
+        """Re-read the file if it changed and apply the difference to ``engine`` (between
+        micro-batches); one line per change applied or edit refused."""
+        ...
+
+
 class ReplayJob(Protocol):
     """What every runtime replays (see the module docstring).
 
@@ -123,6 +132,11 @@ class ReplayJob(Protocol):
         """The stream the query text connects to itself, if any."""
         ...
 
+    def watch(self, path: str) -> QueryWatch | None:
+        """A watch on the query file ``path`` whose changes a stream applies between
+        micro-batches (subscriptions), or None: the query is fixed when the stream starts."""
+        ...
+
     def plan_dot(self) -> str:
         """The job's plan as Graphviz DOT (a ν-expression's automaton); a
         :class:`QueryError` for kinds that have none to draw."""
@@ -184,6 +198,9 @@ class JobBase:
         return []
 
     def declared_source(self) -> DeclaredSource | None:
+        return None
+
+    def watch(self, path: str) -> QueryWatch | None:
         return None
 
     def partition_key(self) -> str | None:

@@ -36,6 +36,7 @@ from graphcep.engines.sequences.tree import PatternTree
 from graphcep.events import format_seconds
 from graphcep.io.sinks import MatchDrawing, MatchFormat
 from graphcep.jobs.base import Extent, Instances, JobBase
+from graphcep.jobs.subscription_watch import SubscriptionWatch
 from graphcep.patterns.sequences import SubscriptionSet, filtering_rate, show
 from graphcep.patterns.subgraph import QueryError
 
@@ -96,10 +97,11 @@ SUBS_MATCHES = MatchFormat(SUBS_MATCH_SCHEMA, format_notification, notification_
 
 
 def load(path: str, options: Mapping[str, Any]) -> SubscriptionJob:
-    """A ``.subs`` file as a job; other kinds' options are refused, saying why."""
-    from graphcep.lang.sequences import parse_subscriptions_file
+    """A ``.subs`` file, or a directory of them, as a job; other kinds' options are
+    refused, saying why."""
+    from graphcep.lang.sequences import parse_subscriptions_source
 
-    return SubscriptionJob(parse_subscriptions_file(path), options.get("key") or "src",
+    return SubscriptionJob(parse_subscriptions_source(path), options.get("key") or "src",
                            options.get("symbol") or "dst",
                            options.get("subs_engine") or DEFAULT_ENGINE)
 
@@ -175,6 +177,11 @@ class SubscriptionJob(JobBase):
         engine_class = getattr(importlib.import_module(module), cls)
         return engine_class({s.id: s.pattern for s in self.subscriptions.subscriptions},
                             key=self.key, symbol=self.symbol)
+
+    def watch(self, path: str) -> SubscriptionWatch:
+        """The subscriptions source ``path``, re-read between micro-batches
+        (:mod:`graphcep.jobs.subscription_watch`)."""
+        return SubscriptionWatch(path)
 
     def summary_fields(self) -> dict[str, Any]:
         return {"subs_engine": self.engine, "key": self.key, "symbol": self.symbol}

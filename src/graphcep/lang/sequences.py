@@ -8,6 +8,12 @@ distinct. ``#`` and ``//`` start comments to the end of the line (nothing here u
 ``#``). Errors are :class:`~graphcep.lang.errors.QuerySyntaxError` with line:column,
 naming the subscription.
 
+A *subscriptions source* is a ``.subs`` file or a directory of them
+(:func:`parse_subscriptions_source`): a directory's ``*.subs`` files are read in name
+order and merged into one set, ids distinct across all of them (an error names the
+second definition's ``file:line:col`` and the first one's); a directory holding no
+``.subs`` file is an error, as is a file holding no subscription.
+
 Examples
 --------
 >>> subs = parse_subscriptions('ssh: 22.@x.22.@x   # probe\\nweb: "10.0.0.1".@y')
@@ -35,7 +41,11 @@ from graphcep.patterns.sequences import (
     Var,
 )
 
-__all__ = ["parse_subscriptions", "parse_subscriptions_file", "looks_like_subscriptions"]
+__all__ = ["parse_subscriptions", "parse_subscriptions_file", "parse_subscriptions_source",
+           "parse_subscription_texts", "read_subscriptions_source", "looks_like_subscriptions"]
+
+#: id -> ``(source, line, column)`` of its definition, shared across the files of a source
+Defined = dict[str, tuple[str, int, int]]
 
 _WORD = re.compile(r"[0-9][A-Za-z0-9_]*")
 _OPERATORS = (".", "@", ":")
@@ -70,10 +80,14 @@ def looks_like_subscriptions(text: str) -> bool:
 
 
 def parse_subscriptions(text: str, name: str = "subscriptions",
-                        source: str = "<subscriptions>") -> SubscriptionSet:
-    """Parse a subscriptions text (see the module docstring)."""
+                        source: str = "<subscriptions>",
+                        defined: Defined | None = None) -> SubscriptionSet:
+    """Parse a subscriptions text (see the module docstring); ``defined`` holds the ids
+    other files of the same source defined already (and gets this text's)."""
     tokens = scan_tokens(text, source, _scan_word, _scan_operator, hash_comments=True)
-    return SubscriptionSet(name, _Parser(text, source, tokens).parse())
+    parser = _Parser(text, source, tokens)
+    parser.defined = {} if defined is None else defined
+    return SubscriptionSet(name, parser.parse())
 
 
 def parse_subscriptions_file(path: str | Path) -> SubscriptionSet:
@@ -81,9 +95,53 @@ def parse_subscriptions_file(path: str | Path) -> SubscriptionSet:
     return parse_subscriptions(read_source(path), Path(path).stem, str(path))
 
 
+def read_subscriptions_source(path: str | Path) -> list[tuple[str, str]]:
+    """``(file name, text)`` of a subscriptions source: the file, or a directory's
+    ``*.subs`` files in name order (an ``OSError`` when there is none).
+
+    >>> import tempfile, os
+    >>> d = tempfile.mkdtemp()
+    >>> _ = open(os.path.join(d, "b.subs"), "w").write("y: b")
+    >>> _ = open(os.path.join(d, "a.subs"), "w").write("x: a")
+    >>> [os.path.basename(name) for name, _ in read_subscriptions_source(d)]
+    ['a.subs', 'b.subs']
+    """
+    path = Path(path)
+    if not path.is_dir():
+        return [(str(path), read_source(path))]
+    files = sorted(p for p in path.glob("*.subs") if p.is_file())
+    if not files:
+        raise FileNotFoundError(f"{path}: the directory holds no .subs file")
+    return [(str(p), read_source(p)) for p in files]
+
+
+def parse_subscription_texts(texts: list[tuple[str, str]], name: str) -> SubscriptionSet:
+    """The subscriptions of several ``(file name, text)`` merged into one set named
+    ``name``, ids distinct across the files.
+
+    >>> parse_subscription_texts([("a.subs", "x: a"), ("b.subs", "y: b\\nx: c")], "d")
+    Traceback (most recent call last):
+    ...
+    graphcep.lang.errors.QuerySyntaxError: b.subs:2:1: subscription 'x' is defined twice (first at a.subs:1:1)
+        x: c
+        ^
+    """
+    defined: Defined = {}
+    subs = [s for source, text in texts
+            for s in parse_subscriptions(text, name, source, defined).subscriptions]
+    return SubscriptionSet(name, tuple(subs))
+
+
+def parse_subscriptions_source(path: str | Path) -> SubscriptionSet:
+    """Parse a subscriptions source (a ``.subs`` file or a directory of them, see the
+    module docstring); the set is named after the file's stem or the directory's name."""
+    return parse_subscription_texts(read_subscriptions_source(path), Path(path).stem)
+
+
 class _Parser(TokenCursor):
+    defined: Defined
+
     def parse(self) -> tuple[Subscription, ...]:
-        found: dict[str, Token] = {}
         subs = []
         if self.peek().kind == "EOF":
             self.fail("a subscription 'id: pattern'", message="the file holds no subscription")
@@ -92,11 +150,7 @@ class _Parser(TokenCursor):
             if id_tok.kind not in ("IDENT", "NUMBER", "STRING"):
                 self.fail("a subscription id")
             self.next()
-            if id_tok.value in found:
-                first = found[id_tok.value]
-                self.fail("a new id", id_tok, f"subscription {id_tok.value!r} is defined twice "
-                          f"(first at line {first.line}:{first.column})")
-            found[id_tok.value] = id_tok
+            self._define(id_tok)
             colon = self.peek()
             if not colon.is_op(":") or colon.line != id_tok.line:
                 self.fail("':' after the id", colon if colon.line == id_tok.line else None,
@@ -105,6 +159,17 @@ class _Parser(TokenCursor):
             self.next()
             subs.append(Subscription(id_tok.value, self._pattern(id_tok)))
         return tuple(subs)
+
+    def _define(self, id_tok: Token) -> None:
+        """Record the id's place; an id defined before (here or in another file of the
+        source) is an error naming both places."""
+        first = self.defined.get(id_tok.value)
+        if first is not None:
+            source, line, column = first
+            where = "line " if source == self.source else f"{source}:"
+            self.fail("a new id", id_tok, f"subscription {id_tok.value!r} is defined twice "
+                      f"(first at {where}{line}:{column})")
+        self.defined[id_tok.value] = (self.source, id_tok.line, id_tok.column)
 
     def _pattern(self, id_tok: Token) -> SequencePattern:
         items = [self._item(id_tok)]

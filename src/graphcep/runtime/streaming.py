@@ -28,6 +28,15 @@ matches with the same deterministic ids and overwrites the same parts: nothing i
 nothing is duplicated. The state holds the engine's window (edges within the query's
 extent), the reorder buffer (edges within ``lateness``), features, and counters.
 
+Watched queries
+---------------
+A job may give a watch on its query file (:meth:`~graphcep.jobs.base.ReplayJob.watch`:
+subscriptions). Before the edges of each batch (and the final flush) are pushed, the
+operator asks it to apply what changed to the engine; the engine's state -- its
+subscriptions with it -- is snapshotted into every checkpoint (such jobs read the whole
+stream), so a restart, or a re-run batch, starts from the subscriptions in force after
+the batch before and applies the file's current content before its edges.
+
 Why ``foreachBatch`` on the driver, not Spark's per-key state
 --------------------------------------------------------------
 Measured on this runtime (PySpark 4.3, ``local[2]``): handing each micro-batch to the
@@ -59,7 +68,7 @@ from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import empty_edges, format_seconds, normalize_edges, sort_stream
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
-from graphcep.jobs.base import ReplayJob
+from graphcep.jobs.base import QueryWatch, ReplayJob
 from graphcep.patterns.subgraph import QueryError
 
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
@@ -87,6 +96,9 @@ class BatchReport:
     warnings: list[str] = field(default_factory=list)
     #: whether any edge has been released to the engine so far
     started: bool = True
+    #: one line each: changes of the query applied before this batch, or refused (a
+    #: watched subscriptions file, see :class:`StreamOperator`'s ``watch``)
+    notes: list[str] = field(default_factory=list)
 
     def line(self) -> str:
         """The progress line; the watermark reads ``-`` until it has released an edge (a
@@ -193,6 +205,9 @@ class StreamOperator:
         SAL queries without vertex features). ``None``: one engine in this process.
     processes : int or None
         Worker processes for ``cells`` (default: one per cell, at most the CPU count).
+    watch : QueryWatch or None
+        The query file, re-read before each batch, its changes applied to the engine
+        (module docstring); the lines it gives go into :attr:`BatchReport.notes`.
 
     Examples
     --------
@@ -229,6 +244,7 @@ class StreamOperator:
         threads: int | None = None,
         cells: int | None = None,
         processes: int | None = None,
+        watch: QueryWatch | None = None,
     ) -> None:
         if lateness_us < 0:
             raise ValueError("lateness must be >= 0")
@@ -247,6 +263,7 @@ class StreamOperator:
         self.threads = threads
         self.cells = cells
         self.processes = processes
+        self.watch = watch
         self._state = _State()
         #: why a micro-batch was refused (a stream lacking fields the query reads); kept
         #: because Spark hands a foreachBatch error back as its own text
@@ -258,8 +275,8 @@ class StreamOperator:
         self.labels_seen: dict[str, set[str]] = {}
         self._engine = self._new_engine()
         # warm-up from the log rebuilds exactly the window: only for engines whose whole
-        # state is the window
-        self._logged = hasattr(self._engine, "warm") and not job.whole_stream
+        # state is the window (a watched query's changes are state too)
+        self._logged = hasattr(self._engine, "warm") and not job.whole_stream and watch is None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
 
@@ -374,6 +391,7 @@ class StreamOperator:
         the frontier passes; at the end of input, ``final``, what its ``flush`` reports
         where it has one), write the batch, checkpoint."""
         st = self._state
+        notes = self.watch.changes(self._engine) if self.watch is not None else []
         matches = self.job.output.schema.empty_table()
         released = 0
         if st.buffer is not None and st.frontier != _NEVER:
@@ -407,7 +425,8 @@ class StreamOperator:
         buffered = 0 if st.buffer is None else st.buffer.num_rows
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
                            matches.num_rows, buffered, self._engine.state_size(), st.frontier,
-                           time.perf_counter() - started, started=totals.released > 0)
+                           time.perf_counter() - started, started=totals.released > 0,
+                           notes=notes)
 
     def _note_newest(self, on_time: pa.Table, names: dict[int, str] | None) -> None:
         """Move ``max_t`` to the batch's newest edge, remembering where it came from and
@@ -664,6 +683,8 @@ def print_report(report: BatchReport) -> None:
 
 
 def print_warnings(report: BatchReport) -> None:
-    """The batch's warnings only (``graphcep stream --quiet``)."""
+    """The batch's notes and warnings only (``graphcep stream --quiet``)."""
+    for note in report.notes:
+        print(f"graphcep: {note}", file=sys.stderr, flush=True)
     for warning in report.warnings:
         print(f"graphcep: warning: {warning}", file=sys.stderr, flush=True)
