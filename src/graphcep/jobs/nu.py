@@ -38,6 +38,7 @@ from graphcep.events import format_seconds
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import Extent, JobBase
 from graphcep.patterns.nu import NuPattern, NuPatternError
+from graphcep.patterns.nu_autom import AutomatonPattern
 from graphcep.patterns.subgraph import QueryError
 
 #: The engines this kind runs (the protocol suite runs each): ``--nu-engine`` name ->
@@ -185,7 +186,8 @@ class NuJob(JobBase):
         span = p.span_us()
         unbounded = p.unbounded_part()
         lines = [
-            f"ν-expression {p.name} ({self.mode} mode)",
+            f"{'timed ν-automaton' if isinstance(p, AutomatonPattern) else 'ν-expression'} "
+            f"{p.name} ({self.mode} mode, {self.chosen} engine)",
             p.text(),
             "",
             f"variables (fresh unknown nodes): {', '.join(sorted(p.variables())) or 'none'}; "
