@@ -17,7 +17,8 @@ Decisions
 * Background calls (``open``, ``read``, ``write``, ``close``, ``stat``, and ``accept``,
   ``dup`` and ``execve`` too) come at random free times over the episodes' span; their
   descriptors stay below 1000 and they never ``dup`` onto 0, 1 or 2, so they complete no
-  episode of their own. An episode followed by a later ``execve`` (of the background or of
+  episode of their own, and no ``execve`` comes inside an episode (it would end the
+  episode there). An episode followed by a later ``execve`` (of the background or of
   the next episode) matches the paper's pattern again, ending there: the ground truth
   lists the injected episodes, each the earliest-ending match from its ``accept``.
 * Every line carries its time (the trace is sparse: one call per time unit at most).
@@ -44,10 +45,11 @@ def _delay(rng: np.random.Generator, low: int, high: int) -> int:
     return min(high, max(low, round(math.exp(rng.uniform(math.log(low), math.log(high))))))
 
 
-def _background_call(rng: np.random.Generator) -> str:
-    """One unrelated call: its descriptors below 1000, never a ``dup`` onto 0, 1 or 2."""
+def _background_call(rng: np.random.Generator, execve: bool) -> str:
+    """One unrelated call: its descriptors below 1000, never a ``dup`` onto 0, 1 or 2; an
+    ``execve`` only where ``execve`` says it may come."""
     fd = int(rng.integers(3, 64))
-    kind = int(rng.integers(0, 8))
+    kind = int(rng.integers(0, 8 if execve else 7))
     return [
         f"open path=/etc/f{fd} => {fd}",
         f"read fd={fd} => {int(rng.integers(0, 4096))}",
@@ -102,8 +104,10 @@ def generate_syscalls(
         now += _delay(rng, min_delay, max_delay)
     span = max(now, background + len(calls) + 1)
     free = np.setdiff1d(np.arange(1, span + 1), np.fromiter(calls, np.int64))
+    spans = [(e["start"], e["end"]) for e in truth]
     for t in rng.choice(free, size=min(background, free.size), replace=False):
-        calls[int(t)] = _background_call(rng)
+        outside = all(not start < t < end for start, end in spans)
+        calls[int(t)] = _background_call(rng, execve=outside)
     return sorted(calls.items()), truth
 
 
