@@ -114,6 +114,8 @@ def test_the_remote_shell_expression_finds_exactly_the_injected_short_episodes(t
                              max_delay=10, seed=3)
     found = matches(REMOTE_SHELL, trace, tmp_path)
     assert episodes_found(found) == truth_of(truth)
+    interpreted = matches(REMOTE_SHELL, trace, tmp_path, "--nu-engine", "interpreted")
+    assert sorted(m["match_id"] for m in interpreted) == sorted(m["match_id"] for m in found)
     first = min(found, key=lambda m: m["first_t"])
     assert [e["src"] for e in first["edges"]][::2] == ["accept", "dup", "dup", "dup",
                                                      "execve"]
