@@ -75,7 +75,7 @@ from graphcep.runtime.widening.report import describe_widening, level_lines, wid
 from graphcep.stream_command import add_parser as add_stream_parser
 from graphcep.timing import Phases, process_age
 
-FORMATS = (*LINE_FORMATS, "parquet", "tes", "seq")
+FORMATS = (*LINE_FORMATS, "parquet", "tes", "seq", "syscall")
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -18,7 +18,8 @@ Decisions
   comments and header lines.
 * The ``vast`` ``Label`` column is dropped when no line of the whole read had one.
 * Format guessing (``fmt=None``): ``.parquet`` -> parquet, ``.jsonl``/``.ndjson`` -> jsonl,
-  ``.tsv`` -> tsv, ``.vast`` -> vast, ``.tes`` -> tes, ``.seq`` -> seq, ``.csv`` -> csv unless its first data line has 19 or
+  ``.tsv`` -> tsv, ``.vast`` -> vast, ``.tes`` -> tes, ``.seq`` -> seq, ``.syscall`` ->
+  syscall, ``.csv`` -> csv unless its first data line has 19 or
   20 comma-separated fields or is a VAST header (then vast), anything else -> snap. A
   ``.gz`` suffix is looked through (``x.csv.gz`` is csv). When no line of a text file
   gives an edge, its reject reasons end with a hint to check ``--format``
@@ -53,7 +54,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from graphcep.events import EDGE_SCHEMA, concat_edges
+from graphcep.events import EDGE_SCHEMA, US_PER_SECOND, concat_edges
 from graphcep.io.formats import (
     REJECT_TEXT_CHARS,
     InputError,
@@ -67,6 +68,7 @@ from graphcep.io.formats import (
 )
 from graphcep.io.rejects import add_format_hint
 from graphcep.io.seq import parse_seq
+from graphcep.io.syscall import parse_syscall
 from graphcep.io.tes import parse_tes
 from graphcep.io.token_text import FILE_REJECT_SCHEMA
 
@@ -190,6 +192,8 @@ def _format_from_name(path: Path) -> str:
         return "tes"
     if last == ".seq":
         return "seq"
+    if last == ".syscall":
+        return "syscall"
     if last == ".csv":
         return "csv"
     return "snap"
@@ -486,6 +490,14 @@ def read_seq_file(path: Path, first: int = 0, name: str | None = None) -> FileRe
     return FileRead([read.edges], [read.rejects], read.lines, skipped=read.skipped)
 
 
+def read_syscall_file(path: Path, after: int = 0, name: str | None = None) -> FileRead:
+    """One system-call trace (:mod:`graphcep.io.syscall`) whose calls come after time
+    ``after`` (the last call of the files before it)."""
+    name = name or str(path)
+    read = parse_syscall(read_whole_text(path, name), name, after)
+    return FileRead([read.edges], [read.rejects], read.lines, skipped=read.skipped)
+
+
 def _read_parquet_file(
     path: Path | BinaryIO, options: ReaderOptions, name: str | None = None
 ) -> FileRead:
@@ -582,7 +594,7 @@ def read_edges(
         A file, a directory (its files, by name), or a list of them.
     fmt
         ``snap``, ``csv``, ``tsv``, ``vast``, ``netflow5``, ``jsonl``, ``parquet``,
-        ``tes`` or ``seq``; ``None`` guesses from the first file's name (see module
+        ``tes``, ``seq`` or ``syscall``; ``None`` guesses from the first file's name (see module
         docstring).
     options
         Reader options (time unit, columns, limits ...).
@@ -608,6 +620,10 @@ def read_edges(
             read = read_tes_file(path)
         elif fmt == "seq":  # positions run on across files
             read = read_seq_file(path, sum(t.num_rows for t in edge_parts))
+        elif fmt == "syscall":  # times run on across files
+            after = max((t.column("t")[-1].as_py() // US_PER_SECOND for t in edge_parts
+                         if t.num_rows), default=0)
+            read = read_syscall_file(path, after)
         else:
             read = read_text_file(path, fmt, options)
         edge_parts.extend(offset_seq(t, index) for t in read.edges)

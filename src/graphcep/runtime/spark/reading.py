@@ -122,7 +122,7 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     files = expand_paths(paths)
     fmt = fmt or guess_format(files[0])
     options = options or ReaderOptions()
-    if fmt in ("parquet", "tes", "seq"):
+    if fmt in ("parquet", "tes", "seq", "syscall"):
         return _read_locally(spark, files, fmt, options)
     split, whole = _split_or_whole(files)
     heads = [_head_lines(f, options) for f in files]
@@ -427,8 +427,8 @@ def _split_by_block(table: pa.Table):
 
 
 def _read_locally(spark, files, fmt: str, options: ReaderOptions):
-    """Parquet, time-event sequences and plain sequences are read by the local reader
-    (row numbers, times and positions that run on from a sequence's start must be global)
+    """Parquet, time-event sequences, plain sequences and system-call traces are read by
+    the local reader (row numbers, times and positions that run on from a sequence's start must be global)
     and handed to Spark as an Arrow table."""
     from graphcep.io.readers import read_edges
 
