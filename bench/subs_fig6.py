@@ -156,7 +156,7 @@ def run_one(count: int, size: int, n_symbols: int) -> dict[str, Any]:
     _, rest_s = feed(tree, seq, prefix, longer)
     stats = tree.tree.stats()
     return {
-        "count": count, "alphabet": size, "distinct": len(tree.tree.by_pattern) - 1,
+        "count": count, "alphabet": size, "distinct": len({id(n) for n in tree.tree.subscriptions.values()}),
         "nodes": int(stats["nodes"]), "height": int(stats["height"]),
         "top": len(tree.tree.root.children), "prefix": prefix, "tree_read": longer,
         "tree_cmp": tree_cmp, "naive_cmp": naive_cmp, "ratio": tree_cmp / max(1, naive_cmp),
