@@ -353,7 +353,9 @@ def git(*args: str) -> str:
         return "?"
 
 
-def machine_lines() -> list[str]:
+def machine_lines(packages: tuple[str, ...] = ("pyarrow", "numpy", "matplotlib")
+                  ) -> list[str]:
+    """Date, machine, Python and ``packages``' versions, and graphcep's commit."""
     model = "?"
     try:
         found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
@@ -365,7 +367,7 @@ def machine_lines() -> list[str]:
         f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- machine: {platform.machine()}, {model}, {os.cpu_count()} cores",
         f"- Python {platform.python_version()}; "
-        + ", ".join(version(p) for p in ("pyarrow", "numpy", "matplotlib")),
+        + ", ".join(version(p) for p in packages),
         f"- graphcep: git {git('rev-parse', '--short', 'HEAD') or '?'} "
         + (f"+ uncommitted changes in {', '.join(dirty)}" if dirty else "(src/ clean)"),
     ]

@@ -45,16 +45,13 @@ points marked.
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import random
-import re
-import subprocess
 import sys
 import time
-from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+from bench.nu_paper import machine_lines
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS_FILE = ROOT / "bench" / "RESULTS.md"
@@ -217,41 +214,11 @@ def plot(results: list[dict[str, Any]], path: Path) -> bool:
     return True
 
 
-def git(*args: str) -> str:
-    try:
-        return subprocess.run(["git", *args], capture_output=True, text=True, check=False,
-                              cwd=ROOT).stdout.strip()
-    except OSError:
-        return "?"
-
-
-def machine_lines() -> list[str]:
-    model = "?"
-    try:
-        found = re.search(r"model name\s*:\s*(.+)", Path("/proc/cpuinfo").read_text())
-        model = found.group(1).strip() if found else platform.processor() or "?"
-    except OSError:
-        pass
-    dirty = [line[3:] for line in git("status", "--porcelain", "src").splitlines() if line.strip()]
-    return [
-        f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
-        f"- machine: {platform.machine()}, {model}, {os.cpu_count()} cores (shared)",
-        f"- Python {platform.python_version()}; graphcep git "
-        f"{git('rev-parse', '--short', 'HEAD') or '?'} "
-        + (f"+ uncommitted changes in {', '.join(dirty)}" if dirty else "(src/ clean)"),
-    ]
-
-
 def record(text: str) -> None:
     """Replace this benchmark's section of bench/RESULTS.md, or append it at the end."""
-    block = f"{START_MARK}\n{text}\n{END_MARK}"
-    old = RESULTS_FILE.read_text() if RESULTS_FILE.exists() else "# Benchmark results\n"
-    if START_MARK in old and END_MARK in old:
-        head, rest = old.split(START_MARK, 1)
-        new = head + block + rest.split(END_MARK, 1)[1]
-    else:
-        new = old.rstrip("\n") + "\n\n" + block + "\n"
-    RESULTS_FILE.write_text(new)
+    from bench.triangles import record as record_section
+
+    record_section(text, START_MARK, END_MARK)
     print(f"bench.subs_fig6: recorded in {RESULTS_FILE}")
 
 
@@ -269,7 +236,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.symbols < 1:
         parser.error("--symbols must be positive")
     sys.path.insert(0, str(ROOT / "src"))
-    machine = machine_lines()
+    machine = machine_lines(("numpy",))
     results = []
     started = time.perf_counter()
     for count in COUNTS:

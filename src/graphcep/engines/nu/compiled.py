@@ -105,11 +105,10 @@ class CompiledNuEngine(EngineBase):
             return self._interpreted.state_size()
         live = self._live()
         rows = self._tok[:self._counters[kernel.N_TOKENS]][live]
-        base = self.tables.identity
-        seqs = {int(row[base + 1 + LINK_FIELDS * j + 3]) for row in rows
-                for j in range(int(row[base]))}
+        # column by column: this runs once per micro-batch
+        seqs = self._witness_links(rows)[:, 3]
         return {"tokens": int(live.sum()), "partial_matches": int(live.sum()),
-                "edges": len(seqs)}
+                "edges": len(np.unique(seqs))}
 
     def describe(self) -> str:
         bound = self._interpreted.describe().split("; ")[-1]
@@ -250,13 +249,17 @@ class CompiledNuEngine(EngineBase):
                                   if keys[i, 1] == newest)
         return rows
 
+    def _witness_links(self, rows: np.ndarray) -> np.ndarray:
+        """The links of the rows' witnesses, one row of ``LINK_FIELDS`` each, row by row."""
+        base, links = self.tables.identity, self.tables.links
+        blocks = rows[:, base + 1:base + 1 + LINK_FIELDS * links].reshape(
+            len(rows), links, LINK_FIELDS)
+        return blocks[np.arange(links)[None, :] < rows[:, base][:, None]]
+
     def _witnesses(self, reports: np.ndarray) -> pa.Array:
         """The witness links of the reports, as the list column ``edges``."""
-        base, links = self.tables.identity, self.tables.links
-        counts = reports[:, base]
-        blocks = reports[:, base + 1:base + 1 + LINK_FIELDS * links].reshape(
-            len(reports), links, LINK_FIELDS)
-        read = blocks[np.arange(links)[None, :] < counts[:, None]]
+        counts = reports[:, self.tables.identity]
+        read = self._witness_links(reports)
         labels = self.tables.labels
         pairs = read[:, 4] * len(labels) + read[:, 5]
         codes, which = np.unique(pairs, return_inverse=True)
