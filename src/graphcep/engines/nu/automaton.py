@@ -466,3 +466,51 @@ def _conjunction(conditions: list[Condition]) -> tuple[Condition, ...] | None:
 
 def event_transitions(automaton: Automaton) -> Iterator[Transition]:
     return (t for t in automaton.transitions if t.label is not None)
+
+
+#: Bits per variable of :func:`variable_states`: in write mode, holding a node, has held one.
+WRITING, HOLDING, HELD = 1, 2, 4
+
+
+def variable_states(automaton: Automaton) -> dict[int, set[int]] | str:
+    """Per location, the variable states runs reach it with (three bits per variable,
+    in the order of ``automaton.variables``: :data:`WRITING`, :data:`HOLDING`,
+    :data:`HELD`), clocks ignored -- an over-approximation; or the name of a variable some
+    run reads a fresh node into after it held one."""
+    out = automaton.outgoing()
+    seen = {(automaton.initial, 0)}
+    todo = [(automaton.initial, 0)]
+    while todo:
+        q, state = todo.pop()
+        for t in out[q]:
+            after = variable_step(automaton, state, t)
+            if isinstance(after, str):
+                return after
+            if after is not None and (t.target, after) not in seen:
+                seen.add((t.target, after))
+                todo.append((t.target, after))
+    found: dict[int, set[int]] = {}
+    for q, state in seen:
+        found.setdefault(q, set()).add(state)
+    return found
+
+
+def variable_step(automaton: Automaton, state: int, transition: Transition
+                  ) -> int | str | None:
+    """The variable state after ``transition`` (None: never enabled; a variable's name:
+    it reads a fresh node into that variable after it held one)."""
+    index = {name: i for i, name in enumerate(automaton.variables)}
+    for name in transition.alloc:
+        state |= WRITING << (3 * index[name])
+    label = transition.label
+    if isinstance(label, Var):
+        shift = 3 * index[label.name]
+        if state >> shift & WRITING:
+            if state >> shift & HELD:
+                return label.name
+            state = (state & ~(WRITING << shift)) | ((HOLDING | HELD) << shift)
+        elif not state >> shift & HOLDING:
+            return None  # never enabled: reads a node the variable does not hold
+    for name in transition.release:
+        state &= ~((WRITING | HOLDING) << (3 * index[name]))
+    return state

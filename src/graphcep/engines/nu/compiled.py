@@ -51,10 +51,16 @@ class CompiledNuEngine(EngineBase):
     pattern : NuPattern
         The expression (ValueError when the compiled game cannot run it).
     max_tokens : int
-        State bound: holding more live tokens raises :class:`StateBoundError`.
+        State bound: holding more live tokens (and links kept for the closing join)
+        raises :class:`StateBoundError`.
+    join : bool
+        Join the last link of a match where the pattern allows it
+        (:mod:`graphcep.engines.nu.closing`) instead of storing the tokens that wait for
+        it: the same matches, far fewer tokens.
     """
 
-    def __init__(self, pattern: NuPattern, *, max_tokens: int = 200_000) -> None:
+    def __init__(self, pattern: NuPattern, *, max_tokens: int = 200_000,
+                 join: bool = True) -> None:
         super().__init__()
         self.pattern = pattern
         self.mode = "search"
@@ -63,7 +69,7 @@ class CompiledNuEngine(EngineBase):
         # message, and runs time-event sequences
         self._interpreted = NuEngine(pattern, max_tokens=max_tokens)
         self.automaton = self._interpreted.automaton
-        self.tables = kernel_tables(self.automaton)
+        self.tables = kernel_tables(self.automaton, join=join)
         self._names: list[str] = list(self.tables.constants)
         self._ids: dict[str, int] = {name: i for i, name in enumerate(self._names)}
         self._starts = np.array([self._row(tk) for tk in self._interpreted._starts],
@@ -107,6 +113,11 @@ class CompiledNuEngine(EngineBase):
         rows = self._tok[:self._counters[kernel.N_TOKENS]][live]
         # column by column: this runs once per micro-batch
         seqs = self._witness_links(rows)[:, 3]
+        if self.tables.join:  # the links the closing join may still pair
+            history = self._hist[:self._counters[kernel.N_HISTORY]]
+            oldest = kernel.oldest_joined(rows, len(rows), self.tables.arrays)
+            seqs = np.concatenate([seqs, history[history[:, kernel.H_T] >= oldest,
+                                                 kernel.H_SEQ]])
         return {"tokens": int(live.sum()), "partial_matches": int(live.sum()),
                 "edges": len(np.unique(seqs))}
 
@@ -123,13 +134,16 @@ class CompiledNuEngine(EngineBase):
         self._sweep(self._horizon())
         n = self._counters[kernel.N_TOKENS]
         return {"pattern": self.pattern, "max_tokens": self.max_tokens,
-                "tokens": self._tok[:n].copy(), "deadlines": self._deadline[:n].copy(),
+                "join": self.tables.join is not None, "tokens": self._tok[:n].copy(), "deadlines": self._deadline[:n].copy(),
+                "born": self._born[:n].copy(), "link_no": int(self._counters[kernel.LINK_NO]),
+                "history": self._hist[:self._counters[kernel.N_HISTORY]].copy(),
                 "names": list(self._names), "now": self._now,
                 "reported": (self._reported_at, set(self._reported))}
 
     @classmethod
     def from_state(cls, state: dict) -> CompiledNuEngine:
-        engine = cls(state["pattern"], max_tokens=state["max_tokens"])
+        engine = cls(state["pattern"], max_tokens=state["max_tokens"],
+                     join=state.get("join", True))
         if "events" in state:
             engine._events = True
             engine._interpreted = NuEngine.from_state(state["events"])
@@ -143,7 +157,16 @@ class CompiledNuEngine(EngineBase):
         engine._allocate(max(len(engine._tok), 2 * len(tokens)))
         engine._tok[:len(tokens)] = tokens
         engine._deadline[:len(tokens)] = state["deadlines"]
+        engine._born[:len(tokens)] = state["born"]
         engine._counters[kernel.N_TOKENS] = len(tokens)
+        engine._counters[kernel.LINK_NO] = state["link_no"]
+        history = state["history"]
+        if len(history):
+            engine._grow_history(_power_of_two(2 * len(history)))
+            engine._hist[:len(history)] = history
+            engine._counters[kernel.N_HISTORY] = kernel.compact_history(
+                engine._hist, len(history), NONE, engine.tables.arrays, engine._hkeys,
+                engine._hheads)
         engine._rebuild()
         return engine
 
@@ -155,9 +178,10 @@ class CompiledNuEngine(EngineBase):
         begin = 0
         while True:
             kernel.read_links(t, us, vs, seq, begin, self.max_tokens, self.tables.arrays,
-                              self._starts, self._tok, self._deadline, self._stamp,
+                              self._starts, self._tok, self._deadline, self._stamp, self._born,
                               self._htab, self._ent_tok, self._ent_next, self._head,
                               self._tail, self._pkeys, self._pbuckets, self._scratch, self._cand,
+                              self._pairs, self._hist, self._hkeys, self._hheads,
                               self._reports, self._counters)
             self._drain(rows)
             status = int(self._counters[kernel.STATUS])
@@ -175,6 +199,7 @@ class CompiledNuEngine(EngineBase):
                 self._scratch = np.zeros((2 * len(self._scratch), self.tables.identity),
                                          np.int64)
                 self._cand = np.zeros(2 * len(self._cand), np.int64)
+                self._pairs = np.zeros(2 * len(self._pairs), np.int64)
                 self._rehash()
             elif status == kernel.NEED_REPORTS:
                 self._reports = np.zeros((2 * len(self._reports), self.tables.width), np.int64)
@@ -188,10 +213,15 @@ class CompiledNuEngine(EngineBase):
                     self._grow_entries()
             elif status == kernel.NEED_TOKENS:
                 self._make_room(max(at, self._watermark or NONE))
+            elif status == kernel.NEED_HISTORY:  # nothing of the link done yet
+                self._sweep(max(at, self._watermark or NONE))
+                kept = int(self._counters[kernel.N_HISTORY])
+                self._check_bound(int(self._counters[kernel.N_TOKENS]) + kept)
+                if 2 * kept > len(self._hist):
+                    self._grow_history(_GROWTH * len(self._hist))
             else:  # over the state bound: are the live tokens?
                 self._sweep(max(at, self._watermark or NONE))
-                if self._counters[kernel.N_TOKENS] > self.max_tokens:
-                    self._interpreted._refuse(int(self._counters[kernel.N_TOKENS]))
+                self._check_bound(int(self._counters[kernel.N_TOKENS]))
 
     def _drain(self, out: list[pa.Table]) -> None:
         """The reports the kernel left, as a table of match rows (the first of each first
@@ -306,16 +336,19 @@ class CompiledNuEngine(EngineBase):
         """Arrays for ``capacity`` tokens: uninitialized or zeroed, so that the pages a
         run never reaches are never touched (see :mod:`graphcep.engines.nu.kernel`)."""
         width = self.tables.width
+        self._counters = np.zeros(16, np.int64)
         self._tok = np.empty((capacity, width), np.int64)
         self._deadline = np.empty(capacity, np.int64)
         self._stamp = np.zeros(capacity, np.int64)
+        self._born = np.empty(capacity, np.int64)
         self._htab = np.zeros(_power_of_two(2 * capacity), np.int64)
+        self._grow_history(capacity if self.tables.join else 0)
+        self._pairs = np.zeros(1024, np.int64)
         self._ent_tok = np.zeros(0, np.int64)
         self._grow_entries(2 * capacity)
         self._scratch = np.zeros((256, self.tables.identity), np.int64)
         self._cand = np.zeros(1024, np.int64)
         self._reports = np.zeros((4096, width), np.int64)
-        self._counters = np.zeros(16, np.int64)
 
     def _grow_entries(self, size: int | None = None) -> None:
         """Room for ``size`` index entries (_GROWTH times as many as now by default), as many
@@ -335,6 +368,24 @@ class CompiledNuEngine(EngineBase):
         for name, array in grown.items():
             setattr(self, name, array)
         self._pkeys, self._pbuckets = pkeys, pbuckets
+
+    def _grow_history(self, size: int) -> None:
+        """Room for ``size`` links in the closing join's history (those kept stay)."""
+        kept = int(self._counters[kernel.N_HISTORY])
+        hist = np.empty((size, kernel.HISTORY_FIELDS), np.int64)
+        if kept:
+            hist[:kept] = self._hist[:kept]
+        self._hist = hist
+        self._hkeys = np.zeros(_power_of_two(2 * max(size, 1)), np.int64)
+        self._hheads = np.empty(len(self._hkeys), np.int64)
+        if kept:
+            kernel.compact_history(self._hist, kept, NONE, self.tables.arrays, self._hkeys,
+                                   self._hheads)
+
+    def _check_bound(self, held: int) -> None:
+        """Refuse to hold more than ``max_tokens`` tokens and history links."""
+        if held > self.max_tokens:
+            self._interpreted._refuse(held)
 
     def _live(self) -> np.ndarray:
         n = self._counters[kernel.N_TOKENS]
@@ -358,18 +409,26 @@ class CompiledNuEngine(EngineBase):
         """Drop the tokens dead at ``horizon``, compacting the rest in storage order (a
         row's place is its storage order), and rebuild the hash table and the index."""
         n = int(self._counters[kernel.N_TOKENS])
-        self._counters[kernel.N_TOKENS] = kernel.compact(self._tok, self._deadline, n, horizon)
+        n = kernel.compact(self._tok, self._deadline, self._born, n, horizon)
+        self._counters[kernel.N_TOKENS] = n
+        if self.tables.join:
+            self._counters[kernel.N_HISTORY] = kernel.compact_history(
+                self._hist, int(self._counters[kernel.N_HISTORY]),
+                kernel.oldest_joined(self._tok, n, self.tables.arrays), self.tables.arrays,
+                self._hkeys, self._hheads)
         self._rebuild()
 
     def _resize(self, capacity: int, rehash: int) -> None:
         """Token arrays of ``capacity`` rows keeping the stored ones; the hash table
         anew, with the first ``rehash`` rows in it."""
         n = int(self._counters[kernel.N_TOKENS])
-        tok, deadline, stamp = self._tok, self._deadline, self._stamp
+        tok, deadline, stamp, born = self._tok, self._deadline, self._stamp, self._born
         self._tok = np.empty((capacity, self.tables.width), np.int64)
         self._deadline = np.empty(capacity, np.int64)
         self._stamp = np.zeros(capacity, np.int64)
+        self._born = np.empty(capacity, np.int64)
         self._tok[:n], self._deadline[:n], self._stamp[:n] = tok[:n], deadline[:n], stamp[:n]
+        self._born[:n] = born[:n]
         self._htab = np.zeros(_power_of_two(2 * capacity), np.int64)
         if rehash:
             kernel.rehash(self._tok, rehash, self.tables.arrays, self._htab)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from graphcep.engines.nu.closing import SRC_ANY, SRC_CLOSING, SRC_CONST, SRC_TOKEN
 from graphcep.engines.nu.tables import (
     EP_ALLOC,
     EP_GPTR,
@@ -58,6 +59,17 @@ from graphcep.engines.nu.tables import (
     INV_CLOCK,
     INV_HIGH,
     INV_PTR,
+    J_ACTIVE,
+    J_BEFORE,
+    J_FIRST_ARG,
+    J_FIRST_SRC,
+    J_KEY0,
+    J_KEY1,
+    J_LAST,
+    J_SECOND_ARG,
+    J_SECOND_SRC,
+    J_STARTS,
+    JOIN,
     KEYS_AT,
     KIND_CONST,
     KIND_VAR,
@@ -80,10 +92,19 @@ from graphcep.engines.nu.tables import (
 # row fields before the clocks
 LOC, FIRST, LAST, WMASK, CLOCK0 = 0, 1, 2, 3, 4
 
-# what read_links stopped on (counters[STATUS]); the first four undo the link at RESUME
-DONE, NEED_TOKENS, NEED_ENTRIES, NEED_SCRATCH, NEED_REPORTS, OVER_LIMIT, WITNESS_FULL = range(7)
+# what read_links stopped on (counters[STATUS]); the first four undo the link at RESUME,
+# NEED_HISTORY stops before it
+(DONE, NEED_TOKENS, NEED_ENTRIES, NEED_SCRATCH, NEED_REPORTS, OVER_LIMIT, WITNESS_FULL,
+ NEED_HISTORY) = range(8)
 # the counters array
-N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS, NEEDED = range(8)
+N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS, NEEDED, N_HISTORY = range(9)
+# the columns of a link of the closing join's history: time, ends, arrival number, the
+# number of the link (counters[LINK_NO]), the place of the link before it with its key
+H_T, H_U, H_V, H_SEQ, H_NO, H_PREV = range(6)
+HISTORY_FIELDS = 6
+# set in the index keys of the tokens the closing join pairs (apart from the keys of the
+# links tokens wait for: node ids stay below 2**31)
+JOIN_BIT = 1 << 62
 
 _MIX = np.uint64(0x9E3779B97F4A7C15)
 
@@ -256,6 +277,201 @@ def _pair(a, b):
     return (a << 32) | b
 
 
+@nb.njit(cache=True, inline="always")
+def _kept_until(row, tab):
+    """How long a stored token is kept: its deadline; for a token the closing join pairs
+    with later links, as long as a product of it may live (the clocks the last-but-one
+    link starts begin at the token's deadline at the latest)."""
+    own = deadline_of(row, tab)
+    j = tab[JOIN]
+    if not tab[j + J_ACTIVE] or row[LOC] != tab[j + J_BEFORE]:
+        return own
+    last, starts = tab[j + J_LAST], tab[j + J_STARTS]
+    best = FAR
+    for k in range(tab[tab[INV_PTR] + last], tab[tab[INV_PTR] + last + 1]):
+        clock = tab[tab[INV_CLOCK] + k]
+        start = row[CLOCK0 + clock]
+        if start == NONE and (starts >> clock) & 1:
+            start = min(own, FAR)
+        if start != NONE:
+            best = min(best, start + tab[tab[INV_HIGH] + k])
+    return max(own, best)
+
+
+@nb.njit(cache=True, inline="always")
+def _join_key(row, tab):
+    """The index key of a token the closing join pairs: the nodes it holds that the
+    closing link's ends must equal (0: none), with :data:`JOIN_BIT`."""
+    j = tab[JOIN]
+    val0 = CLOCK0 + tab[tab[SHAPE] + SH_CLOCKS]
+    first = second = 0
+    if tab[j + J_KEY0] >= 0 and row[val0 + tab[j + J_KEY0]] >= 0:
+        first = row[val0 + tab[j + J_KEY0]] + 1
+    if tab[j + J_KEY1] >= 0 and row[val0 + tab[j + J_KEY1]] >= 0:
+        second = row[val0 + tab[j + J_KEY1]] + 1
+    return _pair(first, second) | JOIN_BIT
+
+
+@nb.njit(cache=True, inline="always")
+def _end_value(source, arg, row, u, v, val0):
+    """An end of the last-but-one link as the joined token ``row`` and the closing link
+    ``u -> v`` fix it (-1: any node, or a variable that holds none)."""
+    if source == SRC_CONST:
+        return arg
+    if source == SRC_TOKEN:
+        return row[val0 + arg]
+    if source == SRC_CLOSING:
+        return u if arg == 0 else v
+    return -1
+
+
+@nb.njit(cache=True, inline="always")
+def _history_key(first, second, tab):
+    """The key a link of the history is found by: its ends that the closing join knows
+    (0 for one it does not)."""
+    j = tab[JOIN]
+    a = first + 1 if tab[j + J_FIRST_SRC] != SRC_ANY else 0
+    b = second + 1 if tab[j + J_SECOND_SRC] != SRC_ANY else 0
+    return _pair(a, b)
+
+
+@nb.njit(cache=True, inline="always")
+def _history_slot(hkeys, key):
+    """The place of ``key`` in the history's hash table (empty if new)."""
+    mask = hkeys.shape[0] - 1
+    at = np.int64(_mixed(np.uint64(key)) & np.uint64(mask))
+    while hkeys[at] and hkeys[at] != key + 1:
+        at = (at + 1) & mask
+    return at
+
+
+@nb.njit(cache=True, inline="always")
+def _remember(hist, n, hkeys, hheads, tab):
+    """Chain history link ``n`` after the newest link with its key."""
+    key = _history_key(hist[n, H_U], hist[n, H_V], tab)
+    at = _history_slot(hkeys, key)
+    hist[n, H_PREV] = hheads[at] if hkeys[at] else -1
+    hkeys[at] = key + 1
+    hheads[at] = n
+
+
+@nb.njit(cache=True)
+def _join(u, v, now, closing, tab, tok, deadline, born, ent_tok, ent_next, head, tail, pkeys,
+          pbuckets, counters, cand, pairs, hist, hkeys, hheads, scratch, todo, outs, labels,
+          tprime, before, reports):
+    """The closing join for the link ``u -> v`` (``closing``: its witness fields): every
+    stored token it pairs with a link of the history, replayed through the game's steps
+    in the order the game would have stored the products (the history link's arrival,
+    then the token's storage order); a status."""
+    j = tab[JOIN]
+    first = u + 1 if tab[j + J_KEY0] >= 0 else 0
+    second = v + 1 if tab[j + J_KEY1] >= 0 else 0
+    bucket = _bucket(_pair(first, second) | JOIN_BIT, pkeys, pbuckets, False, counters, head,
+                     tail)
+    if bucket < 0:
+        return DONE
+    count = _walk(bucket, now, deadline, ent_tok, ent_next, head, tail, cand, 0)
+    if count < 0:
+        return NEED_SCRATCH
+    val0 = CLOCK0 + tab[tab[SHAPE] + SH_CLOCKS]
+    a_src, a_arg = tab[j + J_FIRST_SRC], tab[j + J_FIRST_ARG]
+    b_src, b_arg = tab[j + J_SECOND_SRC], tab[j + J_SECOND_ARG]
+    found = 0
+    for c in range(count):
+        row = tok[cand[c]]
+        a = _end_value(a_src, a_arg, row, u, v, val0)
+        b = _end_value(b_src, b_arg, row, u, v, val0)
+        if (a_src == SRC_TOKEN and a < 0) or (b_src == SRC_TOKEN and b < 0):
+            continue  # reads a variable that holds nothing: never enabled
+        at = _history_slot(hkeys, _history_key(a, b, tab))
+        h = hheads[at] if hkeys[at] else -1
+        alive, since, stored = deadline_of(row, tab), row[LAST], born[cand[c]]
+        # the token reads links that came after it was stored, while it lived
+        while h >= 0 and hist[h, H_NO] > stored and hist[h, H_T] >= since:
+            if hist[h, H_T] <= alive:
+                if found >= pairs.shape[0]:
+                    return NEED_SCRATCH
+                pairs[found] = (h << 32) | c
+                found += 1
+            h = hist[h, H_PREV]
+    if found > 1:
+        pairs[:found].sort()
+    last = tab[j + J_LAST]
+    for p in range(found):
+        h, c = pairs[p] >> 32, pairs[p] & 0xFFFFFFFF
+        source = tok[cand[c]]
+        t2 = hist[h, H_T]
+        before[0], before[1], before[2], before[3] = t2, hist[h, H_U], hist[h, H_V], hist[h, H_SEQ]
+        made, top = _link_rows(source, before[1], before[2], t2, scratch, todo, 0, outs, labels,
+                               0, tab)
+        if made < 0:
+            return NEED_SCRATCH
+        for r in range(made):
+            product = scratch[outs[r]]
+            if product[LOC] != last or deadline_of(product, tab) < now:
+                continue  # not stored, or dead by now
+            before[4], before[5] = labels[r, 0], labels[r, 1]
+            if not _witnessed(tprime, product, source, before, tab):
+                return WITNESS_FULL
+            closed, _ = _link_rows(tprime, u, v, now, scratch, todo, top, outs, labels, made,
+                                   tab)
+            if closed < 0:
+                return NEED_SCRATCH
+            for f in range(made, made + closed):
+                final = scratch[outs[f]]
+                if tab[tab[HAS_EV] + final[LOC]]:
+                    continue
+                closing[4], closing[5] = labels[f, 0], labels[f, 1]
+                done = _report(final, tprime, closing, reports, counters, tab)
+                if done < 0:
+                    return WITNESS_FULL
+                if done == 0:
+                    return NEED_REPORTS
+    return DONE
+
+
+@nb.njit(cache=True, inline="always")
+def _link_rows(source, u, v, now, scratch, todo, base, outs, labels, at, tab):
+    """The rows ``source`` makes by reading the link ``u -> v`` (an event, its ε-closure,
+    an event, its ε-closure), in the game's order: their places in ``scratch`` (written
+    from ``base`` on) into ``outs``, and the two event transitions that read the link into
+    ``labels``, from ``at`` on; how many, and the first place of ``scratch`` left free
+    (-1: ``scratch``, ``outs`` or ``labels`` is full)."""
+    count = 0
+    top = base
+    loc = source[LOC]
+    for tr_u in range(tab[tab[EV_PTR] + loc], tab[tab[EV_PTR] + loc + 1]):
+        if top >= scratch.shape[0]:
+            return -1, top
+        if not _read(source, scratch[top], tr_u, u, now, tab):
+            continue
+        mid_begin = top + 1
+        mid_end = _closure_of(scratch, todo, top, mid_begin, now, tab)
+        if mid_end < 0:
+            return -1, top
+        top = mid_end
+        for m in range(mid_begin, mid_end):
+            mloc = scratch[m, LOC]
+            for tr_v in range(tab[tab[EV_PTR] + mloc], tab[tab[EV_PTR] + mloc + 1]):
+                if top >= scratch.shape[0]:
+                    return -1, top
+                if not _read(scratch[m], scratch[top], tr_v, v, now, tab):
+                    continue
+                end = _closure_of(scratch, todo, top, top + 1, now, tab)
+                if end < 0:
+                    return -1, top
+                for e in range(top + 1, end):
+                    if tab[tab[MIDDLE] + scratch[e, LOC]]:
+                        continue
+                    if at + count >= outs.shape[0]:
+                        return -1, top
+                    outs[at + count] = e
+                    labels[at + count, 0], labels[at + count, 1] = tr_u, tr_v
+                    count += 1
+                top = end
+    return count, top
+
+
 @nb.njit(cache=True)
 def _keys(row, tab, out):
     """The index keys of a stored token into ``out``; how many. A key is the pair of the
@@ -332,6 +548,10 @@ def _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys, pbuck
     if count < 0:
         deadline[slot] = -FAR
         return True
+    j = tab[JOIN]
+    if tab[j + J_ACTIVE] and tok[slot, LOC] == tab[j + J_BEFORE]:
+        keys[0] = _join_key(tok[slot], tab)  # found by the closing join only
+        count = 1
     n_entries = counters[N_ENTRIES]
     if n_entries + count > ent_tok.shape[0]:
         return False
@@ -409,7 +629,8 @@ def _candidates(u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys, pbuck
 
 
 @nb.njit(cache=True, inline="always")
-def _produce(row, source, link, tok, deadline, stamp, htab, counters, first_new, reports, tab):
+def _produce(row, source, link, tok, deadline, stamp, born, htab, counters, first_new, reports,
+             tab):
     """A token produced by the current link (``row``: its identity; its witness is
     ``source``'s and ``link``): report it if final and new for this link, store it if
     new. 1 done, 0 when the token or report arrays are full (the caller undoes the link),
@@ -437,8 +658,9 @@ def _produce(row, source, link, tok, deadline, stamp, htab, counters, first_new,
         return 0
     if not _witnessed(tok[n], row, source, link, tab):
         return -1
-    deadline[n] = deadline_of(row, tab)
+    deadline[n] = _kept_until(row, tab)
     stamp[n] = link_no
+    born[n] = link_no
     htab[at] = n + 1
     counters[N_TOKENS] = n + 1
     return _report(row, source, link, reports, counters, tab)
@@ -477,14 +699,21 @@ def _witnessed(dst, row, source, link, tab):
 
 
 @nb.njit(cache=True)
-def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp, htab,
-               ent_tok, ent_next, head, tail, pkeys, pbuckets, scratch, cand, reports, counters):
+def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp, born, htab,
+               ent_tok, ent_next, head, tail, pkeys, pbuckets, scratch, cand, pairs, hist,
+               hkeys, hheads, reports, counters):
     """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
-    stored token waiting for the source tries the link; see the module docstring."""
+    stored token waiting for the source tries the link, then the closing join pairs it
+    with the history; see the module docstring."""
     keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
     todo = np.empty(scratch.shape[0], np.int64)
+    outs = np.empty(scratch.shape[0], np.int64)
+    labels = np.empty((scratch.shape[0], 2), np.int64)
     link = np.empty(LINK_FIELDS, np.int64)
+    before = np.empty(LINK_FIELDS, np.int64)
+    tprime = np.empty(tok.shape[1], np.int64)
     nconst = tab[tab[SHAPE] + SH_CONSTS]
+    joining = tab[tab[JOIN] + J_ACTIVE] != 0
     constant_starts = True
     for k in range(starts.shape[0]):
         loc = starts[k, LOC]
@@ -492,6 +721,10 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
             constant_starts = constant_starts and tab[tab[EV_KIND] + tr] == KIND_CONST
     counters[STATUS] = DONE
     for i in range(begin, ts.shape[0]):
+        if joining and counters[N_HISTORY] >= hist.shape[0]:
+            counters[STATUS] = NEED_HISTORY
+            counters[RESUME] = i
+            return
         now, u, v, seq = ts[i], us[i], vs[i], seqs[i]
         link[0], link[1], link[2], link[3] = now, u, v, seq
         first_new = counters[N_TOKENS]
@@ -507,45 +740,24 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
         while status == DONE and k < total:
             source = starts[k] if k < tried else tok[cand[k - tried]]
             k += 1
-            loc = source[LOC]
-            for tr_u in range(tab[tab[EV_PTR] + loc], tab[tab[EV_PTR] + loc + 1]):
-                if not _read(source, scratch[0], tr_u, u, now, tab):
-                    continue
-                mid_end = _closure_of(scratch, todo, 0, 1, now, tab)
-                if mid_end < 0:
-                    status = NEED_SCRATCH
-                    break
-                for m in range(1, mid_end):
-                    mloc = scratch[m, LOC]
-                    for tr_v in range(tab[tab[EV_PTR] + mloc], tab[tab[EV_PTR] + mloc + 1]):
-                        if mid_end >= scratch.shape[0]:
-                            status = NEED_SCRATCH
-                            break
-                        if not _read(scratch[m], scratch[mid_end], tr_v, v, now, tab):
-                            continue
-                        end = _closure_of(scratch, todo, mid_end, mid_end + 1, now, tab)
-                        if end < 0:
-                            status = NEED_SCRATCH
-                            break
-                        for e in range(mid_end + 1, end):
-                            if tab[tab[MIDDLE] + scratch[e, LOC]]:
-                                continue
-                            link[4], link[5] = tr_u, tr_v
-                            done = _produce(scratch[e], source, link, tok, deadline, stamp,
-                                            htab, counters, first_new, reports, tab)
-                            if done < 0:
-                                status = WITNESS_FULL
-                            elif done == 0:
-                                status = NEED_TOKENS if counters[N_REPORTS] < \
-                                    reports.shape[0] else NEED_REPORTS
-                            if status != DONE:
-                                break
-                        if status != DONE:
-                            break
-                    if status != DONE:
-                        break
+            made, _ = _link_rows(source, u, v, now, scratch, todo, 0, outs, labels, 0, tab)
+            if made < 0:
+                status = NEED_SCRATCH
+            for r in range(max(made, 0)):
+                link[4], link[5] = labels[r, 0], labels[r, 1]
+                done = _produce(scratch[outs[r]], source, link, tok, deadline, stamp, born,
+                                htab, counters, first_new, reports, tab)
+                if done < 0:
+                    status = WITNESS_FULL
+                elif done == 0:
+                    status = NEED_TOKENS if counters[N_REPORTS] < \
+                        reports.shape[0] else NEED_REPORTS
                 if status != DONE:
                     break
+        if status == DONE and joining:
+            status = _join(u, v, now, link, tab, tok, deadline, born, ent_tok, ent_next, head,
+                           tail, pkeys, pbuckets, counters, cand, pairs, hist, hkeys, hheads,
+                           scratch, todo, outs, labels, tprime, before, reports)
         # room for every new token's keys first, so that a commit is never half done
         if status == DONE:
             needed = 0
@@ -567,6 +779,12 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
             counters[STATUS] = status
             counters[RESUME] = i
             return
+        if joining:
+            n = counters[N_HISTORY]
+            hist[n, H_T], hist[n, H_U], hist[n, H_V], hist[n, H_SEQ] = now, u, v, seq
+            hist[n, H_NO] = counters[LINK_NO]
+            _remember(hist, n, hkeys, hheads, tab)
+            counters[N_HISTORY] = n + 1
         if counters[N_TOKENS] > limit:
             counters[STATUS] = OVER_LIMIT
             counters[RESUME] = i + 1
@@ -621,7 +839,7 @@ def rehash_buckets(old_keys, old_buckets, pkeys, pbuckets):
 
 
 @nb.njit(cache=True)
-def compact(tok, deadline, n, horizon):
+def compact(tok, deadline, born, n, horizon):
     """Move the first ``n`` tokens alive at ``horizon`` to the front, in order (a row's
     place is its storage order); how many."""
     live = 0
@@ -631,5 +849,32 @@ def compact(tok, deadline, n, horizon):
                 for i in range(tok.shape[1]):
                     tok[live, i] = tok[slot, i]
                 deadline[live] = deadline[slot]
+                born[live] = born[slot]
             live += 1
     return live
+
+
+@nb.njit(cache=True)
+def oldest_joined(tok, n, tab):
+    """The last link time of the oldest stored token the closing join pairs (FAR: none):
+    no history link before it can be read."""
+    before = tab[tab[JOIN] + J_BEFORE]
+    oldest = FAR
+    for slot in range(n):
+        if tok[slot, LOC] == before:
+            oldest = min(oldest, tok[slot, LAST])
+    return oldest
+
+
+@nb.njit(cache=True)
+def compact_history(hist, count, oldest, tab, hkeys, hheads):
+    """Keep the history links from time ``oldest`` on, in order, chained anew; how many."""
+    kept = 0
+    hkeys[:] = 0
+    for h in range(count):
+        if hist[h, H_T] >= oldest:
+            for f in range(HISTORY_FIELDS):
+                hist[kept, f] = hist[h, f]
+            _remember(hist, kept, hkeys, hheads, tab)
+            kept += 1
+    return kept

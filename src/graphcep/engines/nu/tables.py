@@ -38,7 +38,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphcep.engines.nu.automaton import Automaton, Transition
+from graphcep.engines.nu.automaton import Automaton, Transition, variable_states
+from graphcep.engines.nu.closing import NO_JOIN, ClosingJoin, closing_join
 from graphcep.patterns.nu import AnyNode, Const, Var
 
 #: A clock that does not run, or a time not known yet (no link read).
@@ -55,10 +56,16 @@ MAX_BITS = 62
 (EV_PTR, EV_TARGET, EV_KIND, EV_ARG, EV_ALLOC, EV_RELEASE, EV_START,
  EP_PTR, EP_TARGET, EP_ALLOC, EP_RELEASE, EP_PEND, EP_STOP, EP_GPTR, G_CLOCK, G_LOW, G_HIGH,
  INV_PTR, INV_CLOCK, INV_HIGH, MIDDLE, FINAL, HAS_EV, SHAPE,
- NX_PTR, NX_KIND, NX_ARG, NX_FRESH, KEYS_AT) = range(29)
+ NX_PTR, NX_KIND, NX_ARG, NX_FRESH, KEYS_AT, JOIN) = range(30)
 # SHAPE holds: clocks, variables, witness links, constants, identity width, row width,
 # and the most index keys one token may have (KEYS_AT: per location)
 SH_CLOCKS, SH_VARS, SH_LINKS, SH_CONSTS, SH_IDENTITY, SH_WIDTH, SH_NEXT = range(7)
+# JOIN holds the closing join (:mod:`graphcep.engines.nu.closing`): whether one runs, the
+# locations of the joined tokens and of their products, the sources of the last-but-one
+# link's ends, the joined token's variables the closing link's ends equal, the clocks the
+# last-but-one link starts
+(J_ACTIVE, J_BEFORE, J_LAST, J_FIRST_SRC, J_FIRST_ARG, J_SECOND_SRC, J_SECOND_ARG, J_KEY0,
+ J_KEY1, J_STARTS) = range(10)
 
 
 @dataclass(frozen=True)
@@ -74,6 +81,7 @@ class KernelTables:
     constants: tuple[str, ...]  # node ids 0 .. len-1, in this order
     labels: tuple[str, ...]  # text of each event transition's label, by its number
     links: int  # the most links a match reads
+    join: ClosingJoin | None = None  # where the last link is joined, not stored
 
     @property
     def identity(self) -> int:
@@ -99,8 +107,9 @@ def ineligibility(automaton: Automaton) -> str | None:
     return None
 
 
-def kernel_tables(automaton: Automaton) -> KernelTables:
-    """The tables of an automaton :func:`ineligibility` accepts (ValueError otherwise)."""
+def kernel_tables(automaton: Automaton, *, join: bool = True) -> KernelTables:
+    """The tables of an automaton :func:`ineligibility` accepts (ValueError otherwise);
+    with ``join``, the closing join where the automaton allows one."""
     why = ineligibility(automaton)
     if why is not None:
         raise ValueError(f"the compiled token game cannot run this pattern: {why}")
@@ -158,11 +167,12 @@ def kernel_tables(automaton: Automaton) -> KernelTables:
     shape = [automaton.clocks, len(variables), links, len(constants),
              4 + automaton.clocks + 2 * len(variables), 0, max(1, *keys_at)]
     shape[SH_WIDTH] = shape[SH_IDENTITY] + 1 + LINK_FIELDS * links
+    closing = closing_join(automaton, const_id) if join else None
     columns = [ev_ptr, *ev, ep_ptr, *ep[:5], ep[5], *guards, inv_ptr, inv_clock, inv_high,
                [q in automaton.middles for q in locations],
                [q in automaton.finals for q in locations],
                [bool(ev_ptr[q + 1] - ev_ptr[q]) for q in locations], shape, *next_reads,
-               keys_at]
+               keys_at, NO_JOIN if closing is None else closing.column()]
     # one flat array, the columns' offsets first: a numba function called with a tuple of
     # arrays takes a reference on each of them per call, which cost more than the work
     offsets, at = [], len(columns)
@@ -170,7 +180,8 @@ def kernel_tables(automaton: Automaton) -> KernelTables:
         offsets.append(at)
         at += len(column)
     flat = np.asarray(offsets + [int(x) for column in columns for x in column], dtype=np.int64)
-    return KernelTables(flat, automaton.clocks, variables, constants, tuple(labels), links)
+    return KernelTables(flat, automaton.clocks, variables, constants, tuple(labels), links,
+                        closing)
 
 
 def _next_reads(automaton: Automaton, const_id: dict[str, int], variables: tuple[str, ...]
@@ -278,36 +289,5 @@ def _longest_in_links(automaton: Automaton) -> int | None:
 
 def _variable_held_twice(automaton: Automaton) -> str | None:
     """A variable some run reads a fresh node into after it held one (None: none)."""
-    out = automaton.outgoing()
-    names = automaton.variables
-    index = {name: i for i, name in enumerate(names)}
-    writing, holding, held = 1, 2, 4  # three bits per variable
-
-    def ops(state: int, transition: Transition) -> int | str | None:
-        for name in transition.alloc:
-            state |= writing << (3 * index[name])
-        label = transition.label
-        if isinstance(label, Var):
-            shift = 3 * index[label.name]
-            if state >> shift & writing:
-                if state >> shift & held:
-                    return label.name
-                state = (state & ~(writing << shift)) | ((holding | held) << shift)
-            elif not state >> shift & holding:
-                return None  # never enabled: reads a node the variable does not hold
-        for name in transition.release:
-            state &= ~((writing | holding) << (3 * index[name]))
-        return state
-
-    seen = {(automaton.initial, 0)}
-    todo = [(automaton.initial, 0)]
-    while todo:
-        q, state = todo.pop()
-        for t in out[q]:
-            after = ops(state, t)
-            if isinstance(after, str):
-                return after
-            if after is not None and (t.target, after) not in seen:
-                seen.add((t.target, after))
-                todo.append((t.target, after))
-    return None
+    states = variable_states(automaton)
+    return states if isinstance(states, str) else None
