@@ -161,3 +161,41 @@ def test_the_job_picks_the_compiled_game_where_it_can():
     with pytest.raises(QueryError, match="compiled engine cannot run it"):
         NuJob(parse_nu_file(paths.EXAMPLES / "nu" / "path.nu"), engine="compiled")
     assert isinstance(NuJob(EXAMPLES["triangle"]).new_engine(), CompiledNuEngine)
+
+
+#: Shapes of the closing join (engines/nu/closing.py): an end of the last-but-one link
+#: from the joined token, a constant, the closing link, or any node; a delay that the
+#: last-but-one link starts; a lower time bound; four links.
+JOINED = {
+    "constant": ("<a ~> #X . X ~> #Y . Y ~> a>[0, 3]", "ab bc ca"),
+    "wildcard": ("<#X ~> #Y . Y ~> @ . @ ~> X>[0, 3]", "ab bc ca"),
+    "first end": ("<#X ~> #Y . #Z ~> Y . X ~> Z>[0, 3]", "ab cb ac"),
+    "inner delay": ("<#X ~> #Y . <Y ~> #Z . Z ~> X>[0, 1]>[0, 4]", "ab bc ca"),
+    "lower bound": ("<#X ~> #Y . Y ~> #Z . Z ~> X>[2, 4]", "ab bc ca"),
+    "cycle of four": ("<#A ~> #B . B ~> #C . C ~> #D . D ~> A>[0, 4]", "ab bc cd da"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(JOINED))
+def test_each_shape_of_the_closing_join_equals_the_oracle_and_the_interpreted_game(name):
+    text, instance = JOINED[name]
+    pattern = parse_nu(text, name.replace(" ", "_"))
+    assert CompiledNuEngine(pattern).tables.join is not None
+    oracle = Oracle(pattern)
+    rng = random.Random(sum(map(ord, name)))
+    nonempty = 0
+    for trial in range(40):
+        nodes = "abcde"[:3 + trial % 3]
+        links = [(t // 2, u, v) for t, u, v in random_links(rng, rng.randint(5, 10), nodes)]
+        if trial % 2:  # an instance among them, a link every 0.5 s or 1 s
+            t, step = rng.choice(links)[0], rng.choice([S // 2, S])
+            links = sorted(links + [(t + i * step, pair[0], pair[1])
+                                    for i, pair in enumerate(instance.split())],
+                           key=lambda link: link[0])
+        rows = pushed(NuEngine(pattern), links, 1 + trial % 3)
+        compiled = CompiledNuEngine(pattern)
+        assert pushed(compiled, links, 1 + trial % 3) == rows, links
+        assert {(r["first_t"], r["last_t"], tuple(r["bindings"])) for r in rows} == \
+            oracle.matches(links), links
+        nonempty += bool(rows)
+    assert nonempty >= 5

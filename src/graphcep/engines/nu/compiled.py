@@ -164,9 +164,8 @@ class CompiledNuEngine(EngineBase):
         if len(history):
             engine._grow_history(_power_of_two(2 * len(history)))
             engine._hist[:len(history)] = history
-            engine._counters[kernel.N_HISTORY] = kernel.compact_history(
-                engine._hist, len(history), NONE, engine.tables.arrays, engine._hkeys,
-                engine._hheads)
+            engine._counters[kernel.N_HISTORY] = len(history)
+            engine._rechain_history(NONE)
         engine._rebuild()
         return engine
 
@@ -179,9 +178,9 @@ class CompiledNuEngine(EngineBase):
         while True:
             kernel.read_links(t, us, vs, seq, begin, self.max_tokens, self.tables.arrays,
                               self._starts, self._tok, self._deadline, self._stamp, self._born,
-                              self._htab, self._ent_tok, self._ent_next, self._head,
-                              self._tail, self._pkeys, self._pbuckets, self._scratch, self._cand,
-                              self._pairs, self._hist, self._hkeys, self._hheads,
+                              self._htab, self._ent, self._head, self._tail, self._pkeys,
+                              self._pbuckets, self._scratch, self._cand, self._pairs,
+                              self._hist, self._hkeys, self._hheads, self._hbits,
                               self._reports, self._counters)
             self._drain(rows)
             status = int(self._counters[kernel.STATUS])
@@ -209,7 +208,7 @@ class CompiledNuEngine(EngineBase):
                 # index anew; grow it when the live tokens' entries fill half of it
                 self._sweep(max(at, self._watermark or NONE))
                 used = int(max(self._counters[kernel.N_ENTRIES], self._counters[kernel.N_BUCKETS]))
-                while 2 * (used + int(self._counters[kernel.NEEDED])) > len(self._ent_tok):
+                while 2 * (used + int(self._counters[kernel.NEEDED])) > len(self._ent):
                     self._grow_entries()
             elif status == kernel.NEED_TOKENS:
                 self._make_room(max(at, self._watermark or NONE))
@@ -344,7 +343,7 @@ class CompiledNuEngine(EngineBase):
         self._htab = np.zeros(_power_of_two(2 * capacity), np.int64)
         self._grow_history(capacity if self.tables.join else 0)
         self._pairs = np.zeros(1024, np.int64)
-        self._ent_tok = np.zeros(0, np.int64)
+        self._ent = np.zeros((0, kernel.ENTRY_FIELDS), np.int64)
         self._grow_entries(2 * capacity)
         self._scratch = np.zeros((256, self.tables.identity), np.int64)
         self._cand = np.zeros(1024, np.int64)
@@ -353,10 +352,12 @@ class CompiledNuEngine(EngineBase):
     def _grow_entries(self, size: int | None = None) -> None:
         """Room for ``size`` index entries (_GROWTH times as many as now by default), as many
         lists, and the hash table of the lists' keys; what is indexed stays."""
-        kept = len(self._ent_tok)
+        kept = len(self._ent)
         size = size or _GROWTH * kept
-        grown = {}
-        for name in ("_ent_tok", "_ent_next", "_head", "_tail"):
+        ent = np.empty((size, kernel.ENTRY_FIELDS), np.int64)
+        ent[:kept] = self._ent
+        grown = {"_ent": ent}
+        for name in ("_head", "_tail"):
             array = np.empty(size, np.int64)
             if kept:
                 array[:kept] = getattr(self, name)
@@ -370,17 +371,22 @@ class CompiledNuEngine(EngineBase):
         self._pkeys, self._pbuckets = pkeys, pbuckets
 
     def _grow_history(self, size: int) -> None:
-        """Room for ``size`` links in the closing join's history (those kept stay)."""
+        """Room for ``size`` links in the closing join's history (those kept stay), its
+        hash table, and a filter of 16 bits a link."""
         kept = int(self._counters[kernel.N_HISTORY])
         hist = np.empty((size, kernel.HISTORY_FIELDS), np.int64)
-        if kept:
-            hist[:kept] = self._hist[:kept]
+        hist[:kept] = self._hist[:kept] if kept else hist[:0]
         self._hist = hist
         self._hkeys = np.zeros(_power_of_two(2 * max(size, 1)), np.int64)
         self._hheads = np.empty(len(self._hkeys), np.int64)
-        if kept:
-            kernel.compact_history(self._hist, kept, NONE, self.tables.arrays, self._hkeys,
-                                   self._hheads)
+        self._hbits = np.zeros(_power_of_two(max(size // 4, 1)), np.int64)
+        self._rechain_history(NONE)
+
+    def _rechain_history(self, oldest: int) -> None:
+        """Keep the history links from time ``oldest`` on, chained anew."""
+        self._counters[kernel.N_HISTORY] = kernel.compact_history(
+            self._hist, int(self._counters[kernel.N_HISTORY]), oldest, self.tables.arrays,
+            self._hkeys, self._hheads, self._hbits)
 
     def _check_bound(self, held: int) -> None:
         """Refuse to hold more than ``max_tokens`` tokens and history links."""
@@ -412,10 +418,7 @@ class CompiledNuEngine(EngineBase):
         n = kernel.compact(self._tok, self._deadline, self._born, n, horizon)
         self._counters[kernel.N_TOKENS] = n
         if self.tables.join:
-            self._counters[kernel.N_HISTORY] = kernel.compact_history(
-                self._hist, int(self._counters[kernel.N_HISTORY]),
-                kernel.oldest_joined(self._tok, n, self.tables.arrays), self.tables.arrays,
-                self._hkeys, self._hheads)
+            self._rechain_history(kernel.oldest_joined(self._tok, n, self.tables.arrays))
         self._rebuild()
 
     def _resize(self, capacity: int, rehash: int) -> None:
@@ -441,7 +444,7 @@ class CompiledNuEngine(EngineBase):
     def _rebuild(self) -> None:
         n = int(self._counters[kernel.N_TOKENS])
         while not kernel.rebuild(self._tok, n, self._deadline, self.tables.arrays, self._htab,
-                                 self._ent_tok, self._ent_next, self._head, self._tail,
+                                 self._ent, self._head, self._tail,
                                  self._pkeys, self._pbuckets, self._counters):
             self._grow_entries()
 

@@ -97,7 +97,13 @@ LOC, FIRST, LAST, WMASK, CLOCK0 = 0, 1, 2, 3, 4
 (DONE, NEED_TOKENS, NEED_ENTRIES, NEED_SCRATCH, NEED_REPORTS, OVER_LIMIT, WITNESS_FULL,
  NEED_HISTORY) = range(8)
 # the counters array
-N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS, NEEDED, N_HISTORY = range(9)
+(N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS, NEEDED, N_HISTORY,
+ N_WAITING) = range(10)
+# the columns of an index entry: the token's place, the next entry of its list, how long
+# the token is kept, and (a token the closing join pairs) the key of the history links it
+# may read, as far as the token fixes it -- what a walk needs without reading the token
+ENT_SLOT, ENT_NEXT, ENT_KEEP, ENT_KEY = range(4)
+ENTRY_FIELDS = 4
 # the columns of a link of the closing join's history: time, ends, arrival number, the
 # number of the link (counters[LINK_NO]), the place of the link before it with its key
 H_T, H_U, H_V, H_SEQ, H_NO, H_PREV = range(6)
@@ -313,22 +319,38 @@ def _join_key(row, tab):
 
 
 @nb.njit(cache=True, inline="always")
-def _end_value(source, arg, row, u, v, val0):
-    """An end of the last-but-one link as the joined token ``row`` and the closing link
-    ``u -> v`` fix it (-1: any node, or a variable that holds none)."""
+def _end_part(source, arg, u, v):
+    """An end of the last-but-one link's key as a constant or the closing link ``u -> v``
+    fixes it (id + 1; 0: the token fixes it, or any node)."""
     if source == SRC_CONST:
-        return arg
-    if source == SRC_TOKEN:
-        return row[val0 + arg]
+        return arg + 1
     if source == SRC_CLOSING:
-        return u if arg == 0 else v
-    return -1
+        return (u if arg == 0 else v) + 1
+    return 0
+
+
+@nb.njit(cache=True, inline="always")
+def _token_history_key(row, tab):
+    """The ends of the last-but-one link's key that the joined token ``row`` fixes (its
+    variables' nodes + 1, 0 elsewhere); -1 when one of them holds nothing (never enabled)."""
+    j = tab[JOIN]
+    val0 = CLOCK0 + tab[tab[SHAPE] + SH_CLOCKS]
+    a = b = 0
+    if tab[j + J_FIRST_SRC] == SRC_TOKEN:
+        a = row[val0 + tab[j + J_FIRST_ARG]] + 1
+        if a == 0:
+            return -1
+    if tab[j + J_SECOND_SRC] == SRC_TOKEN:
+        b = row[val0 + tab[j + J_SECOND_ARG]] + 1
+        if b == 0:
+            return -1
+    return _pair(a, b)
 
 
 @nb.njit(cache=True, inline="always")
 def _history_key(first, second, tab):
     """The key a link of the history is found by: its ends that the closing join knows
-    (0 for one it does not)."""
+    (id + 1; 0 for one it does not)."""
     j = tab[JOIN]
     a = first + 1 if tab[j + J_FIRST_SRC] != SRC_ANY else 0
     b = second + 1 if tab[j + J_SECOND_SRC] != SRC_ANY else 0
@@ -346,19 +368,30 @@ def _history_slot(hkeys, key):
 
 
 @nb.njit(cache=True, inline="always")
-def _remember(hist, n, hkeys, hheads, tab):
+def _history_bit(hbits, key):
+    """The word and bit of ``key`` in the history's filter (a one-hash Bloom filter: a
+    clear bit says no link has the key, cheaper than a miss in the hash table)."""
+    h = _mixed(np.uint64(key)) >> np.uint64(32)
+    bit = np.int64(h & np.uint64(hbits.shape[0] * 64 - 1))
+    return bit >> 6, np.int64(1) << (bit & 63)
+
+
+@nb.njit(cache=True, inline="always")
+def _remember(hist, n, hkeys, hheads, hbits, tab):
     """Chain history link ``n`` after the newest link with its key."""
     key = _history_key(hist[n, H_U], hist[n, H_V], tab)
     at = _history_slot(hkeys, key)
     hist[n, H_PREV] = hheads[at] if hkeys[at] else -1
     hkeys[at] = key + 1
     hheads[at] = n
+    word, bit = _history_bit(hbits, key)
+    hbits[word] |= bit
 
 
 @nb.njit(cache=True)
-def _join(u, v, now, closing, tab, tok, deadline, born, ent_tok, ent_next, head, tail, pkeys,
-          pbuckets, counters, cand, pairs, hist, hkeys, hheads, scratch, todo, outs, labels,
-          tprime, before, reports):
+def _join(u, v, now, closing, tab, tok, born, ent, head, tail, pkeys, pbuckets, counters,
+          cand, pairs, hist, hkeys, hheads, hbits, scratch, todo, outs, labels, tprime, before,
+          reports):
     """The closing join for the link ``u -> v`` (``closing``: its witness fields): every
     stored token it pairs with a link of the history, replayed through the game's steps
     in the order the game would have stored the products (the history link's arrival,
@@ -370,23 +403,29 @@ def _join(u, v, now, closing, tab, tok, deadline, born, ent_tok, ent_next, head,
                      tail)
     if bucket < 0:
         return DONE
-    count = _walk(bucket, now, deadline, ent_tok, ent_next, head, tail, cand, 0)
+    count = _walk(bucket, now, ent, head, tail, cand, 0, -1)
     if count < 0:
         return NEED_SCRATCH
-    val0 = CLOCK0 + tab[tab[SHAPE] + SH_CLOCKS]
-    a_src, a_arg = tab[j + J_FIRST_SRC], tab[j + J_FIRST_ARG]
-    b_src, b_arg = tab[j + J_SECOND_SRC], tab[j + J_SECOND_ARG]
+    fixed = _pair(_end_part(tab[j + J_FIRST_SRC], tab[j + J_FIRST_ARG], u, v),
+                  _end_part(tab[j + J_SECOND_SRC], tab[j + J_SECOND_ARG], u, v))
     found = 0
     for c in range(count):
-        row = tok[cand[c]]
-        a = _end_value(a_src, a_arg, row, u, v, val0)
-        b = _end_value(b_src, b_arg, row, u, v, val0)
-        if (a_src == SRC_TOKEN and a < 0) or (b_src == SRC_TOKEN and b < 0):
+        e = cand[c]
+        if ent[e, ENT_KEY] < 0:
             continue  # reads a variable that holds nothing: never enabled
-        at = _history_slot(hkeys, _history_key(a, b, tab))
-        h = hheads[at] if hkeys[at] else -1
-        alive, since, stored = deadline_of(row, tab), row[LAST], born[cand[c]]
+        key = ent[e, ENT_KEY] | fixed
+        word, bit = _history_bit(hbits, key)
+        if not hbits[word] & bit:
+            continue
+        at = _history_slot(hkeys, key)
+        if not hkeys[at]:
+            continue
+        slot = ent[e, ENT_SLOT]
+        cand[c] = slot
+        row = tok[slot]
+        alive, since, stored = deadline_of(row, tab), row[LAST], born[slot]
         # the token reads links that came after it was stored, while it lived
+        h = hheads[at]
         while h >= 0 and hist[h, H_NO] > stored and hist[h, H_T] >= since:
             if hist[h, H_T] <= alive:
                 if found >= pairs.shape[0]:
@@ -541,7 +580,7 @@ def _bucket(key, pkeys, pbuckets, add, counters, head, tail):
 
 
 @nb.njit(cache=True)
-def _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys, pbuckets, counters, keys):
+def _index(slot, tok, deadline, tab, ent, head, tail, pkeys, pbuckets, counters, keys):
     """Put stored token ``slot`` in the lists of its keys; False when the entry arrays are
     full. A token no event can advance is not kept: it gets the deadline -FAR."""
     count = _keys(tok[slot], tab, keys)
@@ -549,49 +588,55 @@ def _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys, pbuck
         deadline[slot] = -FAR
         return True
     j = tab[JOIN]
-    if tab[j + J_ACTIVE] and tok[slot, LOC] == tab[j + J_BEFORE]:
-        keys[0] = _join_key(tok[slot], tab)  # found by the closing join only
+    joined = tab[j + J_ACTIVE] and tok[slot, LOC] == tab[j + J_BEFORE]
+    history_key = 0
+    if joined:  # found by the closing join only
+        keys[0] = _join_key(tok[slot], tab)
         count = 1
+        history_key = _token_history_key(tok[slot], tab)
+    else:
+        counters[N_WAITING] += 1
     n_entries = counters[N_ENTRIES]
-    if n_entries + count > ent_tok.shape[0]:
+    if n_entries + count > ent.shape[0]:
         return False
-    for j in range(count):
-        bucket = _bucket(keys[j], pkeys, pbuckets, True, counters, head, tail)
+    for k in range(count):
+        bucket = _bucket(keys[k], pkeys, pbuckets, True, counters, head, tail)
         if bucket < 0:
             return False
         e = n_entries
         n_entries += 1
-        ent_tok[e] = slot
-        ent_next[e] = -1
+        ent[e, ENT_SLOT] = slot
+        ent[e, ENT_NEXT] = -1
+        ent[e, ENT_KEEP] = deadline[slot]
+        ent[e, ENT_KEY] = history_key
         if tail[bucket] < 0:
             head[bucket] = e
         else:
-            ent_next[tail[bucket]] = e
+            ent[tail[bucket], ENT_NEXT] = e
         tail[bucket] = e
     counters[N_ENTRIES] = n_entries
     return True
 
 
 @nb.njit(cache=True)
-def _walk(bucket, now, deadline, ent_tok, ent_next, head, tail, out, count):
-    """Append the live tokens of list ``bucket`` to ``out`` (unlinking expired ones); the
-    new count, or -1 when ``out`` is full."""
+def _walk(bucket, now, ent, head, tail, out, count, column):
+    """Append the live entries of list ``bucket`` to ``out`` (their ``column``, -1: the
+    entry's number), unlinking expired ones; the new count, or -1 when ``out`` is full."""
     prev = -1
     e = head[bucket]
     while e >= 0:
-        slot = ent_tok[e]
-        following = ent_next[e]
-        if deadline[slot] < now:
+        following = ent[e, ENT_NEXT]
+        if ent[e, ENT_KEEP] < now:
             if prev < 0:
                 head[bucket] = following
             else:
-                ent_next[prev] = following
+                ent[prev, ENT_NEXT] = following
             if tail[bucket] == e:
                 tail[bucket] = prev
         else:
             if count >= out.shape[0]:
                 return -1
-            out[count] = slot
+            out[count] = e if column < 0 else ent[e, column]
             count += 1
             prev = e
         e = following
@@ -599,8 +644,7 @@ def _walk(bucket, now, deadline, ent_tok, ent_next, head, tail, out, count):
 
 
 @nb.njit(cache=True)
-def _candidates(u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys, pbuckets,
-                counters, cand):
+def _candidates(u, v, now, ent, head, tail, pkeys, pbuckets, counters, cand):
     """The stored tokens that may read the link ``u -> v``: the lists of the keys (u, v),
     (u, any), (any, v) and (any, any), in storage order, each token once; the count (-1:
     ``cand`` is full)."""
@@ -613,7 +657,7 @@ def _candidates(u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys, pbuck
         if bucket < 0:
             continue
         before = count
-        count = _walk(bucket, now, deadline, ent_tok, ent_next, head, tail, cand, count)
+        count = _walk(bucket, now, ent, head, tail, cand, count, ENT_SLOT)
         if count < 0:
             return -1
         lists += count > before
@@ -700,8 +744,8 @@ def _witnessed(dst, row, source, link, tab):
 
 @nb.njit(cache=True)
 def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp, born, htab,
-               ent_tok, ent_next, head, tail, pkeys, pbuckets, scratch, cand, pairs, hist,
-               hkeys, hheads, reports, counters):
+               ent, head, tail, pkeys, pbuckets, scratch, cand, pairs, hist, hkeys, hheads,
+               hbits, reports, counters):
     """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
     stored token waiting for the source tries the link, then the closing join pairs it
     with the history; see the module docstring."""
@@ -730,8 +774,8 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
         first_new = counters[N_TOKENS]
         first_report = counters[N_REPORTS]
         counters[LINK_NO] += 1
-        found = 0 if counters[N_ENTRIES] == 0 else _candidates(
-            u, v, now, deadline, ent_tok, ent_next, head, tail, pkeys, pbuckets, counters, cand)
+        found = 0 if counters[N_WAITING] == 0 else _candidates(
+            u, v, now, ent, head, tail, pkeys, pbuckets, counters, cand)
         status = DONE if found >= 0 else NEED_SCRATCH
         # a start that reads constants only cannot read a node that is none of them
         tried = starts.shape[0] if u < nconst or not constant_starts else 0
@@ -755,22 +799,22 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                 if status != DONE:
                     break
         if status == DONE and joining:
-            status = _join(u, v, now, link, tab, tok, deadline, born, ent_tok, ent_next, head,
-                           tail, pkeys, pbuckets, counters, cand, pairs, hist, hkeys, hheads,
-                           scratch, todo, outs, labels, tprime, before, reports)
+            status = _join(u, v, now, link, tab, tok, born, ent, head, tail, pkeys, pbuckets,
+                           counters, cand, pairs, hist, hkeys, hheads, hbits, scratch, todo,
+                           outs, labels, tprime, before, reports)
         # room for every new token's keys first, so that a commit is never half done
         if status == DONE:
             needed = 0
             for slot in range(first_new, counters[N_TOKENS]):
                 needed += tab[tab[KEYS_AT] + tok[slot, LOC]]
-            if counters[N_ENTRIES] + needed > ent_tok.shape[0] or \
+            if counters[N_ENTRIES] + needed > ent.shape[0] or \
                     counters[N_BUCKETS] + needed > head.shape[0]:
                 counters[NEEDED] = needed
                 status = NEED_ENTRIES
         if status == DONE:
             for slot in range(first_new, counters[N_TOKENS]):
-                if not _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys,
-                              pbuckets, counters, keys):
+                if not _index(slot, tok, deadline, tab, ent, head, tail, pkeys, pbuckets,
+                              counters, keys):
                     status = NEED_ENTRIES
                     break
         if status != DONE:  # undo the link; the caller rebuilds the index and hash table
@@ -783,7 +827,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
             n = counters[N_HISTORY]
             hist[n, H_T], hist[n, H_U], hist[n, H_V], hist[n, H_SEQ] = now, u, v, seq
             hist[n, H_NO] = counters[LINK_NO]
-            _remember(hist, n, hkeys, hheads, tab)
+            _remember(hist, n, hkeys, hheads, hbits, tab)
             counters[N_HISTORY] = n + 1
         if counters[N_TOKENS] > limit:
             counters[STATUS] = OVER_LIMIT
@@ -792,21 +836,21 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
 
 
 @nb.njit(cache=True)
-def rebuild(tok, n, deadline, tab, htab, ent_tok, ent_next, head, tail, pkeys, pbuckets,
-            counters):
+def rebuild(tok, n, deadline, tab, htab, ent, head, tail, pkeys, pbuckets, counters):
     """The hash table and the index of the first ``n`` stored tokens (after a sweep);
     False when the entry arrays are too small."""
     htab[:] = 0
     pkeys[:] = 0
     counters[N_ENTRIES] = 0
+    counters[N_WAITING] = 0
     counters[N_BUCKETS] = 0
     keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
     rehash(tok, n, tab, htab)
     for slot in range(n):
         if deadline[slot] == -FAR:
             continue
-        if not _index(slot, tok, deadline, tab, ent_tok, ent_next, head, tail, pkeys, pbuckets,
-                      counters, keys):
+        if not _index(slot, tok, deadline, tab, ent, head, tail, pkeys, pbuckets, counters,
+                      keys):
             return False
     return True
 
@@ -867,14 +911,15 @@ def oldest_joined(tok, n, tab):
 
 
 @nb.njit(cache=True)
-def compact_history(hist, count, oldest, tab, hkeys, hheads):
+def compact_history(hist, count, oldest, tab, hkeys, hheads, hbits):
     """Keep the history links from time ``oldest`` on, in order, chained anew; how many."""
     kept = 0
     hkeys[:] = 0
+    hbits[:] = 0
     for h in range(count):
         if hist[h, H_T] >= oldest:
             for f in range(HISTORY_FIELDS):
                 hist[kept, f] = hist[h, f]
-            _remember(hist, kept, hkeys, hheads, tab)
+            _remember(hist, kept, hkeys, hheads, hbits, tab)
             kept += 1
     return kept
