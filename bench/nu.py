@@ -27,10 +27,12 @@
    accumulate only get slower). Target: graphcep >= 1,000x MaTiNA, search against MaTiNA
    at the longest length both ran.
 2. **Triangles: ν against SAL.** The directed triangle among distinct hosts within 10 s
-   (``examples/nu/triangle.nu`` and ``examples/triangle.sal``) on the S1 stream
-   (``bench.triangles``: 200,000 links, 10,000 links/s over 5,000 hosts), in-process, one
-   thread, each after an untimed run (numba compiled): ν with the engine the job picks
-   (compiled) on the whole stream, ν interpreted on a prefix (``--prefix``), SAL on both.
+   (``examples/nu/triangle.nu`` and ``examples/triangle.sal``) on the S1 and S2 streams
+   (``bench.triangles``: 200,000 links, 10,000 links/s over 5,000 hosts; 1,000,000 links,
+   60,000 links/s over 25,000 hosts), in-process, one thread, each after an untimed run
+   (numba compiled): ν with the engine the job picks (compiled, with the closing join) on
+   the whole streams; on S1 also the compiled game storing every token (``join=False``)
+   and ν interpreted on a prefix (``--prefix``); SAL beside each.
    ν reports one match per first time, last time and bindings; SAL's matches projected so
    must be the same set. Peak tokens: the most the ν engine held at checkpoints every
    ``--checkpoint`` links (read outside the timing). Target: ν >= 250,000 links/s.
@@ -290,15 +292,16 @@ def tokens_held(engine: Any) -> int:
     return int(engine.state_size()["tokens"])
 
 
-def run_nu(job: Any, edges: Any, checkpoint: int) -> tuple[Any, float, int]:
-    """Push ``edges`` through a fresh engine of ``job`` in ``checkpoint``-link batches: the
-    matches, the seconds in ``push`` and the most tokens held after a batch."""
+def run_nu(new_engine: Any, compiled: bool, edges: Any, checkpoint: int
+           ) -> tuple[Any, float, int]:
+    """Push ``edges`` through a fresh engine (``new_engine()``) in ``checkpoint``-link
+    batches: the matches, the seconds in ``push`` and the most tokens held after a batch."""
     import pyarrow as pa
 
     # an untimed run first: compiles every numba path the timed one takes (the interpreted
     # game, pure Python, is only warmed on a few links)
-    job.new_engine().push(edges if job.chosen == "compiled" else edges.slice(0, 1_000))
-    engine, seconds, peak, out = job.new_engine(), 0.0, 0, []
+    new_engine().push(edges if compiled else edges.slice(0, 1_000))
+    engine, seconds, peak, out = new_engine(), 0.0, 0, []
     for start in range(0, edges.num_rows, checkpoint):
         batch = edges.slice(start, checkpoint)
         started = time.perf_counter()
@@ -325,46 +328,61 @@ def projected(matches: Any) -> set[tuple]:
 
 
 def triangle_rows(prefix: int, checkpoint: int) -> list[str]:
+    """The triangle as a ν-expression against SAL on S1 and S2: the default (compiled,
+    closing join) on both, and on S1 also the compiled game storing every token and the
+    interpreted game on a prefix."""
     from bench.triangles import STREAMS, ensure_stream, load_table
+    from graphcep.engines.nu.compiled import CompiledNuEngine
     from graphcep.jobs.nu import NuJob
     from graphcep.lang.nu import parse_nu_file
     from graphcep.lang.sal import parse_file
 
-    stream = STREAMS["S1"]
-    ensure_stream(stream)
-    whole = load_table(stream).select(["t", "src", "dst", "dur", "seq"])
-    part = whole.slice(0, prefix)
     pattern = parse_nu_file(ROOT / "examples" / "nu" / "triangle.nu")
     query = parse_file(ROOT / "examples" / "triangle.sal").query()
     compiled = NuJob(pattern, max_tokens=5_000_000)
     interpreted = NuJob(pattern, engine="interpreted")
 
-    sal_whole, sal_whole_s = run_sal(query, whole)
-    sal_part, sal_part_s = run_sal(query, part)
-    rows = ["| engine | links | s | links/s | matches | peak tokens | ν matches = SAL's |",
-            "|---|---|---|---|---|---|---|"]
-    rates = {}
-    for label, job, edges, sal in ((f"ν {compiled.chosen} (triangle.nu)", compiled, whole,
-                                    sal_whole),
-                                   (f"ν {interpreted.chosen} (triangle.nu)", interpreted, part,
-                                    sal_part)):
-        matches, seconds, peak = run_nu(job, edges, checkpoint)
-        ours = projected(matches)
-        equal = ours == projected(sal) and len(ours) == matches.num_rows
-        rates[job.chosen] = edges.num_rows / seconds
-        rows.append(f"| {label} | {edges.num_rows:,} | {seconds:.2f} | "
-                    f"{edges.num_rows / seconds:,.0f} | {matches.num_rows:,} | {peak:,} | "
-                    f"{'equal' if equal else 'DIFFER'} |")
-    for edges, sal, seconds in ((whole, sal_whole, sal_whole_s), (part, sal_part, sal_part_s)):
-        rows.append(f"| SAL (triangle.sal) | {edges.num_rows:,} | {seconds:.2f} | "
-                    f"{edges.num_rows / seconds:,.0f} | {sal.num_rows:,} ({len(projected(sal)):,} "
-                    "distinct first/last/bindings) | - | - |")
-    nu_rate = rates["compiled"] if "compiled" in rates else rates["interpreted"]
-    sal_rate = whole.num_rows / sal_whole_s
-    rows += ["", f"ν ({compiled.chosen}) / SAL speed on the whole stream: "
-             f"{nu_rate / sal_rate:.3f}; target ν >= {TARGET_LINKS_S:,} links/s: "
-             f"{nu_rate:,.0f} links/s -> {'MET' if nu_rate >= TARGET_LINKS_S else 'MISSED'}"]
-    return rows
+    def storing() -> Any:  # the compiled game without the closing join
+        return CompiledNuEngine(pattern, max_tokens=5_000_000, join=False)
+
+    rows = ["| stream | engine | links | s | links/s | matches | peak tokens | "
+            "ν matches = SAL's |", "|---|---|---|---|---|---|---|---|"]
+    verdicts = []
+    for name in ("S1", "S2"):
+        stream = STREAMS[name]
+        ensure_stream(stream)
+        whole = load_table(stream).select(["t", "src", "dst", "dur", "seq"])
+        part = whole.slice(0, prefix)
+        sal_whole, sal_whole_s = run_sal(query, whole)
+        runs = [(f"ν {compiled.chosen}, closing join (the default)", "compiled",
+                 compiled.new_engine, whole, sal_whole)]
+        sals = [(whole, sal_whole, sal_whole_s)]
+        if name == "S1":
+            sal_part, sal_part_s = run_sal(query, part)
+            runs += [("ν compiled, every token stored (join off)", "storing", storing, whole,
+                      sal_whole),
+                     (f"ν {interpreted.chosen}", "interpreted", interpreted.new_engine, part,
+                      sal_part)]
+            sals.append((part, sal_part, sal_part_s))
+        rates = {}
+        for label, key, new_engine, edges, sal in runs:
+            matches, seconds, peak = run_nu(new_engine, key != "interpreted", edges, checkpoint)
+            ours = projected(matches)
+            equal = ours == projected(sal) and len(ours) == matches.num_rows
+            rates[key] = edges.num_rows / seconds
+            rows.append(f"| {name} | {label} | {edges.num_rows:,} | {seconds:.2f} | "
+                        f"{edges.num_rows / seconds:,.0f} | {matches.num_rows:,} | {peak:,} | "
+                        f"{'equal' if equal else 'DIFFER'} |")
+        for edges, sal, seconds in sals:
+            rows.append(f"| {name} | SAL (triangle.sal) | {edges.num_rows:,} | {seconds:.2f} | "
+                        f"{edges.num_rows / seconds:,.0f} | {sal.num_rows:,} "
+                        f"({len(projected(sal)):,} distinct first/last/bindings) | - | - |")
+        nu_rate, sal_rate = rates["compiled"], whole.num_rows / sal_whole_s
+        verdicts.append(f"- {name}: ν ({compiled.chosen}) / SAL speed on the whole stream "
+                        f"{nu_rate / sal_rate:.3f}; target ν >= {TARGET_LINKS_S:,} links/s: "
+                        f"{nu_rate:,.0f} links/s -> "
+                        f"{'MET' if nu_rate >= TARGET_LINKS_S else 'MISSED'}")
+    return [*rows, "", *verdicts]
 
 
 def machine_lines(command: str) -> list[str]:
@@ -434,9 +452,10 @@ def main(argv: list[str] | None = None) -> int:
           for p, what in PATTERNS.values()), "", *matina, "",
         "Target graphcep >= 1,000x MaTiNA (links/s of graphcep search against MaTiNA, "
         "at the longest length both ran):", "", *targets, "",
-        "### Triangles within 10 s on S1, ν against SAL (in-process, one thread)", "",
-        f"ν compiled on the whole stream (max_tokens 5,000,000), ν interpreted on the first "
-        f"{args.prefix:,} links, SAL on both; each after an untimed run on the same links "
+        "### Triangles within 10 s on S1 and S2, ν against SAL (in-process, one thread)", "",
+        "ν compiled on the whole streams (max_tokens 5,000,000), with the closing join (the "
+        "default) and, on S1, storing every token; ν interpreted on the first "
+        f"{args.prefix:,} links of S1; SAL beside each; each after an untimed run on the same links "
         f"(ν interpreted: on 1,000); tokens counted every "
         f"{args.checkpoint:,} links outside the timing; matches compared as sets of (first "
         "time, last time, bindings).", "", *triangles])

@@ -115,7 +115,8 @@ class CompiledNuEngine(EngineBase):
         seqs = self._witness_links(rows)[:, 3]
         if self.tables.join:  # the links the closing join may still pair
             history = self._hist[:self._counters[kernel.N_HISTORY]]
-            oldest = kernel.oldest_joined(rows, len(rows), self.tables.arrays)
+            oldest = kernel.oldest_joined(rows, self._deadline[:len(live)][live], len(rows),
+                                          NONE, self.tables.arrays)
             seqs = np.concatenate([seqs, history[history[:, kernel.H_T] >= oldest,
                                                  kernel.H_SEQ]])
         return {"tokens": int(live.sum()), "partial_matches": int(live.sum()),
@@ -123,9 +124,14 @@ class CompiledNuEngine(EngineBase):
 
     def describe(self) -> str:
         bound = self._interpreted.describe().split("; ")[-1]
+        join = self.tables.join
+        joined = ("" if join is None else
+                  f"; the last link is joined, not waited for: tokens at q{join.before} are "
+                  "paired by each link with the links read since (kept while such a token "
+                  f"lives), never stored at q{join.last}")
         return ("compiled token game (numba): tokens as integer rows, each link advances the "
                 "tokens waiting for a link between its two nodes (indexed by both ends); "
-                f"every link starts an attempt; {bound}")
+                f"every link starts an attempt{joined}; {bound}")
 
     def state(self) -> dict:
         if self._events:
@@ -213,9 +219,12 @@ class CompiledNuEngine(EngineBase):
             elif status == kernel.NEED_TOKENS:
                 self._make_room(max(at, self._watermark or NONE))
             elif status == kernel.NEED_HISTORY:  # nothing of the link done yet
-                self._sweep(max(at, self._watermark or NONE))
+                n = int(self._counters[kernel.N_TOKENS])
+                self._rechain_history(kernel.oldest_joined(
+                    self._tok, self._deadline, n, max(at, self._watermark or NONE),
+                    self.tables.arrays))
                 kept = int(self._counters[kernel.N_HISTORY])
-                self._check_bound(int(self._counters[kernel.N_TOKENS]) + kept)
+                self._check_bound(int(self._live().sum()) + kept)
                 if 2 * kept > len(self._hist):
                     self._grow_history(_GROWTH * len(self._hist))
             else:  # over the state bound: are the live tokens?
@@ -418,7 +427,8 @@ class CompiledNuEngine(EngineBase):
         n = kernel.compact(self._tok, self._deadline, self._born, n, horizon)
         self._counters[kernel.N_TOKENS] = n
         if self.tables.join:
-            self._rechain_history(kernel.oldest_joined(self._tok, n, self.tables.arrays))
+            self._rechain_history(kernel.oldest_joined(self._tok, self._deadline, n, horizon,
+                                                       self.tables.arrays))
         self._rebuild()
 
     def _resize(self, capacity: int, rehash: int) -> None:

@@ -899,13 +899,13 @@ def compact(tok, deadline, born, n, horizon):
 
 
 @nb.njit(cache=True)
-def oldest_joined(tok, n, tab):
-    """The last link time of the oldest stored token the closing join pairs (FAR: none):
-    no history link before it can be read."""
+def oldest_joined(tok, deadline, n, horizon, tab):
+    """The last link time of the oldest token the closing join pairs that is kept at
+    ``horizon`` (FAR: none): no history link before it can be read."""
     before = tab[tab[JOIN] + J_BEFORE]
     oldest = FAR
     for slot in range(n):
-        if tok[slot, LOC] == before:
+        if tok[slot, LOC] == before and deadline[slot] >= horizon:
             oldest = min(oldest, tok[slot, LAST])
     return oldest
 
