@@ -184,7 +184,8 @@ class CompiledNuEngine(EngineBase):
         while True:
             kernel.read_links(t, us, vs, seq, begin, self.max_tokens, self.tables.arrays,
                               self._starts, self._tok, self._deadline, self._stamp, self._born,
-                              self._htab, self._ent, self._head, self._tail, self._pkeys,
+                              self._htab, self._ent, self._chunks, self._head, self._tail,
+                              self._pkeys,
                               self._pbuckets, self._scratch, self._cand, self._pairs,
                               self._hist, self._hkeys, self._hheads, self._hbits,
                               self._reports, self._counters)
@@ -213,7 +214,8 @@ class CompiledNuEngine(EngineBase):
                 # entries of expired tokens are unlinked but not reused: a sweep makes the
                 # index anew; grow it when the live tokens' entries fill half of it
                 self._sweep(max(at, self._watermark or NONE))
-                used = int(max(self._counters[kernel.N_ENTRIES], self._counters[kernel.N_BUCKETS]))
+                used = int(max(self._counters[kernel.N_ENTRIES], self._counters[kernel.N_BUCKETS],
+                               self._counters[kernel.N_CHUNKS]))
                 while 2 * (used + int(self._counters[kernel.NEEDED])) > len(self._ent):
                     self._grow_entries()
             elif status == kernel.NEED_TOKENS:
@@ -365,7 +367,12 @@ class CompiledNuEngine(EngineBase):
         size = size or _GROWTH * kept
         ent = np.empty((size, kernel.ENTRY_FIELDS), np.int64)
         ent[:kept] = self._ent
-        grown = {"_ent": ent}
+        # as many chunks as entries (a list of one token takes a chunk), allocated, not
+        # touched: only the chunks used take memory
+        chunks = np.empty((size if self.tables.join else 0, kernel.CHUNK_FIELDS), np.int64)
+        used = int(self._counters[kernel.N_CHUNKS])
+        chunks[:used] = self._chunks[:used] if used else chunks[:0]
+        grown = {"_ent": ent, "_chunks": chunks}
         for name in ("_head", "_tail"):
             array = np.empty(size, np.int64)
             if kept:
@@ -454,7 +461,7 @@ class CompiledNuEngine(EngineBase):
     def _rebuild(self) -> None:
         n = int(self._counters[kernel.N_TOKENS])
         while not kernel.rebuild(self._tok, n, self._deadline, self.tables.arrays, self._htab,
-                                 self._ent, self._head, self._tail,
+                                 self._ent, self._chunks, self._head, self._tail,
                                  self._pkeys, self._pbuckets, self._counters):
             self._grow_entries()
 

@@ -98,12 +98,18 @@ LOC, FIRST, LAST, WMASK, CLOCK0 = 0, 1, 2, 3, 4
  NEED_HISTORY) = range(8)
 # the counters array
 (N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS, NEEDED, N_HISTORY,
- N_WAITING) = range(10)
+ N_WAITING, N_CHUNKS) = range(11)
 # the columns of an index entry: the token's place, the next entry of its list, how long
-# the token is kept, and (a token the closing join pairs) the key of the history links it
-# may read, as far as the token fixes it -- what a walk needs without reading the token
-ENT_SLOT, ENT_NEXT, ENT_KEEP, ENT_KEY = range(4)
-ENTRY_FIELDS = 4
+# the token is kept (what a walk needs without reading the token)
+ENT_SLOT, ENT_NEXT, ENT_KEEP = range(3)
+ENTRY_FIELDS = 3
+# the tokens the closing join pairs are listed in chunks, so that a list's entries lie
+# together in memory (its walk is the join's hot loop): a chunk holds the next chunk, its
+# first entry not dropped, the entries written, then CHUNK entries of (token place, how long
+# the token is kept, the history key as far as the token fixes it)
+C_NEXT, C_BEGIN, C_END = range(3)
+CHUNK = 8
+CHUNK_FIELDS = 3 + 3 * CHUNK
 # the columns of a link of the closing join's history: time, ends, arrival number, the
 # number of the link (counters[LINK_NO]), the place of the link before it with its key
 H_T, H_U, H_V, H_SEQ, H_NO, H_PREV = range(6)
@@ -389,7 +395,7 @@ def _remember(hist, n, hkeys, hheads, hbits, tab):
 
 
 @nb.njit(cache=True)
-def _join(u, v, now, closing, tab, tok, born, ent, head, tail, pkeys, pbuckets, counters,
+def _join(u, v, now, closing, tab, tok, born, chunks, head, tail, pkeys, pbuckets, counters,
           cand, pairs, hist, hkeys, hheads, hbits, scratch, todo, outs, labels, tprime, before,
           reports):
     """The closing join for the link ``u -> v`` (``closing``: its witness fields): every
@@ -403,29 +409,29 @@ def _join(u, v, now, closing, tab, tok, born, ent, head, tail, pkeys, pbuckets, 
                      tail)
     if bucket < 0:
         return DONE
-    count = _walk(bucket, now, ent, head, tail, cand, 0, -1)
+    count = _walk_joined(bucket, now, chunks, head, tail, cand)
     if count < 0:
         return NEED_SCRATCH
     fixed = _pair(_end_part(tab[j + J_FIRST_SRC], tab[j + J_FIRST_ARG], u, v),
                   _end_part(tab[j + J_SECOND_SRC], tab[j + J_SECOND_ARG], u, v))
     found = 0
     for c in range(count):
-        e = cand[c]
-        if ent[e, ENT_KEY] < 0:
+        chunk, at = cand[c] // CHUNK, 3 + 3 * (cand[c] % CHUNK)
+        if chunks[chunk, at + 2] < 0:
             continue  # reads a variable that holds nothing: never enabled
-        key = ent[e, ENT_KEY] | fixed
+        key = chunks[chunk, at + 2] | fixed
         word, bit = _history_bit(hbits, key)
         if not hbits[word] & bit:
             continue
-        at = _history_slot(hkeys, key)
-        if not hkeys[at]:
+        place = _history_slot(hkeys, key)
+        if not hkeys[place]:
             continue
-        slot = ent[e, ENT_SLOT]
+        slot = chunks[chunk, at]
         cand[c] = slot
         row = tok[slot]
         alive, since, stored = deadline_of(row, tab), row[LAST], born[slot]
         # the token reads links that came after it was stored, while it lived
-        h = hheads[at]
+        h = hheads[place]
         while h >= 0 and hist[h, H_NO] > stored and hist[h, H_T] >= since:
             if hist[h, H_T] <= alive:
                 if found >= pairs.shape[0]:
@@ -580,7 +586,7 @@ def _bucket(key, pkeys, pbuckets, add, counters, head, tail):
 
 
 @nb.njit(cache=True)
-def _index(slot, tok, deadline, tab, ent, head, tail, pkeys, pbuckets, counters, keys):
+def _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys, pbuckets, counters, keys):
     """Put stored token ``slot`` in the lists of its keys; False when the entry arrays are
     full. A token no event can advance is not kept: it gets the deadline -FAR."""
     count = _keys(tok[slot], tab, keys)
@@ -588,14 +594,11 @@ def _index(slot, tok, deadline, tab, ent, head, tail, pkeys, pbuckets, counters,
         deadline[slot] = -FAR
         return True
     j = tab[JOIN]
-    joined = tab[j + J_ACTIVE] and tok[slot, LOC] == tab[j + J_BEFORE]
-    history_key = 0
-    if joined:  # found by the closing join only
-        keys[0] = _join_key(tok[slot], tab)
-        count = 1
-        history_key = _token_history_key(tok[slot], tab)
-    else:
-        counters[N_WAITING] += 1
+    if tab[j + J_ACTIVE] and tok[slot, LOC] == tab[j + J_BEFORE]:  # for the closing join
+        return _list_joined(_join_key(tok[slot], tab), slot, deadline[slot],
+                            _token_history_key(tok[slot], tab), chunks, head, tail, pkeys,
+                            pbuckets, counters)
+    counters[N_WAITING] += 1
     n_entries = counters[N_ENTRIES]
     if n_entries + count > ent.shape[0]:
         return False
@@ -608,7 +611,6 @@ def _index(slot, tok, deadline, tab, ent, head, tail, pkeys, pbuckets, counters,
         ent[e, ENT_SLOT] = slot
         ent[e, ENT_NEXT] = -1
         ent[e, ENT_KEEP] = deadline[slot]
-        ent[e, ENT_KEY] = history_key
         if tail[bucket] < 0:
             head[bucket] = e
         else:
@@ -640,6 +642,66 @@ def _walk(bucket, now, ent, head, tail, out, count, column):
             count += 1
             prev = e
         e = following
+    return count
+
+
+@nb.njit(cache=True, inline="always")
+def _list_joined(key, slot, keep, history_key, chunks, head, tail, pkeys, pbuckets, counters):
+    """Append a token the closing join pairs to the chunks of list ``key``; False when
+    the arrays are full."""
+    bucket = _bucket(key, pkeys, pbuckets, True, counters, head, tail)
+    if bucket < 0:
+        return False
+    c = tail[bucket]
+    if c < 0 or chunks[c, C_END] == CHUNK:
+        fresh = counters[N_CHUNKS]
+        if fresh >= chunks.shape[0]:
+            return False
+        counters[N_CHUNKS] = fresh + 1
+        chunks[fresh, C_NEXT], chunks[fresh, C_BEGIN], chunks[fresh, C_END] = -1, 0, 0
+        if c < 0:
+            head[bucket] = fresh
+        else:
+            chunks[c, C_NEXT] = fresh
+        tail[bucket] = fresh
+        c = fresh
+    k = chunks[c, C_END]
+    chunks[c, 3 + 3 * k], chunks[c, 4 + 3 * k], chunks[c, 5 + 3 * k] = slot, keep, history_key
+    chunks[c, C_END] = k + 1
+    return True
+
+
+@nb.njit(cache=True)
+def _walk_joined(bucket, now, chunks, head, tail, out):
+    """The places (chunk * CHUNK + entry) of the live entries of closing-join list
+    ``bucket`` into ``out``, in storage order, dropping the expired ones at the front of
+    each chunk and the chunks that have none left; how many (-1: ``out`` is full)."""
+    count = 0
+    prev = -1
+    c = head[bucket]
+    while c >= 0:
+        begin, end = chunks[c, C_BEGIN], chunks[c, C_END]
+        while begin < end and chunks[c, 4 + 3 * begin] < now:
+            begin += 1
+        chunks[c, C_BEGIN] = begin
+        following = chunks[c, C_NEXT]
+        if begin == CHUNK:  # full, and every entry dropped
+            if prev < 0:
+                head[bucket] = following
+            else:
+                chunks[prev, C_NEXT] = following
+            if tail[bucket] == c:
+                tail[bucket] = prev
+            c = following
+            continue
+        for k in range(begin, end):
+            if chunks[c, 4 + 3 * k] >= now:
+                if count >= out.shape[0]:
+                    return -1
+                out[count] = c * CHUNK + k
+                count += 1
+        prev = c
+        c = following
     return count
 
 
@@ -744,8 +806,8 @@ def _witnessed(dst, row, source, link, tab):
 
 @nb.njit(cache=True)
 def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp, born, htab,
-               ent, head, tail, pkeys, pbuckets, scratch, cand, pairs, hist, hkeys, hheads,
-               hbits, reports, counters):
+               ent, chunks, head, tail, pkeys, pbuckets, scratch, cand, pairs, hist, hkeys,
+               hheads, hbits, reports, counters):
     """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
     stored token waiting for the source tries the link, then the closing join pairs it
     with the history; see the module docstring."""
@@ -799,7 +861,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                 if status != DONE:
                     break
         if status == DONE and joining:
-            status = _join(u, v, now, link, tab, tok, born, ent, head, tail, pkeys, pbuckets,
+            status = _join(u, v, now, link, tab, tok, born, chunks, head, tail, pkeys, pbuckets,
                            counters, cand, pairs, hist, hkeys, hheads, hbits, scratch, todo,
                            outs, labels, tprime, before, reports)
         # room for every new token's keys first, so that a commit is never half done
@@ -808,13 +870,14 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
             for slot in range(first_new, counters[N_TOKENS]):
                 needed += tab[tab[KEYS_AT] + tok[slot, LOC]]
             if counters[N_ENTRIES] + needed > ent.shape[0] or \
-                    counters[N_BUCKETS] + needed > head.shape[0]:
+                    counters[N_BUCKETS] + needed > head.shape[0] or \
+                    (joining and counters[N_CHUNKS] + needed > chunks.shape[0]):
                 counters[NEEDED] = needed
                 status = NEED_ENTRIES
         if status == DONE:
             for slot in range(first_new, counters[N_TOKENS]):
-                if not _index(slot, tok, deadline, tab, ent, head, tail, pkeys, pbuckets,
-                              counters, keys):
+                if not _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys,
+                              pbuckets, counters, keys):
                     status = NEED_ENTRIES
                     break
         if status != DONE:  # undo the link; the caller rebuilds the index and hash table
@@ -836,21 +899,22 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
 
 
 @nb.njit(cache=True)
-def rebuild(tok, n, deadline, tab, htab, ent, head, tail, pkeys, pbuckets, counters):
+def rebuild(tok, n, deadline, tab, htab, ent, chunks, head, tail, pkeys, pbuckets, counters):
     """The hash table and the index of the first ``n`` stored tokens (after a sweep);
     False when the entry arrays are too small."""
     htab[:] = 0
     pkeys[:] = 0
     counters[N_ENTRIES] = 0
     counters[N_WAITING] = 0
+    counters[N_CHUNKS] = 0
     counters[N_BUCKETS] = 0
     keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
     rehash(tok, n, tab, htab)
     for slot in range(n):
         if deadline[slot] == -FAR:
             continue
-        if not _index(slot, tok, deadline, tab, ent, head, tail, pkeys, pbuckets, counters,
-                      keys):
+        if not _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys, pbuckets,
+                      counters, keys):
             return False
     return True
 
