@@ -226,7 +226,8 @@ class CompiledNuEngine(EngineBase):
                     self._tok, self._deadline, n, max(at, self._watermark or NONE),
                     self.tables.arrays))
                 kept = int(self._counters[kernel.N_HISTORY])
-                self._check_bound(int(self._live().sum()) + kept)
+                self._check_bound(int(self._live().sum()) + kept,
+                                  "tokens and links kept for the closing join")
                 if 2 * kept > len(self._hist):
                     self._grow_history(_GROWTH * len(self._hist))
             else:  # over the state bound: are the live tokens?
@@ -404,10 +405,10 @@ class CompiledNuEngine(EngineBase):
             self._hist, int(self._counters[kernel.N_HISTORY]), oldest, self.tables.arrays,
             self._hkeys, self._hheads, self._hbits)
 
-    def _check_bound(self, held: int) -> None:
-        """Refuse to hold more than ``max_tokens`` tokens and history links."""
+    def _check_bound(self, held: int, what: str = "tokens") -> None:
+        """Refuse to hold more than ``max_tokens`` tokens (and history links)."""
         if held > self.max_tokens:
-            self._interpreted._refuse(held)
+            self._interpreted._refuse(held, what)
 
     def _live(self) -> np.ndarray:
         n = self._counters[kernel.N_TOKENS]

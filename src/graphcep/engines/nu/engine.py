@@ -424,14 +424,14 @@ class NuEngine(EngineBase):
             return witness
         return (*witness, link)
 
-    def _refuse(self, held: int | None = None) -> None:
+    def _refuse(self, held: int | None = None, what: str = "tokens") -> None:
         part = self.pattern.unbounded_part()
         where = (f"the part {part.text()!r} has no time bound: wrap it in a delay "
                  "<...>[0, SECONDS] so that waiting tokens expire" if part is not None
                  else "the pattern's delays are wide for this stream")
         held = len(self._tokens) if held is None else held
         raise StateBoundError(f"pattern {self.pattern.name!r} holds {held:,} "
-                              f"tokens, above max_tokens={self.max_tokens:,}: {where}; or "
+                              f"{what}, above max_tokens={self.max_tokens:,}: {where}; or "
                               "raise --max-tokens")
 
     # -- reports --------------------------------------------------------------------------
