@@ -146,6 +146,16 @@ def test_the_state_bound_stops_the_run_naming_the_unbounded_part():
     assert "'#X ~> #Y . Y ~> X' has no time bound" in str(err.value)
 
 
+def test_links_kept_for_the_closing_join_count_towards_the_state_bound():
+    """1,000 distinct links within the triangle's 10 s: 1,000 tokens after the first link
+    and the same links kept for the join -- above a bound of 1,500, below 2,500."""
+    pattern = parse_nu("<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 10]", "triangle")
+    links = [(i, f"a{i}", f"b{i}") for i in range(1_000)]
+    with pytest.raises(StateBoundError, match="tokens and links kept for the closing join"):
+        pushed(CompiledNuEngine(pattern, max_tokens=1_500), links, 1)
+    pushed(CompiledNuEngine(pattern, max_tokens=2_500), links, 1)
+
+
 def test_a_time_event_sequence_goes_to_the_interpreted_game():
     pattern = parse_nu("a . #X . X", "p")
     events = pa.table({"t": [0, 1, 2], "src": ["a", "x", "x"], "dst": ["", "", ""]})

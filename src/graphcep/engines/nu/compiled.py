@@ -233,6 +233,9 @@ class CompiledNuEngine(EngineBase):
             else:  # over the state bound: are the live tokens?
                 self._sweep(max(at, self._watermark or NONE))
                 self._check_bound(int(self._counters[kernel.N_TOKENS]))
+                self._check_bound(int(self._counters[kernel.N_TOKENS] +
+                                      self._counters[kernel.N_HISTORY]),
+                                  "tokens and links kept for the closing join")
 
     def _drain(self, out: list[pa.Table]) -> None:
         """The reports the kernel left, as a table of match rows (the first of each first

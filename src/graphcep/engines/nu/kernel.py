@@ -810,7 +810,8 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                hheads, hbits, reports, counters):
     """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
     stored token waiting for the source tries the link, then the closing join pairs it
-    with the history; see the module docstring."""
+    with the history; stops when the stored tokens and history links pass ``limit``. See
+    the module docstring."""
     keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
     todo = np.empty(scratch.shape[0], np.int64)
     outs = np.empty(scratch.shape[0], np.int64)
@@ -892,7 +893,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
             hist[n, H_NO] = counters[LINK_NO]
             _remember(hist, n, hkeys, hheads, hbits, tab)
             counters[N_HISTORY] = n + 1
-        if counters[N_TOKENS] > limit:
+        if counters[N_TOKENS] + counters[N_HISTORY] > limit:
             counters[STATUS] = OVER_LIMIT
             counters[RESUME] = i + 1
             return
