@@ -185,9 +185,8 @@ class CompiledNuEngine(EngineBase):
             kernel.read_links(t, us, vs, seq, begin, self.max_tokens, self.tables.arrays,
                               self._starts, self._tok, self._deadline, self._stamp, self._born,
                               self._htab, self._ent, self._chunks, self._head, self._tail,
-                              self._pkeys,
-                              self._pbuckets, self._scratch, self._cand, self._pairs,
-                              self._hist, self._hkeys, self._hheads, self._hbits,
+                              self._pkeys, self._scratch, self._cand, self._pairs,
+                              self._hist, self._hkeys, self._hbits,
                               self._reports, self._counters)
             self._drain(rows)
             status = int(self._counters[kernel.STATUS])
@@ -214,10 +213,12 @@ class CompiledNuEngine(EngineBase):
                 # entries of expired tokens are unlinked but not reused: a sweep makes the
                 # index anew; grow it when the live tokens' entries fill half of it
                 self._sweep(max(at, self._watermark or NONE))
+                needed = int(self._counters[kernel.NEEDED])
                 used = int(max(self._counters[kernel.N_ENTRIES], self._counters[kernel.N_BUCKETS],
                                self._counters[kernel.N_CHUNKS]))
-                while 2 * (used + int(self._counters[kernel.NEEDED])) > len(self._ent):
+                while 2 * (used + needed) > len(self._ent):
                     self._grow_entries()
+                self._grow_keys(int(self._counters[kernel.N_BUCKETS]) + needed)
             elif status == kernel.NEED_TOKENS:
                 self._make_room(max(at, self._watermark or NONE))
             elif status == kernel.NEED_HISTORY:  # nothing of the link done yet
@@ -359,6 +360,7 @@ class CompiledNuEngine(EngineBase):
         self._grow_history(capacity if self.tables.join else 0)
         self._pairs = np.zeros(1024, np.int64)
         self._ent = np.zeros((0, kernel.ENTRY_FIELDS), np.int64)
+        self._pkeys = np.zeros((1024, 2), np.int64)
         self._grow_entries(2 * capacity)
         self._scratch = np.zeros((256, self.tables.identity), np.int64)
         self._cand = np.zeros(1024, np.int64)
@@ -382,31 +384,37 @@ class CompiledNuEngine(EngineBase):
             if kept:
                 array[:kept] = getattr(self, name)
             grown[name] = array
-        pkeys = np.zeros(_power_of_two(2 * size), np.int64)
-        pbuckets = np.empty(len(pkeys), np.int64)
-        if kept:
-            kernel.rehash_buckets(self._pkeys, self._pbuckets, pkeys, pbuckets)
         for name, array in grown.items():
             setattr(self, name, array)
-        self._pkeys, self._pbuckets = pkeys, pbuckets
+
+    def _grow_keys(self, buckets: int) -> None:
+        """A hash table of the lists' keys with room for ``buckets`` lists at most half
+        full, keeping those listed (sized by the lists, not the entries: the tokens the
+        closing join pairs share a few lists, whose keys then stay in cache)."""
+        size = _power_of_two(max(4 * buckets, 1024))
+        if size <= len(self._pkeys):
+            return
+        pkeys = np.zeros((size, 2), np.int64)
+        kernel.rehash_buckets(self._pkeys, pkeys)
+        self._pkeys = pkeys
 
     def _grow_history(self, size: int) -> None:
         """Room for ``size`` links in the closing join's history (those kept stay), its
-        hash table, and a filter of 16 bits a link."""
+        hash table, and a filter of 4 bits a link (a small filter stays in cache: the
+        join tests it for every token it walks)."""
         kept = int(self._counters[kernel.N_HISTORY])
         hist = np.empty((size, kernel.HISTORY_FIELDS), np.int64)
         hist[:kept] = self._hist[:kept] if kept else hist[:0]
         self._hist = hist
-        self._hkeys = np.zeros(_power_of_two(2 * max(size, 1)), np.int64)
-        self._hheads = np.empty(len(self._hkeys), np.int64)
-        self._hbits = np.zeros(_power_of_two(max(size // 4, 1)), np.int64)
+        self._hkeys = np.zeros((_power_of_two(2 * max(size, 1)), 2), np.int64)
+        self._hbits = np.zeros(_power_of_two(max(size // 16, 1)), np.int64)
         self._rechain_history(NONE)
 
     def _rechain_history(self, oldest: int) -> None:
         """Keep the history links from time ``oldest`` on, chained anew."""
         self._counters[kernel.N_HISTORY] = kernel.compact_history(
             self._hist, int(self._counters[kernel.N_HISTORY]), oldest, self.tables.arrays,
-            self._hkeys, self._hheads, self._hbits)
+            self._hkeys, self._hbits)
 
     def _check_bound(self, held: int, what: str = "tokens") -> None:
         """Refuse to hold more than ``max_tokens`` tokens (and history links)."""
@@ -466,8 +474,12 @@ class CompiledNuEngine(EngineBase):
         n = int(self._counters[kernel.N_TOKENS])
         while not kernel.rebuild(self._tok, n, self._deadline, self.tables.arrays, self._htab,
                                  self._ent, self._chunks, self._head, self._tail,
-                                 self._pkeys, self._pbuckets, self._counters):
-            self._grow_entries()
+                                 self._pkeys, self._counters):
+            buckets = int(self._counters[kernel.N_BUCKETS])
+            if 2 * (buckets + 1) > len(self._pkeys):
+                self._grow_keys(buckets + 1)
+            else:
+                self._grow_entries()
 
     def _row(self, token: Token) -> list[int]:
         """An interpreted token (nothing read yet, or one node per variable) as a row."""

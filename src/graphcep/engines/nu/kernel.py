@@ -365,10 +365,11 @@ def _history_key(first, second, tab):
 
 @nb.njit(cache=True, inline="always")
 def _history_slot(hkeys, key):
-    """The place of ``key`` in the history's hash table (empty if new)."""
+    """The place of ``key`` in the history's hash table (empty if new): its rows hold a
+    key + 1 (0: empty) and the newest link with that key, side by side (one cache line)."""
     mask = hkeys.shape[0] - 1
     at = np.int64(_mixed(np.uint64(key)) & np.uint64(mask))
-    while hkeys[at] and hkeys[at] != key + 1:
+    while hkeys[at, 0] and hkeys[at, 0] != key + 1:
         at = (at + 1) & mask
     return at
 
@@ -383,20 +384,20 @@ def _history_bit(hbits, key):
 
 
 @nb.njit(cache=True, inline="always")
-def _remember(hist, n, hkeys, hheads, hbits, tab):
+def _remember(hist, n, hkeys, hbits, tab):
     """Chain history link ``n`` after the newest link with its key."""
     key = _history_key(hist[n, H_U], hist[n, H_V], tab)
     at = _history_slot(hkeys, key)
-    hist[n, H_PREV] = hheads[at] if hkeys[at] else -1
-    hkeys[at] = key + 1
-    hheads[at] = n
+    hist[n, H_PREV] = hkeys[at, 1] if hkeys[at, 0] else -1
+    hkeys[at, 0] = key + 1
+    hkeys[at, 1] = n
     word, bit = _history_bit(hbits, key)
     hbits[word] |= bit
 
 
 @nb.njit(cache=True)
-def _join(u, v, now, closing, tab, tok, born, chunks, head, tail, pkeys, pbuckets, counters,
-          cand, pairs, hist, hkeys, hheads, hbits, scratch, todo, outs, labels, tprime, before,
+def _join(u, v, now, closing, tab, tok, born, chunks, head, tail, pkeys, counters,
+          cand, pairs, hist, hkeys, hbits, scratch, todo, outs, labels, tprime, before,
           reports):
     """The closing join for the link ``u -> v`` (``closing``: its witness fields): every
     stored token it pairs with a link of the history, replayed through the game's steps
@@ -405,7 +406,7 @@ def _join(u, v, now, closing, tab, tok, born, chunks, head, tail, pkeys, pbucket
     j = tab[JOIN]
     first = u + 1 if tab[j + J_KEY0] >= 0 else 0
     second = v + 1 if tab[j + J_KEY1] >= 0 else 0
-    bucket = _bucket(_pair(first, second) | JOIN_BIT, pkeys, pbuckets, False, counters, head,
+    bucket = _bucket(_pair(first, second) | JOIN_BIT, pkeys, False, counters, head,
                      tail)
     if bucket < 0:
         return DONE
@@ -424,14 +425,14 @@ def _join(u, v, now, closing, tab, tok, born, chunks, head, tail, pkeys, pbucket
         if not hbits[word] & bit:
             continue
         place = _history_slot(hkeys, key)
-        if not hkeys[place]:
+        if not hkeys[place, 0]:
             continue
         slot = chunks[chunk, at]
         cand[c] = slot
         row = tok[slot]
         alive, since, stored = deadline_of(row, tab), row[LAST], born[slot]
         # the token reads links that came after it was stored, while it lived
-        h = hheads[place]
+        h = hkeys[place, 1]
         while h >= 0 and hist[h, H_NO] > stored and hist[h, H_T] >= since:
             if hist[h, H_T] <= alive:
                 if found >= pairs.shape[0]:
@@ -564,29 +565,30 @@ def _keys(row, tab, out):
 
 
 @nb.njit(cache=True)
-def _bucket(key, pkeys, pbuckets, add, counters, head, tail):
-    """The list of ``key`` (-1: none, or, with ``add``, no room for a new one)."""
+def _bucket(key, pkeys, add, counters, head, tail):
+    """The list of ``key`` (-1: none, or, with ``add``, no room for a new one). ``pkeys``
+    rows: key + 1 (0: empty) and its list, side by side; kept at most half full."""
     mask = pkeys.shape[0] - 1
     at = np.int64(_mixed(np.uint64(key)) & np.uint64(mask))
-    while pkeys[at]:
-        if pkeys[at] == key + 1:
-            return pbuckets[at]
+    while pkeys[at, 0]:
+        if pkeys[at, 0] == key + 1:
+            return pkeys[at, 1]
         at = (at + 1) & mask
     if not add:
         return -1
     bucket = counters[N_BUCKETS]
-    if bucket >= head.shape[0]:
+    if bucket >= head.shape[0] or 2 * (bucket + 1) > pkeys.shape[0]:
         return -1
     counters[N_BUCKETS] = bucket + 1
-    pkeys[at] = key + 1
-    pbuckets[at] = bucket
+    pkeys[at, 0] = key + 1
+    pkeys[at, 1] = bucket
     head[bucket] = -1
     tail[bucket] = -1
     return bucket
 
 
 @nb.njit(cache=True)
-def _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys, pbuckets, counters, keys):
+def _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys, counters, keys):
     """Put stored token ``slot`` in the lists of its keys; False when the entry arrays are
     full. A token no event can advance is not kept: it gets the deadline -FAR."""
     count = _keys(tok[slot], tab, keys)
@@ -597,13 +599,13 @@ def _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys, pbuckets, c
     if tab[j + J_ACTIVE] and tok[slot, LOC] == tab[j + J_BEFORE]:  # for the closing join
         return _list_joined(_join_key(tok[slot], tab), slot, deadline[slot],
                             _token_history_key(tok[slot], tab), chunks, head, tail, pkeys,
-                            pbuckets, counters)
+                            counters)
     counters[N_WAITING] += 1
     n_entries = counters[N_ENTRIES]
     if n_entries + count > ent.shape[0]:
         return False
     for k in range(count):
-        bucket = _bucket(keys[k], pkeys, pbuckets, True, counters, head, tail)
+        bucket = _bucket(keys[k], pkeys, True, counters, head, tail)
         if bucket < 0:
             return False
         e = n_entries
@@ -646,10 +648,10 @@ def _walk(bucket, now, ent, head, tail, out, count, column):
 
 
 @nb.njit(cache=True, inline="always")
-def _list_joined(key, slot, keep, history_key, chunks, head, tail, pkeys, pbuckets, counters):
+def _list_joined(key, slot, keep, history_key, chunks, head, tail, pkeys, counters):
     """Append a token the closing join pairs to the chunks of list ``key``; False when
     the arrays are full."""
-    bucket = _bucket(key, pkeys, pbuckets, True, counters, head, tail)
+    bucket = _bucket(key, pkeys, True, counters, head, tail)
     if bucket < 0:
         return False
     c = tail[bucket]
@@ -706,7 +708,7 @@ def _walk_joined(bucket, now, chunks, head, tail, out):
 
 
 @nb.njit(cache=True)
-def _candidates(u, v, now, ent, head, tail, pkeys, pbuckets, counters, cand):
+def _candidates(u, v, now, ent, head, tail, pkeys, counters, cand):
     """The stored tokens that may read the link ``u -> v``: the lists of the keys (u, v),
     (u, any), (any, v) and (any, any), in storage order, each token once; the count (-1:
     ``cand`` is full)."""
@@ -715,7 +717,7 @@ def _candidates(u, v, now, ent, head, tail, pkeys, pbuckets, counters, cand):
     for k in range(4):
         first = u + 1 if k < 2 else 0
         second = v + 1 if k % 2 == 0 else 0
-        bucket = _bucket(_pair(first, second), pkeys, pbuckets, False, counters, head, tail)
+        bucket = _bucket(_pair(first, second), pkeys, False, counters, head, tail)
         if bucket < 0:
             continue
         before = count
@@ -806,8 +808,8 @@ def _witnessed(dst, row, source, link, tab):
 
 @nb.njit(cache=True)
 def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp, born, htab,
-               ent, chunks, head, tail, pkeys, pbuckets, scratch, cand, pairs, hist, hkeys,
-               hheads, hbits, reports, counters):
+               ent, chunks, head, tail, pkeys, scratch, cand, pairs, hist, hkeys,
+               hbits, reports, counters):
     """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
     stored token waiting for the source tries the link, then the closing join pairs it
     with the history; stops when the stored tokens and history links pass ``limit``. See
@@ -838,7 +840,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
         first_report = counters[N_REPORTS]
         counters[LINK_NO] += 1
         found = 0 if counters[N_WAITING] == 0 else _candidates(
-            u, v, now, ent, head, tail, pkeys, pbuckets, counters, cand)
+            u, v, now, ent, head, tail, pkeys, counters, cand)
         status = DONE if found >= 0 else NEED_SCRATCH
         # a start that reads constants only cannot read a node that is none of them
         tried = starts.shape[0] if u < nconst or not constant_starts else 0
@@ -862,8 +864,8 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                 if status != DONE:
                     break
         if status == DONE and joining:
-            status = _join(u, v, now, link, tab, tok, born, chunks, head, tail, pkeys, pbuckets,
-                           counters, cand, pairs, hist, hkeys, hheads, hbits, scratch, todo,
+            status = _join(u, v, now, link, tab, tok, born, chunks, head, tail, pkeys,
+                           counters, cand, pairs, hist, hkeys, hbits, scratch, todo,
                            outs, labels, tprime, before, reports)
         # room for every new token's keys first, so that a commit is never half done
         if status == DONE:
@@ -872,13 +874,14 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                 needed += tab[tab[KEYS_AT] + tok[slot, LOC]]
             if counters[N_ENTRIES] + needed > ent.shape[0] or \
                     counters[N_BUCKETS] + needed > head.shape[0] or \
+                    2 * (counters[N_BUCKETS] + needed) > pkeys.shape[0] or \
                     (joining and counters[N_CHUNKS] + needed > chunks.shape[0]):
                 counters[NEEDED] = needed
                 status = NEED_ENTRIES
         if status == DONE:
             for slot in range(first_new, counters[N_TOKENS]):
                 if not _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys,
-                              pbuckets, counters, keys):
+                              counters, keys):
                     status = NEED_ENTRIES
                     break
         if status != DONE:  # undo the link; the caller rebuilds the index and hash table
@@ -891,7 +894,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
             n = counters[N_HISTORY]
             hist[n, H_T], hist[n, H_U], hist[n, H_V], hist[n, H_SEQ] = now, u, v, seq
             hist[n, H_NO] = counters[LINK_NO]
-            _remember(hist, n, hkeys, hheads, hbits, tab)
+            _remember(hist, n, hkeys, hbits, tab)
             counters[N_HISTORY] = n + 1
         if counters[N_TOKENS] + counters[N_HISTORY] > limit:
             counters[STATUS] = OVER_LIMIT
@@ -900,11 +903,11 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
 
 
 @nb.njit(cache=True)
-def rebuild(tok, n, deadline, tab, htab, ent, chunks, head, tail, pkeys, pbuckets, counters):
+def rebuild(tok, n, deadline, tab, htab, ent, chunks, head, tail, pkeys, counters):
     """The hash table and the index of the first ``n`` stored tokens (after a sweep);
     False when the entry arrays are too small."""
     htab[:] = 0
-    pkeys[:] = 0
+    pkeys[:, 0] = 0
     counters[N_ENTRIES] = 0
     counters[N_WAITING] = 0
     counters[N_CHUNKS] = 0
@@ -914,7 +917,7 @@ def rebuild(tok, n, deadline, tab, htab, ent, chunks, head, tail, pkeys, pbucket
     for slot in range(n):
         if deadline[slot] == -FAR:
             continue
-        if not _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys, pbuckets,
+        if not _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys,
                       counters, keys):
             return False
     return True
@@ -933,18 +936,18 @@ def rehash(tok, n, tab, htab):
 
 
 @nb.njit(cache=True)
-def rehash_buckets(old_keys, old_buckets, pkeys, pbuckets):
+def rehash_buckets(old, pkeys):
     """The lists' keys in a larger (empty) table."""
     mask = pkeys.shape[0] - 1
-    for i in range(old_keys.shape[0]):
-        key = old_keys[i]
+    for i in range(old.shape[0]):
+        key = old[i, 0]
         if not key:
             continue
         at = np.int64(_mixed(np.uint64(key - 1)) & np.uint64(mask))
-        while pkeys[at]:
+        while pkeys[at, 0]:
             at = (at + 1) & mask
-        pkeys[at] = key  # already the key + 1
-        pbuckets[at] = old_buckets[i]
+        pkeys[at, 0] = key  # already the key + 1
+        pkeys[at, 1] = old[i, 1]
 
 
 @nb.njit(cache=True)
@@ -976,15 +979,15 @@ def oldest_joined(tok, deadline, n, horizon, tab):
 
 
 @nb.njit(cache=True)
-def compact_history(hist, count, oldest, tab, hkeys, hheads, hbits):
+def compact_history(hist, count, oldest, tab, hkeys, hbits):
     """Keep the history links from time ``oldest`` on, in order, chained anew; how many."""
     kept = 0
-    hkeys[:] = 0
+    hkeys[:, 0] = 0
     hbits[:] = 0
     for h in range(count):
         if hist[h, H_T] >= oldest:
             for f in range(HISTORY_FIELDS):
                 hist[kept, f] = hist[h, f]
-            _remember(hist, kept, hkeys, hheads, hbits, tab)
+            _remember(hist, kept, hkeys, hbits, tab)
             kept += 1
     return kept
