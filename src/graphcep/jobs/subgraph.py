@@ -193,6 +193,11 @@ class SubgraphJob(JobBase):
         """The largest gap between two start times in a match (durations bound as bound)."""
         return Extent(compile_query(self.query, self.max_duration_us).extent_us)
 
+    def prepare(self) -> None:
+        from graphcep.engines.subgraph.engine import load_kernels
+
+        load_kernels()
+
     def new_engine(self, threads: int | None = 1) -> SubgraphEngine:
         return make_engine(self.query, features=self.features(), threads=threads,
                            **self.engine_options())
