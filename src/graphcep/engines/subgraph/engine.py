@@ -50,17 +50,20 @@ import pyarrow.compute as pc
 
 from graphcep.engines.base import EngineBase, StateBoundError
 from graphcep.engines.subgraph.kernel import (
-    MODE_ALL,
-    MODE_IN,
-    MODE_OUT,
-    MODE_PAIR,
     build_layout,
     build_pair_index,
     build_signatures,
     group_by,
     search,
 )
-from graphcep.engines.subgraph.plan import CompiledQuery, compile_query
+from graphcep.engines.subgraph.plan import (
+    MODE_ALL,
+    MODE_IN,
+    MODE_OUT,
+    MODE_PAIR,
+    CompiledQuery,
+    compile_query,
+)
 from graphcep.engines.vertex_ids import VertexIds
 from graphcep.events import (
     MATCH_SCHEMA,

@@ -29,12 +29,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from graphcep.engines.subgraph.plan import MODE_IN, MODE_OUT, MODE_PAIR
 from graphcep.hashing import GOLDEN_GAMMA
-
-MODE_OUT = 0
-MODE_IN = 1
-MODE_PAIR = 2
-MODE_ALL = 3
 
 HASH_MULTIPLIER = GOLDEN_GAMMA  # Fibonacci hashing (graphcep.hashing)
 _INF = np.int64(2**60)  # bounds at or above this mean "none" (UNBOUNDED is 2**61)
