@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,6 +48,7 @@ class Command:
     argv: list[str]
     counts: bool = True  # prints a triangle count (graphcep: the JSON summary's matches)
     seconds: list[float] = field(default_factory=list)
+    cpu: list[float] = field(default_factory=list)  # user + system, the process's children's
     matches: set[int] = field(default_factory=set)
     failure: str = ""
 
@@ -104,7 +106,14 @@ def environment() -> dict[str, str]:
     return env
 
 
+def children_cpu() -> float:
+    """User + system seconds of this process's waited-for children so far."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
+
+
 def time_once(command: Command, cwd: Path) -> None:
+    cpu = children_cpu()
     started = time.perf_counter()
     done = subprocess.run(command.argv, capture_output=True, text=True, check=False,
                           cwd=cwd, env=environment())
@@ -113,6 +122,7 @@ def time_once(command: Command, cwd: Path) -> None:
         command.failure = (done.stderr.strip().splitlines() or [f"exit {done.returncode}"])[-1]
         return
     command.seconds.append(seconds)
+    command.cpu.append(children_cpu() - cpu)
     if command.counts:
         last = done.stdout.strip().splitlines()[-1]
         command.matches.add(int(json.loads(last)["matches"]) if last.startswith("{")
@@ -157,13 +167,17 @@ def targets(local: Command, polars: Command | None, spark: Command, jvm: Command
 
 
 def table(rows: list[Command]) -> list[str]:
-    lines = ["| command | best s | runs (s) | edges/s | triangles |", "|---|---|---|---|---|"]
+    lines = ["| command | best s | runs (s) | CPU s of the best run | edges/s | triangles |",
+             "|---|---|---|---|---|---|"]
     for c in rows:
         runs = ", ".join(f"{s:.2f}" for s in c.seconds) or c.failure
-        rate = f"{STREAM.edges / c.best:,.0f}" if c.best and c.counts else "-"
+        if c.best is None:
+            lines.append(f"| {c.name} | - | {runs} | - | - | - |")
+            continue
+        cpu = c.cpu[c.seconds.index(c.best)]
+        rate = f"{STREAM.edges / c.best:,.0f}" if c.counts else "-"
         count = ", ".join(f"{m:,}" for m in sorted(c.matches)) or "-"
-        lines.append(f"| {c.name} | {c.best:.2f} | {runs} | {rate} | {count} |"
-                     if c.best is not None else f"| {c.name} | - | {runs} | - | - |")
+        lines.append(f"| {c.name} | {c.best:.2f} | {runs} | {cpu:.2f} | {rate} | {count} |")
     return lines
 
 
@@ -209,8 +223,12 @@ def main(argv: list[str] | None = None) -> int:
         ("Triangles: every command agrees." if len(counts) == 1 and not failed
          else f"Triangles DISAGREE or a command failed: {sorted(counts)}"),
         "",
-        "Targets:",
+        "Targets (wall clock, as a user waits):",
         *targets(local, polars, spark, jvm),
+        "",
+        "CPU s is the user + system time of the process and the children it waited for (the "
+        "JVM's own threads count for Spark only where the JVM was waited for); on a loaded "
+        "machine the wall clock of a 2-thread process stretches, its CPU time much less.",
         "",
         "`--profile` of one more run of each (seconds; indented rows are parts of the row "
         "above, summed over tasks where they say so):",

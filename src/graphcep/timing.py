@@ -38,6 +38,7 @@ class Phases:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        self.seconds.setdefault(name, 0.0)  # listed before the parts added while it runs
         started = time.perf_counter()
         try:
             yield
