@@ -161,15 +161,13 @@ def run_spark(
     started = time.perf_counter()
     phases = Phases()
     if isinstance(edges_df, pa.Table):
-        with phases.phase("replay in the driver (single)"):
-            held = _in_driver(spark, job, edges_df, shards, shard_length_us, strategy, phases)
+        held = _in_driver(spark, job, edges_df, shards, shard_length_us, strategy, phases)
         if held is not None:
             matches, extra, extent = held
             stats = RunStats(edges=edges_df.num_rows, matches=matches.num_rows,
                              seconds=time.perf_counter() - started, phases=phases.seconds)
             stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
             return matches, stats
-        phases.seconds.clear()  # planned for Spark after all
         with phases.phase("handing the edges to Spark (Arrow to the JVM)"):
             edges_df = spark.createDataFrame(edges_df)
     check_column_names(spark, edges_df.columns)
@@ -256,7 +254,8 @@ def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
         return None
     table = table.select(job.needed_columns(table.column_names))
     steps = Phases()
-    matches = replay_job(job, table, threads=driver_threads(spark), phases=steps)
+    with phases.phase("replay in the driver (single)"):
+        matches = replay_job(job, table, threads=driver_threads(spark), phases=steps)
     phases.update(steps.seconds, NESTED)
     matches = matches.cast(job.output.schema) if matches.num_rows else (
         job.output.schema.empty_table())
