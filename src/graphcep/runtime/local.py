@@ -64,7 +64,7 @@ def replay(
     shard's, never lost or repeated. ``phases`` gets the seconds of the warm-up and of
     the matching (the pushes, match records included).
     """
-    phases = phases or Phases()
+    phases = phases if phases is not None else Phases()
     if warmup is not None:
         with phases.phase(WARM_UP):
             for start in range(0, warmup.num_rows, batch_edges):
@@ -95,7 +95,7 @@ def replay_job(
     gets the seconds of each step (:data:`SORTING`, :data:`ENGINE_START`,
     :data:`WARM_UP`, :data:`MATCHING`).
     """
-    phases = phases or Phases()
+    phases = phases if phases is not None else Phases()
     with phases.phase(SORTING):
         edges = sort_stream(normalize_edges(job.orient(edges)))
         if warmup is not None:
