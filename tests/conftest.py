@@ -18,6 +18,15 @@ settings.register_profile(
 settings.load_profile("graphcep")
 
 
+@pytest.fixture(autouse=True)
+def split_small_streams(monkeypatch):
+    """Let "auto" split the tests' small streams into shards, partitions and cells, as it
+    splits streams of millions of edges (``MIN_SHARD_EDGES``): each strategy is tested
+    on streams small enough for an oracle. Tests of the size rule itself restore it."""
+    from graphcep.runtime.spark import replay
+
+    monkeypatch.setattr(replay, "MIN_SHARD_EDGES", 0)
+
 
 @pytest.fixture(scope="session")
 def spark():

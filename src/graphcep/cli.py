@@ -29,12 +29,15 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import json
 import os
 import re
 import sys
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, NoReturn
 
@@ -62,23 +65,37 @@ from graphcep.engines.difference_bounds import (
     UnboundedQueryError,
     UnsatisfiableQueryError,
 )
-from graphcep.io.formats import LINE_FORMATS
+from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
 from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink
 from graphcep.jobs.base import ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
+from graphcep.lazy_pandas import defer_pandas
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.runtime.widening import LevelStats, run_widening
 from graphcep.runtime.widening.report import describe_widening, level_lines, widened_format
 from graphcep.stream_command import add_parser as add_stream_parser
-from graphcep.timing import Phases, process_age
+from graphcep.timing import NESTED, Phases, process_age
 
 FORMATS = (*LINE_FORMATS, "parquet", "tes", "seq", "syscall")
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The ``graphcep`` command; ``argv`` defaults to the program's arguments.
+
+    Run as the program (no ``argv``), it freezes the objects still alive when the command
+    is done (:func:`gc.freeze`): the interpreter's exit then skips tracing them -- numba's
+    and Spark's object graphs made that a tenth to a third of a second of a short run.
+    """
+    code = _main(argv)
+    if argv is None:
+        gc.freeze()
+    return code
+
+
+def _main(argv: list[str] | None) -> int:
     parser = build_parser()
     try:
         args = parser.parse_args(argv)
@@ -255,8 +272,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_summary_argument(parser)
     parser.add_argument("--profile", action="store_true",
                         help="print where the time went, phase by phase (Python start-up, "
-                             "imports, Spark start-up, reading, matching, writing), on "
-                             "stderr; with --summary json also as \"phases\" in the summary")
+                             "imports, Spark start-up, reading, shuffle, warm-up, matching, "
+                             "writing), on stderr; with --summary json also as \"phases\" "
+                             "in the summary")
 
 
 # -- run --------------------------------------------------------------------------------
@@ -264,6 +282,8 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
+    defer_pandas()  # loaded only by the jobs that use it
+    arrow_allocator()
     phases = Phases()
     age = process_age()
     if age is not None:  # the interpreter and the imports, before this function
@@ -286,7 +306,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         if fmt == "seq" and not job.reads_symbols:
             raise QueryError(f"a plain sequence (seq) holds symbols, not links: only "
                              f"subscriptions files read it, and {job.name!r} is not one")
-        options = reader_options(args)
+        options = projected(job, args.input, fmt, reader_options(args))
     rejects = RejectLog(args.rejects)
     output = job.output
     if widening is not None and args.engine == "local":
@@ -313,6 +333,18 @@ def cmd_run(args: argparse.Namespace) -> int:
     if args.profile:  # on stderr: stdout stays the matches and the summary
         print(phases.table(process_age() or stats.seconds), file=sys.stderr)
     return 0
+
+
+def arrow_allocator() -> None:
+    """Arrow's buffers from jemalloc, unless ``ARROW_DEFAULT_MEMORY_POOL`` chooses: with
+    pyarrow's default here (mimalloc) a run of S2 spent 0.3 s more in the kernel, faulting
+    in pages (``/usr/bin/time``: 0.5 s of system time against 0.2 s)."""
+    if os.environ.get("ARROW_DEFAULT_MEMORY_POOL"):
+        return
+    import pyarrow as pa
+
+    with contextlib.suppress(NotImplementedError):  # a pyarrow built without jemalloc
+        pa.set_memory_pool(pa.jemalloc_memory_pool())
 
 
 def _make_job(args: argparse.Namespace, fmt: str | None) -> ReplayJob:
@@ -357,6 +389,28 @@ def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None])
                                 "would destroy the input: name another file")
 
 
+def projected(job: ReplayJob, inputs: list[str], fmt: str, options: ReaderOptions
+              ) -> ReaderOptions:
+    """Parquet input: the options that read only the columns ``job`` reads (the core
+    columns, ``seq``, the fields of its predicates, features and labels); a file's other
+    columns are never decoded. Options unchanged for other formats, for ``attributes``
+    given, and when a file's schema cannot be read (the read says why)."""
+    if fmt != "parquet" or options.attributes is not None:
+        return options
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from graphcep.io.readers import expand_paths
+
+    names: dict[str, None] = {}
+    for path in expand_paths(inputs):
+        try:
+            names.update(dict.fromkeys(pq.read_schema(path).names))
+        except (pa.ArrowException, OSError):
+            return options
+    return replace(options, attributes=tuple(job.needed_columns(list(names))))
+
+
 def _first_file(inputs: list[str]) -> str:
     from graphcep.io.readers import expand_paths
 
@@ -364,12 +418,17 @@ def _first_file(inputs: list[str]) -> str:
 
 
 def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases: Phases):
-    with phases.phase("reading the input"):
-        result = read_edges(inputs, fmt, options)
-        rejects.add(result.rejects)
+    with ThreadPoolExecutor(1) as pool:  # the engine's kernels load while the input is read
+        preparing = pool.submit(_timed, job.prepare)
+        with phases.phase("reading the input"):
+            result = read_edges(inputs, fmt, options)
+            rejects.add(result.rejects)
+        with phases.phase("loading the kernels (waiting for them)"):
+            preparing.result()
+    phases.add(f"{NESTED}loading the kernels (beside the reading)", preparing.result()[1])
     progress = Progress(result.edges.num_rows)
-    with phases.phase("matching (sort and engine)"):
-        matches, stats = run_job(job, result.edges, on_progress=progress.advance)
+    matches, stats = run_job(job, result.edges, on_progress=progress.advance)
+    phases.update(stats.phases)
     progress.close()
     warn_absent_labels(job, job.labels_present(result.edges))
     return matches, stats, result.lines_read
@@ -416,20 +475,36 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
                    widening: tuple[int, int, int | None] | None):
     """The job over Spark-read edges: replayed by :func:`run_spark`, or under ``--pww``
     widened with :func:`run_widening_spark` (windows cut in the driver, detected in
-    parallel tasks)."""
-    with phases.phase("spark start-up (JVM, session)"):
-        from graphcep.interrupts import exit_on_interrupt
-        from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
+    parallel tasks). Files the driver reads itself (Parquet and the sequence formats) are
+    read while the JVM starts, and reach Spark only when the plan needs it."""
+    from graphcep.runtime.spark.reading import DRIVER_READ_FORMATS
 
-        t0 = time.perf_counter()
-        spark = spark_session(args.master)
-        startup = time.perf_counter() - t0
-    exit_on_interrupt("nothing was written")  # replaces the SparkContext's handler
-    with phases.phase("planning the read"):
-        edges_df, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
+    held = None
+    with ThreadPoolExecutor(1) as pool:
+        if fmt in DRIVER_READ_FORMATS and widening is None:
+            held = pool.submit(_timed, _read_and_prepare, job, args.input, fmt, options)
+        with phases.phase("spark start-up (JVM, session)"):
+            from graphcep.interrupts import exit_on_interrupt
+            from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
+
+            t0 = time.perf_counter()
+            spark = spark_session(args.master)
+            startup = time.perf_counter() - t0
+        exit_on_interrupt("nothing was written")  # replaces the SparkContext's handler
+        if held is not None:
+            with phases.phase("reading the input (waiting for it after the start-up)"):
+                result, seconds = held.result()
+            phases.add(f"{NESTED}reading the input, loading the kernels (in the driver, "
+                       "beside the start-up)", seconds)
+    if held is None:
+        with phases.phase("planning the read"):
+            edges, rejects_df, lines = read_edges_spark(spark, args.input, fmt, options)
+    else:
+        edges, rejects_df, lines = result.edges, None, result.lines_read
+        rejects.add(result.rejects)
     if widening is not None:
         with SparkProgress(spark), phases.phase("widening (windows in parallel tasks)"):
-            matches, stats = _widen_on_spark(spark, job, edges_df, widening)
+            matches, stats = _widen_on_spark(spark, job, edges, widening)
     elif (args.shards is not None and args.shards > 1 and job.whole_stream
             and job.partition_key() is None):
         # such a job runs as one shard whatever --shards says (run_spark; a keyed job's
@@ -440,15 +515,32 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
               "task", file=sys.stderr)
     if widening is None:
         with SparkProgress(spark):
-            matches, stats = run_spark(spark, job, edges_df, shards=args.shards)
-        phases.update(stats.phases, "spark: ")
+            matches, stats = run_spark(spark, job, edges, shards=args.shards)
+        phases.update(stats.phases)
     with phases.phase("label check and rejects"):
-        warn_absent_labels(job, labels_in_frame(job, edges_df))
-        bad = rejects_df.toArrow()
-        if bad.num_rows:
-            rejects.add(bad)
+        if rejects_df is None:
+            warn_absent_labels(job, job.labels_present(edges))
+        else:
+            warn_absent_labels(job, labels_in_frame(job, edges))
+            bad = rejects_df.toArrow()
+            if bad.num_rows:
+                rejects.add(bad)
     stats.extra["spark_startup_seconds"] = round(startup, 3)
     return matches, stats, lines
+
+
+def _timed(work, *args) -> tuple[Any, float]:
+    """``work(*args)`` and the seconds it took (it runs beside something else)."""
+    started = time.perf_counter()
+    result = work(*args)
+    return result, time.perf_counter() - started
+
+
+def _read_and_prepare(job: ReplayJob, inputs, fmt: str, options) -> Any:
+    """:func:`read_edges`, then the job's kernels loaded (beside the JVM's start)."""
+    result = read_edges(inputs, fmt, options)
+    job.prepare()
+    return result
 
 
 def _widen_on_spark(spark, job: ReplayJob, edges_df,

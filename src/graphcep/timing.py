@@ -1,8 +1,9 @@
 """Where a run's time goes: named phases measured by the wall clock.
 
 ``graphcep run --profile`` prints them; the runtimes add their own (a Spark run's
-statistics pass and replay tasks). Phases nest by name only: a phase entered twice adds
-up.
+statistics pass and replay tasks). A phase entered twice adds up. A phase whose name
+starts with :data:`NESTED` is a part of the phase above it (or a sum over tasks running
+side by side): it is indented in the table and left out of the total's "(other)".
 
 Examples
 --------
@@ -22,6 +23,9 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+#: The prefix of a phase that is a part of the one above it.
+NESTED = "  "
+
 #: ``time.perf_counter()`` when graphcep was first imported (see ``graphcep/__init__``).
 IMPORTED_AT = time.perf_counter()
 
@@ -34,6 +38,7 @@ class Phases:
 
     @contextmanager
     def phase(self, name: str) -> Iterator[None]:
+        self.seconds.setdefault(name, 0.0)  # listed before the parts added while it runs
         started = time.perf_counter()
         try:
             yield
@@ -50,13 +55,14 @@ class Phases:
     def table(self, total: float) -> str:
         """The phases as a text table with their share of ``total`` seconds, and what no
         phase accounts for."""
-        lines = [f"{'phase':<28}{'seconds':>9}{'share':>8}"]
+        width = max([28, *(len(name) + 2 for name in self.seconds)])
+        lines = [f"{'phase':<{width}}{'seconds':>9}{'share':>8}"]
         for name, seconds in self.seconds.items():
-            lines.append(f"{name:<28}{seconds:>9.3f}{seconds / total if total else 0:>8.1%}")
-        rest = total - sum(self.seconds.values())
+            lines.append(f"{name:<{width}}{seconds:>9.3f}{seconds / total if total else 0:>8.1%}")
+        rest = total - sum(v for k, v in self.seconds.items() if not k.startswith(NESTED))
         if rest > 0.0005:
-            lines.append(f"{'(other)':<28}{rest:>9.3f}{rest / total if total else 0:>8.1%}")
-        lines.append(f"{'total':<28}{total:>9.3f}")
+            lines.append(f"{'(other)':<{width}}{rest:>9.3f}{rest / total if total else 0:>8.1%}")
+        lines.append(f"{'total':<{width}}{total:>9.3f}")
         return "\n".join(lines)
 
 

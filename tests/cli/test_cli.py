@@ -160,7 +160,7 @@ def test_profile_names_the_phases_of_a_run(tmp_path, capsys):
     assert status == 0
     summary = json.loads(out.out.strip().splitlines()[-1])
     phases = summary["phases"]
-    assert {"options and query", "reading the input", "matching (sort and engine)",
-            "writing matches and rejects"} <= set(phases)
+    assert {"options and query", "reading the input", "sorting the stream",
+            "matching (engine, match records)", "writing matches and rejects"} <= set(phases)
     assert out.err.splitlines()[0].split() == ["phase", "seconds", "share"]
     assert "reading the input" in out.err and out.err.splitlines()[-1].startswith("total")

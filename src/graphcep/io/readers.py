@@ -60,6 +60,7 @@ from graphcep.io.formats import (
     InputError,
     ReaderOptions,
     SchemaError,
+    core_columns,
     edge_schema,
     parse_lines,
     parse_table,
@@ -519,10 +520,14 @@ def _read_parquet_file(
     unit = metadata.get(b"graphcep.time_unit")
     if options.time_unit is None and unit is not None:
         options = replace(options, time_unit=unit.decode())
+    try:
+        columns, options = parquet_projection(file.schema_arrow, options)
+    except SchemaError as exc:
+        raise SchemaError(f"{name}: {exc}") from None
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
     offset = 0
-    batches = file.iter_batches(batch_size=1 << 20)
+    batches = file.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
     while True:
         try:
             batch = next(batches, None)
@@ -534,11 +539,42 @@ def _read_parquet_file(
             return FileRead(edges, rejects, offset)
         try:
             good, bad = parse_table(batch, options, row_offset=offset)
+            if columns is not None and bad.num_rows:  # a reject shows its whole row
+                _, bad = parse_table(_whole_batch(path, len(edges)), options, offset)
         except SchemaError as exc:
             raise SchemaError(f"{name}: {exc}") from None
         edges.append(good)
         rejects.append(_with_file(bad, name))
         offset += batch.num_rows
+
+
+#: Rows per batch of a Parquet read.
+PARQUET_BATCH_ROWS = 1 << 20
+
+
+def parquet_projection(
+    schema: pa.Schema, options: ReaderOptions
+) -> tuple[list[str] | None, ReaderOptions]:
+    """The columns of a Parquet file to read, or None for all: with ``options.attributes``
+    given, the core columns, ``seq`` and those attributes only (the file's other columns
+    are never decoded). Core columns named by index are named by name in the options
+    returned, as the projection renumbers them."""
+    if options.attributes is None:
+        return None, options
+    core = core_columns(schema, options)
+    wanted = {*core.values(), "seq", *options.attributes}
+    return [n for n in schema.names if n in wanted], replace(options, columns=core or None)
+
+
+def _whole_batch(path: Path | BinaryIO, index: int) -> pa.Table:
+    """The ``index``-th batch of a Parquet file with every column (rejected rows are shown
+    whole, whatever the read projected)."""
+    if not isinstance(path, Path | str):
+        path.seek(0)
+    for i, batch in enumerate(pq.ParquetFile(path).iter_batches(batch_size=PARQUET_BATCH_ROWS)):
+        if i == index:
+            return pa.Table.from_batches([batch])
+    raise InputError(f"{path}: batch {index} vanished while it was read")
 
 
 def read_edges_bytes(

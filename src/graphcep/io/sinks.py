@@ -117,11 +117,12 @@ class ConsoleSink(Sink):
         self._closed = False
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
-        """Print the matches of ``table`` (``batch_id`` is ignored)."""
+        """Print the matches of ``table`` (``batch_id`` is ignored); only the rows to be
+        printed become Python objects, the rest are counted."""
+        self.total += table.num_rows
+        if self.limit is not None:
+            table = table.slice(0, max(self.limit - self.printed, 0))
         for row in _rows(table, self.matches.schema):
-            self.total += 1
-            if self.limit is not None and self.printed >= self.limit:
-                continue
             self.printed += 1
             self.stream.write(self.matches.text(row, self.printed))
         self.stream.flush()

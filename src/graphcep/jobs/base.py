@@ -171,6 +171,11 @@ class ReplayJob(Protocol):
         the stream (what makes window widening exact, :mod:`graphcep.runtime.widening`)."""
         ...
 
+    def prepare(self) -> None:
+        """Load what the job's engines need before their first edge (compiled kernels):
+        ``graphcep run`` calls it while the input is read."""
+        ...
+
     def bounded_by(self, span_us: int) -> ReplayJob:
         """The job over a window whose start times lie within ``span_us`` of each other:
         bounds the job leaves open may be taken from it (a SAL query without a time bound
@@ -227,6 +232,9 @@ class JobBase:
 
     def bounded_by(self, span_us: int) -> Any:
         return self
+
+    def prepare(self) -> None:
+        return None
 
     def plan_dot(self) -> str:
         raise QueryError(f"--dot draws a ν-expression's automaton; {self.name!r} is a "

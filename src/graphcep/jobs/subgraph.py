@@ -31,7 +31,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import pyarrow as pa
 
 from graphcep.engines.difference_bounds import check_window
-from graphcep.engines.subgraph.engine import SubgraphEngine, VertexFeatures
 from graphcep.engines.subgraph.plan import compile_query
 from graphcep.events import CORE_NAMES, format_seconds, max_duration_of
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
@@ -41,6 +40,7 @@ from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import MAX_BOUND_US, EdgePredicate, QueryError, SubgraphQuery
 
 if TYPE_CHECKING:
+    from graphcep.engines.subgraph.engine import SubgraphEngine, VertexFeatures
     from graphcep.features.feature_set import FeatureSet
 
 #: The engines this kind runs, name -> (module, class) (the protocol suite runs each).
@@ -193,6 +193,11 @@ class SubgraphJob(JobBase):
         """The largest gap between two start times in a match (durations bound as bound)."""
         return Extent(compile_query(self.query, self.max_duration_us).extent_us)
 
+    def prepare(self) -> None:
+        from graphcep.engines.subgraph.engine import load_kernels
+
+        load_kernels()
+
     def new_engine(self, threads: int | None = 1) -> SubgraphEngine:
         return make_engine(self.query, features=self.features(), threads=threads,
                            **self.engine_options())
@@ -304,6 +309,8 @@ def make_engine(
 ) -> SubgraphEngine:
     """An engine for ``query``; the duration bound defaults to the longest edge in ``edges``,
     the state bound to the engine's own."""
+    from graphcep.engines.subgraph.engine import SubgraphEngine  # numba: loaded when used
+
     if max_duration_us is None and edges is not None:
         max_duration_us = max_duration_of(edges)
     bound = {} if max_window_edges is None else {"max_window_edges": max_window_edges}

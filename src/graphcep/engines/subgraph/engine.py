@@ -47,21 +47,23 @@ from typing import Protocol
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
-from numba.typed import List as nb_list
 
 from graphcep.engines.base import EngineBase, StateBoundError
 from graphcep.engines.subgraph.kernel import (
-    MODE_ALL,
-    MODE_IN,
-    MODE_OUT,
-    MODE_PAIR,
     build_layout,
     build_pair_index,
     build_signatures,
     group_by,
     search,
 )
-from graphcep.engines.subgraph.plan import CompiledQuery, compile_query
+from graphcep.engines.subgraph.plan import (
+    MODE_ALL,
+    MODE_IN,
+    MODE_OUT,
+    MODE_PAIR,
+    CompiledQuery,
+    compile_query,
+)
 from graphcep.engines.vertex_ids import VertexIds
 from graphcep.events import (
     MATCH_SCHEMA,
@@ -123,6 +125,19 @@ def predicate_mask(edges: pa.Table, pred: EdgePredicate,
     compare = getattr(pc, PREDICATE_COMPARISONS[pred.op][0])
     result = compare(edges.column(name), pa.scalar(value))
     return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def load_kernels() -> None:
+    """Load the compiled kernels (from numba's cache, else compile them) by matching one
+    triangle on three edges: a run's first push then starts matching at once. ``graphcep
+    run`` does it while the input is read; a process loads each kernel once."""
+    from graphcep.patterns.subgraph import QueryBuilder
+
+    query = (QueryBuilder("kernels").edge("x1", "e1", "x2").edge("x2", "e2", "x3")
+             .edge("x3", "e3", "x1").within("e1", "e3", 10).before("e1", "e2")
+             .before("e2", "e3").build())
+    SubgraphEngine(query).push(pa.table({"t": np.arange(3, dtype=np.int64) * 1_000_000,
+                                         "src": ["a", "b", "c"], "dst": ["b", "c", "a"]}))
 
 
 class SubgraphEngine(EngineBase):
@@ -354,7 +369,8 @@ class SubgraphEngine(EngineBase):
         seg_base[modes] = np.cumsum([0] + [len(x) for x in segments[:-1]])[: len(modes)]
         # without edge predicates every edge is eligible: skip copying the mask
         ok = self._ok if self.query.edge_predicates else self._ok[:0]
-        layout = build_layout(nb_list(segments), self._t, self._end, self._src, self._dst, ok)
+        order = np.concatenate(segments).astype(np.int32, copy=False)
+        layout = build_layout(order, self._t, self._end, self._src, self._dst, ok)
         arrays = (
             c.esrc, c.edst, len(c.vertex_vars), not self.homomorphic,
         )

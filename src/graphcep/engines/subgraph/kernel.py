@@ -29,12 +29,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from graphcep.engines.subgraph.plan import MODE_IN, MODE_OUT, MODE_PAIR
 from graphcep.hashing import GOLDEN_GAMMA
-
-MODE_OUT = 0
-MODE_IN = 1
-MODE_PAIR = 2
-MODE_ALL = 3
 
 HASH_MULTIPLIER = GOLDEN_GAMMA  # Fibonacci hashing (graphcep.hashing)
 _INF = np.int64(2**60)  # bounds at or above this mean "none" (UNBOUNDED is 2**61)
@@ -136,11 +132,11 @@ def _in_signature(sig, row, other, words) -> bool:
 
 
 @nb.njit(cache=True, nogil=True)
-def build_layout(segments, t, end, src, dst, ok):
-    """Copy edge data into group order: one row per (segment, edge) in ``segments`` order."""
-    total = 0
-    for seg in segments:
-        total += seg.shape[0]
+def build_layout(order, t, end, src, dst, ok):
+    """Copy edge data into group order: one row per entry of ``order`` (the segments of
+    every grouping, concatenated; a typed list of them would be compiled anew in every
+    process, as numba cannot cache typed-list methods)."""
+    total = order.shape[0]
     k = ok.shape[0]  # 0 rows: every edge may play every query edge (no predicates)
     l_idx = np.empty(total, dtype=np.int32)
     l_t = np.empty(total, dtype=np.int64)
@@ -148,18 +144,15 @@ def build_layout(segments, t, end, src, dst, ok):
     l_src = np.empty(total, dtype=np.int32)
     l_dst = np.empty(total, dtype=np.int32)
     l_ok = np.empty((k, total), dtype=np.uint8)
-    p = 0
-    for seg in segments:
-        for i in range(seg.shape[0]):
-            e = seg[i]
-            l_idx[p] = e
-            l_t[p] = t[e]
-            l_end[p] = end[e]
-            l_src[p] = src[e]
-            l_dst[p] = dst[e]
-            for q in range(k):
-                l_ok[q, p] = ok[q, e]
-            p += 1
+    for p in range(total):
+        e = order[p]
+        l_idx[p] = e
+        l_t[p] = t[e]
+        l_end[p] = end[e]
+        l_src[p] = src[e]
+        l_dst[p] = dst[e]
+        for q in range(k):
+            l_ok[q, p] = ok[q, e]
     return l_idx, l_t, l_end, l_src, l_dst, l_ok
 
 

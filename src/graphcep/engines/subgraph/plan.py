@@ -22,8 +22,14 @@ from graphcep.engines.difference_bounds import (
     build_bounds,
     difference_constraints,
 )
-from graphcep.engines.subgraph.kernel import MODE_ALL, MODE_IN, MODE_OUT, MODE_PAIR
 from graphcep.patterns.subgraph import SubgraphQuery
+
+#: How a level finds its candidates (the compiled search's lookup modes; planning a query
+#: does not load the compiler).
+MODE_OUT = 0
+MODE_IN = 1
+MODE_PAIR = 2
+MODE_ALL = 3
 
 MODE_NAMES = {MODE_OUT: "out-edges of", MODE_IN: "in-edges of", MODE_PAIR: "edges between",
               MODE_ALL: "all window edges"}

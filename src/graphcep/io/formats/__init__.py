@@ -108,7 +108,13 @@ One per part of the reader, each importing only modules listed above it:
 * :mod:`~graphcep.io.formats.columns` -- column-based input (Parquet), :func:`parse_table`
 """
 
-from graphcep.io.formats.columns import TIME_TYPES, VERTEX_TYPES, column_to_us, parse_table
+from graphcep.io.formats.columns import (
+    TIME_TYPES,
+    VERTEX_TYPES,
+    column_to_us,
+    core_columns,
+    parse_table,
+)
 from graphcep.io.formats.decoding import too_long_reason
 from graphcep.io.formats.fields import FieldSpec
 from graphcep.io.formats.options import prepare_options, table_layout
@@ -155,6 +161,7 @@ __all__ = [
     "ReaderOptions",
     "SchemaError",
     "column_to_us",
+    "core_columns",
     "decimal_to_us",
     "edge_schema",
     "empty_rejects",

@@ -37,6 +37,14 @@ def _find_column(table: pa.Table, core: str, options: ReaderOptions) -> str | No
     return None
 
 
+def core_columns(schema: pa.Schema, options: ReaderOptions) -> dict[str, str]:
+    """The file column each core field (``t``, ``src``, ``dst``, ``dur``) is read from, as
+    :func:`parse_table` finds it, by name; fields without one are left out."""
+    table = schema.empty_table()
+    found = {core: _find_column(table, core, options) for core in ("t", "src", "dst", "dur")}
+    return {core: name for core, name in found.items() if name is not None}
+
+
 #: What a time column of a column-based file may be, for :class:`SchemaError` messages.
 TIME_TYPES = "expected an integer, float, decimal, string, timestamp or date column"
 #: The same for a vertex column.

@@ -119,9 +119,18 @@ def _parse_rows(
 
 def assemble(columns: dict[str, pa.Array], good: np.ndarray, seq: np.ndarray) -> pa.Table:
     """Core columns first (schema order), then attributes in layout order, good rows only."""
-    mask = pa.array(good)
+    if good.all():  # the usual case: no copy
+
+        def kept(values: pa.Array) -> pa.Array:
+            return values
+    else:
+        mask = pa.array(good)
+
+        def kept(values: pa.Array) -> pa.Array:
+            return values.filter(mask)
+
     names = ["t", "src", "dst", "dur"]
-    arrays = [columns[n].filter(mask) for n in names]
+    arrays = [kept(columns[n]) for n in names]
     arrays[1] = arrays[1].cast(pa.string())
     arrays[2] = arrays[2].cast(pa.string())
     names.append("seq")
@@ -129,5 +138,5 @@ def assemble(columns: dict[str, pa.Array], good: np.ndarray, seq: np.ndarray) ->
     for name, values in columns.items():
         if name not in ("t", "src", "dst", "dur"):
             names.append(name)
-            arrays.append(values.filter(mask))
+            arrays.append(kept(values))
     return pa.table(arrays, names=names)

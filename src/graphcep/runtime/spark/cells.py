@@ -6,6 +6,7 @@ home matches (:mod:`graphcep.runtime.hypercube`).
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -53,7 +54,8 @@ def cell_budget(spark, shards: int | None) -> int:
     return max(1, shards or spark.sparkContext.defaultParallelism)
 
 
-def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares):
+def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares,
+              timings: Any = None):
     """HyperCube: route every edge to the cells it must reach (in the JVM, see
     :func:`route_spark`), shuffle each cell onto a partition of its own, replay each cell's
     edges in stream order and keep its home matches
@@ -61,7 +63,7 @@ def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares):
     from pyspark.sql import functions as F
 
     if shares.cells == 1:  # no split pays (e.g. the triangle on 2 or 4 cells): one engine
-        matches, extra = replay_single(spark, job, edges_df, n)
+        matches, extra = replay_single(spark, job, edges_df, n, timings)
         return matches, {**extra, "strategy": "cells", "cells": 1}
     keyed = one_cell_per_edge(job, shares)
     routed = route_spark(job, shares, edges_df)
@@ -70,13 +72,14 @@ def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares):
               .repartition(shares.cells, "_key"))
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = received(batches)
+        table = received(batches, timings)
         if table is None:
             return
         cell_of = table.column("_cell")
         table = table.drop_columns(["_cell", "_key"])
         for cell in sorted(pc.unique(cell_of).to_pylist()):
-            found = replay_edges(job, table.filter(pc.equal(cell_of, cell)), None)
+            found = replay_edges(job, table.filter(pc.equal(cell_of, cell)), None,
+                                 timings=timings)
             if not keyed:  # with one cell per edge, a match found in a cell has it as home
                 found = home_filter(found, shares, cell)
             yield from found.to_batches()

@@ -52,6 +52,10 @@ HADOOP_PATTERN_CHARS = frozenset("*?[]{}\\:")
 SPARK_HIDDEN_PREFIXES = ("_", ".")
 
 
+#: Formats the driver reads with the local reader (see :func:`_read_locally`).
+DRIVER_READ_FORMATS = ("parquet", "tes", "seq", "syscall")
+
+
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
@@ -122,7 +126,7 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     files = expand_paths(paths)
     fmt = fmt or guess_format(files[0])
     options = options or ReaderOptions()
-    if fmt in ("parquet", "tes", "seq", "syscall"):
+    if fmt in DRIVER_READ_FORMATS:
         return _read_locally(spark, files, fmt, options)
     split, whole = _split_or_whole(files)
     heads = [_head_lines(f, options) for f in files]
@@ -415,15 +419,19 @@ def _first_lines(blocks) -> dict[tuple[str, int], int]:
 
 
 def _split_by_block(table: pa.Table):
-    """Consecutive runs of rows from the same (file, block), in row order."""
-    files = table.column("file").to_pylist()
+    """Consecutive runs of rows from the same (file, block), in row order (found column by
+    column: a batch holds hundreds of thousands of lines, and a run thousands)."""
+    if not table.num_rows:
+        return
+    files = table.column("file").combine_chunks().dictionary_encode()
+    file_ids = files.indices.to_numpy(zero_copy_only=False)
     blocks = table.column("block").to_numpy()
-    start = 0
-    n = table.num_rows
-    for i in range(1, n + 1):
-        if i == n or files[i] != files[start] or blocks[i] != blocks[start]:
-            yield (files[start], int(blocks[start])), table.slice(start, i - start)
-            start = i
+    change = (file_ids[1:] != file_ids[:-1]) | (blocks[1:] != blocks[:-1])
+    starts = np.concatenate([[0], np.flatnonzero(change) + 1, [table.num_rows]])
+    names = files.dictionary.to_pylist()
+    for start, stop in zip(starts[:-1], starts[1:], strict=True):
+        key = (names[file_ids[start]], int(blocks[start]))
+        yield key, table.slice(int(start), int(stop - start))
 
 
 def _read_locally(spark, files, fmt: str, options: ReaderOptions):

@@ -50,7 +50,7 @@ from graphcep.events import normalize_edges, sort_stream
 from graphcep.jobs.base import Extent, ReplayJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares
-from graphcep.runtime.local import RunStats
+from graphcep.runtime.local import RunStats, replay_job
 from graphcep.runtime.spark.cells import (
     cell_budget,
     cell_routes,
@@ -58,20 +58,33 @@ from graphcep.runtime.spark.cells import (
     keyed_grid,
     run_cells,
 )
+from graphcep.runtime.spark.profile import stage_mark, stage_seconds, summed, task_phases
 from graphcep.runtime.spark.session import check_column_names
 from graphcep.runtime.spark.tasks import (
+    driver_threads,
     ipc_bytes,
     partition_keys,
     received,
     replay_edges,
     replay_shard,
     replay_single,
+    runs_in_driver,
     spark_schema,
 )
-from graphcep.timing import Phases
+from graphcep.timing import NESTED, Phases
 
 #: the column holding an edge's 0-based place in stream order (count windows)
 RANK = "_rank"
+
+
+#: "auto" splits a stream (time shards, partitions in place, cells) only when every part
+#: would hold at least this many edges; smaller streams run as one replay (in the driver,
+#: with every core it has). A Spark task pays a fixed cost before it matches anything --
+#: its Python worker, loading the compiled kernels, the edges' trip to it and its matches'
+#: back -- about half a second on the 2-core development machine, what one core's engine
+#: matches about 500,000 edges in; at a million edges a part the fixed cost is at most a
+#: third of its work (the measurements are in bench/RESULTS.md, "The Spark path").
+MIN_SHARD_EDGES = 1_000_000
 
 
 #: "auto" runs a keyed query as cells only when its busiest cell holds at most this many
@@ -88,7 +101,7 @@ def plan_shards(t_min: int, t_max: int, extent_us: int, shards: int) -> int:
 def run_spark(
     spark,
     job: ReplayJob | Any,
-    edges_df,
+    edges_df: Any,
     *,
     shards: int | None = None,
     shard_length_us: int | None = None,
@@ -126,6 +139,14 @@ def run_spark(
         SAL jobs without vertex features only (a ValueError otherwise); a grid of one
         cell runs as ``"single"``.
 
+    ``edges_df`` may also be an Arrow table the driver holds already (a Parquet file read
+    by the driver): a stream that runs as one replay in the driver (``"single"``, below
+    ``DRIVER_REPLAY_ROWS`` edges) is then matched there, without the edges' round trip
+    through the JVM; any other plan hands the table to Spark first.
+
+    "auto" splits a stream only when each part holds at least ``MIN_SHARD_EDGES`` edges:
+    below twice that, the whole stream runs as ``"single"``.
+
     Queries with vertex features run as one shard: a feature such as ``topk`` counts
     items over the whole stream, which time shards do not see. DDST count windows use
     ``"partitions"`` and ``"shuffle"`` by edge rank (see the module docstring).
@@ -137,16 +158,26 @@ def run_spark(
     """
 
     job = _as_job(job)
+    started = time.perf_counter()
+    phases = Phases()
+    if isinstance(edges_df, pa.Table):
+        held = _in_driver(spark, job, edges_df, shards, shard_length_us, strategy, phases)
+        if held is not None:
+            matches, extra, extent = held
+            stats = RunStats(edges=edges_df.num_rows, matches=matches.num_rows,
+                             seconds=time.perf_counter() - started, phases=phases.seconds)
+            stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
+            return matches, stats
+        with phases.phase("handing the edges to Spark (Arrow to the JVM)"):
+            edges_df = spark.createDataFrame(edges_df)
     check_column_names(spark, edges_df.columns)
     job.check_columns(edges_df.columns)
     if strategy == "cells":
         check_cells(job, shard_length_us)
-    started = time.perf_counter()
     # keyed queries may run as cells: count each cell's edges in the same pass
     auto = strategy == "auto" and shards is None and shard_length_us is None
     keyed = keyed_grid(spark, job) if auto else None
-    phases = Phases()
-    with phases.phase("statistics pass (reads the input)"):
+    with phases.phase("spark statistics pass (reads the input)"):
         parts, cell_edges = _partition_stats(edges_df, job, keyed)
     n = sum(int(r["n"]) for r in parts)
     schema = job.output.schema
@@ -158,9 +189,13 @@ def run_spark(
     edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
     if strategy == "auto":
         strategy = choose_strategy(parts, extent, job, shards, shard_length_us, cell_edges)
-    with phases.phase(f"replay tasks ({strategy})"):
+    timings = task_phases(spark)
+    mark = stage_mark(spark)
+    with phases.phase(f"spark replay job ({strategy}: tasks, shuffle, collecting matches)"):
         matches, extra = _replay(spark, job, edges_df, strategy, parts, extent, n, shards,
-                                 shard_length_us, keyed)
+                                 shard_length_us, keyed, timings)
+    phases.update(stage_seconds(spark, mark), NESTED)
+    phases.update(summed(timings.value), NESTED)
     matches = matches.cast(schema) if matches.num_rows else schema.empty_table()
     stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started,
                      phases=phases.seconds)
@@ -169,30 +204,62 @@ def run_spark(
 
 
 def _replay(spark, job: ReplayJob, edges_df, strategy: str, parts, extent: Extent, n: int,
-            shards: int | None, shard_length_us: int | None, keyed: Shares | None):
-    """The matches of one strategy, collected to the driver, and what it reports."""
+            shards: int | None, shard_length_us: int | None, keyed: Shares | None,
+            timings: Any):
+    """The matches of one strategy, collected to the driver, and what it reports; the
+    tasks add the seconds of their phases to the accumulator ``timings``."""
     if strategy == "single":
-        matches, extra = replay_single(spark, job, edges_df, n)
+        matches, extra = replay_single(spark, job, edges_df, n, timings)
     elif strategy == "partitions":
         with _pinned(edges_df, parts) as (pinned, pinned_parts):
             if not _time_ordered(pinned_parts):
                 raise ValueError("strategy 'partitions' needs partitions in increasing time order")
-            matches, extra = _replay_in_place(spark, job, pinned, pinned_parts, extent)
+            matches, extra = _replay_in_place(spark, job, pinned, pinned_parts, extent,
+                                              timings)
     elif strategy == "shuffle" and extent.unit == "edges":
         matches, extra = _replay_rank_shards(spark, job, edges_df, extent, shards,
-                                             shard_length_us)
+                                             shard_length_us, timings)
     elif strategy == "shuffle":
         matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent.size, shards,
-                                          shard_length_us)
+                                          shard_length_us, timings)
     elif strategy == "cells":
         grid = keyed or choose_shares(job.cell_query(), cell_budget(spark, shards))
-        matches, extra = run_cells(spark, job, edges_df, n, grid)
+        matches, extra = run_cells(spark, job, edges_df, n, grid, timings)
     elif strategy == "keys":
-        matches, extra = _replay_keys(spark, job, edges_df, shards)
+        matches, extra = _replay_keys(spark, job, edges_df, shards, timings)
     else:
         raise ValueError(
             f"unknown strategy {strategy!r}: auto, single, partitions, shuffle, cells or keys")
     return matches, extra
+
+
+def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
+               shard_length_us: int | None, strategy: str, phases: Phases):
+    """``(matches, extra, extent)`` when a stream the driver holds runs as one replay in
+    the driver (:func:`replay_single`'s rule), its steps' seconds nested in ``phases``;
+    None when the plan needs Spark."""
+    job.check_columns(table.column_names)
+    if strategy not in ("auto", "single") or not runs_in_driver(table.num_rows):
+        return None
+    if not table.num_rows:
+        return job.output.schema.empty_table(), {}, job.bind(0).extent()
+    t_min, t_max = pc.min_max(table.column("t")).values()
+    d_max = pc.max(table.column("dur")).as_py() if "dur" in table.column_names else 0
+    parts = [{"p": 0, "t_min": t_min.as_py(), "t_max": t_max.as_py(), "d_max": d_max,
+              "n": table.num_rows}]
+    job = job.bind(d_max or 0)
+    extent = job.extent()
+    if strategy == "auto" and choose_strategy(parts, extent, job, shards,
+                                              shard_length_us) != "single":
+        return None
+    table = table.select(job.needed_columns(table.column_names))
+    steps = Phases()
+    with phases.phase("replay in the driver (single)"):
+        matches = replay_job(job, table, threads=driver_threads(spark), phases=steps)
+    phases.update(steps.seconds, NESTED)
+    matches = matches.cast(job.output.schema) if matches.num_rows else (
+        job.output.schema.empty_table())
+    return matches, {"strategy": "single", "shards": 1, "where": "driver"}, extent
 
 
 def _as_job(job: Any) -> ReplayJob:
@@ -263,7 +330,9 @@ def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_
 
     Time shards pay for parallelism with warm-up: a shard re-reads one extent of edges
     before its start. A stream shorter than two extents therefore runs as one task
-    (whose engine then uses every core); features need the whole stream in one task too.
+    (whose engine then uses every core); features need the whole stream in one task too;
+    so does a stream of fewer than twice ``MIN_SHARD_EDGES`` edges, as every task pays a
+    fixed cost before it matches.
     Time-ordered partitions are used in place when they are, on average, at least one
     extent long. Otherwise the stream must be shuffled: a keyed query that sends every
     edge to one cell (``cell_edges``, the edges per cell of :func:`keyed_grid`) is shuffled
@@ -275,11 +344,12 @@ def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_
         return "keys"
     if shards is not None or shard_length_us is not None:
         return "shuffle"
+    edges = sum(int(r["n"]) for r in parts)
     if extent.unit == "edges":
-        span = sum(int(r["n"]) for r in parts)
+        span = edges
     else:
         span = max(int(r["t_max"]) for r in parts) - min(int(r["t_min"]) for r in parts)
-    if job.whole_stream or span < 2 * extent.size:
+    if job.whole_stream or span < 2 * extent.size or edges < 2 * MIN_SHARD_EDGES:
         return "single"
     if len(parts) > 1 and _time_ordered(parts) and span / len(parts) >= extent.size:
         return "partitions"
@@ -288,7 +358,7 @@ def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_
     return "shuffle"
 
 
-def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None):
+def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None, timings: Any = None):
     """A job whose stream splits by a column (:meth:`ReplayJob.partition_key`): hash the
     edges on it into ``shards`` partitions (default: one per core); each task replays its
     partition in stream order in one engine, which therefore sees every edge of its keys."""
@@ -302,15 +372,16 @@ def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None):
     placed = edges_df.repartition(parts, F.col(key))
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = received(batches)
+        table = received(batches, timings)
         if table is not None:
-            yield from replay_edges(job, table, None).to_batches()
+            yield from replay_edges(job, table, None, timings=timings).to_batches()
 
     matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
     return matches, {"strategy": "keys", "shards": parts, "key": key}
 
 
-def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent):
+def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent,
+                     timings: Any = None):
     """Every partition of ``edges_df`` (in increasing stream order) is a shard as it stands.
 
     Its warm-up is the preceding extent: in time, or, for count windows, in edge rank
@@ -318,9 +389,9 @@ def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent):
     """
     if extent.unit == "edges":
         ranked, starts = _ranked(edges_df, parts)
-        return _replay_partitions(spark, job, ranked, starts, extent.size, RANK)
+        return _replay_partitions(spark, job, ranked, starts, extent.size, RANK, timings)
     starts = {int(r["p"]): int(r["t_min"]) for r in parts}
-    return _replay_partitions(spark, job, edges_df, starts, extent.size, "t")
+    return _replay_partitions(spark, job, edges_df, starts, extent.size, "t", timings)
 
 
 def _ranked(edges_df, parts):
@@ -350,7 +421,7 @@ def _ranked(edges_df, parts):
 
 
 def _replay_rank_shards(spark, job: ReplayJob, edges_df, extent: Extent, shards,
-                        shard_length_us):
+                        shard_length_us, timings: Any = None):
     """Count windows with no usable order: range-partition the stream on ``(t, seq)`` (one
     shuffle) into ``shards`` stretches of about equal edge counts, then replay in place."""
     if shard_length_us is not None:
@@ -358,12 +429,12 @@ def _replay_rank_shards(spark, job: ReplayJob, edges_df, extent: Extent, shards,
     count = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
     ordered = edges_df.repartitionByRange(count, "t", "seq")
     with _pinned(ordered, None) as (pinned, parts):
-        matches, extra = _replay_in_place(spark, job, pinned, parts, extent)
+        matches, extra = _replay_in_place(spark, job, pinned, parts, extent, timings)
     return matches, {**extra, "strategy": "shuffle"}
 
 
 def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], extent: int,
-                       pos: str = "t"):
+                       pos: str = "t", timings: Any = None):
     """Each partition replays its own edges after a broadcast warm-up: the edges within
     one extent before its first edge, measured on column ``pos`` (``starts``: each
     partition's first value of it)."""
@@ -380,7 +451,7 @@ def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], 
     shared = spark.sparkContext.broadcast(ipc_bytes(tails) if tails is not None else b"")
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        own = received(batches)
+        own = received(batches, timings)
         if own is None:
             return
         start = starts[TaskContext.get().partitionId()]
@@ -390,7 +461,7 @@ def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], 
             in_range = pc.and_(pc.greater_equal(everything.column(pos), start - extent),
                                pc.less(everything.column(pos), start))
             warm = everything.filter(in_range)
-        yield from replay_edges(job, own, warm).to_batches()
+        yield from replay_edges(job, own, warm, timings=timings).to_batches()
 
     matches = edges_df.mapInArrow(run_partition, spark_schema(job)).toArrow()
     return matches, {"strategy": "partitions", "shards": len(starts),
@@ -398,7 +469,7 @@ def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], 
 
 
 def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards,
-                     shard_length_us):
+                     shard_length_us, timings: Any = None):
     from pyspark.sql import functions as F
 
     t_min = min(int(r["t_min"]) for r in parts)
@@ -426,13 +497,13 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
     placed = sharded.withColumn("_key", key_of_shard).repartition(nparts, "_key")
 
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = received(batches)
+        table = received(batches, timings)
         if table is None:
             return
         table = table.drop_columns(["_key"])
         for shard_id in sorted(pc.unique(table.column("_shard")).to_pylist()):
             rows = table.filter(pc.equal(table.column("_shard"), shard_id))
-            yield from replay_shard(job, rows).to_batches()
+            yield from replay_shard(job, rows, timings).to_batches()
 
     matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
     return matches, {"strategy": "shuffle", "shards": count, "shard_length_us": length}

@@ -4,7 +4,9 @@
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Iterator
+from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -12,6 +14,13 @@ import pyarrow.compute as pc
 from graphcep.hashing import spark_hash_long
 from graphcep.jobs.base import ReplayJob
 from graphcep.runtime.local import replay_job
+from graphcep.timing import Phases
+
+#: What a task (or the driver) spent receiving the rows it replays.
+RECEIVING = "receiving rows (JVM to Python)"
+
+#: What the driver spent collecting the edges of a replay it runs itself.
+COLLECTING_EDGES = "collecting the edges to the driver"
 
 # the "single" strategy replays streams up to this many edges in the driver
 DRIVER_REPLAY_ROWS = 20_000_000
@@ -24,18 +33,22 @@ def spark_schema(job: ReplayJob):
     return from_arrow_schema(job.output.schema)
 
 
-def received(batches: Iterator[pa.RecordBatch]) -> pa.Table | None:
+def received(batches: Iterator[pa.RecordBatch], timings: Any = None) -> pa.Table | None:
     """The rows a ``mapInArrow`` task received, or None when there are none: an empty
     partition sends no batch at all, and ``pa.Table.from_batches`` needs at least one (or
-    a schema). Every function that replays a partition starts with this."""
+    a schema). Every function that replays a partition starts with this; the seconds the
+    rows took to arrive go to the accumulator ``timings`` when given."""
+    started = time.perf_counter()
     batches = list(batches)
+    if timings is not None:
+        timings.add({RECEIVING: time.perf_counter() - started})
     if not batches:
         return None
     table = pa.Table.from_batches(batches)
     return table if table.num_rows else None
 
 
-def replay_single(spark, job: ReplayJob, edges_df, n: int):
+def replay_single(spark, job: ReplayJob, edges_df, n: int, timings: Any = None):
     """One engine replays everything.
 
     Up to ``DRIVER_REPLAY_ROWS`` edges the engine runs in the driver: Spark collects the
@@ -44,20 +57,34 @@ def replay_single(spark, job: ReplayJob, edges_df, n: int):
     edges that pipe alone cost more than collecting and matching together). Larger
     streams run in one task, so the driver never has to hold them.
     """
-    threads = max(1, min(spark.sparkContext.defaultParallelism, len(os.sched_getaffinity(0))))
-    if n <= DRIVER_REPLAY_ROWS:
+    threads = driver_threads(spark)
+    if runs_in_driver(n):
+        started = time.perf_counter()
         table = edges_df.toArrow()
-        matches = (replay_edges(job, table, None, threads=threads) if table.num_rows
-                   else job.output.schema.empty_table())
+        if timings is not None:
+            timings.add({COLLECTING_EDGES: time.perf_counter() - started})
+        matches = (replay_edges(job, table, None, threads=threads, timings=timings)
+                   if table.num_rows else job.output.schema.empty_table())
         return matches, {"strategy": "single", "shards": 1, "where": "driver"}
 
     def run_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        table = received(batches)
+        table = received(batches, timings)
         if table is not None:
-            yield from replay_edges(job, table, None, threads=threads).to_batches()
+            yield from replay_edges(job, table, None, threads=threads,
+                                    timings=timings).to_batches()
 
     matches = edges_df.coalesce(1).mapInArrow(run_all, spark_schema(job)).toArrow()
     return matches, {"strategy": "single", "shards": 1, "where": "task"}
+
+
+def runs_in_driver(n: int) -> bool:
+    """Whether a single replay of ``n`` edges runs in the driver (else in one task)."""
+    return n <= DRIVER_REPLAY_ROWS
+
+
+def driver_threads(spark) -> int:
+    """Threads for an engine in the driver: the session's cores, at most this process's."""
+    return max(1, min(spark.sparkContext.defaultParallelism, len(os.sched_getaffinity(0))))
 
 
 def ipc_bytes(table: pa.Table) -> bytes:
@@ -81,15 +108,22 @@ def partition_keys(parts: int) -> list[int]:
     return [found[p] for p in range(parts)]
 
 
-def replay_shard(job: ReplayJob, table: pa.Table) -> pa.Table:
+def replay_shard(job: ReplayJob, table: pa.Table, timings: Any = None) -> pa.Table:
     """What one shuffled Spark task runs: warm up on the copied edges, report the shard's own
     matches."""
     owned_mask = table.column("_owned")
     edges = table.drop_columns(["_shard", "_owned"])
-    return replay_edges(job, edges.filter(owned_mask), edges.filter(pc.invert(owned_mask)))
+    return replay_edges(job, edges.filter(owned_mask), edges.filter(pc.invert(owned_mask)),
+                        timings=timings)
 
 
 def replay_edges(job: ReplayJob, own: pa.Table, warm: pa.Table | None,
-                  threads: int = 1) -> pa.Table:
-    """Replay one shard; Spark runs one task per core, so one thread unless told otherwise."""
-    return replay_job(job, own, warmup=warm, threads=threads)
+                 threads: int = 1, timings: Any = None) -> pa.Table:
+    """Replay one shard; Spark runs one task per core, so one thread unless told otherwise.
+    The seconds of its phases (:func:`~graphcep.runtime.local.replay_job`) go to the
+    accumulator ``timings`` when given (:func:`~graphcep.runtime.spark.profile.task_phases`)."""
+    phases = Phases()
+    matches = replay_job(job, own, warmup=warm, threads=threads, phases=phases)
+    if timings is not None:
+        timings.add(phases.seconds)
+    return matches
