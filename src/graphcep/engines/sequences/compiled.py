@@ -34,6 +34,16 @@ idea and drops the failure links:
   reports a window only if its first edge arrived at ``n`` or later;
 - notifications are built column by column (Arrow), not row by row.
 
+**Why not Aho-Corasick inside.** On variable-free subscriptions alone a C
+Aho-Corasick (pyahocorasick) searches faster than this trie (``bench.subs_throughput``
+records both on the same subset), since its failure links read each symbol once where
+the trie walks each start position. It was not taken, as a matcher or as a prefilter on
+the patterns' constant parts: it matches no variables, so a prefilter would still need a
+confirmation per candidate, and the constant runs of patterns with variables are short
+(a few symbols: candidates at most positions); and its automaton must be rebuilt
+(``make_automaton``) after every added or removed word: 30-50 ms with 10,000 words on
+the machine of ``bench/RESULTS.md``, where a change here takes microseconds.
+
 Keys and symbols are interned once (``dict`` from text to number); the interning tables
 grow with the distinct keys and symbols seen. The edges a key keeps (and those of the
 batch being read) sit in an edge store from which notifications take their edges; it is
