@@ -150,9 +150,9 @@ class CompiledSequenceEngine(KeyedSequenceEngine):
         self.edges_seen += len(t)
         while True:
             found, used = kernel.match(
-                self.trie.nodes, self.trie.table, self.trie.subs, self.keep, local, rows,
-                key_ids, self.store.symbol, self.store.arrival, self.history, self.held,
-                self.position, self._out, self._out_rows)
+                self.trie.nodes, self.trie.table, self.trie.root, self.trie.subs, self.keep,
+                local, rows, key_ids, self.store.symbol, self.store.arrival, self.history,
+                self.held, self.position, self._out, self._out_rows)
             if found <= len(self._out) and used <= len(self._out_rows):
                 break
             self._out = np.empty((2 * found, kernel.OUT_FIELDS), dtype=np.int64)
@@ -358,10 +358,14 @@ def _codes(column: pa.Array, intern: dict[str, int]) -> tuple[np.ndarray, np.nda
     per distinct value its number in ``intern`` (new values numbered on)."""
     encoded = pc.dictionary_encode(column)
     values = encoded.dictionary.to_pylist()
-    numbers = np.fromiter((intern.setdefault(v, len(intern)) for v in values),
-                          dtype=np.int64, count=len(values))
-    local = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return local, numbers
+    numbers = list(map(intern.get, values))
+    if None in numbers:
+        numbers = [intern.setdefault(v, len(intern)) for v in values]
+    indices = encoded.indices
+    if indices.null_count:
+        indices = indices.fill_null(-1)
+    return indices.to_numpy(zero_copy_only=False).astype(np.int64), \
+        np.array(numbers, dtype=np.int64)
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:

@@ -40,6 +40,8 @@ Layouts:
   most deep nodes have one);
 - ``cold[n, :]`` (``int32``, for changes): ``C_PARENT``, ``C_KIND`` (the token's kind),
   ``C_COUNT`` (subscriptions whose path passes it);
+- ``root[s]`` (``int32``): the root's CONST child for symbol ``s`` or -1 (also in the
+  table; every start position looks it up, so it gets a dense array of its own);
 - ``subs[i, :]`` (``int64``): ``S_NODE`` (where subscription slot ``i`` ends),
   ``S_NEXT`` (the next subscription ending there), ``S_ADDED`` (the arrival number from
   which it reports);
@@ -178,7 +180,7 @@ def _child(nodes: np.ndarray, table: np.ndarray, node: int, kind: int, val: int)
 
 @nb.njit(cache=True)
 def _new_node(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray,
-              parent: int, kind: int, val: int) -> int:
+              root: np.ndarray, parent: int, kind: int, val: int) -> int:
     node = meta[M_FREE]
     if node >= 0:
         meta[M_FREE] = nodes[node, N_SIB]
@@ -192,6 +194,8 @@ def _new_node(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.n
     if kind == CONST:
         _put(table, meta, (np.int64(parent) << 32) | val, node)
         _toggle_const(nodes, parent, node, val, 1)
+        if parent == 0:
+            root[val] = node
     elif kind == FRESH:
         nodes[parent, N_FRESH] = node
     else:
@@ -211,7 +215,7 @@ def _toggle_const(nodes: np.ndarray, parent: int, child: int, val: int, step: in
 
 @nb.njit(cache=True)
 def add(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray,
-        subs: np.ndarray, slot: int, toks: np.ndarray, added: int) -> None:
+        root: np.ndarray, subs: np.ndarray, slot: int, toks: np.ndarray, added: int) -> None:
     """Subscribe ``slot`` to the path of ``toks``, reporting from arrival ``added`` on.
     The caller leaves room for ``len(toks)`` new nodes and table entries."""
     node = 0
@@ -219,7 +223,7 @@ def add(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray
     for d in range(toks.shape[0]):
         child = _child(nodes, table, node, toks[d, 0], toks[d, 1])
         if child < 0:
-            child = _new_node(nodes, cold, table, meta, node, toks[d, 0], toks[d, 1])
+            child = _new_node(nodes, cold, table, meta, root, node, toks[d, 0], toks[d, 1])
         cold[child, C_COUNT] += 1
         node = child
     subs[slot, S_NODE], subs[slot, S_NEXT], subs[slot, S_ADDED] = node, nodes[node, N_SUBS], added
@@ -228,11 +232,13 @@ def add(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray
 
 @nb.njit(cache=True)
 def _unlink(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray,
-            node: int) -> None:
+            root: np.ndarray, node: int) -> None:
     parent, kind = cold[node, C_PARENT], cold[node, C_KIND]
     if kind == CONST:
         _delete(table, meta, (np.int64(parent) << 32) | nodes[node, N_VAL])
         _toggle_const(nodes, parent, node, nodes[node, N_VAL], -1)
+        if parent == 0:
+            root[nodes[node, N_VAL]] = -1
     elif kind == FRESH:
         nodes[parent, N_FRESH] = -1
     elif nodes[parent, N_BACK] == node:
@@ -248,7 +254,7 @@ def _unlink(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.nda
 
 @nb.njit(cache=True)
 def remove(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray,
-           subs: np.ndarray, slot: int) -> None:
+           root: np.ndarray, subs: np.ndarray, slot: int) -> None:
     """Unsubscribe ``slot``; nodes no other subscription passes are freed."""
     node = subs[slot, S_NODE]
     if nodes[node, N_SUBS] == slot:
@@ -263,7 +269,7 @@ def remove(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndar
         parent = cold[node, C_PARENT]
         cold[node, C_COUNT] -= 1
         if cold[node, C_COUNT] == 0:
-            _unlink(nodes, cold, table, meta, node)
+            _unlink(nodes, cold, table, meta, root, node)
         node = parent
     cold[0, C_COUNT] -= 1
 
@@ -297,7 +303,8 @@ def _group(batch_key: np.ndarray, batch_row: np.ndarray, keys: int):
 
 
 @nb.njit(cache=True)
-def match(nodes: np.ndarray, table: np.ndarray, subs: np.ndarray, longest: int,
+def match(nodes: np.ndarray, table: np.ndarray, root: np.ndarray, subs: np.ndarray,
+          longest: int,
           batch_key: np.ndarray, batch_row: np.ndarray, key_ids: np.ndarray,
           symbol: np.ndarray, arrival: np.ndarray, history: np.ndarray, held: np.ndarray,
           position: np.ndarray, out: np.ndarray, out_rows: np.ndarray) -> tuple[int, int]:
@@ -305,7 +312,7 @@ def match(nodes: np.ndarray, table: np.ndarray, subs: np.ndarray, longest: int,
 
     Parameters
     ----------
-    nodes, table, subs
+    nodes, table, root, subs
         The trie (module docstring).
     longest
         The longest subscribed pattern (bounds the walk's stack).
@@ -377,7 +384,11 @@ def match(nodes: np.ndarray, table: np.ndarray, subs: np.ndarray, longest: int,
                     continue
                 sym = syms[at]
                 consts = nodes[node, N_CONST]
-                if consts == 1:
+                if node == 0:
+                    if sym < root.shape[0] and root[sym] >= 0:
+                        stack_node[sp], stack_depth[sp] = root[sym], 1
+                        sp += 1
+                elif consts == 1:
                     if nodes[node, N_SXOR] == sym:
                         stack_node[sp], stack_depth[sp] = nodes[node, N_CXOR], depth + 1
                         sp += 1
@@ -434,6 +445,7 @@ class Trie:
 
     def __init__(self) -> None:
         self.nodes, self.cold = new_nodes(1024)
+        self.root = np.full(256, -1, dtype=np.int32)  # symbol -> the root's CONST child
         self.table = new_table(2048)
         self.meta = new_meta()
         self.subs = np.full((256, SUB_FIELDS), -1, dtype=np.int64)
@@ -449,12 +461,18 @@ class Trie:
             slot, self.slots = self.slots, self.slots + 1
             if slot == len(self.subs):
                 self.subs = np.concatenate([self.subs, np.full_like(self.subs, -1)])
-        add(self.nodes, self.cold, self.table, self.meta, self.subs, slot, toks, added)
+        consts = toks[toks[:, 0] == CONST, 1]
+        if len(consts) and consts.max() >= len(self.root):
+            grown = np.full(max(2 * len(self.root), int(consts.max()) + 1), -1, np.int32)
+            grown[:len(self.root)] = self.root
+            self.root = grown
+        add(self.nodes, self.cold, self.table, self.meta, self.root, self.subs, slot, toks,
+            added)
         return slot
 
     def remove(self, slot: int) -> None:
         """Unsubscribe ``slot`` (its number may be handed out again)."""
-        remove(self.nodes, self.cold, self.table, self.meta, self.subs, slot)
+        remove(self.nodes, self.cold, self.table, self.meta, self.root, self.subs, slot)
         self.free_slots.append(slot)
 
     def live_nodes(self) -> int:
