@@ -235,3 +235,40 @@ def test_a_push_finding_more_occurrences_than_the_kernel_has_room_for():
     run.push(["h"] * 3000, [rng.choice("ab") for _ in range(3000)])
     assert len(run.rows) > 4000
     run.check()
+
+
+def test_thousands_of_changes_grow_the_trie_and_stay_exact():
+    """Past the first sizes of every array (nodes, table, slots, the root's symbols), with
+    about half the subscriptions removed between pushes."""
+    rng = random.Random(11)
+    common, rare = "abcde", [f"r{i}" for i in range(300)]
+
+    def item():
+        roll = rng.random()
+        if roll < 0.35:
+            return Var(rng.choice("xyz"))
+        return rng.choice(common) if roll < 0.85 else rng.choice(rare)
+
+    engine, added, sequences, rows, n = CompiledSequenceEngine(), {}, {}, [], 0
+    for round_ in range(3):
+        for i in range(1500):
+            sid = f"p{round_}-{i}"
+            p = SequencePattern(tuple(item() for _ in range(rng.randint(1, 6))))
+            engine.add(sid, p)
+            added[sid] = (p, n, None)
+        for sid in rng.sample(sorted(engine.patterns), 700):
+            engine.remove(sid)
+            added[sid] = (*added[sid][:2], n)
+        keys = [rng.choice("uv") for _ in range(40)]
+        symbols = [rng.choice(common) if rng.random() < 0.95 else rng.choice(rare)
+                   for _ in keys]
+        rows += engine.push(pa.table({"t": list(range(n, n + 40)), "src": keys,
+                                      "dst": symbols})).to_pylist()
+        for key, s in zip(keys, symbols, strict=True):
+            sequences.setdefault(key, []).append((s, n))
+            n += 1
+    assert len(engine.trie.nodes) > 1024 and len(engine.trie.root) > 256
+    assert len(rows) > 1000
+    found = [(r["subscription"], r["key"], r["start"]) for r in rows]
+    assert len(found) == len(set(found))
+    assert set(found) == expected_notifications(added, sequences)
