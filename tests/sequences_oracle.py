@@ -38,3 +38,19 @@ def refines(p2, p1):
         if not occurrences(p1, word[:len(p1)]):
             return False
     return True
+
+
+def expected_notifications(added, sequences):
+    """``(id, key, start)`` of the occurrences each subscription must report: per key
+    sequence of ``(symbol, arrival)``, each occurrence of the subscription's pattern
+    (``added[id] = (pattern, added_at, removed_at)``, arrival numbers, ``removed_at``
+    None while subscribed) whose first edge arrived at or after the add and whose last
+    edge arrived before the remove."""
+    expected = set()
+    for sid, (pattern, added_at, removed_at) in added.items():
+        for key, seq in sequences.items():
+            for start, _ in occurrences(pattern.items, [s for s, _ in seq]):
+                first, last = seq[start][1], seq[start + len(pattern) - 1][1]
+                if first >= added_at and (removed_at is None or last < removed_at):
+                    expected.add((sid, key, start))
+    return expected

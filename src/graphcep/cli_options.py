@@ -290,6 +290,7 @@ def add_subscription_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--symbol", metavar="FIELD",
                         help="subscriptions: the field giving each edge's symbol "
                              "(default dst)")
-    parser.add_argument("--subs-engine", choices=("tree", "naive"),
-                        help="subscriptions: the pattern tree (default) or one KMP_var "
-                             "per subscription; both report the same notifications")
+    parser.add_argument("--subs-engine", choices=("compiled", "tree", "naive"),
+                        help="subscriptions: one compiled trie of all patterns (default), "
+                             "the paper's pattern tree, or one KMP_var per subscription; "
+                             "all report the same notifications")

@@ -297,11 +297,41 @@ def match_ids(query: str, seqs: np.ndarray) -> np.ndarray:
     seqs = np.asarray(seqs, dtype=np.int64)
     if seqs.ndim == 1:
         seqs = seqs.reshape(1, -1)
+    salts = np.full(seqs.shape[0], salt64(query), dtype=np.uint64)
+    return ragged_match_ids(salts, seqs, np.full(seqs.shape[0], seqs.shape[1]))
+
+
+def ragged_match_ids(salts: np.ndarray, seqs: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """:func:`match_ids` for matches of several queries and sizes at once: row ``i`` is
+    the id of the match of the query salted ``salts[i]`` (``salt64`` of its name) whose
+    edges are ``seqs[i, :lengths[i]]`` (the rest of the row is ignored).
+
+    >>> seqs = np.array([[4, 7], [4, 0]])
+    >>> ragged_match_ids(np.array([salt64("q"), salt64("r")]), seqs, np.array([2, 1])
+    ...                  ).tolist() == [match_ids("q", [4, 7])[0], match_ids("r", [4])[0]]
+    True
+    """
     with np.errstate(over="ignore"):
-        h = np.full(seqs.shape[0], salt64(query), dtype=np.uint64)
+        h = np.asarray(salts, dtype=np.uint64).copy()
         for col in range(seqs.shape[1]):
-            h = mix64(h ^ (seqs[:, col].astype(np.uint64) + GOLDEN_GAMMA))
-    return np.char.zfill(np.char.mod("%x", h.astype(np.uint64)), 16) if len(h) else np.empty(0, dtype="<U16")
+            mixed = mix64(h ^ (seqs[:, col].astype(np.uint64) + GOLDEN_GAMMA))
+            h = np.where(lengths > col, mixed, h)
+    return _hex16(h)
+
+
+_HEX_DIGITS = np.frombuffer(b"0123456789abcdef", dtype=np.uint8)
+_NIBBLE_SHIFTS = np.arange(60, -4, -4, dtype=np.uint64)
+
+
+def _hex16(h: np.ndarray) -> np.ndarray:
+    """Each uint64 as 16 lower-case hex digits (``"%016x"``), vectorized.
+
+    >>> _hex16(np.array([0, 255, 2**64 - 1], dtype=np.uint64)).tolist()
+    ['0000000000000000', '00000000000000ff', 'ffffffffffffffff']
+    """
+    nibbles = (h[:, None] >> _NIBBLE_SHIFTS[None, :]) & np.uint64(15)
+    text = np.ascontiguousarray(_HEX_DIGITS[nibbles.astype(np.intp)])
+    return text.view("S16").ravel().astype("<U16")
 
 
 

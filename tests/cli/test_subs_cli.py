@@ -42,7 +42,7 @@ def test_run_local_reports_what_the_oracle_finds(tmp_path, capsys):
                        "--symbol", symbol, "-o", str(out), "--summary", "json"])
         assert status == 0
         summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
-        assert summary["key"] == key and summary["subs_engine"] == "tree"
+        assert summary["key"] == key and summary["subs_engine"] == "compiled"
         rows = [json.loads(line) for line in out.read_text().splitlines()]
         assert {(r["subscription"], r["key"], r["start"]) for r in rows} == expected(key, symbol)
         out.unlink()
@@ -134,7 +134,7 @@ FIGURE = {"P1": "a", "P2": "a.@x.b", "P3": "a.c", "P4": "a.@x.b.@x", "P5": "a.c.
 MORE = {"back": "@x.@y.@x", "pair": "@a.@b", "same": "@a.@a", "cv": "c.@v.@w"}
 
 
-@pytest.mark.parametrize("engine", ["tree", "naive"])
+@pytest.mark.parametrize("engine", ["compiled", "tree", "naive"])
 def test_subscribe_figures_3_4_from_a_seq_file_equal_the_oracle(tmp_path, capsys, engine):
     subs = tmp_path / "figure.subs"
     subs.write_text("".join(f"{k}: {v}\n" for k, v in {**FIGURE, **MORE}.items()))

@@ -23,7 +23,7 @@ from graphcep.patterns.sequences import (
     parse_items,
     show,
 )
-from tests.sequences_oracle import occurrences, refines
+from tests.sequences_oracle import expected_notifications, occurrences, refines
 
 
 def m(text):
@@ -119,19 +119,6 @@ def test_figures_3_4_active_automata():
 # -- the engines against the oracle, through adds and removes --------------------------------
 
 
-def _oracle(added, sequences):
-    """Occurrences per Definitions 1-2, kept when they start after the add and end before
-    the remove (arrival numbers)."""
-    expected = set()
-    for sid, (pattern, added_at, removed_at) in added.items():
-        for key, seq in sequences.items():
-            for start, _ in occurrences(pattern.items, [s for s, _ in seq]):
-                first, last = seq[start][1], seq[start + len(pattern) - 1][1]
-                if first >= added_at and (removed_at is None or last < removed_at):
-                    expected.add((sid, key, start))
-    return expected
-
-
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 2**32))
 def test_engines_equal_the_oracle_after_every_change(seed):
@@ -167,7 +154,7 @@ def test_engines_equal_the_oracle_after_every_change(seed):
         for key, s in zip(keys, symbols, strict=True):
             sequences.setdefault(key, []).append((s, n))
             n += 1
-    expected = _oracle(added, sequences)
+    expected = expected_notifications(added, sequences)
     for rows in (got, got_naive):
         found = [(r["subscription"], r["key"], r["start"]) for r in rows]
         assert len(found) == len(set(found)) and set(found) == expected

@@ -21,7 +21,9 @@ removed reports nothing from then on; what earlier pushes reported stays reporte
 :class:`SequenceEngine` evaluates all subscriptions through a pattern tree
 (:mod:`~graphcep.engines.sequences.tree`, :mod:`~graphcep.engines.sequences.active`);
 :class:`NaiveSequenceEngine` runs one KMP_var per subscription -- the paper's baseline,
-reporting the same rows.
+reporting the same rows. The default engine of subscription jobs is neither:
+:class:`~graphcep.engines.sequences.compiled.CompiledSequenceEngine` (one compiled trie of
+all patterns) reports the same rows much faster.
 
 Example
 -------
@@ -184,11 +186,16 @@ class KeyedSequenceEngine(EngineBase):
         self.keys, self.keep = state["keys"], state["keep"]
 
 
-def _text(column: pa.ChunkedArray) -> list[str | None]:
-    """A column's values as text (the symbols patterns name), nulls kept as None."""
-    if not pa.types.is_string(column.type) and not pa.types.is_large_string(column.type):
+def as_text(column: pa.ChunkedArray) -> pa.ChunkedArray:
+    """A column as text (the symbols patterns name), nulls kept."""
+    if not pa.types.is_string(column.type):
         column = column.cast(pa.string())
-    return column.to_pylist()
+    return column
+
+
+def _text(column: pa.ChunkedArray) -> list[str | None]:
+    """A column's values as text, nulls kept as None."""
+    return as_text(column).to_pylist()
 
 
 class SequenceEngine(KeyedSequenceEngine):
