@@ -622,25 +622,32 @@ def _index(slot, tok, deadline, tab, ent, chunks, head, tail, pkeys, counters, k
     return True
 
 
+@nb.njit(cache=True, inline="always")
+def _unlink(rows, next_column, bucket, prev, node, following, head, tail):
+    """Take ``node`` (after ``prev``, before ``following``) out of list ``bucket``, whose
+    items are ``rows`` linked through their ``next_column``."""
+    if prev < 0:
+        head[bucket] = following
+    else:
+        rows[prev, next_column] = following
+    if tail[bucket] == node:
+        tail[bucket] = prev
+
+
 @nb.njit(cache=True)
-def _walk(bucket, now, ent, head, tail, out, count, column):
-    """Append the live entries of list ``bucket`` to ``out`` (their ``column``, -1: the
-    entry's number), unlinking expired ones; the new count, or -1 when ``out`` is full."""
+def _walk(bucket, now, ent, head, tail, out, count):
+    """Append the tokens of the live entries of list ``bucket`` to ``out``, unlinking
+    expired ones; the new count, or -1 when ``out`` is full."""
     prev = -1
     e = head[bucket]
     while e >= 0:
         following = ent[e, ENT_NEXT]
         if ent[e, ENT_KEEP] < now:
-            if prev < 0:
-                head[bucket] = following
-            else:
-                ent[prev, ENT_NEXT] = following
-            if tail[bucket] == e:
-                tail[bucket] = prev
+            _unlink(ent, ENT_NEXT, bucket, prev, e, following, head, tail)
         else:
             if count >= out.shape[0]:
                 return -1
-            out[count] = e if column < 0 else ent[e, column]
+            out[count] = ent[e, ENT_SLOT]
             count += 1
             prev = e
         e = following
@@ -688,12 +695,7 @@ def _walk_joined(bucket, now, chunks, head, tail, out):
         chunks[c, C_BEGIN] = begin
         following = chunks[c, C_NEXT]
         if begin == CHUNK:  # full, and every entry dropped
-            if prev < 0:
-                head[bucket] = following
-            else:
-                chunks[prev, C_NEXT] = following
-            if tail[bucket] == c:
-                tail[bucket] = prev
+            _unlink(chunks, C_NEXT, bucket, prev, c, following, head, tail)
             c = following
             continue
         for k in range(begin, end):
@@ -721,7 +723,7 @@ def _candidates(u, v, now, ent, head, tail, pkeys, counters, cand):
         if bucket < 0:
             continue
         before = count
-        count = _walk(bucket, now, ent, head, tail, cand, count, ENT_SLOT)
+        count = _walk(bucket, now, ent, head, tail, cand, count)
         if count < 0:
             return -1
         lists += count > before
