@@ -99,8 +99,23 @@ def ineligibility(automaton: Automaton) -> str | None:
     return None
 
 
+_REMEMBERED: dict[int, tuple[Automaton, KernelTables]] = {}
+
+
 def kernel_tables(automaton: Automaton) -> KernelTables:
-    """The tables of an automaton :func:`ineligibility` accepts (ValueError otherwise)."""
+    """The tables of an automaton :func:`ineligibility` accepts (ValueError otherwise),
+    built once per automaton (the last 64 are remembered; tables are only read)."""
+    hit = _REMEMBERED.get(id(automaton))
+    if hit is not None and hit[0] is automaton:
+        return hit[1]
+    tables = _kernel_tables(automaton)
+    if len(_REMEMBERED) >= 64:
+        _REMEMBERED.clear()
+    _REMEMBERED[id(automaton)] = (automaton, tables)  # the automaton held: its id stays its
+    return tables
+
+
+def _kernel_tables(automaton: Automaton) -> KernelTables:
     why = ineligibility(automaton)
     if why is not None:
         raise ValueError(f"the compiled token game cannot run this pattern: {why}")
