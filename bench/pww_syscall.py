@@ -170,9 +170,9 @@ def plot(methods: list[Method], injected: list[Injected], path: Path) -> bool:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.pww_syscall",
                                      description=__doc__.split("\n")[0])
-    parser.add_argument("--episodes", type=int, default=40)
-    parser.add_argument("--density", type=float, default=0.01,
-                        help="background calls per time unit (default 0.01)")
+    parser.add_argument("--episodes", type=int, default=30)
+    parser.add_argument("--density", type=float, default=0.005,
+                        help="background calls per time unit (default 0.005)")
     parser.add_argument("--max-delay", type=int, default=100_000)
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--record", action="store_true",
