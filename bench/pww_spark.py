@@ -17,7 +17,9 @@ engine per window), windowed by Spark SQL on embedded Spark ``local[2]``:
 Each window is a group of ``groupBy(window).applyInPandas``, which runs the detector over
 the group's records and returns, per instance found, its records' seqs and the window's
 report time (the start time of its last record, as for PWW). An instance counts once, at
-its earliest report. *Records touched*: the rows handed to the detector (every copy).
+its earliest report; its delay is also given from when its window closes (a sliding or
+tumbling window's end, a session's last record plus the gap; PWW's: the end of the
+window's later batch). *Records touched*: the rows handed to the detector (every copy).
 *State*: the most records held at once by the windows open at one time (a sliding window
 holds its copy of every record until it closes). PWW's row is
 :func:`bench.pww_triangles.plan_only` on the same stream (windows only: an injected
@@ -40,6 +42,7 @@ import pyarrow as pa
 
 from bench.pww_triangles import (
     DAY_S,
+    FLOOR_S,
     ROOT,
     US,
     Injected,
@@ -117,15 +120,17 @@ def run_spark_method(spark: Any, stream: pa.Table, kind: str, name: str,
     found_rows = result.toPandas()
     seconds = time.perf_counter() - started
     windows = found_rows.drop_duplicates(["w_start", "w_end"])
-    found: dict[tuple[int, ...], int] = {}
-    for key, report in zip(found_rows["key"], found_rows["report_t"], strict=True):
+    found: dict[tuple[int, ...], tuple[int, int]] = {}  # seqs -> (report t, close t)
+    for key, report, end in zip(found_rows["key"], found_rows["report_t"],
+                                found_rows["w_end"], strict=True):
         if key:
             k = tuple(int(s) for s in key.split(","))
-            found[k] = min(found.get(k, report), int(report))
+            found[k] = min(found.get(k, (report, end)), (int(report), int(end)))
     wanted = {i.seqs for i in injected}
     starts = windows["w_start"].to_numpy(np.int64)
     ends = windows["w_end"].to_numpy(np.int64)
-    return {"name": name, "found": {k: v for k, v in found.items() if k in wanted},
+    return {"name": name, "found": {k: v[0] for k, v in found.items() if k in wanted},
+            "closed": {k: v[1] for k, v in found.items() if k in wanted},
             "rows": len(found), "touched": int(windows["records"].sum()),
             "windows": len(windows), "largest": int(windows["records"].max()),
             "held": held_at_once(stream.column("t").to_numpy(), starts, ends),
@@ -146,7 +151,7 @@ def held_at_once(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> int
 
 
 def as_row(method: Method, injected: list[Injected]) -> dict[str, Any]:
-    return {"name": method.name, "found": method.found, "rows": None,
+    return {"name": method.name, "found": method.found, "closed": method.closed, "rows": None,
             "touched": method.touched, "windows": method.windows,
             "largest": max(w for w in method.held_by_level), "held": sum(method.held_by_level),
             "seconds": None}
@@ -155,16 +160,18 @@ def as_row(method: Method, injected: list[Injected]) -> dict[str, Any]:
 def table(rows: list[dict[str, Any]], injected: list[Injected]) -> list[str]:
     durations = sorted({i.duration_s for i in injected})
     lines = ["| method | windows | injected found | " + " | ".join(
-        f"median delay, {fmt_s(d)}" for d in durations) + " | records touched | x stream | "
+        f"median delay, {fmt_s(d)}: report / close" for d in durations) +
+        " | records touched | x stream | "
         "largest window | records held at once | wall s |",
         "|" + "---|" * (8 + len(durations))]
     for r in rows:
         cells = []
         for d in durations:
-            ds = [(r["found"][i.seqs] - i.last_t) / US for i in injected
-                  if i.duration_s == d and i.seqs in r["found"]]
+            ds, cs = ([(r[which][i.seqs] - i.last_t) / US for i in injected
+                       if i.duration_s == d and i.seqs in r[which]]
+                      for which in ("found", "closed"))
             total = sum(i.duration_s == d for i in injected)
-            cells.append(f"{fmt_s(median(ds))} ({len(ds)}/{total})")
+            cells.append(f"{fmt_s(median(ds))} / {fmt_s(median(cs))} ({len(ds)}/{total})")
         lines.append(f"| {r['name']} | {r['windows']:,} | {len(r['found'])}/{len(injected)} | "
                      + " | ".join(cells) + f" | {r['touched']:,} | "
                      f"{r['touched'] / r['stream']:.1f} | {r['largest']:,} | {r['held']:,} | "
@@ -179,14 +186,15 @@ def plot(rows: list[dict[str, Any]], injected: list[Injected], path) -> bool:
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.5))
     for r, marker in zip(rows, "os^vD", strict=False):
         xs = [(i.last_t - i.first_t) / US for i in injected if i.seqs in r["found"]]
-        ys = [max((r["found"][i.seqs] - i.last_t) / US, 1e-3) for i in injected
+        ys = [max((r["found"][i.seqs] - i.last_t) / US, FLOOR_S) for i in injected
               if i.seqs in r["found"]]
         left.scatter(xs, ys, marker=marker, s=18, alpha=0.7,
                      label=f"{r['name']} ({len(xs)}/{len(injected)})")
     d = np.array(sorted({i.duration_s for i in injected}))
     left.plot(d, d, "k--", lw=1, label="delay = duration")
     left.set(xscale="log", yscale="log", xlabel="triangle duration (s)",
-             ylabel="detection delay (s)", title="PWW vs Spark windows: delay")
+             ylabel=f"detection delay (s; 0 drawn at {FLOOR_S})",
+             title="PWW vs Spark windows: delay")
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
     x = np.arange(len(rows))

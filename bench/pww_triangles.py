@@ -66,6 +66,7 @@ DAY_S = 86_400
 DURATIONS_S = (1, 10, 100, 1_000, 10_000, DAY_S)
 VERTICES = 5_000  # S1's host pool
 FIXED_S = (10, DAY_S)
+FLOOR_S = 0.1  # a delay of 0 on the plots' log scale
 
 
 # -- the stream ----------------------------------------------------------------------------
@@ -157,6 +158,7 @@ class Method:
     base_us: int
     max_duration_us: int | None
     found: dict[tuple[int, ...], int] = field(default_factory=dict)  # seqs -> report t
+    closed: dict[tuple[int, ...], int] = field(default_factory=dict)  # seqs -> close t
     rows: int = 0
     touched: int = 0
     touched_by_level: list[int] = field(default_factory=list)
@@ -185,8 +187,8 @@ def window_seqs(windows: list[Any]) -> list[np.ndarray]:
     return [w.records.column("seq").to_numpy() for w in windows]
 
 
-def first_holding(seqs: list[np.ndarray], reports: list[int], wanted: list[tuple[int, ...]]
-                  ) -> dict[tuple[int, ...], int]:
+def first_holding(seqs: list[np.ndarray], reports: list[Any], wanted: list[tuple[int, ...]]
+                  ) -> dict[tuple[int, ...], Any]:
     """For each wanted set of seqs (sorted), the report time of the first window (in the
     order a stream closes them) holding all of them: the independent check of what a
     detector of local matches reports."""
@@ -201,6 +203,12 @@ def first_holding(seqs: list[np.ndarray], reports: list[int], wanted: list[tuple
             if wanted[i] not in out and np.isin(targets[i], s, assume_unique=True).all():
                 out[wanted[i]] = report
     return out
+
+
+def close_time(report_t: int, batch_us: int) -> int:
+    """When a stream knows a window is complete: the end of its later batch (the one
+    holding its last record)."""
+    return (report_t // batch_us + 1) * batch_us
 
 
 def plan_only(method: Method, job: Any, stream: pa.Table, wanted: list[tuple[int, ...]]
@@ -219,7 +227,10 @@ def plan_only(method: Method, job: Any, stream: pa.Table, wanted: list[tuple[int
     method.touched = sum(method.touched_by_level)
     method.windows = len(windows)
     method.held_by_level = [s.records_held for s in planner.stats()]
-    method.found = first_holding(window_seqs(windows), [w.report_t for w in windows], wanted)
+    times = [(w.report_t, close_time(w.report_t, method.base_us << w.level)) for w in windows]
+    held = first_holding(window_seqs(windows), times, wanted)
+    method.found = {k: v[0] for k, v in held.items()}
+    method.closed = {k: v[1] for k, v in held.items()}
     return method
 
 
@@ -250,6 +261,7 @@ def run_method(method: Method, job: Any, stream: pa.Table, oracle: dict[tuple[in
     method.rows = len(reported)
     chosen = set(wanted)
     method.found = {k: v for k, v in reported.items() if k in chosen}
+    method.closed = {k: v for k, v in method.closed.items() if k in chosen}
     return method
 
 
@@ -269,12 +281,15 @@ def whole_stream(job: Any, stream: pa.Table) -> dict[tuple[int, ...], int]:
 # -- figures ---------------------------------------------------------------------------------
 
 
-def delays_by_duration(method: Method, injected: list[Injected]) -> dict[float, list[float]]:
-    """Per nominal duration, the delay (s) of each injected instance the method found."""
+def delays_by_duration(method: Method, injected: list[Injected], at_close: bool = False
+                       ) -> dict[float, list[float]]:
+    """Per nominal duration, the delay (s) of each injected instance the method found: from
+    its report time, or (``at_close``) from when its window closes."""
+    times = method.closed if at_close else method.found
     out: dict[float, list[float]] = {d: [] for d in sorted({i.duration_s for i in injected})}
     for inst in injected:
-        if inst.seqs in method.found:
-            out[inst.duration_s].append((method.found[inst.seqs] - inst.last_t) / US)
+        if inst.seqs in times:
+            out[inst.duration_s].append((times[inst.seqs] - inst.last_t) / US)
     return out
 
 
@@ -295,8 +310,9 @@ def duration_table(methods: list[Method], injected: list[Injected]) -> list[str]
     """Per duration: how many each method found and its median delay (and over the
     duration, for PWW)."""
     head = "| duration | injected | " + " | ".join(
-        f"{m.name}: found, median delay" for m in methods) + " | PWW median delay / duration |"
-    lines = [head, "|" + "---|" * (3 + len(methods))]
+        f"{m.name}: found, median delay" for m in methods) + \
+        " | PWW median delay / duration | the same, at window close |"
+    lines = [head, "|" + "---|" * (4 + len(methods))]
     pww = methods[0]
     for d in sorted({i.duration_s for i in injected}):
         n = sum(i.duration_s == d for i in injected)
@@ -304,9 +320,10 @@ def duration_table(methods: list[Method], injected: list[Injected]) -> list[str]
         for m in methods:
             ds = delays_by_duration(m, injected)[d]
             cells.append(f"{len(ds)}/{n}, {fmt_s(median(ds))}")
-        ratio = median(delays_by_duration(pww, injected)[d])
-        lines.append(f"| {fmt_s(d)} | {n} | " + " | ".join(cells) +
-                     f" | {'-' if ratio is None else f'{ratio / d:.2f}'} |")
+        ratios = [median(delays_by_duration(pww, injected, at_close)[d])
+                  for at_close in (False, True)]
+        lines.append(f"| {fmt_s(d)} | {n} | " + " | ".join(cells) + " | " + " | ".join(
+            "-" if r is None else f"{r / d:.2f}" for r in ratios) + " |")
     return lines
 
 
@@ -352,14 +369,17 @@ def sweep_table(sweep: list[Method], injected: list[Injected], smallest: Method
     return lines
 
 
-def worst_delay_ratio(method: Method, injected: list[Injected]) -> float | None:
+def worst_delay_ratio(method: Method, injected: list[Injected], at_close: bool = False
+                      ) -> float | None:
     """The largest, over durations, of the median delay over the duration."""
-    ratios = [median(ds) / d for d, ds in delays_by_duration(method, injected).items() if ds]
+    ratios = [median(ds) / d for d, ds in
+              delays_by_duration(method, injected, at_close).items() if ds]
     return max(ratios) if ratios else None
 
 
 def targets(pww: Method, smallest: Method, injected: list[Injected]) -> list[str]:
     worst = worst_delay_ratio(pww, injected)
+    worst_close = worst_delay_ratio(pww, injected, at_close=True)
     every = len(pww.found) == len(injected)
     work = pww.touched / smallest.touched
     met = {"found": every, "delay": worst is not None and worst <= 1 and every,
@@ -370,7 +390,8 @@ def targets(pww: Method, smallest: Method, injected: list[Injected]) -> list[str
         f"({len(pww.found)}/{len(injected)})",
         f"- median detection delay <= 1x the duration, at every duration: "
         f"**{verdict['delay']}** (worst median delay / duration: "
-        f"{'-' if worst is None else f'{worst:.2f}'})",
+        f"{'-' if worst is None else f'{worst:.2f}'}; from the reporting window's close, "
+        f"the end of its later batch: {'-' if worst_close is None else f'{worst_close:.2f}'})",
         f"- total work <= 4x the smallest fixed window's: **{verdict['work']}** "
         f"({pww.touched:,} records touched, {work:.1f}x {smallest.name}'s "
         f"{smallest.touched:,})",
@@ -406,13 +427,14 @@ def plot(methods: list[Method], injected: list[Injected], path: Path) -> bool:
         for inst in injected:
             if inst.seqs in m.found:
                 xs.append((inst.last_t - inst.first_t) / US)
-                ys.append(max((m.found[inst.seqs] - inst.last_t) / US, 1e-3))
+                ys.append(max((m.found[inst.seqs] - inst.last_t) / US, FLOOR_S))
         left.scatter(xs, ys, marker=marker, s=18, alpha=0.7,
                      label=f"{m.name} ({len(m.found)}/{len(injected)} found)")
     left.plot(durations, durations, "k--", lw=1, label="delay = duration")
     left.plot(durations, durations / 2, "k:", lw=1, label="delay = duration / 2 (paper)")
     left.set(xscale="log", yscale="log", xlabel="triangle duration (s)",
-             ylabel="detection delay (s)", title="Detection delay (each injected triangle)")
+             ylabel=f"detection delay (s; 0 drawn at {FLOOR_S})",
+             title="Detection delay (each injected triangle)")
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
     x = np.arange(len(methods))
