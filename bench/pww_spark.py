@@ -11,7 +11,9 @@ engine per window), windowed by Spark SQL on embedded Spark ``local[2]``:
   stream, 62 million rows here); that run is scaled down to 1 hour, and its 1-minute
   figures are computed from the window sizes, not run;
 * **tumbling**: ``window(ts, '10 seconds')``, sized for the fast instances;
-* **session**: ``session_window(ts, '1 minute')``: the background arrives every
+* **session**: ``session_window(ts, '1 minute')`` (aggregated with ``collect_list``, then
+  exploded back: Spark merges sessions only when it aggregates, and hands
+  ``applyInPandas`` one session per row otherwise): the background arrives every
   ``1 / rate`` s, so every gap is shorter and the whole stream is one session.
 
 Each window is a group of ``groupBy(window).applyInPandas``, which runs the detector over
@@ -98,12 +100,18 @@ def spark_windows(spark: Any, stream: pa.Table, kind: str) -> tuple[Any, int]:
 
     df = spark.createDataFrame(stream.select(["t", "src", "dst", "seq"]).to_pandas())
     df = df.withColumn("ts", F.timestamp_micros("t"))
+    if kind == "session":  # Spark merges sessions only when it aggregates
+        sessions = df.groupBy(F.session_window("ts", SESSION_GAP).alias("w")).agg(
+            F.collect_list(F.struct("t", "src", "dst", "seq")).alias("rows"))
+        out = sessions.select(F.unix_micros(F.col("w.start")).alias("w_start"),
+                              F.unix_micros(F.col("w.end")).alias("w_end"),
+                              F.explode("rows").alias("r")).select(
+            "r.t", "r.src", "r.dst", "r.seq", "w_start", "w_end")
+        return out, int(stream.column("t")[-1].as_py()) + 1
     if kind == "sliding":
         w, span = F.window("ts", SLIDING[0], SLIDING[1]), SLIDING[2] * US
-    elif kind == "tumbling":
-        w, span = F.window("ts", TUMBLING), 10 * US
     else:
-        w, span = F.session_window("ts", SESSION_GAP), int(stream.column("t")[-1].as_py()) + 1
+        w, span = F.window("ts", TUMBLING), 10 * US
     out = df.withColumn("w", w).select(
         "t", "src", "dst", "seq", F.unix_micros(F.col("w.start")).alias("w_start"),
         F.unix_micros(F.col("w.end")).alias("w_end"))
