@@ -358,13 +358,14 @@ def level_table(pww: Method, stream_records: int) -> list[str]:
 
 def sweep_table(sweep: list[Method], injected: list[Injected], smallest: Method
                 ) -> list[str]:
-    lines = ["| L | T0 | injected found | median delay / duration (worst duration) | "
-             "records touched | x smallest fixed | most held above level 0 |",
+    lines = ["| L | T0 | injected found | median delay / duration (worst duration): "
+             "report / close | records touched | x smallest fixed | most held above level 0 |",
              "|---|---|---|---|---|---|---|"]
     for m in sweep:
-        worst = worst_delay_ratio(m, injected)
+        worst = " / ".join("-" if w is None else f"{w:.2f}" for w in (
+            worst_delay_ratio(m, injected), worst_delay_ratio(m, injected, at_close=True)))
         lines.append(f"| {m.keep:,} | {fmt_s(m.base_us / US)} | {len(m.found)}/{len(injected)} "
-                     f"| {'-' if worst is None else f'{worst:.2f}'} | {m.touched:,} | "
+                     f"| {worst} | {m.touched:,} | "
                      f"{m.touched / smallest.touched:.1f} | {m.peak_above_0:,} |")
     return lines
 
