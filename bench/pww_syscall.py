@@ -38,6 +38,7 @@ the small window with no episode missed. Work, state and the oracle checks are t
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 
@@ -183,6 +184,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.episodes < 1 or not 0 <= args.density <= 1 or args.max_delay < 1:
         parser.error("need --episodes >= 1, 0 <= --density <= 1, --max-delay >= 1")
+    sys.path.insert(0, str(ROOT / "src"))  # this checkout's graphcep
     from bench.nu import machine_lines
     from graphcep.jobs import as_job
     from graphcep.lang.nu import parse_nu

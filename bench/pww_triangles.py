@@ -47,6 +47,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -490,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.rate <= 0 or args.days <= 1 or args.per < 1 or args.base <= 0:
         parser.error("need --rate > 0, --days > 1, --per >= 1, --base > 0")
+    sys.path.insert(0, str(ROOT / "src"))  # this checkout's graphcep
     from bench.nu import machine_lines
 
     machine = machine_lines("python -m bench.pww_triangles" + (" --record" if args.record
