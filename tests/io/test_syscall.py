@@ -138,3 +138,48 @@ def test_a_delay_bound_misses_slow_episodes_that_pww_catches(tmp_path, capsys):
     by_span = sorted(truth, key=lambda e: e["end"] - e["start"])
     assert [levels[e["start"], e["end"]] for e in by_span] == sorted(
         levels[e["start"], e["end"]] for e in by_span)
+
+
+def episode_matches_by_definition(calls: list[tuple[int, str]]) -> set[tuple[int, int, str, str]]:
+    """Every match of the paper's episode, brute force from its definition: ``accept fd=x
+    => y``; after it ``dup fd=y => 0``, ``=> 1`` and ``=> 2`` in any order; after the
+    three, any ``execve``. As (accept time, execve time, x, y)."""
+    accepts, dups, execs = [], [], []
+    for t, call in calls:
+        name, *args = call.split()
+        if name == "accept":
+            accepts.append((t, args[0].split("=")[1], args[-1]))
+        elif name == "dup":
+            dups.append((t, args[0].split("=")[1], args[-1]))
+        elif name == "execve":
+            execs.append(t)
+    out = set()
+    for t0, x, y in accepts:
+        done = [min((t for t, fd, ret in dups if fd == y and ret == r and t > t0), default=None)
+                for r in "012"]
+        if None not in done:
+            out |= {(t0, t, x, y) for t in execs if t > max(done)}
+    return out
+
+
+@pytest.mark.parametrize("seed", [4, 5])
+def test_the_extra_matches_at_later_execves_are_the_patterns_own(tmp_path, capsys, seed):
+    """The pattern, not widening's reporting: the whole-stream run and the widened run both
+    report exactly the matches of the episode's definition, and those include an episode
+    again at each later execve."""
+    calls, truth = generate_syscalls(episodes=4, background=40, min_delay=1,
+                                     max_delay=2_000, seed=seed)
+    trace = tmp_path / "t.syscall"
+    write_syscalls(calls, trace)
+    expected = episode_matches_by_definition(calls)
+    assert {(e["start"], e["end"]) for e in truth} <= {(a, b) for a, b, _, _ in expected}
+    assert len(expected) > len(truth)  # later execves end the episodes again
+
+    def as_set(found: list[dict]) -> set[tuple[int, int, str, str]]:
+        return {(round(m["first_t"]), round(m["last_t"]), m["bindings"]["X"], m["bindings"]["Y"])
+                for m in found}
+
+    whole = matches(REMOTE_SHELL, trace, tmp_path)
+    assert as_set(whole) == expected and len(whole) == len(expected)
+    widened = matches(REMOTE_SHELL, trace, tmp_path, "--pww", "256")
+    assert as_set(widened) == expected and len(widened) == len(expected)

@@ -32,6 +32,7 @@ Example
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
@@ -185,7 +186,22 @@ class _Builder:
 
 def compile_pattern(pattern: NuPattern) -> Automaton:
     """The timed ν-automaton of ``pattern`` (see the module docstring); a pattern read from
-    an automaton file (:class:`graphcep.patterns.nu_autom.AutomatonPattern`) carries it."""
+    an automaton file (:class:`graphcep.patterns.nu_autom.AutomatonPattern`) carries it.
+
+    Compiled once per pattern (the last 64 are remembered): engines only read their
+    automaton, and progressive window widening starts a fresh engine in every window."""
+    try:
+        return _compile_remembered(pattern)
+    except TypeError:  # a pattern that cannot be hashed is compiled every time
+        return _compile(pattern)
+
+
+@functools.lru_cache(maxsize=64)
+def _compile_remembered(pattern: NuPattern) -> Automaton:
+    return _compile(pattern)
+
+
+def _compile(pattern: NuPattern) -> Automaton:
     if isinstance(pattern, AutomatonPattern):
         return _from_file(pattern)
     clocks = [0]

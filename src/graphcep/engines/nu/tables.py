@@ -107,9 +107,25 @@ def ineligibility(automaton: Automaton) -> str | None:
     return None
 
 
+_REMEMBERED: dict[tuple[int, bool], tuple[Automaton, KernelTables]] = {}
+
+
 def kernel_tables(automaton: Automaton, *, join: bool = True) -> KernelTables:
     """The tables of an automaton :func:`ineligibility` accepts (ValueError otherwise);
-    with ``join``, the closing join where the automaton allows one."""
+    with ``join``, the closing join where the automaton allows one. Built once per
+    automaton (the last 64 are remembered; tables are only read)."""
+    hit = _REMEMBERED.get((id(automaton), join))
+    if hit is not None and hit[0] is automaton:
+        return hit[1]
+    tables = _kernel_tables(automaton, join)
+    if len(_REMEMBERED) >= 64:
+        _REMEMBERED.clear()
+    # the automaton held: its id stays its own
+    _REMEMBERED[(id(automaton), join)] = (automaton, tables)
+    return tables
+
+
+def _kernel_tables(automaton: Automaton, join: bool) -> KernelTables:
     why = ineligibility(automaton)
     if why is not None:
         raise ValueError(f"the compiled token game cannot run this pattern: {why}")
