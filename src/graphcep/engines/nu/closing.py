@@ -28,11 +28,15 @@ ignored, so an over-approximation):
 - one location ``before``, the only one from which a link reaches ``last``, and from which
   links reach ``last`` only, through one pair of event transitions; neither location
   holds start tokens, and ``last`` is read through one pair of event transitions too;
-- no ε-move inside those links allocates or releases a variable, and none between
-  ``before`` and ``last`` starts, pends or stops a clock (so a product's clocks are
-  ``T``'s, plus those the link starts, and ``T`` can be kept exactly as long as a product
-  of it may live);
-- one state of the variables (write mode, holding) at ``before``.
+- no ε-move between ``before`` and ``last`` pends or stops a clock, nor does the link's
+  second event (so a product's clocks are ``T``'s plus those the link starts, and ``T``
+  can be kept as long as a product of it may live);
+- one state of the variables (write mode, holding) at the source of each of the four
+  event transitions (so what each end reads is known: a fresh node, or one held).
+
+Both links are *replayed*: the conditions make the lookup find every pair the game would
+close; whether a pair closes is the game's own decision. A pattern that fails them (the shuffles of the square and the cliques, the
+alternation) stores every token, as before.
 
 What the closing link shows
 ---------------------------
