@@ -98,7 +98,7 @@ LOC, FIRST, LAST, WMASK, CLOCK0 = 0, 1, 2, 3, 4
  NEED_HISTORY) = range(8)
 # the counters array
 (N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS, NEEDED, N_HISTORY,
- N_WAITING, N_CHUNKS) = range(11)
+ N_WAITING, N_CHUNKS, FREE_CHUNK) = range(12)
 # the columns of an index entry: the token's place, the next entry of its list, how long
 # the token is kept (what a walk needs without reading the token)
 ENT_SLOT, ENT_NEXT, ENT_KEEP = range(3)
@@ -106,7 +106,8 @@ ENTRY_FIELDS = 3
 # the tokens the closing join pairs are listed in chunks, so that a list's entries lie
 # together in memory (its walk is the join's hot loop): a chunk holds the next chunk, its
 # first entry not dropped, the entries written, then CHUNK entries of (token place, how long
-# the token is kept, the history key as far as the token fixes it)
+# the token is kept, the history key as far as the token fixes it). A chunk whose entries
+# are all dropped goes to a free list (counters[FREE_CHUNK]: its first + 1, 0: none)
 C_NEXT, C_BEGIN, C_END = range(3)
 CHUNK = 8
 CHUNK_FIELDS = 3 + 3 * CHUNK
@@ -410,7 +411,7 @@ def _join(u, v, now, closing, tab, tok, born, chunks, head, tail, pkeys, counter
                      tail)
     if bucket < 0:
         return DONE
-    count = _walk_joined(bucket, now, chunks, head, tail, cand)
+    count = _walk_joined(bucket, now, chunks, head, tail, cand, counters)
     if count < 0:
         return NEED_SCRATCH
     fixed = _pair(_end_part(tab[j + J_FIRST_SRC], tab[j + J_FIRST_ARG], u, v),
@@ -663,10 +664,14 @@ def _list_joined(key, slot, keep, history_key, chunks, head, tail, pkeys, counte
         return False
     c = tail[bucket]
     if c < 0 or chunks[c, C_END] == CHUNK:
-        fresh = counters[N_CHUNKS]
-        if fresh >= chunks.shape[0]:
-            return False
-        counters[N_CHUNKS] = fresh + 1
+        if counters[FREE_CHUNK]:
+            fresh = counters[FREE_CHUNK] - 1
+            counters[FREE_CHUNK] = chunks[fresh, C_NEXT] + 1
+        else:
+            fresh = counters[N_CHUNKS]
+            if fresh >= chunks.shape[0]:
+                return False
+            counters[N_CHUNKS] = fresh + 1
         chunks[fresh, C_NEXT], chunks[fresh, C_BEGIN], chunks[fresh, C_END] = -1, 0, 0
         if c < 0:
             head[bucket] = fresh
@@ -681,7 +686,7 @@ def _list_joined(key, slot, keep, history_key, chunks, head, tail, pkeys, counte
 
 
 @nb.njit(cache=True)
-def _walk_joined(bucket, now, chunks, head, tail, out):
+def _walk_joined(bucket, now, chunks, head, tail, out, counters):
     """The places (chunk * CHUNK + entry) of the live entries of closing-join list
     ``bucket`` into ``out``, in storage order, dropping the expired ones at the front of
     each chunk and the chunks that have none left; how many (-1: ``out`` is full)."""
@@ -694,8 +699,10 @@ def _walk_joined(bucket, now, chunks, head, tail, out):
             begin += 1
         chunks[c, C_BEGIN] = begin
         following = chunks[c, C_NEXT]
-        if begin == CHUNK:  # full, and every entry dropped
+        if begin == CHUNK:  # full, and every entry dropped: free
             _unlink(chunks, C_NEXT, bucket, prev, c, following, head, tail)
+            chunks[c, C_NEXT] = counters[FREE_CHUNK] - 1
+            counters[FREE_CHUNK] = c + 1
             c = following
             continue
         for k in range(begin, end):
@@ -913,6 +920,7 @@ def rebuild(tok, n, deadline, tab, htab, ent, chunks, head, tail, pkeys, counter
     counters[N_ENTRIES] = 0
     counters[N_WAITING] = 0
     counters[N_CHUNKS] = 0
+    counters[FREE_CHUNK] = 0
     counters[N_BUCKETS] = 0
     keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
     rehash(tok, n, tab, htab)
