@@ -158,7 +158,7 @@ def expected(table: pa.Table, batches: list[pa.Table]) -> tuple[set, set[int]]:
     return brute_force_matches(triangle_job().query, on_time), late
 
 
-def run_driver(source, work, cells: int, once: bool, **popen: object):
+def run_driver(source, work, cells: int, once: bool):
     import subprocess
     import sys
 
@@ -168,7 +168,7 @@ def run_driver(source, work, cells: int, once: bool, **popen: object):
         return subprocess.run(command, input=TRIANGLE, text=True, capture_output=True,
                               timeout=600)
     proc = subprocess.Popen(command, stdin=subprocess.PIPE, text=True, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, **popen)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     proc.stdin.write(TRIANGLE)
     proc.stdin.close()
     return proc
