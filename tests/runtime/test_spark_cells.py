@@ -1,0 +1,221 @@
+"""Cells as Spark keys (:mod:`graphcep.runtime.spark_cells`): the per-cell step against the
+brute-force matcher and the driver's operator, without Spark; then the streaming query on
+Spark, across a restart from its checkpoint and a SIGKILL of the driver."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from graphcep.events import table_to_matches
+from graphcep.io.generator import generate_netflow
+from graphcep.jobs.subgraph import SubgraphJob
+from graphcep.lang.sal import parse_program
+from graphcep.runtime.spark_cells import CellState, cell_grid, routed_rows, step_cell
+from graphcep.runtime.streaming import StreamOperator
+from tests.oracle import brute_force_matches
+from tests.runtime.test_streaming import arrival_batches, late_seqs
+
+S = 1_000_000
+TRIANGLE = """{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2);
+                starttime(e2) < starttime(e3); starttime(e3) - starttime(e1) <= 10; }"""
+
+
+def triangle_job() -> SubgraphJob:
+    return SubgraphJob.create(parse_program(TRIANGLE))
+
+
+def run_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: int,
+              partitions: int = 2) -> tuple[list[pa.Table], set[int]]:
+    """The cells' step over micro-batches, each cut into ``partitions`` partitions routed
+    apart (as Spark's tasks route them); the matches and late seqs reported."""
+    shares = cell_grid(job, cells)
+    states: dict[int, CellState] = {}
+    found, late = [], []
+    for batch in batches:
+        step = -(-batch.num_rows // partitions) or 1
+        rows = pa.concat_tables([routed_rows(batch.slice(i, step), job, shares)
+                                 for i in range(0, max(batch.num_rows, 1), step)])
+        for cell in sorted(set(rows.column("_cell").to_pylist())):
+            mine = rows.filter(pc.equal(rows.column("_cell"), cell))
+            result = step_cell(job, shares, lateness, cell, states.get(cell), mine)
+            states[cell] = result.state
+            found.append(result.matches)
+            late.extend(result.late.column("seq").to_pylist())
+    assert len(late) == len(set(late)), "a late edge was reported twice"
+    return found, set(late)
+
+
+def keys(tables: list[pa.Table]) -> list[tuple[int, ...]]:
+    return [tuple(e.seq for e in m.edges) for t in tables for m in table_to_matches(t)]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("cells", [1, 8, 27])
+def test_cells_match_like_the_oracle_and_the_driver_operator(cells):
+    table = generate_netflow(500, 20, 30, seed=7).select(["t", "src", "dst", "dur", "seq"])
+    delays = [(i * 7919) % (3 * S) for i in range(table.num_rows)]
+    batches = arrival_batches(table, delays, list(range(0, 500, 60)))
+    # a far edge last: its frontier releases every buffered edge (no end-of-input flush)
+    end = pa.table({"t": [10**12], "src": ["far1"], "dst": ["far2"], "dur": [0],
+                    "seq": [10**6]}).cast(table.schema)
+    batches.append(end)
+    job = triangle_job()
+    found, late = run_cells(job, batches, cells, 2 * S)
+    assert late == late_seqs(batches, 2 * S)
+    on_time = [r for r in table.to_pylist() if r["seq"] not in late]
+    got = keys(found)
+    assert len(got) == len(set(got)), "a match was reported twice"
+    assert set(got) == brute_force_matches(job.query, on_time)
+    driver: list[pa.Table] = []
+    operator = StreamOperator(job, lateness_us=2 * S, on_matches=lambda m, _: driver.append(m))
+    for batch_id, batch in enumerate(batches):
+        operator.process(batch_id, batch)
+    assert sorted(got) == sorted(keys(driver))
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), cells=st.sampled_from([1, 8, 16]),
+       lateness=st.sampled_from([0, S, 4 * S]),
+       cuts=st.lists(st.integers(0, 80), max_size=6))
+def test_cells_report_each_match_and_late_edge_once(seed, cells, lateness, cuts):
+    table = generate_netflow(80, 6, 20, seed=seed).select(["t", "src", "dst", "dur", "seq"])
+    delays = [((i * 104729 + seed) % 4) * S for i in range(table.num_rows)]
+    batches = arrival_batches(table, delays, cuts)
+    end = pa.table({"t": [10**12], "src": ["far1"], "dst": ["far2"], "dur": [0],
+                    "seq": [10**6]}).cast(table.schema)
+    job = triangle_job()
+    found, late = run_cells(job, [*batches, end], cells, lateness)
+    assert late == late_seqs(batches, lateness)
+    on_time = [r for r in table.to_pylist() if r["seq"] not in late]
+    got = keys(found)
+    assert len(got) == len(set(got)), "a match was reported twice"
+    assert set(got) == brute_force_matches(job.query, on_time)
+
+
+# -- on Spark ------------------------------------------------------------------------------
+
+#: the driver a test starts and kills: a file stream of Parquet parts through the cells
+DRIVER = """
+import sys
+from graphcep.io.sinks import JsonlSink
+from graphcep.jobs.subgraph import SubgraphJob
+from graphcep.lang.sal import parse_program
+from graphcep.runtime.spark import spark_session
+from graphcep.runtime.spark_cells import start_cells_stream
+from graphcep.runtime.streaming import PartWriter
+
+source, work, cells, once = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "once"
+spark = spark_session("local[2]", shuffle_partitions=2)
+edges = (spark.readStream.schema("t long, src string, dst string, dur long, seq long")
+         .option("maxFilesPerTrigger", "1").parquet(source))
+job = SubgraphJob.create(parse_program(sys.stdin.read()))
+query = start_cells_stream(spark, edges, job, cells=cells, lateness_us=2_000_000,
+                           checkpoint=f"{work}/checkpoint",
+                           sink=JsonlSink(f"{work}/out", directory=True),
+                           late_sink=PartWriter(f"{work}/late"), available_now=once)
+query.awaitTermination()
+"""
+
+
+def write_parquet_parts(batches: list[pa.Table], directory) -> None:
+    """One Parquet file per batch, their modification times in batch order (the order
+    Spark's file source takes them in)."""
+    import os
+
+    import pyarrow.parquet as pq
+
+    directory.mkdir(parents=True)
+    for i, batch in enumerate(batches):
+        path = directory / f"part-{i:04d}.parquet"
+        pq.write_table(batch, path)
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def stream_batches(count: int = 1_200) -> tuple[pa.Table, list[pa.Table]]:
+    table = generate_netflow(count, 30, 60, seed=11).select(["t", "src", "dst", "dur", "seq"])
+    delays = [(i * 7919) % (3 * S) for i in range(table.num_rows)]
+    batches = arrival_batches(table, delays, list(range(0, count, 150)))
+    end = pa.table({"t": [10**12], "src": ["far1"], "dst": ["far2"], "dur": [0],
+                    "seq": [10**6]}).cast(table.schema)
+    return table, [*batches, end]
+
+
+def written_keys(directory) -> list[tuple[int, ...]]:
+    import json
+
+    return [tuple(e["seq"] for e in json.loads(line)["edges"])
+            for part in sorted(directory.glob("part-*.jsonl"))
+            for line in part.read_text().splitlines()]
+
+
+def expected(table: pa.Table, batches: list[pa.Table]) -> tuple[set, set[int]]:
+    late = late_seqs(batches, 2 * S)
+    on_time = [r for r in table.to_pylist() if r["seq"] not in late]
+    return brute_force_matches(triangle_job().query, on_time), late
+
+
+def run_driver(source, work, cells: int, once: bool):
+    import subprocess
+    import sys
+
+    command = [sys.executable, "-c", DRIVER, str(source), str(work), str(cells),
+               "once" if once else "forever"]
+    if once:
+        return subprocess.run(command, input=TRIANGLE, text=True, capture_output=True,
+                              timeout=600)
+    proc = subprocess.Popen(command, stdin=subprocess.PIPE, text=True, start_new_session=True,
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc.stdin.write(TRIANGLE)
+    proc.stdin.close()
+    return proc
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+@pytest.mark.parametrize("cells", [1, 8])
+def test_cells_on_spark_match_like_the_oracle(tmp_path, cells):
+    table, batches = stream_batches()
+    write_parquet_parts(batches, tmp_path / "in")
+    done = run_driver(tmp_path / "in", tmp_path, cells, once=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    want, late = expected(table, batches)
+    got = written_keys(tmp_path / "out")
+    assert len(got) == len(set(got)), "a match was written twice"
+    assert set(got) == want
+    import json
+
+    written_late = [json.loads(line)["seq"] for part in (tmp_path / "late").glob("part-*")
+                    for line in part.read_text().splitlines()]
+    assert sorted(written_late) == sorted(late)
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_a_killed_driver_restarts_from_spark_state_losing_and_repeating_nothing(tmp_path):
+    """SIGKILL the driver once micro-batches have been written, restart it on the same
+    checkpoint: every match written exactly once (parts of a re-run batch overwritten)."""
+    import os
+    import signal
+    import time
+
+    table, batches = stream_batches()
+    write_parquet_parts(batches, tmp_path / "in")
+    proc = run_driver(tmp_path / "in", tmp_path, 8, once=False)
+    deadline = time.monotonic() + 300
+    while len(list((tmp_path / "out").glob("part-*.jsonl"))) < 3:
+        assert proc.poll() is None and time.monotonic() < deadline, "the driver stopped"
+        time.sleep(0.2)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    written_before = len(list((tmp_path / "out").glob("part-*.jsonl")))
+    assert written_before < len(batches), "the driver finished before it was killed"
+    done = run_driver(tmp_path / "in", tmp_path, 8, once=True)
+    assert done.returncode == 0, done.stderr[-2000:]
+    want, _ = expected(table, batches)
+    got = written_keys(tmp_path / "out")
+    assert len(got) == len(set(got)), "a match was written twice"
+    assert set(got) == want
