@@ -71,7 +71,7 @@ class CompiledNuEngine(EngineBase):
         self.automaton = self._interpreted.automaton
         self.tables = kernel_tables(self.automaton, join=join)
         self._names: list[str] = list(self.tables.constants)
-        self._ids: dict[str, int] = {name: i for i, name in enumerate(self._names)}
+        self._known = pa.array(self._names, pa.string())  # the names, by id
         self._starts = np.array([self._row(tk) for tk in self._interpreted._starts],
                                 dtype=np.int64).reshape(-1, self.tables.width)
         self._events = False  # handed a time-event sequence: the interpreted game runs it
@@ -155,7 +155,7 @@ class CompiledNuEngine(EngineBase):
             engine._interpreted = NuEngine.from_state(state["events"])
             return engine
         engine._names = list(state["names"])
-        engine._ids = {name: i for i, name in enumerate(engine._names)}
+        engine._known = pa.array(engine._names, pa.string())
         engine._now = state["now"]
         engine._reported_at, reported = state["reported"]
         engine._reported = set(reported)
@@ -330,20 +330,25 @@ class CompiledNuEngine(EngineBase):
 
     def _node_ids(self, src: pa.ChunkedArray, dst: pa.ChunkedArray
                   ) -> tuple[np.ndarray, np.ndarray]:
-        """Dense ids of the batch's nodes (new ones numbered on)."""
+        """Dense ids of the batch's nodes, new ones numbered on -- looked up in Arrow, so
+        that only names never seen cost Python work."""
         both = pa.chunked_array(src.chunks + dst.chunks).combine_chunks()
         encoded = pc.dictionary_encode(both)
-        ids = np.array([self._id(name) for name in encoded.dictionary.to_pylist()],
-                       dtype=np.int64)
-        codes = ids[encoded.indices.to_numpy(zero_copy_only=False)]
+        names = encoded.dictionary
+        ids = pc.index_in(names, value_set=self._known)
+        fresh = ids.is_null()
+        count = pc.sum(fresh).as_py() or 0
+        if count:
+            new = names.filter(fresh)
+            numbers = np.full(len(names), -1, dtype=np.int64)
+            numbers[fresh.to_numpy(zero_copy_only=False)] = np.arange(
+                len(self._names), len(self._names) + count)
+            self._names.extend(new.to_pylist())
+            self._known = pa.concat_arrays([self._known, new.cast(pa.string())])
+            ids = pc.if_else(fresh, pa.array(numbers), ids.cast(pa.int64()))
+        codes = ids.to_numpy(zero_copy_only=False).astype(np.int64)[
+            encoded.indices.to_numpy(zero_copy_only=False)]
         return codes[:len(src)], codes[len(src):]
-
-    def _id(self, name: str) -> int:
-        node = self._ids.get(name)
-        if node is None:
-            node = self._ids[name] = len(self._names)
-            self._names.append(name)
-        return node
 
     # -- arrays ---------------------------------------------------------------------------
 
@@ -463,16 +468,21 @@ class CompiledNuEngine(EngineBase):
         self._born[:n] = born[:n]
         self._htab = np.zeros(_power_of_two(2 * capacity), np.int64)
         if rehash:
-            kernel.rehash(self._tok, rehash, self.tables.arrays, self._htab)
+            kernel.rehash(self._tok, rehash, self._since(), self.tables.arrays, self._htab)
+
+    def _since(self) -> int:
+        """No link before this time will be read (see :func:`kernel.rehash`)."""
+        return NONE if self._now is None else self._now
 
     def _rehash(self) -> None:
         self._htab[:] = 0
-        kernel.rehash(self._tok, int(self._counters[kernel.N_TOKENS]), self.tables.arrays,
-                      self._htab)
+        kernel.rehash(self._tok, int(self._counters[kernel.N_TOKENS]), self._since(),
+                      self.tables.arrays, self._htab)
 
     def _rebuild(self) -> None:
         n = int(self._counters[kernel.N_TOKENS])
-        while not kernel.rebuild(self._tok, n, self._deadline, self.tables.arrays, self._htab,
+        while not kernel.rebuild(self._tok, n, self._since(), self._deadline, self.tables.arrays,
+                                 self._htab,
                                  self._ent, self._chunks, self._head, self._tail,
                                  self._pkeys, self._counters):
             buckets = int(self._counters[kernel.N_BUCKETS])
@@ -480,6 +490,10 @@ class CompiledNuEngine(EngineBase):
                 self._grow_keys(buckets + 1)
             else:
                 self._grow_entries()
+
+    def _id(self, name: str) -> int:
+        one = pa.chunked_array([pa.array([name], pa.string())])
+        return int(self._node_ids(one, one)[0][0])
 
     def _row(self, token: Token) -> list[int]:
         """An interpreted token (nothing read yet, or one node per variable) as a row."""

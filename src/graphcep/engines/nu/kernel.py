@@ -912,7 +912,7 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
 
 
 @nb.njit(cache=True)
-def rebuild(tok, n, deadline, tab, htab, ent, chunks, head, tail, pkeys, counters):
+def rebuild(tok, n, since, deadline, tab, htab, ent, chunks, head, tail, pkeys, counters):
     """The hash table and the index of the first ``n`` stored tokens (after a sweep);
     False when the entry arrays are too small."""
     htab[:] = 0
@@ -923,7 +923,7 @@ def rebuild(tok, n, deadline, tab, htab, ent, chunks, head, tail, pkeys, counter
     counters[FREE_CHUNK] = 0
     counters[N_BUCKETS] = 0
     keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
-    rehash(tok, n, tab, htab)
+    rehash(tok, n, since, tab, htab)
     for slot in range(n):
         if deadline[slot] == -FAR:
             continue
@@ -934,15 +934,21 @@ def rebuild(tok, n, deadline, tab, htab, ent, chunks, head, tail, pkeys, counter
 
 
 @nb.njit(cache=True)
-def rehash(tok, n, tab, htab):
-    """Put the first ``n`` stored tokens in the (empty) hash table."""
+def rehash(tok, n, since, tab, htab):
+    """Put the stored tokens of the first ``n`` whose last link came at ``since`` or later
+    in the (empty) hash table. A token a link produces has read that link last, so it can
+    only equal a stored token of the same time: no link before ``since`` (the time of the
+    next link to read, or earlier) will be read again, and the tokens of earlier times, the
+    front of the storage order, need no place in the table."""
     identity = tab[tab[SHAPE] + SH_IDENTITY]
     mask = htab.shape[0] - 1
-    for slot in range(n):
+    slot = n - 1
+    while slot >= 0 and tok[slot, LAST] >= since:
         at = np.int64(_hash(tok[slot], identity) & np.uint64(mask))
         while htab[at]:
             at = (at + 1) & mask
         htab[at] = slot + 1
+        slot -= 1
 
 
 @nb.njit(cache=True)
