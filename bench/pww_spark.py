@@ -55,8 +55,10 @@ from bench.pww_triangles import (
     plan_only,
     record,
     round_up_pow2,
+    save_figure,
     setup,
     unbounded_triangle,
+    work_and_state,
 )
 
 PNG_FILE = ROOT / "bench" / "pww_spark.png"
@@ -205,17 +207,9 @@ def plot(rows: list[dict[str, Any]], injected: list[Injected], path) -> bool:
              title="PWW vs Spark windows: delay")
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
-    x = np.arange(len(rows))
-    right.bar(x - 0.2, [r["touched"] for r in rows], 0.4, label="records touched")
-    right.bar(x + 0.2, [r["held"] for r in rows], 0.4, label="records held at once")
-    right.set_xticks(x, [r["name"] for r in rows], fontsize=7, rotation=15)
-    right.set(yscale="log", title="Work and state")
-    right.legend(fontsize=7)
-    right.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    print(f"bench.pww_spark: plot written to {path}")
+    work_and_state(right, [r["name"] for r in rows], [r["touched"] for r in rows],
+                   [r["held"] for r in rows], "records held at once", fontsize=7)
+    save_figure(plt, fig, path, "bench.pww_spark")
     return True
 
 

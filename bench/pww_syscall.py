@@ -58,7 +58,9 @@ from bench.pww_triangles import (
     record,
     round_up_pow2,
     run_method,
+    save_figure,
     whole_stream,
+    work_and_state,
 )
 
 PNG_FILE = ROOT / "bench" / "pww_syscall.png"
@@ -156,18 +158,9 @@ def plot(methods: list[Method], injected: list[Injected], path: Path) -> bool:
              title="Remote-shell episodes: delay vs duration")
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
-    x = np.arange(len(methods))
-    right.bar(x - 0.2, [m.touched for m in methods], 0.4, label="records touched (work)")
-    right.bar(x + 0.2, [sum(m.held_by_level) for m in methods], 0.4,
-              label="records held (all levels)")
-    right.set_xticks(x, [m.name for m in methods], fontsize=8)
-    right.set(yscale="log", title="Work and state")
-    right.legend(fontsize=7)
-    right.grid(alpha=0.3, axis="y")
-    fig.tight_layout()
-    fig.savefig(path, dpi=80)
-    plt.close(fig)
-    print(f"bench.pww_syscall: plot written to {path}")
+    work_and_state(right, [m.name for m in methods], [m.touched for m in methods],
+                   [sum(m.held_by_level) for m in methods], "records held (all levels)")
+    save_figure(plt, fig, path, "bench.pww_syscall")
     return True
 
 

@@ -439,19 +439,31 @@ def plot(methods: list[Method], injected: list[Injected], path: Path) -> bool:
              title="Detection delay (each injected triangle)")
     left.legend(fontsize=7)
     left.grid(alpha=0.3)
-    x = np.arange(len(methods))
-    right.bar(x - 0.2, [m.touched for m in methods], 0.4, label="records touched (work)")
-    right.bar(x + 0.2, [m.peak if m.name.startswith("fixed") else sum(m.held_by_level)
-                        for m in methods], 0.4, label="records held (all levels)")
-    right.set_xticks(x, [m.name for m in methods], fontsize=8)
-    right.set(yscale="log", title="Work and state")
-    right.legend(fontsize=7)
-    right.grid(alpha=0.3, axis="y")
+    work_and_state(right, [m.name for m in methods], [m.touched for m in methods],
+                   [m.peak if m.name.startswith("fixed") else sum(m.held_by_level)
+                    for m in methods], "records held (all levels)")
+    save_figure(plt, fig, path, "bench.pww")
+    return True
+
+
+def work_and_state(axes: Any, names: list[str], touched: list[int], held: list[int],
+                   held_label: str, fontsize: int = 8) -> None:
+    """The right-hand panel of the widening plots: records touched and held, per method,
+    side by side on a log scale."""
+    x = np.arange(len(names))
+    axes.bar(x - 0.2, touched, 0.4, label="records touched (work)")
+    axes.bar(x + 0.2, held, 0.4, label=held_label)
+    axes.set_xticks(x, names, fontsize=fontsize, rotation=15 if fontsize < 8 else 0)
+    axes.set(yscale="log", title="Work and state")
+    axes.legend(fontsize=7)
+    axes.grid(alpha=0.3, axis="y")
+
+
+def save_figure(plt: Any, fig: Any, path: Path, bench: str) -> None:
     fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)
-    print(f"bench.pww: plot written to {path} ({path.stat().st_size / 1024:.0f} KiB)")
-    return True
+    print(f"{bench}: plot written to {path} ({Path(path).stat().st_size / 1024:.0f} KiB)")
 
 
 def record(text: str, start: str = START_MARK, end: str = END_MARK) -> None:
