@@ -9,7 +9,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 
-def _dictionary(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[str]] | None:
+def _dictionary(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array] | None:
     """Local codes and the distinct names of a column (None when empty)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
@@ -17,14 +17,14 @@ def _dictionary(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, list[st
         return None
     encoded = pc.dictionary_encode(column.cast(pa.string()))
     local = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    return local, encoded.dictionary.to_pylist()
+    return local, encoded.dictionary
 
 
 class VertexIds:
     """Interns vertex names (strings) to dense ``int32`` ids.
 
-    Only the distinct names of a batch pass through Python; the per-edge work is an Arrow
-    dictionary encoding and a numpy gather.
+    Only the names never seen before pass through Python; the per-edge work is an Arrow
+    dictionary encoding and a numpy gather, the per-name work an Arrow lookup.
 
     >>> ids = VertexIds()
     >>> ids.encode(pa.array(["a", "b", "a"])).tolist()
@@ -37,6 +37,7 @@ class VertexIds:
         self._index: dict[str, int] = {}
         self._names: list[str] = []
         self._names_array: np.ndarray | None = None
+        self._known = pa.array([], pa.string())  # the names, by id, for Arrow's lookup
 
     def __len__(self) -> int:
         return len(self._names)
@@ -54,20 +55,22 @@ class VertexIds:
             encoded = list(pool.map(_dictionary, columns))
         return [self._assign(e) for e in encoded]
 
-    def _assign(self, encoded: tuple[np.ndarray, list[str]] | None) -> np.ndarray:
+    def _assign(self, encoded: tuple[np.ndarray, pa.Array] | None) -> np.ndarray:
         if encoded is None:
             return np.empty(0, dtype=np.int32)
         local, uniques = encoded
-        index = self._index
-        mapping = np.empty(len(uniques), dtype=np.int32)
-        for i, name in enumerate(uniques):
-            vid = index.get(name)
-            if vid is None:
-                vid = len(self._names)
-                index[name] = vid
-                self._names.append(name)
-                self._names_array = None
-            mapping[i] = vid
+        found = pc.index_in(uniques, value_set=self._known)
+        mapping = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+        fresh = mapping < 0
+        if fresh.any():
+            new = uniques.filter(pa.array(fresh))
+            start = len(self._names)
+            mapping[fresh] = np.arange(start, start + len(new), dtype=np.int32)
+            names = new.to_pylist()
+            self._index.update(zip(names, range(start, start + len(names)), strict=True))
+            self._names.extend(names)
+            self._known = pa.concat_arrays([self._known, new])
+            self._names_array = None
         return mapping[local]
 
     def names(self, ids: np.ndarray) -> np.ndarray:
@@ -86,4 +89,5 @@ class VertexIds:
         ids = cls()
         ids._names = list(names)
         ids._index = {n: i for i, n in enumerate(names)}
+        ids._known = pa.array(ids._names, pa.string())
         return ids

@@ -34,6 +34,7 @@ from graphcep.engines.base import EngineBase
 from graphcep.engines.nu import kernel
 from graphcep.engines.nu.engine import NuEngine, Token, match_id
 from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
+from graphcep.engines.vertex_ids import VertexIds
 from graphcep.events import MATCH_SCHEMA, MATCHED_EDGE_TYPE
 from graphcep.patterns.nu import NuPattern
 
@@ -70,15 +71,14 @@ class CompiledNuEngine(EngineBase):
         self._interpreted = NuEngine(pattern, max_tokens=max_tokens)
         self.automaton = self._interpreted.automaton
         self.tables = kernel_tables(self.automaton, join=join)
-        self._names: list[str] = list(self.tables.constants)
-        self._known = pa.array(self._names, pa.string())  # the names, by id
+        self._ids = VertexIds()  # node names by id, the pattern's constants first
+        self._ids.encode(pa.array(self.tables.constants, pa.string()))
         self._starts = np.array([self._row(tk) for tk in self._interpreted._starts],
                                 dtype=np.int64).reshape(-1, self.tables.width)
         self._events = False  # handed a time-event sequence: the interpreted game runs it
         self._now: int | None = None  # the last link's time
         self._reported: set[tuple] = set()  # reports of the time _reported_at
         self._reported_at: int | None = None
-        self._name_array = np.array(self._names, dtype=object)
         self._allocate(_FIRST_CAPACITY)
 
     # -- protocol -------------------------------------------------------------------------
@@ -92,7 +92,8 @@ class CompiledNuEngine(EngineBase):
         dst = batch.column("dst")
         if self._events or pc.any(pc.equal(dst, "")).as_py():
             return self._push_events(batch)
-        us, vs = self._node_ids(batch.column("src"), dst)
+        us, vs = (ids.astype(np.int64) for ids in
+                  self._ids.encode_many([batch.column("src"), dst], threads=False))
         found = self._read(t, us, vs, seq)
         out = pa.concat_tables(found) if found else MATCH_SCHEMA.empty_table()
         self.edges_seen += batch.num_rows
@@ -143,7 +144,7 @@ class CompiledNuEngine(EngineBase):
                 "join": self.tables.join is not None, "tokens": self._tok[:n].copy(), "deadlines": self._deadline[:n].copy(),
                 "born": self._born[:n].copy(), "link_no": int(self._counters[kernel.LINK_NO]),
                 "history": self._hist[:self._counters[kernel.N_HISTORY]].copy(),
-                "names": list(self._names), "now": self._now,
+                "names": self._ids.state(), "now": self._now,
                 "reported": (self._reported_at, set(self._reported))}
 
     @classmethod
@@ -154,8 +155,7 @@ class CompiledNuEngine(EngineBase):
             engine._events = True
             engine._interpreted = NuEngine.from_state(state["events"])
             return engine
-        engine._names = list(state["names"])
-        engine._known = pa.array(engine._names, pa.string())
+        engine._ids = VertexIds.from_state(state["names"])
         engine._now = state["now"]
         engine._reported_at, reported = state["reported"]
         engine._reported = set(reported)
@@ -252,9 +252,7 @@ class CompiledNuEngine(EngineBase):
         variables = self.tables.variables
         held0 = 4 + self.tables.clocks + len(variables)
         held = reports[:, held0:held0 + len(variables)]
-        if len(self._name_array) != len(self._names):
-            self._name_array = np.array(self._names, dtype=object)
-        names = self._name_array
+        names = self._ids.names(np.arange(len(self._ids)))
         holding = held >= 0
         bindings = pa.MapArray.from_arrays(
             _offsets(holding.sum(axis=1)),
@@ -264,7 +262,7 @@ class CompiledNuEngine(EngineBase):
         ids = []
         for first, last, nodes in zip(reports[:, 1].tolist(), reports[:, 2].tolist(),
                                       held.tolist(), strict=True):
-            pairs = tuple((v, self._names[n]) for v, n in zip(variables, nodes, strict=True)
+            pairs = tuple((v, names[n]) for v, n in zip(variables, nodes, strict=True)
                           if n >= 0)
             ids.append(match_id(self.pattern.name, first, last, pairs))
         out.append(pa.Table.from_arrays(
@@ -310,7 +308,7 @@ class CompiledNuEngine(EngineBase):
         codes, which = np.unique(pairs, return_inverse=True)
         texts = np.array([f"{labels[c // len(labels)]}~>{labels[c % len(labels)]}"
                           for c in codes.tolist()], dtype=object)
-        names = self._name_array
+        names = self._ids.names(np.arange(len(self._ids)))
         edges = pa.StructArray.from_arrays(
             [pa.array(texts[which], pa.string()), pa.array(read[:, 0]),
              pa.array(names[read[:, 1]], pa.string()), pa.array(names[read[:, 2]], pa.string()),
@@ -327,28 +325,6 @@ class CompiledNuEngine(EngineBase):
         self.edges_seen += batch.num_rows
         self.matches_found += out.num_rows
         return out
-
-    def _node_ids(self, src: pa.ChunkedArray, dst: pa.ChunkedArray
-                  ) -> tuple[np.ndarray, np.ndarray]:
-        """Dense ids of the batch's nodes, new ones numbered on -- looked up in Arrow, so
-        that only names never seen cost Python work."""
-        both = pa.chunked_array(src.chunks + dst.chunks).combine_chunks()
-        encoded = pc.dictionary_encode(both)
-        names = encoded.dictionary
-        ids = pc.index_in(names, value_set=self._known)
-        fresh = ids.is_null()
-        count = pc.sum(fresh).as_py() or 0
-        if count:
-            new = names.filter(fresh)
-            numbers = np.full(len(names), -1, dtype=np.int64)
-            numbers[fresh.to_numpy(zero_copy_only=False)] = np.arange(
-                len(self._names), len(self._names) + count)
-            self._names.extend(new.to_pylist())
-            self._known = pa.concat_arrays([self._known, new.cast(pa.string())])
-            ids = pc.if_else(fresh, pa.array(numbers), ids.cast(pa.int64()))
-        codes = ids.to_numpy(zero_copy_only=False).astype(np.int64)[
-            encoded.indices.to_numpy(zero_copy_only=False)]
-        return codes[:len(src)], codes[len(src):]
 
     # -- arrays ---------------------------------------------------------------------------
 
@@ -492,8 +468,7 @@ class CompiledNuEngine(EngineBase):
                 self._grow_entries()
 
     def _id(self, name: str) -> int:
-        one = pa.chunked_array([pa.array([name], pa.string())])
-        return int(self._node_ids(one, one)[0][0])
+        return int(self._ids.encode(pa.array([name], pa.string()))[0])
 
     def _row(self, token: Token) -> list[int]:
         """An interpreted token (nothing read yet, or one node per variable) as a row."""
