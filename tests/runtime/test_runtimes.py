@@ -17,7 +17,7 @@ QUERIES = {
     "triangle": """{ x1 e1 x2; x2 e2 x3; x3 e3 x1; starttime(e3) - starttime(e1) <= 10;
                      starttime(e1) < starttime(e2); starttime(e2) < starttime(e3); }""",
     "fan_in": """{ y e1 x; z e2 x; w e3 x; starttime(e1) < starttime(e2);
-                   starttime(e2) <= starttime(e3); starttime(e3) - starttime(e1) <= 4; }""",
+                   starttime(e2) <= starttime(e3); starttime(e3) - starttime(e1) <= 1; }""",
     "after_end": """{ a e1 b; a e2 c; starttime(e2) > endtime(e1);
                       starttime(e2) - endtime(e1) < 3; }""",
 }
