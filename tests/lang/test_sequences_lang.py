@@ -26,6 +26,12 @@ def test_lines_comments_and_quoted_symbols():
     ("a: x\na: y", 2, 1, "defined twice (first at line 1:1)"),
     ("# nothing", 1, 10, "holds no subscription"),
     ('a: ""', 1, 4, "expected a constant or @variable"),
+    # a line that ends too soon: the error is at its end, not on the next line
+    ("a: x.\n", 1, 6, "found the end of the line"),
+    ("a: x.\nb: y", 1, 6, "found the end of the line"),
+    ("p1: a.@x.b.@\n", 1, 13, "right after '@'"),
+    ("a: @\nb: y", 1, 5, "right after '@'"),
+    ("b\nc: y", 1, 2, "expected ':'"),
 ])
 def test_errors_point_at_line_and_column(text, line, column, words):
     with pytest.raises(QuerySyntaxError) as info:

@@ -30,6 +30,7 @@ graphcep.lang.errors.QuerySyntaxError: <subscriptions>:2:1: subscription 'a' is 
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 from graphcep.lang.tokens import Token, TokenCursor, _Scanner, read_source, scan_tokens
@@ -153,7 +154,8 @@ class _Parser(TokenCursor):
             self._define(id_tok)
             colon = self.peek()
             if not colon.is_op(":") or colon.line != id_tok.line:
-                self.fail("':' after the id", colon if colon.line == id_tok.line else None,
+                self.fail("':' after the id", colon if colon.line == id_tok.line else
+                          self._line_end(),
                           f"subscription {id_tok.value!r}: expected ':' after the id, found "
                           f"{colon.describe() if colon.line == id_tok.line else 'end of line'}")
             self.next()
@@ -183,17 +185,25 @@ class _Parser(TokenCursor):
                       f"found {after.describe()} (one subscription per line)")
         return SequencePattern(tuple(items))
 
+    def _line_end(self) -> Token:
+        """Where a line ends that ends too soon: just after its last token (the next token,
+        on a later line, is not where the error is)."""
+        last = self.toks[self.i - 1]
+        return replace(last, kind="EOF", value="", text="",
+                       column=last.column + len(last.text))
+
     def _item(self, id_tok: Token) -> Item:
         tok = self.peek()
         what = f"subscription {id_tok.value!r}: expected"
         if tok.line != id_tok.line or tok.kind == "EOF":
-            self.fail("a pattern item", tok, f"{what} a constant or @variable, found the end "
-                      "of the line")
+            self.fail("a pattern item", self._line_end(), f"{what} a constant or @variable, "
+                      "found the end of the line")
         self.next()
         if tok.is_op("@"):
             name = self.peek()
             if name.kind != "IDENT" or name.line != tok.line or name.column != tok.column + 1:
-                self.fail("a variable name", name, f"{what} a variable name right after '@'")
+                where = name if name.line == tok.line and name.kind != "EOF" else self._line_end()
+                self.fail("a variable name", where, f"{what} a variable name right after '@'")
             self.next()
             return Var(name.value)
         if tok.kind in ("IDENT", "NUMBER"):
