@@ -171,6 +171,12 @@ class ReplayJob(Protocol):
         the stream (what makes window widening exact, :mod:`graphcep.runtime.widening`)."""
         ...
 
+    @property
+    def min_records(self) -> int:
+        """The fewest records a match holds: a window with fewer reports nothing (window
+        widening skips it without starting an engine)."""
+        ...
+
     def prepare(self) -> None:
         """Load what the job's engines need before their first edge (compiled kernels):
         ``graphcep run`` calls it while the input is read."""
@@ -232,6 +238,10 @@ class JobBase:
 
     def bounded_by(self, span_us: int) -> Any:
         return self
+
+    @property
+    def min_records(self) -> int:
+        return 1
 
     def prepare(self) -> None:
         return None

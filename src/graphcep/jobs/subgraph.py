@@ -179,6 +179,11 @@ class SubgraphJob(JobBase):
             return self
         return replace(self, query=self.query.with_window(span_us))
 
+    @property
+    def min_records(self) -> int:
+        """One stream edge per query edge: the edges of a match are distinct."""
+        return len(self.query.edges)
+
     def bind(self, longest_duration_us: int) -> SubgraphJob:
         if self.max_duration_us is not None:
             return self

@@ -12,6 +12,7 @@ bound, so that scans stay short.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 import numpy as np
 
@@ -120,8 +121,22 @@ def compile_query(
 
     The extent uses ``max_duration_us`` (constraints on end times bound start times only
     through durations) and the query's explicit window; the exact per-match checks use
-    neither assumption beyond the explicit window.
+    neither assumption beyond the explicit window. A plan depends on these two only and
+    no engine changes it, so the plans of recent queries are kept: window widening
+    starts an engine per window, all of a level's windows with the same query.
     """
+    try:
+        return _compile_cached(query, max_duration_us)
+    except TypeError:  # a query holding an unhashable value: plan it every time
+        return _compile(query, max_duration_us)
+
+
+@lru_cache(maxsize=64)
+def _compile_cached(query: SubgraphQuery, max_duration_us: int | None) -> CompiledQuery:
+    return _compile(query, max_duration_us)
+
+
+def _compile(query: SubgraphQuery, max_duration_us: int | None) -> CompiledQuery:
     window = query.window_us
     check = build_bounds(query, None, window)
     extent_bounds = build_bounds(query, max_duration_us, window)

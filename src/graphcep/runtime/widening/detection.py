@@ -55,8 +55,10 @@ def detect(job: ReplayJob, window: Window, base_us: int) -> Found:
     """Replay ``window`` in a fresh engine of ``job`` (a bound job) bounded by the
     window's span; its instances, each at its first match row."""
     started = time.perf_counter()
-    engine = job.bounded_by(window_span_us(base_us, window.level)).new_engine()
-    parts = list(replay(engine, window.records))
+    parts = []
+    if window.records.num_rows >= job.min_records:  # else no match fits: no engine
+        engine = job.bounded_by(window_span_us(base_us, window.level)).new_engine()
+        parts = list(replay(engine, window.records))
     seconds = time.perf_counter() - started
     if not parts:
         return Found(widened_schema(job.output.schema).empty_table(), [],
