@@ -25,7 +25,8 @@ Methods, all through the same window planner and detector:
 Columns. *Found*: injected triangles reported (matched by their three edges). *Delay*:
 report time (the start time of the reporting window's last record) minus the triangle's
 last edge's time, the median per duration. *Records touched*: the records of every
-window the detector ran on, summed (the detector's work). *Peak state*: the most records
+window the detector ran on, summed (the detector's work; a window holding fewer records
+than a match, three edges, starts no detector and touches nothing, in every method). *Peak state*: the most records
 a level held at once (PWW: per level above 0, which Algorithm 2 bounds by ``2L``, and
 all levels together; a fixed window: its two batches). Every reported instance is also
 checked against an independent oracle: whether any window handed to the detector holds
@@ -223,8 +224,9 @@ def plan_only(method: Method, job: Any, stream: pa.Table, wanted: list[tuple[int
                                     max_duration_us=method.max_duration_us)
     levels = len(planner.levels)
     method.touched_by_level = [0] * levels
-    for w in windows:
-        method.touched_by_level[w.level] += w.records.num_rows
+    for w in windows:  # a window too small for a match starts no detector: no work
+        if w.records.num_rows >= job.min_records:
+            method.touched_by_level[w.level] += w.records.num_rows
     method.touched = sum(method.touched_by_level)
     method.windows = len(windows)
     method.held_by_level = [s.records_held for s in planner.stats()]
