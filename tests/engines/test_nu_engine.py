@@ -267,3 +267,34 @@ def test_search_witnesses_keep_links_read_as_any():
     engine = NuEngine(parse_nu("a ~> b . @ ~> @", "p"))
     (row,) = engine.push(stream).to_pylist()
     assert [(e["src"], e["dst"]) for e in row["edges"]] == [("a", "b"), ("b", "c")]
+
+
+@pytest.mark.parametrize(("text", "reads"), [
+    ("a ~> b", 2),  # a link is read as its two ends
+    ("(a ~> b)*", 0),  # the empty word is accepted
+    ("a ~> b | (c ~> d . e ~> f)", 2),  # the shorter side
+    ("<a ~> #X . X ~> b>[0, 1] . (c ~> d)?", 4),  # the option is skipped
+    ("(a ~> b)+ % c ~> d", 4),  # a shuffle reads both sides
+])
+def test_fewest_reads_is_the_shortest_accepted_word(text, reads):
+    assert compile_pattern(parse_nu(text, "p")).fewest_reads() == reads
+
+
+def test_no_match_holds_fewer_records_than_the_job_says():
+    """Window widening skips windows with fewer records than ``min_records``: every match
+    of the example library on a random stream holds at least that many links."""
+    from pathlib import Path
+
+    from graphcep.jobs import as_job
+
+    table = generate_netflow(150, 6, 40, seed=9)
+    seen = 0
+    for path in sorted(Path(__file__).parents[2].glob("examples/nu/*.nu")):
+        if path.stem == "clique4":  # a shuffle of six links: millions of tokens here
+            continue
+        job = as_job(parse_nu(path.read_text(), path.stem))
+        matches = job.new_engine().push(table)
+        for edges in matches.column("edges").to_pylist():
+            assert len({e["seq"] for e in edges}) >= job.min_records, path.name
+            seen += 1
+    assert seen > 0

@@ -145,6 +145,12 @@ class NuJob(JobBase):
         # search mode skips links that are not part of a match; anchored reads them all
         return self.mode == "search"
 
+    @property
+    def min_records(self) -> int:
+        """Half the fewest events a match reads, rounded up: a link is two events (its
+        ends), an event of a time-event sequence one."""
+        return max(1, -(-compile_pattern(self.pattern).fewest_reads() // 2))
+
     def bind(self, longest_duration_us: int) -> NuJob:
         return self  # links are read at their start times
 

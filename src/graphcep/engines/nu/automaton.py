@@ -117,6 +117,26 @@ class Automaton:
     constants: frozenset[str]
     origin: dict[int, str] = field(default_factory=dict)  # location -> its expression text
 
+    def fewest_reads(self) -> int:
+        """The fewest reading transitions on a path from ``initial`` to a final location
+        (guards, invariants and memory ignored: a lower bound on what any accepted word
+        reads); 0 when a final location is reached by ε alone, or never."""
+        from collections import deque
+
+        out = self.outgoing()
+        best = [self.locations + 1] * self.locations  # more reads than any shortest path
+        best[self.initial] = 0
+        todo = deque([self.initial])
+        while todo:  # 0-1 breadth-first search: ε costs 0, a read 1
+            here = todo.popleft()
+            for t in out[here]:
+                cost = best[here] + (t.label is not None)
+                if cost < best[t.target]:
+                    best[t.target] = cost
+                    (todo.append if t.label is not None else todo.appendleft)(t.target)
+        reached = [best[f] for f in self.finals if best[f] <= self.locations]
+        return min(reached, default=0)
+
     def outgoing(self) -> list[list[Transition]]:
         """Transitions by source location."""
         out: list[list[Transition]] = [[] for _ in range(self.locations)]
