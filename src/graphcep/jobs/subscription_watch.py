@@ -65,7 +65,7 @@ class LiveSubscriptions(Protocol):
     """An engine whose subscriptions change between pushes
     (:class:`~graphcep.engines.sequences.engine.KeyedSequenceEngine`)."""
 
-    patterns: dict[str, SequencePattern]
+    patterns: Mapping[str, SequencePattern]
     edges_seen: int
 
     def add(self, sid: str, pattern: SequencePattern) -> None: ...
