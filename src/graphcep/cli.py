@@ -209,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_state_bound_argument(explain)
     add_pww_arguments(explain)
     explain.add_argument("--dot", type=path_option, metavar="FILE",
-                         help="ν-expressions: also write the automaton as Graphviz DOT")
+                         help="also write the plan as Graphviz DOT: a ν-expression's automaton, "
+                         "a subscriptions file's pattern tree")
     explain.set_defaults(handler=cmd_explain)
 
     gen = sub.add_parser("gen", help="generate synthetic streams")
@@ -610,7 +611,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         drawing = job.plan_dot()  # refused before anything is written
         with writing(args.dot):
             Path(args.dot).write_text(drawing)
-        print(f"automaton written to {args.dot}")
+        print(f"DOT written to {args.dot}")
     return 0
 
 

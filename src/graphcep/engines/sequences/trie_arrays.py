@@ -104,6 +104,33 @@ class Trie:
         return int(np.count_nonzero(self.cold[:self.meta[M_NODES], kernel.C_COUNT])) + \
             int(self.cold[0, kernel.C_COUNT] == 0)
 
+    def shape(self, alphabet: int = 16) -> dict[str, float]:
+        """Live nodes (the root included) by the kind of token reaching them, the depth,
+        and ``steps``: the nodes a walk from one start position visits on average, symbols
+        uniform over ``alphabet`` -- the sum over nodes of ``alphabet ** -k``, ``k`` the
+        constants and back-references on the node's path (each holds with probability
+        ``1 / alphabet``; a variable's first occurrence always does)."""
+        level: dict[int, tuple[int, int]] = {0: (0, 0)}  # node -> (depth, constrained)
+
+        def climb(row: int) -> tuple[int, int]:
+            path = []
+            while row not in level:
+                path.append(row)
+                row = int(self.cold[row, kernel.C_PARENT])
+            depth, k = level[row]
+            for r in reversed(path):
+                depth, k = depth + 1, k + (self.cold[r, kernel.C_KIND] != kernel.FRESH)
+                level[r] = (depth, k)
+            return level[path[0]] if path else level[row]
+
+        live = np.flatnonzero(self.cold[:self.meta[M_NODES], kernel.C_COUNT] > 0)
+        rows = [climb(int(r)) for r in live if r != 0]
+        kinds = np.bincount(self.cold[live[live != 0], kernel.C_KIND], minlength=3)
+        return {"nodes": len(rows) + 1, "constants": int(kinds[kernel.CONST]),
+                "variables": int(kinds[kernel.FRESH]), "back_references": int(kinds[kernel.BACK]),
+                "depth": max((d for d, _ in rows), default=0),
+                "steps": 1.0 + sum(float(alphabet) ** -k for _, k in rows)}
+
     def __getstate__(self) -> dict[str, Any]:
         return {**self.__dict__, "larger": None, "retired": []}
 
