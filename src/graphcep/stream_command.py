@@ -20,6 +20,12 @@ A subscriptions file, or a directory of ``.subs`` files, is watched: its changes
 applied between micro-batches (:mod:`graphcep.jobs.subscription_watch`), one line on
 stderr per change set (``graphcep: subscriptions: +2 -1 (s.subs, from stream position
 N): ...``) or refused edit; the checkpoint accepts the edited file.
+
+Files of the whole-file formats (``.seq``, ``.tes``, ``.syscall``) arriving in a directory
+are read as ``graphcep run`` reads them: a plain sequence's positions and a trace's times
+run on from the edges the stream read before. A socket sends lines, not files: these
+formats are refused there in one line, as is a format the query does not read (a ``.tes``
+file arriving for a query that does not read it is quarantined as a reject).
 """
 
 from __future__ import annotations
@@ -38,6 +44,7 @@ from graphcep.engines.base import StateBoundError
 from graphcep.events import seconds_to_us
 from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
+from graphcep.io.readers import WHOLE_FILE_FORMATS
 from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format
 from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.patterns.subgraph import QueryError
@@ -49,7 +56,7 @@ from graphcep.runtime.streaming import (
     print_warnings,
 )
 
-FORMATS = (*LINE_FORMATS, "parquet")
+FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
 
 
 def add_parser(sub: Any) -> None:
@@ -159,6 +166,7 @@ def _stream(args: argparse.Namespace) -> int:
     if fmt != args.format:  # field names resolve to the columns of the source's format
         job = jobs.load(args.query, job_options(args, fmt))
     job = _widened(job, widening)
+    _check_format(fmt, job, source)
     if args.once and not isinstance(source, FileSource):
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
@@ -374,6 +382,21 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
         raise FileNotFoundError(f"--source {text!r}: no such directory (files arrive in a "
                                 "directory; use tcp://HOST:PORT for a socket)")
     return FileSource(str(Path(text).resolve()), args.format, options, args.max_files_per_trigger)
+
+
+def _check_format(fmt: str | None, job: ReplayJob, source: Any) -> None:
+    """Refuse a format the query does not read, and a whole-file format (``tes``, ``seq``,
+    ``syscall``) from anything but a directory: a sequence's positions and a trace's times
+    run on from file to file, where a socket sends lines."""
+    from graphcep.jobs.base import format_refusal
+    from graphcep.runtime.spark_stream import FileSource
+
+    refusal = format_refusal(job, fmt)
+    if refusal is not None:
+        raise QueryError(refusal)
+    if fmt in WHOLE_FILE_FORMATS and not isinstance(source, FileSource):
+        raise QueryError(f"--format {fmt} is read a whole file at a time: give --source DIR "
+                         f"(files arriving in a directory), not {source.describe()}")
 
 
 def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
