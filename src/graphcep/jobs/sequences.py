@@ -106,7 +106,13 @@ def load(path: str, options: Mapping[str, Any]) -> SubscriptionJob:
     refused, saying why."""
     from graphcep.lang.sequences import parse_subscriptions_source
 
-    return SubscriptionJob(parse_subscriptions_source(path), options.get("key") or "src",
+    return with_options(parse_subscriptions_source(path), options)
+
+
+def with_options(subscriptions: SubscriptionSet, options: Mapping[str, Any]) -> SubscriptionJob:
+    """A subscription set as a job, with the command line's ``key``, ``symbol`` and
+    ``subs_engine``."""
+    return SubscriptionJob(subscriptions, options.get("key") or "src",
                            options.get("symbol") or "dst",
                            options.get("subs_engine") or DEFAULT_ENGINE)
 
