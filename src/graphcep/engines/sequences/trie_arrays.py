@@ -113,15 +113,15 @@ class Trie:
         level: dict[int, tuple[int, int]] = {0: (0, 0)}  # node -> (depth, constrained)
 
         def climb(row: int) -> tuple[int, int]:
-            path = []
-            while row not in level:
-                path.append(row)
-                row = int(self.cold[row, kernel.C_PARENT])
-            depth, k = level[row]
+            path, up = [], row
+            while up not in level:
+                path.append(up)
+                up = int(self.cold[up, kernel.C_PARENT])
+            depth, k = level[up]
             for r in reversed(path):
-                depth, k = depth + 1, k + (self.cold[r, kernel.C_KIND] != kernel.FRESH)
+                depth, k = depth + 1, k + int(self.cold[r, kernel.C_KIND] != kernel.FRESH)
                 level[r] = (depth, k)
-            return level[path[0]] if path else level[row]
+            return level[row]
 
         live = np.flatnonzero(self.cold[:self.meta[M_NODES], kernel.C_COUNT] > 0)
         rows = [climb(int(r)) for r in live if r != 0]
