@@ -47,6 +47,7 @@ def stream_and_batch(tmp_path: Path, incoming: Path, capsys) -> tuple[list, list
     return notifications(tmp_path / "out"), notifications(tmp_path / "batch.jsonl")
 
 
+@pytest.mark.slow
 def test_plain_sequences_stream_as_they_run(spark, tmp_path, capsys):
     rng = random.Random(3)
     incoming = tmp_path / "in"
