@@ -253,7 +253,7 @@ def _release(retired: list[list[Any]], size: int) -> None:
     """Give ``size`` more bytes of the first retired mapping back to the system (freeing
     a large mapping at once takes milliseconds); forget it once given back whole."""
     m, done = retired[0]
-    if done >= len(m):
+    if done >= len(m) or not hasattr(mmap, "MADV_DONTNEED"):  # (a system without it)
         retired.pop(0)  # unmapped when no array refers to it any more: nothing left
         return
     m.madvise(mmap.MADV_DONTNEED, done, min(size, len(m) - done))
