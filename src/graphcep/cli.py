@@ -66,10 +66,10 @@ from graphcep.engines.difference_bounds import (
     UnsatisfiableQueryError,
 )
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
-from graphcep.io.readers import InputError, guess_format, read_edges
+from graphcep.io.readers import WHOLE_FILE_FORMATS, InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
 from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink
-from graphcep.jobs.base import ReplayJob
+from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
 from graphcep.patterns.subgraph import QueryError
@@ -79,7 +79,7 @@ from graphcep.runtime.widening.report import describe_widening, level_lines, wid
 from graphcep.stream_command import add_parser as add_stream_parser
 from graphcep.timing import NESTED, Phases, process_age
 
-FORMATS = (*LINE_FORMATS, "parquet", "tes", "seq", "syscall")
+FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -209,7 +209,8 @@ def build_parser() -> argparse.ArgumentParser:
     add_state_bound_argument(explain)
     add_pww_arguments(explain)
     explain.add_argument("--dot", type=path_option, metavar="FILE",
-                         help="ν-expressions: also write the automaton as Graphviz DOT")
+                         help="also write the plan as Graphviz DOT: a ν-expression's automaton, "
+                         "a subscriptions file's pattern tree")
     explain.set_defaults(handler=cmd_explain)
 
     gen = sub.add_parser("gen", help="generate synthetic streams")
@@ -300,12 +301,9 @@ def cmd_run(args: argparse.Namespace) -> int:
         args.engine = args.engine or "spark"
         fmt = args.format or guess_format(_first_file(args.input))
         job = _make_job(args, fmt)
-        if fmt == "tes" and not job.reads_events:
-            raise QueryError(f"a time-event sequence (tes) holds events, not links: only "
-                             f"ν-expressions read it, and {job.name!r} is not one")
-        if fmt == "seq" and not job.reads_symbols:
-            raise QueryError(f"a plain sequence (seq) holds symbols, not links: only "
-                             f"subscriptions files read it, and {job.name!r} is not one")
+        refusal = format_refusal(job, fmt)
+        if refusal is not None:
+            raise QueryError(refusal)
         options = projected(job, args.input, fmt, reader_options(args))
     rejects = RejectLog(args.rejects)
     output = job.output
@@ -610,7 +608,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         drawing = job.plan_dot()  # refused before anything is written
         with writing(args.dot):
             Path(args.dot).write_text(drawing)
-        print(f"automaton written to {args.dot}")
+        print(f"DOT written to {args.dot}")
     return 0
 
 

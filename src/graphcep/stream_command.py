@@ -19,7 +19,15 @@ the state held) goes to stderr; the summary to stdout (``--summary json``: one J
 A subscriptions file, or a directory of ``.subs`` files, is watched: its changes are
 applied between micro-batches (:mod:`graphcep.jobs.subscription_watch`), one line on
 stderr per change set (``graphcep: subscriptions: +2 -1 (s.subs, from stream position
-N): ...``) or refused edit; the checkpoint accepts the edited file.
+N): ...``) or refused edit; the checkpoint accepts the edited file. A restart whose
+source does not parse (or is missing) resumes with the checkpoint's subscriptions, says so
+in one line, and applies the source once it parses.
+
+Files of the whole-file formats (``.seq``, ``.tes``, ``.syscall``) arriving in a directory
+are read as ``graphcep run`` reads them: a plain sequence's positions and a trace's times
+run on from the edges the stream read before. A socket sends lines, not files: these
+formats are refused there in one line, as is a format the query does not read (a ``.tes``
+file arriving for a query that does not read it is quarantined as a reject).
 """
 
 from __future__ import annotations
@@ -38,8 +46,10 @@ from graphcep.engines.base import StateBoundError
 from graphcep.events import seconds_to_us
 from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
+from graphcep.io.readers import WHOLE_FILE_FORMATS
 from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format
 from graphcep.jobs.base import DeclaredSource, ReplayJob
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.spark_stream import BatchFailure, StreamFailure
 from graphcep.runtime.streaming import (
@@ -49,7 +59,7 @@ from graphcep.runtime.streaming import (
     print_warnings,
 )
 
-FORMATS = (*LINE_FORMATS, "parquet")
+FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
 
 
 def add_parser(sub: Any) -> None:
@@ -145,25 +155,28 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 
 def _stream(args: argparse.Namespace) -> int:
-    from graphcep import jobs
-    from graphcep.cli_options import job_options, pww_options, warn_absent_labels
+    from graphcep.cli_options import pww_options, warn_absent_labels
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
 
     validate_output(args)
     widening = pww_options(args)  # --pww-base without --pww: refused before the query
     exit_on_interrupt("nothing was started")
-    job = jobs.load(args.query, job_options(args, args.format))
+    job, resumed = _load_job(args, args.format)
     source = make_source(args, job.declared_source())
     fmt = getattr(source, "fmt", None) or args.format
     if fmt != args.format:  # field names resolve to the columns of the source's format
-        job = jobs.load(args.query, job_options(args, fmt))
+        job, resumed = _load_job(args, fmt)
     job = _widened(job, widening)
+    _check_format(fmt, job, source)
     if args.once and not isinstance(source, FileSource):
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
     cells = _cells(args, job)  # before Spark starts: a wrong option fails at once
     watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
+    if watch is not None and resumed:  # the source's trouble, said once
+        for note in watch.check():
+            print(f"graphcep: {note}", file=sys.stderr)
     checkpoint = Path(args.checkpoint)
     claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
                      _query_digest(args, watched=watch is not None))
@@ -374,6 +387,42 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
         raise FileNotFoundError(f"--source {text!r}: no such directory (files arrive in a "
                                 "directory; use tcp://HOST:PORT for a socket)")
     return FileSource(str(Path(text).resolve()), args.format, options, args.max_files_per_trigger)
+
+
+def _load_job(args: argparse.Namespace, fmt: str | None) -> tuple[ReplayJob, bool]:
+    """The query as a job, and whether it resumes without its file. A subscriptions
+    source that cannot be read or parsed at a restart (a checkpoint with finished
+    micro-batches) is no reason to stop: the engine resumes with the subscriptions the
+    checkpoint holds (an empty set here; the engine's own come from its snapshot) and the
+    watch applies the source once it parses."""
+    from graphcep import jobs
+    from graphcep.cli_options import job_options
+    from graphcep.jobs.sequences import with_options
+    from graphcep.patterns.sequences import SubscriptionSet
+
+    options = job_options(args, fmt)
+    try:
+        return jobs.load(args.query, options), False
+    except (QuerySyntaxError, OSError):
+        if jobs.kind_of(args.query).name != "subs" or not _has_finished_batches(
+                Path(args.checkpoint)):
+            raise
+    return with_options(SubscriptionSet(Path(args.query).stem, ()), options), True
+
+
+def _check_format(fmt: str | None, job: ReplayJob, source: Any) -> None:
+    """Refuse a format the query does not read, and a whole-file format (``tes``, ``seq``,
+    ``syscall``) from anything but a directory: a sequence's positions and a trace's times
+    run on from file to file, where a socket sends lines."""
+    from graphcep.jobs.base import format_refusal
+    from graphcep.runtime.spark_stream import FileSource
+
+    refusal = format_refusal(job, fmt)
+    if refusal is not None:
+        raise QueryError(refusal)
+    if fmt in WHOLE_FILE_FORMATS and not isinstance(source, FileSource):
+        raise QueryError(f"--format {fmt} is read a whole file at a time: give --source DIR "
+                         f"(files arriving in a directory), not {source.describe()}")
 
 
 def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:

@@ -60,7 +60,29 @@ def test_explain_prints_the_tree(tmp_path, capsys):
     subs, _ = write(tmp_path)
     assert main(["explain", subs]) == 0
     text = capsys.readouterr().out
-    assert "22.@x1.22.@x1  [probe]" in text and "pattern tree: 2 nodes" in text
+    assert "22.@x1.22.@x1  [probe]" in text and "pattern tree (the paper's): 2 nodes" in text
+
+
+def test_explain_names_the_engine_and_sizes_the_trie(tmp_path, capsys):
+    """examples/subs/probes.subs by hand: the trie's paths are FRESH FRESH BACK0
+    (ping_pong), then BACK1 (back_and_forth), and FRESH FRESH FRESH BACK0
+    (return_after_two): the root, 3 variables and 3 back-references; a walk visits the
+    root, @x1, @x1.@x2 and @x1.@x2.@x3 always, each BACK node with probability 1/16 per
+    back-reference on its path: 4 + 1/16 + 1/256 + 1/16 = 4.129 steps."""
+    probes = str(EXAMPLES / "subs" / "probes.subs")
+    assert main(["explain", probes, "--dot", str(tmp_path / "t.dot")]) == 0
+    text = capsys.readouterr().out
+    assert "matching engine: compiled (the default;" in text
+    assert ("compiled trie: 7 nodes (the root, 0 constants, 3 variables, 3 back-references), "
+            "depth 4, 4.13 steps per start position") in text
+    assert "@x1.@x2.@x1.@x2  [back_and_forth]  τ=0.00391" in text  # 16 ** -2
+    dot = (tmp_path / "t.dot").read_text()
+    assert dot.startswith("digraph pattern_tree {") and dot.count(" -> ") == 3
+    assert 'label="@x1.@x2.@x1\\nping_pong\\nτ=0.0625"' in dot
+    assert main(["explain", probes, "--subs-engine", "tree"]) == 0
+    text = capsys.readouterr().out
+    assert "matching engine: tree (chosen with --subs-engine;" in text
+    assert "compiled trie" not in text and "height 2, mean fan-out 1.50" in text
 
 
 def test_a_missing_field_and_other_kinds_options_are_refused(tmp_path, capsys):

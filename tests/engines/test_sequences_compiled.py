@@ -13,7 +13,8 @@ from hypothesis import strategies as st
 
 from graphcep.engines.sequences.compiled import CompiledSequenceEngine
 from graphcep.engines.sequences.engine import NaiveSequenceEngine
-from graphcep.engines.sequences.trie import Trie, tokens
+from graphcep.engines.sequences.trie import tokens
+from graphcep.engines.sequences.trie_arrays import Trie
 from graphcep.patterns.sequences import SequencePattern, Var, parse_items
 from tests.sequences_oracle import expected_notifications, occurrences
 
@@ -272,3 +273,39 @@ def test_thousands_of_changes_grow_the_trie_and_stay_exact():
     found = [(r["subscription"], r["key"], r["start"]) for r in rows]
     assert len(found) == len(set(found))
     assert set(found) == expected_notifications(added, sequences)
+
+
+def test_the_arrays_grow_a_few_rows_per_change_and_pushes_between_stay_exact(monkeypatch):
+    """Subscriptions added and removed one at a time with pushes in between, the larger
+    arrays built while the trie works (pushes read the current ones). No change ever
+    finishes the copy at once, none copies more rows than its step, a checkpoint taken
+    meanwhile restores, and every notification is the oracle's."""
+    from graphcep.engines.sequences import trie_arrays
+
+    def refuse(self, trie):
+        raise AssertionError("a change finished the copy at once")
+
+    steps = []
+    step = trie_arrays._Larger.step
+    monkeypatch.setattr(trie_arrays._Larger, "finish", refuse)
+    monkeypatch.setattr(trie_arrays._Larger, "step",
+                        lambda self, trie, rows: steps.append(rows) or step(self, trie, rows))
+    rng = random.Random(23)
+    run, live, during, restored = Run(), [], 0, False
+    for i in range(1800):
+        if live and rng.random() < 0.3:
+            run.remove(live.pop(rng.randrange(len(live))))
+        else:
+            items = [rng.choice([*"abcdefghijkl", Var("x"), Var("y")])
+                     for _ in range(rng.randint(1, 7))]
+            run.add(f"s{i}", SequencePattern(tuple(items)))
+            live.append(f"s{i}")
+        if i % 25 == 0:
+            during += run.engine.trie.larger is not None
+            if during == 3 and not restored:  # a checkpoint taken while the copy runs
+                run.engine, restored = CompiledSequenceEngine.restore(run.engine.snapshot()), True
+            run.push([rng.choice("uv") for _ in range(8)], [rng.choice("abc") for _ in range(8)])
+    trie = run.engine.trie
+    assert len(trie.nodes) >= 4096 and len(trie.subs) >= 2048 and during >= 5 and restored
+    assert max(steps) == trie_arrays.STEP_PER_NODE * 8  # patterns of at most 7 items
+    run.check()

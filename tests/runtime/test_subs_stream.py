@@ -272,9 +272,11 @@ def write_csv(table: pa.Table, path: Path) -> None:
 @pytest.mark.slow
 @pytest.mark.spark
 def test_killed_stream_with_an_edit_in_between_loses_and_repeats_nothing(tmp_path):
-    """``graphcep stream`` over files, SIGKILLed after some micro-batches, the subscriptions
-    edited while it is down, restarted with ``--once``: the output is the oracle's for the
-    edit applied at the position the restart's line names -- nothing lost, nothing twice."""
+    """``graphcep stream`` over files, SIGKILLed after some micro-batches; restarted with
+    ``--once`` while the subscriptions file is broken (it resumes with the checkpoint's
+    subscriptions and says so in one line); the file then fixed with an edit and the
+    stream restarted again: the output is the oracle's for the edit applied at the
+    position the second restart's line names -- nothing lost, nothing twice."""
     rng = random.Random(7)
     table = random_edges(rng, 400)
     incoming = tmp_path / "in"
@@ -287,8 +289,12 @@ def test_killed_stream_with_an_edit_in_between_loses_and_repeats_nothing(tmp_pat
                str(incoming), "--format", "csv", "--checkpoint", str(tmp_path / "ckpt"),
                "--output", str(tmp_path / "out") + "/", "--max-files-per-trigger", "1",
                "--master", "local[2]"]
-    for part in range(4):
-        write_csv(table.slice(part * 50, 50), incoming / f"flows-{part:02d}.csv")
+
+    def arrive(parts: range) -> None:
+        for part in parts:
+            write_csv(table.slice(part * 50, 50), incoming / f"flows-{part:02d}.csv")
+
+    arrive(range(4))
     proc = subprocess.Popen(command, start_new_session=True, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.time() + 120
@@ -297,9 +303,16 @@ def test_killed_stream_with_an_edit_in_between_loses_and_repeats_nothing(tmp_pat
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)
     proc.wait()
+    write_version(source, None)  # broken while the stream is down
+    arrive(range(4, 6))
+    broken = subprocess.run([*command, "--once", "--quiet"], capture_output=True, text=True,
+                            timeout=240)
+    assert broken.returncode == 0, broken.stderr[-2000:]
+    said = [line for line in broken.stderr.splitlines() if "subscriptions" in line]
+    assert len(said) == 1 and said[0].startswith(f"graphcep: subscriptions: {source}:1:7: ") and \
+        said[0].endswith("resuming with the checkpoint's subscriptions until it parses"), said
     write_version(source, after)
-    for part in range(4, 8):
-        write_csv(table.slice(part * 50, 50), incoming / f"flows-{part:02d}.csv")
+    arrive(range(6, 8))
     done = subprocess.run([*command, "--once", "--quiet"], capture_output=True, text=True,
                           timeout=240)
     assert done.returncode == 0, done.stderr[-2000:]
@@ -307,7 +320,7 @@ def test_killed_stream_with_an_edit_in_between_loses_and_repeats_nothing(tmp_pat
                        r"([\d,]+)\): added s2; removed s1", done.stderr)
     assert len(lines) == 1, done.stderr[-2000:]
     position = int(lines[0].replace(",", ""))
-    assert 0 < position < table.num_rows
+    assert 6 * 50 - 1 <= position < table.num_rows  # after every edge of the broken run
     rows = [json.loads(line) for part in sorted((tmp_path / "out").glob("part-*.jsonl"))
             for line in part.read_text().splitlines()]
     got = [(r["subscription"], r["key"], r["start"], r["end"], frozenset(r["bindings"].items()))
@@ -333,3 +346,17 @@ def test_a_directory_is_a_subscriptions_query(tmp_path):
     empty.mkdir()
     with pytest.raises(FileNotFoundError, match="the directory holds no .subs file"):
         jobs.load(str(empty), {})
+
+
+def test_a_first_start_with_a_broken_source_stops(tmp_path, capsys):
+    """Only a restart has subscriptions to fall back on (its checkpoint's): a first start
+    whose source does not parse, or is missing, stops in one line, exit 2."""
+    from graphcep.cli import main
+
+    (tmp_path / "in").mkdir()
+    (tmp_path / "s.subs").write_text("s0: a..b\n")
+    for query in ("s.subs", "gone.subs"):
+        assert main(["stream", str(tmp_path / query), "--source", str(tmp_path / "in"),
+                     "--checkpoint", str(tmp_path / "ckpt"), "--once"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and query in err and "Traceback" not in err

@@ -176,6 +176,12 @@ def guess_format(path: str | os.PathLike) -> str:
     return fmt
 
 
+def guess_format_of_name(name: str) -> str:
+    """The format a file's name gives (``csv`` for a name that gives none: VAST is told
+    from the content, :func:`read_edges_bytes`)."""
+    return _format_from_name(Path(name))
+
+
 def _format_from_name(path: Path) -> str:
     suffixes = [s.lower() for s in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
@@ -476,27 +482,28 @@ def read_whole_text(path: Path, name: str) -> str:
     return data.decode("utf-8", errors="replace")
 
 
-def read_tes_file(path: Path, name: str | None = None) -> FileRead:
-    """One time-event sequence (:mod:`graphcep.io.tes`)."""
-    name = name or str(path)
-    edges, rejects, lines = parse_tes(read_whole_text(path, name), name)
-    return FileRead([edges], [rejects], lines)
+#: Formats read whole, a file at a time (:func:`parse_whole`).
+WHOLE_FILE_FORMATS = ("tes", "seq", "syscall")
 
 
-def read_seq_file(path: Path, first: int = 0, name: str | None = None) -> FileRead:
-    """One plain sequence (:mod:`graphcep.io.seq`) whose first symbol is the ``first``-th
-    of the read."""
-    name = name or str(path)
-    read = parse_seq(read_whole_text(path, name), name, first)
+def parse_whole(text: str, name: str, fmt: str, symbols: int = 0, after: int = 0) -> FileRead:
+    """One file of a format read whole: a time-event sequence (:mod:`graphcep.io.tes`), a
+    plain sequence (:mod:`graphcep.io.seq`) or a system-call trace
+    (:mod:`graphcep.io.syscall`). A sequence's positions and a trace's times run on from
+    the files before it: its first symbol is the ``symbols``-th of the read, its calls
+    come after second ``after`` (the last call before it)."""
+    if fmt == "tes":
+        edges, rejects, lines = parse_tes(text, name)
+        return FileRead([edges], [rejects], lines)
+    read = parse_seq(text, name, symbols) if fmt == "seq" else parse_syscall(text, name, after)
     return FileRead([read.edges], [read.rejects], read.lines, skipped=read.skipped)
 
 
-def read_syscall_file(path: Path, after: int = 0, name: str | None = None) -> FileRead:
-    """One system-call trace (:mod:`graphcep.io.syscall`) whose calls come after time
-    ``after`` (the last call of the files before it)."""
-    name = name or str(path)
-    read = parse_syscall(read_whole_text(path, name), name, after)
-    return FileRead([read.edges], [read.rejects], read.lines, skipped=read.skipped)
+def last_second(parts: list[pa.Table]) -> int:
+    """The second of the last call of the traces read (0: none), where the next file's
+    calls start (:func:`parse_whole`)."""
+    return max((t.column("t")[-1].as_py() // US_PER_SECOND for t in parts if t.num_rows),
+               default=0)
 
 
 def _read_parquet_file(
@@ -583,17 +590,25 @@ def read_edges_bytes(
     fmt: str | None = None,
     options: ReaderOptions | None = None,
     file_index: int = 0,
+    symbols: int = 0,
+    after: int = 0,
 ) -> ReadResult:
     """Read one file's content held in memory, exactly as :func:`read_edges` reads a file.
 
     ``name`` is the file's name (for format guessing and the rejects' ``file``);
-    ``file_index`` goes into ``seq`` as in :func:`read_edges`. Gzip is detected by its
-    magic bytes. Used by the streaming runtime, which receives arriving files as bytes.
+    ``file_index`` goes into ``seq`` as in :func:`read_edges`; a plain sequence's first
+    symbol is the ``symbols``-th of the read, a trace's calls come after second ``after``
+    (:func:`parse_whole`). Gzip is detected by its magic bytes. Used by the streaming
+    runtime, which receives arriving files as bytes.
     """
     options = options or ReaderOptions()
     fmt = fmt or _guess_format_of_bytes(name, data)
     if fmt == "parquet":
         read = _read_parquet_file(io.BytesIO(data), options, name)
+    elif fmt in WHOLE_FILE_FORMATS:
+        if data[:2] == _GZIP_MAGIC:
+            data = gzip.decompress(data)
+        read = parse_whole(data.decode("utf-8", errors="replace"), name, fmt, symbols, after)
     else:
         raw: BinaryIO = io.BytesIO(data)
         if data[:2] == _GZIP_MAGIC:
@@ -652,14 +667,9 @@ def read_edges(
     for index, path in enumerate(files):
         if fmt == "parquet":
             read = _read_parquet_file(path, options)
-        elif fmt == "tes":
-            read = read_tes_file(path)
-        elif fmt == "seq":  # positions run on across files
-            read = read_seq_file(path, sum(t.num_rows for t in edge_parts))
-        elif fmt == "syscall":  # times run on across files
-            after = max((t.column("t")[-1].as_py() // US_PER_SECOND for t in edge_parts
-                         if t.num_rows), default=0)
-            read = read_syscall_file(path, after)
+        elif fmt in WHOLE_FILE_FORMATS:  # positions and times run on across files
+            read = parse_whole(read_whole_text(path, str(path)), str(path), fmt,
+                               sum(t.num_rows for t in edge_parts), last_second(edge_parts))
         else:
             read = read_text_file(path, fmt, options)
         edge_parts.extend(offset_seq(t, index) for t in read.edges)

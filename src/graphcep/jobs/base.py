@@ -257,3 +257,15 @@ def cell_query_or_none(job: ReplayJob) -> SubgraphQuery | None:
         return job.cell_query()
     except QueryError:
         return None
+
+
+def format_refusal(job: ReplayJob, fmt: str | None) -> str | None:
+    """Why ``job`` does not read input of format ``fmt``, in one line (None: it does):
+    a time-event sequence holds events and a plain sequence symbols, not links."""
+    if fmt == "tes" and not job.reads_events:
+        return (f"a time-event sequence (tes) holds events, not links: only ν-expressions "
+                f"read it, and {job.name!r} is not one")
+    if fmt == "seq" and not job.reads_symbols:
+        return (f"a plain sequence (seq) holds symbols, not links: only subscriptions files "
+                f"read it, and {job.name!r} is not one")
+    return None

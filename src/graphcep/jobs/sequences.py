@@ -49,6 +49,8 @@ ENGINES: dict[str, tuple[str, str]] = {
     "naive": ("graphcep.engines.sequences.engine", "NaiveSequenceEngine"),
 }
 DEFAULT_ENGINE = "compiled"
+#: The alphabet size ``explain`` estimates filtering rates and trie steps for.
+EXPLAIN_ALPHABET = 16
 
 #: Options of other kinds subscriptions have no use for, with what they do instead.
 NOT_FOR = {
@@ -104,7 +106,13 @@ def load(path: str, options: Mapping[str, Any]) -> SubscriptionJob:
     refused, saying why."""
     from graphcep.lang.sequences import parse_subscriptions_source
 
-    return SubscriptionJob(parse_subscriptions_source(path), options.get("key") or "src",
+    return with_options(parse_subscriptions_source(path), options)
+
+
+def with_options(subscriptions: SubscriptionSet, options: Mapping[str, Any]) -> SubscriptionJob:
+    """A subscription set as a job, with the command line's ``key``, ``symbol`` and
+    ``subs_engine``."""
+    return SubscriptionJob(subscriptions, options.get("key") or "src",
                            options.get("symbol") or "dst",
                            options.get("subs_engine") or DEFAULT_ENGINE)
 
@@ -191,20 +199,56 @@ class SubscriptionJob(JobBase):
 
     def describe(self) -> list[str]:
         """The subscriptions, the pattern tree with each node's filtering rate (for an
-        alphabet of 16 symbols), its height and fan-out, and the plan."""
-        tree = PatternTree()
-        for s in self.subscriptions.subscriptions:
-            tree.insert(s.pattern.marked(), s.id)
+        alphabet of 16 symbols), its height and fan-out, the matching engine that runs
+        (and for the compiled trie, its size) and the plan."""
+        tree = self.pattern_tree()
         stats = tree.stats()
         lines = [f"subscriptions {self.name}: {len(self.subscriptions.subscriptions)}, "
                  f"sequences by {self.key!r}, symbols from {self.symbol!r}", ""]
         for depth, node in tree.walk():
             ids = f"  [{', '.join(node.ids)}]" if node.ids else ""
-            rate = f"  τ={filtering_rate(node.pattern, 16):.3g}" if node.pattern else ""
+            rate = f"  τ={filtering_rate(node.pattern, EXPLAIN_ALPHABET):.3g}" \
+                if node.pattern else ""
             lines.append("  " * depth + show(node.pattern) + ids + rate)
-        lines += ["", f"pattern tree: {stats['nodes']} nodes, height {stats['height']}, "
-                      f"mean fan-out {stats['fan_out']:.2f}",
-                  f"plan ({self.engine} engine): {self.new_engine().describe()}",
+        engine = self.new_engine()
+        chosen = "the default" if self.engine == DEFAULT_ENGINE else "chosen with --subs-engine"
+        others = " or ".join(e for e in ENGINES if e != self.engine)
+        lines += ["", f"pattern tree (the paper's): {stats['nodes']} nodes, height "
+                      f"{stats['height']}, mean fan-out {stats['fan_out']:.2f}",
+                  f"matching engine: {self.engine} ({chosen}; --subs-engine {others} "
+                  "reports the same notifications)"]
+        trie = getattr(engine, "trie", None)
+        if trie is not None:
+            shape = trie.shape(EXPLAIN_ALPHABET)
+            lines.append(f"compiled trie: {shape['nodes']} nodes (the root, "
+                         f"{shape['constants']} constants, {shape['variables']} variables, "
+                         f"{shape['back_references']} back-references), depth "
+                         f"{shape['depth']}, {shape['steps']:.3g} steps per start position "
+                         f"(nodes visited, symbols uniform over {EXPLAIN_ALPHABET})")
+        lines += [f"plan: {engine.describe()}",
                   f"Spark: the stream is partitioned by {self.key!r} (every occurrence lies "
                   "in one key's sequence), each partition replayed in one engine"]
         return lines
+
+    def pattern_tree(self) -> PatternTree:
+        """The paper's pattern tree of the subscriptions, inserted in file order."""
+        tree = PatternTree()
+        for s in self.subscriptions.subscriptions:
+            tree.insert(s.pattern.marked(), s.id)
+        return tree
+
+    def plan_dot(self) -> str:
+        """The pattern tree as Graphviz DOT: each node its pattern, the subscriptions
+        ending there and its filtering rate; an arrow from each node to its sons."""
+        tree = self.pattern_tree()
+        lines = ["digraph pattern_tree {", '  node [shape=box, fontname="monospace"];']
+        for _, node in tree.walk():
+            label = [show(node.pattern)]
+            if node.ids:
+                label.append(", ".join(node.ids))
+            if node.pattern:
+                label.append(f"τ={filtering_rate(node.pattern, EXPLAIN_ALPHABET):.3g}")
+            text = "\\n".join(json.dumps(part, ensure_ascii=False)[1:-1] for part in label)
+            lines.append(f'  n{node.nid} [label="{text}"];')
+            lines += [f"  n{node.nid} -> n{child.nid};" for child in node.children]
+        return "\n".join([*lines, "}"]) + "\n"

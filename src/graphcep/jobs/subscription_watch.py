@@ -65,7 +65,7 @@ class LiveSubscriptions(Protocol):
     """An engine whose subscriptions change between pushes
     (:class:`~graphcep.engines.sequences.engine.KeyedSequenceEngine`)."""
 
-    patterns: dict[str, SequencePattern]
+    patterns: Mapping[str, SequencePattern]
     edges_seen: int
 
     def add(self, sid: str, pattern: SequencePattern) -> None: ...
@@ -125,6 +125,11 @@ class SubscriptionWatch:
         self.wanted: dict[str, SequencePattern] | None = None
         self._digest: str | None = None  # of the content (or the error) last read
 
+    def check(self) -> list[str]:
+        """Re-read the source if it changed, applying nothing; the line saying why it
+        cannot be used, if it cannot (none when it parses or nothing changed)."""
+        return self._reread()
+
     def changes(self, engine: LiveSubscriptions) -> list[str]:
         """Re-read the source if it changed and bring ``engine`` to its subscriptions;
         one line per applied change set or refused edit (none when nothing changed)."""
@@ -155,8 +160,11 @@ class SubscriptionWatch:
             else:
                 self.wanted = {s.id: s.pattern for s in subs.subscriptions}
                 return []
-        kept = "" if self.wanted is None else f" {len(self.wanted):,}"
-        return [f"subscriptions: {reason}; keeping the{kept} subscriptions in force"]
+        if self.wanted is None:  # never parsed since this start: a restart's checkpoint
+            return [f"subscriptions: {reason}; resuming with the checkpoint's subscriptions "
+                    "until it parses"]
+        return [f"subscriptions: {reason}; keeping the {len(self.wanted):,} subscriptions "
+                "in force"]
 
     def _read(self) -> tuple[list[tuple[str, str]], str | None]:
         """The source's ``(file, text)`` pairs, or why it cannot be read."""

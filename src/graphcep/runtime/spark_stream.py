@@ -9,7 +9,9 @@ Sources
 -------
 :class:`FileSource`
     A directory that files arrive in (csv, tsv, snap, vast, netflow5, jsonl, parquet,
-    gzip). Spark's ``binaryFile`` source lists the new files of each micro-batch (its
+    tes, seq, syscall, gzip): a plain sequence's positions and a trace's times run on
+    from the edges read before (the stream's count of edges and its newest time); a file
+    of a format the query does not read is quarantined. Spark's ``binaryFile`` source lists the new files of each micro-batch (its
     offsets make the batch replayable); the driver reads them and parses them with the
     local reader, so line numbers and rejects are exactly those of ``graphcep run``. Write each
     file elsewhere and move it in (a rename), or give it a name starting with ``.`` or
@@ -50,10 +52,18 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.events import concat_edges, empty_edges
+from graphcep.events import US_PER_SECOND, concat_edges, empty_edges
 from graphcep.hashing import GOLDEN_GAMMA, splitmix64
 from graphcep.io.formats import ReaderOptions, parse_lines, prepare_options
-from graphcep.io.readers import READ_REJECT_SCHEMA, ReadResult, read_edges_bytes
+from graphcep.io.readers import (
+    READ_REJECT_SCHEMA,
+    ReadResult,
+    guess_format_of_name,
+    last_second,
+    read_edges_bytes,
+)
+from graphcep.jobs.base import ReplayJob, format_refusal
+from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming import BatchReport, StreamOperator, print_report
 
 
@@ -96,24 +106,34 @@ class FileSource:
             return SourceBatch(None)
         edges, rejects, lines, names = [], [], 0, {}
         first = operator.next_file_index
+        symbols, after = operator.totals.edges, operator.newest_t // US_PER_SECOND
         for offset, path in enumerate(paths):
             names[first + offset] = name = _local_name(path)
-            read = self._read(path, name, first + offset)
+            read = self._read(path, name, first + offset, operator.job, symbols,
+                              max(after, last_second(edges)))
             if read.edges.num_rows:
                 edges.append(read.edges)
             rejects.append(read.rejects)
             lines += read.lines_read
+            symbols += read.edges.num_rows
         table = concat_edges(edges) if edges else None
         rejects = [r.cast(READ_REJECT_SCHEMA) for r in rejects]  # one nullability for all
         return SourceBatch(table, pa.concat_tables(rejects), len(paths), lines, names)
 
-    def _read(self, uri: str, name: str, file_index: int) -> ReadResult:
-        """One arrived file as the batch reader reads it; a file it cannot read at all is
-        quarantined (one reject naming the file and why) instead of failing the stream,
+    def _read(self, uri: str, name: str, file_index: int, job: ReplayJob, symbols: int,
+              after: int) -> ReadResult:
+        """One arrived file as the batch reader reads it (a plain sequence's positions and
+        a trace's times running on from the stream's ``symbols`` edges and second
+        ``after``); a file it cannot read at all, or of a format the query does not read,
+        is quarantined (one reject naming the file and why) instead of failing the stream,
         which would meet the same file again at every restart."""
+        fmt = self.fmt or guess_format_of_name(name)
+        refusal = format_refusal(job, fmt)
         try:
+            if refusal is not None:
+                raise QueryError(refusal)
             return read_edges_bytes(name, _read_file(uri), self.fmt, self.options,
-                                    file_index=file_index)
+                                    file_index=file_index, symbols=symbols, after=after)
         except Exception as err:  # whatever the damage: the file's, not the stream's
             reason = f"unreadable file, skipped: {type(err).__name__}: {err}"
             reject = pa.table({"file": [name], "line": [0], "reason": [reason], "text": [""]},

@@ -292,6 +292,11 @@ class StreamOperator:
         return self._engine
 
     @property
+    def newest_t(self) -> int:
+        """The largest ``t`` seen so far, in microseconds (0 before the first edge)."""
+        return 0 if self._state.max_t == _NEVER else self._state.max_t
+
+    @property
     def next_file_index(self) -> int:
         """Arrival ordinal for the next file (its ``seq`` offset), restart-stable."""
         return self._state.totals.files

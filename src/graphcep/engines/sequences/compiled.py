@@ -81,6 +81,8 @@ from graphcep.engines.sequences.engine import (
     KeyedSequenceEngine,
     as_text,
 )
+from graphcep.engines.sequences.sharded import ShardedDict
+from graphcep.engines.sequences.trie_arrays import Trie
 from graphcep.events import ragged_match_ids
 from graphcep.hashing import salt64
 from graphcep.patterns.sequences import SequencePattern
@@ -95,7 +97,7 @@ class CompiledSequenceEngine(KeyedSequenceEngine):
 
     def __init__(self, subscriptions: Mapping[str, SequencePattern] | None = None, *,
                  key: str = "src", symbol: str = "dst") -> None:
-        self.trie = kernel.Trie()
+        self.trie = Trie()
         self.slots = _Slots()
         self.symbols: dict[str, int] = {}
         self.store = _EdgeStore()
@@ -202,6 +204,7 @@ class CompiledSequenceEngine(KeyedSequenceEngine):
         subscription was added."""
         if len(found) == 0:
             return _NONE
+        self.slots.settle()
         sub, start = found[:, kernel.O_SUB], found[:, kernel.O_START]
         length, end = found[:, kernel.O_LEN], found[:, kernel.O_END]
         order = np.lexsort((self.slots.serial[sub], end))
@@ -244,44 +247,64 @@ class CompiledSequenceEngine(KeyedSequenceEngine):
 
 class _Slots:
     """Per subscription slot: its id, its match-id salt, when it was added, and where its
-    variables first occur (for the bindings)."""
+    variables first occur (for the bindings). A slot beyond the arrays waits in
+    ``pending`` until the next push grows them (:meth:`settle`): a subscription change
+    never copies them."""
 
     def __init__(self) -> None:
         self.ids: list[str | None] = []
-        self.slot_of: dict[str, int] = {}
+        self.slot_of: ShardedDict[str, int] = ShardedDict()
         self.salt = np.zeros(16, dtype=np.uint64)
         self.serial = np.zeros(16, dtype=np.int64)
         self.nvars = np.zeros(16, dtype=np.int64)
         self.offsets = np.zeros((16, 1), dtype=np.int64)  # variable -> first offset
         self.names = np.zeros((16, 1), dtype=np.int64)  # variable -> name number
         self.name_of: dict[str, int] = {}
+        self.pending: dict[int, tuple[int, int, list[tuple[int, int]]]] = {}
         self._ids: pa.Array | None = None
         self._names: pa.Array | None = None
 
     def set(self, slot: int, sid: str, pattern: SequencePattern, serial: int) -> None:
-        if slot >= len(self.salt):
-            size = max(slot + 1, 2 * len(self.salt))
-            self.salt, self.serial = _grown(self.salt, size), _grown(self.serial, size)
-            self.nvars = _grown(self.nvars, size)
-            self.offsets, self.names = _grown(self.offsets, size), _grown(self.names, size)
         self.ids += [None] * (slot + 1 - len(self.ids))
         self.ids[slot], self.slot_of[sid] = sid, slot
-        self.salt[slot], self.serial[slot] = salt64(sid), serial
-        firsts = {}
+        firsts: dict[str, int] = {}
         for offset, item in enumerate(pattern.items):
             if not isinstance(item, str):
                 firsts.setdefault(item.name, offset)
-        width = max(1, len(firsts))
-        if width > self.offsets.shape[1]:
-            self.offsets = np.pad(self.offsets, ((0, 0), (0, width - self.offsets.shape[1])))
-            self.names = np.pad(self.names, ((0, 0), (0, width - self.names.shape[1])))
-        self.nvars[slot] = len(firsts)
-        for i, (name, offset) in enumerate(firsts.items()):
-            self.offsets[slot, i] = offset
-            self.names[slot, i] = self.name_of.setdefault(name, len(self.name_of))
+        variables = [(offset, self.name_of.setdefault(name, len(self.name_of)))
+                     for name, offset in firsts.items()]
+        entry = (salt64(sid), serial, variables)
+        if slot < len(self.salt) and len(variables) <= self.offsets.shape[1]:
+            self.pending.pop(slot, None)  # an earlier subscription in the slot waited
+            self._write(slot, entry)
+        else:
+            self.pending[slot] = entry
         self._ids = None
         if len(self.name_of) != (0 if self._names is None else len(self._names)):
             self._names = None
+
+    def _write(self, slot: int, entry: tuple[int, int, list[tuple[int, int]]]) -> None:
+        self.salt[slot], self.serial[slot], variables = entry
+        self.nvars[slot] = len(variables)
+        for i, (offset, name) in enumerate(variables):
+            self.offsets[slot, i], self.names[slot, i] = offset, name
+
+    def settle(self) -> None:
+        """Grow the arrays for the slots waiting, and write them."""
+        if not self.pending:
+            return
+        size = len(self.salt)
+        while size <= max(self.pending):
+            size *= 2
+        width = max(self.offsets.shape[1], *(len(e[2]) for e in self.pending.values()))
+        self.salt, self.serial = _grown(self.salt, size), _grown(self.serial, size)
+        self.nvars = _grown(self.nvars, size)
+        pad = ((0, 0), (0, width - self.offsets.shape[1]))
+        self.offsets = _grown(np.pad(self.offsets, pad), size)
+        self.names = _grown(np.pad(self.names, pad), size)
+        for slot, entry in self.pending.items():
+            self._write(slot, entry)
+        self.pending.clear()
 
     def clear(self, slot: int) -> None:
         self.ids[slot] = None

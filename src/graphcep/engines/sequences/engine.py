@@ -39,7 +39,7 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, MutableMapping
 from typing import Any
 
 import numpy as np
@@ -48,6 +48,7 @@ import pyarrow as pa
 from graphcep.engines.base import EngineBase
 from graphcep.engines.sequences.active import KeyState, TreeEvaluator
 from graphcep.engines.sequences.kmp_var import KmpVar, State
+from graphcep.engines.sequences.sharded import ShardedDict
 from graphcep.engines.sequences.tree import PatternTree
 from graphcep.events import match_ids
 from graphcep.patterns.sequences import SequencePattern
@@ -79,8 +80,10 @@ class KeyedSequenceEngine(EngineBase):
                  key: str = "src", symbol: str = "dst") -> None:
         super().__init__()
         self.key, self.symbol = key, symbol
-        self.patterns: dict[str, SequencePattern] = {}
-        self.added_at: dict[str, int] = {}  # id -> edges read when it was added
+        # ids -> patterns, and the edges read when each was added (sharded: an add
+        # never rebuilds a large dict)
+        self.patterns: MutableMapping[str, SequencePattern] = ShardedDict()
+        self.added_at: MutableMapping[str, int] = ShardedDict()
         self.keys: dict[str, KeyState] = {}
         self.keep = 1  # recent edges kept per key: the longest pattern ever subscribed
         for sid, pattern in (subscriptions or {}).items():

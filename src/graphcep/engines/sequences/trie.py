@@ -26,8 +26,11 @@ no later than the window's first edge arrived.
 
 :func:`add` and :func:`remove` change the trie in place in ``O(pattern length)``
 (a node counts the subscriptions whose path passes it; a node no path passes is unlinked
-and its row reused). No match state outlives a call to :func:`match` -- each key keeps
-only its last symbols -- so a reused row can never be mistaken for the old one.
+and its row reused), and list the rows they wrote. No match state outlives a call to
+:func:`match` -- each key keeps only its last symbols -- so a reused row can never be
+mistaken for the old one. The arrays grow a few rows per change
+(:mod:`~graphcep.engines.sequences.trie_arrays`): :func:`copy_rows` and :func:`sync_rows`
+build the larger copy.
 
 Layouts:
 
@@ -152,17 +155,6 @@ def _delete(table: np.ndarray, meta: np.ndarray, key: int) -> None:
     meta[M_LIVE] -= 1
 
 
-@nb.njit(cache=True)
-def rehash(table: np.ndarray, capacity: int, meta: np.ndarray) -> np.ndarray:
-    """The table's live entries in a new table of ``capacity`` rows (a power of two)."""
-    out = np.full((capacity, 2), EMPTY, dtype=np.int64)
-    meta[M_LIVE], meta[M_USED] = 0, 0
-    for i in range(table.shape[0]):
-        if table[i, 0] >= 0:
-            _put(out, meta, table[i, 0], table[i, 1])
-    return out
-
-
 # -- changes -----------------------------------------------------------------------------
 
 
@@ -215,25 +207,33 @@ def _toggle_const(nodes: np.ndarray, parent: int, child: int, val: int, step: in
 
 @nb.njit(cache=True)
 def add(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray,
-        root: np.ndarray, subs: np.ndarray, slot: int, toks: np.ndarray, added: int) -> None:
+        root: np.ndarray, subs: np.ndarray, slot: int, toks: np.ndarray, added: int,
+        touched: np.ndarray) -> int:
     """Subscribe ``slot`` to the path of ``toks``, reporting from arrival ``added`` on.
-    The caller leaves room for ``len(toks)`` new nodes and table entries."""
+    The caller leaves room for ``len(toks)`` new nodes and table entries. The node rows
+    written go to ``touched`` (the path, root first); their number is returned."""
     node = 0
     cold[0, C_COUNT] += 1
+    touched[0] = 0
     for d in range(toks.shape[0]):
         child = _child(nodes, table, node, toks[d, 0], toks[d, 1])
         if child < 0:
             child = _new_node(nodes, cold, table, meta, root, node, toks[d, 0], toks[d, 1])
         cold[child, C_COUNT] += 1
         node = child
+        touched[d + 1] = node
     subs[slot, S_NODE], subs[slot, S_NEXT], subs[slot, S_ADDED] = node, nodes[node, N_SUBS], added
     nodes[node, N_SUBS] = slot
+    return toks.shape[0] + 1
 
 
 @nb.njit(cache=True)
 def _unlink(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray,
-            root: np.ndarray, node: int) -> None:
+            root: np.ndarray, node: int) -> int:
+    """Unlink ``node`` from its parent and free its row; the other row written (the
+    BACK sibling before it) or -1."""
     parent, kind = cold[node, C_PARENT], cold[node, C_KIND]
+    c = -1
     if kind == CONST:
         _delete(table, meta, (np.int64(parent) << 32) | nodes[node, N_VAL])
         _toggle_const(nodes, parent, node, nodes[node, N_VAL], -1)
@@ -250,13 +250,18 @@ def _unlink(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.nda
         nodes[c, N_SIB] = nodes[node, N_SIB]
     nodes[node, N_SIB] = meta[M_FREE]
     meta[M_FREE] = node
+    return c
 
 
 @nb.njit(cache=True)
 def remove(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndarray,
-           root: np.ndarray, subs: np.ndarray, slot: int) -> None:
-    """Unsubscribe ``slot``; nodes no other subscription passes are freed."""
+           root: np.ndarray, subs: np.ndarray, slot: int,
+           touched: np.ndarray) -> tuple[int, int]:
+    """Unsubscribe ``slot``; nodes no other subscription passes are freed. The node rows
+    written go to ``touched`` (at most twice the pattern's length, plus one); returned:
+    their number and the other subscription slot written (-1: none)."""
     node = subs[slot, S_NODE]
+    s = -1
     if nodes[node, N_SUBS] == slot:
         nodes[node, N_SUBS] = subs[slot, S_NEXT]
     else:
@@ -265,13 +270,66 @@ def remove(nodes: np.ndarray, cold: np.ndarray, table: np.ndarray, meta: np.ndar
             s = subs[s, S_NEXT]
         subs[s, S_NEXT] = subs[slot, S_NEXT]
     subs[slot, :] = -1
+    n = 0
     while node != 0:
+        touched[n] = node
+        n += 1
         parent = cold[node, C_PARENT]
         cold[node, C_COUNT] -= 1
         if cold[node, C_COUNT] == 0:
-            _unlink(nodes, cold, table, meta, root, node)
+            c = _unlink(nodes, cold, table, meta, root, node)
+            if c >= 0:
+                touched[n] = c
+                n += 1
         node = parent
     cold[0, C_COUNT] -= 1
+    touched[n] = 0
+    return n + 1, s
+
+
+# -- growth ------------------------------------------------------------------------------
+
+
+@nb.njit(cache=True, inline="always")
+def _const_key(nodes: np.ndarray, cold: np.ndarray, row: int) -> int:
+    """The table key of the live CONST node at ``row``, or -1 (no such node)."""
+    if row == 0 or cold[row, C_COUNT] <= 0 or cold[row, C_KIND] != CONST:
+        return -1
+    return (np.int64(cold[row, C_PARENT]) << 32) | nodes[row, N_VAL]
+
+
+@nb.njit(cache=True)
+def copy_rows(nodes: np.ndarray, cold: np.ndarray, to_nodes: np.ndarray,
+              to_cold: np.ndarray, to_table: np.ndarray, to_meta: np.ndarray,
+              lo: int, hi: int) -> None:
+    """Copy node rows ``lo:hi`` into larger arrays, entering each live CONST node in
+    their table (which holds none of these rows yet)."""
+    for r in range(lo, hi):
+        to_nodes[r, :] = nodes[r, :]
+        to_cold[r, :] = cold[r, :]
+        key = _const_key(nodes, cold, r)
+        if key >= 0:
+            _put(to_table, to_meta, key, r)
+
+
+@nb.njit(cache=True)
+def sync_rows(nodes: np.ndarray, cold: np.ndarray, to_nodes: np.ndarray,
+              to_cold: np.ndarray, to_table: np.ndarray, to_meta: np.ndarray,
+              rows: np.ndarray, copied: int) -> None:
+    """Copy again the rows among ``rows`` below ``copied`` (copied before a change wrote
+    them), moving their table entries with them."""
+    for i in range(rows.shape[0]):
+        r = rows[i]
+        if r >= copied:
+            continue
+        old, new = _const_key(to_nodes, to_cold, r), _const_key(nodes, cold, r)
+        if old != new:
+            if old >= 0:
+                _delete(to_table, to_meta, old)
+            if new >= 0:
+                _put(to_table, to_meta, new, r)
+        to_nodes[r, :] = nodes[r, :]
+        to_cold[r, :] = cold[r, :]
 
 
 # -- matching ----------------------------------------------------------------------------
@@ -429,65 +487,3 @@ def _remember(order: np.ndarray, bounds: np.ndarray, key_ids: np.ndarray,
             history[k, from_old + i] = order[bounds[local + 1] - (keep - from_old) + i]
         held[k] = keep
         position[k] += new
-
-
-class Trie:
-    """A trie's arrays, grown as subscriptions come (see the module docstring).
-
-    >>> trie, symbols = Trie(), {}
-    >>> a = trie.add(tokens(("a", 0, 0), symbols), 0)
-    >>> b = trie.add(tokens(("a", 0, "b"), symbols), 0)
-    >>> int(trie.meta[M_NODES]), trie.live_nodes()
-    (5, 5)
-    >>> trie.remove(a); trie.live_nodes()
-    4
-    """
-
-    def __init__(self) -> None:
-        self.nodes, self.cold = new_nodes(1024)
-        self.root = np.full(256, -1, dtype=np.int32)  # symbol -> the root's CONST child
-        self.table = new_table(2048)
-        self.meta = new_meta()
-        self.subs = np.full((256, SUB_FIELDS), -1, dtype=np.int64)
-        self.free_slots: list[int] = []
-        self.slots = 0  # slots ever handed out
-
-    def add(self, toks: np.ndarray, added: int) -> int:
-        """Subscribe the path ``toks`` from arrival ``added`` on; its slot number."""
-        self._room(len(toks))
-        if self.free_slots:
-            slot = self.free_slots.pop()
-        else:
-            slot, self.slots = self.slots, self.slots + 1
-            if slot == len(self.subs):
-                self.subs = np.concatenate([self.subs, np.full_like(self.subs, -1)])
-        consts = toks[toks[:, 0] == CONST, 1]
-        if len(consts) and consts.max() >= len(self.root):
-            grown = np.full(max(2 * len(self.root), int(consts.max()) + 1), -1, np.int32)
-            grown[:len(self.root)] = self.root
-            self.root = grown
-        add(self.nodes, self.cold, self.table, self.meta, self.root, self.subs, slot, toks,
-            added)
-        return slot
-
-    def remove(self, slot: int) -> None:
-        """Unsubscribe ``slot`` (its number may be handed out again)."""
-        remove(self.nodes, self.cold, self.table, self.meta, self.root, self.subs, slot)
-        self.free_slots.append(slot)
-
-    def live_nodes(self) -> int:
-        """Nodes some subscription's path passes, the root included."""
-        return int(np.count_nonzero(self.cold[:self.meta[M_NODES], C_COUNT])) + \
-            int(self.cold[0, C_COUNT] == 0)
-
-    def _room(self, m: int) -> None:
-        """Room for ``m`` new nodes and table entries, grown by doubling."""
-        if self.meta[M_NODES] + m > len(self.nodes):
-            grown, cold = new_nodes(max(2 * len(self.nodes), int(self.meta[M_NODES]) + m))
-            grown[:len(self.nodes)], cold[:len(self.cold)] = self.nodes, self.cold
-            self.nodes, self.cold = grown, cold
-        if 2 * (self.meta[M_USED] + m) > len(self.table):
-            size = len(self.table)
-            while 4 * (self.meta[M_LIVE] + m) > size:
-                size *= 2
-            self.table = rehash(self.table, size, self.meta)
