@@ -73,6 +73,7 @@ from graphcep.jobs.base import ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
 from graphcep.patterns.subgraph import QueryError
+from graphcep.pictures.command import add_draw_parser
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.runtime.widening import LevelStats, run_widening
 from graphcep.runtime.widening.report import describe_widening, level_lines, widened_format
@@ -232,6 +233,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stream_parser(sub)
 
+    add_draw_parser(sub)
+
     demo = sub.add_parser("demo", help="generate netflow and run the paper's queries on Spark")
     demo.add_argument("--edges", type=count_option(1), default=200_000, metavar="N",
                       help="flows to generate (default 200000)")
@@ -270,6 +273,10 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="matches printed on the console (default 20; the rest are "
                              "counted)")
     add_summary_argument(parser)
+    parser.add_argument("--draw", type=count_option(1), metavar="N",
+                        help="draw the first N matches as PNG pictures in --draw-dir")
+    parser.add_argument("--draw-dir", default="pictures", type=path_option, metavar="DIR",
+                        help="--draw: directory for the pictures (default pictures/)")
     parser.add_argument("--profile", action="store_true",
                         help="print where the time went, phase by phase (Python start-up, "
                              "imports, Spark start-up, reading, shuffle, warm-up, matching, "
@@ -327,6 +334,11 @@ def cmd_run(args: argparse.Namespace) -> int:
         if rejects.count:
             with writing(args.rejects):
                 rejects.write()
+    if args.draw:
+        with phases.phase("drawing matches"):
+            from graphcep.pictures.command import draw_table
+
+            draw_table(matches, args.draw, args.draw_dir)
     stats.seconds = time.perf_counter() - started
     stats.phases = phases.seconds
     _print_summary(args, job, stats, lines, rejects)
