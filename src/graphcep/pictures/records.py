@@ -51,11 +51,14 @@ def drawing_of(row: dict[str, Any]) -> MatchDrawing:
                         f"{format_seconds(delay)}s", drawing.nodes, drawing.edges)
 
 
-def match_time(row: dict[str, Any]) -> int:
-    """When a match was complete, in µs: its last edge (SAL, ν, subscriptions) or the
-    edge that triggered it (DDST)."""
-    kind = record_kind(row)
-    return row["window_end"] if kind == "ddst" else row["end_t" if kind == "subs" else "last_t"]
+#: The field holding when a match was complete: its last edge (SAL, ν, subscriptions)
+#: or the edge that triggered it (DDST).
+MATCH_TIME = {"ddst": "window_end", "subs": "end_t", "sal": "last_t"}
+
+
+def match_time_column(names: list[str]) -> str:
+    """The field of :data:`MATCH_TIME` for a record (or table) with these field names."""
+    return MATCH_TIME[record_kind(dict.fromkeys(names))]
 
 
 def read_matches(path: str | Path) -> Iterator[dict[str, Any]]:
