@@ -35,7 +35,6 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -68,7 +67,7 @@ from graphcep.engines.difference_bounds import (
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
-from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink
+from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink, writing
 from graphcep.jobs.base import ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
@@ -679,18 +678,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def writing(target: str | None) -> Iterator[None]:
-    """Name ``target`` in an :class:`OSError` raised while writing it (a full disk says
-    which output it could not finish); ``main`` prints it in one line, exit status 1."""
-    try:
-        yield
-    except OSError as err:
-        if err.filename or target in (None, "-") or isinstance(err, BrokenPipeError):
-            raise
-        raise OSError(err.errno, err.strerror or str(err), target) from err
 
 
 class Progress:

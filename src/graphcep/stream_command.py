@@ -38,7 +38,7 @@ from graphcep.engines.base import StateBoundError
 from graphcep.events import seconds_to_us
 from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
-from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format
+from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format, writing
 from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
@@ -235,7 +235,6 @@ def _recording(on_report: Any, progress: StreamProgress) -> Any:
 def _stream_pictures(args: argparse.Namespace, plan: list[str], summary: dict[str, Any],
                      progress: StreamProgress, sink: Any) -> None:
     """``--timeline`` and ``--report``, after the summary."""
-    from graphcep.cli import writing
     from graphcep.pictures.runs import stream_report
     from graphcep.pictures.timelines import plot_stream
 

@@ -47,12 +47,13 @@ Decisions
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -610,6 +611,18 @@ def _check_creatable(path: Path, target: str | os.PathLike, role: str) -> None:
                         "(permission denied)")
 
 
+@contextlib.contextmanager
+def writing(target: str | None) -> Iterator[None]:
+    """Name ``target`` in an :class:`OSError` raised while writing it (a full disk says
+    which output it could not finish); ``main`` prints it in one line, exit status 1."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename or target in (None, "-") or isinstance(err, BrokenPipeError):
+            raise
+        raise OSError(err.errno, err.strerror or str(err), target) from err
+
+
 def sink_format(target: str | os.PathLike) -> str | None:
     """The sink format a path names by its suffix (``.jsonl``/``.ndjson``/``.json``,
     ``.parquet``, ``.dot``/``.gv``; a trailing ``/`` is ignored), or ``None``."""
@@ -682,4 +695,5 @@ __all__ = [
     "match_to_json",
     "sink_format",
     "to_dot",
+    "writing",
 ]
