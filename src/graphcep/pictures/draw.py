@@ -82,7 +82,7 @@ def draw_all(drawings: Iterable[tuple[str, MatchDrawing]], directory: str | Path
 
 def _draw_nodes(ax: Any, layout: MatchLayout) -> None:
     for key, (x, y) in layout.positions.items():
-        ax.scatter([x], [y], s=900, color="#dbe9f6", edgecolors="#2b5d8a", zorder=3)
+        ax.scatter([x], [y], s=1700, color="#dbe9f6", edgecolors="#2b5d8a", zorder=3)
         ax.text(x, y, layout.node_labels[key], ha="center", va="center", fontsize=8,
                 zorder=4)
 
@@ -108,7 +108,7 @@ def _arrow(ax: Any, start: tuple[float, float], end: tuple[float, float], bend: 
 
     ax.add_patch(FancyArrowPatch(start, end, arrowstyle="-|>", mutation_scale=16,
                                  connectionstyle=f"arc3,rad={bend}", color=color,
-                                 linewidth=1.8, shrinkA=17, shrinkB=17, zorder=2))
+                                 linewidth=1.8, shrinkA=23, shrinkB=23, zorder=2))
 
 
 def _bent_middle(x0: float, y0: float, x1: float, y1: float, bend: float
