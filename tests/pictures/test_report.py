@@ -180,3 +180,24 @@ def test_the_report_renders_in_headless_chromium(tmp_path, capsys, flows):
     seen = Page(loaded.stdout)
     assert seen.body.get("data-images-decoded") == "1" * 4  # timeline and 3 matches
     assert_page_shows(seen, summary, query, 3)
+
+
+def test_a_stream_report_keeps_the_first_matches_once_each():
+    import pyarrow as pa
+
+    from graphcep.io.sinks import Sink
+    from graphcep.pictures.runs import KeepFirst
+
+    class Counting(Sink):
+        def __init__(self):
+            self.rows = 0
+
+        def write(self, table, batch_id=None):
+            self.rows += table.num_rows
+
+    inner = Counting()
+    keep = KeepFirst(inner, 5)
+    for batch_id, values in [(0, [1, 2]), (1, [3, 4]), (1, [3, 4]), (2, []), (3, [5, 6, 7])]:
+        keep.write(pa.table({"x": values}), batch_id)  # batch 1 written twice (a re-run)
+    assert [r["x"] for r in keep.rows()] == [1, 2, 3, 4, 5]
+    assert inner.rows == 9  # every batch passed on, the re-run too

@@ -51,25 +51,25 @@ def run_report(path: str | Path, *, query: str, plan: list[str], summary: dict[s
 
 class KeepFirst(Sink):
     """A sink that passes every batch of matches on to ``inner`` and keeps the first
-    ``count`` rows for the report."""
+    ``count`` rows for the report; a batch written again (Spark re-running it) replaces
+    what it gave before, as the output parts are replaced."""
 
     def __init__(self, inner: Sink, count: int) -> None:
         self.inner, self.count = inner, count
-        self.kept: list[pa.Table] = []
-        self._held = 0
+        self.kept: dict[int | str | None, pa.Table] = {}
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
         self.inner.write(table, batch_id)
-        if self._held < self.count and table.num_rows:
-            part = table.slice(0, self.count - self._held)
-            self.kept.append(part)
-            self._held += part.num_rows
+        held = sum(t.num_rows for b, t in self.kept.items() if b != batch_id)
+        if batch_id in self.kept or (held < self.count and table.num_rows):
+            self.kept[batch_id] = table.slice(0, max(self.count - held, 0))
 
     def close(self) -> None:
         self.inner.close()
 
     def rows(self) -> list[dict[str, Any]]:
-        return [row for part in self.kept for row in part.to_pylist()]
+        """The kept matches, in the order their batches came."""
+        return [row for part in self.kept.values() for row in part.to_pylist()][:self.count]
 
 
 def stream_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
