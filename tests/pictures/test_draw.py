@@ -141,3 +141,20 @@ def test_the_command_line_loads_matplotlib_only_to_draw():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                          check=True).stdout.strip()
     assert out == "False"
+
+
+def test_graphviz_draws_only_when_installed(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from matplotlib.image import imread
+
+    argv = ["draw", str(MATCHES), "-o", str(tmp_path / "g"), "--first", "2", "--graphviz"]
+    if shutil.which("dot"):
+        assert main(argv) == 0
+        assert all(imread(p).shape[0] > 50 for p in (tmp_path / "g").glob("*.png"))
+        assert len(list((tmp_path / "g").glob("*.png"))) == 2
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))  # no dot program to be found
+    assert main([*argv[:3], str(tmp_path / "h"), *argv[4:]]) == 2
+    err = capsys.readouterr().err
+    assert "apt-get install graphviz" in err and err.count("\n") == 1
+    assert not (tmp_path / "h").exists()

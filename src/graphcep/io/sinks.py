@@ -464,6 +464,11 @@ def _dot_clusters(rows: list[dict[str, Any]], graph: Callable[[dict[str, Any]], 
     return "".join(dot_cluster(graph(row), first + i) for i, row in enumerate(rows))
 
 
+def drawing_dot(graph: MatchDrawing) -> str:
+    """One match as a whole Graphviz document (``graphcep draw --graphviz``)."""
+    return _DOT_HEAD + dot_cluster(graph, 1) + "}\n"
+
+
 def to_dot(table: pa.Table) -> str:
     """A match table (SAL's :data:`MATCH_SCHEMA` or DDST's, told apart by DDST's
     ``vertices`` column) as one Graphviz document, as :class:`DotSink` writes it: to save,
@@ -688,6 +693,7 @@ __all__ = [
     "ddst_match_drawing",
     "ddst_match_to_json",
     "dot_cluster",
+    "drawing_dot",
     "format_ddst_match",
     "format_match",
     "make_sink",

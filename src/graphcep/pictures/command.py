@@ -33,6 +33,8 @@ def add_draw_parser(sub: Any) -> None:
     which.add_argument("--first", type=count_option(1), metavar="N",
                        help=f"the first N matches of the file (default {DEFAULT_FIRST})")
     which.add_argument("--ids", nargs="+", metavar="ID", help="the matches with these ids")
+    draw.add_argument("--graphviz", action="store_true",
+                      help="draw with Graphviz's dot (when installed) instead of matplotlib")
     draw.set_defaults(handler=cmd_draw)
 
 
@@ -43,7 +45,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     rows = read_matches(args.matches)
     chosen = (_by_ids(rows, args.ids, args.matches) if args.ids
               else _first(rows, args.first or DEFAULT_FIRST))
-    written = draw_all(named_drawings(chosen, args.matches), args.output)
+    written = draw_all(named_drawings(chosen, args.matches), args.output, args.graphviz)
     print(f"drew {len(written):,} matches in {args.output}")
     return 0
 

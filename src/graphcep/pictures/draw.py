@@ -68,14 +68,42 @@ def draw_match(drawing: MatchDrawing, path: str | Path) -> list[str]:
     return render(lay_out(drawing), path)
 
 
-def draw_all(drawings: Iterable[tuple[str, MatchDrawing]], directory: str | Path) -> list[Path]:
-    """One PNG per ``(name, drawing)`` in ``directory`` (created), named ``NAME.png``."""
+def graphviz_match(drawing: MatchDrawing, path: str | Path) -> None:
+    """Draw one match with Graphviz's ``dot`` (its DOT as ``-o x.dot`` writes it)."""
+    import subprocess
+
+    from graphcep.io.sinks import drawing_dot
+
+    subprocess.run([graphviz_program(), "-Tpng", "-o", str(path)], input=drawing_dot(drawing),
+                   text=True, check=True, capture_output=True)
+
+
+def graphviz_program() -> str:
+    """The path of Graphviz's ``dot``; a :class:`~graphcep.io.sinks.SinkError` saying how
+    to install it when there is none."""
+    import shutil
+
+    from graphcep.io.sinks import SinkError
+
+    program = shutil.which("dot")
+    if program is None:
+        raise SinkError("--graphviz needs Graphviz's dot program, which is not installed "
+                        "(apt-get install graphviz); without --graphviz, matplotlib draws")
+    return program
+
+
+def draw_all(drawings: Iterable[tuple[str, MatchDrawing]], directory: str | Path,
+             graphviz: bool = False) -> list[Path]:
+    """One PNG per ``(name, drawing)`` in ``directory`` (created), named ``NAME.png``;
+    drawn by Graphviz's ``dot`` with ``graphviz``, else by matplotlib."""
+    if graphviz:
+        graphviz_program()  # before any file is written
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
     written = []
     for name, drawing in drawings:
         path = out / f"{name}.png"
-        draw_match(drawing, path)
+        (graphviz_match if graphviz else draw_match)(drawing, path)
         written.append(path)
     return written
 
