@@ -42,8 +42,6 @@ from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_
 from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
-from graphcep.pictures.runs import KeepFirst
-from graphcep.pictures.timelines import StreamProgress
 from graphcep.runtime.spark_stream import BatchFailure, StreamFailure
 from graphcep.runtime.streaming import (
     PartWriter,
@@ -158,6 +156,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
 def _stream(args: argparse.Namespace) -> int:
     from graphcep import jobs
     from graphcep.cli_options import job_options, pww_options, warn_absent_labels
+    from graphcep.pictures.runs import KeepFirst
+    from graphcep.pictures.timelines import StreamProgress
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
     from graphcep.runtime.widening.report import explain_lines
@@ -222,7 +222,7 @@ def _stream(args: argparse.Namespace) -> int:
         operator.close()  # after the summary, which reads the cells' state
 
 
-def _recording(on_report: Any, progress: StreamProgress) -> Any:
+def _recording(on_report: Any, progress: Any) -> Any:
     """``on_report``, noting each micro-batch in ``progress`` too (for the pictures)."""
 
     def report(batch: Any) -> None:
@@ -233,7 +233,7 @@ def _recording(on_report: Any, progress: StreamProgress) -> Any:
 
 
 def _stream_pictures(args: argparse.Namespace, plan: list[str], summary: dict[str, Any],
-                     progress: StreamProgress, sink: Any) -> None:
+                     progress: Any, sink: Any) -> None:
     """``--timeline`` and ``--report``, after the summary."""
     from graphcep.pictures.runs import stream_report
     from graphcep.pictures.timelines import plot_stream
