@@ -158,3 +158,19 @@ def test_graphviz_draws_only_when_installed(tmp_path, capsys, monkeypatch):
     err = capsys.readouterr().err
     assert "apt-get install graphviz" in err and err.count("\n") == 1
     assert not (tmp_path / "h").exists()
+
+
+def test_a_parquet_match_file_draws_as_its_jsonl_twin(tmp_path, capsys):
+    from tests.paths import EXAMPLES
+
+    texts = {}
+    for suffix in ("jsonl", "parquet"):
+        out = tmp_path / f"m.{suffix}"
+        assert main(["subscribe", str(EXAMPLES / "subs" / "figure3.subs"), "--input",
+                     str(EXAMPLES / "subs" / "figure3.seq"), "-o", str(out)]) == 0
+        texts[suffix] = [draw_match(drawing_of(row), tmp_path / "p.png")
+                         for row in read_matches(out)]
+    assert len(texts["jsonl"]) == 6 and texts["parquet"] == texts["jsonl"]
+    (tmp_path / "bad.parquet").write_text("x")
+    assert main(["draw", str(tmp_path / "bad.parquet"), "-o", str(tmp_path / "o")]) == 2
+    assert "not a Parquet match file" in capsys.readouterr().err

@@ -26,7 +26,8 @@ def add_draw_parser(sub: Any) -> None:
         description="One PNG per match: its vertices (with the query vertices they host) "
                     "and edges (numbered and coloured by time, with what they match and "
                     "when), for every kind of match record graphcep writes.")
-    draw.add_argument("matches", help="a JSONL match file (graphcep run -o m.jsonl)")
+    draw.add_argument("matches", help="a JSONL or Parquet match file (graphcep run -o "
+                                      "m.jsonl, -o m.parquet)")
     draw.add_argument("--output", "-o", default="pictures", help="directory for the PNGs "
                       "(default pictures/; created)")
     which = draw.add_mutually_exclusive_group()

@@ -62,19 +62,40 @@ def match_time_column(names: list[str]) -> str:
 
 
 def read_matches(path: str | Path) -> Iterator[dict[str, Any]]:
-    """The records of a JSONL match file as rows in µs, in file order.
+    """The records of a JSONL match file (or a Parquet one, ``-o m.parquet``, whose rows
+    are in µs already) as rows in µs, in file order.
 
     Raises
     ------
     MatchFileError
-        A line that is not a match record, naming the file and the line.
+        A line that is not a match record, naming the file and the line; a Parquet file
+        that cannot be read.
     FileNotFoundError
         No such file.
     """
+    if Path(path).suffix.lower() == ".parquet":
+        yield from _parquet_rows(path)
+        return
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             if line.strip():
                 yield _row(line, f"{path}:{number}")
+
+
+def _parquet_rows(path: str | Path) -> Iterator[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not Path(path).exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as err:
+        raise MatchFileError(f"{path}: not a Parquet match file ({err})") from None
+    if "edges" not in parquet.schema_arrow.names:
+        raise MatchFileError(f"{path}: not a match file (no column of edges)")
+    for batch in parquet.iter_batches():
+        yield from batch.to_pylist()
 
 
 def _row(line: str, where: str) -> dict[str, Any]:
