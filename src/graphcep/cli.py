@@ -310,7 +310,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         check_target(args.rejects, "jsonl", directory=False, role="rejects")
         check_picture_targets(args)
         refuse_overwriting_inputs([*args.input, args.query],
-                                  {"output": args.output, "rejects": args.rejects})
+                                  {"output": args.output, "rejects": args.rejects,
+                                   "--report": args.report, "--timeline": args.timeline})
         widening = pww_options(args)
         args.engine = args.engine or "spark"
         fmt = args.format or guess_format(_first_file(args.input))

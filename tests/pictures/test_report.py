@@ -201,3 +201,15 @@ def test_a_stream_report_keeps_the_first_matches_once_each():
         keep.write(pa.table({"x": values}), batch_id)  # batch 1 written twice (a re-run)
     assert [r["x"] for r in keep.rows()] == [1, 2, 3, 4, 5]
     assert inner.rows == 9  # every batch passed on, the re-run too
+
+
+@pytest.mark.parametrize("option", ["--report", "--timeline"])
+def test_a_report_or_timeline_naming_an_input_is_refused(tmp_path, capsys, option):
+    query = tmp_path / "q.subs"
+    shutil.copy(EXAMPLES / "subs" / "figure3.subs", query)
+    before = query.read_text()
+    assert main(["subscribe", str(query), "--input", str(EXAMPLES / "subs" / "figure3.seq"),
+                 option, str(query)]) == 2
+    err = capsys.readouterr().err
+    assert "is an input of the run" in err and err.count("\n") == 1
+    assert query.read_text() == before
