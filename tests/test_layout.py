@@ -87,6 +87,7 @@ LAYERS = {
     "io": {"events", "hashing"},
     "engines": {"events", "patterns", "features", "hashing"},
     "jobs": {"engines", "patterns", "lang", "features", "io", "events", "hashing"},
+    "pictures": {"jobs", "io", "events"},
     "runtime": {"jobs", "engines", "patterns", "lang", "features", "io", "events", "hashing",
                 "timing"},
 }

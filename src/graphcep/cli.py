@@ -35,7 +35,6 @@ import os
 import re
 import sys
 import time
-from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -68,14 +67,16 @@ from graphcep.engines.difference_bounds import (
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import WHOLE_FILE_FORMATS, InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
-from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink
+from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink, writing
 from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
 from graphcep.patterns.subgraph import QueryError
+from graphcep.pictures.command import add_draw_parser
+from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.runtime.widening import LevelStats, run_widening
-from graphcep.runtime.widening.report import describe_widening, level_lines, widened_format
+from graphcep.runtime.widening.report import explain_lines, level_lines, widened_format
 from graphcep.stream_command import add_parser as add_stream_parser
 from graphcep.timing import NESTED, Phases, process_age
 
@@ -233,6 +234,8 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_stream_parser(sub)
 
+    add_draw_parser(sub)
+
     demo = sub.add_parser("demo", help="generate netflow and run the paper's queries on Spark")
     demo.add_argument("--edges", type=count_option(1), default=200_000, metavar="N",
                       help="flows to generate (default 200000)")
@@ -271,6 +274,17 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help="matches printed on the console (default 20; the rest are "
                              "counted)")
     add_summary_argument(parser)
+    parser.add_argument("--draw", type=count_option(1), metavar="N",
+                        help="draw the first N matches as PNG pictures in --draw-dir")
+    parser.add_argument("--draw-dir", default="pictures", type=path_option, metavar="DIR",
+                        help="--draw: directory for the pictures (default pictures/)")
+    parser.add_argument("--timeline", type=path_option, metavar="FILE.png",
+                        help="plot edges and matches per minute over the stream's time "
+                             "(per second, 10 s, ... as its span calls for)")
+    parser.add_argument("--report", type=path_option, metavar="FILE.html",
+                        help="write one self-contained HTML page of the run: the query, "
+                             "its plan, the summary, the timeline, the first --draw "
+                             f"(default {REPORT_MATCHES}) matches drawn, the rejects")
     parser.add_argument("--profile", action="store_true",
                         help="print where the time went, phase by phase (Python start-up, "
                              "imports, Spark start-up, reading, shuffle, warm-up, matching, "
@@ -295,8 +309,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         # the output is checked before any work: a wrong name must not cost a whole run
         out_format = check_target(args.output, args.output_format)
         check_target(args.rejects, "jsonl", directory=False, role="rejects")
+        check_picture_targets(args)
         refuse_overwriting_inputs([*args.input, args.query],
-                                  {"output": args.output, "rejects": args.rejects})
+                                  {"output": args.output, "rejects": args.rejects,
+                                   "--report": args.report, "--timeline": args.timeline})
         widening = pww_options(args)
         args.engine = args.engine or "spark"
         fmt = args.format or guess_format(_first_file(args.input))
@@ -309,13 +325,14 @@ def cmd_run(args: argparse.Namespace) -> int:
     output = job.output
     if widening is not None and args.engine == "local":
         with phases.phase("widening (reading and matching)"):
-            matches, stats, lines = _run_widening(job, widening, args.input, fmt, options,
-                                                  rejects)
+            matches, stats, lines, edges = _run_widening(job, widening, args.input, fmt,
+                                                         options, rejects)
     elif args.engine == "local":
-        matches, stats, lines = _run_local(job, args.input, fmt, options, rejects, phases)
+        matches, stats, lines, edges = _run_local(job, args.input, fmt, options, rejects,
+                                                  phases)
     else:
-        matches, stats, lines = _run_spark(job, args, fmt, options, rejects, phases,
-                                           widening)
+        matches, stats, lines, edges = _run_spark(job, args, fmt, options, rejects, phases,
+                                                  widening)
     if widening is not None:
         output = widened_format(job.output)
     with phases.phase("writing matches and rejects"):
@@ -325,12 +342,37 @@ def cmd_run(args: argparse.Namespace) -> int:
         if rejects.count:
             with writing(args.rejects):
                 rejects.write()
+    if args.draw:
+        with phases.phase("drawing matches"):
+            from graphcep.pictures.command import draw_table
+
+            draw_table(matches, args.draw, args.draw_dir)
     stats.seconds = time.perf_counter() - started
     stats.phases = phases.seconds
-    _print_summary(args, job, stats, lines, rejects)
+    summary = _summary(args, job, stats, lines, rejects)
+    _print_summary(args, job, stats, summary, rejects)
+    _run_pictures(args, job, widening, summary, edges, matches, rejects)
     if args.profile:  # on stderr: stdout stays the matches and the summary
         print(phases.table(process_age() or stats.seconds), file=sys.stderr)
     return 0
+
+
+def _run_pictures(args: argparse.Namespace, job: ReplayJob,
+                  widening: tuple[int, int, int | None] | None, summary: dict[str, Any],
+                  edges: Any, matches: Any, rejects: RejectLog) -> None:
+    """``--timeline`` and ``--report``, after the summary."""
+    if args.timeline is not None:
+        from graphcep.pictures.runs import run_timeline_png
+
+        with writing(args.timeline):
+            run_timeline_png(edges, matches, args.timeline)
+    if args.report is not None:
+        from graphcep.pictures.runs import run_report
+
+        with writing(args.report):
+            run_report(args.report, query=args.query, plan=explain_lines(job, widening),
+                       summary=summary, edges=edges, matches=matches,
+                       rejects=rejects.table(), draw=args.draw)
 
 
 def arrow_allocator() -> None:
@@ -429,7 +471,7 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases:
     phases.update(stats.phases)
     progress.close()
     warn_absent_labels(job, job.labels_present(result.edges))
-    return matches, stats, result.lines_read
+    return matches, stats, result.lines_read, result.edges
 
 
 def _run_widening(job: ReplayJob, widening: tuple[int, int, int | None], inputs, fmt,
@@ -443,7 +485,7 @@ def _run_widening(job: ReplayJob, widening: tuple[int, int, int | None], inputs,
     warn_absent_labels(job, job.labels_present(result.edges))
     stats = RunStats(edges=pww.edges, matches=pww.matches, seconds=pww.seconds,
                      extra=pww.as_dict())
-    return matches, stats, result.lines_read
+    return matches, stats, result.lines_read, result.edges
 
 
 def labels_in_frame(job: ReplayJob, edges_df: Any) -> dict[str, set[str]]:
@@ -524,7 +566,7 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
             if bad.num_rows:
                 rejects.add(bad)
     stats.extra["spark_startup_seconds"] = round(startup, 3)
-    return matches, stats, lines
+    return matches, stats, lines, edges
 
 
 def _timed(work, *args) -> tuple[Any, float]:
@@ -552,8 +594,9 @@ def _widen_on_spark(spark, job: ReplayJob, edges_df,
                              extra=pww.as_dict())
 
 
-def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,
-                   rejects: RejectLog) -> None:
+def _summary(args, job: ReplayJob, stats: RunStats, lines: int,
+             rejects: RejectLog) -> dict[str, Any]:
+    """The run's summary, as ``--summary json`` prints it."""
     summary = {
         "query": job.name,
         "engine": args.engine,
@@ -570,6 +613,11 @@ def _print_summary(args, job: ReplayJob, stats: RunStats, lines: int,
         summary["phases"] = {name: round(sec, 3) for name, sec in stats.phases.items()}
     if rejects.count:
         summary["rejects_file"] = str(args.rejects)
+    return summary
+
+
+def _print_summary(args, job: ReplayJob, stats: RunStats, summary: dict[str, Any],
+                   rejects: RejectLog) -> None:
     if args.summary == "json":
         print(json.dumps(summary))
         return
@@ -597,13 +645,7 @@ def cmd_explain(args: argparse.Namespace) -> int:
         check_target(args.dot, "dot", directory=False, role="--dot")
         refuse_overwriting_inputs([args.query], {"--dot": args.dot})
     job = jobs.load(args.query, {**job_options(args, None), "explain": True})
-    widening = pww_options(args)
-    if widening is None:
-        print("\n".join(job.describe()))
-    else:  # described as level 0's windows run it; the level table says the rest
-        keep, base_us, max_duration_us = widening
-        print("\n".join(job.bounded_by(2 * base_us).describe()))
-        print("\n" + "\n".join(describe_widening(job, keep, base_us, max_duration_us)))
+    print("\n".join(explain_lines(job, pww_options(args))))
     if getattr(args, "dot", None):
         drawing = job.plan_dot()  # refused before anything is written
         with writing(args.dot):
@@ -635,18 +677,6 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------
-
-
-@contextlib.contextmanager
-def writing(target: str | None) -> Iterator[None]:
-    """Name ``target`` in an :class:`OSError` raised while writing it (a full disk says
-    which output it could not finish); ``main`` prints it in one line, exit status 1."""
-    try:
-        yield
-    except OSError as err:
-        if err.filename or target in (None, "-") or isinstance(err, BrokenPipeError):
-            raise
-        raise OSError(err.errno, err.strerror or str(err), target) from err
 
 
 class Progress:

@@ -47,10 +47,11 @@ from graphcep.events import seconds_to_us
 from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
 from graphcep.io.readers import WHOLE_FILE_FORMATS
-from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format
+from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format, writing
 from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
+from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
 from graphcep.runtime.spark_stream import BatchFailure, StreamFailure
 from graphcep.runtime.streaming import (
     PartWriter,
@@ -131,6 +132,13 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--limit", type=count_option(0), default=20, metavar="N",
                         help="matches printed on the console (default 20)")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
+    stream.add_argument("--timeline", type=path_option, metavar="FILE.png",
+                        help="plot the micro-batches: edges in the window and the buffer, "
+                             "late edges, each batch's seconds")
+    stream.add_argument("--report", type=path_option, metavar="FILE.html",
+                        help="write one self-contained HTML page of this start: the query, "
+                             "its plan, the summary, the timeline, the first matches drawn, "
+                             "the rejects")
     add_summary_argument(stream)
     stream.set_defaults(handler=cmd_stream)
 
@@ -144,6 +152,7 @@ def validate_output(args: argparse.Namespace) -> None:
     for role in ("late", "rejects"):
         if getattr(args, role) is not None:
             check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")
+    check_picture_targets(args)
 
 
 def cmd_stream(args: argparse.Namespace) -> int:
@@ -156,8 +165,11 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def _stream(args: argparse.Namespace) -> int:
     from graphcep.cli_options import pww_options, warn_absent_labels
+    from graphcep.pictures.runs import KeepFirst
+    from graphcep.pictures.timelines import StreamProgress
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
+    from graphcep.runtime.widening.report import explain_lines
 
     validate_output(args)
     widening = pww_options(args)  # --pww-base without --pww: refused before the query
@@ -167,6 +179,7 @@ def _stream(args: argparse.Namespace) -> int:
     fmt = getattr(source, "fmt", None) or args.format
     if fmt != args.format:  # field names resolve to the columns of the source's format
         job, resumed = _load_job(args, fmt)
+    planned = job  # the plan the report shows: explain's, widening included
     job = _widened(job, widening)
     _check_format(fmt, job, source)
     if args.once and not isinstance(source, FileSource):
@@ -181,6 +194,8 @@ def _stream(args: argparse.Namespace) -> int:
     claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
                      _query_digest(args, watched=watch is not None))
     sink = _sink(args, job)
+    if args.report is not None:  # the report draws the first matches
+        sink = KeepFirst(sink, REPORT_MATCHES)
     started = time.perf_counter()
     spark = spark_session(args.master)
     socket = isinstance(source, SocketSource)
@@ -201,7 +216,8 @@ def _stream(args: argparse.Namespace) -> int:
         watch=watch,
         **cells,
     )
-    on_report = print_warnings if args.quiet else print_report
+    progress = StreamProgress(started)
+    on_report = _recording(print_warnings if args.quiet else print_report, progress)
     try:
         try:
             _drive(spark, operator, source, args, on_report)
@@ -209,12 +225,40 @@ def _stream(args: argparse.Namespace) -> int:
             sink.close()
         if operator.labels_seen:  # a DDST query over labelled edges since this start
             warn_absent_labels(job, operator.labels_seen)
-        _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
+        summary = _print_summary(args, job, operator, time.perf_counter() - started,
+                                 checkpoint)
+        _stream_pictures(args, explain_lines(planned, widening), summary, progress, sink)
         return 0
     except (BatchFailure, StreamFailure) as failure:
         return _report_failure(failure)
     finally:
         operator.close()  # after the summary, which reads the cells' state
+
+
+def _recording(on_report: Any, progress: Any) -> Any:
+    """``on_report``, noting each micro-batch in ``progress`` too (for the pictures)."""
+
+    def report(batch: Any) -> None:
+        on_report(batch)
+        progress.record(batch, time.perf_counter())
+
+    return report
+
+
+def _stream_pictures(args: argparse.Namespace, plan: list[str], summary: dict[str, Any],
+                     progress: Any, sink: Any) -> None:
+    """``--timeline`` and ``--report``, after the summary."""
+    from graphcep.pictures.runs import stream_report
+    from graphcep.pictures.timelines import plot_stream
+
+    if args.timeline is not None:
+        with writing(args.timeline):
+            plot_stream(progress, args.timeline)
+    if args.report is not None:
+        with writing(args.report):
+            stream_report(args.report, query=args.query, plan=plan, summary=summary,
+                          progress=progress, first=sink.rows(),
+                          rejects_dir=summary["rejects_dir"])
 
 
 def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
@@ -451,7 +495,7 @@ def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
 
 
 def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOperator,
-                   seconds: float, checkpoint: Path) -> None:
+                   seconds: float, checkpoint: Path) -> dict[str, Any]:
     totals = operator.totals
     levels = _level_stats(operator)
     summary = {
@@ -467,7 +511,7 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         summary["pww_levels"] = [level.as_dict() for level in levels]
     if args.summary == "json":
         print(json.dumps(summary))
-        return
+        return summary
     print(f"\n{summary['query']}: {totals.matches:,} matches in {totals.edges:,} edges over "
           f"{totals.batches:,} micro-batches ({totals.late:,} late, {totals.rejected:,} "
           f"rejected) in {seconds:.1f} s")
@@ -481,6 +525,7 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         print(f"malformed lines: {summary['rejects_dir']}")
     if totals.lost:
         print(f"socket lines lost to interrupted micro-batches: {totals.lost:,}")
+    return summary
 
 
 def _level_stats(operator: StreamOperator) -> list[Any] | None:

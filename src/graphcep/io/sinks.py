@@ -47,12 +47,13 @@ Decisions
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -463,6 +464,11 @@ def _dot_clusters(rows: list[dict[str, Any]], graph: Callable[[dict[str, Any]], 
     return "".join(dot_cluster(graph(row), first + i) for i, row in enumerate(rows))
 
 
+def drawing_dot(graph: MatchDrawing) -> str:
+    """One match as a whole Graphviz document (``graphcep draw --graphviz``)."""
+    return _DOT_HEAD + dot_cluster(graph, 1) + "}\n"
+
+
 def to_dot(table: pa.Table) -> str:
     """A match table (SAL's :data:`MATCH_SCHEMA` or DDST's, told apart by DDST's
     ``vertices`` column) as one Graphviz document, as :class:`DotSink` writes it: to save,
@@ -610,6 +616,18 @@ def _check_creatable(path: Path, target: str | os.PathLike, role: str) -> None:
                         "(permission denied)")
 
 
+@contextlib.contextmanager
+def writing(target: str | None) -> Iterator[None]:
+    """Name ``target`` in an :class:`OSError` raised while writing it (a full disk says
+    which output it could not finish); ``main`` prints it in one line, exit status 1."""
+    try:
+        yield
+    except OSError as err:
+        if err.filename or target in (None, "-") or isinstance(err, BrokenPipeError):
+            raise
+        raise OSError(err.errno, err.strerror or str(err), target) from err
+
+
 def sink_format(target: str | os.PathLike) -> str | None:
     """The sink format a path names by its suffix (``.jsonl``/``.ndjson``/``.json``,
     ``.parquet``, ``.dot``/``.gv``; a trailing ``/`` is ignored), or ``None``."""
@@ -675,6 +693,7 @@ __all__ = [
     "ddst_match_drawing",
     "ddst_match_to_json",
     "dot_cluster",
+    "drawing_dot",
     "format_ddst_match",
     "format_match",
     "make_sink",
@@ -682,4 +701,5 @@ __all__ = [
     "match_to_json",
     "sink_format",
     "to_dot",
+    "writing",
 ]

@@ -85,14 +85,18 @@ def notification_to_json(row: dict[str, Any]) -> str:
 
 
 def notification_drawing(row: dict[str, Any]) -> MatchDrawing:
-    """A notification's edges as a small graph, each edge named by its position."""
+    """A notification's edges as a small graph, each edge named by its position in the
+    key's sequence; the title has the key, the positions and the bindings."""
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
     edges = []
     for i, e in enumerate(row["edges"] or []):
         for end in (e["src"], e["dst"]):
             nodes.setdefault((end, None), (end, []))
-        edges.append(((e["src"], None), (e["dst"], None), str(row["start"] + i), e["t"]))
-    title = f"{row['subscription']}  key={row['key']}  id={row['match_id']}"
+        edges.append(((e["src"], None), (e["dst"], None), f"pos {row['start'] + i}",
+                      e["t"]))
+    binds = " ".join(f"@{b['var']}={b['value']}" for b in row["bindings"] or [])
+    title = (f"{row['subscription']}  key={row['key']}  id={row['match_id']}  positions "
+             f"{row['start']}..{row['end']}" + (f"  {binds}" if binds else ""))
     return MatchDrawing(title, nodes, edges)
 
 

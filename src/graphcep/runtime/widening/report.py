@@ -75,3 +75,13 @@ def level_lines(levels: list[LevelStats]) -> list[str]:
     return [f"  level {k}: {s.windows:,} windows, at most {s.records_held:,} records held, "
             f"detector {s.detector_seconds:.3f} s, {s.instances:,} instances"
             for k, s in enumerate(levels)]
+
+
+def explain_lines(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> list[str]:
+    """What ``graphcep explain`` prints of a job: under ``--pww`` (``widening``: ``(L, T0,
+    D)``), as level 0's windows run it, then the level table."""
+    if widening is None:
+        return job.describe()
+    keep, base_us, max_duration_us = widening
+    return [*job.bounded_by(2 * base_us).describe(), "",
+            *describe_widening(job, keep, base_us, max_duration_us)]

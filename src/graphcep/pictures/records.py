@@ -1,0 +1,137 @@
+"""Match records read back from a JSONL match file, as the rows the sinks write from.
+
+``graphcep run -o m.jsonl`` writes times as exact decimal seconds; the rows here hold
+them in integer µs again, as the engines produce them, so that one drawing function per
+kind of record (:class:`~graphcep.io.sinks.MatchFormat`'s ``graph``) serves both a run
+in progress and a file. The kind is told by the record's keys: ``vertices`` (a DDST
+match component), ``subscription`` (a notification), else a SAL or ν-expression match
+(``bindings`` and ``edges`` with ``var``). Progressive window widening adds
+``pww_level``, ``pww_report_t`` and ``pww_delay`` to any of them.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from decimal import Decimal
+from pathlib import Path
+from typing import Any
+
+from graphcep.events import TimeFormatError, format_seconds, seconds_to_us
+from graphcep.io.formats.schema import InputError
+from graphcep.io.sinks import MatchDrawing, ddst_match_drawing, sal_match_drawing
+
+#: Keys holding times in seconds (a record's and its edges').
+TIME_KEYS = frozenset({"t", "dur", "first_t", "last_t", "window_start", "window_end",
+                       "start_t", "end_t", "pww_report_t", "pww_delay"})
+
+
+class MatchFileError(InputError):
+    """A match file that cannot be read (names the file and the line; the command line
+    reports it in one line, exit status 2)."""
+
+
+def record_kind(record: dict[str, Any]) -> str:
+    """``"ddst"``, ``"subs"`` or ``"sal"`` (SAL and ν-expressions share one record)."""
+    if "vertices" in record:
+        return "ddst"
+    if "subscription" in record:
+        return "subs"
+    return "sal"
+
+
+def drawing_of(row: dict[str, Any]) -> MatchDrawing:
+    """The graph of one match row (in µs), whatever its kind, with the widening's level
+    and delay in the title when the record has them."""
+    drawing = _GRAPHS[record_kind(row)]()(row)
+    if row.get("pww_level") is None:
+        return drawing
+    delay = row.get("pww_delay_us", row.get("pww_delay"))
+    return MatchDrawing(f"{drawing.title}\npww level {row['pww_level']}, delay "
+                        f"{format_seconds(delay)}s", drawing.nodes, drawing.edges)
+
+
+#: The field holding when a match was complete: its last edge (SAL, ν, subscriptions)
+#: or the edge that triggered it (DDST).
+MATCH_TIME = {"ddst": "window_end", "subs": "end_t", "sal": "last_t"}
+
+
+def match_time_column(names: list[str]) -> str:
+    """The field of :data:`MATCH_TIME` for a record (or table) with these field names."""
+    return MATCH_TIME[record_kind(dict.fromkeys(names))]
+
+
+def read_matches(path: str | Path) -> Iterator[dict[str, Any]]:
+    """The records of a JSONL match file (or a Parquet one, ``-o m.parquet``, whose rows
+    are in µs already) as rows in µs, in file order.
+
+    Raises
+    ------
+    MatchFileError
+        A line that is not a match record, naming the file and the line; a Parquet file
+        that cannot be read.
+    FileNotFoundError
+        No such file.
+    """
+    if Path(path).suffix.lower() == ".parquet":
+        yield from _parquet_rows(path)
+        return
+    with open(path, encoding="utf-8") as lines:
+        for number, line in enumerate(lines, start=1):
+            if line.strip():
+                yield _row(line, f"{path}:{number}")
+
+
+def _parquet_rows(path: str | Path) -> Iterator[dict[str, Any]]:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    if not Path(path).exists():
+        raise FileNotFoundError(2, "No such file or directory", str(path))
+    try:
+        parquet = pq.ParquetFile(path)
+    except (pa.ArrowException, OSError) as err:
+        raise MatchFileError(f"{path}: not a Parquet match file ({err})") from None
+    if "edges" not in parquet.schema_arrow.names:
+        raise MatchFileError(f"{path}: not a match file (no column of edges)")
+    for batch in parquet.iter_batches():
+        yield from batch.to_pylist()
+
+
+def _row(line: str, where: str) -> dict[str, Any]:
+    try:
+        record = json.loads(line, parse_float=Decimal)
+        if not isinstance(record, dict) or not isinstance(record.get("edges"), list):
+            raise MatchFileError(f"{where}: not a match record (no list of edges)")
+        return _in_us(record)
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise MatchFileError(f"{where}: not JSON ({err})") from None
+    except (TimeFormatError, KeyError, TypeError, AttributeError) as err:
+        raise MatchFileError(f"{where}: not a match record ({err})") from None
+
+
+def _in_us(record: dict[str, Any]) -> dict[str, Any]:
+    row = {k: _us(k, v) for k, v in record.items()}
+    row["edges"] = [{k: _us(k, v) for k, v in e.items()} for e in record["edges"]]
+    if record_kind(row) == "subs":  # JSONL writes bindings as an object, Arrow as pairs
+        row["bindings"] = [{"var": k, "value": v} for k, v in record["bindings"].items()]
+    if "pww_delay" in row:
+        row["pww_delay_us"] = row["pww_delay"]
+    return row
+
+
+def _us(key: str, value: Any) -> Any:
+    return seconds_to_us(value) if key in TIME_KEYS and value is not None else value
+
+
+def _subs_graph() -> Callable[[dict[str, Any]], MatchDrawing]:
+    from graphcep.jobs.sequences import notification_drawing
+
+    return notification_drawing
+
+
+_GRAPHS: dict[str, Callable[[], Callable[[dict[str, Any]], MatchDrawing]]] = {
+    "ddst": lambda: ddst_match_drawing,
+    "subs": _subs_graph,
+    "sal": lambda: sal_match_drawing,
+}

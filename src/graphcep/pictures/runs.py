@@ -1,0 +1,97 @@
+"""The pictures of a ``graphcep run`` or ``graphcep stream``: its ``--timeline`` PNG and
+its ``--report`` HTML page, from what the command already holds (its edges, matches,
+summary, rejects and progress reports)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from graphcep.io.sinks import Sink
+from graphcep.pictures.report import REPORT_MATCHES, Report, match_pictures, png, write_report
+from graphcep.pictures.timelines import (
+    StreamProgress,
+    edge_times,
+    match_times,
+    plot_run,
+    plot_stream,
+    run_timeline,
+)
+
+
+def query_text(query: str) -> str:
+    """The query file's text (a directory of subscriptions files: each file, named)."""
+    path = Path(query)
+    if path.is_dir():
+        return "\n".join(f"# {f.name}\n{f.read_text(encoding='utf-8')}"
+                         for f in sorted(path.iterdir()) if f.is_file())
+    return path.read_text(encoding="utf-8")
+
+
+def run_timeline_png(edges: Any, matches: pa.Table, target: Any) -> None:
+    """Edges and matches per minute (or per the bin the stream's span calls for)."""
+    plot_run(run_timeline(edge_times(edges), match_times(matches)), target)
+
+
+def run_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
+               edges: Any, matches: pa.Table, rejects: pa.Table, draw: int | None) -> None:
+    """``graphcep run --report``: the run's page."""
+    count = draw or REPORT_MATCHES
+    report = Report(
+        title=f"graphcep run: {summary.get('query', '')}",
+        query_text=query_text(query), plan=plan, summary=summary,
+        timelines=[("edges and matches over the stream's time",
+                    png(run_timeline_png, edges, matches))],
+        matches=match_pictures(matches.slice(0, count).to_pylist()),
+        rejects=rejects.to_pylist(), rejects_total=rejects.num_rows)
+    write_report(report, path)
+
+
+class KeepFirst(Sink):
+    """A sink that passes every batch of matches on to ``inner`` and keeps the first
+    ``count`` rows for the report; a batch written again (Spark re-running it) replaces
+    what it gave before, as the output parts are replaced."""
+
+    def __init__(self, inner: Sink, count: int) -> None:
+        self.inner, self.count = inner, count
+        self.kept: dict[int | str | None, pa.Table] = {}
+
+    def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
+        self.inner.write(table, batch_id)
+        held = sum(t.num_rows for b, t in self.kept.items() if b != batch_id)
+        if batch_id in self.kept or (held < self.count and table.num_rows):
+            self.kept[batch_id] = table.slice(0, max(self.count - held, 0))
+
+    def close(self) -> None:
+        self.inner.close()
+
+    def rows(self) -> list[dict[str, Any]]:
+        """The kept matches, in the order their batches came."""
+        return [row for part in self.kept.values() for row in part.to_pylist()][:self.count]
+
+
+def stream_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
+                  progress: StreamProgress, first: list[dict[str, Any]],
+                  rejects_dir: str | Path) -> None:
+    """``graphcep stream --report``: the stream's page (the rejects are those in
+    ``rejects_dir``, this start's and earlier ones')."""
+    rejects = read_part_rows(rejects_dir)
+    report = Report(
+        title=f"graphcep stream: {summary.get('query', '')}",
+        query_text=query_text(query), plan=plan, summary=summary,
+        timelines=[("the stream's micro-batches", png(plot_stream, progress))],
+        matches=match_pictures(first), rejects=rejects, rejects_total=len(rejects))
+    write_report(report, path)
+
+
+def read_part_rows(directory: str | Path) -> list[dict[str, Any]]:
+    """The JSON rows of every ``*.jsonl`` part in ``directory`` (none when absent)."""
+    import json
+
+    folder = Path(directory)
+    if not folder.is_dir():
+        return []
+    return [json.loads(line) for part in sorted(folder.glob("*.jsonl"))
+            for line in part.read_text(encoding="utf-8").splitlines() if line.strip()]

@@ -1,0 +1,176 @@
+"""Match pictures: the texts drawn equal the match record, read here independently (the
+JSON text itself, numbers kept as written), for every kind of record; ``graphcep draw``
+writes decodable, non-blank PNGs and refuses bad files and unknown ids in one line."""
+
+from __future__ import annotations
+
+import json
+from decimal import Decimal
+
+import pytest
+
+from graphcep.cli import main
+from graphcep.io.sinks import MatchDrawing
+from graphcep.pictures.draw import draw_match
+from graphcep.pictures.layout import lay_out
+from graphcep.pictures.records import drawing_of, read_matches
+from tests.paths import FIXTURES
+
+MATCHES = FIXTURES / "pictures" / "matches.jsonl"
+RECORDS = [json.loads(line, parse_float=str, parse_int=str)
+           for line in MATCHES.read_text().splitlines()]
+
+
+def expected_edge_labels(record: dict) -> list[str]:
+    """Each stream edge: its number by time, what it matches, its time as written."""
+    edges = record["edges"]
+    if "vertices" in record:  # DDST: one edge per stream edge, naming every query edge
+        merged: dict[str, dict] = {}
+        for e in edges:
+            merged.setdefault(e["seq"], {**e, "what": []})["what"].append(e["qedge"])
+        edges = [{**e, "what": ", ".join(e["what"]) + (f" [{e['label']}]" if e["label"]
+                                                        else "")} for e in merged.values()]
+    elif "subscription" in record:
+        edges = [{**e, "what": f"pos {int(record['start']) + i}"} for i, e in enumerate(edges)]
+    else:
+        edges = [{**e, "what": e["var"]} for e in edges]
+    ranked = sorted(enumerate(edges), key=lambda p: (Decimal(p[1]["t"]), p[0]))
+    return [f"{k}. {e['what']}\n{e['t']}s" for k, (_, e) in enumerate(ranked, start=1)]
+
+
+def expected_hosts(record: dict) -> list[tuple[str, str]]:
+    """(stream vertex, query vertex) pairs a picture must show together."""
+    if "vertices" in record:
+        return [(v["vertex"], v["qvar"]) for v in record["vertices"]]
+    if "subscription" in record:
+        return []
+    return [(vertex, var) for var, vertex in record["bindings"].items()]
+
+
+@pytest.mark.parametrize("index", range(len(RECORDS)))
+def test_drawn_labels_equal_the_record(tmp_path, index):
+    record = RECORDS[index]
+    row = list(read_matches(MATCHES))[index]
+    texts = draw_match(drawing_of(row), tmp_path / "m.png")
+    title, rest = texts[0], texts[1:]
+    edge_texts = [t for t in rest if t[0].isdigit() and ". " in t.split("\n")[0]]
+    assert edge_texts == expected_edge_labels(record)
+    for vertex, var in expected_hosts(record):
+        assert any(t.split("\n")[0] == vertex and var in t.split("\n")[1].split(", ")
+                   for t in rest), (vertex, var)
+    assert record["match_id"] in title
+    if "subscription" in record:
+        assert f"key={record['key']}" in title
+        for var, value in record["bindings"].items():
+            assert f"@{var}={value}" in title
+        symbols = {t for t in rest if "\n" not in t}
+        assert {e["dst"] for e in record["edges"]} <= symbols
+    if "pww_level" in record:
+        assert f"pww level {record['pww_level']}, delay {record['pww_delay']}s" in title
+
+
+def test_a_large_component_draws_its_earliest_edges():
+    edges = [((f"v{i}", None), (f"v{i + 1}", None), f"e{i}", 1000 * (60 - i))
+             for i in range(60)]
+    nodes = {(f"v{i}", None): (f"v{i}", []) for i in range(61)}
+    layout = lay_out(MatchDrawing("big", nodes, edges), max_edges=40)
+    kept = sorted(edges, key=lambda e: e[3])[:40]
+    assert [e.label.split("\n")[0] for e in layout.edges] == \
+        [f"{k}. {e[2]}" for k, e in enumerate(kept, start=1)]
+    assert set(layout.positions) == {end for e in kept for end in e[:2]}
+    assert "first 40 of 60 edges" in layout.title
+
+
+def test_draw_command_writes_pictures(tmp_path, capsys):
+    from matplotlib.image import imread
+
+    out = tmp_path / "pics"
+    assert main(["draw", str(MATCHES), "-o", str(out), "--first", "2"]) == 0
+    pictures = sorted(out.glob("*.png"))
+    assert [p.name.split("-")[2][:-4] for p in pictures] == \
+        [r["match_id"] for r in RECORDS[:2]]
+    for picture in pictures:
+        pixels = imread(picture)
+        assert pixels.shape[0] > 100 and pixels.shape[1] > 100
+        assert pixels.reshape(-1, pixels.shape[-1]).std(axis=0).max() > 0.05
+    ids = [RECORDS[3]["match_id"], RECORDS[1]["match_id"]]
+    assert main(["draw", str(MATCHES), "-o", str(out / "ids"), "--ids", *ids]) == 0
+    assert [p.name.split("-")[2][:-4] for p in sorted((out / "ids").glob("*.png"))] == ids
+
+
+@pytest.mark.parametrize("argv, says", [
+    (["--ids", "0000000000000000"], "no match with id 0000000000000000"),
+    (["--first", "0"], "--first"),
+])
+def test_draw_refuses_unknown_ids_in_one_line(tmp_path, capsys, argv, says):
+    assert main(["draw", str(MATCHES), "-o", str(tmp_path), *argv]) == 2
+    err = capsys.readouterr().err
+    assert says in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize("text, where", [
+    ("not json\n", ":1: not JSON"), ('{"query": "q"}\n', ":1: not a match record"),
+    ('{"edges": [{"t": "x"}], "match_id": "a"}\n', ":1: not a match record"),
+    ('{"edges": [], "match_id": "a"}\n', ": match 1: not a match record"),
+    ('{"vertices": [], "edges": [], "match_id": "a"}\n', ": match 1: not a match record"),
+])
+def test_draw_refuses_a_bad_file_in_one_line(tmp_path, capsys, text, where):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(text)
+    assert main(["draw", str(bad), "-o", str(tmp_path / "o")]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith(f"graphcep: {bad}{where}") and err.count("\n") == 1
+
+
+def test_run_draws_its_first_matches(tmp_path, capsys):
+    from tests.paths import EXAMPLES
+
+    out, pictures = tmp_path / "m.jsonl", tmp_path / "pics"
+    assert main(["subscribe", str(EXAMPLES / "subs" / "figure3.subs"), "--input",
+                 str(EXAMPLES / "subs" / "figure3.seq"), "-o", str(out), "--draw", "2",
+                 "--draw-dir", str(pictures)]) == 0
+    ids = [json.loads(line)["match_id"] for line in out.read_text().splitlines()[:2]]
+    assert [p.name.split("-")[2][:-4] for p in sorted(pictures.glob("*.png"))] == ids
+
+
+def test_the_command_line_loads_matplotlib_only_to_draw():
+    import subprocess
+    import sys
+
+    code = "import sys, graphcep.cli; print('matplotlib' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True).stdout.strip()
+    assert out == "False"
+
+
+def test_graphviz_draws_only_when_installed(tmp_path, capsys, monkeypatch):
+    import shutil
+
+    from matplotlib.image import imread
+
+    argv = ["draw", str(MATCHES), "-o", str(tmp_path / "g"), "--first", "2", "--graphviz"]
+    if shutil.which("dot"):
+        assert main(argv) == 0
+        assert all(imread(p).shape[0] > 50 for p in (tmp_path / "g").glob("*.png"))
+        assert len(list((tmp_path / "g").glob("*.png"))) == 2
+    monkeypatch.setenv("PATH", str(tmp_path / "nothing"))  # no dot program to be found
+    assert main([*argv[:3], str(tmp_path / "h"), *argv[4:]]) == 2
+    err = capsys.readouterr().err
+    assert "apt-get install graphviz" in err and err.count("\n") == 1
+    assert not (tmp_path / "h").exists()
+
+
+def test_a_parquet_match_file_draws_as_its_jsonl_twin(tmp_path, capsys):
+    from tests.paths import EXAMPLES
+
+    texts = {}
+    for suffix in ("jsonl", "parquet"):
+        out = tmp_path / f"m.{suffix}"
+        assert main(["subscribe", str(EXAMPLES / "subs" / "figure3.subs"), "--input",
+                     str(EXAMPLES / "subs" / "figure3.seq"), "-o", str(out)]) == 0
+        texts[suffix] = [draw_match(drawing_of(row), tmp_path / "p.png")
+                         for row in read_matches(out)]
+    assert len(texts["jsonl"]) == 6 and texts["parquet"] == texts["jsonl"]
+    (tmp_path / "bad.parquet").write_text("x")
+    assert main(["draw", str(tmp_path / "bad.parquet"), "-o", str(tmp_path / "o")]) == 2
+    assert "not a Parquet match file" in capsys.readouterr().err
