@@ -72,6 +72,7 @@ from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink
 from graphcep.jobs.base import ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
+from graphcep.motifs_command import add_parser as add_motifs_parser
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import RunStats, run_job
 from graphcep.runtime.widening import LevelStats, run_widening
@@ -231,6 +232,7 @@ def build_parser() -> argparse.ArgumentParser:
     netflow.set_defaults(handler=cmd_gen_netflow)
 
     add_stream_parser(sub)
+    add_motifs_parser(sub)
 
     demo = sub.add_parser("demo", help="generate netflow and run the paper's queries on Spark")
     demo.add_argument("--edges", type=count_option(1), default=200_000, metavar="N",

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from graphcep.engines.motifs import layout
+from graphcep.engines.motifs.layout import matrices, raphtory_local
 from graphcep.engines.motifs.order import (
     MotifStream,
     directed_keys,
@@ -32,7 +32,8 @@ _EMPTY = np.zeros((0, 1, 1, 1, 1), dtype=np.int64)
 class StreamCounts:
     """Counts of one stream for several δ.
 
-    ``tables``: ``(deltas, 6, 6)`` int64 in SNAP's layout (:mod:`.layout`);
+    ``tables``: ``(deltas, 6, 6)`` int64 in SNAP's layout
+    (:mod:`graphcep.engines.motifs.layout`);
     ``local``: ``(vertices, deltas, 40)`` in Raphtory's local layout, or ``None``.
     """
 
@@ -54,13 +55,13 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     per_vertex = np.zeros((n, nd, 2, 2, 2), np.int64) if local else _EMPTY[:, 0]
     tri_total = _triangles(stream, grouped.lo, grouped.hi, grouped.events, deltas, per_vertex,
                            local)
-    tables = layout.matrices(pair_total, star_total, tri_total)
+    tables = matrices(pair_total, star_total, tri_total)
     if not local:
         return StreamCounts(tables, None)
     pair_local = np.zeros((n, nd, 2, 2, 2), np.int64)
     np.add.at(pair_local, grouped.lo, per_pair)
     np.add.at(pair_local, grouped.hi, per_pair[:, :, ::-1, ::-1, ::-1])
-    return StreamCounts(tables, layout.raphtory_local(per_centre, pair_local, per_vertex))
+    return StreamCounts(tables, raphtory_local(per_centre, pair_local, per_vertex))
 
 
 def _triangles(stream: MotifStream, lo: np.ndarray, hi: np.ndarray, events: np.ndarray,

@@ -1,16 +1,16 @@
 """The event stream as the motif counters read it: dense vertex ids, groups, the tie rule.
 
 SNAP's ``temporalmotifs`` (Paranjape, Benson, Leskovec, WSDM 2017) counts every 3-event
-subsequence of a group of events sorted by time, and on equal times by a fixed rule. This
-module builds those sorted groups with NumPy, so that the counters
+subsequence of a group of events sorted by time. This module builds those groups with
+NumPy, sorted by time and, on equal times, by the rule below, for the counters
 (:mod:`~graphcep.engines.motifs.pairs`, :mod:`~graphcep.engines.motifs.stars`,
-:mod:`~graphcep.engines.motifs.triangles`) see each event order exactly as SNAP does.
+:mod:`~graphcep.engines.motifs.triangles`).
 
 Vertex order
     Vertex names are ranked numerically when all are integers (SNAP's node ids) and by
     text otherwise; every tie rule below compares vertices by that rank.
 
-Tie rule (events with equal times), following SNAP's sorts
+Tie rule (events with equal times)
     * a *pair* ``{a, b}`` (two-node motifs): ``a -> b`` before ``b -> a`` where ``a`` is
       the lower vertex (or the only source when the pair has one direction);
     * a *star* centre ``c``: by neighbour -- first the neighbours ``c`` sends to (by
@@ -23,6 +23,16 @@ Tie rule (events with equal times), following SNAP's sorts
       vertex of least degree (then rank; degree counts distinct neighbours, a self-loop
       making a vertex its own neighbour) and ``v`` precedes ``w`` in ``u``'s neighbour
       order (the star order above).
+
+    This is the order in which SNAP gathers each group's events. SNAP then sorts them
+    on time alone (its ``TKeyDat`` pairs compare keys only) with ``TVec::Sort``: an
+    insertion sort, which keeps that order, for groups of up to 20 events, and beyond
+    that a quicksort with random pivots, which does not (its degree order likewise).
+    So on inputs where equal times do not meet in a group of more than 20 events,
+    SNAP's tables and these are identical; elsewhere SNAP's split of tied instances
+    between cells changes from run to run (and a star cell can come out negative, as
+    it subtracts two-node counts sorted another way), while every group total -- the
+    two-node, star and triangle sums -- is the same as here.
 
 Self-loops are dropped from every count (they only add to a vertex's degree, as in SNAP).
 Equal events (same time, same endpoints) are separate events: each takes part in its own
