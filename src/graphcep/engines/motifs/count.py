@@ -71,28 +71,32 @@ def _triangles(stream: MotifStream, lo: np.ndarray, hi: np.ndarray, events: np.n
     dkeys, inverse = np.unique(stream.src * n + stream.dst, return_inverse=True)
     order = np.lexsort((stream.t, inverse))
     d_off, d_t = offsets(inverse[order], len(dkeys)), stream.t[order]
-    u = np.concatenate([lo, hi])
-    x = np.concatenate([hi, lo])
+    fwd, bwd = _directed_ids(dkeys, lo * n + hi), _directed_ids(dkeys, hi * n + lo)
+    pair = np.arange(len(lo))
+    u, x, ids = np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([pair, pair])
     by_nbr = np.lexsort((x, ~has_key(dkeys, u * n + x), u))
-    adj_off, adj = offsets(u[by_nbr], stream.n), x[by_nbr]
+    adj_off = offsets(u[by_nbr], stream.n)
     degree = np.bincount(u, minlength=stream.n) + stream.self_loop
     rank = np.empty(stream.n, dtype=np.int64)
     rank[np.lexsort((np.arange(stream.n), degree))] = np.arange(stream.n)
-    ukeys = lo * n + hi
-    pair_of, third = list_triangles(adj_off, adj, rank, events, ukeys, n)
+    found = list_triangles(adj_off, x[by_nbr], ids[by_nbr], rank, events, lo)
     if local:  # one group per triangle: its counts go to its three vertices
-        g_pair, g_off, g_third = pair_of, np.arange(len(pair_of) + 1), third
+        g_pair, g_off, sides = found[:, 0], np.arange(len(found) + 1), found[:, 1:]
     else:
-        by_pair = np.argsort(pair_of, kind="stable")
-        g_pair, starts = np.unique(pair_of[by_pair], return_index=True)
-        g_off = np.append(starts, len(pair_of)).astype(np.int64)
-        g_third = third[by_pair]
-    tmin = int(stream.t.min()) if len(stream.t) else 0
-    span = int(stream.t.max()) - tmin if len(stream.t) else 0
-    if span >= 1 << 59:
-        raise ValueError("the stream spans too long a time to count triangles exactly")
-    return count_triangles(g_off, g_pair, g_third, lo, hi, dkeys, d_off, d_t, n, tmin, deltas,
-                           per_vertex)
+        found = found[np.argsort(found[:, 0], kind="stable")]
+        g_pair, starts = np.unique(found[:, 0], return_index=True)
+        g_off, sides = np.append(starts, len(found)).astype(np.int64), found[:, 1:]
+    side_a = sides[:, 0]
+    thirds = np.where(lo[side_a] == lo[found[:, 0]], hi[side_a], lo[side_a])
+    times, d_rank = np.unique(d_t, return_inverse=True)
+    return count_triangles(g_off, g_pair, np.ascontiguousarray(sides), thirds, lo, hi, fwd, bwd,
+                           d_off, d_rank.astype(np.int64), times, deltas, per_vertex)
+
+
+def _directed_ids(dkeys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Index of each key among the directed edges, or -1."""
+    at = np.minimum(np.searchsorted(dkeys, keys), max(len(dkeys) - 1, 0))
+    return np.where(has_key(dkeys, keys), at, -1).astype(np.int64)
 
 
 __all__ = ["StreamCounts", "count_stream"]

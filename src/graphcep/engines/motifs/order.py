@@ -47,6 +47,9 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines.motifs.stars import local_ids
+from graphcep.engines.subgraph.kernel import group_by
+
 
 @dataclass(frozen=True)
 class MotifStream:
@@ -170,20 +173,21 @@ class Stars:
 
 def stars(stream: MotifStream, dkeys: np.ndarray) -> Stars:
     """Events at each centre in SNAP's star order (see the module docstring)."""
-    n = stream.n
+    n, m = stream.n, len(stream.t)
     centre = np.concatenate([stream.src, stream.dst])
     other = np.concatenate([stream.dst, stream.src])
-    direction = np.repeat(np.array([0, 1], dtype=np.int64), len(stream.t))
-    t = np.concatenate([stream.t, stream.t])
-    # a neighbour the centre sends to (static edge centre -> other) sorts first
-    only_in = ~has_key(dkeys, centre * n + other)
-    order = np.lexsort((direction, other, only_in, t, centre))
-    centre, other, direction, t = centre[order], other[order], direction[order], t[order]
-    incidence, local = np.unique(centre * n + other, return_inverse=True)
-    first = np.searchsorted(incidence // max(n, 1), np.arange(n))
-    nbr = local - first[centre]
-    width = int(np.bincount(incidence // max(n, 1), minlength=1).max()) if len(incidence) else 0
-    return Stars(t, nbr.astype(np.int64), direction, offsets(centre, n), width)
+    # a neighbour the centre sends to (static edge centre -> other) sorts first; at the
+    # source of an event that is always so
+    only_in = np.zeros(2 * m, dtype=np.int64)
+    only_in[m:] = ~has_key(dkeys, stream.dst * n + stream.src)
+    direction = np.repeat(np.array([0, 1], dtype=np.int64), m)
+    minor = (only_in * n + other) * 2 + direction
+    by_time = np.lexsort((minor, np.concatenate([stream.t, stream.t])))
+    off, within = group_by(centre[by_time], n)  # stable: time order kept per centre
+    order = by_time[within]
+    other = other[order]
+    nbr, width = local_ids(off, other, n)
+    return Stars(np.concatenate([stream.t, stream.t])[order], nbr, direction[order], off, width)
 
 
 __all__ = ["MotifStream", "Pairs", "Stars", "directed_keys", "has_key", "motif_stream",

@@ -22,6 +22,27 @@ import numba as nb
 import numpy as np
 
 
+@nb.njit(cache=True, nogil=True)
+def local_ids(off, other, n):
+    """Each event's neighbour as a dense index among its centre's neighbours, and the
+    largest neighbour count."""
+    stamp = np.full(n, -1, dtype=np.int64)
+    slot = np.empty(n, dtype=np.int64)
+    nbr = np.empty(other.shape[0], dtype=np.int64)
+    width = 0
+    for c in range(off.shape[0] - 1):
+        count = 0
+        for j in range(off[c], off[c + 1]):
+            x = other[j]
+            if stamp[x] != c:
+                stamp[x] = c
+                slot[x] = count
+                count += 1
+            nbr[j] = slot[x]
+        width = max(width, count)
+    return nbr, width
+
+
 @nb.njit(cache=True, nogil=True, inline="always")
 def _push(nodes, pair_sum, per_nbr, d, x, o):
     for i in range(2):
@@ -118,4 +139,4 @@ def count_stars(t, nbr, out, off, width, deltas, per_centre):
     return total
 
 
-__all__ = ["count_stars"]
+__all__ = ["count_stars", "local_ids"]

@@ -23,86 +23,87 @@ import numba as nb
 import numpy as np
 
 
-@nb.njit(cache=True, nogil=True, inline="always")
-def _searchsorted_key(keys, key):
-    """Index of ``key`` in the sorted ``keys``, or -1."""
-    at = np.searchsorted(keys, key)
-    if at < keys.shape[0] and keys[at] == key:
-        return at
-    return -1
-
-
 @nb.njit(cache=True, nogil=True)
-def list_triangles(adj_off, adj, rank, counts_of, ukeys, n):
-    """Static triangles ``(edge pair id, third vertex)``, each given to one edge.
+def list_triangles(adj_off, adj, adj_pair, rank, counts_of, lo):
+    """Static triangles, each given to one edge: ``(edge, a-side pair, b-side pair)``.
 
-    ``adj_off``/``adj``: each vertex's neighbours in its neighbour order; ``rank``: the
-    degree order; ``counts_of``: events per undirected pair (ids from ``ukeys``).
+    ``adj_off``/``adj``: each vertex's neighbours in its neighbour order, ``adj_pair``
+    the undirected pair id of each entry; ``rank``: the degree order; ``counts_of``:
+    events per pair; ``lo``: each pair's lower vertex (the edge's ``a``). The third
+    vertex's pairs with ``a`` and with ``b`` come in that order.
     """
     nv = adj_off.shape[0] - 1
     mark = np.zeros(nv, dtype=np.int64)
+    size = 1024
+    out = np.empty((size, 3), dtype=np.int64)
     found = 0
-    for phase in range(2):
-        if phase == 1:
-            pair_of = np.empty(found, dtype=np.int64)
-            third = np.empty(found, dtype=np.int64)
-            found = 0
-        for u in range(nv):
-            for p in range(adj_off[u], adj_off[u + 1]):
-                if rank[adj[p]] > rank[u]:
-                    mark[adj[p]] = p - adj_off[u] + 1
-            for p in range(adj_off[u], adj_off[u + 1]):
-                v = adj[p]
-                if rank[v] <= rank[u]:
+    for u in range(nv):
+        for p in range(adj_off[u], adj_off[u + 1]):
+            if rank[adj[p]] > rank[u]:
+                mark[adj[p]] = p + 1
+        for p in range(adj_off[u], adj_off[u + 1]):
+            v = adj[p]
+            if rank[v] <= rank[u]:
+                continue
+            for q in range(adj_off[v], adj_off[v + 1]):
+                x = adj[q]
+                if rank[x] <= rank[v] or mark[x] == 0:
                     continue
-                for q in range(adj_off[v], adj_off[v + 1]):
-                    x = adj[q]
-                    if rank[x] <= rank[v] or mark[x] == 0:
-                        continue
-                    if phase == 1:
-                        first, second = (v, x) if mark[v] < mark[x] else (x, v)
-                        pair_of[found], third[found] = _assign(u, first, second, counts_of,
-                                                               ukeys, n)
-                    found += 1
-            for p in range(adj_off[u], adj_off[u + 1]):
-                mark[adj[p]] = 0
-    return pair_of, third
+                if found == size:
+                    size *= 2
+                    grown = np.empty((size, 3), dtype=np.int64)
+                    grown[:found] = out[:found]
+                    out = grown
+                # v and x in u's neighbour order; the pairs uv, uw, vw of SNAP's names
+                if mark[v] < mark[x]:
+                    uv, uw, vw = adj_pair[p], adj_pair[mark[x] - 1], adj_pair[q]
+                    names = (u, v, x)
+                else:
+                    uv, uw, vw = adj_pair[mark[x] - 1], adj_pair[p], adj_pair[q]
+                    names = (u, x, v)
+                out[found] = _assign(uv, uw, vw, names, counts_of, lo)
+                found += 1
+        for p in range(adj_off[u], adj_off[u + 1]):
+            mark[adj[p]] = 0
+    return out[:found]
 
 
 @nb.njit(cache=True, nogil=True)
-def _assign(u, v, w, counts_of, ukeys, n):
-    uv = _searchsorted_key(ukeys, min(u, v) * n + max(u, v))
-    uw = _searchsorted_key(ukeys, min(u, w) * n + max(u, w))
-    vw = _searchsorted_key(ukeys, min(v, w) * n + max(v, w))
+def _assign(uv, uw, vw, names, counts_of, lo):
+    """SNAP's choice: the edge with the most events (ties: uv, uw, vw)."""
+    u, v, w = names
     c_uv, c_uw, c_vw = counts_of[uv], counts_of[uw], counts_of[vw]
     if c_uv >= max(c_uw, c_vw):
-        return uv, w
+        return (uv, uw, vw) if lo[uv] == u else (uv, vw, uw)
     if c_uw >= max(c_uv, c_vw):
-        return uw, v
-    return vw, u
+        return (uw, uv, vw) if lo[uw] == u else (uw, vw, uv)
+    return (vw, uv, uw) if lo[vw] == v else (vw, uw, uv)
 
 
 @nb.njit(cache=True, nogil=True)
-def _gather(a, b, thirds, dkeys, d_off, d_t, n, tmin, buf_key, buf_w):
-    """The group's events into the buffers: sort key ``(t - tmin) * 8 + class``."""
+def _runs(q, from_x, fwd, bwd, lo, x):
+    """Directed list of pair ``q`` leaving ``x`` (``from_x``) or entering it, or -1."""
+    return fwd[q] if (lo[q] == x) == from_x else bwd[q]
+
+
+@nb.njit(cache=True, nogil=True)
+def _gather(p, sides, fwd, bwd, lo, hi, d_off, d_rank, wbits, buf):
+    """The group's events into ``buf`` as sort keys: time rank, class, third + 1."""
     m = 0
-    ends = (a, b)
-    for c in range(2):
-        k = _searchsorted_key(dkeys, ends[c] * n + ends[1 - c])
+    for c in range(2):  # a -> b, b -> a
+        k = fwd[p] if c == 0 else bwd[p]
         if k >= 0:
             for i in range(d_off[k], d_off[k + 1]):
-                buf_key[m] = (d_t[i] - tmin) * 8 + c
-                buf_w[m] = -1
+                buf[m] = ((d_rank[i] << 3) | c) << wbits
                 m += 1
-    for wi in range(thirds.shape[0]):
-        w = thirds[wi]
+    for wi in range(sides.shape[0]):
         for c in range(4):  # w -> a, w -> b, a -> w, b -> w
-            x = ends[c % 2]
-            k = _searchsorted_key(dkeys, (w * n + x) if c < 2 else (x * n + w))
+            q = sides[wi, c % 2]
+            x = lo[p] if c % 2 == 0 else hi[p]
+            k = _runs(q, c >= 2, fwd, bwd, lo, x)
             if k >= 0:
                 for i in range(d_off[k], d_off[k + 1]):
-                    buf_key[m] = (d_t[i] - tmin) * 8 + 2 + c
-                    buf_w[m] = wi
+                    buf[m] = (((d_rank[i] << 3) | (2 + c)) << wbits) | (wi + 1)
                     m += 1
     return m
 
@@ -136,25 +137,25 @@ def _close(counts, pre, pos, mid, d, uv):
 
 
 @nb.njit(cache=True, nogil=True)
-def _group(key, wloc, m, deltas, st, counts):
+def _group(t, cls, wloc, m, nthirds, deltas, st, counts):
     """Slide over one sorted group for every δ, adding to ``counts[d, i, j, k]``."""
     pre_nodes, pos_nodes, pre, pos, mid = st
     for d in range(deltas.shape[0]):
         s = 0
         e = 0
         for j in range(m):
-            tj = key[j] >> 3
-            while s < m and (key[s] >> 3) < tj - deltas[d]:
-                c = key[s] & 7
+            tj = t[j]
+            while s < m and t[s] < tj - deltas[d]:
+                c = cls[s]
                 if c >= 2:
                     _pop(pre_nodes, pre, d, wloc[s], (c - 2) // 2, c % 2)
                 s += 1
-            while e < m and (key[e] >> 3) <= tj + deltas[d]:
-                c = key[e] & 7
+            while e < m and t[e] <= tj + deltas[d]:
+                c = cls[e]
                 if c >= 2:
                     _push(pos_nodes, pos, d, wloc[e], (c - 2) // 2, c % 2)
                 e += 1
-            c = key[j] & 7
+            c = cls[j]
             if c < 2:
                 _close(counts, pre, pos, mid, d, 1 - c)
                 continue
@@ -164,24 +165,29 @@ def _group(key, wloc, m, deltas, st, counts):
                 mid[d, 1 - side, i, o] -= pre_nodes[d, i, 1 - side, w]
                 mid[d, side, o, i] += pos_nodes[d, i, 1 - side, w]
             _push(pre_nodes, pre, d, w, o, side)
-    for x in st:
-        x[:] = 0
+    pre_nodes[:, :, :, :nthirds] = 0  # only what this group touched
+    pos_nodes[:, :, :, :nthirds] = 0
+    pre[:] = 0
+    pos[:] = 0
+    mid[:] = 0
 
 
 @nb.njit(cache=True, nogil=True)
-def count_triangles(g_off, g_pair, g_third, lo, hi, dkeys, d_off, d_t, n, tmin, deltas,
-                    per_vertex):
-    """Triangle counts of every group (an edge and the thirds of its triangles).
+def count_triangles(g_off, g_pair, g_sides, thirds, lo, hi, fwd, bwd, d_off, d_rank, times,
+                    deltas, per_vertex):
+    """Triangle counts of every group (an edge and the triangles it carries).
 
     Parameters
     ----------
-    g_off, g_pair, g_third
-        Groups: group g is the edge ``g_pair[g]`` (pair id into ``lo``/``hi``) with the
-        third vertices ``g_third[g_off[g]:g_off[g + 1]]``.
-    dkeys, d_off, d_t
-        Directed static edges (sorted keys ``src * n + dst``) and their event times.
-    tmin
-        The least time (sort keys are offsets from it).
+    g_off, g_pair, g_sides
+        Groups: group g is the pair ``g_pair[g]`` (ids into ``lo``/``hi``, ``a``/``b``)
+        with its triangles' other pairs ``g_sides[g_off[g]:g_off[g + 1]]`` (column 0 the
+        pair with ``a``, column 1 with ``b``); ``thirds`` their third vertices.
+    fwd, bwd, d_off, d_rank
+        Each pair's directed event lists (``lo -> hi``, ``hi -> lo``; -1 for none) and
+        their times as ranks among the distinct times, sorted.
+    times
+        The distinct times, sorted (``times[rank]``).
     deltas
         int64 windows, in the unit of the times.
     per_vertex
@@ -198,49 +204,51 @@ def count_triangles(g_off, g_pair, g_third, lo, hi, dkeys, d_off, d_t, n, tmin, 
     size = 1
     width = 1
     for g in range(g_off.shape[0] - 1):
-        p = g_pair[g]
-        edge = 0
-        for c in range(2):
-            k = _searchsorted_key(dkeys, (lo[p] * n + hi[p]) if c == 0 else (hi[p] * n + lo[p]))
-            if k >= 0:
-                edge += d_off[k + 1] - d_off[k]
-        rest = 0
+        total = _events(g_pair[g], fwd, bwd, d_off)
         for i in range(g_off[g], g_off[g + 1]):
-            rest += _pair_events(lo[p], g_third[i], dkeys, d_off, n)
-            rest += _pair_events(hi[p], g_third[i], dkeys, d_off, n)
-        size = max(size, edge + rest)
+            total += _events(g_sides[i, 0], fwd, bwd, d_off)
+            total += _events(g_sides[i, 1], fwd, bwd, d_off)
+        size = max(size, total)
         width = max(width, g_off[g + 1] - g_off[g])
-    buf_key = np.empty(size, dtype=np.int64)
-    buf_w = np.empty(size, dtype=np.int64)
+    wbits = 1
+    while (1 << wbits) <= width:
+        wbits += 1
+    mask = (1 << wbits) - 1
+    buf = np.empty(size, dtype=np.int64)
+    t = np.empty(size, dtype=np.int64)
+    cls = np.empty(size, dtype=np.int64)
+    wloc = np.empty(size, dtype=np.int64)
     st = (np.zeros((nd, 2, 2, width), dtype=np.int64), np.zeros((nd, 2, 2, width), dtype=np.int64),
           np.zeros((nd, 2, 2, 2), dtype=np.int64), np.zeros((nd, 2, 2, 2), dtype=np.int64),
           np.zeros((nd, 2, 2, 2), dtype=np.int64))
-    total = np.zeros((nd, 2, 2, 2), dtype=np.int64)
+    result = np.zeros((nd, 2, 2, 2), dtype=np.int64)
     group = np.zeros((nd, 2, 2, 2), dtype=np.int64)
     keep = per_vertex.shape[0] > 0
     for g in range(g_off.shape[0] - 1):
         p = g_pair[g]
-        m = _gather(lo[p], hi[p], g_third[g_off[g]:g_off[g + 1]], dkeys, d_off, d_t, n, tmin,
-                    buf_key, buf_w)
-        order = np.argsort(buf_key[:m])
-        key = buf_key[:m][order]
-        wloc = buf_w[:m][order]
+        m = _gather(p, g_sides[g_off[g]:g_off[g + 1]], fwd, bwd, lo, hi, d_off, d_rank, wbits,
+                    buf)
+        buf[:m].sort()
+        for i in range(m):
+            key = buf[i]
+            t[i] = times[key >> (wbits + 3)]
+            cls[i] = (key >> wbits) & 7
+            wloc[i] = (key & mask) - 1
         group[:] = 0
-        _group(key, wloc, m, deltas, st, group)
-        total += group
+        _group(t, cls, wloc, m, g_off[g + 1] - g_off[g], deltas, st, group)
+        result += group
         if keep:
             per_vertex[lo[p]] += group
             per_vertex[hi[p]] += group
             for i in range(g_off[g], g_off[g + 1]):
-                per_vertex[g_third[i]] += group
-    return total
+                per_vertex[thirds[i]] += group
+    return result
 
 
 @nb.njit(cache=True, nogil=True)
-def _pair_events(x, y, dkeys, d_off, n):
+def _events(q, fwd, bwd, d_off):
     total = 0
-    for key in (x * n + y, y * n + x):
-        k = _searchsorted_key(dkeys, key)
+    for k in (fwd[q], bwd[q]):
         if k >= 0:
             total += d_off[k + 1] - d_off[k]
     return total
