@@ -31,7 +31,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from graphcep.engines.motifs import count_stream, motif_stream
+from graphcep.engines.motifs import StreamCounts, count_stream, motif_stream
 from graphcep.engines.motifs.layout import group_totals
 from graphcep.io.formats.schema import ReaderOptions
 from graphcep.io.readers import read_edges
@@ -105,6 +105,7 @@ def count_motifs(
     time_unit: str = "s",
     fmt: str | None = None,
     local: bool = False,
+    spark: Any = None,
 ) -> MotifCounts:
     """Count the 36 δ-temporal motifs of a stream for every δ, in one pass.
 
@@ -120,10 +121,15 @@ def count_motifs(
     fmt
         Input format of files (default: from the name).
     local
-        Also count per vertex (Raphtory's layout).
+        Also count per vertex (Raphtory's layout; in-process only).
+    spark
+        A SparkSession: count on Spark (:mod:`graphcep.runtime.motifs_spark`), the
+        groups of each counter spread over its tasks; the same counts.
     """
     if not len(deltas):
         raise ValueError("at least one δ is needed")
+    if spark is not None and local:
+        raise ValueError("per-vertex counts are counted in-process only")
     us = np.array([delta_to_us(d, time_unit) for d in deltas], dtype=np.int64)
     if not isinstance(edges, pa.Table):
         unit = None if time_unit == "s" else time_unit  # None: seconds, or a Parquet file's own
@@ -131,7 +137,12 @@ def count_motifs(
     t = edges.column("t").to_numpy()
     stream = motif_stream(t, edges.column("src").combine_chunks(),
                           edges.column("dst").combine_chunks())
-    counted = count_stream(stream, us, local=local)
+    if spark is not None:
+        from graphcep.runtime.motifs_spark import count_motifs_spark
+
+        counted = StreamCounts(count_motifs_spark(spark, stream, us), None)
+    else:
+        counted = count_stream(stream, us, local=local)
     return MotifCounts([str(d) for d in deltas], time_unit, counted.tables,
                        group_totals(counted.tables), len(stream.t),
                        edges.num_rows - len(stream.t),

@@ -74,7 +74,7 @@ def test_png_heat_map_and_lazy_matplotlib(tmp_path):
 @pytest.mark.parametrize("args", [
     ["--delta", "10,-1"], ["--delta", "ten"], ["--delta", "10,,20"],
     ["--delta", "0.5", "--time-unit", "us"], ["--delta", "10", "--format", "png"],
-    ["--delta", "10", "--format", "svg"],
+    ["--delta", "10", "--format", "svg"], ["--delta", "10", "--engine", "spark", "--local"],
 ])
 def test_bad_options_exit_2_in_one_line(args, capsys):
     assert main(["motifs", "-i", str(EXAMPLE), *args]) == 2

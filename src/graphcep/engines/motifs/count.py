@@ -15,6 +15,7 @@ import numpy as np
 from graphcep.engines.motifs.layout import matrices, raphtory_local
 from graphcep.engines.motifs.order import (
     MotifStream,
+    Pairs,
     directed_keys,
     has_key,
     offsets,
@@ -53,8 +54,8 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     star_total = count_stars(centred.t, centred.nbr, centred.out, centred.off, centred.width,
                              deltas, per_centre)
     per_vertex = np.zeros((n, nd, 2, 2, 2), np.int64) if local else _EMPTY[:, 0]
-    tri_total = _triangles(stream, grouped.lo, grouped.hi, grouped.events, deltas, per_vertex,
-                           local)
+    tri_total = count_triangle_groups(triangle_groups(stream, grouped, local), grouped, deltas,
+                                      per_vertex)
     tables = matrices(pair_total, star_total, tri_total)
     if not local:
         return StreamCounts(tables, None)
@@ -64,33 +65,59 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     return StreamCounts(tables, raphtory_local(per_centre, pair_local, per_vertex))
 
 
-def _triangles(stream: MotifStream, lo: np.ndarray, hi: np.ndarray, events: np.ndarray,
-               deltas: np.ndarray, per_vertex: np.ndarray, local: bool) -> np.ndarray:
-    """The triangle counter's ``(deltas, 2, 2, 2)`` totals (SNAP's triad table)."""
+@dataclass(frozen=True)
+class TriangleGroups:
+    """The triangle counter's input: group g is the pair ``pair[g]`` with its triangles'
+    other pairs ``sides[off[g]:off[g + 1]]`` (with ``a``, with ``b``) and third vertices;
+    ``fwd``/``bwd``/``d_off``/``d_rank``/``times``: each pair's directed event lists."""
+
+    off: np.ndarray
+    pair: np.ndarray
+    sides: np.ndarray
+    thirds: np.ndarray
+    fwd: np.ndarray
+    bwd: np.ndarray
+    d_off: np.ndarray
+    d_rank: np.ndarray
+    times: np.ndarray
+
+
+def triangle_groups(stream: MotifStream, grouped: Pairs, local: bool = False) -> TriangleGroups:
+    """List the static triangles, give each to one edge, group them by edge (one group
+    per triangle when ``local``: its counts then go to its three vertices)."""
+    lo, hi = grouped.lo, grouped.hi
     n = max(stream.n, 1)
     dkeys, inverse = np.unique(stream.src * n + stream.dst, return_inverse=True)
     order = np.lexsort((stream.t, inverse))
-    d_off, d_t = offsets(inverse[order], len(dkeys)), stream.t[order]
+    d_off = offsets(inverse[order], len(dkeys))
+    times, d_rank = np.unique(stream.t[order], return_inverse=True)
     fwd, bwd = _directed_ids(dkeys, lo * n + hi), _directed_ids(dkeys, hi * n + lo)
     pair = np.arange(len(lo))
     u, x, ids = np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([pair, pair])
     by_nbr = np.lexsort((x, ~has_key(dkeys, u * n + x), u))
-    adj_off = offsets(u[by_nbr], stream.n)
     degree = np.bincount(u, minlength=stream.n) + stream.self_loop
     rank = np.empty(stream.n, dtype=np.int64)
     rank[np.lexsort((np.arange(stream.n), degree))] = np.arange(stream.n)
-    found = list_triangles(adj_off, x[by_nbr], ids[by_nbr], rank, events, lo)
-    if local:  # one group per triangle: its counts go to its three vertices
-        g_pair, g_off, sides = found[:, 0], np.arange(len(found) + 1), found[:, 1:]
+    found = list_triangles(offsets(u[by_nbr], stream.n), x[by_nbr], ids[by_nbr], rank,
+                           grouped.events, lo)
+    if local:
+        g_pair, g_off = found[:, 0], np.arange(len(found) + 1)
     else:
         found = found[np.argsort(found[:, 0], kind="stable")]
         g_pair, starts = np.unique(found[:, 0], return_index=True)
-        g_off, sides = np.append(starts, len(found)).astype(np.int64), found[:, 1:]
-    side_a = sides[:, 0]
+        g_off = np.append(starts, len(found)).astype(np.int64)
+    side_a = found[:, 1]
     thirds = np.where(lo[side_a] == lo[found[:, 0]], hi[side_a], lo[side_a])
-    times, d_rank = np.unique(d_t, return_inverse=True)
-    return count_triangles(g_off, g_pair, np.ascontiguousarray(sides), thirds, lo, hi, fwd, bwd,
-                           d_off, d_rank.astype(np.int64), times, deltas, per_vertex)
+    return TriangleGroups(g_off, g_pair, np.ascontiguousarray(found[:, 1:]), thirds, fwd, bwd,
+                          d_off, d_rank.astype(np.int64), times)
+
+
+def count_triangle_groups(groups: TriangleGroups, grouped: Pairs, deltas: np.ndarray,
+                          per_vertex: np.ndarray) -> np.ndarray:
+    """The triangle counter's ``(deltas, 2, 2, 2)`` totals (SNAP's triad table)."""
+    return count_triangles(groups.off, groups.pair, groups.sides, groups.thirds, grouped.lo,
+                           grouped.hi, groups.fwd, groups.bwd, groups.d_off, groups.d_rank,
+                           groups.times, deltas, per_vertex)
 
 
 def _directed_ids(dkeys: np.ndarray, keys: np.ndarray) -> np.ndarray:
@@ -99,4 +126,5 @@ def _directed_ids(dkeys: np.ndarray, keys: np.ndarray) -> np.ndarray:
     return np.where(has_key(dkeys, keys), at, -1).astype(np.int64)
 
 
-__all__ = ["StreamCounts", "count_stream"]
+__all__ = ["StreamCounts", "TriangleGroups", "count_stream", "count_triangle_groups",
+           "triangle_groups"]
