@@ -18,7 +18,8 @@ each in its own process:
    (``g++``, ``make``); skipped with a message when it cannot be.
 4. **SNAP, OpenMP** -- the same with ``OMP_NUM_THREADS`` = the machine's cores.
 5. **Raphtory** -- ``raphtory.algorithms.global_temporal_three_node_motif_multi`` on a
-   graph loaded from the same table (loading timed on its own), in a virtual environment
+   graph loaded from the same table (loading timed on its own), with its default threads
+   and with one thread (graphcep counts on one), in a virtual environment
    of its own (``~/.cache/graphcep-bench/raphtory-venv``, ``pip install raphtory``);
    skipped with a message when it cannot be installed.
 
@@ -39,6 +40,7 @@ import argparse
 import gzip
 import json
 import os
+import resource
 import shutil
 import subprocess
 import sys
@@ -73,11 +75,13 @@ started = time.perf_counter(); edges = read_edges(path, "snap").edges
 read_s = time.perf_counter() - started
 started = time.perf_counter(); counts = count_motifs(edges, deltas)
 first_s = time.perf_counter() - started
-best = float("inf")
+best = best_cpu = float("inf")
 for _ in range(repeat):
-    started = time.perf_counter(); counts = count_motifs(edges, deltas)
+    started, cpu = time.perf_counter(), time.process_time()
+    counts = count_motifs(edges, deltas)
     best = min(best, time.perf_counter() - started)
-print(json.dumps({"read_s": read_s, "first_s": first_s, "count_s": best,
+    best_cpu = min(best_cpu, time.process_time() - cpu)
+print(json.dumps({"read_s": read_s, "first_s": first_s, "count_s": best, "count_cpu": best_cpu,
                   "tables": counts.tables.tolist()}))
 """
 
@@ -86,13 +90,15 @@ import json, sys, time
 import pyarrow as pa, pyarrow.csv as csv
 from raphtory import Graph, algorithms
 path, deltas = sys.argv[1], [int(d) for d in sys.argv[2].split(",")]
+threads = int(sys.argv[3]) or None
 table = csv.read_csv(path, read_options=csv.ReadOptions(column_names=["src", "dst", "t"]),
                      parse_options=csv.ParseOptions(delimiter=" "))
 started = time.perf_counter(); graph = Graph(); graph.load_edges(table, "t", "src", "dst")
 load_s = time.perf_counter() - started
-started = time.perf_counter()
-counts = algorithms.global_temporal_three_node_motif_multi(graph, deltas)
+started, cpu = time.perf_counter(), time.process_time()
+counts = algorithms.global_temporal_three_node_motif_multi(graph, deltas, threads)
 print(json.dumps({"load_s": load_s, "count_s": time.perf_counter() - started,
+                  "count_cpu": time.process_time() - cpu,
                   "counts": [list(map(int, c)) for c in counts]}))
 """
 
@@ -143,16 +149,22 @@ def raphtory_python() -> tuple[Path | None, str]:
     return python, ""
 
 
-def run_snap(binary: Path, path: Path, delta: int, threads: int) -> tuple[float, np.ndarray]:
-    """One SNAP process: its wall seconds and its table."""
+def run_snap(binary: Path, path: Path, delta: int, threads: int
+             ) -> tuple[float, float, np.ndarray]:
+    """One SNAP process: its wall and CPU seconds and its table."""
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "counts.txt"
         env = {**os.environ, "OMP_NUM_THREADS": str(threads)}
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), _children_cpu()
         subprocess.run([str(binary), f"-i:{path}", f"-delta:{delta}", f"-o:{out}"], env=env,
                        capture_output=True, check=True)
-        seconds = time.perf_counter() - started
-        return seconds, np.loadtxt(out, dtype=np.uint64).astype(np.int64)
+        seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
+        return seconds, cpu, np.loadtxt(out, dtype=np.uint64).astype(np.int64)
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def run_cli(path: Path, repeat: int) -> float:
@@ -197,31 +209,36 @@ def bench_stream(name: str, repeat: int, snap: Path | None, raphtory: Path | Non
     found = json.loads(api.stdout)
     ours = np.array(found["tables"])
     row.update(read_s=found["read_s"], api_s=found["count_s"], first_s=found["first_s"],
+               api_cpu=found["count_cpu"],
                cli_s=run_cli(path, repeat), totals=totals(ours))
     if snap is not None:
         for threads, key in ((1, "snap1"), (os.cpu_count() or 1, "snapn")):
             runs = [run_snap(snap, path, d, threads) for d in DELTAS]
-            row[f"{key}_s"] = sum(s for s, _ in runs)
-            row[f"{key}_tables"] = np.array([t for _, t in runs])
-        again = np.array([run_snap(snap, path, d, 1)[1] for d in DELTAS])
+            row[f"{key}_s"] = sum(s for s, _, _ in runs)
+            row[f"{key}_cpu"] = sum(c for _, c, _ in runs)
+            row[f"{key}_tables"] = np.array([t for _, _, t in runs])
+        again = np.array([run_snap(snap, path, d, 1)[2] for d in DELTAS])
         row["snap_self_diff"] = int((again != row["snap1_tables"]).sum())
         row["snap_diff"] = int((ours != row["snap1_tables"]).sum())
         row["snap_totals_equal"] = totals(row["snap1_tables"]) == row["totals"]
     if raphtory is not None:
-        run = subprocess.run([str(raphtory), "-c", RAPHTORY_CHILD, str(path),
-                              ",".join(map(str, DELTAS))], capture_output=True, text=True,
-                             check=True)
-        found = json.loads(run.stdout)
-        row.update(raphtory_s=found["count_s"], raphtory_load_s=found["load_s"],
-                   raphtory_totals_equal=raphtory_totals(found["counts"]) == row["totals"])
+        for threads, key in ((0, "raphtory"), (1, "raphtory1")):
+            run = subprocess.run([str(raphtory), "-c", RAPHTORY_CHILD, str(path),
+                                  ",".join(map(str, DELTAS)), str(threads)], capture_output=True,
+                                 text=True, check=True)
+            found = json.loads(run.stdout)
+            row.update({f"{key}_s": found["count_s"], f"{key}_load_s": found["load_s"],
+                        f"{key}_cpu": found["count_cpu"],
+                        f"{key}_totals_equal": raphtory_totals(found["counts"]) == row["totals"]})
     return row
 
 
 def report(rows: list[dict], notes: list[str]) -> tuple[str, bool]:
     """The Markdown block and whether every check passed."""
     lines = ["| stream | events | graphcep API s | read s | graphcep CLI s | SNAP 1 thread s "
-             f"| SNAP {os.cpu_count()} threads s | Raphtory s | API vs SNAP 1t | CLI vs SNAP 1t "
-             "| API vs Raphtory | tables vs SNAP |", "|" + "---|" * 12]
+             f"| SNAP {os.cpu_count()} threads s | Raphtory s | Raphtory 1 thread s "
+             "| API vs SNAP 1t | CLI vs SNAP 1t | API vs Raphtory | API vs Raphtory 1t "
+             "| tables vs SNAP |", "|" + "---|" * 14]
     ok = True
     for r in rows:
         def cell(key: str, r: dict = r) -> str:
@@ -238,12 +255,28 @@ def report(rows: list[dict], notes: list[str]) -> tuple[str, bool]:
         else:
             same = "-"
         if "raphtory_totals_equal" in r:
-            same += "; Raphtory totals " + ("equal" if r["raphtory_totals_equal"] else "DIFFER")
-            ok &= r["raphtory_totals_equal"]
+            equal = r["raphtory_totals_equal"] and r["raphtory1_totals_equal"]
+            same += "; Raphtory totals " + ("equal" if equal else "DIFFER")
+            ok &= equal
         lines.append(f"| {r['stream']} | {r['events']:,} | {r['api_s']:.3f} | {r['read_s']:.3f} "
                      f"| {r['cli_s']:.3f} | {cell('snap1_s')} | {cell('snapn_s')} "
-                     f"| {cell('raphtory_s')} | {ratio('snap1_s', 'api_s')} "
-                     f"| {ratio('snap1_s', 'cli_s')} | {ratio('raphtory_s', 'api_s')} | {same} |")
+                     f"| {cell('raphtory_s')} | {cell('raphtory1_s')} | {ratio('snap1_s', 'api_s')} "
+                     f"| {ratio('snap1_s', 'cli_s')} | {ratio('raphtory_s', 'api_s')} "
+                     f"| {ratio('raphtory1_s', 'api_s')} | {same} |")
+    lines += ["", "CPU seconds (user + system, all threads; the shared machine's load "
+              "stretches wall times, far less CPU times):", "",
+              "| stream | graphcep API | SNAP 1 thread | Raphtory | Raphtory 1 thread "
+              "| SNAP 1t / API | Raphtory / API | Raphtory 1t / API |", "|" + "---|" * 8]
+    for r in rows:
+        def cpu(key: str, r: dict = r) -> str:
+            return f"{r[key]:.3f}" if key in r else "skipped"
+
+        def over(key: str, r: dict = r) -> str:
+            return f"{r[key] / r['api_cpu']:.1f}x" if key in r else "-"
+
+        lines.append(f"| {r['stream']} | {r['api_cpu']:.3f} | {cpu('snap1_cpu')} "
+                     f"| {cpu('raphtory_cpu')} | {cpu('raphtory1_cpu')} | {over('snap1_cpu')} "
+                     f"| {over('raphtory_cpu')} | {over('raphtory1_cpu')} |")
     lines += ["", targets(rows), "", "Group totals per δ (600, 3600, 86400 s):", ""]
     for r in rows:
         lines.append(f"- {r['stream']}: " + "; ".join(f"{k} {v}" for k, v in r["totals"].items()))
@@ -259,8 +292,11 @@ def targets(rows: list[dict]) -> str:
     same = [r["stream"] for r in rows if r.get("snap_diff") == 0]
     return ("Targets: identical tables -- identical on " + (", ".join(same) or "no stream")
             + "; elsewhere equal two-node, star and triangle totals, where SNAP's own cells "
-            f"change from run to run (ties); >= 10x Raphtory -- API {span('raphtory_s', 'api_s')}; at least SNAP's "
-            f"speed on one thread -- API {span('snap1_s', 'api_s')}, whole CLI process "
+            f"change from run to run (ties); >= 10x Raphtory -- API {span('raphtory_s', 'api_s')} "
+            f"wall (its threads), {span('raphtory1_s', 'api_s')} wall (one thread, as graphcep), "
+            f"{span('raphtory_cpu', 'api_cpu')} CPU; at least SNAP's "
+            f"speed on one thread -- API {span('snap1_s', 'api_s')} wall, "
+            f"{span('snap1_cpu', 'api_cpu')} CPU, whole CLI process "
             f"{span('snap1_s', 'cli_s')} (all δ in one call against one SNAP process per δ).")
 
 
