@@ -85,3 +85,14 @@ def test_bad_options_exit_2_in_one_line(args, capsys):
 def test_missing_input_exits_2(tmp_path, capsys):
     assert main(["motifs", "-i", str(tmp_path / "none.txt"), "--delta", "10"]) == 2
     assert len(capsys.readouterr().err.strip().splitlines()) == 1
+
+
+@pytest.mark.parametrize(("text", "loops"), [("", 0), ("1 1 5\n2 2 6\n", 2), ("1 2 5\n", 0)])
+def test_inputs_without_motifs_give_zero_tables(tmp_path, capsys, text, loops):
+    path = tmp_path / "few.txt"
+    path.write_text(text)
+    assert main(["motifs", "-i", str(path), "--input-format", "snap", "--delta", "10",
+                 "--format", "json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["self_loops_dropped"] == loops
+    assert out["deltas"][0]["table"] == [[0] * 6] * 6
