@@ -65,7 +65,8 @@ class MotifCounts:
     totals : dict[str, numpy.ndarray]
         ``two_node``, ``stars``, ``triangles``, ``all``: one int64 per δ.
     events : int
-        Events counted (self-loops excluded); ``self_loops`` those dropped.
+        Events counted (self-loops excluded); ``self_loops`` those dropped;
+        ``rejected`` the malformed input lines the reader skipped.
     vertices : list[str] | None
         With ``local=True``: vertex names, one per row of ``local``.
     local : numpy.ndarray | None
@@ -81,13 +82,15 @@ class MotifCounts:
     totals: dict[str, np.ndarray]
     events: int
     self_loops: int
+    rejected: int = 0
     vertices: list[str] | None = None
     local: np.ndarray | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: one entry per δ with its table and totals."""
         out: dict[str, Any] = {"unit": self.unit, "events": self.events,
-                               "self_loops_dropped": self.self_loops, "deltas": []}
+                               "self_loops_dropped": self.self_loops,
+                               "rejected_lines": self.rejected, "deltas": []}
         for i, delta in enumerate(self.deltas):
             entry = {"delta": delta, "table": self.tables[i].tolist(),
                      "totals": {k: int(v[i]) for k, v in self.totals.items()}}
@@ -131,9 +134,11 @@ def count_motifs(
     if spark is not None and local:
         raise ValueError("per-vertex counts are counted in-process only")
     us = np.array([delta_to_us(d, time_unit) for d in deltas], dtype=np.int64)
+    rejected = 0
     if not isinstance(edges, pa.Table):
         unit = None if time_unit == "s" else time_unit  # None: seconds, or a Parquet file's own
-        edges = read_edges(edges, fmt, ReaderOptions(time_unit=unit)).edges
+        read = read_edges(edges, fmt, ReaderOptions(time_unit=unit))
+        edges, rejected = read.edges, read.rejects.num_rows
     t = edges.column("t").to_numpy()
     stream = motif_stream(t, edges.column("src").combine_chunks(),
                           edges.column("dst").combine_chunks())
@@ -145,7 +150,7 @@ def count_motifs(
         counted = count_stream(stream, us, local=local)
     return MotifCounts([str(d) for d in deltas], time_unit, counted.tables,
                        group_totals(counted.tables), len(stream.t),
-                       edges.num_rows - len(stream.t),
+                       edges.num_rows - len(stream.t), rejected,
                        stream.names if local else None, counted.local)
 
 

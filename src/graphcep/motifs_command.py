@@ -91,6 +91,8 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     counts = count_motifs(args.input if len(args.input) > 1 else args.input[0], args.delta,
                           time_unit=args.time_unit, fmt=args.input_format, local=args.local,
                           spark=spark)
+    if counts.rejected:
+        print(f"graphcep: motifs: {counts.rejected:,} malformed lines skipped", file=sys.stderr)
     if args.format == "png":
         write_png(counts, Path(args.output))
         return 0

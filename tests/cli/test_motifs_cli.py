@@ -96,3 +96,15 @@ def test_inputs_without_motifs_give_zero_tables(tmp_path, capsys, text, loops):
     out = json.loads(capsys.readouterr().out)
     assert out["self_loops_dropped"] == loops
     assert out["deltas"][0]["table"] == [[0] * 6] * 6
+
+
+def test_malformed_lines_are_skipped_and_reported(tmp_path, capsys):
+    path = tmp_path / "bad.txt"
+    path.write_text(EXAMPLE.read_text() + "1 2\nx y z\n")
+    assert main(["motifs", "-i", str(path), "--input-format", "snap", "--delta", "300",
+                 "--format", "json"]) == 0
+    captured = capsys.readouterr()
+    out = json.loads(captured.out)
+    assert out["rejected_lines"] == 2
+    assert out["deltas"][0]["table"] == EXPECTED["300"]
+    assert captured.err.strip() == "graphcep: motifs: 2 malformed lines skipped"

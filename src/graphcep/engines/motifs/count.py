@@ -98,8 +98,8 @@ def triangle_groups(stream: MotifStream, grouped: Pairs, local: bool = False) ->
     degree = np.bincount(u, minlength=stream.n) + stream.self_loop
     rank = np.empty(stream.n, dtype=np.int64)
     rank[np.lexsort((np.arange(stream.n), degree))] = np.arange(stream.n)
-    found = list_triangles(offsets(u[by_nbr], stream.n), x[by_nbr], ids[by_nbr], rank,
-                           grouped.events, lo)
+    up = by_nbr[rank[x[by_nbr]] > rank[u[by_nbr]]]  # higher-ranked neighbours, in order
+    found = list_triangles(offsets(u[up], stream.n), x[up], ids[up], grouped.events, lo)
     if local:
         g_pair, g_off = found[:, 0], np.arange(len(found) + 1)
     else:

@@ -24,30 +24,28 @@ import numpy as np
 
 
 @nb.njit(cache=True, nogil=True)
-def list_triangles(adj_off, adj, adj_pair, rank, counts_of, lo):
+def list_triangles(up_off, up, up_pair, counts_of, lo):
     """Static triangles, each given to one edge: ``(edge, a-side pair, b-side pair)``.
 
-    ``adj_off``/``adj``: each vertex's neighbours in its neighbour order, ``adj_pair``
-    the undirected pair id of each entry; ``rank``: the degree order; ``counts_of``:
-    events per pair; ``lo``: each pair's lower vertex (the edge's ``a``). The third
-    vertex's pairs with ``a`` and with ``b`` come in that order.
+    ``up_off``/``up``: each vertex's neighbours of higher degree rank, in its neighbour
+    order; ``up_pair`` the undirected pair id of each entry; ``counts_of``: events per
+    pair; ``lo``: each pair's lower vertex (the edge's ``a``). Each triangle is found
+    once, from its lowest-ranked vertex. The third vertex's pairs with ``a`` and with
+    ``b`` come in that order.
     """
-    nv = adj_off.shape[0] - 1
+    nv = up_off.shape[0] - 1
     mark = np.zeros(nv, dtype=np.int64)
     size = 1024
     out = np.empty((size, 3), dtype=np.int64)
     found = 0
     for u in range(nv):
-        for p in range(adj_off[u], adj_off[u + 1]):
-            if rank[adj[p]] > rank[u]:
-                mark[adj[p]] = p + 1
-        for p in range(adj_off[u], adj_off[u + 1]):
-            v = adj[p]
-            if rank[v] <= rank[u]:
-                continue
-            for q in range(adj_off[v], adj_off[v + 1]):
-                x = adj[q]
-                if rank[x] <= rank[v] or mark[x] == 0:
+        for p in range(up_off[u], up_off[u + 1]):
+            mark[up[p]] = p + 1
+        for p in range(up_off[u], up_off[u + 1]):
+            v = up[p]
+            for q in range(up_off[v], up_off[v + 1]):
+                x = up[q]
+                if mark[x] == 0:
                     continue
                 if found == size:
                     size *= 2
@@ -56,15 +54,15 @@ def list_triangles(adj_off, adj, adj_pair, rank, counts_of, lo):
                     out = grown
                 # v and x in u's neighbour order; the pairs uv, uw, vw of SNAP's names
                 if mark[v] < mark[x]:
-                    uv, uw, vw = adj_pair[p], adj_pair[mark[x] - 1], adj_pair[q]
+                    uv, uw, vw = up_pair[p], up_pair[mark[x] - 1], up_pair[q]
                     names = (u, v, x)
                 else:
-                    uv, uw, vw = adj_pair[mark[x] - 1], adj_pair[p], adj_pair[q]
+                    uv, uw, vw = up_pair[mark[x] - 1], up_pair[p], up_pair[q]
                     names = (u, x, v)
                 out[found] = _assign(uv, uw, vw, names, counts_of, lo)
                 found += 1
-        for p in range(adj_off[u], adj_off[u + 1]):
-            mark[adj[p]] = 0
+        for p in range(up_off[u], up_off[u + 1]):
+            mark[up[p]] = 0
     return out[:found]
 
 
