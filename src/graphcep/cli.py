@@ -71,6 +71,7 @@ from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink, 
 from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
+from graphcep.motifs_command import add_parser as add_motifs_parser
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.command import add_draw_parser
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
@@ -233,6 +234,7 @@ def build_parser() -> argparse.ArgumentParser:
     netflow.set_defaults(handler=cmd_gen_netflow)
 
     add_stream_parser(sub)
+    add_motifs_parser(sub)
 
     add_draw_parser(sub)
 

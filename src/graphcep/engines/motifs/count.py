@@ -1,0 +1,130 @@
+"""All 36 three-event δ-temporal motifs of a stream: the three counters and the 6x6 tables.
+
+Semantics are SNAP's ``temporalmotifs``: an instance is any 3 events, in the group's
+order (:mod:`~graphcep.engines.motifs.order`), on at most 3 vertices and connected, with
+``t3 - t1 <= δ`` (inclusive); self-loops are dropped; equal events are distinct events.
+All δ are counted in one call over one grouping of the events.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from graphcep.engines.motifs.layout import matrices, raphtory_local
+from graphcep.engines.motifs.order import (
+    MotifStream,
+    Pairs,
+    directed_keys,
+    has_key,
+    offsets,
+    pairs,
+    stars,
+)
+from graphcep.engines.motifs.pairs import count_pairs
+from graphcep.engines.motifs.stars import count_stars
+from graphcep.engines.motifs.triangles import count_triangles, list_triangles
+
+_EMPTY = np.zeros((0, 1, 1, 1, 1), dtype=np.int64)
+
+
+@dataclass(frozen=True)
+class StreamCounts:
+    """Counts of one stream for several δ.
+
+    ``tables``: ``(deltas, 6, 6)`` int64 in SNAP's layout
+    (:mod:`graphcep.engines.motifs.layout`);
+    ``local``: ``(vertices, deltas, 40)`` in Raphtory's local layout, or ``None``.
+    """
+
+    tables: np.ndarray
+    local: np.ndarray | None
+
+
+def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -> StreamCounts:
+    """Count every motif of ``stream`` for each δ (int64, in the unit of ``stream.t``)."""
+    deltas = np.asarray(deltas, dtype=np.int64)
+    n, nd = stream.n, len(deltas)
+    grouped = pairs(stream)
+    per_pair = np.zeros((len(grouped.lo), nd, 2, 2, 2), np.int64) if local else _EMPTY[:, 0]
+    pair_total = count_pairs(grouped.t, grouped.rev, grouped.off, deltas, per_pair)
+    centred = stars(stream, directed_keys(stream))
+    per_centre = np.zeros((n, nd, 3, 2, 2, 2), np.int64) if local else _EMPTY[:, :, None, 0]
+    star_total = count_stars(centred.t, centred.nbr, centred.out, centred.off, centred.width,
+                             deltas, per_centre)
+    per_vertex = np.zeros((n, nd, 2, 2, 2), np.int64) if local else _EMPTY[:, 0]
+    tri_total = count_triangle_groups(triangle_groups(stream, grouped, local), grouped, deltas,
+                                      per_vertex)
+    tables = matrices(pair_total, star_total, tri_total)
+    if not local:
+        return StreamCounts(tables, None)
+    pair_local = np.zeros((n, nd, 2, 2, 2), np.int64)
+    np.add.at(pair_local, grouped.lo, per_pair)
+    np.add.at(pair_local, grouped.hi, per_pair[:, :, ::-1, ::-1, ::-1])
+    return StreamCounts(tables, raphtory_local(per_centre, pair_local, per_vertex))
+
+
+@dataclass(frozen=True)
+class TriangleGroups:
+    """The triangle counter's input: group g is the pair ``pair[g]`` with its triangles'
+    other pairs ``sides[off[g]:off[g + 1]]`` (with ``a``, with ``b``) and third vertices;
+    ``fwd``/``bwd``/``d_off``/``d_rank``/``times``: each pair's directed event lists."""
+
+    off: np.ndarray
+    pair: np.ndarray
+    sides: np.ndarray
+    thirds: np.ndarray
+    fwd: np.ndarray
+    bwd: np.ndarray
+    d_off: np.ndarray
+    d_rank: np.ndarray
+    times: np.ndarray
+
+
+def triangle_groups(stream: MotifStream, grouped: Pairs, local: bool = False) -> TriangleGroups:
+    """List the static triangles, give each to one edge, group them by edge (one group
+    per triangle when ``local``: its counts then go to its three vertices)."""
+    lo, hi = grouped.lo, grouped.hi
+    n = max(stream.n, 1)
+    dkeys, inverse = np.unique(stream.src * n + stream.dst, return_inverse=True)
+    order = np.lexsort((stream.t, inverse))
+    d_off = offsets(inverse[order], len(dkeys))
+    times, d_rank = np.unique(stream.t[order], return_inverse=True)
+    fwd, bwd = _directed_ids(dkeys, lo * n + hi), _directed_ids(dkeys, hi * n + lo)
+    pair = np.arange(len(lo))
+    u, x, ids = np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([pair, pair])
+    by_nbr = np.lexsort((x, ~has_key(dkeys, u * n + x), u))
+    degree = np.bincount(u, minlength=stream.n) + stream.self_loop
+    rank = np.empty(stream.n, dtype=np.int64)
+    rank[np.lexsort((np.arange(stream.n), degree))] = np.arange(stream.n)
+    up = by_nbr[rank[x[by_nbr]] > rank[u[by_nbr]]]  # higher-ranked neighbours, in order
+    found = list_triangles(offsets(u[up], stream.n), x[up], ids[up], grouped.events, lo)
+    if local:
+        g_pair, g_off = found[:, 0], np.arange(len(found) + 1)
+    else:
+        found = found[np.argsort(found[:, 0], kind="stable")]
+        g_pair, starts = np.unique(found[:, 0], return_index=True)
+        g_off = np.append(starts, len(found)).astype(np.int64)
+    side_a = found[:, 1]
+    thirds = np.where(lo[side_a] == lo[found[:, 0]], hi[side_a], lo[side_a])
+    return TriangleGroups(g_off, g_pair, np.ascontiguousarray(found[:, 1:]), thirds, fwd, bwd,
+                          d_off, d_rank.astype(np.int64), times)
+
+
+def count_triangle_groups(groups: TriangleGroups, grouped: Pairs, deltas: np.ndarray,
+                          per_vertex: np.ndarray) -> np.ndarray:
+    """The triangle counter's ``(deltas, 2, 2, 2)`` totals (SNAP's triad table)."""
+    return count_triangles(groups.off, groups.pair, groups.sides, groups.thirds, grouped.lo,
+                           grouped.hi, groups.fwd, groups.bwd, groups.d_off, groups.d_rank,
+                           groups.times, deltas, per_vertex)
+
+
+def _directed_ids(dkeys: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """Index of each key among the directed edges, or -1."""
+    at = np.minimum(np.searchsorted(dkeys, keys), max(len(dkeys) - 1, 0))
+    return np.where(has_key(dkeys, keys), at, -1).astype(np.int64)
+
+
+__all__ = ["StreamCounts", "TriangleGroups", "count_stream", "count_triangle_groups",
+           "triangle_groups"]

@@ -1,0 +1,142 @@
+"""Three-node star δ-temporal motifs: one pass over each centre's events (numba).
+
+Paranjape et al.'s fast star counter. At each centre ``c`` the events are sorted (the
+tie rule of :mod:`~graphcep.engines.motifs.order`); each event ``j`` in turn is the
+last, the first or the middle event of a triple whose other two events share one
+neighbour of ``c``:
+
+* ``pre``: pairs on one neighbour within ``[t_j - δ, t_j]`` before ``j``;
+* ``pos``: pairs on one neighbour within ``[t_j, t_j + δ]`` after ``j``;
+* ``mid``: pairs ``(a, b)`` on one neighbour around ``j``, ``a`` before and ``b`` after,
+  ``t_b - t_a <= δ``.
+
+Triples all on ``j``'s own neighbour are two-node motifs, not stars: the counter keeps
+the same sums per neighbour and takes ``j``'s out, which is what SNAP does by
+subtracting each centre's two-node counts. Directions are relative to the centre:
+0 = ``c -> x``, 1 = ``x -> c``. Each δ keeps its own windows over the same pass.
+"""
+
+from __future__ import annotations
+
+import numba as nb
+import numpy as np
+
+
+@nb.njit(cache=True, nogil=True)
+def local_ids(off, other, n):
+    """Each event's neighbour as a dense index among its centre's neighbours, and the
+    largest neighbour count."""
+    stamp = np.full(n, -1, dtype=np.int64)
+    slot = np.empty(n, dtype=np.int64)
+    nbr = np.empty(other.shape[0], dtype=np.int64)
+    width = 0
+    for c in range(off.shape[0] - 1):
+        count = 0
+        for j in range(off[c], off[c + 1]):
+            x = other[j]
+            if stamp[x] != c:
+                stamp[x] = c
+                slot[x] = count
+                count += 1
+            nbr[j] = slot[x]
+        width = max(width, count)
+    return nbr, width
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _push(nodes, pair_sum, per_nbr, d, x, o):
+    for i in range(2):
+        pair_sum[d, i, o] += nodes[d, i, x]
+        per_nbr[d, x, i, o] += nodes[d, i, x]
+    nodes[d, o, x] += 1
+
+
+@nb.njit(cache=True, nogil=True, inline="always")
+def _pop(nodes, pair_sum, per_nbr, d, x, o):
+    nodes[d, o, x] -= 1
+    for i in range(2):
+        pair_sum[d, o, i] -= nodes[d, i, x]
+        per_nbr[d, x, o, i] -= nodes[d, i, x]
+
+
+@nb.njit(cache=True, nogil=True)
+def _centre(t, nbr, out, begin, end, deltas, st, counts):
+    """Add one centre's star counts ``counts[d, role, i, j, k]`` (role 0 pre, 1 pos, 2 mid)."""
+    pre_nodes, pos_nodes, pre_nbr, pos_nbr, mid_nbr, sums = st
+    nd = deltas.shape[0]
+    for d in range(nd):
+        s = begin
+        e = begin
+        for j in range(begin, end):
+            tj = t[j]
+            while s < end and t[s] < tj - deltas[d]:
+                _pop(pre_nodes, sums[0], pre_nbr, d, nbr[s], out[s])
+                s += 1
+            while e < end and t[e] <= tj + deltas[d]:
+                _push(pos_nodes, sums[1], pos_nbr, d, nbr[e], out[e])
+                e += 1
+            x = nbr[j]
+            o = out[j]
+            _pop(pos_nodes, sums[1], pos_nbr, d, x, o)
+            for i in range(2):
+                sums[2, d, i, o] -= pre_nodes[d, i, x]
+                mid_nbr[d, x, i, o] -= pre_nodes[d, i, x]
+            for a in range(2):
+                for b in range(2):
+                    counts[d, 0, a, b, o] += sums[0, d, a, b] - pre_nbr[d, x, a, b]
+                    counts[d, 1, o, a, b] += sums[1, d, a, b] - pos_nbr[d, x, a, b]
+                    counts[d, 2, a, o, b] += sums[2, d, a, b] - mid_nbr[d, x, a, b]
+            for i in range(2):
+                sums[2, d, o, i] += pos_nodes[d, i, x]
+                mid_nbr[d, x, o, i] += pos_nodes[d, i, x]
+            _push(pre_nodes, sums[0], pre_nbr, d, x, o)
+    for j in range(begin, end):  # clear what this centre touched
+        x = nbr[j]
+        pre_nodes[:, :, x] = 0
+        pos_nodes[:, :, x] = 0
+        pre_nbr[:, x] = 0
+        pos_nbr[:, x] = 0
+        mid_nbr[:, x] = 0
+    sums[:] = 0
+
+
+@nb.njit(cache=True, nogil=True)
+def count_stars(t, nbr, out, off, width, deltas, per_centre):
+    """Star counts of every centre.
+
+    Parameters
+    ----------
+    t, nbr, out, off, width
+        The centre groups (:class:`~graphcep.engines.motifs.order.Stars`).
+    deltas
+        int64 windows, in the unit of ``t``.
+    per_centre
+        Output ``(vertices, len(deltas), 3, 2, 2, 2)`` int64, or an empty array to sum
+        all centres into the result only.
+
+    Returns
+    -------
+    numpy.ndarray
+        ``(len(deltas), 3, 2, 2, 2)`` int64: role (pre, pos, mid), then the three
+        directions relative to the centre, summed over centres.
+    """
+    nd = deltas.shape[0]
+    w = max(width, 1)
+    st = (np.zeros((nd, 2, w), dtype=np.int64), np.zeros((nd, 2, w), dtype=np.int64),
+          np.zeros((nd, w, 2, 2), dtype=np.int64), np.zeros((nd, w, 2, 2), dtype=np.int64),
+          np.zeros((nd, w, 2, 2), dtype=np.int64), np.zeros((3, nd, 2, 2), dtype=np.int64))
+    total = np.zeros((nd, 3, 2, 2, 2), dtype=np.int64)
+    group = np.zeros((nd, 3, 2, 2, 2), dtype=np.int64)
+    keep = per_centre.shape[0] > 0
+    for c in range(off.shape[0] - 1):
+        if off[c + 1] - off[c] < 3:
+            continue
+        group[:] = 0
+        _centre(t, nbr, out, off[c], off[c + 1], deltas, st, group)
+        total += group
+        if keep:
+            per_centre[c] = group
+    return total
+
+
+__all__ = ["count_stars", "local_ids"]
