@@ -6,12 +6,14 @@ from __future__ import annotations
 import random
 
 import pyarrow as pa
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from graphcep.engines.sequences.active import KeyState, TreeEvaluator
 from graphcep.engines.sequences.engine import NaiveSequenceEngine, SequenceEngine
 from graphcep.engines.sequences.kmp_var import KmpVar
+from graphcep.engines.sequences.skip import skip_search
 from graphcep.engines.sequences.tree import PatternTree
 from graphcep.patterns.sequences import (
     SequencePattern,
@@ -79,6 +81,39 @@ def test_kmp_var_finds_every_occurrence(pattern, sequence):
     assert found == [start for start, _ in occurrences(pattern, sequence)]
 
 
+@settings(max_examples=300, deadline=None)
+@given(PATTERNS, st.lists(st.sampled_from("abc"), min_size=2, max_size=2), PATTERNS,
+       st.lists(st.sampled_from("abcd"), max_size=40))
+def test_skip_search_finds_every_occurrence(head, pair, tail, sequence):
+    """The Horspool-style skip, run online as a top node runs it, against brute force."""
+    pattern = (*head, *pair, *tail)
+    skip = skip_search(KmpVar(mark(pattern)))
+    assert skip is not None and skip.m == len(pattern)
+    order = list(dict.fromkeys(i for i in pattern if isinstance(i, Var)))
+    found, end = [], skip.m - 1
+    for q in range(len(sequence)):
+        if q < end:
+            continue
+        window = sequence[q - skip.m + 1:q + 1]
+        binds = skip.verify(window)
+        if binds is not None:
+            found.append((q - skip.m + 1, binds))
+        end = q + skip.shift(window[skip.probe])
+        assert end > q
+    assert found == [(start, tuple(nu[v] for v in order))
+                     for start, nu in occurrences(pattern, sequence)]
+
+
+def test_skip_search_is_used_only_where_it_can_pay():
+    assert skip_search(KmpVar(m("@x.@y.@x"))) is None  # no constant
+    assert skip_search(KmpVar(m("a.@x.b.@x.c"))) is None  # no two constants in a row: shifts 1
+    assert skip_search(KmpVar(m("b"))) is None
+    skip = skip_search(KmpVar(m("@x.a.@x.c.b")))  # probe at the last b: after c, a variable
+    assert skip.probe == 4 and [skip.shift(c) for c in "abcz"] == [2, 2, 1, 2]
+    skip = skip_search(KmpVar(m("n.h.s.@x.d")))  # probe at s, the start three back
+    assert skip.probe == 2 and [skip.shift(c) for c in "hnsz"] == [1, 2, 3, 3]
+
+
 # -- the pattern tree -------------------------------------------------------------------------
 
 
@@ -119,12 +154,13 @@ def test_figures_3_4_active_automata():
 # -- the engines against the oracle, through adds and removes --------------------------------
 
 
+@pytest.mark.parametrize("skip", [True, False])
 @settings(max_examples=150, deadline=None)
 @given(st.integers(0, 2**32))
-def test_engines_equal_the_oracle_after_every_change(seed):
+def test_engines_equal_the_oracle_after_every_change(skip, seed):
     rng = random.Random(seed)
     alphabet = "abcd"[:rng.randint(2, 4)]
-    tree, naive = SequenceEngine(), NaiveSequenceEngine()
+    tree, naive = SequenceEngine(skip=skip), NaiveSequenceEngine()
     live, added, sequences, got, got_naive, n = {}, {}, {}, [], [], 0
     for _ in range(rng.randint(1, 10)):
         for _ in range(rng.randint(0, 3)):

@@ -4,7 +4,11 @@
 Per sequence (one per key), each tree node's KMP_var automaton is active or not:
 
 1. the automata of the top nodes (the root's children) are always active: each searches
-   every position of the sequence with KMP_var's shifts;
+   every position of the sequence with KMP_var's shifts -- or, where the node's pattern
+   has two constants in a row, with a Horspool-style skip search
+   (:mod:`~graphcep.engines.sequences.skip`), which tries only the windows its
+   bad-symbol shifts cannot rule out and never compares the symbols it jumps over
+   (``TreeEvaluator(tree, skip=False)``: KMP_var everywhere, linear in the worst case);
 2. when a node's automaton completes a match at position ``l``, the automata of its sons
    become active *for alignment* ``l``: the son checks what its parent's match already
    read (only the constraints the parent does not imply: a variable of the parent the son
@@ -53,6 +57,7 @@ from collections import deque
 from typing import Any
 
 from graphcep.engines.sequences.kmp_var import Source, State
+from graphcep.engines.sequences.skip import SkipSearch, skip_search
 from graphcep.engines.sequences.tree import Node, PatternTree
 from graphcep.patterns.sequences import Marked
 
@@ -66,7 +71,8 @@ class KeyState:
     """One key's sequence: symbols read, the recent edges, the automata's states.
 
     ``recent`` holds ``(symbol, *edge)`` of the last edges (as many as the longest
-    pattern needs); ``searching`` the top nodes' KMP_var states (absent: at the start);
+    pattern needs); ``searching`` the top nodes' search states (absent: at the start): a
+    KMP_var state, or for a skip search the position of the next window's end;
     ``alignments`` each active son's live alignments, by start position.
     """
 
@@ -75,7 +81,7 @@ class KeyState:
     def __init__(self, keep: int = 1) -> None:
         self.pos = 0
         self.recent: deque[tuple[Any, ...]] = deque(maxlen=keep)
-        self.searching: dict[Any, State] = {}
+        self.searching: dict[Any, State | int] = {}
         self.alignments: dict[Any, dict[int, State]] = {}
 
     def remember(self, entry: tuple[Any, ...], keep: int) -> None:
@@ -94,8 +100,10 @@ class KeyState:
 class TreeEvaluator:
     """Reads each key's symbols through a :class:`PatternTree` (module docstring)."""
 
-    def __init__(self, tree: PatternTree) -> None:
+    def __init__(self, tree: PatternTree, *, skip: bool = True) -> None:
         self.tree = tree
+        self.skip = skip
+        self._skips: dict[int, tuple[Any, SkipSearch | None]] = {}
         self._plans: dict[tuple[Marked, Marked], Plan] = {}
         self.seed_checks = 0  # comparisons made checking a son against its parent's match
 
@@ -106,6 +114,10 @@ class TreeEvaluator:
         q = key.pos - 1
         pending: list[Completion] = []
         for node in self.tree.root.children:
+            skip = self._skip(node)
+            if skip is not None:
+                pending += self._try_window(key, node, skip)
+                continue
             state = key.searching.get(node.nid) or node.kmp.START
             state, done = node.kmp.step(state, symbol)
             if state[0]:
@@ -128,6 +140,30 @@ class TreeEvaluator:
                     kept[start] = moved
             self._store(key, nid, kept)
         return self._propagate(key, pending, touched)
+
+    def _skip(self, node: Node) -> SkipSearch | None:
+        """The node's skip search, if it searches with one (module docstring)."""
+        if not self.skip:
+            return None
+        hit = self._skips.get(node.nid)
+        if hit is None or hit[0] is not node.kmp:
+            hit = self._skips[node.nid] = (node.kmp, skip_search(node.kmp))
+        return hit[1]
+
+    def _try_window(self, key: KeyState, node: Node, skip: SkipSearch) -> list[Completion]:
+        """A top node's skip search at the symbol just read: nothing unless its next
+        window ends here; else that window's match, if any, and the next window's end."""
+        q = key.pos - 1
+        end = key.searching.get(node.nid)
+        if end is None:  # a search starting here, as KMP_var's START does
+            end = key.searching[node.nid] = q + node.m - 1
+        if q < end:
+            return []
+        window = key.symbols_since(q - node.m + 1)
+        assert len(window) == node.m, "the recent symbols hold every window"
+        key.searching[node.nid] = q + skip.shift(window[skip.probe])
+        binds = skip.verify(window)
+        return [] if binds is None else [(node, q - node.m + 1, binds)]
 
     def _propagate(self, key: KeyState, pending: list[Completion],
                    touched: dict[int, set[int]]) -> list[Completion]:
@@ -184,6 +220,9 @@ class TreeEvaluator:
         assert node.kmp is not None
         first = max(0, key.pos - node.m + 1, key.pos - len(key.recent))
         if node.is_top():
+            if self._skip(node) is not None:
+                key.searching[node.nid] = first + node.m - 1  # the first window's end
+                return
             state = node.kmp.run(key.symbols_since(first))
             if state[0]:
                 key.searching[node.nid] = state
@@ -201,6 +240,7 @@ class TreeEvaluator:
 
     def forget(self, key: KeyState, nid: int) -> None:
         """Drop a deleted node's state."""
+        self._skips.pop(nid, None)
         key.searching.pop(nid, None)
         key.alignments.pop(nid, None)
 

@@ -203,12 +203,18 @@ def _text(column: pa.ChunkedArray) -> list[str | None]:
 
 class SequenceEngine(KeyedSequenceEngine):
     """Subscriptions evaluated through a pattern tree: top automata search, sons check
-    their parent's matches (du Mouza, Rigaux, Scholl, SSDBM 2006)."""
+    their parent's matches (du Mouza, Rigaux, Scholl, SSDBM 2006).
+
+    ``skip`` (default): a top node whose pattern has two constants in a row searches with a
+    Horspool-style skip (:mod:`~graphcep.engines.sequences.skip`), fewer comparisons on
+    most streams; ``skip=False``: KMP_var at every top node, linear in the worst case.
+    """
 
     def __init__(self, subscriptions: Mapping[str, SequencePattern] | None = None, *,
-                 key: str = "src", symbol: str = "dst") -> None:
+                 key: str = "src", symbol: str = "dst", skip: bool = True) -> None:
         self.tree = PatternTree()
-        self.evaluator = TreeEvaluator(self.tree)
+        self.skip = skip
+        self.evaluator = TreeEvaluator(self.tree, skip=skip)
         super().__init__(subscriptions, key=key, symbol=symbol)
 
     def _subscribe(self, sid: str, pattern: SequencePattern) -> None:
@@ -238,18 +244,20 @@ class SequenceEngine(KeyedSequenceEngine):
     def describe(self) -> str:
         stats = self.tree.stats()
         return (f"each edge is a symbol of its {self.key!r} sequence: the pattern tree's "
-                f"top automata ({len(self.tree.root.children)}) search it with KMP_var, a "
+                f"top automata ({len(self.tree.root.children)}) search it with KMP_var"
+                f"{' or a Horspool-style skip' if self.skip else ''}, a "
                 f"son runs only where its parent matched ({stats['nodes']} nodes, height "
                 f"{stats['height']})")
 
     def state(self) -> dict[str, Any]:
-        return {**self._common_state(), "tree": self.tree}
+        return {**self._common_state(), "tree": self.tree, "skip": self.skip}
 
     @classmethod
     def from_state(cls, state: dict[str, Any], **context: Any) -> SequenceEngine:
-        engine = cls(key=state["key"], symbol=state["symbol"])
+        skip = state.get("skip", False)  # states saved before skip searches hold KMP_var's
+        engine = cls(key=state["key"], symbol=state["symbol"], skip=skip)
         engine.tree = state["tree"]
-        engine.evaluator = TreeEvaluator(engine.tree)
+        engine.evaluator = TreeEvaluator(engine.tree, skip=skip)
         engine._restore_common(state)
         return engine
 
