@@ -113,7 +113,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"graphcep: {err}", file=sys.stderr)
         return 2
     except (FileNotFoundError, IsADirectoryError, InputError) as err:
-        print(f"graphcep: {err}", file=sys.stderr)
+        print(f"graphcep: {_os_error_line(err)}", file=sys.stderr)
         return 2
     except StateBoundError as err:  # the input is fine; the bound it needs is higher
         print(f"graphcep: {err}", file=sys.stderr)
@@ -134,6 +134,13 @@ def _main(argv: list[str] | None) -> int:
             raise
         print(f"graphcep: {message}", file=sys.stderr)
         return 3
+
+
+def _os_error_line(err: Exception) -> str:
+    """``nope.csv: No such file or directory`` rather than Python's ``[Errno 2] ...``."""
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        return f"{err.filename}: {err.strerror}"
+    return str(err)
 
 
 _REMOTE_BOUND = re.compile(r"StateBoundError: ([^\n]+)")

@@ -164,3 +164,17 @@ def test_profile_names_the_phases_of_a_run(tmp_path, capsys):
             "matching (engine, match records)", "writing matches and rejects"} <= set(phases)
     assert out.err.splitlines()[0].split() == ["phase", "seconds", "share"]
     assert "reading the input" in out.err and out.err.splitlines()[-1].startswith("total")
+
+
+@pytest.mark.parametrize("argv", [
+    ["run", "{q}", "--input", "{gone}", "--engine", "local"],
+    ["run", "{gone}", "--input", "{q}", "--engine", "local"],
+    ["draw", "{gone}"],
+    ["motifs", "--input", "{gone}", "--delta", "1"],
+])
+def test_a_missing_file_is_one_line_naming_it(tmp_path, capsys, argv):
+    gone = tmp_path / "gone.csv"
+    argv = [a.format(q=TRIANGLE, gone=gone) for a in argv]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err == f"graphcep: {gone}: No such file or directory\n"
