@@ -48,6 +48,7 @@ from graphcep.runtime.streaming import (
     print_report,
     print_warnings,
 )
+from graphcep.timing import Phases
 
 FORMATS = (*LINE_FORMATS, "parquet")
 
@@ -118,6 +119,17 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--processes", type=count_option(1), metavar="P",
                         help="worker processes for --cells (default: one per cell, at most "
                              "the CPU count)")
+    stream.add_argument("--matching", choices=("driver", "executors", "auto"), default="auto",
+                        help="where the matching runs: driver (one engine, or --cells in "
+                             "driver processes), executors (--cells N HyperCube cells as "
+                             "Spark keys, their state in Spark's state store; SAL queries "
+                             "without features over --source DIR or generator) or auto "
+                             "(default: driver on local[...], executors on a cluster master "
+                             "where the query and source allow)")
+    stream.add_argument("--profile", action="store_true",
+                        help="print where the time went (Spark start-up, micro-batches, "
+                             "end-of-input flush) and the matching mode, on stderr; with "
+                             "--summary json also as \"phases\" in the summary")
     stream.add_argument("--limit", type=count_option(0), default=20, metavar="N",
                         help="matches printed on the console (default 20)")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
@@ -162,20 +174,29 @@ def _stream(args: argparse.Namespace) -> int:
     if args.once and not isinstance(source, FileSource):
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
-    cells = _cells(args, job)  # before Spark starts: a wrong option fails at once
     watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
+    # before Spark starts: a wrong option fails at once
+    matching = matching_mode(args, job, source, watched=watch is not None)
+    cells = _cells(args, job) if matching == "driver" else {}
+    attrs = _cell_attributes(job, source) if matching == "executors" else None
     checkpoint = Path(args.checkpoint)
     claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
-                     _query_digest(args, watched=watch is not None))
+                     _query_digest(args, watched=watch is not None, matching=matching))
     sink = _sink(args, job)
     started = time.perf_counter()
-    spark = spark_session(args.master)
+    phases = Phases()
+    with phases.phase("spark start-up"):
+        spark = spark_session(args.master)
     socket = isinstance(source, SocketSource)
     # after Spark starts: its context installs a handler of its own
     exit_on_interrupt("every finished micro-batch is checkpointed, run the same command "
                        "to continue" + ("; socket lines not yet matched are lost" if socket
                                         else ""))
     quiet_query_errors(spark)
+    on_report = print_warnings if args.quiet else print_report
+    if attrs is not None:
+        return _stream_cells(args, job, source, spark, sink, attrs,
+                             (started, phases))
     operator = StreamOperator(
         job,
         lateness_us=seconds_to_us(args.lateness),
@@ -188,20 +209,104 @@ def _stream(args: argparse.Namespace) -> int:
         watch=watch,
         **cells,
     )
-    on_report = print_warnings if args.quiet else print_report
     try:
         try:
-            _drive(spark, operator, source, args, on_report)
+            with phases.phase("micro-batches"):
+                _drive(spark, operator, source, args, on_report)
         finally:
             sink.close()
         if operator.labels_seen:  # a DDST query over labelled edges since this start
             warn_absent_labels(job, operator.labels_seen)
-        _print_summary(args, job, operator, time.perf_counter() - started, checkpoint)
+        mode = "driver" + (f", {cells['cells']} cells in driver processes" if cells else "")
+        _print_summary(args, job, operator, time.perf_counter() - started, checkpoint,
+                       mode, phases)
         return 0
     except (BatchFailure, StreamFailure) as failure:
         return _report_failure(failure)
     finally:
         operator.close()  # after the summary, which reads the cells' state
+
+
+def matching_mode(args: argparse.Namespace, job: ReplayJob, source: Any,
+                  watched: bool = False) -> str:
+    """``--matching`` resolved to ``driver`` or ``executors`` (``auto``: executors on a
+    cluster master where the query and the source allow it, else the driver); an explicit
+    ``executors`` the query or source cannot run is refused in one line."""
+    refusal = _executors_refusal(args, job, source, watched)
+    if args.matching == "executors":
+        if refusal is not None:
+            raise QueryError(f"--matching executors: {refusal}; use --matching driver")
+        return "executors"
+    if args.matching == "auto" and not args.master.startswith("local") and refusal is None:
+        return "executors"
+    return "driver"
+
+
+def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
+                       watched: bool) -> str | None:
+    """Why the executor mode cannot run this stream (None: it can)."""
+    from graphcep.jobs.subgraph import SubgraphJob
+    from graphcep.runtime.spark_stream import FileSource, GeneratorSource
+
+    if getattr(args, "pww", None) is not None:
+        return "--pww runs in the driver"
+    if watched:
+        return "a watched subscriptions file is applied in the driver"
+    if not isinstance(job, SubgraphJob):
+        return f"the cells match SAL queries, and {Path(args.query).name} is not one"
+    try:
+        job.cell_query()
+    except QueryError as err:
+        return " ".join(str(err).split())
+    if not isinstance(source, (FileSource, GeneratorSource)):
+        return (f"the executors read a directory (--source DIR) or the generator, not "
+                f"{source.describe()}")
+    if args.processes is not None:
+        return "--processes sets driver processes; in the executors each cell is a Spark task"
+    return None
+
+
+def _cell_attributes(job: ReplayJob, source: Any) -> Any:
+    from graphcep.runtime.spark_cells_run import attributes_for
+
+    return attributes_for(job, source)  # type: ignore[arg-type]
+
+
+def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, sink: Any,
+                  attrs: Any, clock: tuple[float, Phases]) -> int:
+    """The stream with the matching in the executors (:mod:`~graphcep.runtime.spark_cells`):
+    the same sources, sinks, checkpoint, progress lines and summary as the driver mode."""
+    from graphcep.runtime.spark_cells_run import CellsRun
+    from graphcep.runtime.spark_stream import await_query
+
+    started, phases = clock
+    checkpoint = Path(args.checkpoint)
+    run = CellsRun(job, cells=args.cells or spark.sparkContext.defaultParallelism, lateness_us=seconds_to_us(args.lateness),
+                   checkpoint=checkpoint, attrs=attrs,
+                   on_report=print_warnings if args.quiet else print_report,
+                   sinks={"matches": sink,
+                          "late": PartWriter(args.late or checkpoint / "late"),
+                          "rejects": PartWriter(args.rejects or checkpoint / "rejects")})
+    run.resume()
+    try:
+        try:
+            with phases.phase("micro-batches"):
+                query = run.start(spark, source, available_now=args.once,
+                                  trigger_seconds=args.trigger or None)
+                try:
+                    await_query(query, run, None if args.once else args.run_for, source)
+                finally:
+                    query.stop()
+            if args.once:
+                with phases.phase("end-of-input flush"):
+                    run.flush(spark)
+        finally:
+            sink.close()
+        _print_summary(args, job, run, time.perf_counter() - started, checkpoint,
+                       run.describe(), phases)
+        return 0
+    except (BatchFailure, StreamFailure) as failure:
+        return _report_failure(failure)
 
 
 def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
@@ -321,20 +426,22 @@ def _refuse_claim(checkpoint: Path, stored: dict, source: str, query: str) -> No
 
 
 def _has_finished_batches(checkpoint: Path) -> bool:
-    """Whether a micro-batch finished on this checkpoint (the operator saved state): a
-    start that failed before any (no server listening, a typo in --source) leaves it free
-    for the corrected command."""
-    state = checkpoint / "state"
-    return state.is_dir() and any(state.iterdir())
+    """Whether a micro-batch finished on this checkpoint (the operator, or the executor
+    mode's totals, saved state): a start that failed before any (no server listening, a
+    typo in --source) leaves it free for the corrected command."""
+    return any((checkpoint / name).is_dir() and any((checkpoint / name).iterdir())
+               for name in ("state", "cells"))
 
 
 def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
     return f"{Path(args.query).resolve()} ({job.name})"
 
 
-def _query_digest(args: argparse.Namespace, watched: bool = False) -> str:
-    """The query text and the options that change which matches it finds; not the text of
-    a ``watched`` query (subscriptions: edits are applied, not refused)."""
+def _query_digest(args: argparse.Namespace, watched: bool = False,
+                  matching: str = "driver") -> str:
+    """The query text and the options that change which matches it finds, or where their
+    state lives (the executor mode's cells); not the text of a ``watched`` query
+    (subscriptions: edits are applied, not refused)."""
     options = {name: getattr(args, name, None) for name in (
         "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
         "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report",
@@ -342,6 +449,8 @@ def _query_digest(args: argparse.Namespace, watched: bool = False) -> str:
     if getattr(args, "pww", None) is not None:  # absent otherwise: earlier digests stand
         options.update({name: getattr(args, name) for name in (
             "pww", "pww_base", "pww_max_duration")})
+    if matching == "executors":  # absent otherwise: earlier digests stand
+        options.update({"matching": matching, "cells": getattr(args, "cells", None)})
     digest = hashlib.sha256(b"watched" if watched else Path(args.query).read_bytes())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()
@@ -401,8 +510,11 @@ def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
     return make_sink(args.output, fmt, directory=True, matches=job.output)
 
 
-def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOperator,
-                   seconds: float, checkpoint: Path) -> None:
+def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
+                   seconds: float, checkpoint: Path, matching: str,
+                   phases: Phases | None = None) -> None:
+    """The summary of a stream (``operator``: a StreamOperator, or the executor mode's
+    :class:`~graphcep.runtime.spark_cells_run.CellsRun`); ``--profile``'s table on stderr."""
     totals = operator.totals
     levels = _level_stats(operator)
     summary = {
@@ -412,7 +524,11 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         "seconds": round(seconds, 3),
         "late_dir": str(args.late or checkpoint / "late"),
         "rejects_dir": str(args.rejects or checkpoint / "rejects"),
+        "matching": matching,
     }
+    if args.profile and phases is not None:
+        summary["phases"] = {name: round(sec, 3) for name, sec in phases.seconds.items()}
+        print(phases.table(seconds) + f"\nmatching: {matching}", file=sys.stderr)
     if levels is not None:  # L, T0 and D, then what each level did
         summary["pww"] = job.summary_fields()["pww"]
         summary["pww_levels"] = [level.as_dict() for level in levels]
@@ -421,7 +537,7 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         return
     print(f"\n{summary['query']}: {totals.matches:,} matches in {totals.edges:,} edges over "
           f"{totals.batches:,} micro-batches ({totals.late:,} late, {totals.rejected:,} "
-          f"rejected) in {seconds:.1f} s")
+          f"rejected) in {seconds:.1f} s; matching in the {matching}")
     if levels is not None:
         from graphcep.runtime.widening.report import level_lines
 
