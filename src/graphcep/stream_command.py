@@ -16,6 +16,12 @@ window widening's windows (:class:`~graphcep.runtime.widening.WidenedJob`): micr
 feed level 0, and the levels' batches are checkpointed with the rest. Progress (one line per micro-batch, with
 the state held) goes to stderr; the summary to stdout (``--summary json``: one JSON line).
 
+``--matching`` says where the matching runs: in the driver (the operator of
+:mod:`graphcep.runtime.streaming`, every query and source) or in the executors
+(:mod:`graphcep.runtime.spark_cells`: HyperCube cells as Spark keys, for SAL queries over a
+directory or the generator); ``auto`` picks the driver on ``local[...]``, the executors on
+a cluster. Both share the sources, sinks, checkpoint, progress lines and summary.
+
 A subscriptions file, or a directory of ``.subs`` files, is watched: its changes are
 applied between micro-batches (:mod:`graphcep.jobs.subscription_watch`), one line on
 stderr per change set (``graphcep: subscriptions: +2 -1 (s.subs, from stream position

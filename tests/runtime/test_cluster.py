@@ -28,7 +28,8 @@ those logs and kills the first worker that is running a task at the chosen point
   that executor -- is killed mid-task. Spark loses that task, the cached parse partition
   and the shuffle files on that node, and recomputes them on the surviving worker
   (fetch failure, stage resubmission).
-* streaming (``graphcep stream --once --max-files-per-trigger 1`` over several files):
+* streaming (``graphcep stream --once --max-files-per-trigger 1 --matching driver`` over
+  several files):
   the first worker that runs a file-reading task after having finished one is killed
   mid-task. The matching operator runs in the driver (``foreachBatch``), so what the kill
   exercises is the executors' part -- reading the micro-batch's files -- and Spark
@@ -234,7 +235,7 @@ def test_stream_once_survives_a_killed_worker(fresh_cluster, tmp_path):
         ["stream", str(QUERY), "--source", str(incoming), "--format", "vast",
          "--checkpoint", str(tmp_path / "ckpt"), "--output", f"{out}/", "--once",
          "--max-files-per-trigger", "1", "--master", fresh_cluster.url, "--quiet",
-         "--summary", "json"],
+         "--summary", "json", "--matching", "driver"],
         tmp_path, mid_read, "streaming")
     summary = json.loads(result["stdout"].strip().splitlines()[-1])
     assert summary["edges"] == table.num_rows and summary["batches"] >= parts

@@ -90,7 +90,8 @@ class CellsRun:
 
     def describe(self) -> str:
         grid = "x".join(map(str, self.shares.shares))
-        return f"executors, {self.shares.cells} cells (grid {grid} over {self.shares.variables})"
+        over = ", ".join(self.shares.variables)
+        return f"executors, {self.shares.cells} cells (grid {grid} over {over})"
 
     def start(self, spark: Any, source: Any, *, available_now: bool = False,
               trigger_seconds: float | None = None) -> Any:
