@@ -287,8 +287,8 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
 
     started, phases = clock
     checkpoint = Path(args.checkpoint)
-    run = CellsRun(job, cells=args.cells or spark.sparkContext.defaultParallelism, lateness_us=seconds_to_us(args.lateness),
-                   checkpoint=checkpoint, attrs=attrs,
+    run = CellsRun(job, cells=args.cells, default_cells=spark.sparkContext.defaultParallelism,
+                   lateness_us=seconds_to_us(args.lateness), checkpoint=checkpoint, attrs=attrs,
                    on_report=print_warnings if args.quiet else print_report,
                    sinks={"matches": sink,
                           "late": PartWriter(args.late or checkpoint / "late"),
@@ -406,6 +406,7 @@ def _check_claim(checkpoint: Path, record: Path, source: str, query: str, digest
             _refuse_claim(checkpoint, stored, source, query)
         # no micro-batch ever finished here: the failed start's offsets go with its claim
         shutil.rmtree(checkpoint / "spark", ignore_errors=True)
+        shutil.rmtree(checkpoint / "cells", ignore_errors=True)
     checkpoint.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"source": source, "query": query, "digest": digest}, indent=1)
     replace_atomically(record, lambda path: Path(path).write_text(text + "\n",
@@ -435,8 +436,9 @@ def _has_finished_batches(checkpoint: Path) -> bool:
     """Whether a micro-batch finished on this checkpoint (the operator, or the executor
     mode's totals, saved state): a start that failed before any (no server listening, a
     typo in --source) leaves it free for the corrected command."""
-    return any((checkpoint / name).is_dir() and any((checkpoint / name).iterdir())
-               for name in ("state", "cells"))
+    state = checkpoint / "state"
+    return (state.is_dir() and any(state.iterdir())) or any(
+        (checkpoint / "cells").glob("totals-*"))
 
 
 def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
@@ -446,8 +448,8 @@ def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
 def _query_digest(args: argparse.Namespace, watched: bool = False,
                   matching: str = "driver") -> str:
     """The query text and the options that change which matches it finds, or where their
-    state lives (the executor mode's cells); not the text of a ``watched`` query
-    (subscriptions: edits are applied, not refused)."""
+    state lives (the executor mode); not the text of a ``watched`` query (subscriptions:
+    edits are applied, not refused)."""
     options = {name: getattr(args, name, None) for name in (
         "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
         "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report",
@@ -456,7 +458,7 @@ def _query_digest(args: argparse.Namespace, watched: bool = False,
         options.update({name: getattr(args, name) for name in (
             "pww", "pww_base", "pww_max_duration")})
     if matching == "executors":  # absent otherwise: earlier digests stand
-        options.update({"matching": matching, "cells": getattr(args, "cells", None)})
+        options["matching"] = matching  # the cells' budget: CHECKPOINT/cells/grid.json
     digest = hashlib.sha256(b"watched" if watched else Path(args.query).read_bytes())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()

@@ -136,3 +136,21 @@ def test_wrong_combinations_are_one_line_and_exit_2(tmp_path, capsys):
     # the types of the attributes come from a file there when the stream starts
     assert "none there yet" in refused(tmp_path, capsys, sal, *source)
     assert "generator" in refused(tmp_path, capsys, sal, "--source", "generator")
+
+
+def test_a_checkpoint_keeps_the_cells_it_started_with(tmp_path):
+    """The cells' state is keyed by their grid: a restart without --cells takes the
+    recorded budget, one with another budget is refused."""
+    from graphcep.patterns.subgraph import QueryError
+    from graphcep.runtime.spark_cells_run import CellsRun
+
+    job = SubgraphJob.create(parse_program(QUERY))
+
+    def start(cells: int | None) -> CellsRun:
+        return CellsRun(job, cells=cells, default_cells=2, lateness_us=0,
+                        checkpoint=tmp_path, sinks={}, on_report=None, attrs=pa.schema([]))
+
+    assert start(None).cells == 2 and start(None).cells == 2
+    assert start(2).shares.cells == 1  # the triangle on 2 cells: one cell
+    with pytest.raises(QueryError, match="--cells 2"):
+        start(8)

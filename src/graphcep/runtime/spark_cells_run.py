@@ -46,8 +46,10 @@ class CellsRun:
     ----------
     job : SubgraphJob
         The query (SAL, without vertex features).
-    cells : int
-        The cell budget (:func:`~graphcep.runtime.spark_cells.cell_grid`).
+    cells : int or None
+        The cell budget (:func:`~graphcep.runtime.spark_cells.cell_grid`); None: the one
+        the checkpoint's first start recorded, else ``default_cells``. The cells' state is
+        keyed by the grid, so a checkpoint keeps the budget it started with.
     lateness_us : int
         As the driver mode's ``--lateness``.
     checkpoint : Path
@@ -60,13 +62,15 @@ class CellsRun:
         The attribute columns the cells carry (:func:`attributes_for`).
     """
 
-    def __init__(self, job: SubgraphJob, *, cells: int, lateness_us: int, checkpoint: Path,
-                 sinks: dict[str, Any], on_report: Any, attrs: pa.Schema) -> None:
+    def __init__(self, job: SubgraphJob, *, cells: int | None, lateness_us: int,
+                 checkpoint: Path, sinks: dict[str, Any], on_report: Any, attrs: pa.Schema,
+                 default_cells: int = 1) -> None:
         self.job = job
-        self.cells = cells
-        self.shares = cell_grid(job, cells)
-        self.lateness_us = lateness_us
         self.checkpoint = Path(checkpoint)
+        (self.checkpoint / "cells").mkdir(parents=True, exist_ok=True)
+        self.cells = self._recorded_cells(cells, default_cells)
+        self.shares = cell_grid(job, self.cells)
+        self.lateness_us = lateness_us
         self.sinks = sinks
         self.on_report = on_report
         self.attrs = attrs
@@ -78,7 +82,21 @@ class CellsRun:
         self._sizes = {"edges": 0, "buffered": 0}
         self._last = -1
         self._clock = time.perf_counter()  # the end of the last batch: a batch's seconds
-        (self.checkpoint / "cells").mkdir(parents=True, exist_ok=True)
+
+    def _recorded_cells(self, cells: int | None, default: int) -> int:
+        """The cell budget of this checkpoint (recorded at its first start)."""
+        record = self.checkpoint / "cells" / "grid.json"
+        if record.exists():
+            stored = int(json.loads(record.read_text())["cells"])
+            if cells is not None and cells != stored:
+                raise QueryError(f"checkpoint {self.checkpoint} holds cells of --cells "
+                                 f"{stored}, not {cells}: give --cells {stored} or another "
+                                 "--checkpoint")
+            return stored
+        chosen = cells if cells is not None else default
+        replace_atomically(record, lambda path: Path(path).write_text(
+            json.dumps({"cells": chosen}), encoding="utf-8"))
+        return chosen
 
     @property
     def totals(self) -> StreamTotals:
