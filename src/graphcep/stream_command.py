@@ -183,8 +183,15 @@ def _stream(args: argparse.Namespace) -> int:
     watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
     # before Spark starts: a wrong option fails at once
     matching = matching_mode(args, job, source, watched=watch is not None)
+    attrs = None
+    if matching == "executors":
+        try:
+            attrs = _cell_attributes(job, source)
+        except QueryError:
+            if args.matching == "executors":
+                raise
+            matching = "driver"  # auto: the driver reads whatever fields arrive
     cells = _cells(args, job) if matching == "driver" else {}
-    attrs = _cell_attributes(job, source) if matching == "executors" else None
     checkpoint = Path(args.checkpoint)
     claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
                      _query_digest(args, watched=watch is not None, matching=matching))

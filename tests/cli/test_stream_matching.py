@@ -154,3 +154,25 @@ def test_a_checkpoint_keeps_the_cells_it_started_with(tmp_path):
     assert start(2).shares.cells == 1  # the triangle on 2 cells: one cell
     with pytest.raises(QueryError, match="--cells 2"):
         start(8)
+
+
+def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(tmp_path):
+    from argparse import Namespace
+
+    from graphcep import jobs
+    from graphcep.runtime.spark_stream import FileSource, SocketSource
+    from graphcep.stream_command import matching_mode
+
+    sal, ddst = ROOT / "examples" / "triangle.sal", ROOT / "examples" / "ddst" / "rumor.ddst"
+    files = FileSource(str(tmp_path))
+
+    def mode(query: Path, master: str, source=files, **extra) -> str:
+        args = Namespace(matching="auto", master=master, query=str(query), pww=None,
+                         processes=None, **extra)
+        return matching_mode(args, jobs.load(str(query), {}), source)
+
+    assert mode(sal, "local[2]") == "driver"
+    assert mode(sal, "spark://head:7077") == "executors"
+    assert mode(sal, "yarn") == "executors"
+    assert mode(ddst, "spark://head:7077") == "driver"  # not a SAL query
+    assert mode(sal, "spark://head:7077", SocketSource("127.0.0.1", 9)) == "driver"
