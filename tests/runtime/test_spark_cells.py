@@ -73,7 +73,7 @@ def test_cells_match_like_the_oracle_and_the_driver_operator(cells):
     table = generate_netflow(500, 20, 30, seed=7).select(["t", "src", "dst", "dur", "seq"])
     delays = [(i * 7919) % (3 * S) for i in range(table.num_rows)]
     batches = arrival_batches(table, delays, list(range(0, 500, 60)))
-    # a far edge last: its frontier releases every buffered edge (no end-of-input flush)
+    # a far edge last: its frontier releases every buffered edge (the flush is tested below)
     end = pa.table({"t": [10**12], "src": ["far1"], "dst": ["far2"], "dur": [0],
                     "seq": [10**6]}).cast(table.schema)
     batches.append(end)
