@@ -1,13 +1,28 @@
-"""The two streaming modes side by side on one Spark session: matching in the driver
-(``StreamOperator`` in ``foreachBatch``) and in the executors (cells as Spark keys,
-``runtime/spark_cells.py``), the same Parquet files as a file stream, one file per
-micro-batch, the SAL temporal triangle (W = 10 s, lateness 2 s).
+"""The two streaming modes side by side: matching in the driver (``StreamOperator`` in
+``foreachBatch``) and in the executors (cells as Spark keys, ``runtime/spark_cells.py``),
+the SAL temporal triangle (W = 10 s) over generated netflow (60k edges/s of event time).
 
-Generated netflow at 60k edges/s of event time; a last file holds one far edge whose
-watermark releases every buffered edge in both modes (the executor mode has no end-of-
-input flush yet), so both report every match. Each mode runs once to warm up (JVM,
-Python workers, compilation), then ``--repeat`` timed runs on fresh checkpoints; the
-best is reported, as edges per second of the whole query (start to end of its run).
+1. *Files* (``--master``, default ``local[2]``): the same Parquet files as a file stream,
+   one file per micro-batch, lateness 2 s; a last file holds one far edge whose watermark
+   releases every buffered edge. Each mode runs once to warm up (JVM, Python workers,
+   compilation), then ``--repeat`` timed runs on fresh checkpoints; the best is reported,
+   as edges per second of the whole query.
+2. *Offered rates* (``--rate-masters``, default ``local[1]`` and ``local[2]``): the
+   generator source (Spark's ``rate`` source) at increasing offered rates, each mode for
+   ``--seconds`` per rate after a warm-up run; a mode's rates stop rising after the first
+   it cannot sustain. *Sustained*: edges matched per second after the first quarter of the
+   run; a rate counts as sustained when that is at least 95 % of it, and the highest rate
+   matched (at a rate it could not sustain: saturated) is the mode's *capacity*. *Latency* of a match:
+   the wall time its part was written minus the arrival of its last edge (edge ``i``
+   arrives ``i / rate`` seconds after the query starts, as the rate source stamps it);
+   p50 and p99 over the matches after the first quarter. Per-core efficiency: the
+   capacity over the master's cores.
+3. *Projection to N executors* (stated as such, not measured): the executor mode's
+   capacity with one cell on ``local[1]`` (one core: routing, shuffle and one cell)
+   divided by the share of the stream the busiest cell of N cells receives (routing
+   copies included, measured by routing 200k generated edges to ``choose_shares``' grid):
+   what N one-core executors sustain if each hosts one cell and the shuffle costs what it
+   costs on one machine.
 """
 
 from __future__ import annotations
@@ -19,7 +34,9 @@ import tempfile
 import time
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from bench.nu import machine_lines
@@ -80,6 +97,123 @@ def run_mode(spark, job, source: Path, checkpoint: Path, cells: int | None) -> t
     return time.perf_counter() - started, sink.rows
 
 
+class _Latencies:
+    """A sink that records, per match, when its part was written against the arrival of
+    its last edge (edge ``seq`` arrived ``(seq - 1) / rate`` s after ``started``)."""
+
+    def __init__(self, rate: int) -> None:
+        self.rate = rate
+        self.started = time.time()
+        self.samples: list[tuple[float, float]] = []  # (written, latency), seconds
+
+    def write(self, table: pa.Table, batch_id: int | None = None) -> None:
+        now = time.time()
+        if table.num_rows == 0:
+            return
+        edges = table.column("edges").combine_chunks()
+        seqs = pc.struct_field(pc.list_flatten(edges), "seq").to_numpy()
+        last = np.zeros(table.num_rows, np.int64)
+        np.maximum.at(last, pc.list_parent_indices(edges).to_numpy(), seqs)
+        arrived = self.started + (last - 1) / self.rate
+        self.samples.extend(zip([now - self.started] * len(last), now - arrived, strict=True))
+
+    def close(self) -> None:
+        pass
+
+
+class _Progress:
+    """Edges matched over time (from the progress reports of either mode)."""
+
+    def __init__(self) -> None:
+        self.points: list[tuple[float, int]] = [(time.time(), 0)]
+
+    def __call__(self, report) -> None:
+        self.points.append((time.time(), self.points[-1][1] + report.edges_in))
+
+    def sustained(self, since: float) -> float:
+        after = [(t, n) for t, n in self.points if t >= since]
+        before = max((p for p in self.points if p[0] < since), default=self.points[0])
+        if not after or after[-1][0] <= before[0]:
+            return 0.0
+        return (after[-1][1] - before[1]) / (after[-1][0] - before[0])
+
+
+def run_rate(spark, job, work: Path, rate: int, vertices: int, seconds: float,
+             cells: int | None) -> dict:
+    """One mode at one offered rate: sustained edges/s, p50/p99 latency (s)."""
+    from graphcep.runtime.spark_cells_run import CellsRun
+    from graphcep.runtime.spark_stream import GeneratorSource, start_stream
+    from graphcep.runtime.streaming import StreamOperator
+
+    source = GeneratorSource(vertices, rate, seed=1, event_rate=60_000)
+    sink, progress = _Latencies(rate), _Progress()
+    if cells is None:
+        operator = StreamOperator(job, lateness_us=0, checkpoint=work, sink=sink)
+        query = start_stream(spark, operator, source, checkpoint=work, on_report=progress)
+    else:
+        run = CellsRun(job, cells=cells, lateness_us=0, checkpoint=work, attrs=pa.schema([]),
+                       on_report=progress, sinks={"matches": sink, "late": None,
+                                                  "rejects": None})
+        query = run.start(spark, source)
+    sink.started = time.time()
+    progress.points[0] = (sink.started, 0)
+    query.awaitTermination(seconds)
+    query.stop()
+    since = sink.started + seconds / 4
+    latency = np.array([lat for at, lat in sink.samples if at >= seconds / 4])
+    sustained = progress.sustained(since)
+    return {"sustained": sustained, "ok": sustained >= 0.95 * rate,
+            "p50": float(np.percentile(latency, 50)) if len(latency) else float("nan"),
+            "p99": float(np.percentile(latency, 99)) if len(latency) else float("nan")}
+
+
+def rate_rows(master: str, job, work: Path, args) -> tuple[list[str], dict]:
+    """Section 2 on one master: table rows, and each mode's capacity."""
+    from graphcep.runtime.spark import spark_session
+
+    spark = spark_session(master, shuffle_partitions=2)
+    cores = spark.sparkContext.defaultParallelism
+    rows, best = [], {}
+    modes = [("driver", None)] + [(f"executors, {c} cells", int(c))
+                                  for c in args.rate_cells.split(",")]
+    for name, cells in modes:
+        run_rate(spark, job, work / f"warm-{master}-{name}", 5_000, args.vertices, 8, cells)
+        for rate in (int(r) for r in args.rates.split(",")):
+            got = run_rate(spark, job, work / f"{master}-{name}-{rate}", rate, args.vertices,
+                           args.seconds, cells)
+            # a rate it cannot sustain saturates it: what it matched then is its capacity
+            best[name] = max(best.get(name, 0.0), got["sustained"])
+            rows.append(f"| {master} | {name} | {rate:,} | {got['sustained']:,.0f} | "
+                        f"{'yes' if got['ok'] else 'no'} | {got['p50']:.2f} | "
+                        f"{got['p99']:.2f} |")
+            print(rows[-1], flush=True)
+            if not got["ok"]:
+                break
+    spark.stop()
+    effic = [f"| {master} | {name} | {rate:,.0f} | {rate / cores:,.0f} |"
+             for name, rate in best.items()]
+    return rows, {"cores": cores, "best": best, "efficiency": effic}
+
+
+def projection(job, per_core: float, counts: list[int]) -> list[str]:
+    """Section 3: the busiest cell's share of N cells, and N executors' projected rate."""
+    from graphcep.io.generator import generate_netflow
+    from graphcep.runtime.hypercube import route
+    from graphcep.runtime.spark_cells import cell_grid
+
+    edges = generate_netflow(200_000, 3_000, 60_000, seed=1).select(
+        ["t", "src", "dst", "dur", "seq"])
+    rows = []
+    for n in counts:
+        shares = cell_grid(job, n)
+        cells, _ = route(edges, job, shares)
+        busiest = np.bincount(cells, minlength=shares.cells).max() / edges.num_rows
+        grid = "x".join(map(str, shares.shares))
+        rows.append(f"| {n} | {grid} ({shares.cells}) | {len(cells) / edges.num_rows:.2f} | "
+                    f"{busiest:.3f} | {per_core / busiest:,.0f} |")
+    return rows
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.stream_modes",
                                      description=__doc__.split("\n")[0])
@@ -88,7 +222,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--master", default="local[2]")
     parser.add_argument("--cells", default="1,8", help="comma list of executor-mode cells")
-    parser.add_argument("--repeat", type=int, default=2)
+    parser.add_argument("--repeat", type=int, default=1)
+    parser.add_argument("--rates", default="10000,20000,30000,40000,80000",
+                        help="offered rates, edges/s (section 2)")
+    parser.add_argument("--rate-masters", default="local[1],local[2]")
+    parser.add_argument("--rate-cells", default="1,8",
+                        help="comma list of executor-mode cells (section 2)")
+    parser.add_argument("--seconds", type=float, default=15.0, help="per offered rate")
+    parser.add_argument("--project", default="1,8,27,64",
+                        help="executor counts for the projection")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
     args = parser.parse_args(argv)
     from graphcep.jobs.subgraph import SubgraphJob
@@ -114,12 +256,33 @@ def main(argv: list[str] | None = None) -> int:
         rows.append(f"| {name} | {best:.2f} | {args.edges / best:,.0f} | "
                     f"{', '.join(map(str, sorted(matches)))} |")
         print(rows[-1], flush=True)
+    spark.stop()
     load = os.getloadavg()[0]
+    rate_table, summary = [], {}
+    for master in args.rate_masters.split(","):
+        got, summary[master] = rate_rows(master, job, work, args)
+        rate_table += got
+    one = summary.get("local[1]", {}).get("best", {}).get("executors, 1 cells", 0.0)
+    projected = projection(job, one, [int(n) for n in args.project.split(",")])
     text = "\n".join([
         "### Streaming modes: driver against executors", "", *header,
-        f"- Spark {args.master}; {args.edges:,} edges over {args.vertices:,} vertices in "
-        f"{args.files} files, one per micro-batch; load average at the end {load:.2f}", "",
-        "| mode | best seconds | edges/s | matches |", "|---|---|---|---|", *rows])
+        f"- load average (1 min) at the end {load:.2f}; 1. files: Spark {args.master}, "
+        f"{args.edges:,} edges over {args.vertices:,} vertices in {args.files} files, one "
+        f"per micro-batch", "",
+        "| mode | best seconds | edges/s | matches |", "|---|---|---|---|", *rows, "",
+        f"2. Offered rates (generator, {args.seconds:.0f} s per rate, lateness 0; latency: "
+        "part written minus arrival of the match's last edge):", "",
+        "| master | mode | offered edges/s | sustained edges/s | sustained? | p50 s | p99 s |",
+        "|---|---|---|---|---|---|---|", *rate_table, "",
+        "Per-core efficiency (capacity: the highest rate matched at any offered rate, the "
+        "saturated one included, over the master's cores):", "",
+        "| master | mode | capacity edges/s | per core |", "|---|---|---|---|",
+        *[line for m in summary.values() for line in m["efficiency"]], "",
+        f"3. Projection, not a measurement: N one-core executors, one cell each, from the "
+        f"executor mode's capacity with one cell on local[1] ({one:,.0f} edges/s) divided "
+        "by the busiest cell's share of the stream:", "",
+        "| N | grid (cells) | copies per edge | busiest cell's share | projected edges/s |",
+        "|---|---|---|---|---|", *projected])
     print(text)
     if args.record:
         record(text, START_MARK, END_MARK)

@@ -16,6 +16,12 @@ window widening's windows (:class:`~graphcep.runtime.widening.WidenedJob`): micr
 feed level 0, and the levels' batches are checkpointed with the rest. Progress (one line per micro-batch, with
 the state held) goes to stderr; the summary to stdout (``--summary json``: one JSON line).
 
+``--matching`` says where the matching runs: in the driver (the operator of
+:mod:`graphcep.runtime.streaming`, every query and source) or in the executors
+(:mod:`graphcep.runtime.spark_cells`: HyperCube cells as Spark keys, for SAL queries over a
+directory or the generator); ``auto`` picks the driver on ``local[...]``, the executors on
+a cluster. Both share the sources, sinks, checkpoint, progress lines and summary.
+
 A subscriptions file, or a directory of ``.subs`` files, is watched: its changes are
 applied between micro-batches (:mod:`graphcep.jobs.subscription_watch`), one line on
 stderr per change set (``graphcep: subscriptions: +2 -1 (s.subs, from stream position
@@ -59,6 +65,7 @@ from graphcep.runtime.streaming import (
     print_report,
     print_warnings,
 )
+from graphcep.timing import Phases
 
 FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
 
@@ -129,6 +136,17 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--processes", type=count_option(1), metavar="P",
                         help="worker processes for --cells (default: one per cell, at most "
                              "the CPU count)")
+    stream.add_argument("--matching", choices=("driver", "executors", "auto"), default="auto",
+                        help="where the matching runs: driver (one engine, or --cells in "
+                             "driver processes), executors (--cells N HyperCube cells as "
+                             "Spark keys, their state in Spark's state store; SAL queries "
+                             "without features over --source DIR or generator) or auto "
+                             "(default: driver on local[...], executors on a cluster master "
+                             "where the query and source allow)")
+    stream.add_argument("--profile", action="store_true",
+                        help="print where the time went (Spark start-up, micro-batches, "
+                             "end-of-input flush) and the matching mode, on stderr; with "
+                             "--summary json also as \"phases\" in the summary")
     stream.add_argument("--limit", type=count_option(0), default=20, metavar="N",
                         help="matches printed on the console (default 20)")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
@@ -185,25 +203,46 @@ def _stream(args: argparse.Namespace) -> int:
     if args.once and not isinstance(source, FileSource):
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
-    cells = _cells(args, job)  # before Spark starts: a wrong option fails at once
     watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
     if watch is not None and resumed:  # the source's trouble, said once
         for note in watch.check():
             print(f"graphcep: {note}", file=sys.stderr)
+    # before Spark starts: a wrong option fails at once
+    matching = matching_mode(args, job, source, watched=watch is not None)
+    attrs = None
+    if matching == "executors":
+        try:
+            attrs = _cell_attributes(job, source)
+        except QueryError:
+            if args.matching == "executors":
+                raise
+            matching = "driver"  # auto: the driver reads whatever fields arrive
+    cells = _cells(args, job) if matching == "driver" else {}
     checkpoint = Path(args.checkpoint)
     claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
-                     _query_digest(args, watched=watch is not None))
+                     _query_digest(args, watched=watch is not None, matching=matching))
     sink = _sink(args, job)
     if args.report is not None:  # the report draws the first matches
         sink = KeepFirst(sink, REPORT_MATCHES)
     started = time.perf_counter()
-    spark = spark_session(args.master)
+    phases = Phases()
+    with phases.phase("spark start-up"):
+        spark = spark_session(args.master)
     socket = isinstance(source, SocketSource)
     # after Spark starts: its context installs a handler of its own
     exit_on_interrupt("every finished micro-batch is checkpointed, run the same command "
                        "to continue" + ("; socket lines not yet matched are lost" if socket
                                         else ""))
     quiet_query_errors(spark)
+    progress = StreamProgress(started)  # the micro-batches, for --timeline and --report
+    on_report = _recording(print_warnings if args.quiet else print_report, progress)
+
+    def pictures(summary: dict[str, Any]) -> None:
+        _stream_pictures(args, explain_lines(planned, widening), summary, progress, sink)
+
+    if attrs is not None:
+        return _stream_cells(args, job, source, spark, sink, attrs, (started, phases),
+                             on_report, pictures)
     operator = StreamOperator(
         job,
         lateness_us=seconds_to_us(args.lateness),
@@ -216,18 +255,17 @@ def _stream(args: argparse.Namespace) -> int:
         watch=watch,
         **cells,
     )
-    progress = StreamProgress(started)
-    on_report = _recording(print_warnings if args.quiet else print_report, progress)
     try:
         try:
-            _drive(spark, operator, source, args, on_report)
+            with phases.phase("micro-batches"):
+                _drive(spark, operator, source, args, on_report)
         finally:
             sink.close()
         if operator.labels_seen:  # a DDST query over labelled edges since this start
             warn_absent_labels(job, operator.labels_seen)
-        summary = _print_summary(args, job, operator, time.perf_counter() - started,
-                                 checkpoint)
-        _stream_pictures(args, explain_lines(planned, widening), summary, progress, sink)
+        mode = "driver" + (f", {cells['cells']} cells in driver processes" if cells else "")
+        pictures(_print_summary(args, job, operator, time.perf_counter() - started,
+                                checkpoint, mode, phases))
         return 0
     except (BatchFailure, StreamFailure) as failure:
         return _report_failure(failure)
@@ -259,6 +297,89 @@ def _stream_pictures(args: argparse.Namespace, plan: list[str], summary: dict[st
             stream_report(args.report, query=args.query, plan=plan, summary=summary,
                           progress=progress, first=sink.rows(),
                           rejects_dir=summary["rejects_dir"])
+
+
+def matching_mode(args: argparse.Namespace, job: ReplayJob, source: Any,
+                  watched: bool = False) -> str:
+    """``--matching`` resolved to ``driver`` or ``executors`` (``auto``: executors on a
+    cluster master where the query and the source allow it, else the driver); an explicit
+    ``executors`` the query or source cannot run is refused in one line."""
+    refusal = _executors_refusal(args, job, source, watched)
+    if args.matching == "executors":
+        if refusal is not None:
+            raise QueryError(f"--matching executors: {refusal}; use --matching driver")
+        return "executors"
+    if args.matching == "auto" and not args.master.startswith("local") and refusal is None:
+        return "executors"
+    return "driver"
+
+
+def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
+                       watched: bool) -> str | None:
+    """Why the executor mode cannot run this stream (None: it can)."""
+    from graphcep.jobs.subgraph import SubgraphJob
+    from graphcep.runtime.spark_stream import FileSource, GeneratorSource
+
+    if getattr(args, "pww", None) is not None:
+        return "--pww runs in the driver"
+    if watched:
+        return "a watched subscriptions file is applied in the driver"
+    if not isinstance(job, SubgraphJob):
+        return f"the cells match SAL queries, and {Path(args.query).name} is not one"
+    try:
+        job.cell_query()
+    except QueryError as err:
+        return " ".join(str(err).split())
+    if not isinstance(source, (FileSource, GeneratorSource)):
+        return (f"the executors read a directory (--source DIR) or the generator, not "
+                f"{source.describe()}")
+    if args.processes is not None:
+        return "--processes sets driver processes; in the executors each cell is a Spark task"
+    return None
+
+
+def _cell_attributes(job: ReplayJob, source: Any) -> Any:
+    from graphcep.runtime.spark_cells_run import attributes_for
+
+    return attributes_for(job, source)  # type: ignore[arg-type]
+
+
+def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, sink: Any,
+                  attrs: Any, clock: tuple[float, Phases], on_report: Any,
+                  pictures: Any) -> int:
+    """The stream with the matching in the executors (:mod:`~graphcep.runtime.spark_cells`):
+    the same sources, sinks, checkpoint, progress lines and summary as the driver mode."""
+    from graphcep.runtime.spark_cells_run import CellsRun
+    from graphcep.runtime.spark_stream import await_query
+
+    started, phases = clock
+    checkpoint = Path(args.checkpoint)
+    run = CellsRun(job, cells=args.cells, default_cells=spark.sparkContext.defaultParallelism,
+                   lateness_us=seconds_to_us(args.lateness), checkpoint=checkpoint, attrs=attrs,
+                   on_report=on_report,
+                   sinks={"matches": sink,
+                          "late": PartWriter(args.late or checkpoint / "late"),
+                          "rejects": PartWriter(args.rejects or checkpoint / "rejects")})
+    run.resume()
+    try:
+        try:
+            with phases.phase("micro-batches"):
+                query = run.start(spark, source, available_now=args.once,
+                                  trigger_seconds=args.trigger or None)
+                try:
+                    await_query(query, run, None if args.once else args.run_for, source)
+                finally:
+                    query.stop()
+            if args.once:
+                with phases.phase("end-of-input flush"):
+                    run.flush(spark)
+        finally:
+            sink.close()
+        pictures(_print_summary(args, job, run, time.perf_counter() - started, checkpoint,
+                                run.describe(), phases))
+        return 0
+    except (BatchFailure, StreamFailure) as failure:
+        return _report_failure(failure)
 
 
 def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
@@ -352,6 +473,7 @@ def _check_claim(checkpoint: Path, record: Path, source: str, query: str, digest
             _refuse_claim(checkpoint, stored, source, query)
         # no micro-batch ever finished here: the failed start's offsets go with its claim
         shutil.rmtree(checkpoint / "spark", ignore_errors=True)
+        shutil.rmtree(checkpoint / "cells", ignore_errors=True)
     checkpoint.mkdir(parents=True, exist_ok=True)
     text = json.dumps({"source": source, "query": query, "digest": digest}, indent=1)
     replace_atomically(record, lambda path: Path(path).write_text(text + "\n",
@@ -378,20 +500,23 @@ def _refuse_claim(checkpoint: Path, stored: dict, source: str, query: str) -> No
 
 
 def _has_finished_batches(checkpoint: Path) -> bool:
-    """Whether a micro-batch finished on this checkpoint (the operator saved state): a
-    start that failed before any (no server listening, a typo in --source) leaves it free
-    for the corrected command."""
+    """Whether a micro-batch finished on this checkpoint (the operator, or the executor
+    mode's totals, saved state): a start that failed before any (no server listening, a
+    typo in --source) leaves it free for the corrected command."""
     state = checkpoint / "state"
-    return state.is_dir() and any(state.iterdir())
+    return (state.is_dir() and any(state.iterdir())) or any(
+        (checkpoint / "cells").glob("totals-*"))
 
 
 def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
     return f"{Path(args.query).resolve()} ({job.name})"
 
 
-def _query_digest(args: argparse.Namespace, watched: bool = False) -> str:
-    """The query text and the options that change which matches it finds; not the text of
-    a ``watched`` query (subscriptions: edits are applied, not refused)."""
+def _query_digest(args: argparse.Namespace, watched: bool = False,
+                  matching: str = "driver") -> str:
+    """The query text and the options that change which matches it finds, or where their
+    state lives (the executor mode); not the text of a ``watched`` query (subscriptions:
+    edits are applied, not refused)."""
     options = {name: getattr(args, name, None) for name in (
         "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
         "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report",
@@ -399,6 +524,8 @@ def _query_digest(args: argparse.Namespace, watched: bool = False) -> str:
     if getattr(args, "pww", None) is not None:  # absent otherwise: earlier digests stand
         options.update({name: getattr(args, name) for name in (
             "pww", "pww_base", "pww_max_duration")})
+    if matching == "executors":  # absent otherwise: earlier digests stand
+        options["matching"] = matching  # the cells' budget: CHECKPOINT/cells/grid.json
     digest = hashlib.sha256(b"watched" if watched else Path(args.query).read_bytes())
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()
@@ -494,8 +621,12 @@ def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
     return make_sink(args.output, fmt, directory=True, matches=job.output)
 
 
-def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOperator,
-                   seconds: float, checkpoint: Path) -> dict[str, Any]:
+def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
+                   seconds: float, checkpoint: Path, matching: str,
+                   phases: Phases | None = None) -> dict[str, Any]:
+    """The summary of a stream (``operator``: a StreamOperator, or the executor mode's
+    :class:`~graphcep.runtime.spark_cells_run.CellsRun`), returned too; ``--profile``'s
+    table on stderr."""
     totals = operator.totals
     levels = _level_stats(operator)
     summary = {
@@ -505,7 +636,11 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         "seconds": round(seconds, 3),
         "late_dir": str(args.late or checkpoint / "late"),
         "rejects_dir": str(args.rejects or checkpoint / "rejects"),
+        "matching": matching,
     }
+    if args.profile and phases is not None:
+        summary["phases"] = {name: round(sec, 3) for name, sec in phases.seconds.items()}
+        print(phases.table(seconds) + f"\nmatching: {matching}", file=sys.stderr)
     if levels is not None:  # L, T0 and D, then what each level did
         summary["pww"] = job.summary_fields()["pww"]
         summary["pww_levels"] = [level.as_dict() for level in levels]
@@ -514,7 +649,7 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: StreamOpe
         return summary
     print(f"\n{summary['query']}: {totals.matches:,} matches in {totals.edges:,} edges over "
           f"{totals.batches:,} micro-batches ({totals.late:,} late, {totals.rejected:,} "
-          f"rejected) in {seconds:.1f} s")
+          f"rejected) in {seconds:.1f} s; matching in the {matching}")
     if levels is not None:
         from graphcep.runtime.widening.report import level_lines
 

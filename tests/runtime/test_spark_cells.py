@@ -14,7 +14,15 @@ from graphcep.events import table_to_matches
 from graphcep.io.generator import generate_netflow
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
-from graphcep.runtime.spark_cells import CellState, cell_grid, routed_rows, step_cell
+from graphcep.runtime.spark_cells import (
+    CellState,
+    cell_attributes,
+    cell_grid,
+    edges_part,
+    flush_cell,
+    routed_rows,
+    step_cell,
+)
 from graphcep.runtime.streaming import StreamOperator
 from tests.oracle import brute_force_matches
 from tests.runtime.test_streaming import arrival_batches, late_seqs
@@ -29,15 +37,18 @@ def triangle_job() -> SubgraphJob:
 
 
 def run_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: int,
-              partitions: int = 2) -> tuple[list[pa.Table], set[int]]:
+              partitions: int = 2, attrs: pa.Schema | None = None,
+              flush: bool = False) -> tuple[list[pa.Table], set[int]]:
     """The cells' step over micro-batches, each cut into ``partitions`` partitions routed
-    apart (as Spark's tasks route them); the matches and late seqs reported."""
+    apart (as Spark's tasks route them), then (``flush``) the end of input; the matches
+    and late seqs reported."""
     shares = cell_grid(job, cells)
     states: dict[int, CellState] = {}
     found, late = [], []
     for batch in batches:
         step = -(-batch.num_rows // partitions) or 1
-        rows = pa.concat_tables([routed_rows(batch.slice(i, step), job, shares)
+        rows = pa.concat_tables([routed_rows(edges_part(batch.slice(i, step)), job, shares,
+                                             attrs)
                                  for i in range(0, max(batch.num_rows, 1), step)])
         for cell in sorted(set(rows.column("_cell").to_pylist())):
             mine = rows.filter(pc.equal(rows.column("_cell"), cell))
@@ -45,6 +56,9 @@ def run_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: i
             states[cell] = result.state
             found.append(result.matches)
             late.extend(result.late.column("seq").to_pylist())
+    if flush:
+        found.extend(flush_cell(job, shares, cell, state).matches
+                     for cell, state in states.items())
     assert len(late) == len(set(late)), "a late edge was reported twice"
     return found, set(late)
 
@@ -59,7 +73,7 @@ def test_cells_match_like_the_oracle_and_the_driver_operator(cells):
     table = generate_netflow(500, 20, 30, seed=7).select(["t", "src", "dst", "dur", "seq"])
     delays = [(i * 7919) % (3 * S) for i in range(table.num_rows)]
     batches = arrival_batches(table, delays, list(range(0, 500, 60)))
-    # a far edge last: its frontier releases every buffered edge (no end-of-input flush)
+    # a far edge last: its frontier releases every buffered edge (the flush is tested below)
     end = pa.table({"t": [10**12], "src": ["far1"], "dst": ["far2"], "dur": [0],
                     "seq": [10**6]}).cast(table.schema)
     batches.append(end)
@@ -82,18 +96,38 @@ def test_cells_match_like_the_oracle_and_the_driver_operator(cells):
        lateness=st.sampled_from([0, S, 4 * S]),
        cuts=st.lists(st.integers(0, 80), max_size=6))
 def test_cells_report_each_match_and_late_edge_once(seed, cells, lateness, cuts):
+    """Ends with the end-of-input flush: every buffered edge matched, as the driver's."""
     table = generate_netflow(80, 6, 20, seed=seed).select(["t", "src", "dst", "dur", "seq"])
     delays = [((i * 104729 + seed) % 4) * S for i in range(table.num_rows)]
     batches = arrival_batches(table, delays, cuts)
-    end = pa.table({"t": [10**12], "src": ["far1"], "dst": ["far2"], "dur": [0],
-                    "seq": [10**6]}).cast(table.schema)
     job = triangle_job()
-    found, late = run_cells(job, [*batches, end], cells, lateness)
+    found, late = run_cells(job, batches, cells, lateness, flush=True)
     assert late == late_seqs(batches, lateness)
     on_time = [r for r in table.to_pylist() if r["seq"] not in late]
     got = keys(found)
     assert len(got) == len(set(got)), "a match was reported twice"
     assert set(got) == brute_force_matches(job.query, on_time)
+
+
+@pytest.mark.parametrize("cells", [1, 8])
+def test_cells_carry_the_attributes_the_predicates_read(cells):
+    """``e1.port == 80`` and ``e3.proto != "udp"``: the columns travel with the edges (an
+    unread one does not), routing and matching read them; the flush ends the input."""
+    table = generate_netflow(300, 12, 30, seed=5).select(["t", "src", "dst", "dur", "seq"])
+    n = table.num_rows
+    table = (table.append_column("port", pa.array([(80, 443)[i % 3 == 0] for i in range(n)]))
+             .append_column("proto", pa.array([("tcp", "udp")[i % 4 == 0] for i in range(n)]))
+             .append_column("unread", pa.array([1.5] * n)))
+    job = SubgraphJob.create(parse_program(TRIANGLE.replace(
+        "}", 'e1.port == 80; e3.proto != "udp"; }')))
+    attrs = cell_attributes(job, table.schema)
+    assert attrs.names == ["port", "proto"]
+    batches = arrival_batches(table, [(i * 31) % (2 * S) for i in range(n)],
+                              list(range(0, n, 70)))
+    found, late = run_cells(job, batches, cells, S, attrs=attrs, flush=True)
+    on_time = [r for r in table.to_pylist() if r["seq"] not in late]
+    want = brute_force_matches(job.query, on_time)
+    assert want and set(keys(found)) == want and len(keys(found)) == len(want)
 
 
 # -- on Spark ------------------------------------------------------------------------------

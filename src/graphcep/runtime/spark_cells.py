@@ -2,60 +2,86 @@
 
 The driver's streaming operator (:mod:`graphcep.runtime.streaming`) reorders, matches and
 checkpoints in the driver. Here the matching runs in Spark's executors instead: every
-micro-batch's edges are routed to the cells of
+micro-batch is read and routed to the cells of
 :func:`~graphcep.runtime.hypercube.choose_shares`'s grid as Spark rows keyed by cell
-(``mapInArrow``), and ``applyInPandasWithState`` hands each cell its rows together with
-its state -- one compact blob: the engine's :meth:`snapshot`, the cell's reorder buffer,
-the newest time and the frontier. Spark checkpoints and recovers that state with the
-micro-batch, so a re-run batch starts from the state of the batch before it, and adding
-executors adds cells that match at once.
+(``mapInArrow``; a source's files are read in the executors too), and
+``applyInPandasWithState`` hands each cell its rows together with its state -- one
+compact blob: the engine's :meth:`snapshot`, the cell's reorder buffer, the newest time,
+the frontier and the count of files read. Spark checkpoints and recovers that state with
+the micro-batch, so a re-run batch starts from the state of the batch before it, and
+adding executors adds cells that match at once.
 
-Event time as the driver's operator keeps it
----------------------------------------------
-Besides its edges, every partition of a micro-batch sends each cell one *heartbeat* row
-holding the partition's newest time. So every cell sees the newest time of the whole
-stream, and its frontier ``F = max_t - lateness`` is the driver operator's, batch by
-batch: an edge with ``t < F`` (the frontier before its batch) is late, the buffered edges
-with ``t < F`` (after it) are released in stream order ``(t, seq)``. A late edge is
-reported once, by the first cell it is routed to; an edge that can play no query edge goes
-to cell 0 only to be checked for lateness. A cell reports only the matches whose home it
-is (:func:`~graphcep.runtime.hypercube.home_filter`), so each match is reported once.
+Event time and numbering as the driver's operator keeps them
+-------------------------------------------------------------
+Besides its edges, every task of a micro-batch sends each cell one *heartbeat* row
+holding the task's newest time and the files it read. So every cell sees the newest time
+of the whole stream, and its frontier ``F = max_t - lateness`` is the driver operator's,
+batch by batch: an edge with ``t < F`` (the frontier before its batch) is late, the
+buffered edges with ``t < F`` (after it) are released in stream order ``(t, seq)``. And
+every cell sees all files of the batch: it numbers them in name order after the files of
+the batches before, so each edge's ``seq`` (line plus file ordinal ``<< 40``) is the
+driver mode's. A late edge is reported once, by the first cell it is routed to; an edge
+that can play no query edge goes to cell 0 only to be checked for lateness and counted.
+A cell reports only the matches whose home it is
+(:func:`~graphcep.runtime.hypercube.home_filter`), so each match is reported once. Cell 0
+also reports the lines read and the rejected ones.
 
-Each cell yields at most one row per micro-batch and kind (``match`` or ``late``), its
-tables as Arrow IPC bytes; :func:`start_cells_stream` writes them as part ``b`` of the sinks in
-``foreachBatch``, overwriting on a re-run: exactly once, as Spark re-runs a batch from the
-state before it on the same input.
+The edge columns a cell carries are the core ones and the *attributes* the query's
+predicates read (``label``, ``bytes``, ...): :func:`cell_attributes` picks them from a
+sample of the stream's schema, whose types are then fixed for the query's life (Spark's
+plan has one schema); an edge missing one carries a null there.
 
-Scope: SAL queries on the core edge columns (``t``, ``src``, ``dst``, ``dur``, ``seq``)
-without vertex features; the buffer is released as later edges move the frontier (there
-is no end-of-input flush).
+Each cell yields at most one row per micro-batch and kind (``match``, ``late``,
+``reject``, ``stats``), its tables as Arrow IPC bytes; :func:`start_cells_stream` writes
+them as part ``b`` of the sinks in ``foreachBatch``, overwriting on a re-run: exactly once,
+as Spark re-runs a batch from the state before it on the same input.
+
+End of input
+------------
+:func:`flush_cells` reads the cells' state as the last committed micro-batch left it
+(Spark's ``statestore`` reader), releases every buffered edge (the frontier moves past
+the newest one) and writes the matches as the batch after the last -- not committed, as
+the driver mode's flush: if the stream goes on later, that batch replaces the flush's
+part and the flushed edges are matched once, when the watermark passes them.
+
+Scope: SAL queries without vertex features (a feature counts over the whole stream, which
+no cell sees). Late-edge records carry the columns the cells carry, not every column of
+the input.
 """
 
 from __future__ import annotations
 
 import pickle
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.events import MATCH_SCHEMA, empty_edges, normalize_edges, sort_stream
+from graphcep.events import CORE_NAMES, MATCH_SCHEMA, empty_edges, normalize_edges, sort_stream
+from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.runtime.cell_engines import _ipc
 from graphcep.runtime.hypercube import Shares, choose_shares, home_filter, route
+from graphcep.runtime.spark_stream import SourcePart, file_key, local_name
+from graphcep.runtime.streaming import late_records
 
-#: the edge columns a cell carries
+#: the core edge columns a cell carries (attributes follow them)
 EDGE_COLUMNS = ("t", "src", "dst", "dur", "seq")
 #: ``_kind`` of a routed row: a copy of an edge; the copy that also reports it if late; a
-#: heartbeat (``t``: the newest time of its partition); an edge only checked for lateness
+#: heartbeat (``t``: the newest time of its task); an edge only checked for lateness
 COPY, FIRST_COPY, HEARTBEAT, CHECK_ONLY = 0, 1, 2, 3
-ROUTED_DDL = "_cell long, _kind int, t long, src string, dst string, dur long, seq long"
 OUTPUT_DDL = "kind string, rows binary"
 STATE_DDL = "blob binary"
-_NEVER = np.iinfo(np.int64).min
+_KEYS = pa.schema([("_cell", pa.int64()), ("_kind", pa.int32()), ("_file", pa.int64()),
+                   ("_meta", pa.binary())])
+_CORE = pa.schema([("t", pa.int64()), ("src", pa.string()), ("dst", pa.string()),
+                   ("dur", pa.int64()), ("seq", pa.int64())])
+_NEVER = int(np.iinfo(np.int64).min)
+_FILE_MASK = (1 << FILE_INDEX_SHIFT) - 1
 
 
 def cell_grid(job: SubgraphJob, cells: int) -> Shares:
@@ -63,40 +89,93 @@ def cell_grid(job: SubgraphJob, cells: int) -> Shares:
     return choose_shares(job.cell_query(), cells)
 
 
-def routed_rows(edges: pa.Table, job: SubgraphJob, shares: Shares) -> pa.Table:
-    """One partition's edges as rows keyed by cell (:data:`ROUTED_DDL`), heartbeats
-    included (module docstring)."""
-    edges = normalize_edges(edges).select(list(EDGE_COLUMNS))
-    if edges.num_rows == 0:
-        return pa.Table.from_pylist([], schema=_routed_schema())
+def cell_attributes(job: SubgraphJob, sample: pa.Schema) -> pa.Schema:
+    """The attribute columns (beyond ``t, src, dst, dur, seq``) of ``sample`` that the
+    job reads, with their types."""
+    wanted = set(job.needed_columns(sample.names)) - set(CORE_NAMES) - {"pos", "_file"}
+    return pa.schema([f for f in sample if f.name in wanted])
+
+
+def routed_schema(attrs: pa.Schema) -> pa.Schema:
+    """The rows :func:`routed_rows` makes: keys, kind, file, meta, edge columns."""
+    return pa.schema([*_KEYS, *_CORE, *attrs])
+
+
+def edges_part(rows: pa.Table) -> SourcePart:
+    """A task's rows of a streaming DataFrame of edges, as a part (no files)."""
+    return SourcePart(rows, [], rows.num_rows)
+
+
+def routed_rows(part: SourcePart, job: SubgraphJob, shares: Shares,
+                attrs: pa.Schema | None = None) -> pa.Table:
+    """One task's part of a micro-batch as rows keyed by cell (:func:`routed_schema`),
+    heartbeats included (module docstring)."""
+    attrs = attrs if attrs is not None else pa.schema([])
+    edges, files = _conformed(part.edges, attrs)
+    if edges.num_rows == 0 and not part.files:
+        return routed_schema(attrs).empty_table()
     cells, rows = route(edges, job, shares)
     kind = np.full(len(rows), COPY, dtype=np.int32)
-    first = np.unique(rows, return_index=True)[1]  # rows come sorted by cell: the least
-    kind[first] = FIRST_COPY
+    kind[np.unique(rows, return_index=True)[1]] = FIRST_COPY  # sorted by cell: the least
     unrouted = np.setdiff1d(np.arange(edges.num_rows), rows)
+    newest = pc.max(edges.column("t")).as_py() if edges.num_rows else _NEVER
     count = shares.cells
-    newest = pc.max(edges.column("t")).as_py()
-    heartbeat = pa.table({"t": np.full(count, newest, np.int64), "src": [""] * count,
-                          "dst": [""] * count, "dur": np.zeros(count, np.int64),
-                          "seq": np.zeros(count, np.int64)})
-    parts = [(edges.take(rows), cells, kind),
-             (edges.take(unrouted), np.zeros(len(unrouted), np.int64),
-              np.full(len(unrouted), CHECK_ONLY, np.int32)),
-             (heartbeat.cast(edges.schema), np.arange(count, dtype=np.int64),
-              np.full(count, HEARTBEAT, np.int32))]
-    return pa.concat_tables([_keyed(table, c, k) for table, c, k in parts])
+    metas = [_meta(part, full=cell == 0) for cell in range(count)]
+    beats = pa.table({"t": np.full(count, newest, np.int64), "src": [""] * count,
+                      "dst": [""] * count, "dur": np.zeros(count, np.int64),
+                      "seq": np.zeros(count, np.int64)})
+    beats = _with_nulls(beats, attrs)
+    parts = [
+        (edges.take(rows), cells, kind, files[rows], None),
+        (edges.take(unrouted), np.zeros(len(unrouted), np.int64),
+         np.full(len(unrouted), CHECK_ONLY, np.int32), files[unrouted], None),
+        (beats, np.arange(count, dtype=np.int64), np.full(count, HEARTBEAT, np.int32),
+         np.zeros(count, np.int64), metas),
+    ]
+    return pa.concat_tables([_keyed(attrs, *p) for p in parts])
 
 
-def _routed_schema() -> pa.Schema:
-    return pa.schema([("_cell", pa.int64()), ("_kind", pa.int32()), ("t", pa.int64()),
-                      ("src", pa.string()), ("dst", pa.string()), ("dur", pa.int64()),
-                      ("seq", pa.int64())])
+def _conformed(edges: pa.Table, attrs: pa.Schema) -> tuple[pa.Table, np.ndarray]:
+    """The part's edges as the core columns and ``attrs`` (nulls where missing, cast to
+    the fixed types), and the file key of each."""
+    n = edges.num_rows
+    names = edges.column_names
+    files = (edges.column("_file").to_numpy() if "_file" in names
+             else np.zeros(n, np.int64))
+    if n == 0:
+        return _with_nulls(_CORE.empty_table(), attrs), files
+    edges = normalize_edges(edges)
+    columns = [edges.column(c).cast(f.type) for c, f in zip(EDGE_COLUMNS, _CORE, strict=True)]
+    for f in attrs:
+        columns.append(edges.column(f.name).cast(f.type) if f.name in names
+                       else pa.nulls(n, f.type))
+    return pa.Table.from_arrays(columns, schema=pa.schema([*_CORE, *attrs])), files
 
 
-def _keyed(edges: pa.Table, cells: np.ndarray, kinds: np.ndarray) -> pa.Table:
-    table = pa.Table.from_arrays([pa.array(cells, pa.int64()), pa.array(kinds, pa.int32()),
-                                  *edges.columns], names=["_cell", "_kind", *EDGE_COLUMNS])
-    return table.cast(_routed_schema())
+def _with_nulls(table: pa.Table, attrs: pa.Schema) -> pa.Table:
+    for f in attrs:
+        table = table.append_column(f, pa.nulls(table.num_rows, f.type))
+    return table
+
+
+def _meta(part: SourcePart, full: bool) -> bytes | None:
+    """A heartbeat's note: the files read (every cell numbers them); for cell 0 also the
+    lines read and the rejects."""
+    meta: dict[str, Any] = {"files": part.files} if part.files else {}
+    if full:
+        meta["lines"] = part.lines
+        if part.rejects is not None and part.rejects.num_rows:
+            meta["rejects"] = _ipc(part.rejects)
+    return pickle.dumps(meta) if meta else None
+
+
+def _keyed(attrs: pa.Schema, edges: pa.Table, cells: np.ndarray, kinds: np.ndarray,
+           files: np.ndarray, metas: list[bytes | None] | None) -> pa.Table:
+    n = edges.num_rows
+    keys = [pa.array(cells, pa.int64()), pa.array(kinds, pa.int32()),
+            pa.array(files, pa.int64()),
+            pa.array(metas if metas is not None else [None] * n, pa.binary())]
+    return pa.Table.from_arrays([*keys, *edges.columns], schema=routed_schema(attrs))
 
 
 @dataclass
@@ -107,6 +186,7 @@ class CellState:
     buffer: pa.Table | None = None
     max_t: int = _NEVER
     frontier: int = _NEVER
+    files: int = 0  # files read before this batch: the next file's ordinal
 
     def blob(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -114,11 +194,13 @@ class CellState:
 
 @dataclass
 class CellStep:
-    """What one cell did with one micro-batch."""
+    """What one cell did with one micro-batch (``stats``: counts for the progress line)."""
 
     state: CellState
     matches: pa.Table
     late: pa.Table
+    rejects: pa.Table | None = None
+    stats: dict[str, int] = field(default_factory=dict)
 
 
 def step_cell(job: SubgraphJob, shares: Shares, lateness_us: int, cell: int,
@@ -126,75 +208,171 @@ def step_cell(job: SubgraphJob, shares: Shares, lateness_us: int, cell: int,
     """Cell ``cell`` takes its rows of one micro-batch (:func:`routed_rows`, any order):
     late edges out, the rest buffered, what the frontier passed released to its engine."""
     state = state or CellState()
-    engine = job.new_engine(threads=1)
-    if state.engine is not None:
-        engine = type(engine).restore(state.engine)
+    engine = _engine(job, state)
     kind = rows.column("_kind")
-    edges = job.orient(rows.filter(pc.not_equal(kind, HEARTBEAT)))
+    metas = [pickle.loads(m) for m in rows.filter(pc.equal(kind, HEARTBEAT))
+             .column("_meta").to_pylist() if m is not None]
+    uris = sorted({u for m in metas for u in m.get("files", ())})
+    names = {state.files + i: local_name(u) for i, u in enumerate(uris)}
+    state.files += len(uris)
+    edges = job.orient(_numbered(rows.filter(pc.not_equal(kind, HEARTBEAT)), names))
+    kind = edges.column("_kind")
     late_mask = pc.less(edges.column("t"), state.frontier)
-    late = edges.filter(pc.and_(late_mask, pc.is_in(edges.column("_kind"),
-                                                    pa.array([FIRST_COPY, CHECK_ONLY],
-                                                             pa.int32()))))
-    on_time = edges.filter(pc.and_(pc.invert(late_mask),
-                                   pc.is_in(edges.column("_kind"),
-                                            pa.array([COPY, FIRST_COPY], pa.int32()))))
+    counted = pc.is_in(kind, pa.array([FIRST_COPY, CHECK_ONLY], pa.int32()))
+    late = edges.filter(pc.and_(late_mask, counted))
+    on_time = edges.filter(pc.and_(pc.invert(late_mask), pc.is_in(
+        kind, pa.array([COPY, FIRST_COPY], pa.int32()))))
     newest = pc.max(rows.column("t")).as_py()
     if newest is not None:
         state.max_t = max(state.max_t, int(newest))
         state.frontier = max(state.frontier, state.max_t - lateness_us)
-    on_time = on_time.select(list(EDGE_COLUMNS))
-    buffer = on_time if state.buffer is None else pa.concat_tables([state.buffer, on_time])
-    due = pc.less(buffer.column("t"), state.frontier)
-    ready = sort_stream(buffer.filter(due))
-    state.buffer = buffer.filter(pc.invert(due))
-    found = [engine.push(ready)] if ready.num_rows else []
-    if state.frontier != _NEVER:
-        found.append(engine.advance(state.frontier))
-    found = [m for m in found if m.num_rows]
-    matches = pa.concat_tables(found) if found else MATCH_SCHEMA.empty_table()
+    on_time = on_time.drop_columns(["_cell", "_file", "_meta"])
+    state.buffer = on_time if state.buffer is None else pa.concat_tables(
+        [state.buffer, on_time])
+    matches, released = _release(engine, state)
     state.engine = engine.snapshot()
-    late = job.orient(late.select(list(EDGE_COLUMNS))) if late.num_rows else empty_edges()
-    return CellStep(state, home_filter(matches, shares, cell), late)
+    late = late.drop_columns(["_cell", "_kind", "_file", "_meta"])
+    stats = {"edges": pc.sum(counted).as_py() or 0, "late": late.num_rows,
+             "lines": sum(m.get("lines", 0) for m in metas),
+             "files": len(uris) if cell == 0 else 0}  # every cell sees them: one counts
+    step = CellStep(state, home_filter(matches, shares, cell),
+                    late_records(job, late, names) if late.num_rows else empty_edges(),
+                    _rejects(metas))
+    step.stats = {**stats, **_counts(step, engine, released)}
+    return step
 
 
-def cell_matches(edges_df: Any, job: SubgraphJob, shares: Shares, lateness_us: int) -> Any:
+def flush_cell(job: SubgraphJob, shares: Shares, cell: int, state: CellState) -> CellStep:
+    """End of input for one cell: every buffered edge released (the frontier moves past
+    the newest edge), what the engine reports at the end included."""
+    engine = _engine(job, state)
+    if state.max_t != _NEVER:
+        state.frontier = max(state.frontier, state.max_t + 1)
+    matches, released = _release(engine, state, final=True)
+    step = CellStep(state, home_filter(matches, shares, cell), empty_edges())
+    step.stats = {"edges": 0, "late": 0, "lines": 0, "files": 0,
+                  **_counts(step, engine, released)}
+    return step
+
+
+def _engine(job: SubgraphJob, state: CellState) -> Any:
+    engine = job.new_engine(threads=1)
+    return engine if state.engine is None else type(engine).restore(state.engine)
+
+
+def _numbered(edges: pa.Table, names: dict[int, str]) -> pa.Table:
+    """``seq`` plus the file ordinal ``<< 40`` of each edge's file (by its ``_file`` key)."""
+    if not names or edges.num_rows == 0:
+        return edges
+    keys = np.array([file_key(n) for n in names.values()], np.int64)
+    ordinals = np.array(list(names), np.int64)
+    order = np.argsort(keys)
+    where = np.searchsorted(keys[order], edges.column("_file").to_numpy())
+    where = np.minimum(where, len(keys) - 1)
+    found = keys[order][where] == edges.column("_file").to_numpy()
+    offset = np.where(found, ordinals[order][where] << FILE_INDEX_SHIFT, 0)
+    seq = edges.column("seq").to_numpy() + offset
+    return edges.set_column(edges.schema.get_field_index("seq"), "seq",
+                            pa.array(seq, pa.int64()))
+
+
+def _release(engine: Any, state: CellState, final: bool = False) -> tuple[pa.Table, int]:
+    """Push the buffered edges the frontier passed, in stream order; the matches and how
+    many of the edges were first copies (edges of the stream, not copies)."""
+    found, released = [], 0
+    if state.buffer is not None and state.frontier != _NEVER:
+        due = pc.less(state.buffer.column("t"), state.frontier)
+        ready = sort_stream(state.buffer.filter(due))
+        state.buffer = state.buffer.filter(pc.invert(due))
+        released = pc.sum(pc.equal(ready.column("_kind"), FIRST_COPY)).as_py() or 0
+        if ready.num_rows:
+            found.append(engine.push(ready.drop_columns(["_kind"])))
+        found.append(engine.advance(state.frontier))
+    if final and (end := getattr(engine, "flush", None)) is not None:
+        found.append(end())
+    found = [m for m in found if m.num_rows]
+    return (pa.concat_tables(found) if found else MATCH_SCHEMA.empty_table()), released
+
+
+def _counts(step: CellStep, engine: Any, released: int) -> dict[str, int]:
+    buffer = step.state.buffer
+    buffered = 0 if buffer is None else (
+        pc.sum(pc.equal(buffer.column("_kind"), FIRST_COPY)).as_py() or 0)
+    return {"matches": step.matches.num_rows, "released": released, "buffered": buffered,
+            "window": int(engine.state_size().get("edges", 0)),
+            "frontier": step.state.frontier,
+            "rejected": 0 if step.rejects is None else step.rejects.num_rows}
+
+
+def _rejects(metas: list[dict[str, Any]]) -> pa.Table | None:
+    tables = [pa.ipc.open_stream(m["rejects"]).read_all() for m in metas if "rejects" in m]
+    return pa.concat_tables(tables) if tables else None
+
+
+def _output_rows(step: CellStep) -> Any:
+    """A cell's step as the rows of :data:`OUTPUT_DDL` (a pandas frame)."""
+    import pandas as pd
+
+    out = [(kind, _ipc(table)) for kind, table in (
+        ("match", step.matches), ("late", step.late), ("reject", step.rejects))
+        if table is not None and table.num_rows]
+    out.append(("stats", pickle.dumps(step.stats)))
+    return pd.DataFrame({"kind": [k for k, _ in out], "rows": [r for _, r in out]},
+                        columns=["kind", "rows"])
+
+
+def cell_matches(stream_df: Any, read_part: Callable[[pa.Table], SourcePart],
+                 job: SubgraphJob, shares: Shares, lateness_us: int,
+                 attrs: pa.Schema) -> Any:
     """The streaming DataFrame of the cells' output (:data:`OUTPUT_DDL`) for a streaming
-    DataFrame of edges (the columns of :data:`EDGE_COLUMNS`)."""
+    DataFrame whose tasks' rows ``read_part`` reads (a source's files, or edges)."""
+    from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
+
+    schema = routed_schema(attrs)
 
     def route_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            yield from routed_rows(pa.Table.from_batches([batch]), job, shares).to_batches()
+            part = read_part(pa.Table.from_batches([batch]))
+            yield from routed_rows(part, job, shares, attrs).to_batches()
 
     def run_cell(key: tuple, frames: Iterator[Any], group: Any) -> Iterator[Any]:
-        import pandas as pd
-
         state = pickle.loads(group.get[0]) if group.exists else None
-        rows = pa.concat_tables([pa.Table.from_pandas(f, schema=_routed_schema(),
-                                                      preserve_index=False) for f in frames])
+        rows = pa.concat_tables([pa.Table.from_pandas(f, schema=schema, preserve_index=False)
+                                 for f in frames])
         step = step_cell(job, shares, lateness_us, int(key[0]), state, rows)
         group.update((step.state.blob(),))
-        out = [(kind, _ipc(table)) for kind, table in (("match", step.matches),
-                                                       ("late", step.late)) if table.num_rows]
-        yield pd.DataFrame({"kind": [k for k, _ in out], "rows": [r for _, r in out]},
-                           columns=["kind", "rows"])
+        yield _output_rows(step)
 
-    routed = edges_df.select(*EDGE_COLUMNS).mapInArrow(route_partition, ROUTED_DDL)
+    routed = stream_df.mapInArrow(route_partition, from_arrow_schema(schema))
     return routed.groupBy("_cell").applyInPandasWithState(
         run_cell, OUTPUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
 
 
-def collect_outputs(batch_df: Any) -> tuple[pa.Table, pa.Table]:
-    """A micro-batch of :func:`cell_matches`' output as (matches, late edges)."""
+@dataclass
+class CellsOutput:
+    """One micro-batch of the cells' output, gathered in the driver."""
+
+    matches: pa.Table
+    late: pa.Table
+    rejects: pa.Table
+    stats: list[dict[str, int]]
+
+
+def collect_outputs(batch_df: Any) -> CellsOutput:
+    """A micro-batch of :func:`cell_matches`' output (or :func:`flush_cells`')."""
     rows = batch_df.toArrow()
-    tables: dict[str, list[pa.Table]] = {"match": [], "late": []}
+    tables: dict[str, list[Any]] = {"match": [], "late": [], "reject": [], "stats": []}
     for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("rows").to_pylist(),
                              strict=True):
-        tables[kind].append(pa.ipc.open_stream(payload).read_all())
+        tables[kind].append(pickle.loads(payload) if kind == "stats"
+                            else pa.ipc.open_stream(payload).read_all())
     matches = (pa.concat_tables(tables["match"]) if tables["match"]
                else MATCH_SCHEMA.empty_table())
     late = pa.concat_tables(tables["late"]) if tables["late"] else empty_edges()
-    return sort_matches(matches), late
+    rejects = (pa.concat_tables(tables["reject"]) if tables["reject"]
+               else READ_REJECT_SCHEMA.empty_table())
+    return CellsOutput(sort_matches(matches), late, rejects, tables["stats"])
 
 
 def sort_matches(matches: pa.Table) -> pa.Table:
@@ -204,26 +382,93 @@ def sort_matches(matches: pa.Table) -> pa.Table:
     return matches.sort_by([("last_t", "ascending"), ("match_id", "ascending")])
 
 
+@dataclass
+class CellSinks:
+    """Where the cells' output goes, part ``b`` per micro-batch ``b`` (``on_batch``:
+    called after the parts are written, with the batch id and its output)."""
+
+    matches: Any
+    late: Any = None
+    rejects: Any = None
+    on_batch: Callable[[int, CellsOutput], None] | None = None
+
+    def write(self, batch_id: int, output: CellsOutput) -> None:
+        self.matches.write(output.matches, batch_id)
+        if self.late is not None and output.late.num_rows:
+            self.late.write(output.late, batch_id)
+        if self.rejects is not None and output.rejects.num_rows:
+            self.rejects.write(output.rejects, batch_id)
+        if self.on_batch is not None:
+            self.on_batch(batch_id, output)
+
 
 def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: int,
                        lateness_us: int, checkpoint: str, sink: Any, late_sink: Any = None,
-                       available_now: bool = False) -> Any:
-    """Start the query: ``edges_df`` (a streaming DataFrame of edges) -> cells -> part
-    ``b`` of ``sink`` (matches) and ``late_sink`` (late edges) per micro-batch ``b``.
+                       available_now: bool = False, source: Any = None,
+                       attrs: pa.Schema | None = None, reject_sink: Any = None,
+                       on_batch: Callable[[int, CellsOutput], None] | None = None,
+                       trigger_seconds: float | None = None) -> Any:
+    """Start the query: a stream -> cells -> part ``b`` of ``sink`` (matches),
+    ``late_sink`` (late edges) and ``reject_sink`` per micro-batch ``b``.
 
-    Spark keeps its offsets and the cells' state under ``checkpoint``; a restart from it
-    re-runs the unfinished micro-batch from the state before it and overwrites its parts.
+    The stream is ``edges_df`` (a streaming DataFrame of edges, read as is) or, when
+    ``edges_df`` is None, a ``source`` of :mod:`graphcep.runtime.spark_stream` (its
+    ``stream_df``, read in the executors by its ``read_part``). ``attrs``: the attribute
+    columns the cells carry (:func:`cell_attributes`). Spark keeps its offsets and the
+    cells' state under ``checkpoint``; a restart from it re-runs the unfinished
+    micro-batch from the state before it and overwrites its parts.
     """
     shares = cell_grid(job, cells)
-
-    def write_outputs(batch_df: Any, batch_id: int) -> None:
-        matches, late = collect_outputs(batch_df)
-        sink.write(matches, batch_id)
-        if late_sink is not None and late.num_rows:
-            late_sink.write(late, batch_id)
-
-    writer = (cell_matches(edges_df, job, shares, lateness_us).writeStream
-              .foreachBatch(write_outputs).option("checkpointLocation", str(checkpoint)))
+    sinks = CellSinks(sink, late_sink, reject_sink, on_batch)
+    if edges_df is None:
+        stream_df, read_part = source.stream_df(spark), source.read_part
+    else:
+        stream_df, read_part = edges_df, edges_part
+    output = cell_matches(stream_df, read_part, job, shares, lateness_us,
+                          attrs if attrs is not None else pa.schema([]))
+    writer = (output.writeStream.foreachBatch(
+        lambda batch_df, batch_id: sinks.write(batch_id, collect_outputs(batch_df)))
+        .option("checkpointLocation", str(checkpoint)))
     if available_now:
         writer = writer.trigger(availableNow=True)
+    elif trigger_seconds:
+        writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()
+
+
+def last_committed(checkpoint: str | Path) -> int:
+    """The id of the last micro-batch Spark committed under ``checkpoint`` (-1: none)."""
+    commits = Path(checkpoint) / "commits"
+    done = [int(p.name) for p in commits.iterdir() if p.name.isdigit()] if commits.is_dir() \
+        else []
+    return max(done, default=-1)
+
+
+def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | Path,
+                sink: Any, on_batch: Callable[[int, CellsOutput], None] | None = None) -> int:
+    """End of input (module docstring): the cells' buffered edges released and matched,
+    the matches written as part ``b + 1`` of ``sink`` after the last committed batch
+    ``b``; returns that batch id. Nothing is committed."""
+    from pyspark.sql import functions as F
+
+    shares = cell_grid(job, cells)
+    batch_id = last_committed(checkpoint) + 1
+    if batch_id == 0:  # no micro-batch ever finished: no state to flush
+        output = CellsOutput(MATCH_SCHEMA.empty_table(), empty_edges(),
+                             READ_REJECT_SCHEMA.empty_table(), [])
+        CellSinks(sink, on_batch=on_batch).write(batch_id, output)
+        return batch_id
+
+    def flush_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            for cell, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
+                                  strict=True):
+                step = flush_cell(job, shares, int(cell), pickle.loads(blob))
+                yield from pa.Table.from_pandas(_output_rows(step),
+                                                preserve_index=False).to_batches()
+
+    states = (spark.read.format("statestore").load(str(checkpoint))
+              .select(F.col("key._cell"), F.col("value.groupState.blob")))
+    output = collect_outputs(states.mapInArrow(flush_partition, OUTPUT_DDL))
+    CellSinks(sink, on_batch=on_batch).write(batch_id, output)
+    return batch_id

@@ -80,6 +80,28 @@ class SourceBatch:
 
 
 @dataclass
+class SourcePart:
+    """What one executor task read of a micro-batch (executor mode,
+    :mod:`graphcep.runtime.spark_cells`): edges numbered within their file (``seq``
+    without the file's ordinal, which only the whole micro-batch decides), ``_file`` the
+    :func:`file_key` of each edge's file, the files read (URIs) and their lines and
+    rejects."""
+
+    edges: pa.Table
+    files: list[str] = field(default_factory=list)
+    lines: int = 0
+    rejects: pa.Table | None = None
+
+
+def file_key(name: str) -> int:
+    """A file's name as a 64-bit key (the ``_file`` column of a :class:`SourcePart`)."""
+    import hashlib
+
+    return int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little",
+                          signed=True)
+
+
+@dataclass
 class FileSource:
     """Files arriving in ``path`` (see module docstring)."""
 
@@ -108,7 +130,7 @@ class FileSource:
         first = operator.next_file_index
         symbols, after = operator.totals.edges, operator.newest_t // US_PER_SECOND
         for offset, path in enumerate(paths):
-            names[first + offset] = name = _local_name(path)
+            names[first + offset] = name = local_name(path)
             read = self._read(path, name, first + offset, operator.job, symbols,
                               max(after, last_second(edges)))
             if read.edges.num_rows:
@@ -120,15 +142,33 @@ class FileSource:
         rejects = [r.cast(READ_REJECT_SCHEMA) for r in rejects]  # one nullability for all
         return SourceBatch(table, pa.concat_tables(rejects), len(paths), lines, names)
 
-    def _read(self, uri: str, name: str, file_index: int, job: ReplayJob, symbols: int,
-              after: int) -> ReadResult:
+    def read_part(self, rows: pa.Table) -> SourcePart:
+        """The files of one executor task (see :class:`SourcePart`), read as
+        :meth:`read_batch` reads them."""
+        uris = sorted(rows.column("path").to_pylist())
+        edges, rejects, lines = [], [], 0
+        for uri in uris:
+            name = local_name(uri)
+            read = self._read(uri, name, 0)
+            if read.edges.num_rows:
+                key = np.full(read.edges.num_rows, file_key(name), np.int64)
+                edges.append(read.edges.append_column("_file", pa.array(key)))
+            rejects.append(read.rejects.cast(READ_REJECT_SCHEMA))
+            lines += read.lines_read
+        table = concat_edges(edges) if edges else empty_edges()
+        return SourcePart(table, uris, lines,
+                          pa.concat_tables(rejects) if rejects else None)
+
+    def _read(self, uri: str, name: str, file_index: int, job: ReplayJob | None = None,
+              symbols: int = 0, after: int = 0) -> ReadResult:
         """One arrived file as the batch reader reads it (a plain sequence's positions and
         a trace's times running on from the stream's ``symbols`` edges and second
-        ``after``); a file it cannot read at all, or of a format the query does not read,
+        ``after``); a file it cannot read at all, or of a format the query does not read
+        (``job``: the driver checks; executor mode runs SAL queries only, on edge files),
         is quarantined (one reject naming the file and why) instead of failing the stream,
         which would meet the same file again at every restart."""
         fmt = self.fmt or guess_format_of_name(name)
-        refusal = format_refusal(job, fmt)
+        refusal = None if job is None else format_refusal(job, fmt)
         try:
             if refusal is not None:
                 raise QueryError(refusal)
@@ -205,6 +245,12 @@ class GeneratorSource:
         edges = edges.append_column("arrived_us", arrived)
         return SourceBatch(edges, None, 0, rows.num_rows)
 
+    def read_part(self, rows: pa.Table) -> SourcePart:
+        """One executor task's rows as edges (see :class:`SourcePart`)."""
+        index = rows.column("value").to_numpy().astype(np.int64)
+        edges = generated_edges(index, self.vertices, self.event_rate or self.rate, self.seed)
+        return SourcePart(edges, [], rows.num_rows)
+
 
 def generated_edges(index: np.ndarray, vertices: int, rate: int, seed: int = 1) -> pa.Table:
     """Edges number ``index`` of the generated stream (any subset, in any order).
@@ -239,7 +285,7 @@ def _node_names(ids: np.ndarray) -> pa.Array:
 def _read_file(uri: str) -> bytes:
     """A file's bytes, from the local disk or any file system pyarrow reaches (hdfs, s3)."""
     if uri.startswith("file:"):
-        return Path(_local_name(uri)).read_bytes()
+        return Path(local_name(uri)).read_bytes()
     from pyarrow import fs
 
     filesystem, path = fs.FileSystem.from_uri(uri)
@@ -247,7 +293,7 @@ def _read_file(uri: str) -> bytes:
         return stream.read()
 
 
-def _local_name(uri: str) -> str:
+def local_name(uri: str) -> str:
     """``file:/a/b%20c.csv`` -> ``/a/b c.csv`` (other schemes stay as they are)."""
     if not uri.startswith("file:"):
         return uri

@@ -519,15 +519,7 @@ class StreamOperator:
             self.reject_sink.write(rejects, batch_id)
 
     def _late_records(self, late: pa.Table, names: dict[int, str] | None) -> pa.Table:
-        """Late edges as the input gave them (endpoints as read), with the file and line
-        they came from first (``file`` null where the source has no files)."""
-        seq = late.column("seq").to_numpy()
-        index = seq >> FILE_INDEX_SHIFT
-        files = [names.get(int(i)) if names else None for i in index]
-        lines = seq & ((1 << FILE_INDEX_SHIFT) - 1) if names else seq
-        edges = self.job.orient(late)  # swapping back: the query's orientation is its own
-        return pa.Table.from_arrays([pa.array(files, pa.string()), pa.array(lines, pa.int64()),
-                                     *edges.columns], names=["file", "line", *edges.column_names])
+        return late_records(self.job, late, names)
 
     # -- checkpoints ------------------------------------------------------------------
 
@@ -613,6 +605,19 @@ class StreamOperator:
             self._engine.warm(pa.ipc.open_stream(path.read_bytes()).read_all())
         if self._state.frontier != _NEVER:
             self._engine.advance(self._state.frontier)
+
+
+def late_records(job: ReplayJob, late: pa.Table, names: dict[int, str] | None) -> pa.Table:
+    """Late edges as the input gave them (endpoints as read), with the file and line they
+    came from first (``file`` null where the source has no files; ``names``: file ordinal
+    -> name, as :meth:`StreamOperator.process` takes it)."""
+    seq = late.column("seq").to_numpy()
+    index = seq >> FILE_INDEX_SHIFT
+    files = [names.get(int(i)) if names else None for i in index]
+    lines = seq & ((1 << FILE_INDEX_SHIFT) - 1) if names else seq
+    edges = job.orient(late)  # swapping back: the query's orientation is its own
+    return pa.Table.from_arrays([pa.array(files, pa.string()), pa.array(lines, pa.int64()),
+                                 *edges.columns], names=["file", "line", *edges.column_names])
 
 
 def _joined(first: pa.Table, more: pa.Table) -> pa.Table:

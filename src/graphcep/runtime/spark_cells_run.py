@@ -1,0 +1,229 @@
+"""``graphcep stream --matching executors``: the cells of :mod:`~graphcep.runtime.spark_cells`
+under the stream command's sources, sinks, checkpoint, progress lines and summary.
+
+:class:`CellsRun` stands where the driver mode's
+:class:`~graphcep.runtime.streaming.StreamOperator` stands for the command: it keeps the
+stream's totals (one small file per micro-batch under ``CHECKPOINT/cells``, the last two
+kept; a re-run batch starts from the totals before it, so they count each batch once),
+prints one progress line per micro-batch from the cells' counts, and flushes the cells at
+the end of input. The matching itself, its state and its recovery are Spark's.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+
+from graphcep.io.readers import read_edges_bytes
+from graphcep.io.sinks import replace_atomically
+from graphcep.jobs.subgraph import SubgraphJob
+from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime.spark_cells import (
+    CellsOutput,
+    cell_attributes,
+    cell_grid,
+    flush_cells,
+    start_cells_stream,
+)
+from graphcep.runtime.spark_stream import BatchFailure, FileSource
+from graphcep.runtime.streaming import BatchReport, StreamTotals
+
+_TOTALS_FILE = re.compile(r"totals-(\d+)\.json\Z")
+#: the counts of a progress line that add up over the cells
+_SUMMED = ("edges", "late", "rejected", "matches", "released", "buffered", "window", "files",
+           "lines")
+
+
+class CellsRun:
+    """The executor mode's stream: totals, progress lines and the flush (module docstring).
+
+    Parameters
+    ----------
+    job : SubgraphJob
+        The query (SAL, without vertex features).
+    cells : int or None
+        The cell budget (:func:`~graphcep.runtime.spark_cells.cell_grid`); None: the one
+        the checkpoint's first start recorded, else ``default_cells``. The cells' state is
+        keyed by the grid, so a checkpoint keeps the budget it started with.
+    lateness_us : int
+        As the driver mode's ``--lateness``.
+    checkpoint : Path
+        The command's checkpoint: Spark's under ``spark``, the totals under ``cells``.
+    sinks : dict
+        ``matches``, ``late`` and ``rejects`` sinks (part per micro-batch).
+    on_report : callable or None
+        Called with each micro-batch's :class:`~graphcep.runtime.streaming.BatchReport`.
+    attrs : pa.Schema
+        The attribute columns the cells carry (:func:`attributes_for`).
+    """
+
+    def __init__(self, job: SubgraphJob, *, cells: int | None, lateness_us: int,
+                 checkpoint: Path, sinks: dict[str, Any], on_report: Any, attrs: pa.Schema,
+                 default_cells: int = 1) -> None:
+        self.job = job
+        self.checkpoint = Path(checkpoint)
+        (self.checkpoint / "cells").mkdir(parents=True, exist_ok=True)
+        self.cells = self._recorded_cells(cells, default_cells)
+        self.shares = cell_grid(job, self.cells)
+        self.lateness_us = lateness_us
+        self.sinks = sinks
+        self.on_report = on_report
+        self.attrs = attrs
+        self.refusal: QueryError | None = None  # as StreamOperator's (await_query reads both)
+        self.failure: Exception | None = None
+        self.labels_seen: dict[str, set[str]] = {}
+        self.engine = None  # no engine in the driver
+        self._totals = StreamTotals()
+        self._sizes = {"edges": 0, "buffered": 0}
+        self._last = -1
+        self._clock = time.perf_counter()  # the end of the last batch: a batch's seconds
+
+    def _recorded_cells(self, cells: int | None, default: int) -> int:
+        """The cell budget of this checkpoint (recorded at its first start)."""
+        record = self.checkpoint / "cells" / "grid.json"
+        if record.exists():
+            stored = int(json.loads(record.read_text())["cells"])
+            if cells is not None and cells != stored:
+                raise QueryError(f"checkpoint {self.checkpoint} holds cells of --cells "
+                                 f"{stored}, not {cells}: give --cells {stored} or another "
+                                 "--checkpoint")
+            return stored
+        chosen = cells if cells is not None else default
+        replace_atomically(record, lambda path: Path(path).write_text(
+            json.dumps({"cells": chosen}), encoding="utf-8"))
+        return chosen
+
+    @property
+    def totals(self) -> StreamTotals:
+        return self._totals
+
+    def state_size(self) -> dict[str, int]:
+        """Edges in the cells' windows (copies included) and in their reorder buffers."""
+        return dict(self._sizes)
+
+    def describe(self) -> str:
+        grid = "x".join(map(str, self.shares.shares))
+        over = ", ".join(self.shares.variables)
+        return f"executors, {self.shares.cells} cells (grid {grid} over {over})"
+
+    def start(self, spark: Any, source: Any, *, available_now: bool = False,
+              trigger_seconds: float | None = None) -> Any:
+        """Start the streaming query over ``source`` (read in the executors), its cells in
+        at most as many Spark tasks as the master has cores (Spark keeps that number in
+        the checkpoint for later starts; the session's setting is left as it was)."""
+        self.failure = None
+        self._clock = time.perf_counter()
+        tasks = max(1, min(self.shares.cells, spark.sparkContext.defaultParallelism))
+        key = "spark.sql.shuffle.partitions"
+        before = spark.conf.get(key)
+        spark.conf.set(key, str(tasks))
+        try:
+            return start_cells_stream(
+                spark, None, self.job, cells=self.cells, lateness_us=self.lateness_us,
+                checkpoint=str(self.checkpoint / "spark"), sink=self.sinks["matches"],
+                late_sink=self.sinks["late"], reject_sink=self.sinks["rejects"],
+                source=source, attrs=self.attrs, on_batch=self._on_batch,
+                available_now=available_now, trigger_seconds=trigger_seconds)
+        finally:
+            spark.conf.set(key, before)
+
+    def flush(self, spark: Any) -> None:
+        """End of input: the cells' buffers released and matched, not committed."""
+        flush_cells(spark, self.job, cells=self.cells, checkpoint=self.checkpoint / "spark",
+                    sink=self.sinks["matches"],
+                    on_batch=lambda b, out: self._count(b, out, persist=False))
+
+    def close(self) -> None:
+        """Nothing to release: the cells live in Spark."""
+
+    def _on_batch(self, batch_id: int, output: CellsOutput) -> None:
+        try:
+            self._count(batch_id, output, persist=True)
+        except Exception as err:
+            self.failure = BatchFailure(batch_id, err)
+            raise
+
+    def _count(self, batch_id: int, output: CellsOutput, persist: bool) -> None:
+        self._recover(batch_id)
+        sums = {name: sum(s.get(name, 0) for s in output.stats) for name in _SUMMED}
+        frontier = max((s["frontier"] for s in output.stats), default=-(2**63))
+        totals = self._totals
+        totals.batches += 1
+        for name in ("edges", "late", "rejected", "matches", "files", "lines", "released"):
+            setattr(totals, name, getattr(totals, name) + sums[name])
+        self._sizes = {"edges": sums["window"], "buffered": sums["buffered"]}
+        self._last = batch_id
+        if persist:
+            self._save(batch_id)
+        if self.on_report is not None:
+            self.on_report(BatchReport(
+                batch_id, sums["edges"], sums["late"], sums["rejected"], sums["released"],
+                sums["matches"], sums["buffered"], {"edges": sums["window"]}, frontier,
+                time.perf_counter() - self._clock, started=totals.released > 0))
+        self._clock = time.perf_counter()
+
+    def _recover(self, batch_id: int) -> None:
+        """The totals after the batch before ``batch_id`` (from disk after a restart)."""
+        if self._last == batch_id - 1:
+            return
+        saved = [b for b in self._saved() if b < batch_id]
+        record = (json.loads(self._path(saved[-1]).read_text()) if saved
+                  else {"totals": {}, "sizes": {"edges": 0, "buffered": 0}})
+        self._totals = StreamTotals(**record["totals"])
+        self._sizes = record["sizes"]
+        self._last = saved[-1] if saved else -1
+
+    def _save(self, batch_id: int) -> None:
+        text = json.dumps({"totals": self._totals.as_dict(), "sizes": self._sizes})
+        replace_atomically(self._path(batch_id),
+                           lambda path: Path(path).write_text(text, encoding="utf-8"))
+        for old in self._saved()[:-2]:
+            self._path(old).unlink(missing_ok=True)
+
+    def _path(self, batch_id: int) -> Path:
+        return self.checkpoint / "cells" / f"totals-{batch_id:012d}.json"
+
+    def _saved(self) -> list[int]:
+        return sorted(int(m.group(1)) for p in (self.checkpoint / "cells").iterdir()
+                      if (m := _TOTALS_FILE.match(p.name)))
+
+    def resume(self) -> int:
+        """Load the newest saved totals; the id of the last batch done (-1: none)."""
+        self._recover(1 << 62)
+        return self._last
+
+
+def attributes_for(job: SubgraphJob, source: Any) -> pa.Schema:
+    """The attribute columns the cells carry for ``job`` over ``source``, their types from
+    the first file the source holds now (Spark's plan fixes them for the query's life);
+    one line if the query reads a field they lack."""
+    wanted = {job.field_aliases.get(p.field, p.field) for p in job.query.edge_predicates}
+    wanted -= {"t", "src", "dst", "dur", "seq"}
+    if not wanted:
+        return pa.schema([])
+    sample = _sample_schema(source) if isinstance(source, FileSource) else None
+    attrs = cell_attributes(job, sample) if sample is not None else pa.schema([])
+    if missing := sorted(wanted - set(attrs.names)):
+        where = ("the first file in --source" if sample is not None else
+                 "a file in --source (none there yet)" if isinstance(source, FileSource)
+                 else "the generator's edges (t, src, dst, dur)")
+        raise QueryError(f"--matching executors fixes the types of the fields the query reads "
+                         f"({', '.join(sorted(wanted))}) when it starts, from {where}, which "
+                         f"lacks {', '.join(missing)}: use --matching driver")
+    return attrs
+
+
+def _sample_schema(source: FileSource) -> pa.Schema | None:
+    """The schema of the first file (by name) in the source's directory, read as the
+    stream reads it; None when there is none."""
+    files = sorted(p for p in Path(source.path).iterdir()
+                   if p.is_file() and not p.name.startswith((".", "_")))
+    if not files:
+        return None
+    read = read_edges_bytes(str(files[0]), files[0].read_bytes(), source.fmt, source.options)
+    return read.edges.schema

@@ -1,0 +1,178 @@
+"""``graphcep stream --matching driver|executors|auto``: the executor mode through the command
+equals the brute-force matcher and the driver mode (matches, late edges, rejects, totals),
+for several cell counts, ending with the end-of-input flush; wrong combinations are one
+line and exit 2 before Spark starts."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from graphcep.cli import main
+from graphcep.io.generator import generate_netflow
+from graphcep.io.readers import FILE_INDEX_SHIFT, read_edges
+from graphcep.jobs.subgraph import SubgraphJob
+from graphcep.lang.sal import parse_program
+from tests.oracle import brute_force_matches
+from tests.paths import ROOT
+from tests.runtime.test_streaming import arrival_batches, late_seqs
+
+S = 1_000_000
+#: the temporal triangle with predicates on two attribute columns (one numeric, one text)
+QUERY = """{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2);
+  starttime(e2) < starttime(e3); starttime(e3) - starttime(e1) <= 10;
+  e1.port != 443; e3.proto == "tcp"; }"""
+LATENESS = 2
+
+
+def write_stream(directory: Path, count: int = 900, files: int = 4) -> None:
+    """Generated netflow arriving out of order in ``files`` CSV files (modification times
+    in name order, the order Spark's file source takes them in), one malformed line."""
+    table = generate_netflow(count, 25, 45, seed=3).select(["t", "src", "dst", "dur", "seq"])
+    delays = [(i * 7919) % (3 * S) for i in range(table.num_rows)]
+    batches = arrival_batches(table, delays, list(range(0, count, -(-count // files))))
+    directory.mkdir(parents=True)
+    for i, batch in enumerate(batches):
+        lines = ["t,src,dst,dur,port,proto,note"]
+        for row in batch.to_pylist():
+            port = (80, 443, 22)[row["seq"] % 3]
+            proto = ("tcp", "udp")[row["seq"] % 5 == 0]
+            lines.append(f"{row['t'] / S},{row['src']},{row['dst']},{row['dur'] / S},"
+                         f"{port},{proto},x")
+        if i == 1:
+            lines.append("not,a,number,line,1,tcp,x")
+        path = directory / f"flows-{i:03d}.csv"
+        path.write_text("\n".join(lines) + "\n")
+        os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+
+
+def oracle(directory: Path) -> set[tuple[int, ...]]:
+    """The brute-force matches of the on-time edges, as the files are read (``seq``: line
+    plus file ordinal), late by the arrival of the files one per micro-batch."""
+    edges = read_edges(directory, "csv").edges
+    ordinal = pa.array([s >> FILE_INDEX_SHIFT for s in edges.column("seq").to_pylist()])
+    files = [edges.filter(pa.compute.equal(ordinal, i))
+             for i in range(max(ordinal.to_pylist()) + 1)]
+    late = late_seqs(files, LATENESS * S)
+    on_time = [{**r, "port": int(r["port"])} for r in edges.to_pylist()
+               if r["seq"] not in late]
+    return brute_force_matches(SubgraphJob.create(parse_program(QUERY)).query, on_time)
+
+
+def stream(work: Path, source: Path, query: Path, *extra: str, capsys) -> dict:
+    code = main(["stream", str(query), "--source", str(source), "--format", "csv",
+                 "--checkpoint", str(work / "ck"), "--output", f"{work / 'out'}/", "--once",
+                 "--lateness", str(LATENESS), "--max-files-per-trigger", "1",
+                 "--master", "local[2]", "--quiet", "--summary", "json", *extra])
+    captured = capsys.readouterr()
+    assert code == 0, captured.err[-3000:]
+    return json.loads(captured.out.strip().splitlines()[-1])
+
+
+def written(directory: Path) -> list[str]:
+    return sorted(line for part in directory.glob("part-*") for line in
+                  part.read_text().splitlines())
+
+
+def match_keys(directory: Path) -> list[tuple[int, ...]]:
+    return [tuple(e["seq"] for e in json.loads(line)["edges"]) for line in written(directory)]
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_executor_mode_equals_the_oracle_and_the_driver_mode(spark, tmp_path, capsys):
+    source = tmp_path / "in"
+    write_stream(source)
+    query = tmp_path / "q.sal"
+    query.write_text(QUERY)
+    want = oracle(source)
+    assert len(want) > 50
+    driver = stream(tmp_path / "driver", source, query, "--matching", "driver", capsys=capsys)
+    assert driver["matching"] == "driver" and driver["rejected"] == 1 and driver["late"] > 0
+    assert set(match_keys(tmp_path / "driver" / "out")) == want
+    for cells in (1, 8, 27):
+        work = tmp_path / f"cells-{cells}"
+        summary = stream(work, source, query, "--matching", "executors", "--cells", str(cells),
+                         capsys=capsys)
+        assert summary["matching"].startswith("executors")
+        got = match_keys(work / "out")
+        assert len(got) == len(set(got)), f"{cells} cells: a match written twice"
+        assert set(got) == want, f"{cells} cells"
+        assert written(work / "out") == written(tmp_path / "driver" / "out")
+        assert written(work / "ck" / "rejects") == written(tmp_path / "driver" / "ck" / "rejects")
+        # the same late records, file and line included; the unread column stays behind
+        late = [json.loads(line) for line in written(work / "ck" / "late")]
+        assert late == [{k: v for k, v in json.loads(line).items() if k != "note"}
+                        for line in written(tmp_path / "driver" / "ck" / "late")]
+        for total in ("edges", "late", "rejected", "matches", "files", "lines", "batches"):
+            assert summary[total] == driver[total], (cells, total)
+
+
+def refused(tmp_path: Path, capsys, query: Path, *args: str) -> str:
+    (tmp_path / "in").mkdir(exist_ok=True)
+    code = main(["stream", str(query), "--checkpoint", str(tmp_path / "ck"),
+                 "--matching", "executors", *args])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and len(err.splitlines()) == 1, err
+    return err
+
+
+def test_wrong_combinations_are_one_line_and_exit_2(tmp_path, capsys):
+    sal = tmp_path / "q.sal"
+    sal.write_text(QUERY)
+    triangle = ROOT / "examples" / "triangle.sal"
+    source = ["--source", str(tmp_path / "in")]
+    assert "is not one" in refused(tmp_path, capsys, ROOT / "examples" / "ddst" /
+                                   "rumor.ddst", *source)
+    assert "tcp://127.0.0.1:9" in refused(tmp_path, capsys, triangle,
+                                          "--source", "tcp://127.0.0.1:9")
+    assert "--processes" in refused(tmp_path, capsys, triangle, *source, "--cells", "4",
+                                    "--processes", "2")
+    assert "--pww" in refused(tmp_path, capsys, triangle, *source, "--pww", "2")
+    # the types of the attributes come from a file there when the stream starts
+    assert "none there yet" in refused(tmp_path, capsys, sal, *source)
+    assert "generator" in refused(tmp_path, capsys, sal, "--source", "generator")
+
+
+def test_a_checkpoint_keeps_the_cells_it_started_with(tmp_path):
+    """The cells' state is keyed by their grid: a restart without --cells takes the
+    recorded budget, one with another budget is refused."""
+    from graphcep.patterns.subgraph import QueryError
+    from graphcep.runtime.spark_cells_run import CellsRun
+
+    job = SubgraphJob.create(parse_program(QUERY))
+
+    def start(cells: int | None) -> CellsRun:
+        return CellsRun(job, cells=cells, default_cells=2, lateness_us=0,
+                        checkpoint=tmp_path, sinks={}, on_report=None, attrs=pa.schema([]))
+
+    assert start(None).cells == 2 and start(None).cells == 2
+    assert start(2).shares.cells == 1  # the triangle on 2 cells: one cell
+    with pytest.raises(QueryError, match="--cells 2"):
+        start(8)
+
+
+def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(tmp_path):
+    from argparse import Namespace
+
+    from graphcep import jobs
+    from graphcep.runtime.spark_stream import FileSource, SocketSource
+    from graphcep.stream_command import matching_mode
+
+    sal, ddst = ROOT / "examples" / "triangle.sal", ROOT / "examples" / "ddst" / "rumor.ddst"
+    files = FileSource(str(tmp_path))
+
+    def mode(query: Path, master: str, source=files, **extra) -> str:
+        args = Namespace(matching="auto", master=master, query=str(query), pww=None,
+                         processes=None, **extra)
+        return matching_mode(args, jobs.load(str(query), {}), source)
+
+    assert mode(sal, "local[2]") == "driver"
+    assert mode(sal, "spark://head:7077") == "executors"
+    assert mode(sal, "yarn") == "executors"
+    assert mode(ddst, "spark://head:7077") == "driver"  # not a SAL query
+    assert mode(sal, "spark://head:7077", SocketSource("127.0.0.1", 9)) == "driver"
