@@ -317,19 +317,17 @@ def matching_mode(args: argparse.Namespace, job: ReplayJob, source: Any,
 def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
                        watched: bool) -> str | None:
     """Why the executor mode cannot run this stream (None: it can)."""
-    from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.runtime.spark_stream import FileSource, GeneratorSource
 
     if getattr(args, "pww", None) is not None:
         return "--pww runs in the driver"
     if watched:
         return "a watched subscriptions file is applied in the driver"
-    if not isinstance(job, SubgraphJob):
-        return f"the cells match SAL queries, and {Path(args.query).name} is not one"
     try:
-        job.cell_query()
+        job.cell_query()  # a QueryError for every job but a SAL query the cells can split
     except QueryError as err:
-        return " ".join(str(err).split())
+        return (f"the cells match SAL queries split by their vertex variables, and "
+                f"{Path(args.query).name} is not one ({' '.join(str(err).split())})")
     if not isinstance(source, (FileSource, GeneratorSource)):
         return (f"the executors read a directory (--source DIR) or the generator, not "
                 f"{source.describe()}")
