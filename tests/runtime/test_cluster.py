@@ -213,16 +213,24 @@ def test_batch_run_survives_a_killed_worker(fresh_cluster, tmp_path):
     assert summary["matches"] == len(expected)
 
 
-def test_stream_once_survives_a_killed_worker(fresh_cluster, tmp_path):
-    table = generate_netflow(50_000, 300, 1_000, seed=12)
+def arrived_parts(table, tmp_path: Path, parts: int = 5) -> Path:
+    """``table`` in ``parts`` VAST files moved whole into ``tmp_path/in``, their
+    modification times one second apart in name order (the order Spark lists them in)."""
     incoming = tmp_path / "in"
     incoming.mkdir()
-    parts = 5
     step = -(-table.num_rows // parts)
     for i in range(parts):
-        staged = tmp_path / f".flows-{i}.csv"
+        staged, target = tmp_path / f".flows-{i}.csv", incoming / f"flows-{i:02d}.csv"
         write_edges(table.slice(i * step, step), staged, "vast")
-        os.replace(staged, incoming / f"flows-{i:02d}.csv")
+        os.replace(staged, target)
+        os.utime(target, (1_700_000_000 + i, 1_700_000_000 + i))
+    return incoming
+
+
+def test_stream_once_survives_a_killed_worker(fresh_cluster, tmp_path):
+    table = generate_netflow(50_000, 300, 1_000, seed=12)
+    parts = 5
+    incoming = arrived_parts(table, tmp_path, parts)
     expected = oracle(incoming)
     assert len(expected) > 500
 
@@ -250,15 +258,7 @@ def test_executor_stream_survives_a_killed_worker(fresh_cluster, tmp_path):
     micro-batch was written is killed, Spark re-runs its tasks on the survivor from the
     checkpointed state, and every match is written exactly once."""
     table = generate_netflow(20_000, 200, 1_000, seed=13)
-    incoming = tmp_path / "in"
-    incoming.mkdir()
-    parts = 5
-    step = -(-table.num_rows // parts)
-    for i in range(parts):
-        staged = tmp_path / f".flows-{i}.csv"
-        write_edges(table.slice(i * step, step), staged, "vast")
-        os.replace(staged, incoming / f"flows-{i:02d}.csv")
-        os.utime(incoming / f"flows-{i:02d}.csv", (1_700_000_000 + i, 1_700_000_000 + i))
+    incoming = arrived_parts(table, tmp_path)
     expected = oracle(incoming)
     assert len(expected) > 100
     out = tmp_path / "out"
