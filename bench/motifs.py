@@ -172,7 +172,7 @@ def run_cli(path: Path, repeat: int) -> float:
     best = float("inf")
     with tempfile.TemporaryDirectory() as tmp:
         command = [sys.executable, "-m", "graphcep.cli", "motifs", "-i", str(path), "--delta",
-                   ",".join(map(str, DELTAS)), "--input-format", "snap", "--format", "json",
+                   ",".join(map(str, DELTAS)), "--format", "snap", "--output-format", "json",
                    "-o", str(Path(tmp) / "m.json")]
         for i in range(repeat + 1):
             started = time.perf_counter()

@@ -1,7 +1,7 @@
 """``graphcep motifs``: the 36 δ-temporal motif counts of a stream, as text, JSON or a PNG.
 
 The counting is :func:`graphcep.motifs.count_motifs`; this module parses the options,
-prints the tables and draws the heat map (matplotlib, imported only for ``--format png``).
+prints the tables and draws the heat map (matplotlib, imported only for a PNG).
 """
 
 from __future__ import annotations
@@ -18,6 +18,8 @@ from graphcep.io.formats import LINE_FORMATS
 from graphcep.motifs import MotifCounts, count_motifs, delta_to_us
 
 INPUT_FORMATS = (*LINE_FORMATS, "parquet")
+OUTPUT_FORMATS = ("text", "json", "png")
+_OUTPUT_SUFFIXES = {".json": "json", ".png": "png"}
 LOCAL_HEADER = ("Raphtory's layout: 24 stars centred on the vertex (pre, mid, post; index "
                 "4 d1 + 2 d2 + d3, d = 1 out of the vertex), 8 two-node, 8 triangles")
 
@@ -49,33 +51,37 @@ def add_parser(sub: Any) -> None:
                     "and triangle totals.")
     motifs.add_argument("--input", "-i", required=True, nargs="+", type=path_option,
                         help="edge file(s) or directory")
-    motifs.add_argument("--input-format", choices=INPUT_FORMATS,
-                        help="input format (default: from the name)")
+    motifs.add_argument("--format", choices=INPUT_FORMATS,
+                        help="input format, as for run (default: from the name)")
     motifs.add_argument("--delta", "-d", required=True, type=delta_list, metavar="D[,D...]",
                         help="windows δ, comma-separated, in --time-unit (t3 - t1 <= δ)")
     motifs.add_argument("--time-unit", choices=("s", "ms", "us"), default="s",
                         help="unit of δ and of the input's numeric times (default s)")
-    motifs.add_argument("--format", choices=("text", "json", "png"), default="text",
-                        help="text (default), json or png (a heat map per δ; needs -o)")
     motifs.add_argument("--output", "-o", type=path_option,
-                        help="file to write (default: standard output; png needs one)")
+                        help="file to write (default: standard output); its suffix, .json "
+                             "or .png, chooses the output format")
+    motifs.add_argument("--output-format", choices=OUTPUT_FORMATS,
+                        help="text, json or png (a heat map per δ; needs -o); default: from "
+                             "the -o suffix, else text")
     motifs.add_argument("--engine", choices=("local", "spark"), default="local",
                         help="in-process (local, default) or spark (each counter's groups "
                              "spread over the tasks; embedded local[*] unless --master)")
     add_spark_arguments(motifs)
-    motifs.add_argument("--local", action="store_true",
+    motifs.add_argument("--per-vertex", action="store_true",
                         help="also per-vertex counts (text and json; " + LOCAL_HEADER + ")")
     motifs.set_defaults(handler=cmd_motifs)
 
 
 def cmd_motifs(args: argparse.Namespace) -> int:
     """Run ``graphcep motifs``; bad options and inputs end with one line and status 2."""
-    if args.engine == "spark" and args.local:
-        print("graphcep: motifs: --local is counted in-process only (not with --engine spark)",
-              file=sys.stderr)
+    if args.engine == "spark" and args.per_vertex:
+        print("graphcep: motifs: --per-vertex is counted in-process only (not with --engine "
+              "spark)", file=sys.stderr)
         return 2
-    if args.format == "png" and not args.output:
-        print("graphcep: motifs: --format png needs --output FILE", file=sys.stderr)
+    output_format = args.output_format or _OUTPUT_SUFFIXES.get(
+        Path(args.output).suffix.lower() if args.output else "", "text")
+    if output_format == "png" and not args.output:
+        print("graphcep: motifs: a png needs --output FILE", file=sys.stderr)
         return 2
     try:
         for delta in args.delta:
@@ -89,16 +95,16 @@ def cmd_motifs(args: argparse.Namespace) -> int:
 
         spark = spark_session(args.master, app_name="graphcep-motifs")
     counts = count_motifs(args.input if len(args.input) > 1 else args.input[0], args.delta,
-                          time_unit=args.time_unit, fmt=args.input_format, local=args.local,
+                          time_unit=args.time_unit, fmt=args.format, local=args.per_vertex,
                           spark=spark)
     if counts.rejected:
         print(f"graphcep: motifs: {counts.rejected:,} malformed lines skipped", file=sys.stderr)
-    if args.format == "png":
+    if output_format == "png":
         write_png(counts, Path(args.output))
         return 0
     out: TextIO = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
     try:
-        if args.format == "json":
+        if output_format == "json":
             json.dump(counts.to_dict(), out)
             out.write("\n")
         else:

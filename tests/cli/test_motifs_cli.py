@@ -22,7 +22,7 @@ EXPECTED = SNAP["snap-example-temporal-graph.txt"]
 
 
 def test_json_tables_equal_snap_program(capsys):
-    assert main(["motifs", "-i", str(EXAMPLE), "--delta", "10,50,300", "--format", "json"]) == 0
+    assert main(["motifs", "-i", str(EXAMPLE), "--delta", "10,50,300", "--output-format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [d["delta"] for d in out["deltas"]] == ["10", "50", "300"]
     for entry in out["deltas"]:
@@ -41,18 +41,18 @@ def test_text_tables_equal_snap_program(capsys):
 def test_delta_and_times_share_the_unit(capsys):
     """With ``--time-unit ms`` the file's times are milliseconds, and so is δ."""
     assert main(["motifs", "-i", str(EXAMPLE), "--delta", "50", "--time-unit", "ms",
-                 "--format", "json"]) == 0
+                 "--output-format", "json"]) == 0
     assert json.loads(capsys.readouterr().out)["deltas"][0]["table"] == EXPECTED["50"]
 
 
-def test_local_counts_in_json_and_text(tmp_path, capsys):
+def test_per_vertex_counts_in_json_and_text(tmp_path, capsys):
     out = tmp_path / "m.json"
-    assert main(["motifs", "-i", str(EXAMPLE), "--delta", "300", "--format", "json",
-                 "--local", "-o", str(out)]) == 0
+    assert main(["motifs", "-i", str(EXAMPLE), "--delta", "300", "--per-vertex", "-o",
+                 str(out)]) == 0  # json from the suffix
     local = json.loads(out.read_text())["deltas"][0]["local"]
     assert set(local) == {"0", "1", "5", "7", "8", "9"}
     assert all(len(v) == 40 for v in local.values())
-    assert main(["motifs", "-i", str(EXAMPLE), "--delta", "300", "--local"]) == 0
+    assert main(["motifs", "-i", str(EXAMPLE), "--delta", "300", "--per-vertex"]) == 0
     text = capsys.readouterr().out.splitlines()
     assert [line.split()[2:] for line in text if line.startswith("9 300 ")] == [
         [str(x) for x in local["9"]]]
@@ -62,7 +62,7 @@ def test_png_heat_map_and_lazy_matplotlib(tmp_path):
     png = tmp_path / "m.png"
     script = ("import sys; from graphcep.cli import main; "
               f"main(['motifs', '-i', {str(EXAMPLE)!r}, '--delta', '10', '-o', {str(png)!r}, "
-              "'--format', '{}']); print('matplotlib' in sys.modules)")
+              "'--output-format', '{}']); print('matplotlib' in sys.modules)")
     env = {"PYTHONPATH": str(ROOT / "src")}
     for fmt, imported in (("text", "False"), ("png", "True")):
         run = subprocess.run([sys.executable, "-c", script.format(fmt)], capture_output=True,
@@ -73,8 +73,9 @@ def test_png_heat_map_and_lazy_matplotlib(tmp_path):
 
 @pytest.mark.parametrize("args", [
     ["--delta", "10,-1"], ["--delta", "ten"], ["--delta", "10,,20"],
-    ["--delta", "0.5", "--time-unit", "us"], ["--delta", "10", "--format", "png"],
-    ["--delta", "10", "--format", "svg"], ["--delta", "10", "--engine", "spark", "--local"],
+    ["--delta", "0.5", "--time-unit", "us"], ["--delta", "10", "--output-format", "png"],
+    ["--delta", "10", "--output-format", "svg"], ["--delta", "10", "--format", "xml"],
+    ["--delta", "10", "--engine", "spark", "--per-vertex"],
 ])
 def test_bad_options_exit_2_in_one_line(args, capsys):
     assert main(["motifs", "-i", str(EXAMPLE), *args]) == 2
@@ -91,8 +92,8 @@ def test_missing_input_exits_2(tmp_path, capsys):
 def test_inputs_without_motifs_give_zero_tables(tmp_path, capsys, text, loops):
     path = tmp_path / "few.txt"
     path.write_text(text)
-    assert main(["motifs", "-i", str(path), "--input-format", "snap", "--delta", "10",
-                 "--format", "json"]) == 0
+    assert main(["motifs", "-i", str(path), "--format", "snap", "--delta", "10",
+                 "--output-format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["self_loops_dropped"] == loops
     assert out["deltas"][0]["table"] == [[0] * 6] * 6
@@ -101,10 +102,18 @@ def test_inputs_without_motifs_give_zero_tables(tmp_path, capsys, text, loops):
 def test_malformed_lines_are_skipped_and_reported(tmp_path, capsys):
     path = tmp_path / "bad.txt"
     path.write_text(EXAMPLE.read_text() + "1 2\nx y z\n")
-    assert main(["motifs", "-i", str(path), "--input-format", "snap", "--delta", "300",
-                 "--format", "json"]) == 0
+    assert main(["motifs", "-i", str(path), "--format", "snap", "--delta", "300",
+                 "--output-format", "json"]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert out["rejected_lines"] == 2
     assert out["deltas"][0]["table"] == EXPECTED["300"]
     assert captured.err.strip() == "graphcep: motifs: 2 malformed lines skipped"
+
+
+def test_the_output_suffix_chooses_the_output_format(tmp_path, capsys):
+    png, js = tmp_path / "m.png", tmp_path / "m.json"
+    assert main(["motifs", "-i", str(EXAMPLE), "--delta", "10", "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert main(["motifs", "-i", str(EXAMPLE), "--delta", "10", "-o", str(js)]) == 0
+    assert json.loads(js.read_text())["deltas"][0]["table"] == EXPECTED["10"]
