@@ -109,7 +109,8 @@ class CellsRun:
     def describe(self) -> str:
         grid = "x".join(map(str, self.shares.shares))
         over = ", ".join(self.shares.variables)
-        return f"executors, {self.shares.cells} cells (grid {grid} over {over})"
+        cells = self.shares.cells
+        return f"executors, {cells} cell{'' if cells == 1 else 's'} (grid {grid} over {over})"
 
     def start(self, spark: Any, source: Any, *, available_now: bool = False,
               trigger_seconds: float | None = None) -> Any:
