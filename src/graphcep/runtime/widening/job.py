@@ -35,7 +35,7 @@ from graphcep.jobs.base import Extent, ReplayJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.widening.levels import levels_for
 from graphcep.runtime.widening.planner import window_span_us
-from graphcep.runtime.widening.report import describe_widening, widened_format
+from graphcep.runtime.widening.report import explain_lines, widened_format
 from graphcep.runtime.widening.runner import Widening
 
 #: the extent of a widening without a duration bound: none (no jump of event time is
@@ -90,8 +90,7 @@ class WidenedJob:
 
     def describe(self) -> list[str]:
         """The job as level 0's windows run it, then the level table."""
-        return [*self.job.bounded_by(window_span_us(self.base_us, 0)).describe(), "",
-                *describe_widening(self.job, self.keep, self.base_us, self.max_duration_us)]
+        return explain_lines(self.job, (self.keep, self.base_us, self.max_duration_us))
 
     def summary_fields(self) -> dict[str, Any]:
         return {**self.job.summary_fields(), "pww": {

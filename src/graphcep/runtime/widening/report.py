@@ -23,6 +23,7 @@ from graphcep.io.sinks import MatchFormat
 from graphcep.jobs.base import ReplayJob
 from graphcep.runtime.widening.detection import widened_schema
 from graphcep.runtime.widening.levels import LevelStats, level_plan
+from graphcep.runtime.widening.planner import window_span_us
 
 
 def widened_format(base: MatchFormat) -> MatchFormat:
@@ -83,5 +84,8 @@ def explain_lines(job: ReplayJob, widening: tuple[int, int, int | None] | None) 
     if widening is None:
         return job.describe()
     keep, base_us, max_duration_us = widening
-    return [*job.bounded_by(2 * base_us).describe(), "",
+    span = window_span_us(base_us, 0)
+    return [f"as level 0's windows run it (a level-k window bounds it by its own span, "
+            f"2^k x {format_seconds(span)} s):",
+            *job.bounded_by(span).describe(), "",
             *describe_widening(job, keep, base_us, max_duration_us)]
