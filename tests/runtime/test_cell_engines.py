@@ -89,3 +89,13 @@ def test_cells_restart_from_the_log_and_rerun_a_batch(shuffled, tmp_path):
 def test_cells_need_a_query_without_features():
     with pytest.raises(ValueError, match="vertex features"):
         CellEngines(SubgraphJob.create(parse_program(FEATURE_QUERY), fmt="vast"), cells=4)
+
+
+def test_a_worker_whose_cells_get_no_edge_answers_with_no_match():
+    """Two workers, eight cells, a push of one edge: one worker gets no row at all (as a
+    stream's last, small flush often does) and must answer, not fail."""
+    job = SubgraphJob.create(parse_program(FAN_OUT)).bind(0)
+    one = generate_netflow(1, 5, 1, seed=3).select(["t", "src", "dst", "dur", "seq"])
+    with CellEngines(job, cells=8, processes=2) as engines:
+        assert engines.push(one).num_rows == 0
+        assert engines.state_size()["edges"] >= 1

@@ -95,6 +95,8 @@ def _run_cells(op: str, rows: pa.Table, job: SubgraphJob, shares: Shares,
                engines: dict[int, Any]) -> pa.Table:
     """Push (or warm) each cell's rows -- contiguous, in stream order -- into its engine;
     the home matches of the pushed cells."""
+    if rows.num_rows == 0:  # none of this worker's cells got an edge of the batch
+        return MATCH_SCHEMA.empty_table()
     cells = rows.column(_CELL).to_numpy()
     rows = rows.drop_columns([_CELL])
     found = []
