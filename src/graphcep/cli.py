@@ -32,7 +32,6 @@ import contextlib
 import gc
 import json
 import os
-import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -143,16 +142,12 @@ def _os_error_line(err: Exception) -> str:
     return str(err)
 
 
-_REMOTE_BOUND = re.compile(r"StateBoundError: ([^\n]+)")
-
-
 def remote_state_bound(err: BaseException) -> str | None:
     """The message of a state bound hit inside a Spark task, else None. Spark re-raises a
     task's error on the driver as its own exception type, the task's traceback as text."""
     if not type(err).__module__.startswith(("pyspark", "py4j")):
         return None
-    match = _REMOTE_BOUND.search(str(err))
-    return match.group(1).strip() if match else None
+    return StateBoundError.found_in(str(err))
 
 
 class OptionParser(argparse.ArgumentParser):

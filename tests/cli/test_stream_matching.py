@@ -176,3 +176,21 @@ def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(t
     assert mode(sal, "yarn") == "executors"
     assert mode(ddst, "spark://head:7077") == "driver"  # not a SAL query
     assert mode(sal, "spark://head:7077", SocketSource("127.0.0.1", 9)) == "driver"
+
+
+@pytest.mark.spark
+def test_a_state_bound_hit_in_an_executor_cell_is_one_line_and_status_3(spark, tmp_path,
+                                                                         capsys):
+    """As in the driver mode: the bound's own message, exit status 3, no traceback."""
+    source = tmp_path / "in"
+    write_stream(source, count=300, files=1)
+    query = tmp_path / "q.sal"
+    query.write_text(QUERY)
+    code = main(["stream", str(query), "--source", str(source), "--format", "csv",
+                 "--checkpoint", str(tmp_path / "ck"), "--once", "--master", "local[2]",
+                 "--quiet", "--matching", "executors", "--cells", "1",
+                 "--max-window-edges", "20"])
+    ours = [line for line in capsys.readouterr().err.splitlines()
+            if line.startswith("graphcep: ")]
+    assert code == 3
+    assert len(ours) == 1 and "above max_window_edges=20" in ours[0], ours

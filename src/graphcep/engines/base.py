@@ -25,6 +25,7 @@ a broken engine. An engine subclass adds only its own state (:meth:`EngineBase.s
 from __future__ import annotations
 
 import pickle
+import re
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -91,6 +92,13 @@ def _first_out_of_order(t: np.ndarray, seq: np.ndarray, last: tuple[int, int] | 
 
 class StateBoundError(RuntimeError):
     """The engine would hold more state than its configured bound."""
+
+    @staticmethod
+    def found_in(text: str) -> str | None:
+        """The message of a state bound named in ``text`` (a Spark task's traceback, which
+        Spark re-raises on the driver as text in an exception of its own), else None."""
+        match = re.search(r"StateBoundError: ([^\n]+)", text)
+        return match.group(1).strip() if match else None
 
 
 class SnapshotError(ValueError):

@@ -52,6 +52,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines.base import StateBoundError
 from graphcep.events import US_PER_SECOND, concat_edges, empty_edges
 from graphcep.hashing import GOLDEN_GAMMA, splitmix64
 from graphcep.io.formats import ReaderOptions, parse_lines, prepare_options
@@ -394,6 +395,10 @@ def _failure(err: Any, operator: StreamOperator, source: Any) -> Exception:
     if operator.failure is not None:
         return operator.failure
     text = str(getattr(err, "desc", None) or err)
+    bound = StateBoundError.found_in(text)  # hit in a cell on an executor
+    if bound is not None:
+        return StateBoundError(f"{bound} (in a cell on an executor; the checkpoint holds "
+                               "the micro-batches before it, and a restart runs it again)")
     where = source.describe() if source is not None else "the source"
     if "Connection refused" in text or "ConnectException" in text:
         return StreamFailure(f"--source {where}: connection refused (no server listening "
