@@ -56,6 +56,7 @@ from graphcep.cli_options import (
     positive_rate,
     pww_options,
     reader_options,
+    refuse_overwriting_inputs,
     warn_absent_labels,
 )
 from graphcep.engines.base import StateBoundError
@@ -415,22 +416,6 @@ def cmd_subscribe(args: argparse.Namespace) -> int:
         raise QueryError(f"{args.query} is a {said.label}, not a subscriptions file: "
                          "graphcep subscribe runs subscriptions (use graphcep run)")
     return cmd_run(args)
-
-
-def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None]) -> None:
-    """Refuse an output that is one of the input files (or the query file): writing it
-    would destroy what the run reads (``-o flows.jsonl`` for ``--input flows.jsonl``)."""
-    from graphcep.io.readers import expand_paths
-
-    targets = {role: Path(t) for role, t in targets.items() if t not in (None, "-")}
-    existing = {role: t for role, t in targets.items() if t.is_file()}
-    if not existing:
-        return
-    for path in expand_paths(inputs):
-        for role, target in existing.items():
-            if os.path.samefile(path, target):
-                raise SinkError(f"{role} {str(target)!r} is an input of the run; writing it "
-                                "would destroy the input: name another file")
 
 
 def projected(job: ReplayJob, inputs: list[str], fmt: str, options: ReaderOptions

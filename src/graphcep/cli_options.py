@@ -294,3 +294,31 @@ def add_subscription_arguments(parser: argparse.ArgumentParser) -> None:
                         help="subscriptions: one compiled trie of all patterns (default), "
                              "the paper's pattern tree, or one KMP_var per subscription; "
                              "all report the same notifications")
+
+
+def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None]) -> None:
+    """Refuse an output that is one of the input files (or the query file): writing it
+    would destroy what the run reads (``-o flows.jsonl`` for ``--input flows.jsonl``); and
+    two outputs naming one file (``-o m.jsonl --timeline m.jsonl``: one would overwrite
+    the other). Raises :class:`~graphcep.io.sinks.SinkError`."""
+    import os
+    from pathlib import Path
+
+    from graphcep.io.readers import expand_paths
+    from graphcep.io.sinks import SinkError
+
+    targets = {role: Path(t) for role, t in targets.items() if t not in (None, "-")}
+    seen: dict[Path, str] = {}
+    for role, target in targets.items():
+        other = seen.setdefault(target.resolve(), role)
+        if other != role:
+            raise SinkError(f"{other} and {role} both name {str(target)!r}: one would "
+                            "overwrite the other; name another file")
+    existing = {role: t for role, t in targets.items() if t.is_file()}
+    if not existing:
+        return
+    for path in expand_paths(inputs):
+        for role, target in existing.items():
+            if os.path.samefile(path, target):
+                raise SinkError(f"{role} {str(target)!r} is an input of the run; writing it "
+                                "would destroy the input: name another file")

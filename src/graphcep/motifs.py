@@ -33,7 +33,7 @@ import pyarrow as pa
 
 from graphcep.engines.motifs import StreamCounts, count_stream, motif_stream
 from graphcep.engines.motifs.layout import group_totals
-from graphcep.io.formats.schema import ReaderOptions
+from graphcep.io.formats.schema import MAX_ABS_US, ReaderOptions
 from graphcep.io.readers import read_edges
 
 _US_PER = {"s": 1_000_000, "ms": 1_000, "us": 1}
@@ -47,6 +47,9 @@ def delta_to_us(delta: Any, unit: str = "s") -> int:
         raise ValueError(f"δ must be a number of {unit}: {delta!r}") from None
     if not value.is_finite() or value < 0 or value != value.to_integral_value():
         raise ValueError(f"δ must be a non-negative whole number of microseconds: {delta!r} {unit}")
+    if value > MAX_ABS_US:  # times are int64 microseconds
+        raise ValueError(f"δ is out of range: {delta!r} {unit} (at most {MAX_ABS_US:,} µs, "
+                         "about 146,000 years)")
     return int(value)
 
 

@@ -74,14 +74,21 @@ def add_parser(sub: Any) -> None:
 
 def cmd_motifs(args: argparse.Namespace) -> int:
     """Run ``graphcep motifs``; bad options and inputs end with one line and status 2."""
+    from graphcep.cli_options import refuse_overwriting_inputs
+
     if args.engine == "spark" and args.per_vertex:
         print("graphcep: motifs: --per-vertex is counted in-process only (not with --engine "
               "spark)", file=sys.stderr)
         return 2
     output_format = args.output_format or _OUTPUT_SUFFIXES.get(
         Path(args.output).suffix.lower() if args.output else "", "text")
-    if output_format == "png" and not args.output:
+    if output_format == "png" and args.output in (None, "-"):
         print("graphcep: motifs: a png needs --output FILE", file=sys.stderr)
+        return 2
+    refuse_overwriting_inputs(args.input, {"output": args.output})
+    refusal = _not_edges(args)
+    if refusal is not None:
+        print(f"graphcep: motifs: {refusal}", file=sys.stderr)
         return 2
     try:
         for delta in args.delta:
@@ -102,7 +109,8 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     if output_format == "png":
         write_png(counts, Path(args.output))
         return 0
-    out: TextIO = open(args.output, "w") if args.output else sys.stdout  # noqa: SIM115
+    to_file = args.output not in (None, "-")
+    out: TextIO = open(args.output, "w") if to_file else sys.stdout  # noqa: SIM115
     try:
         if output_format == "json":
             json.dump(counts.to_dict(), out)
@@ -113,6 +121,21 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         if out is not sys.stdout:
             out.close()
     return 0
+
+
+def _not_edges(args: argparse.Namespace) -> str | None:
+    """Why an input is no edge list (a plain sequence, a time-event sequence, a system-call
+    trace: events without two vertices), else None."""
+    from graphcep.io.readers import expand_paths, guess_format
+
+    if args.format is not None:
+        return None
+    for path in expand_paths(args.input):
+        fmt = guess_format(path)
+        if fmt not in INPUT_FORMATS:
+            return (f"{path}: a {fmt} file holds no edges to count motifs over (edge "
+                    f"formats: {', '.join(INPUT_FORMATS)}; --format names one)")
+    return None
 
 
 def write_text(counts: MotifCounts, out: TextIO) -> None:
@@ -156,7 +179,7 @@ def write_png(counts: MotifCounts, path: Path) -> None:
         ax.set_title(f"δ = {delta} {counts.unit}")
     fig.suptitle("δ-temporal motif counts (SNAP's 6x6 layout)")
     fig.tight_layout()
-    fig.savefig(path, dpi=120)
+    fig.savefig(path, dpi=120, format="png")  # whatever the name's suffix
     plt.close(fig)
 
 

@@ -117,3 +117,24 @@ def test_the_output_suffix_chooses_the_output_format(tmp_path, capsys):
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert main(["motifs", "-i", str(EXAMPLE), "--delta", "10", "-o", str(js)]) == 0
     assert json.loads(js.read_text())["deltas"][0]["table"] == EXPECTED["10"]
+
+
+def test_outputs_that_would_destroy_the_input_or_land_elsewhere_are_refused(tmp_path, capsys):
+    data = tmp_path / "m.txt"
+    data.write_text(EXAMPLE.read_text())
+    before = data.read_text()
+    tes = tmp_path / "w.tes"
+    tes.write_text("a 1 b 2 a\n")
+    for argv in (["-i", str(data), "--format", "snap", "--delta", "3", "-o", str(data)],
+                 ["-i", str(tes), "--delta", "3"],
+                 ["-i", str(data), "--format", "snap", "--delta", "1e13"],
+                 ["-i", str(data), "--format", "snap", "--delta", "3", "--output-format",
+                  "png", "-o", "-"]):
+        assert main(["motifs", *argv]) == 2, argv
+        err = capsys.readouterr().err.strip().splitlines()
+        assert len(err) == 1 and err[0].startswith("graphcep: "), (argv, err)
+    assert data.read_text() == before
+    png = tmp_path / "heat.txt"  # a PNG asked for by option, whatever the name says
+    assert main(["motifs", "-i", str(data), "--format", "snap", "--delta", "3",
+                 "--output-format", "png", "-o", str(png)]) == 0
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -35,3 +35,11 @@ def test_spark_counts_equal_in_process_and_brute_force(spark):
     oracle = Oracle(events)
     for i, delta in enumerate([0, 2, 9]):
         np.testing.assert_array_equal(on_spark.tables[i], oracle.table(delta))
+
+
+def test_a_stream_too_small_for_any_motif_counts_zero_on_spark(spark):
+    """No group that can hold an instance: no Spark task counts, and the tables are 0."""
+    two = pa.table({"t": pa.array([1_000_000, 2_000_000], pa.int64()), "src": ["1", "1"],
+                    "dst": ["2", "2"]})
+    counted = count_motifs(two, [3, 5], spark=spark)
+    assert counted.tables.shape == (2, 6, 6) and not counted.tables.any()

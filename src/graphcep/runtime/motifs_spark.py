@@ -81,8 +81,10 @@ def count_motifs_spark(spark: Any, stream: MotifStream, deltas: np.ndarray,
     parts = frame.mapInArrow(run, _OUT).toArrow()
     shared.unpersist()
     nd = len(deltas)
-    total = {k: np.array(parts.column(k).to_pylist(), dtype=np.int64).sum(axis=0)
-             for k in ("pairs", "stars", "triangles")}
+    cells = {"pairs": nd * 8, "stars": nd * 24, "triangles": nd * 8}
+    # a stream with no group that can hold an instance gives no task, and zero counts
+    total = {k: np.array(parts.column(k).to_pylist(), dtype=np.int64).reshape(-1, n)
+             .sum(axis=0) for k, n in cells.items()}
     return matrices(total["pairs"].reshape(nd, 2, 2, 2), total["stars"].reshape(nd, 3, 2, 2, 2),
                     total["triangles"].reshape(nd, 2, 2, 2))
 
