@@ -178,3 +178,14 @@ def test_a_missing_file_is_one_line_naming_it(tmp_path, capsys, argv):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert err == f"graphcep: {gone}: No such file or directory\n"
+
+
+def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys):
+    flows = tmp_path / "flows.csv"
+    flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
+    same = tmp_path / "same.jsonl"
+    assert main(["run", str(TRIANGLE), "--input", str(flows), "--engine", "local", "-o",
+                 str(same), "--timeline", str(same)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "both name" in err
+    assert not same.exists()
