@@ -493,8 +493,9 @@ def _refuse_claim(checkpoint: Path, stored: dict, source: str, query: str) -> No
         f"checkpoint {checkpoint} belongs to query {query} over {source} as it was "
         "first started: the query file or an option that changes its matches "
         "(--query-name, --window, --max-duration, --homomorphic, --format, "
-        "--time-unit, --time-format, --header, the DDST engine) differs since: give another "
-        "--checkpoint")
+        "--time-unit, --time-format, --header, the DDST engine, --pww and its options) or "
+        "where its state lives (--matching executors against driver) differs since: give "
+        "another --checkpoint")
 
 
 def _has_finished_batches(checkpoint: Path) -> bool:

@@ -47,7 +47,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     chosen = (_by_ids(rows, args.ids, args.matches) if args.ids
               else _first(rows, args.first or DEFAULT_FIRST))
     written = draw_all(named_drawings(chosen, args.matches), args.output, args.graphviz)
-    print(f"drew {len(written):,} matches in {args.output}")
+    print(f"drew {len(written):,} match{'' if len(written) == 1 else 'es'} in {args.output}")
     return 0
 
 
