@@ -375,9 +375,10 @@ def _run_pictures(args: argparse.Namespace, job: ReplayJob,
         from graphcep.pictures.runs import run_report
 
         with writing(args.report):
+            command = "subscribe" if getattr(args, "query_kind", None) == "subs" else "run"
             run_report(args.report, query=args.query, plan=explain_lines(job, widening),
                        summary=summary, edges=edges, matches=matches,
-                       rejects=rejects.table(), draw=args.draw)
+                       rejects=rejects.table(), draw=args.draw, command=command)
 
 
 def arrow_allocator() -> None:

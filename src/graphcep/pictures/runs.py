@@ -36,11 +36,12 @@ def run_timeline_png(edges: Any, matches: pa.Table, target: Any) -> None:
 
 
 def run_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
-               edges: Any, matches: pa.Table, rejects: pa.Table, draw: int | None) -> None:
-    """``graphcep run --report``: the run's page."""
+               edges: Any, matches: pa.Table, rejects: pa.Table, draw: int | None,
+               command: str = "run") -> None:
+    """``graphcep run --report`` (or ``subscribe``, the ``command``): the run's page."""
     count = draw or REPORT_MATCHES
     report = Report(
-        title=f"graphcep run: {summary.get('query', '')}",
+        title=f"graphcep {command}: {summary.get('query', '')}",
         query_text=query_text(query), plan=plan, summary=summary,
         timelines=[("edges and matches over the stream's time",
                     png(run_timeline_png, edges, matches))],
