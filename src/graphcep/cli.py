@@ -281,7 +281,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_summary_argument(parser)
     parser.add_argument("--draw", type=count_option(1), metavar="N",
                         help="draw the first N matches as PNG pictures in --draw-dir")
-    parser.add_argument("--draw-dir", default="pictures", type=path_option, metavar="DIR",
+    parser.add_argument("--draw-dir", type=path_option, metavar="DIR",
                         help="--draw: directory for the pictures (default pictures/)")
     parser.add_argument("--timeline", type=path_option, metavar="FILE.png",
                         help="plot edges and matches per minute over the stream's time "
@@ -351,7 +351,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with phases.phase("drawing matches"):
             from graphcep.pictures.command import draw_table
 
-            draw_table(matches, args.draw, args.draw_dir)
+            draw_table(matches, args.draw, args.draw_dir or "pictures")
     stats.seconds = time.perf_counter() - started
     stats.phases = phases.seconds
     summary = _summary(args, job, stats, lines, rejects)

@@ -85,6 +85,10 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     if output_format == "png" and args.output in (None, "-"):
         print("graphcep: motifs: a png needs --output FILE", file=sys.stderr)
         return 2
+    if output_format == "png" and args.per_vertex:
+        print("graphcep: motifs: --per-vertex counts are written as text or JSON; the heat "
+              "map shows the 6x6 tables only", file=sys.stderr)
+        return 2
     refuse_overwriting_inputs(args.input, {"output": args.output})
     refusal = _not_edges(args)
     if refusal is not None:

@@ -14,7 +14,7 @@ from graphcep.io.sinks import MatchDrawing
 from graphcep.pictures.draw import draw_match
 from graphcep.pictures.layout import lay_out
 from graphcep.pictures.records import drawing_of, read_matches
-from tests.paths import FIXTURES
+from tests.paths import EXAMPLES, FIXTURES
 
 MATCHES = FIXTURES / "pictures" / "matches.jsonl"
 RECORDS = [json.loads(line, parse_float=str, parse_int=str)
@@ -174,3 +174,12 @@ def test_a_parquet_match_file_draws_as_its_jsonl_twin(tmp_path, capsys):
     (tmp_path / "bad.parquet").write_text("x")
     assert main(["draw", str(tmp_path / "bad.parquet"), "-o", str(tmp_path / "o")]) == 2
     assert "not a Parquet match file" in capsys.readouterr().err
+
+
+def test_a_draw_dir_without_draw_is_refused(tmp_path, capsys):
+    flows = tmp_path / "flows.csv"
+    flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
+    assert main(["run", str(EXAMPLES / "triangle.sal"), "--input", str(flows), "--engine",
+                 "local", "--draw-dir", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--draw N" in err

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from graphcep.io.rejects import reason_kind
-from graphcep.io.sinks import check_target
+from graphcep.io.sinks import SinkError, check_target
 
 #: Matches drawn in a report when ``--draw`` does not say.
 REPORT_MATCHES = 6
@@ -58,6 +58,8 @@ def check_picture_targets(args: Any) -> None:
     for role, target in (("--timeline", args.timeline), ("--report", args.report)):
         if target is not None:
             check_target(target, "jsonl", directory=False, role=role)
+    if getattr(args, "draw_dir", None) is not None and not getattr(args, "draw", None):
+        raise SinkError("--draw-dir says where --draw N puts its pictures; give --draw N too")
 
 
 def png(draw: Callable[..., Any], *args: Any) -> bytes:
