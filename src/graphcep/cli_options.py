@@ -9,8 +9,10 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import re
 import sys
+from pathlib import Path
 from typing import Any
 
 from graphcep.engines.ddst.schema import REPORT_MODES
@@ -301,9 +303,6 @@ def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None])
     would destroy what the run reads (``-o flows.jsonl`` for ``--input flows.jsonl``); and
     two outputs naming one file (``-o m.jsonl --timeline m.jsonl``: one would overwrite
     the other). Raises :class:`~graphcep.io.sinks.SinkError`."""
-    import os
-    from pathlib import Path
-
     from graphcep.io.readers import expand_paths
     from graphcep.io.sinks import SinkError
 

@@ -51,7 +51,7 @@ def add_parser(sub: Any) -> None:
                     "and triangle totals.")
     motifs.add_argument("--input", "-i", required=True, nargs="+", type=path_option,
                         help="edge file(s) or directory")
-    motifs.add_argument("--format", choices=INPUT_FORMATS,
+    motifs.add_argument("--format", "-f", choices=INPUT_FORMATS,
                         help="input format, as for run (default: from the name)")
     motifs.add_argument("--delta", "-d", required=True, type=delta_list, metavar="D[,D...]",
                         help="windows δ, comma-separated, in --time-unit (t3 - t1 <= δ)")

@@ -99,6 +99,10 @@ class NuJob(JobBase):
     engine: str = "auto"
     #: the engine ``engine`` comes to for this pattern and mode (set on creation)
     chosen: str = field(init=False, default="interpreted", compare=False)
+    #: the fewest records a match holds: half the fewest events on a path to a final
+    #: location, rounded up (a link is two events, its ends; an event of a time-event
+    #: sequence one); window widening skips windows with fewer (set on creation)
+    min_records: int = field(init=False, default=1, compare=False)
 
     output: ClassVar[MatchFormat] = SAL_MATCHES
 
@@ -120,6 +124,7 @@ class NuJob(JobBase):
                              f"it ({why}); use --nu-engine interpreted")
         object.__setattr__(self, "chosen", "compiled" if why is None and
                            self.engine != "interpreted" else "interpreted")
+        object.__setattr__(self, "min_records", max(1, -(-automaton.fewest_reads() // 2)))
 
     def _not_compiled(self, automaton) -> str | None:
         """Why the compiled engine cannot run this job (None: it can)."""
@@ -144,12 +149,6 @@ class NuJob(JobBase):
     def local_matches(self) -> bool:
         # search mode skips links that are not part of a match; anchored reads them all
         return self.mode == "search"
-
-    @property
-    def min_records(self) -> int:
-        """Half the fewest events a match reads, rounded up: a link is two events (its
-        ends), an event of a time-event sequence one."""
-        return max(1, -(-compile_pattern(self.pattern).fewest_reads() // 2))
 
     def bind(self, longest_duration_us: int) -> NuJob:
         return self  # links are read at their start times

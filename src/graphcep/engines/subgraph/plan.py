@@ -126,9 +126,10 @@ def compile_query(
     starts an engine per window, all of a level's windows with the same query.
     """
     try:
-        return _compile_cached(query, max_duration_us)
+        hash(query)
     except TypeError:  # a query holding an unhashable value: plan it every time
         return _compile(query, max_duration_us)
+    return _compile_cached(query, max_duration_us)
 
 
 @lru_cache(maxsize=64)
