@@ -109,7 +109,9 @@ def cmd_motifs(args: argparse.Namespace) -> int:
                           time_unit=args.time_unit, fmt=args.format, local=args.per_vertex,
                           spark=spark)
     if counts.rejected:
-        print(f"graphcep: motifs: {counts.rejected:,} malformed lines skipped", file=sys.stderr)
+        lines = "line" if counts.rejected == 1 else "lines"
+        print(f"graphcep: motifs: {counts.rejected:,} malformed {lines} skipped",
+              file=sys.stderr)
     if output_format == "png":
         write_png(counts, Path(args.output))
         return 0
