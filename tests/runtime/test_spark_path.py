@@ -53,6 +53,14 @@ def run_child(code: str) -> str:
 # -- what a run loads ---------------------------------------------------------------------
 
 
+def test_the_cli_imports_no_compiler():
+    """numba loads beside the reading of a run (or when a command counts), never with the
+    CLI itself: its import is a sixth of a second of every command's start-up."""
+    assert run_child("import sys, graphcep.cli; "
+                     "print(sorted(m for m in sys.modules if m.split('.')[0] in "
+                     "('numba', 'llvmlite', 'pyspark', 'matplotlib')))") == "[]"
+
+
 def test_a_local_sal_run_loads_no_pandas_spark_or_ddst_kernel(small, tmp_path):
     """Nothing of pandas or Spark, nothing of DDST but its option names (``schema``)."""
     data = tmp_path / "s.parquet"
