@@ -99,36 +99,51 @@ def build_pair_index(src: np.ndarray, dst: np.ndarray, nvertices: int):
 
 @nb.njit(cache=True, nogil=True)
 def build_signatures(src, dst, nvertices, words):
-    """Per-vertex neighbour signatures: bit ``h(v) mod 64*words`` of row ``u`` is set when
-    the window has an edge u -> v (``out``), resp. v -> u (``in``).
+    """Per-vertex neighbour signatures, two-bit Bloom filters: bits ``h1(v)`` and ``h2(v)``
+    (mod ``64*words``) of row ``u`` are set when the window has an edge u -> v (``out``),
+    resp. v -> u (``in``).
 
     A pair lookup first tests the signature of the endpoint bound earlier -- one row that
     stays in cache while its partner varies -- and probes the hash table only on a hit.
+    Two bits per neighbour instead of one: on S2's triangle (40 neighbours in a 1,024-bit
+    row) one bit let 4% of the candidates through to a hash probe, nearly all of them
+    false; two bits in the same cached row let 0.6% through.
     """
     sig_out = np.zeros(nvertices * words, dtype=np.uint64)
     sig_in = np.zeros(nvertices * words, dtype=np.uint64)
     for i in range(src.shape[0]):
         u = src[i]
         v = dst[i]
-        bu = _signature_bit(v, words)
-        bv = _signature_bit(u, words)
-        sig_out[u * words + (bu >> 6)] |= np.uint64(1) << np.uint64(bu & 63)
-        sig_in[v * words + (bv >> 6)] |= np.uint64(1) << np.uint64(bv & 63)
+        _set_signature(sig_out, u, v, words)
+        _set_signature(sig_in, v, u, words)
     return sig_out, sig_in
 
 
 @nb.njit(cache=True)
-def _signature_bit(other, words) -> np.int64:
-    """The bit that stands for vertex ``other`` in a signature row of ``words`` words."""
-    return np.int64(_hash(np.int64(other)) >> np.uint64(40)) & (words * 64 - 1)
+def _signature_bits(other, words) -> tuple[np.int64, np.int64]:
+    """The two bits that stand for vertex ``other`` in a signature row of ``words`` words
+    (two disjoint slices of the well-mixed high bits of its Fibonacci hash)."""
+    h = _hash(np.int64(other))
+    mask = words * 64 - 1
+    return np.int64(h >> np.uint64(52)) & mask, np.int64(h >> np.uint64(40)) & mask
+
+
+@nb.njit(cache=True)
+def _set_signature(sig, row, other, words) -> None:
+    b1, b2 = _signature_bits(other, words)
+    sig[row * words + (b1 >> 6)] |= np.uint64(1) << np.uint64(b1 & 63)
+    sig[row * words + (b2 >> 6)] |= np.uint64(1) << np.uint64(b2 & 63)
 
 
 @nb.njit(cache=True)
 def _in_signature(sig, row, other, words) -> bool:
-    """Whether ``other``'s bit is set in signature row ``row`` (False: no such edge)."""
-    bit = _signature_bit(other, words)
-    word = sig[row * words + (bit >> 6)]
-    return ((word >> np.uint64(bit & 63)) & np.uint64(1)) != np.uint64(0)
+    """Whether both of ``other``'s bits are set in signature row ``row`` (False: no such
+    edge; True: maybe)."""
+    b1, b2 = _signature_bits(other, words)
+    base = row * words
+    both = (sig[base + (b1 >> 6)] >> np.uint64(b1 & 63)) & (sig[base + (b2 >> 6)]
+                                                            >> np.uint64(b2 & 63))
+    return (both & np.uint64(1)) != np.uint64(0)
 
 
 @nb.njit(cache=True, nogil=True)
