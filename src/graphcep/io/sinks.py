@@ -62,6 +62,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from graphcep.events import MATCH_SCHEMA, format_seconds
+from graphcep.io.json_lines import sal_json_lines
 
 _PART = re.compile(r"^part-(\d+)\.")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -311,10 +312,21 @@ class MatchFormat:
     text: Callable[[dict[str, Any], int], str]
     json: Callable[[dict[str, Any]], str]
     graph: Callable[[dict[str, Any]], MatchDrawing]
+    #: the JSON lines of a whole table at once, the same text as ``json`` row by row
+    #: (None from it: write this table row by row)
+    json_lines: Callable[[pa.Table], list[str] | None] | None = None
+
+    def lines(self, table: pa.Table) -> Iterator[str]:
+        """The JSON line of every row of ``table`` (a table of :attr:`schema`)."""
+        lines = self.json_lines(table) if self.json_lines is not None else None
+        if lines is None:
+            lines = (self.json(row) for row in _rows(table, self.schema))
+        return iter(lines)
 
 
 #: SAL matches (:data:`MATCH_SCHEMA`), the sinks' default.
-SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json, sal_match_drawing)
+SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json, sal_match_drawing,
+                          sal_json_lines)
 
 
 def _is_directory_target(path: str | os.PathLike, directory: bool | None) -> bool:
@@ -404,14 +416,12 @@ class JsonlSink(_FileSink):
 
     def _write_part(self, table: pa.Table, path: str) -> None:
         with open(path, "w", encoding="utf-8") as out:
-            for row in _rows(table, self.matches.schema):
-                out.write(self.matches.json(row) + "\n")
+            out.writelines(line + "\n" for line in self.matches.lines(table))
 
     def _append(self, table: pa.Table) -> None:
         if self._out is None:
             self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 -- held open
-        for row in _rows(table, self.matches.schema):
-            self._out.write(self.matches.json(row) + "\n")
+        self._out.writelines(line + "\n" for line in self.matches.lines(table))
         self._out.flush()
 
     def close(self) -> None:
