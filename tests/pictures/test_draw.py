@@ -183,3 +183,21 @@ def test_a_draw_dir_without_draw_is_refused(tmp_path, capsys):
                  "local", "--draw-dir", str(tmp_path / "p")]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--draw N" in err
+
+
+@pytest.mark.parametrize("command", ["draw", "run"])
+def test_a_file_where_the_pictures_go_is_refused_before_any_work(tmp_path, capsys, command):
+    taken = tmp_path / "taken"
+    taken.write_text("keep me\n")
+    if command == "draw":
+        argv = ["draw", str(MATCHES), "-o", str(taken)]
+    else:
+        flows = tmp_path / "flows.csv"
+        flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
+        argv = ["run", str(EXAMPLES / "triangle.sal"), "--input", str(flows), "--engine",
+                "local", "-o", str(tmp_path / "m.jsonl"), "--draw", "1", "--draw-dir",
+                str(taken)]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "not a directory" in err
+    assert taken.read_text() == "keep me\n" and not (tmp_path / "m.jsonl").exists()

@@ -11,6 +11,7 @@ from typing import Any
 
 from graphcep.io.sinks import MatchDrawing
 from graphcep.pictures.records import MatchFileError, drawing_of, read_matches
+from graphcep.pictures.report import check_picture_directory
 
 #: Pictures drawn when neither ``--first`` nor ``--ids`` says.
 DEFAULT_FIRST = 10
@@ -43,6 +44,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
     """Draw the chosen matches; a bad file or an unknown id is one line, exit 2."""
     from graphcep.pictures.draw import draw_all
 
+    check_picture_directory(args.output, "--output")
     rows = read_matches(args.matches)
     chosen = (_by_ids(rows, args.ids, args.matches) if args.ids
               else _first(rows, args.first or DEFAULT_FIRST))

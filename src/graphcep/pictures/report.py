@@ -60,6 +60,17 @@ def check_picture_targets(args: Any) -> None:
             check_target(target, "jsonl", directory=False, role=role)
     if getattr(args, "draw_dir", None) is not None and not getattr(args, "draw", None):
         raise SinkError("--draw-dir says where --draw N puts its pictures; give --draw N too")
+    if getattr(args, "draw", None):
+        check_picture_directory(args.draw_dir or "pictures", "--draw-dir")
+
+
+def check_picture_directory(path: str | Path, role: str) -> None:
+    """``path`` can hold pictures: a directory, or nothing yet (it is created). A file
+    there is refused in one line before any work."""
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise SinkError(f"{role} {path}: a file, not a directory (one PNG is written per "
+                        "match, into a directory)")
 
 
 def png(draw: Callable[..., Any], *args: Any) -> bytes:
