@@ -641,7 +641,8 @@ def cmd_explain(args: argparse.Namespace) -> int:
     print("\n".join(explain_lines(job, pww_options(args))))
     if getattr(args, "dot", None):
         drawing = job.plan_dot()  # refused before anything is written
-        with writing(args.dot):
+        with writing(args.dot):  # parent directories created, as for -o
+            Path(args.dot).parent.mkdir(parents=True, exist_ok=True)
             Path(args.dot).write_text(drawing)
         print(f"DOT written to {args.dot}")
     return 0

@@ -70,13 +70,13 @@ def test_explain_names_the_engine_and_sizes_the_trie(tmp_path, capsys):
     root, @x1, @x1.@x2 and @x1.@x2.@x3 always, each BACK node with probability 1/16 per
     back-reference on its path: 4 + 1/16 + 1/256 + 1/16 = 4.129 steps."""
     probes = str(EXAMPLES / "subs" / "probes.subs")
-    assert main(["explain", probes, "--dot", str(tmp_path / "t.dot")]) == 0
+    assert main(["explain", probes, "--dot", str(tmp_path / "new" / "t.dot")]) == 0
     text = capsys.readouterr().out
     assert "matching engine: compiled (the default;" in text
     assert ("compiled trie: 7 nodes (the root, 0 constants, 3 variables, 3 back-references), "
             "depth 4, 4.13 steps per start position") in text
     assert "@x1.@x2.@x1.@x2  [back_and_forth]  τ=0.00391" in text  # 16 ** -2
-    dot = (tmp_path / "t.dot").read_text()
+    dot = (tmp_path / "new" / "t.dot").read_text()  # its directory made, as for -o
     assert dot.startswith("digraph pattern_tree {") and dot.count(" -> ") == 3
     assert 'label="@x1.@x2.@x1\\nping_pong\\nτ=0.0625"' in dot
     assert main(["explain", probes, "--subs-engine", "tree"]) == 0
