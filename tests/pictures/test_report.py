@@ -68,8 +68,25 @@ def not_blank(png: bytes) -> bool:
     return pixels.shape[0] > 100 and pixels.reshape(-1, pixels.shape[-1]).std(axis=0).max() > 0.05
 
 
-def assert_page_shows(page: Page, summary: dict, query: Path, matches_drawn: int) -> None:
+def cells_of(summary: dict, prefix: str = "") -> dict:
+    """The summary's fields as the page keys its cells: an object's fields as
+    ``field.name``, a list of objects' as ``field.index.name``."""
+    cells = {}
     for key, value in summary.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict) and value:
+            cells.update(cells_of(value, f"{name}."))
+        elif isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+            for i, item in enumerate(value):
+                cells.update(cells_of(item, f"{name}.{i}."))
+        else:
+            cells[name] = value
+    return cells
+
+
+def assert_page_shows(page: Page, summary: dict, query: Path, matches_drawn: int) -> None:
+    assert set(page.cells) == set(cells_of(summary))
+    for key, value in cells_of(summary).items():
         shown = page.cells[key]
         if isinstance(value, bool) or not isinstance(value, int | float):
             assert shown == (value if isinstance(value, str) else json.dumps(value)), key

@@ -30,7 +30,7 @@ REJECT_EXAMPLES = 3
 _STYLE = """body{font-family:sans-serif;margin:2em auto;max-width:70em;color:#222}
 pre{background:#f4f4f4;padding:.8em;overflow-x:auto}
 table{border-collapse:collapse}td,th{border:1px solid #ccc;padding:.2em .6em;text-align:left}
-td.num{text-align:right;font-variant-numeric:tabular-nums}
+td.num{text-align:right;font-variant-numeric:tabular-nums}td.nested{padding:0}
 figure{display:inline-block;margin:.5em;vertical-align:top}img{max-width:100%}
 figcaption{font-size:.85em;color:#555}"""
 _SCRIPT = ("window.addEventListener('load',function(){document.body.dataset.imagesDecoded="
@@ -116,17 +116,32 @@ def to_html(report: Report) -> str:
 
 
 def summary_table(summary: dict[str, Any]) -> str:
-    """One row per summary field: numbers right-aligned with thousands separators in
-    cells ``data-key``'d by their field; lists and objects as JSON."""
-    rows = []
-    for key, value in summary.items():
-        if isinstance(value, bool) or not isinstance(value, int | float):
-            text, cls = (value if isinstance(value, str) else json.dumps(value)), "text"
-        else:
-            text, cls = f"{value:,}", "num"
-        rows.append(f"<tr><th>{html.escape(key)}</th><td class='{cls}' "
-                    f"data-key='{html.escape(key)}'>{html.escape(str(text))}</td></tr>")
+    """One row per summary field, in a cell ``data-key``'d by its field: numbers
+    right-aligned with thousands separators, an object (``phases``) as a table of its
+    fields and a list of objects (``pww_levels``) as a table with a row per item, their
+    cells keyed ``field.name`` and ``field.index.name``; other lists as JSON."""
+    rows = [f"<tr><th>{html.escape(key)}</th>{_summary_cell(key, value)}</tr>"
+            for key, value in summary.items()]
     return f"<table id='summary'>{''.join(rows)}</table>"
+
+
+def _summary_cell(key: str, value: Any) -> str:
+    if isinstance(value, dict) and value:
+        rows = "".join(f"<tr><th>{html.escape(str(k))}</th>{_summary_cell(f'{key}.{k}', v)}"
+                       "</tr>" for k, v in value.items())
+        return f"<td class='nested'><table>{rows}</table></td>"
+    if isinstance(value, list) and value and all(isinstance(v, dict) for v in value):
+        names = list(dict.fromkeys(k for item in value for k in item))
+        head = "".join(f"<th>{html.escape(str(n))}</th>" for n in names)
+        rows = "".join("<tr>" + "".join(_summary_cell(f"{key}.{i}.{n}", item.get(n))
+                                        for n in names) + "</tr>"
+                       for i, item in enumerate(value))
+        return f"<td class='nested'><table><tr>{head}</tr>{rows}</table></td>"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        text, cls = (value if isinstance(value, str) else json.dumps(value)), "text"
+    else:
+        text, cls = f"{value:,}", "num"
+    return f"<td class='{cls}' data-key='{html.escape(key)}'>{html.escape(str(text))}</td>"
 
 
 def rejects_section(rows: list[dict[str, Any]], total: int) -> str:
