@@ -33,7 +33,7 @@ from graphcep.engines.motifs.count import (
     triangle_groups,
 )
 from graphcep.engines.motifs.layout import matrices
-from graphcep.engines.motifs.order import MotifStream, directed_keys, pairs, stars
+from graphcep.engines.motifs.order import MotifStream, Pairs, directed_keys, pairs, stars
 from graphcep.engines.motifs.pairs import count_pairs
 from graphcep.engines.motifs.stars import count_stars
 
@@ -101,8 +101,9 @@ def _count_triangles(state: dict[str, Any], mine: np.ndarray, off: np.ndarray,
     grouped, tri, deltas = state["pairs"], state["triangles"], state["deltas"]
     thirds = tri.thirds[rows]
     if vertices is not None:
-        # the counter writes its groups' vertices' rows: a triangle's vertices are the
-        # task's, so they are numbered densely among them (other pairs are never read)
+        # the counter adds a triangle's counts to rows lo, hi and third of per_vertex:
+        # number the task's vertices densely (the pairs it reads are its triangles', both
+        # ends among them; the ids of the pairs it never reads do not matter)
         grouped = dataclasses.replace(grouped, lo=np.searchsorted(vertices, grouped.lo),
                                       hi=np.searchsorted(vertices, grouped.hi))
         thirds = np.searchsorted(vertices, thirds)
@@ -113,7 +114,7 @@ def _count_triangles(state: dict[str, Any], mine: np.ndarray, off: np.ndarray,
     return per_vertex, count_triangle_groups(part, grouped, deltas, per_vertex)
 
 
-def _touched(grouped: Any, tri: TriangleGroups, pair_ids: np.ndarray, centres: np.ndarray,
+def _touched(grouped: Pairs, tri: TriangleGroups, pair_ids: np.ndarray, centres: np.ndarray,
              mine: np.ndarray, tri_rows: np.ndarray) -> np.ndarray:
     """The sorted vertices of a task's groups: pairs' ends, centres, triangles' vertices."""
     edges = np.concatenate([pair_ids, tri.pair[mine]])
