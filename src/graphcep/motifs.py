@@ -125,20 +125,20 @@ def count_motifs(
     fmt
         Input format of files (default: from the name).
     local
-        Also count per vertex (Raphtory's layout; in-process only).
+        Also count per vertex (Raphtory's layout, :attr:`MotifCounts.local`), in-process
+        or on Spark.
     spark
         A SparkSession: count on Spark (:mod:`graphcep.runtime.motifs_spark`), the
-        groups of each counter spread over its tasks; the same counts.
+        groups of each counter spread over its tasks, per-vertex counts added up by the
+        driver; the same counts, tie rule included.
     """
     # the counters load here, not on import: every ``graphcep`` command imports this
     # module to register ``motifs``, and numba's import alone costs a run 0.15-0.2 s
-    from graphcep.engines.motifs import StreamCounts, count_stream, motif_stream
+    from graphcep.engines.motifs import count_stream, motif_stream
     from graphcep.engines.motifs.layout import group_totals
 
     if not len(deltas):
         raise ValueError("at least one δ is needed")
-    if spark is not None and local:
-        raise ValueError("per-vertex counts are counted in-process only")
     us = np.array([delta_to_us(d, time_unit) for d in deltas], dtype=np.int64)
     rejected = 0
     if not isinstance(edges, pa.Table):
@@ -151,7 +151,7 @@ def count_motifs(
     if spark is not None:
         from graphcep.runtime.motifs_spark import count_motifs_spark
 
-        counted = StreamCounts(count_motifs_spark(spark, stream, us), None)
+        counted = count_motifs_spark(spark, stream, us, local=local)
     else:
         counted = count_stream(stream, us, local=local)
     return MotifCounts([str(d) for d in deltas], time_unit, counted.tables,

@@ -76,10 +76,6 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     """Run ``graphcep motifs``; bad options and inputs end with one line and status 2."""
     from graphcep.cli_options import refuse_overwriting_inputs
 
-    if args.engine == "spark" and args.per_vertex:
-        print("graphcep: motifs: --per-vertex is counted in-process only (not with --engine "
-              "spark)", file=sys.stderr)
-        return 2
     output_format = args.output_format or _OUTPUT_SUFFIXES.get(
         Path(args.output).suffix.lower() if args.output else "", "text")
     if output_format == "png" and args.output in (None, "-"):

@@ -1,7 +1,7 @@
 """``graphcep motifs``: text, JSON and PNG output against SNAP's program; bad input exits 2.
 
 The expected tables are those SNAP's own ``temporalmotifsmain`` wrote
-(``tests/fixtures/motifs/SOURCE.md``).
+(``tests/fixtures/motifs/SOURCE.md``), the per-vertex counts those Raphtory's tests assert.
 """
 
 from __future__ import annotations
@@ -14,11 +14,13 @@ import numpy as np
 import pytest
 
 from graphcep.cli import main
+from tests.engines.test_motifs import RAPHTORY_LOCAL
 from tests.paths import FIXTURES, ROOT
 
 EXAMPLE = FIXTURES / "motifs" / "snap-example-temporal-graph.txt"
 SNAP = json.loads((FIXTURES / "motifs" / "snap-tables.json").read_text())["files"]
 EXPECTED = SNAP["snap-example-temporal-graph.txt"]
+RAPHTORY_LOCAL_GRAPH = FIXTURES / "motifs" / "raphtory-local-motif-test.txt"
 
 
 def test_json_tables_equal_snap_program(capsys):
@@ -58,6 +60,18 @@ def test_per_vertex_counts_in_json_and_text(tmp_path, capsys):
         [str(x) for x in local["9"]]]
 
 
+@pytest.mark.spark
+def test_per_vertex_counts_on_spark_equal_raphtory_and_snap(capsys, spark):
+    """``--per-vertex --engine spark`` on Raphtory's local test graph: its vertices' 40
+    counts are those Raphtory's test asserts, the table the one SNAP's program wrote."""
+    assert main(["motifs", "-i", str(RAPHTORY_LOCAL_GRAPH), "--format", "snap", "--delta", "10",
+                 "--per-vertex", "--engine", "spark", "--master", "local[2]",
+                 "--output-format", "json"]) == 0
+    entry = json.loads(capsys.readouterr().out)["deltas"][0]
+    assert entry["table"] == SNAP["raphtory-local-motif-test.txt"]["10"]
+    assert {v: entry["local"][v] for v in RAPHTORY_LOCAL} == RAPHTORY_LOCAL
+
+
 def test_png_heat_map_and_lazy_matplotlib(tmp_path):
     png = tmp_path / "m.png"
     script = ("import sys; from graphcep.cli import main; "
@@ -75,7 +89,6 @@ def test_png_heat_map_and_lazy_matplotlib(tmp_path):
     ["--delta", "10,-1"], ["--delta", "ten"], ["--delta", "10,,20"],
     ["--delta", "0.5", "--time-unit", "us"], ["--delta", "10", "--output-format", "png"],
     ["--delta", "10", "--output-format", "svg"], ["--delta", "10", "--format", "xml"],
-    ["--delta", "10", "--engine", "spark", "--per-vertex"],
     ["--delta", "10", "--per-vertex", "-o", "heat.png"],
 ])
 def test_bad_options_exit_2_in_one_line(args, capsys):

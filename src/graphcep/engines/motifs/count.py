@@ -59,10 +59,19 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     tables = matrices(pair_total, star_total, tri_total)
     if not local:
         return StreamCounts(tables, None)
-    pair_local = np.zeros((n, nd, 2, 2, 2), np.int64)
-    np.add.at(pair_local, grouped.lo, per_pair)
-    np.add.at(pair_local, grouped.hi, per_pair[:, :, ::-1, ::-1, ::-1])
-    return StreamCounts(tables, raphtory_local(per_centre, pair_local, per_vertex))
+    return StreamCounts(tables, local_counts(per_centre, grouped.lo, grouped.hi, per_pair,
+                                             per_vertex))
+
+
+def local_counts(per_centre: np.ndarray, lo: np.ndarray, hi: np.ndarray, per_pair: np.ndarray,
+                 per_vertex: np.ndarray) -> np.ndarray:
+    """Raphtory's ``(vertices, deltas, 40)`` from the counters' per-vertex outputs: stars
+    per centre, two-node counts per pair (``lo``/``hi`` its vertices), triangles per
+    vertex."""
+    pair_local = np.zeros_like(per_vertex)
+    np.add.at(pair_local, lo, per_pair)
+    np.add.at(pair_local, hi, per_pair[:, :, ::-1, ::-1, ::-1])
+    return raphtory_local(per_centre, pair_local, per_vertex)
 
 
 @dataclass(frozen=True)
@@ -127,4 +136,4 @@ def _directed_ids(dkeys: np.ndarray, keys: np.ndarray) -> np.ndarray:
 
 
 __all__ = ["StreamCounts", "TriangleGroups", "count_stream", "count_triangle_groups",
-           "triangle_groups"]
+           "local_counts", "triangle_groups"]
