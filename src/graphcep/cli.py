@@ -89,12 +89,30 @@ def main(argv: list[str] | None = None) -> int:
 
     Run as the program (no ``argv``), it freezes the objects still alive when the command
     is done (:func:`gc.freeze`): the interpreter's exit then skips tracing them -- numba's
-    and Spark's object graphs made that a tenth to a third of a second of a short run.
+    and Spark's object graphs made that a tenth to a third of a second of a short run. A
+    command that started no JVM then ends the process at once (:func:`_end_process`).
     """
     code = _main(argv)
     if argv is None:
         gc.freeze()
+        _end_process(code)
     return code
+
+
+def _end_process(code: int) -> None:
+    """End the program now, skipping the interpreter's teardown (freeing every module,
+    numba's compiled code and LLVM's state: 0.02-0.03 s of a one-second run). Safe here:
+    every output file was closed by its command and the standard streams are flushed
+    first. Not after Spark ran: its JVM is stopped by the interpreter's exit handlers.
+    Returns (the normal exit follows) when a stream cannot be flushed."""
+    if "pyspark" in sys.modules:
+        return
+    try:
+        sys.stdout.flush()
+        sys.stderr.flush()
+    except (OSError, ValueError):  # a closed pipe or stream: exit the ordinary way
+        return
+    os._exit(code)
 
 
 def _main(argv: list[str] | None) -> int:

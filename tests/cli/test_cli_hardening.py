@@ -655,3 +655,40 @@ def test_an_unbounded_query_names_a_gap_and_each_suggested_fix_closes_it(constra
         bounds = build_bounds(fixed)  # raises UnsatisfiableQueryError on a contradiction
         gap = bounds.start_gap(bounds.edges.index(later), bounds.edges.index(earlier))
         assert gap <= 10_000_000, fix  # at most the suggested 10 s
+
+
+def test_the_program_ends_with_everything_written(tmp_path, capsys):
+    """Run as the program, a local command ends the process without the interpreter's
+    teardown: its files, its console output (more than a pipe holds) and its status must
+    be what the same command writes when it returns normally."""
+    import subprocess
+    import sys
+
+    lines = ["t,src,dst", "not an edge"]
+    lines += [f"{3 * i + j},v{i}_{j},v{i}_{(j + 1) % 3}" for i in range(400) for j in range(3)]
+    flows = write(tmp_path / "flows.csv", "\n".join(lines) + "\n")
+    timing = re.compile(r"in [0-9.]+ s \([0-9,]+ edges/s")
+
+    def both(name: str, *options: str) -> tuple[str, str]:
+        """stdout of the program, and of main() returning, with ``name`` in file names."""
+        argv = ["run", str(ROOT / "examples" / "triangle.sal"), "--input", str(flows),
+                "--engine", "local", *(o.replace("NAME", name) for o in options)]
+        done = subprocess.run(
+            [sys.executable, "-c", "import sys; from graphcep.cli import main; sys.exit(main())",
+             *argv], capture_output=True, text=True,
+            env={"PYTHONPATH": str(ROOT / "src"), "PATH": "/usr/bin:/bin"})
+        assert done.returncode == 0, done.stderr
+        assert main([o.replace(name, f"{name}-returned") for o in argv]) == 0
+        printed = capsys.readouterr().out.replace(f"{name}-returned", name)
+        return timing.sub("", done.stdout), timing.sub("", printed)
+
+    program, returned = both("console", "--limit", "1000", "--rejects",
+                             str(tmp_path / "NAME.rej"))
+    assert program == returned and len(program) > 65_536  # more than a pipe's buffer
+    program, returned = both("file", "-o", str(tmp_path / "NAME.jsonl"))
+    assert program == returned
+    for name in ("console.rej", "file.jsonl"):
+        stem, suffix = name.split(".")
+        assert (tmp_path / name).read_text() == (
+            tmp_path / f"{stem}-returned.{suffix}").read_text().replace("-returned", "")
+    assert len((tmp_path / "file.jsonl").read_text().splitlines()) == 400
