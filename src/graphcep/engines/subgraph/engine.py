@@ -50,9 +50,9 @@ import pyarrow.compute as pc
 
 from graphcep.engines.base import EngineBase, StateBoundError
 from graphcep.engines.subgraph.kernel import (
-    build_layout,
     build_pair_index,
     build_signatures,
+    fill_layout,
     group_by,
     search,
 )
@@ -88,6 +88,7 @@ class VertexFeatures(Protocol):
 
 
 _EMPTY_I64 = np.empty(0, dtype=np.int64)
+_SIGNATURES = -1  # the key of the pair signatures among the groupings (not a lookup mode)
 _EMPTY_I32 = np.empty(0, dtype=np.int32)
 
 
@@ -351,26 +352,19 @@ class SubgraphEngine(EngineBase):
         c = self.compiled
         nvertices = len(self._ids)
         modes = sorted({int(m) for plan in c.plans for m in plan.mode[1:]})
-        grouped = self._groupings(modes, nvertices)
+        grouped, seg_base, layout = self._groupings(modes, nvertices)
         empty_off = np.zeros(1, dtype=np.int64)
         out_off = grouped[MODE_OUT][0] if MODE_OUT in grouped else empty_off
         in_off = grouped[MODE_IN][0] if MODE_IN in grouped else empty_off
         if MODE_PAIR in grouped:
-            pair_off, _, table_keys, table_ids, bitset, hbits, sig_out, sig_in, words = (
-                grouped[MODE_PAIR])
+            pair_off, _, table_keys, table_ids, bitset, hbits = grouped[MODE_PAIR]
+            sig_out, sig_in, words = grouped[_SIGNATURES]
         else:
             pair_off = empty_off
             table_keys = np.full(2, -1, dtype=np.int64)
             table_ids = np.zeros(2, dtype=np.int32)
             bitset = sig_out = sig_in = np.zeros(1, dtype=np.uint64)
             hbits = words = 1
-        segments = [grouped[m][1] for m in modes] or [np.empty(0, dtype=np.int32)]
-        seg_base = np.zeros(4, dtype=np.int64)
-        seg_base[modes] = np.cumsum([0] + [len(x) for x in segments[:-1]])[: len(modes)]
-        # without edge predicates every edge is eligible: skip copying the mask
-        ok = self._ok if self.query.edge_predicates else self._ok[:0]
-        order = np.concatenate(segments).astype(np.int32, copy=False)
-        layout = build_layout(order, self._t, self._end, self._src, self._dst, ok)
         arrays = (
             c.esrc, c.edst, len(c.vertex_vars), not self.homomorphic,
         )
@@ -403,30 +397,54 @@ class SubgraphEngine(EngineBase):
             return np.empty((0, c.k), dtype=np.int32)
         return np.concatenate(found)
 
-    def _groupings(self, modes: list[int], nvertices: int) -> dict[int, tuple]:
-        """The window grouped for each lookup mode ``(offsets, edge order, ...)``, built in
-        parallel threads (the compiled builders release the GIL) unless the engine was given
-        one thread: a Spark task runs beside one task per core, and extra threads there
-        only contend for them (measured: 16 one-task processes on 16 cores)."""
+    def _groupings(self, modes: list[int], nvertices: int
+                   ) -> tuple[dict[int, tuple], np.ndarray, tuple[np.ndarray, ...]]:
+        """The window grouped for each lookup mode (``{mode: (offsets, edge order, ...)}``,
+        with the pair signatures under :data:`_SIGNATURES`), the start of each mode's
+        segment in the layout, and the layout: every grouping orders all the window's
+        edges, so each segment's place is known before any is built, and each grouping
+        fills its own segment in the thread that built it.
+
+        The builders run in parallel threads (the compiled builders release the GIL)
+        unless the engine was given one thread: a Spark task runs beside one task per
+        core, and extra threads there only contend for them (measured: 16 one-task
+        processes on 16 cores)."""
         src, dst = self._src, self._dst
+        n = len(src)
+        ok = self._ok if self.query.edge_predicates else self._ok[:0]  # no predicates: no mask
+        total = n * len(modes)
+        layout = (np.empty(total, np.int32), np.empty(total, np.int64),
+                  np.empty(total, np.int64), np.empty(total, np.int32),
+                  np.empty(total, np.int32), np.empty((ok.shape[0], total), np.uint8))
+        seg_base = np.zeros(4, dtype=np.int64)
+        seg_base[modes] = np.arange(len(modes), dtype=np.int64) * n
+
+        def laid_out(mode: int, grouping: tuple) -> tuple:
+            fill_layout(grouping[1], self._t, self._end, src, dst, ok, *layout, seg_base[mode])
+            return grouping
 
         def pairs() -> tuple:
             keys, ids, bitset, hbits, off, idx = build_pair_index(src, dst, nvertices)
-            words = signature_words(len(src), nvertices)
-            sig_out, sig_in = build_signatures(src, dst, nvertices, words)
-            return off, idx, keys, ids, bitset, hbits, sig_out, sig_in, words
+            return laid_out(MODE_PAIR, (off, idx, keys, ids, bitset, hbits))
+
+        def signatures() -> tuple:
+            words = signature_words(n, nvertices)
+            return (*build_signatures(src, dst, nvertices, words), words)
 
         builders = {
-            MODE_OUT: lambda: group_by(src, nvertices),
-            MODE_IN: lambda: group_by(dst, nvertices),
+            MODE_OUT: lambda: laid_out(MODE_OUT, group_by(src, nvertices)),
+            MODE_IN: lambda: laid_out(MODE_IN, group_by(dst, nvertices)),
             MODE_PAIR: pairs,
-            MODE_ALL: lambda: (None, np.arange(len(src), dtype=np.int32)),
+            MODE_ALL: lambda: laid_out(MODE_ALL, (None, np.arange(n, dtype=np.int32))),
         }
-        if len(modes) < 2 or len(src) < 100_000 or self.threads == 1:
-            return {m: builders[m]() for m in modes}
-        with ThreadPoolExecutor(len(modes)) as pool:
-            futures = {m: pool.submit(builders[m]) for m in modes}
-            return {m: f.result() for m, f in futures.items()}
+        tasks = {m: builders[m] for m in modes}
+        if MODE_PAIR in modes:
+            tasks[_SIGNATURES] = signatures
+        if len(tasks) < 2 or n < 100_000 or self.threads == 1:
+            return {m: build() for m, build in tasks.items()}, seg_base, layout
+        with ThreadPoolExecutor(min(len(tasks), self.threads)) as pool:
+            futures = {m: pool.submit(build) for m, build in tasks.items()}
+            return {m: f.result() for m, f in futures.items()}, seg_base, layout
 
     def _chunks(self, anchors: int) -> int:
         """Threads for a search: one per 50,000 anchors, at most ``self.threads``."""

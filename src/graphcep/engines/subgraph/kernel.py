@@ -147,28 +147,22 @@ def _in_signature(sig, row, other, words) -> bool:
 
 
 @nb.njit(cache=True, nogil=True)
-def build_layout(order, t, end, src, dst, ok):
-    """Copy edge data into group order: one row per entry of ``order`` (the segments of
-    every grouping, concatenated; a typed list of them would be compiled anew in every
-    process, as numba cannot cache typed-list methods)."""
-    total = order.shape[0]
+def fill_layout(order, t, end, src, dst, ok, l_idx, l_t, l_end, l_src, l_dst, l_ok, at):
+    """Copy edge data into group order: row ``at + p`` of the layout ``l_*`` gets edge
+    ``order[p]``. Each grouping fills its own segment, in the thread that built it (a
+    typed list of segments would be compiled anew in every process, as numba cannot
+    cache typed-list methods)."""
     k = ok.shape[0]  # 0 rows: every edge may play every query edge (no predicates)
-    l_idx = np.empty(total, dtype=np.int32)
-    l_t = np.empty(total, dtype=np.int64)
-    l_end = np.empty(total, dtype=np.int64)
-    l_src = np.empty(total, dtype=np.int32)
-    l_dst = np.empty(total, dtype=np.int32)
-    l_ok = np.empty((k, total), dtype=np.uint8)
-    for p in range(total):
+    for p in range(order.shape[0]):
         e = order[p]
-        l_idx[p] = e
-        l_t[p] = t[e]
-        l_end[p] = end[e]
-        l_src[p] = src[e]
-        l_dst[p] = dst[e]
+        r = at + p
+        l_idx[r] = e
+        l_t[r] = t[e]
+        l_end[r] = end[e]
+        l_src[r] = src[e]
+        l_dst[r] = dst[e]
         for q in range(k):
-            l_ok[q, p] = ok[q, e]
-    return l_idx, l_t, l_end, l_src, l_dst, l_ok
+            l_ok[q, r] = ok[q, e]
 
 
 @nb.njit(cache=True)
