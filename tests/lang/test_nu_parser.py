@@ -120,6 +120,9 @@ def test_comments_are_slash_slash_and_hash_is_allocation():
     ('#"x" ~> b', "1:2", "cannot be allocated"),
     ("a ~> b $", "1:8", "unexpected character '$'"),
     ("#{T} ~> c", "1:6", "a node"),
+    # cut short: the end of the input is shown just after the last token, not below it
+    ("a ~> b .\n\n\n", "1:9", "found end of input"),
+    ("a ~> b . // then a comment\n", "1:9", "found end of input"),
 ])
 def test_errors_name_line_and_column(text, where, what):
     with pytest.raises(QuerySyntaxError) as err:

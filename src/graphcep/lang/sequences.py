@@ -33,7 +33,14 @@ import re
 from dataclasses import replace
 from pathlib import Path
 
-from graphcep.lang.tokens import Token, TokenCursor, _Scanner, read_source, scan_tokens
+from graphcep.lang.tokens import (
+    Token,
+    TokenCursor,
+    _Scanner,
+    just_after,
+    read_source,
+    scan_tokens,
+)
 from graphcep.patterns.sequences import (
     Item,
     SequencePattern,
@@ -189,8 +196,8 @@ class _Parser(TokenCursor):
         """Where a line ends that ends too soon: just after its last token (the next token,
         on a later line, is not where the error is)."""
         last = self.toks[self.i - 1]
-        return replace(last, kind="EOF", value="", text="",
-                       column=last.column + len(last.text))
+        line, column = just_after(last)
+        return replace(last, kind="EOF", value="", text="", line=line, column=column)
 
     def _item(self, id_tok: Token) -> Item:
         tok = self.peek()

@@ -298,6 +298,14 @@ def read_source(path: str | Path) -> str:
         ) from None
 
 
+def just_after(tok: Token) -> tuple[int, int]:
+    """The line and column just after a token's text (which may span lines)."""
+    lines = tok.text.split("\n")
+    if len(lines) == 1:
+        return tok.line, tok.column + len(tok.text)
+    return tok.line + len(lines) - 1, len(lines[-1]) + 1
+
+
 def position(tok: Token) -> str:
     """``line L:C`` of a token, for messages that point back at an earlier definition."""
     return f"line {tok.line}:{tok.column}"
@@ -322,9 +330,13 @@ class TokenCursor:
 
     def fail(self, expected: str, tok: Token | None = None, message: str | None = None) -> NoReturn:
         tok = tok or self.peek()
-        raise QuerySyntaxError(
-            expected, tok.describe(), tok.line, tok.column, self.source, self.text, message
-        )
+        line, column = tok.line, tok.column
+        if tok is self.toks[-1] and len(self.toks) > 1:
+            # the end of the input is pointed at just after the last token: a query cut
+            # short by a trailing '.' is shown there, not at the blank lines below it
+            line, column = just_after(self.toks[-2])
+        raise QuerySyntaxError(expected, tok.describe(), line, column, self.source, self.text,
+                               message)
 
     def expect_op(self, symbol: str, expected: str) -> Token:
         if not self.peek().is_op(symbol):
