@@ -24,7 +24,8 @@ WIDTHS_S = (1, 10, 60, 600, 3600, 86400)
 
 def oracle(edges: list[int], matches: list[int]) -> tuple[int, list[int], list[int]]:
     span = max(edges) - min(edges)
-    width = next((w * 10**6 for w in WIDTHS_S if span // (w * 10**6) < 300), 86400 * 10**6)
+    widths = [*WIDTHS_S, *(86400 * 10**k for k in range(1, 20))]  # then 10, 100... days
+    width = next(w * 10**6 for w in widths if span // (w * 10**6) < 300)
     origin = min(edges) - min(edges) % width
     size = (max(edges) - origin) // width + 1
     count = [sum(1 for t in ts if origin + i * width <= t < origin + (i + 1) * width)
@@ -32,7 +33,8 @@ def oracle(edges: list[int], matches: list[int]) -> tuple[int, list[int], list[i
     return width, count[:size], count[size:]
 
 
-@pytest.mark.parametrize("span_s, seed", [(7, 1), (1500, 2), (40_000, 3), (3e7, 4)])
+@pytest.mark.parametrize("span_s, seed", [(7, 1), (1500, 2), (40_000, 3), (3e7, 4),
+                                          (3e8, 5), (5e12, 6)])
 def test_counts_per_bin_equal_a_brute_force_count(span_s, seed):
     rng = np.random.default_rng(seed)
     start = int(rng.integers(0, 10**15))
@@ -78,3 +80,13 @@ def test_plots_decode_and_are_not_blank(tmp_path):
     assert progress.column("at").tolist() == [0, 1.5, 3.0, 4.5]
     plot_stream(progress, tmp_path / "stream.png")
     assert not_blank(tmp_path / "stream.png")
+
+
+def test_one_timestamp_years_away_keeps_the_picture_small(tmp_path):
+    """A wrong timestamp 30,000 years after the rest: at most 300 bins, drawn at once."""
+    edges = np.array([0, 1_000_000, 2_000_000, 10**18], dtype=np.int64)
+    timeline = run_timeline(edges, edges[:1])
+    assert timeline.edges.size <= 300 and timeline.edges.sum() == 4
+    assert timeline.unit == f"{timeline.width_us // (86400 * 10**6):,} days"
+    plot_run(timeline, tmp_path / "t.png")
+    assert (tmp_path / "t.png").stat().st_size > 0

@@ -38,12 +38,17 @@ class RunTimeline:
 
 
 def bin_width(span_us: int) -> tuple[int, str]:
-    """The bin width in µs and its name for a stream spanning ``span_us``."""
+    """The bin width in µs and its name for a stream spanning ``span_us``: beyond
+    :data:`MAX_BINS` days (one wrong timestamp years away will do), 10, 100, ... days,
+    so that a picture never has more than :data:`MAX_BINS` bins."""
     for seconds, unit in BIN_SECONDS:
         if span_us // (seconds * US_PER_SECOND) < MAX_BINS:
             return seconds * US_PER_SECOND, unit
-    seconds, unit = BIN_SECONDS[-1]
-    return seconds * US_PER_SECOND, unit
+    day = BIN_SECONDS[-1][0] * US_PER_SECOND
+    days = 10
+    while span_us // (days * day) >= MAX_BINS:
+        days *= 10
+    return days * day, f"{days:,} days"
 
 
 def run_timeline(edge_times: np.ndarray, match_times: np.ndarray) -> RunTimeline:
