@@ -106,7 +106,7 @@ def count_motifs(
     edges: pa.Table | str | os.PathLike | list,
     deltas: list,
     *,
-    time_unit: str = "s",
+    time_unit: str | None = None,
     fmt: str | None = None,
     local: bool = False,
     spark: Any = None,
@@ -121,7 +121,11 @@ def count_motifs(
     deltas
         Windows in ``time_unit`` (numbers or numeric strings, at least one).
     time_unit
-        Unit of δ and of the file's plain-number times: ``s`` (default), ``ms``, ``us``.
+        Unit of δ and of the files' plain-number times: ``s``, ``ms`` or ``us``. None
+        (the default): δ in seconds, and the times as :func:`~graphcep.io.readers.read_edges`
+        reads them without a unit -- seconds in text, a Parquet file's own unit (its
+        ``graphcep.time_unit``, else microseconds for an integer ``t``). Give ``"s"`` for
+        a Parquet file of integer seconds.
     fmt
         Input format of files (default: from the name).
     local
@@ -139,11 +143,10 @@ def count_motifs(
 
     if not len(deltas):
         raise ValueError("at least one δ is needed")
-    us = np.array([delta_to_us(d, time_unit) for d in deltas], dtype=np.int64)
+    us = np.array([delta_to_us(d, time_unit or "s") for d in deltas], dtype=np.int64)
     rejected = 0
     if not isinstance(edges, pa.Table):
-        unit = None if time_unit == "s" else time_unit  # None: seconds, or a Parquet file's own
-        read = read_edges(edges, fmt, ReaderOptions(time_unit=unit))
+        read = read_edges(edges, fmt, ReaderOptions(time_unit=time_unit))
         edges, rejected = read.edges, read.rejects.num_rows
     t = edges.column("t").to_numpy()
     stream = motif_stream(t, edges.column("src").combine_chunks(),
@@ -154,7 +157,7 @@ def count_motifs(
         counted = count_motifs_spark(spark, stream, us, local=local)
     else:
         counted = count_stream(stream, us, local=local)
-    return MotifCounts([str(d) for d in deltas], time_unit, counted.tables,
+    return MotifCounts([str(d) for d in deltas], time_unit or "s", counted.tables,
                        group_totals(counted.tables), len(stream.t),
                        edges.num_rows - len(stream.t), rejected,
                        stream.names if local else None, counted.local)

@@ -55,8 +55,9 @@ def add_parser(sub: Any) -> None:
                         help="input format, as for run (default: from the name)")
     motifs.add_argument("--delta", "-d", required=True, type=delta_list, metavar="D[,D...]",
                         help="windows δ, comma-separated, in --time-unit (t3 - t1 <= δ)")
-    motifs.add_argument("--time-unit", choices=("s", "ms", "us"), default="s",
-                        help="unit of δ and of the input's numeric times (default s)")
+    motifs.add_argument("--time-unit", choices=("s", "ms", "us"),
+                        help="unit of δ and of the input's numeric times (default: δ in "
+                             "seconds, times in seconds, or a Parquet file's own unit)")
     motifs.add_argument("--output", "-o", type=path_option,
                         help="file to write (default: standard output); its suffix, .json "
                              "or .png, chooses the output format")
@@ -92,7 +93,7 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         return 2
     try:
         for delta in args.delta:
-            delta_to_us(delta, args.time_unit)
+            delta_to_us(delta, args.time_unit or "s")
     except ValueError as err:
         print(f"graphcep: motifs: {err}", file=sys.stderr)
         return 2

@@ -47,6 +47,23 @@ def test_delta_and_times_share_the_unit(capsys):
     assert json.loads(capsys.readouterr().out)["deltas"][0]["table"] == EXPECTED["50"]
 
 
+@pytest.mark.parametrize(("unit", "scale"), [("s", 1), ("ms", 1000)])
+def test_a_parquet_file_of_plain_numbers_takes_the_unit_given(tmp_path, capsys, unit, scale):
+    """SNAP's example as Parquet, integer seconds (or ms) in ``t`` and no unit of its own:
+    ``--time-unit`` says what the numbers are, as for text files."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    rows = [line.split() for line in EXAMPLE.read_text().splitlines()
+            if line.strip() and not line.startswith("#")]
+    data = tmp_path / "example.parquet"
+    pq.write_table(pa.table({"src": [r[0] for r in rows], "dst": [r[1] for r in rows],
+                             "t": [int(r[2]) * scale for r in rows]}), data)
+    assert main(["motifs", "-i", str(data), "--delta", str(50 * scale), "--time-unit", unit,
+                 "--output-format", "json"]) == 0
+    assert json.loads(capsys.readouterr().out)["deltas"][0]["table"] == EXPECTED["50"]
+
+
 def test_per_vertex_counts_in_json_and_text(tmp_path, capsys):
     out = tmp_path / "m.json"
     assert main(["motifs", "-i", str(EXAMPLE), "--delta", "300", "--per-vertex", "-o",
