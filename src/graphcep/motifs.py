@@ -67,7 +67,8 @@ class MotifCounts:
         ``two_node``, ``stars``, ``triangles``, ``all``: one int64 per δ.
     events : int
         Events counted (self-loops excluded); ``self_loops`` those dropped;
-        ``rejected`` the malformed input lines the reader skipped.
+        ``rejected`` the malformed input lines the reader skipped, and ``rejects`` those
+        lines (file, line number, reason, text) when files were read.
     vertices : list[str] | None
         With ``local=True``: vertex names, one per row of ``local``.
     local : numpy.ndarray | None
@@ -86,6 +87,7 @@ class MotifCounts:
     rejected: int = 0
     vertices: list[str] | None = None
     local: np.ndarray | None = field(default=None, repr=False)
+    rejects: pa.Table | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready dict: one entry per δ with its table and totals."""
@@ -144,10 +146,10 @@ def count_motifs(
     if not len(deltas):
         raise ValueError("at least one δ is needed")
     us = np.array([delta_to_us(d, time_unit or "s") for d in deltas], dtype=np.int64)
-    rejected = 0
+    rejects = None
     if not isinstance(edges, pa.Table):
         read = read_edges(edges, fmt, ReaderOptions(time_unit=time_unit))
-        edges, rejected = read.edges, read.rejects.num_rows
+        edges, rejects = read.edges, read.rejects
     t = edges.column("t").to_numpy()
     stream = motif_stream(t, edges.column("src").combine_chunks(),
                           edges.column("dst").combine_chunks())
@@ -159,8 +161,9 @@ def count_motifs(
         counted = count_stream(stream, us, local=local)
     return MotifCounts([str(d) for d in deltas], time_unit or "s", counted.tables,
                        group_totals(counted.tables), len(stream.t),
-                       edges.num_rows - len(stream.t), rejected,
-                       stream.names if local else None, counted.local)
+                       edges.num_rows - len(stream.t),
+                       0 if rejects is None else rejects.num_rows,
+                       stream.names if local else None, counted.local, rejects)
 
 
 __all__ = ["MotifCounts", "count_motifs", "delta_to_us"]

@@ -64,6 +64,9 @@ def add_parser(sub: Any) -> None:
     motifs.add_argument("--output-format", choices=OUTPUT_FORMATS,
                         help="text, json or png (a heat map per δ; needs -o); default: from "
                              "the -o suffix, else text")
+    motifs.add_argument("--rejects", default="rejects.jsonl", type=path_option,
+                        help="where malformed lines go, with line number and reason "
+                             "(default rejects.jsonl)")
     motifs.add_argument("--engine", choices=("local", "spark"), default="local",
                         help="in-process (local, default) or spark (each counter's groups "
                              "spread over the tasks; embedded local[*] unless --master)")
@@ -76,6 +79,8 @@ def add_parser(sub: Any) -> None:
 def cmd_motifs(args: argparse.Namespace) -> int:
     """Run ``graphcep motifs``; bad options and inputs end with one line and status 2."""
     from graphcep.cli_options import refuse_overwriting_inputs
+    from graphcep.io.rejects import RejectLog
+    from graphcep.io.sinks import SinkError, check_target, writing
 
     output_format = args.output_format or _OUTPUT_SUFFIXES.get(
         Path(args.output).suffix.lower() if args.output else "", "text")
@@ -86,7 +91,12 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         print("graphcep: motifs: --per-vertex counts are written as text or JSON; the heat "
               "map shows the 6x6 tables only", file=sys.stderr)
         return 2
-    refuse_overwriting_inputs(args.input, {"output": args.output})
+    try:
+        check_target(args.rejects, "jsonl", directory=False, role="rejects")
+    except SinkError as err:
+        print(f"graphcep: motifs: {err}", file=sys.stderr)
+        return 2
+    refuse_overwriting_inputs(args.input, {"output": args.output, "rejects": args.rejects})
     refusal = _not_edges(args)
     if refusal is not None:
         print(f"graphcep: motifs: {refusal}", file=sys.stderr)
@@ -105,10 +115,12 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     counts = count_motifs(args.input if len(args.input) > 1 else args.input[0], args.delta,
                           time_unit=args.time_unit, fmt=args.format, local=args.per_vertex,
                           spark=spark)
-    if counts.rejected:
-        lines = "line" if counts.rejected == 1 else "lines"
-        print(f"graphcep: motifs: {counts.rejected:,} malformed {lines} skipped",
-              file=sys.stderr)
+    if counts.rejected:  # kept aside, as run keeps them; the tables hold the rest
+        rejects = RejectLog(args.rejects)
+        rejects.add(counts.rejects)
+        with writing(args.rejects):
+            rejects.write()
+        print(f"graphcep: motifs: {rejects.summary()}", file=sys.stderr)
     if output_format == "png":
         write_png(counts, Path(args.output))
         return 0

@@ -133,13 +133,33 @@ def test_inputs_without_motifs_give_zero_tables(tmp_path, capsys, text, loops):
 def test_malformed_lines_are_skipped_and_reported(tmp_path, capsys):
     path = tmp_path / "bad.txt"
     path.write_text(EXAMPLE.read_text() + "1 2\nx y z\n")
+    kept = tmp_path / "kept.jsonl"
     assert main(["motifs", "-i", str(path), "--format", "snap", "--delta", "300",
-                 "--output-format", "json"]) == 0
+                 "--output-format", "json", "--rejects", str(kept)]) == 0
     captured = capsys.readouterr()
     out = json.loads(captured.out)
     assert out["rejected_lines"] == 2
     assert out["deltas"][0]["table"] == EXPECTED["300"]
-    assert captured.err.strip() == "graphcep: motifs: 2 malformed lines skipped"
+    lines = len(EXAMPLE.read_text().splitlines())
+    rejects = [json.loads(line) for line in kept.read_text().splitlines()]
+    assert [(r["line"], r["text"]) for r in rejects] == [(lines + 1, "1 2"),
+                                                        (lines + 2, "x y z")]
+    assert captured.err.count("\n") == 1
+    assert captured.err.startswith("graphcep: motifs: 2 lines rejected: ")
+    assert f"see {kept}" in captured.err
+
+
+def test_a_damaged_gzip_is_reported_and_what_was_read_counted(tmp_path, capsys):
+    import gzip
+
+    whole = gzip.compress(EXAMPLE.read_bytes())
+    path = tmp_path / "cut.txt.gz"
+    path.write_bytes(whole[: len(whole) - 12])  # the stream ends early
+    kept = tmp_path / "kept.jsonl"
+    assert main(["motifs", "-i", str(path), "--delta", "300", "--rejects", str(kept)]) == 0
+    err = capsys.readouterr().err
+    assert "1 × damaged gzip" in err and err.count("\n") == 1
+    assert "damaged gzip" in json.loads(kept.read_text())["reason"]
 
 
 def test_the_output_suffix_chooses_the_output_format(tmp_path, capsys):
