@@ -76,6 +76,7 @@ from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.command import add_draw_parser
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
 from graphcep.runtime.local import RunStats, run_job
+from graphcep.runtime.spark_start import SparkStartError
 from graphcep.runtime.widening import LevelStats, run_widening
 from graphcep.runtime.widening.report import explain_lines, level_lines, widened_format
 from graphcep.stream_command import add_parser as add_stream_parser
@@ -127,7 +128,8 @@ def _main(argv: list[str] | None) -> int:
         # one line for logs and scripts; the source line and a caret for a person
         print(f"graphcep: {err if sys.stderr.isatty() else err.headline}", file=sys.stderr)
         return 2
-    except (QueryError, UnboundedQueryError, UnsatisfiableQueryError, SinkError) as err:
+    except (QueryError, UnboundedQueryError, UnsatisfiableQueryError, SinkError,
+            SparkStartError) as err:
         print(f"graphcep: {err}", file=sys.stderr)
         return 2
     except (FileNotFoundError, IsADirectoryError, InputError) as err:

@@ -4,33 +4,27 @@
 from __future__ import annotations
 
 import os
-import shutil
-from pathlib import Path
 
 from graphcep.interrupts import interrupt_deferred
+from graphcep.runtime.spark_start import (
+    JavaMissingError,
+    SparkStartError,
+    check_java,
+    check_master,
+)
 
-
-class JavaMissingError(RuntimeError):
-    pass
-
-
-def check_java() -> None:
-    """Fail with one clear line when no Java runtime is available for Spark."""
-    java_home = os.environ.get("JAVA_HOME")
-    if java_home and Path(java_home, "bin", "java").exists():
-        return
-    if shutil.which("java"):
-        return
-    raise JavaMissingError(
-        "Spark needs Java 17 or newer and none was found: install it (e.g. "
-        "'apt-get install openjdk-17-jre-headless') or set JAVA_HOME; "
-        "'--engine local' runs without Spark."
-    )
+__all__ = ["JavaMissingError", "SparkStartError", "check_column_names", "check_java",
+           "spark_session"]
 
 
 def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_partitions: int | None = None):
-    """The shared SparkSession: UI off, Arrow on, few shuffle partitions by default."""
+    """The shared SparkSession: UI off, Arrow on, few shuffle partitions by default.
+
+    Raises :class:`SparkStartError` (one line: why, and what to do) when Java is missing,
+    a standalone master does not answer, or the JVM refuses the settings (a master URL it
+    cannot parse)."""
     check_java()
+    check_master(master)
     import sys
 
     from pyspark.sql import SparkSession
@@ -54,13 +48,27 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
         # table may hold an export's numeric `Label` next to the string edge `label`
         .config("spark.sql.caseSensitive", "true")
     )
-    with interrupt_deferred() as caught:  # the SparkContext's own handler is replaced too
-        session = builder.getOrCreate()
+    try:
+        with interrupt_deferred() as caught:  # the SparkContext's own handler is replaced too
+            session = builder.getOrCreate()
+    except Exception as err:  # the JVM's reason, without its stack trace
+        raise SparkStartError(f"Spark did not start with --master {master}: "
+                              f"{java_reason(err)}") from None
     if caught:  # Ctrl-C while the JVM started: stop it rather than leave it running
         session.stop()
         raise KeyboardInterrupt
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def java_reason(err: BaseException) -> str:
+    """The message of the Java exception behind a Py4J error (``Could not parse Master
+    URL: 'x'``), else the error's first line."""
+    lines = str(err).splitlines() or [type(err).__name__]
+    for line in lines:
+        if "Exception: " in line:
+            return line.split("Exception: ", 1)[1].strip()
+    return lines[0].strip()
 
 
 def check_column_names(spark, columns: list[str]) -> None:
