@@ -53,7 +53,14 @@ from graphcep.events import seconds_to_us
 from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
 from graphcep.io.readers import WHOLE_FILE_FORMATS
-from graphcep.io.sinks import check_target, make_sink, replace_atomically, sink_format, writing
+from graphcep.io.sinks import (
+    SinkError,
+    check_target,
+    make_sink,
+    replace_atomically,
+    sink_format,
+    writing,
+)
 from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
@@ -173,6 +180,27 @@ def validate_output(args: argparse.Namespace) -> None:
     check_picture_targets(args)
 
 
+def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:
+    """Nothing the stream writes (its checkpoint, matches, late edges, rejects, pictures)
+    nor the query file may lie in the directory it watches: every file there is read as
+    edges, so the stream would read its own output (or query) as input."""
+    from graphcep.runtime.spark_stream import FileSource
+
+    if not isinstance(source, FileSource):
+        return
+    watched = Path(source.path).resolve()
+    roles = {"--checkpoint": args.checkpoint, "--output": args.output, "--late": args.late,
+             "--rejects": args.rejects, "--report": args.report,
+             "--timeline": args.timeline, "the query file": args.query}
+    for role, target in roles.items():
+        if target in (None, "-"):
+            continue
+        path = Path(target).resolve()
+        if path == watched or watched in path.parents:
+            raise SinkError(f"{role} {target} lies in --source {args.source}, whose every "
+                            "file the stream reads as edges: put it outside that directory")
+
+
 def cmd_stream(args: argparse.Namespace) -> int:
     """Run the stream; failures end it with one line on stderr (2: the input, the query or
     the checkpoint; 3: a state bound; 130: interrupted), the checkpoint at the last
@@ -194,6 +222,7 @@ def _stream(args: argparse.Namespace) -> int:
     exit_on_interrupt("nothing was started")
     job, resumed = _load_job(args, args.format)
     source = make_source(args, job.declared_source())
+    refuse_writing_into_source(args, source)
     fmt = getattr(source, "fmt", None) or args.format
     if fmt != args.format:  # field names resolve to the columns of the source's format
         job, resumed = _load_job(args, fmt)

@@ -345,6 +345,28 @@ def test_stream_options_are_checked_before_spark_starts(tmp_path, capsys, no_spa
     assert message in one_line_error(capsys)
 
 
+@pytest.mark.parametrize("role", ["--checkpoint", "-o", "--late", "--rejects", "--report",
+                                  "--timeline", "query"])
+def test_a_stream_never_writes_into_the_directory_it_reads(tmp_path, capsys, no_spark, role):
+    """Every file of the watched directory is read as edges: an output there would be
+    read back as input (and the query file with it)."""
+    source = tmp_path / "incoming"
+    source.mkdir()
+    inside = {"--checkpoint": "ckpt", "-o": "out/", "--late": "late", "--rejects": "rejects",
+              "--report": "r.html", "--timeline": "t.png", "query": "q.sal"}[role]
+    query = TRIANGLE
+    extra = []
+    if role == "query":
+        query = write(source / inside, TRIANGLE.read_text())
+    else:
+        extra = [role, str(source / inside)]
+    checkpoint = [] if role == "--checkpoint" else ["--checkpoint", str(tmp_path / "ckpt")]
+    assert main(["stream", str(query), "--source", str(source), *checkpoint, "--once",
+                 *extra]) == 2
+    assert f"lies in --source {source}" in one_line_error(capsys)
+    assert sorted(p.name for p in source.iterdir()) == (["q.sal"] if role == "query" else [])
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--edges", "-1"], "argument --edges: expected at least 0, got -1"),
     (["--rate", "abc"], "argument --rate: expected a number, got 'abc'"),
