@@ -150,8 +150,17 @@ def test_state_is_bounded_by_the_extent():
 
 def test_state_bound_raises_a_clear_error():
     engine = SubgraphEngine(parse_query(TRIANGLE), max_window_edges=10)
-    with pytest.raises(StateBoundError, match="max_window_edges"):
+    with pytest.raises(StateBoundError, match="would hold 11 edges within its extent of 10 s"):
         engine.push(edge_table([("0", i, i + 1) for i in range(11)]))
+
+
+def test_the_state_bound_is_about_one_extent_not_one_push():
+    """100 edges a second apart in one push: at most 11 lie within the 10 s extent
+    (counted by hand: those in [t - 10 s, t]), so a bound of 11 holds and 10 does not."""
+    edges = edge_table([(str(i), i, i + 1) for i in range(100)])
+    SubgraphEngine(parse_query(TRIANGLE), max_window_edges=11).push(edges)
+    with pytest.raises(StateBoundError, match="would hold 11 edges within its extent"):
+        SubgraphEngine(parse_query(TRIANGLE), max_window_edges=10).push(edges)
 
 
 def test_edge_predicates():

@@ -244,11 +244,13 @@ class SubgraphEngine(EngineBase):
         start = len(self._t)
         self._append(batch, t, seq, positions)
         if len(self._t) > self.max_window_edges:
-            raise StateBoundError(
-                f"query {self.query.name!r} would hold {len(self._t):,} edges within its "
-                f"extent of {self.extent_us / 1e6:g} s, above max_window_edges="
-                f"{self.max_window_edges:,}; raise the bound or narrow the query's window"
-            )
+            held = self._most_within_extent(start)
+            if held > self.max_window_edges:
+                raise StateBoundError(
+                    f"query {self.query.name!r} would hold {held:,} edges within its "
+                    f"extent of {self.extent_us / 1e6:g} s, above max_window_edges="
+                    f"{self.max_window_edges:,}; raise the bound or narrow the query's window"
+                )
         self.edges_seen += batch.num_rows
         if not search:
             return MATCH_SCHEMA.empty_table()
@@ -321,6 +323,14 @@ class SubgraphEngine(EngineBase):
         self._seq = self._seq[keep_from:]
         self._pos = self._pos[keep_from:]
         self._ok = self._ok[:, keep_from:]
+
+    def _most_within_extent(self, start: int) -> int:
+        """The most edges within one extent ending at an edge from ``start`` on: what the
+        bound is about (a push of a whole file holds it all at once, but no match spans
+        more than an extent of it)."""
+        t = self._t
+        first = np.searchsorted(t, t[start:] - self.extent_us, side="left")
+        return int((np.arange(start, len(t)) - first).max()) + 1
 
     def _append(self, batch: pa.Table, t: np.ndarray, seq: np.ndarray, pos: np.ndarray) -> None:
         dur = batch.column("dur").to_numpy().astype(np.int64, copy=False)
