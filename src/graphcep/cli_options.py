@@ -154,6 +154,9 @@ def pww_options(args: argparse.Namespace) -> tuple[int, int, int | None] | None:
             raise QueryError(f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'} "
                              "with --pww L (progressive window widening)")
         return None
+    if getattr(args, "window", None) is not None:
+        raise QueryError("--window bounds how long a match may last, and --pww finds matches "
+                         "of any duration (of at most L records): give one of them")
     base = seconds_to_us(args.pww_base or "1")
     if base < 1:
         raise QueryError("--pww-base must be at least 1 µs")

@@ -444,6 +444,13 @@ def test_no_option_of_another_kind_is_silently_ignored(capsys):
          "--max-tokens does not apply to a DDST query (it is an option of a ν-expression)"),
         (["explain", str(TRIANGLE), "--pww-base", "2"],
          "--pww-base goes with --pww L (progressive window widening)"),
+        (["explain", str(TRIANGLE), "--pww", "3", "--window", "20"],
+         "--window bounds how long a match may last, and --pww finds matches of any "
+         "duration (of at most L records): give one of them"),
+        (["run", str(TRIANGLE), "--input", str(TRIANGLE), "--engine", "local", "--pww", "3",
+          "--window", "20"],
+         "--window bounds how long a match may last, and --pww finds matches of any "
+         "duration (of at most L records): give one of them"),
     ]
     for args, message in cases:
         assert main(args) == 2, args
