@@ -183,15 +183,21 @@ def validate_output(args: argparse.Namespace) -> None:
 def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:
     """Nothing the stream writes (its checkpoint, matches, late edges, rejects, pictures)
     nor the query file may lie in the directory it watches: every file there is read as
-    edges, so the stream would read its own output (or query) as input."""
+    edges, so the stream would read its own output (or query) as input. Nor may a
+    directory of parts be the checkpoint itself."""
     from graphcep.runtime.spark_stream import FileSource
 
-    if not isinstance(source, FileSource):
-        return
-    watched = Path(source.path).resolve()
     roles = {"--checkpoint": args.checkpoint, "--output": args.output, "--late": args.late,
              "--rejects": args.rejects, "--report": args.report,
              "--timeline": args.timeline, "the query file": args.query}
+    checkpoint = Path(args.checkpoint).resolve()
+    for role in ("--output", "--late", "--rejects"):  # parts beside Spark's own files
+        if roles[role] not in (None, "-") and Path(roles[role]).resolve() == checkpoint:
+            raise SinkError(f"{role} {roles[role]} is the checkpoint directory, which holds "
+                            "the stream's state: name a directory of its own")
+    if not isinstance(source, FileSource):
+        return
+    watched = Path(source.path).resolve()
     for role, target in roles.items():
         if target in (None, "-"):
             continue

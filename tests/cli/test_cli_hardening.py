@@ -367,6 +367,16 @@ def test_a_stream_never_writes_into_the_directory_it_reads(tmp_path, capsys, no_
     assert sorted(p.name for p in source.iterdir()) == (["q.sal"] if role == "query" else [])
 
 
+@pytest.mark.parametrize("role", ["-o", "--late", "--rejects"])
+def test_a_stream_output_is_not_its_checkpoint(tmp_path, capsys, no_spark, role):
+    source, checkpoint = tmp_path / "incoming", tmp_path / "ckpt"
+    source.mkdir()
+    assert main(["stream", str(TRIANGLE), "--source", str(source), "--checkpoint",
+                 str(checkpoint), "--once", role, str(checkpoint)]) == 2
+    assert "is the checkpoint directory" in one_line_error(capsys)
+    assert not checkpoint.exists()
+
+
 @pytest.mark.parametrize(("extra", "message"), [
     (["--edges", "-1"], "argument --edges: expected at least 0, got -1"),
     (["--rate", "abc"], "argument --rate: expected a number, got 'abc'"),
