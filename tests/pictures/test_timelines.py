@@ -90,3 +90,36 @@ def test_one_timestamp_years_away_keeps_the_picture_small(tmp_path):
     assert timeline.unit == f"{timeline.width_us // (86400 * 10**6):,} days"
     plot_run(timeline, tmp_path / "t.png")
     assert (tmp_path / "t.png").stat().st_size > 0
+
+
+@pytest.mark.parametrize(("span_s", "unit"), [(0, "seconds"), (7200, "seconds"),
+                                              (7201, "minutes"), (15 * 86400, "hours"),
+                                              (400 * 86400, "days")])
+def test_the_time_axis_reads_in_a_unit_fit_for_the_span(span_s, unit):
+    """A 15-day stream's axis once read 0 to 1.2 'seconds' (a hidden x 1e6 offset)."""
+    from graphcep.pictures.timelines import axis_unit
+
+    scale, name = axis_unit(span_s)
+    assert name == unit and scale == {"seconds": 1, "minutes": 60, "hours": 3600, "days": 86400}[unit]
+
+
+def test_a_fortnight_is_drawn_in_hours_without_an_offset(tmp_path, monkeypatch):
+    import matplotlib.figure
+
+    seen = {}
+    save = matplotlib.figure.Figure.savefig
+
+    def spy(fig, *args, **kwargs):
+        fig.canvas.draw()
+        ax = fig.axes[0]
+        seen["label"] = ax.get_xlabel()
+        seen["offset"] = ax.xaxis.get_major_formatter().get_offset()
+        seen["ticks"] = [t.get_text() for t in ax.get_xticklabels()]
+        return save(fig, *args, **kwargs)
+
+    monkeypatch.setattr(matplotlib.figure.Figure, "savefig", spy)
+    day = 86400 * 10**6
+    edges = np.arange(0, 15 * day, day // 24, dtype=np.int64)
+    plot_run(run_timeline(edges, edges[:3]), tmp_path / "t.png")
+    assert seen["label"].startswith("hours after t = ") and seen["offset"] == ""
+    assert max(float(t.replace("\u2212", "-")) for t in seen["ticks"] if t) <= 400

@@ -93,12 +93,15 @@ def plot_run(timeline: RunTimeline, path: str | Path) -> None:
     plt = pyplot()
     fig, left = plt.subplots(figsize=(8.0, 3.6), dpi=100)
     try:
-        x = np.arange(timeline.edges.size) * timeline.width_us / US_PER_SECOND
-        width = timeline.width_us / US_PER_SECOND
+        span_s = timeline.edges.size * timeline.width_us / US_PER_SECOND
+        scale, unit_name = axis_unit(span_s)
+        x = np.arange(timeline.edges.size) * timeline.width_us / US_PER_SECOND / scale
+        width = timeline.width_us / US_PER_SECOND / scale
         left.bar(x, timeline.edges, width=width, align="edge", color="#9db7d5",
                  label=f"edges per {timeline.unit}")
         left.set_ylabel(f"edges per {timeline.unit}")
-        left.set_xlabel(f"seconds after t = {format_seconds(timeline.origin_us)} s")
+        left.set_xlabel(f"{unit_name} after t = {format_seconds(timeline.origin_us)} s")
+        plain_ticks(left)
         right = left.twinx()
         right.stairs(timeline.matches, np.append(x, x[-1] + width) if x.size else [0],
                      color="#d9480f", linewidth=1.8, label=f"matches per {timeline.unit}")
@@ -141,6 +144,8 @@ def plot_stream(progress: StreamProgress, path: str | Path) -> None:
     fig, (held, late, latency) = plt.subplots(3, 1, figsize=(8.0, 7.0), dpi=100, sharex=True)
     try:
         at = progress.column("at")
+        scale, unit = axis_unit(float(at.max()) if at.size else 0.0)
+        at = at / scale
         held.plot(at, progress.column("window"), marker="o", label="edges in the window")
         held.plot(at, progress.column("buffered"), marker=".", label="edges in the buffer")
         held.legend(fontsize=8)
@@ -149,13 +154,31 @@ def plot_stream(progress: StreamProgress, path: str | Path) -> None:
         late.set_ylabel("late edges")
         latency.plot(at, progress.column("seconds"), marker="o", color="#2b8a3e")
         latency.set_ylabel("batch seconds")
-        latency.set_xlabel("seconds since the start")
+        latency.set_xlabel(f"{unit} since the start")
+        plain_ticks(latency)
         for panel in (held, late, latency):
             panel.set_ylim(bottom=0, top=max(panel.get_ylim()[1], 1))
         held.set_title(f"{len(progress.rows):,} micro-batches", fontsize=10)
         fig.savefig(path, format="png", bbox_inches="tight")
     finally:
         plt.close(fig)
+
+
+def axis_unit(span_s: float) -> tuple[float, str]:
+    """Seconds per tick unit and its name for a time axis spanning ``span_s`` seconds:
+    seconds up to 2 hours, then minutes, hours (from 2 days) and days (from 60 days), so
+    that tick labels stay short numbers with no hidden offset."""
+    for limit, scale, name in ((7200, 1.0, "seconds"), (2 * 86400, 60.0, "minutes"),
+                               (60 * 86400, 3600.0, "hours")):
+        if span_s <= limit:
+            return scale, name
+    return 86400.0, "days"
+
+
+def plain_ticks(ax: Any) -> None:
+    """Tick labels as plain numbers: matplotlib's offset (``1e6``, drawn in a corner a
+    legend may cover) made a 15-day stream read as 1.2 seconds."""
+    ax.ticklabel_format(axis="x", style="plain", useOffset=False)
 
 
 def _bar_width(at: np.ndarray) -> float:
