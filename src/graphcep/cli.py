@@ -52,11 +52,13 @@ from graphcep.cli_options import (
     add_summary_argument,
     count_option,
     job_options,
+    master_given,
     path_option,
     positive_rate,
     pww_options,
     reader_options,
     refuse_overwriting_inputs,
+    resolve_master,
     warn_absent_labels,
 )
 from graphcep.engines.base import StateBoundError
@@ -180,6 +182,12 @@ class OptionParser(argparse.ArgumentParser):
         command = self.prog.split(maxsplit=1)[1:]
         where = f"{command[0]}: " if command else ""
         self.exit(2, f"graphcep: {where}{message} (see {self.prog} --help)\n")
+
+    def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201
+        """argparse's, then ``--master``'s default (:func:`resolve_master`)."""
+        parsed, extra = super().parse_known_args(args, namespace)
+        resolve_master(parsed)
+        return parsed, extra
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -340,6 +348,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                                    "--report": args.report, "--timeline": args.timeline})
         widening = pww_options(args)
         args.engine = args.engine or "spark"
+        refuse_spark_options(args)
         fmt = args.format or guess_format(_first_file(args.input))
         job = _make_job(args, fmt)
         refusal = format_refusal(job, fmt)
@@ -399,6 +408,19 @@ def _run_pictures(args: argparse.Namespace, job: ReplayJob,
             run_report(args.report, query=args.query, plan=explain_lines(job, widening),
                        summary=summary, edges=edges, matches=matches,
                        rejects=rejects.table(), draw=args.draw, command=command)
+
+
+def refuse_spark_options(args: argparse.Namespace) -> None:
+    """``--shards`` and ``--master`` say how Spark runs: with ``--engine local`` they
+    would be ignored, so they are refused."""
+    if args.engine != "local":
+        return
+    given = [flag for flag, on in (("--shards", args.shards is not None),
+                                   ("--master", master_given(args))) if on]
+    if given:
+        verb = "applies" if len(given) == 1 else "apply"
+        raise QueryError(f"{', '.join(given)} {verb} to the Spark engine; --engine local runs "
+                         "in this process (leave it out to run on Spark)")
 
 
 def arrow_allocator() -> None:

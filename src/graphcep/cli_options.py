@@ -164,11 +164,30 @@ def pww_options(args: argparse.Namespace) -> tuple[int, int, int | None] | None:
     return args.pww, base, None if most is None else seconds_to_us(most)
 
 
+#: The Spark master when ``--master`` is not given: embedded, every core.
+DEFAULT_MASTER = "local[*]"
+
+
 def add_spark_arguments(parser: argparse.ArgumentParser) -> None:
-    """Where Spark runs (``run``, ``stream``, ``demo``)."""
-    parser.add_argument("--master", default="local[*]", type=master_option,
+    """Where Spark runs (``run``, ``stream``, ``demo``, ``motifs``). ``--master`` is None
+    when not given (:func:`master_given` tells; :func:`resolve_master` sets the default),
+    so that a command can refuse it where Spark does not run."""
+    parser.add_argument("--master", type=master_option,
                         help="Spark master: local[*] (default, embedded), local[N] or "
                              "spark://host:7077")
+
+
+def master_given(args: argparse.Namespace) -> bool:
+    """Whether ``--master`` was given (before :func:`resolve_master`, or after it)."""
+    return bool(getattr(args, "master_given", getattr(args, "master", None) is not None))
+
+
+def resolve_master(args: argparse.Namespace) -> None:
+    """``--master`` defaults to :data:`DEFAULT_MASTER`; ``args.master_given`` records
+    whether it was given."""
+    if hasattr(args, "master"):
+        args.master_given = master_given(args)
+        args.master = args.master or DEFAULT_MASTER
 
 
 def add_input_arguments(parser: argparse.ArgumentParser) -> None:

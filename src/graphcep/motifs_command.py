@@ -97,6 +97,12 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         print(f"graphcep: motifs: {err}", file=sys.stderr)
         return 2
     refuse_overwriting_inputs(args.input, {"output": args.output, "rejects": args.rejects})
+    from graphcep.cli_options import master_given
+
+    if master_given(args) and args.engine != "spark":
+        print("graphcep: motifs: --master says where Spark runs; give --engine spark too "
+              "(motifs counts in this process by default)", file=sys.stderr)
+        return 2
     refusal = _not_edges(args)
     if refusal is not None:
         print(f"graphcep: motifs: {refusal}", file=sys.stderr)

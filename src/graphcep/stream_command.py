@@ -77,6 +77,10 @@ from graphcep.timing import Phases
 FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
 
 
+#: ``--source generator``'s settings when not given.
+GENERATOR_DEFAULTS = {"rate": 10_000, "vertices": 5_000, "seed": 1}
+
+
 def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers (every value is checked
     here, before Spark starts)."""
@@ -124,12 +128,13 @@ def add_parser(sub: Any) -> None:
                         help="process what is there, release the reorder buffer, exit")
     stream.add_argument("--run-for", type=positive_seconds, metavar="SECONDS",
                         help="stop after this many seconds (default: run until interrupted)")
-    stream.add_argument("--rate", type=count_option(1), default=10_000,
-                        help="generator: edges per second (default 10000)")
-    stream.add_argument("--vertices", type=count_option(2), default=5_000,
-                        help="generator: vertices, at least 2 (default 5000)")
-    stream.add_argument("--seed", type=count_option(0), default=1,
-                        help="generator: seed, 0 or more (default 1)")
+    stream.add_argument("--rate", type=count_option(1),
+                        help=f"generator: edges per second (default {GENERATOR_DEFAULTS['rate']})")
+    stream.add_argument("--vertices", type=count_option(2),
+                        help="generator: vertices, at least 2 (default "
+                             f"{GENERATOR_DEFAULTS['vertices']})")
+    stream.add_argument("--seed", type=count_option(0),
+                        help=f"generator: seed, 0 or more (default {GENERATOR_DEFAULTS['seed']})")
     add_spark_arguments(stream)
     add_sal_arguments(stream)
     add_ddst_arguments(stream)
@@ -235,6 +240,9 @@ def _stream(args: argparse.Namespace) -> int:
     planned = job  # the plan the report shows: explain's, widening included
     job = _widened(job, widening)
     _check_format(fmt, job, source)
+    if args.once and args.run_for is not None:
+        raise QueryError("--once stops when the directory's files are read and --run-for "
+                         "after SECONDS: give one of them")
     if args.once and not isinstance(source, FileSource):
         raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
@@ -580,8 +588,16 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
                              "VastStream(\"host\", port))")
         return SocketSource(declared.host, declared.port, args.format or declared.fmt,
                             options)
+    given = {name: getattr(args, name) for name in GENERATOR_DEFAULTS}
     if text == "generator":
-        return GeneratorSource(args.vertices, args.rate, args.seed)
+        settings = {name: GENERATOR_DEFAULTS[name] if value is None else value
+                    for name, value in given.items()}
+        return GeneratorSource(settings["vertices"], settings["rate"], settings["seed"])
+    flags = [f"--{name}" for name, value in given.items() if value is not None]
+    if flags:
+        verb = "shapes" if len(flags) == 1 else "shape"
+        raise QueryError(f"{', '.join(flags)} {verb} the generator's edges (--source "
+                         f"generator); --source {text} brings its own")
     if text.startswith("tcp://"):
         host, _, port = text[len("tcp://"):].rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:

@@ -331,7 +331,23 @@ STREAM_OPTIONS = [
     (["--source", "tcp://127.0.0.1:5555"], "--once reads what a directory holds now; "
                                            "tcp://127.0.0.1:5555 has no end to read to"),
     (["--source", "generator"], "has no end to read to: use --run-for SECONDS"),
+    (["--rate", "5"], "--rate shapes the generator's edges (--source generator); --source "),
+    (["--vertices", "9", "--seed", "2"], "--vertices, --seed shape the generator's edges"),
+    (["--run-for", "10"], "--once stops when the directory's files are read and --run-for "
+                          "after SECONDS: give one of them"),
 ]
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--shards", "4"], "--shards applies to the Spark engine; --engine local runs in this"),
+    (["--master", "local[2]"], "--master applies to the Spark engine"),
+    (["--master", "local[2]", "--shards", "2"], "--shards, --master apply to the Spark engine"),
+])
+def test_spark_options_with_the_local_engine_are_refused(tmp_path, capsys, pair_stream,
+                                                         extra, message):
+    assert main(["run", str(TRIANGLE), "--input", str(pair_stream), "--engine", "local",
+                 *extra]) == 2
+    assert message in one_line_error(capsys)
 
 
 @pytest.mark.parametrize(("extra", "message"), STREAM_OPTIONS,

@@ -106,7 +106,7 @@ def test_png_heat_map_and_lazy_matplotlib(tmp_path):
     ["--delta", "10,-1"], ["--delta", "ten"], ["--delta", "10,,20"],
     ["--delta", "0.5", "--time-unit", "us"], ["--delta", "10", "--output-format", "png"],
     ["--delta", "10", "--output-format", "svg"], ["--delta", "10", "--format", "xml"],
-    ["--delta", "10", "--per-vertex", "-o", "heat.png"],
+    ["--delta", "10", "--per-vertex", "-o", "heat.png"], ["--delta", "10", "--master", "local[2]"],
 ])
 def test_bad_options_exit_2_in_one_line(args, capsys):
     assert main(["motifs", "-i", str(EXAMPLE), *args]) == 2

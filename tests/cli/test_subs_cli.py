@@ -115,9 +115,9 @@ def test_spark_partitions_by_key_and_equals_the_oracle(tmp_path, capsys, spark):
     results = {}
     for engine in ("local", "spark"):
         out = tmp_path / f"{engine}.jsonl"
+        spark = ["--master", "local[2]", "--shards", "3"] if engine == "spark" else []
         status = main(["run", str(tmp_path / "s.subs"), "--input", str(flows), "--engine",
-                       engine, "--master", "local[2]", "--shards", "3", "-o", str(out),
-                       "--summary", "json"])
+                       engine, *spark, "-o", str(out), "--summary", "json"])
         summary = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
         assert status == 0
         results[engine] = {(r["subscription"], r["key"], r["start"], r["end"])
