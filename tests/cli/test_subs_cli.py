@@ -251,9 +251,10 @@ def test_subscribe_on_spark_reads_a_seq_file_as_in_process(tmp_path, capsys, spa
     found = {}
     for engine in ("local", "spark"):
         out = tmp_path / f"{engine}.jsonl"
+        master = ["--master", "local[2]"] if engine == "spark" else []
         status, found[engine], summary = subscribe(
-            subs, "--input", str(tmp_path / "keyed.seq"), "--engine", engine, "--master",
-            "local[2]", "-o", str(out), capsys=capsys)
+            subs, "--input", str(tmp_path / "keyed.seq"), "--engine", engine, *master,
+            "-o", str(out), capsys=capsys)
         assert status == 0 and summary["engine"] == engine
     assert found["spark"] == found["local"] == oracle(FIGURE, {"k": list("acbcadb"),
                                                                "": list("xyxx")})
