@@ -190,10 +190,13 @@ def resolve_master(args: argparse.Namespace) -> None:
         args.master = args.master or DEFAULT_MASTER
 
 
-def add_input_arguments(parser: argparse.ArgumentParser) -> None:
-    """How input lines are read (``run`` and ``stream``)."""
+def add_input_arguments(parser: argparse.ArgumentParser, *,
+                        time_unit_help: str | None = None) -> None:
+    """How input lines are read (``run``, ``stream`` and ``motifs``, which gives its own
+    ``time_unit_help``: there δ is in that unit too)."""
     parser.add_argument("--time-unit", choices=("s", "ms", "us"),
-                        help="unit of numeric times in the input: s (default), ms or us")
+                        help=time_unit_help or "unit of numeric times in the input: s "
+                                               "(default), ms or us")
     parser.add_argument("--time-format", choices=("number", "iso", "auto"), default="number",
                         help="times in the input: number (default; seconds, or --time-unit), "
                              "iso (ISO-8601 date-times, UTC unless a zone is given) or auto "

@@ -23,6 +23,8 @@ depend on it.
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import os
 from dataclasses import dataclass, field
 from decimal import Decimal, InvalidOperation
@@ -37,18 +39,39 @@ from graphcep.io.readers import read_edges
 _US_PER = {"s": 1_000_000, "ms": 1_000, "us": 1}
 
 
+def _decimal(delta: Any, unit: str) -> Decimal:
+    try:
+        return Decimal(str(delta).strip())
+    except InvalidOperation:
+        raise ValueError(f"δ must be a number of {unit}: {delta!r}") from None
+
+
 def delta_to_us(delta: Any, unit: str = "s") -> int:
     """δ in ``unit`` as integer microseconds, exactly (ValueError when it is not)."""
-    try:
-        value = Decimal(str(delta).strip()) * _US_PER[unit]
-    except (InvalidOperation, KeyError):
-        raise ValueError(f"δ must be a number of {unit}: {delta!r}") from None
+    if unit not in _US_PER:
+        raise ValueError(f"δ's unit must be s, ms or us, not {unit!r}")
+    value = _decimal(delta, unit) * _US_PER[unit]
     if not value.is_finite() or value < 0 or value != value.to_integral_value():
         raise ValueError(f"δ must be a non-negative whole number of microseconds: {delta!r} {unit}")
     if value > MAX_ABS_US:  # times are int64 microseconds
         raise ValueError(f"δ is out of range: {delta!r} {unit} (at most {MAX_ABS_US:,} µs, "
                          "about 146,000 years)")
     return int(value)
+
+
+def canonical_delta(delta: Any) -> str:
+    """δ as its exact decimal, without sign, exponent, underscores or trailing zeros:
+    ``"1_000"``, ``"1e3"`` and ``"1000.0"`` are ``"1000"``, ``"0.50"`` is ``"0.5"``
+    (ValueError when it is no number)."""
+    value = _decimal(delta, "s")
+    if not value.is_finite():
+        raise ValueError(f"δ must be a finite number: {delta!r}")
+    return "0" if value == 0 else format(value.normalize(), "f")
+
+
+def _json_number(text: str) -> int | float:
+    """A canonical decimal as Python's number: an int when whole."""
+    return int(text) if "." not in text else float(text)
 
 
 @dataclass(frozen=True)
@@ -58,7 +81,7 @@ class MotifCounts:
     Attributes
     ----------
     deltas : list[str]
-        δ as given, in ``unit``.
+        δ in ``unit``, each as its exact decimal (:func:`canonical_delta`).
     unit : str
         Unit of δ (``s``, ``ms`` or ``us``).
     tables : numpy.ndarray
@@ -90,18 +113,31 @@ class MotifCounts:
     rejects: pa.Table | None = field(default=None, repr=False)
 
     def to_dict(self) -> dict[str, Any]:
-        """A JSON-ready dict: one entry per δ with its table and totals."""
-        out: dict[str, Any] = {"unit": self.unit, "events": self.events,
-                               "self_loops_dropped": self.self_loops,
-                               "rejected_lines": self.rejected, "deltas": []}
-        for i, delta in enumerate(self.deltas):
-            entry = {"delta": delta, "table": self.tables[i].tolist(),
-                     "totals": {k: int(v[i]) for k, v in self.totals.items()}}
-            if self.local is not None and self.vertices is not None:
-                entry["local"] = {v: self.local[j, i].tolist()
-                                  for j, v in enumerate(self.vertices)}
-            out["deltas"].append(entry)
+        """A JSON-ready dict: one entry per δ with its table and totals; ``"delta"`` is a
+        number (an int when whole, else the float nearest the exact decimal)."""
+        out = self._head()
+        out["deltas"] = [{"delta": _json_number(delta), **self._entry(i)}
+                         for i, delta in enumerate(self.deltas)]
         return out
+
+    def to_json(self) -> str:
+        """:meth:`to_dict` as JSON text (one line), each ``"delta"`` written as its exact
+        decimal (``0.00005``, never ``5e-05``)."""
+        entries = ['{"delta": ' + delta + ", " + json.dumps(self._entry(i))[1:]
+                   for i, delta in enumerate(self.deltas)]
+        return json.dumps(self._head())[:-1] + ', "deltas": [' + ", ".join(entries) + "]}"
+
+    def _head(self) -> dict[str, Any]:
+        return {"unit": self.unit, "events": self.events,
+                "self_loops_dropped": self.self_loops, "rejected_lines": self.rejected}
+
+    def _entry(self, i: int) -> dict[str, Any]:
+        """δ number ``i``'s table, totals and per-vertex counts (without δ itself)."""
+        entry: dict[str, Any] = {"table": self.tables[i].tolist(),
+                                 "totals": {k: int(v[i]) for k, v in self.totals.items()}}
+        if self.local is not None and self.vertices is not None:
+            entry["local"] = {v: self.local[j, i].tolist() for j, v in enumerate(self.vertices)}
+        return entry
 
 
 def count_motifs(
@@ -109,6 +145,7 @@ def count_motifs(
     deltas: list,
     *,
     time_unit: str | None = None,
+    options: ReaderOptions | None = None,
     fmt: str | None = None,
     local: bool = False,
     spark: Any = None,
@@ -128,6 +165,10 @@ def count_motifs(
         reads them without a unit -- seconds in text, a Parquet file's own unit (its
         ``graphcep.time_unit``, else microseconds for an integer ``t``). Give ``"s"`` for
         a Parquet file of integer seconds.
+    options
+        How to read files (:class:`~graphcep.io.formats.ReaderOptions`: ``time_format``
+        ``"iso"`` or ``"auto"`` for ISO-8601 times, ``header``, ...). Its ``time_unit``,
+        if set, is the same as ``time_unit`` or stands for it.
     fmt
         Input format of files (default: from the name).
     local
@@ -145,10 +186,12 @@ def count_motifs(
 
     if not len(deltas):
         raise ValueError("at least one δ is needed")
+    options = _with_unit(options or ReaderOptions(), time_unit)
+    time_unit = options.time_unit
     us = np.array([delta_to_us(d, time_unit or "s") for d in deltas], dtype=np.int64)
     rejects = None
     if not isinstance(edges, pa.Table):
-        read = read_edges(edges, fmt, ReaderOptions(time_unit=time_unit))
+        read = read_edges(edges, fmt, options)
         edges, rejects = read.edges, read.rejects
     t = edges.column("t").to_numpy()
     stream = motif_stream(t, edges.column("src").combine_chunks(),
@@ -159,11 +202,21 @@ def count_motifs(
         counted = count_motifs_spark(spark, stream, us, local=local)
     else:
         counted = count_stream(stream, us, local=local)
-    return MotifCounts([str(d) for d in deltas], time_unit or "s", counted.tables,
+    return MotifCounts([canonical_delta(d) for d in deltas], time_unit or "s", counted.tables,
                        group_totals(counted.tables), len(stream.t),
                        edges.num_rows - len(stream.t),
                        0 if rejects is None else rejects.num_rows,
                        stream.names if local else None, counted.local, rejects)
 
 
-__all__ = ["MotifCounts", "count_motifs", "delta_to_us"]
+def _with_unit(options: ReaderOptions, time_unit: str | None) -> ReaderOptions:
+    """``options`` with ``time_unit`` (ValueError when they name two units)."""
+    if time_unit is None or options.time_unit == time_unit:
+        return options
+    if options.time_unit is not None:
+        raise ValueError(f"time_unit {time_unit!r} and options.time_unit "
+                         f"{options.time_unit!r} differ: δ and the times share one unit")
+    return dataclasses.replace(options, time_unit=time_unit)
+
+
+__all__ = ["MotifCounts", "canonical_delta", "count_motifs", "delta_to_us"]

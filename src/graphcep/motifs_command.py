@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any, TextIO
@@ -22,6 +23,13 @@ OUTPUT_FORMATS = ("text", "json", "png")
 _OUTPUT_SUFFIXES = {".json": "json", ".png": "png"}
 LOCAL_HEADER = ("Raphtory's layout: 24 stars centred on the vertex (pre, mid, post; index "
                 "4 d1 + 2 d2 + d3, d = 1 out of the vertex), 8 two-node, 8 triangles")
+LOCAL_COLUMNS = ("columns: vertex, δ, the 40 counts; a vertex id holding whitespace, a "
+                 "quote or a control character is written as a JSON string")
+#: A PNG draws at most this many heat maps, ``PNG_PER_ROW`` to a row (text and JSON take
+#: any number of δ).
+PNG_MAX_DELTAS = 64
+PNG_PER_ROW = 4
+_PANEL_INCHES = 4.2
 
 
 def delta_list(text: str) -> list[str]:
@@ -41,7 +49,7 @@ def delta_list(text: str) -> list[str]:
 
 def add_parser(sub: Any) -> None:
     """Register ``motifs`` on the CLI's subparsers."""
-    from graphcep.cli_options import add_spark_arguments, path_option
+    from graphcep.cli_options import add_input_arguments, add_spark_arguments, path_option
 
     motifs = sub.add_parser(
         "motifs", help="count the 36 three-event δ-temporal motifs (SNAP's 6x6 table)",
@@ -54,16 +62,18 @@ def add_parser(sub: Any) -> None:
     motifs.add_argument("--format", "-f", choices=INPUT_FORMATS,
                         help="input format, as for run (default: from the name)")
     motifs.add_argument("--delta", "-d", required=True, type=delta_list, metavar="D[,D...]",
-                        help="windows δ, comma-separated, in --time-unit (t3 - t1 <= δ)")
-    motifs.add_argument("--time-unit", choices=("s", "ms", "us"),
-                        help="unit of δ and of the input's numeric times (default: δ in "
-                             "seconds, times in seconds, or a Parquet file's own unit)")
+                        help="windows δ, comma-separated, in --time-unit (t3 - t1 <= δ); "
+                             f"a png takes at most {PNG_MAX_DELTAS}")
+    add_input_arguments(motifs, time_unit_help=(
+        "unit of δ and of the input's numeric times (default: δ in seconds, times in "
+        "seconds, or a Parquet file's own unit)"))
     motifs.add_argument("--output", "-o", type=path_option,
                         help="file to write (default: standard output); its suffix, .json "
                              "or .png, chooses the output format")
     motifs.add_argument("--output-format", choices=OUTPUT_FORMATS,
-                        help="text, json or png (a heat map per δ; needs -o); default: from "
-                             "the -o suffix, else text")
+                        help=f"text, json or png (a heat map per δ, {PNG_PER_ROW} to a row, "
+                             f"at most {PNG_MAX_DELTAS} δ; needs -o); default: from the -o "
+                             "suffix, else text")
     motifs.add_argument("--rejects", default="rejects.jsonl", type=path_option,
                         help="where malformed lines go, with line number and reason "
                              "(default rejects.jsonl)")
@@ -72,13 +82,14 @@ def add_parser(sub: Any) -> None:
                              "spread over the tasks; embedded local[*] unless --master)")
     add_spark_arguments(motifs)
     motifs.add_argument("--per-vertex", action="store_true",
-                        help="also per-vertex counts (text and json; " + LOCAL_HEADER + ")")
+                        help="also per-vertex counts (text and json; " + LOCAL_HEADER +
+                             "; in text, " + LOCAL_COLUMNS + ")")
     motifs.set_defaults(handler=cmd_motifs)
 
 
 def cmd_motifs(args: argparse.Namespace) -> int:
     """Run ``graphcep motifs``; bad options and inputs end with one line and status 2."""
-    from graphcep.cli_options import refuse_overwriting_inputs
+    from graphcep.cli_options import reader_options, refuse_overwriting_inputs
     from graphcep.io.rejects import RejectLog
     from graphcep.io.sinks import SinkError, check_target, writing
 
@@ -86,6 +97,10 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         Path(args.output).suffix.lower() if args.output else "", "text")
     if output_format == "png" and args.output in (None, "-"):
         print("graphcep: motifs: a png needs --output FILE", file=sys.stderr)
+        return 2
+    if output_format == "png" and len(args.delta) > PNG_MAX_DELTAS:
+        print(f"graphcep: motifs: a png draws at most {PNG_MAX_DELTAS} heat maps, not "
+              f"{len(args.delta):,} δ; write text or JSON for more", file=sys.stderr)
         return 2
     if output_format == "png" and args.per_vertex:
         print("graphcep: motifs: --per-vertex counts are written as text or JSON; the heat "
@@ -119,8 +134,8 @@ def cmd_motifs(args: argparse.Namespace) -> int:
 
         spark = spark_session(args.master, app_name="graphcep-motifs")
     counts = count_motifs(args.input if len(args.input) > 1 else args.input[0], args.delta,
-                          time_unit=args.time_unit, fmt=args.format, local=args.per_vertex,
-                          spark=spark)
+                          time_unit=args.time_unit, options=reader_options(args),
+                          fmt=args.format, local=args.per_vertex, spark=spark)
     if counts.rejected:  # kept aside, as run keeps them; the tables hold the rest
         rejects = RejectLog(args.rejects)
         rejects.add(counts.rejects)
@@ -134,8 +149,7 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     out: TextIO = open(args.output, "w") if to_file else sys.stdout  # noqa: SIM115
     try:
         if output_format == "json":
-            json.dump(counts.to_dict(), out)
-            out.write("\n")
+            out.write(counts.to_json() + "\n")
         else:
             write_text(counts, out)
     finally:
@@ -172,36 +186,62 @@ def write_text(counts: MotifCounts, out: TextIO) -> None:
             cells = " ".join(f"{int(x):>{width},}" for x in counts.tables[i, r])
             out.write(f"  r{r}  {cells}\n")
     if counts.local is not None and counts.vertices is not None:
-        out.write(f"per vertex ({LOCAL_HEADER}):\n")
+        out.write(f"per vertex ({LOCAL_HEADER}; {LOCAL_COLUMNS}):\n")
         for j, vertex in enumerate(counts.vertices):
+            name = vertex_field(vertex)
             for i, delta in enumerate(counts.deltas):
-                out.write(f"{vertex} {delta} " + " ".join(map(str, counts.local[j, i])) + "\n")
+                out.write(f"{name} {delta} " + " ".join(map(str, counts.local[j, i])) + "\n")
+
+
+def vertex_field(vertex: str) -> str:
+    """A vertex id as one whitespace-free field: as it is, or as a JSON string when it
+    is empty or holds whitespace, a quote or a control character."""
+    plain = vertex and '"' not in vertex and all(c.isprintable() and not c.isspace()
+                                                 for c in vertex)
+    return vertex if plain else json.dumps(vertex, ensure_ascii=False)
 
 
 def write_png(counts: MotifCounts, path: Path) -> None:
-    """One heat map per δ (log colour scale, each cell labelled with its count)."""
+    """One heat map per δ (log colour scale, each cell labelled with its count),
+    :data:`PNG_PER_ROW` to a row; the δ are also in the PNG's ``Description``."""
     import matplotlib
 
     matplotlib.use("Agg")
     from matplotlib import pyplot as plt
-    from matplotlib.colors import LogNorm
 
     n = len(counts.deltas)
-    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 4.2), squeeze=False)
-    for ax, table, delta in zip(axes[0], counts.tables, counts.deltas, strict=True):
-        shown = np.where(table > 0, table, np.nan)
-        norm = LogNorm(vmin=1, vmax=max(int(table.max()), 2))
-        ax.imshow(shown, cmap="viridis", norm=norm)
-        for (r, c), value in np.ndenumerate(table):
-            ax.text(c, r, f"{int(value):,}", ha="center", va="center", fontsize=7,
-                    color="white" if value and norm(value) < 0.6 else "black")
-        ax.set_xticks(range(6), [f"c{c}" for c in range(6)])
-        ax.set_yticks(range(6), [f"r{r}" for r in range(6)])
-        ax.set_title(f"δ = {delta} {counts.unit}")
-    fig.suptitle("δ-temporal motif counts (SNAP's 6x6 layout)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=120, format="png")  # whatever the name's suffix
+    cols, rows = min(n, PNG_PER_ROW), math.ceil(n / PNG_PER_ROW)
+    width, height = _PANEL_INCHES * cols, _PANEL_INCHES * rows + 0.4  # + the suptitle
+    # fixed margins (inches): tight_layout measured every label of every panel, seconds
+    # for 64 panels
+    fig, axes = plt.subplots(rows, cols, figsize=(width, height), squeeze=False,
+                             gridspec_kw={"left": 0.45 / width, "right": 1 - 0.15 / width,
+                                          "bottom": 0.35 / height, "top": 1 - 0.75 / height,
+                                          "wspace": 0.25, "hspace": 0.25})
+    for ax in axes.flat[n:]:
+        ax.set_axis_off()
+    for ax, table, delta in zip(axes.flat, counts.tables, counts.deltas, strict=False):
+        _heat_map(ax, table, f"δ = {delta} {counts.unit}")
+    fig.suptitle("δ-temporal motif counts (SNAP's 6x6 layout)", y=1 - 0.15 / height,
+                 va="top")
+    fig.savefig(path, dpi=120, format="png",  # whatever the name's suffix
+                metadata={"Description": f"δ = {', '.join(counts.deltas)} {counts.unit}"})
     plt.close(fig)
 
 
-__all__ = ["add_parser", "cmd_motifs", "delta_list", "write_png", "write_text"]
+def _heat_map(ax: Any, table: np.ndarray, title: str) -> None:
+    """One 6x6 table on ``ax``, log colour scale, each cell labelled with its count."""
+    from matplotlib.colors import LogNorm
+
+    norm = LogNorm(vmin=1, vmax=max(int(table.max()), 2))
+    ax.imshow(np.where(table > 0, table, np.nan), cmap="viridis", norm=norm)
+    for (r, c), value in np.ndenumerate(table):
+        ax.text(c, r, f"{int(value):,}", ha="center", va="center", fontsize=7,
+                color="white" if value and norm(value) < 0.6 else "black")
+    ax.set_xticks(range(6), [f"c{c}" for c in range(6)])
+    ax.set_yticks(range(6), [f"r{r}" for r in range(6)])
+    ax.set_title(title)
+
+
+__all__ = ["PNG_MAX_DELTAS", "PNG_PER_ROW", "add_parser", "cmd_motifs", "delta_list",
+           "vertex_field", "write_png", "write_text"]

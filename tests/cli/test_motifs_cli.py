@@ -26,10 +26,10 @@ RAPHTORY_LOCAL_GRAPH = FIXTURES / "motifs" / "raphtory-local-motif-test.txt"
 def test_json_tables_equal_snap_program(capsys):
     assert main(["motifs", "-i", str(EXAMPLE), "--delta", "10,50,300", "--output-format", "json"]) == 0
     out = json.loads(capsys.readouterr().out)
-    assert [d["delta"] for d in out["deltas"]] == ["10", "50", "300"]
+    assert [d["delta"] for d in out["deltas"]] == [10, 50, 300]
     for entry in out["deltas"]:
-        assert entry["table"] == EXPECTED[entry["delta"]]
-        assert entry["totals"]["all"] == int(np.sum(EXPECTED[entry["delta"]]))
+        assert entry["table"] == EXPECTED[str(entry["delta"])]
+        assert entry["totals"]["all"] == int(np.sum(EXPECTED[str(entry["delta"])]))
 
 
 def test_text_tables_equal_snap_program(capsys):
@@ -106,7 +106,9 @@ def test_png_heat_map_and_lazy_matplotlib(tmp_path):
     ["--delta", "10,-1"], ["--delta", "ten"], ["--delta", "10,,20"],
     ["--delta", "0.5", "--time-unit", "us"], ["--delta", "10", "--output-format", "png"],
     ["--delta", "10", "--output-format", "svg"], ["--delta", "10", "--format", "xml"],
-    ["--delta", "10", "--per-vertex", "-o", "heat.png"], ["--delta", "10", "--master", "local[2]"],
+    ["--delta", "10", "--per-vertex", "-o", "heat.png"], ["--delta", "10", "--time-format", "x"],
+    ["--delta", ",".join(map(str, range(1, 66))), "-o", "heat.png"],
+    ["--delta", "10", "--master", "local[2]"],
 ])
 def test_bad_options_exit_2_in_one_line(args, capsys):
     assert main(["motifs", "-i", str(EXAMPLE), *args]) == 2
