@@ -117,7 +117,7 @@ def count_triangle_groups(groups: TriangleGroups, grouped: Pairs, deltas: np.nda
     """The triangle counter's ``(deltas, 2, 2, 2)`` totals (SNAP's triad table)."""
     return count_triangles(groups.off, groups.pair, groups.sides, groups.thirds, grouped.lo,
                            grouped.hi, groups.fwd, groups.bwd, groups.d_off, groups.d_rank,
-                           groups.times, deltas, per_vertex)
+                           groups.times, grouped.t, grouped.off, deltas, per_vertex)
 
 
 def _directed_ids(dkeys: np.ndarray, keys: np.ndarray) -> np.ndarray:
