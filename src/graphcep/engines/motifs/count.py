@@ -16,15 +16,14 @@ from graphcep.engines.motifs.layout import matrices, raphtory_local
 from graphcep.engines.motifs.order import (
     MotifStream,
     Pairs,
-    directed_keys,
-    has_key,
+    counting_sort,
     offsets,
+    paired_stars,
     pairs,
-    stars,
 )
 from graphcep.engines.motifs.pairs import count_pairs
 from graphcep.engines.motifs.stars import count_stars
-from graphcep.engines.motifs.triangles import count_triangles, list_triangles
+from graphcep.engines.motifs.triangles import count_triangles, directed_lists, list_triangles
 
 _EMPTY = np.zeros((0, 1, 1, 1, 1), dtype=np.int64)
 
@@ -49,7 +48,7 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     grouped = pairs(stream)
     per_pair = np.zeros((len(grouped.lo), nd, 2, 2, 2), np.int64) if local else _EMPTY[:, 0]
     pair_total = count_pairs(grouped.t, grouped.rev, grouped.off, deltas, per_pair)
-    centred = stars(stream, directed_keys(stream))
+    centred = paired_stars(stream, grouped)
     per_centre = np.zeros((n, nd, 3, 2, 2, 2), np.int64) if local else _EMPTY[:, :, None, 0]
     star_total = count_stars(centred.t, centred.nbr, centred.out, centred.off, centred.width,
                              deltas, per_centre)
@@ -86,15 +85,13 @@ def triangle_groups(stream: MotifStream, grouped: Pairs, local: bool = False) ->
     """List the static triangles, give each to one edge, group them by edge (one group
     per triangle when ``local``: its counts then go to its three vertices)."""
     lo, hi = grouped.lo, grouped.hi
-    n = max(stream.n, 1)
-    dkeys, inverse = np.unique(stream.src * n + stream.dst, return_inverse=True)
-    order = np.lexsort((stream.t, inverse))
-    d_off = offsets(inverse[order], len(dkeys))
-    times, d_rank = np.unique(stream.t[order], return_inverse=True)
-    fwd, bwd = _directed_ids(dkeys, lo * n + hi), _directed_ids(dkeys, hi * n + lo)
+    d_off, d_rank = directed_lists(grouped.off, grouped.rev, grouped.rank, grouped.directed)
     pair = np.arange(len(lo))
+    fwd = np.where(grouped.directed[:, 0] > 0, 2 * pair, -1)
+    bwd = np.where(grouped.directed[:, 1] > 0, 2 * pair + 1, -1)
     u, x, ids = np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([pair, pair])
-    by_nbr = np.lexsort((x, ~has_key(dkeys, u * n + x), u))
+    sends = np.concatenate([grouped.directed[:, 0], grouped.directed[:, 1]]) > 0  # u -> x
+    by_nbr = np.lexsort((x, ~sends, u))
     degree = np.bincount(u, minlength=stream.n) + stream.self_loop
     rank = np.empty(stream.n, dtype=np.int64)
     rank[np.lexsort((np.arange(stream.n), degree))] = np.arange(stream.n)
@@ -103,13 +100,15 @@ def triangle_groups(stream: MotifStream, grouped: Pairs, local: bool = False) ->
     if local:
         g_pair, g_off = found[:, 0], np.arange(len(found) + 1)
     else:
-        found = found[np.argsort(found[:, 0], kind="stable")]
-        g_pair, starts = np.unique(found[:, 0], return_index=True)
-        g_off = np.append(starts, len(found)).astype(np.int64)
+        by_edge = np.empty(len(found), dtype=np.int64)
+        edge_off = counting_sort(found[:, 0], len(lo), by_edge)
+        found = found[by_edge]
+        g_pair = np.flatnonzero(np.diff(edge_off))
+        g_off = np.append(edge_off[g_pair], len(found)).astype(np.int64)
     side_a = found[:, 1]
     thirds = np.where(lo[side_a] == lo[found[:, 0]], hi[side_a], lo[side_a])
     return TriangleGroups(g_off, g_pair, np.ascontiguousarray(found[:, 1:]), thirds, fwd, bwd,
-                          d_off, d_rank.astype(np.int64), times)
+                          d_off, d_rank, grouped.times)
 
 
 def count_triangle_groups(groups: TriangleGroups, grouped: Pairs, deltas: np.ndarray,
@@ -118,12 +117,6 @@ def count_triangle_groups(groups: TriangleGroups, grouped: Pairs, deltas: np.nda
     return count_triangles(groups.off, groups.pair, groups.sides, groups.thirds, grouped.lo,
                            grouped.hi, groups.fwd, groups.bwd, groups.d_off, groups.d_rank,
                            groups.times, grouped.t, grouped.off, deltas, per_vertex)
-
-
-def _directed_ids(dkeys: np.ndarray, keys: np.ndarray) -> np.ndarray:
-    """Index of each key among the directed edges, or -1."""
-    at = np.minimum(np.searchsorted(dkeys, keys), max(len(dkeys) - 1, 0))
-    return np.where(has_key(dkeys, keys), at, -1).astype(np.int64)
 
 
 __all__ = ["StreamCounts", "TriangleGroups", "count_stream", "count_triangle_groups",

@@ -43,12 +43,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numba as nb
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.motifs.stars import local_ids
-from graphcep.engines.subgraph.kernel import group_by
 
 
 @dataclass(frozen=True)
@@ -112,13 +112,20 @@ def offsets(keys: np.ndarray, nkeys: int) -> np.ndarray:
     return off
 
 
+def time_order(stream: MotifStream) -> np.ndarray:
+    """The events' indices sorted by time (stable)."""
+    return np.argsort(stream.t, kind="stable")
+
+
 @dataclass(frozen=True)
 class Pairs:
     """Events grouped by unordered pair ``lo < hi``, each group in pair order.
 
     ``t``/``rev`` are the sorted events (``rev`` 0: ``lo -> hi``, 1: ``hi -> lo``),
-    ``off`` the group offsets, ``lo``/``hi`` the pair's vertices, ``pair`` each input
-    event's pair id, ``events`` the number of events per pair.
+    ``rank`` their times' ranks among the distinct ``times``, ``off`` the group offsets,
+    ``lo``/``hi`` the pair's vertices (pairs sorted by them), ``pair`` each input event's
+    pair id, ``events`` the number of events per pair and ``directed`` per direction
+    (``(pairs, 2)``, ``rev`` 0 then 1).
     """
 
     t: np.ndarray
@@ -128,18 +135,106 @@ class Pairs:
     hi: np.ndarray
     pair: np.ndarray
     events: np.ndarray
+    rank: np.ndarray
+    times: np.ndarray
+    directed: np.ndarray
 
 
 def pairs(stream: MotifStream) -> Pairs:
     """Group the events by unordered pair; ties: ``lo -> hi`` first."""
-    lo = np.minimum(stream.src, stream.dst)
-    hi = np.maximum(stream.src, stream.dst)
-    keys, pair = np.unique(lo * stream.n + hi, return_inverse=True)
-    rev = (stream.src != lo).astype(np.int64)
-    order = np.lexsort((rev, stream.t, pair))
-    events = np.bincount(pair, minlength=len(keys))
-    return Pairs(stream.t[order], rev[order], offsets(pair[order], len(keys)),
-                 keys // max(stream.n, 1), keys % max(stream.n, 1), pair, events)
+    pair, lo, hi, off, t, rev, rank, times, directed = _pair_layout(
+        time_order(stream), stream.t, stream.src, stream.dst, stream.n)
+    return Pairs(t, rev, off, lo, hi, pair, np.diff(off), rank, times, directed)
+
+
+@nb.njit(cache=True, nogil=True)
+def _pair_layout(by_time, t, src, dst, n):
+    """Pair ids in ``(lo, hi)`` order, and the events grouped by pair in ``(t, rev)``
+    order, with their time ranks."""
+    m = t.shape[0]
+    rank = np.empty(m, dtype=np.int64)
+    times = np.empty(m, dtype=np.int64)
+    distinct = 0
+    for i in range(m):
+        e = by_time[i]
+        if i == 0 or t[e] != times[distinct - 1]:
+            times[distinct] = t[e]
+            distinct += 1
+        rank[e] = distinct - 1
+    lo = np.minimum(src, dst)
+    hi = np.maximum(src, dst)
+    by_lo = np.empty(m, dtype=np.int64)
+    lo_off = counting_sort(lo, n, by_lo)
+    pair = np.empty(m, dtype=np.int64)
+    p_lo = np.empty(m, dtype=np.int64)
+    p_hi = np.empty(m, dtype=np.int64)
+    stamp = np.full(n, -1, dtype=np.int64)
+    slot = np.empty(n, dtype=np.int64)
+    seen = np.empty(n, dtype=np.int64)
+    npairs = 0
+    for u in range(n):
+        k = 0
+        for i in range(lo_off[u], lo_off[u + 1]):
+            h = hi[by_lo[i]]
+            if stamp[h] != u:
+                stamp[h] = u
+                seen[k] = h
+                k += 1
+        seen[:k].sort()
+        for j in range(k):
+            slot[seen[j]] = npairs + j
+            p_lo[npairs + j] = u
+            p_hi[npairs + j] = seen[j]
+        npairs += k
+        for i in range(lo_off[u], lo_off[u + 1]):
+            pair[by_lo[i]] = slot[hi[by_lo[i]]]
+    off = np.zeros(npairs + 1, dtype=np.int64)
+    directed = np.zeros((npairs, 2), dtype=np.int64)
+    for e in range(m):
+        off[pair[e] + 1] += 1
+        directed[pair[e], 1 if src[e] > dst[e] else 0] += 1
+    for p in range(npairs):
+        off[p + 1] += off[p]
+    fill = off[:-1].copy()
+    g_t = np.empty(m, dtype=np.int64)
+    g_rev = np.empty(m, dtype=np.int64)
+    g_rank = np.empty(m, dtype=np.int64)
+    for i in range(m):  # in time order: each pair's events come sorted by time
+        e = by_time[i]
+        j = fill[pair[e]]
+        fill[pair[e]] += 1
+        g_t[j], g_rev[j], g_rank[j] = t[e], 1 if src[e] > dst[e] else 0, rank[e]
+    sort_ties(g_t, g_rev, off)
+    return pair, p_lo[:npairs], p_hi[:npairs], off, g_t, g_rev, g_rank, times[:distinct], directed
+
+
+@nb.njit(cache=True, nogil=True)
+def counting_sort(keys, nkeys, into):
+    """Counting sort: ``into[off[k]:off[k + 1]]`` the positions holding key ``k``, in order."""
+    off = np.zeros(nkeys + 1, dtype=np.int64)
+    for i in range(keys.shape[0]):
+        off[keys[i] + 1] += 1
+    for k in range(nkeys):
+        off[k + 1] += off[k]
+    fill = off[:-1].copy()
+    for i in range(keys.shape[0]):
+        into[fill[keys[i]]] = i
+        fill[keys[i]] += 1
+    return off
+
+
+@nb.njit(cache=True, nogil=True)
+def sort_ties(t, minor, off):
+    """Sort each group's runs of equal ``t`` (groups ``off``, sorted by time) by ``minor``."""
+    for g in range(off.shape[0] - 1):
+        i = off[g]
+        while i < off[g + 1]:
+            j = i + 1
+            while j < off[g + 1] and t[j] == t[i]:
+                j += 1
+            if j - i > 1:
+                minor[i:j].sort()
+            i = j
 
 
 def directed_keys(stream: MotifStream) -> np.ndarray:
@@ -172,23 +267,52 @@ class Stars:
 
 
 def stars(stream: MotifStream, dkeys: np.ndarray) -> Stars:
-    """Events at each centre in SNAP's star order (see the module docstring)."""
-    n, m = stream.n, len(stream.t)
-    centre = np.concatenate([stream.src, stream.dst])
-    other = np.concatenate([stream.dst, stream.src])
-    # a neighbour the centre sends to (static edge centre -> other) sorts first; at the
-    # source of an event that is always so
-    only_in = np.zeros(2 * m, dtype=np.int64)
-    only_in[m:] = ~has_key(dkeys, stream.dst * n + stream.src)
-    direction = np.repeat(np.array([0, 1], dtype=np.int64), m)
-    minor = (only_in * n + other) * 2 + direction
-    by_time = np.lexsort((minor, np.concatenate([stream.t, stream.t])))
-    off, within = group_by(centre[by_time], n)  # stable: time order kept per centre
-    order = by_time[within]
-    other = other[order]
+    """Events at each centre in SNAP's star order (see the module docstring); ``dkeys``:
+    the static directed edges (:func:`directed_keys`)."""
+    return centre_groups(stream, has_key(dkeys, stream.dst * stream.n + stream.src))
+
+
+def paired_stars(stream: MotifStream, grouped: Pairs) -> Stars:
+    """:func:`stars`, the static directed edges read off the pair groups."""
+    back = 1 - (stream.src > stream.dst)  # the direction dst -> src, as ``rev``
+    return centre_groups(stream, grouped.directed[grouped.pair, back] > 0)
+
+
+def centre_groups(stream: MotifStream, sends_back: np.ndarray) -> Stars:
+    """:func:`stars` from ``sends_back``: per event, whether its ``dst`` sends to its ``src``."""
+    t, nbr, out, off, width = _star_layout(time_order(stream), stream.t, stream.src,
+                                           stream.dst, sends_back, stream.n)
+    return Stars(t, nbr, out, off, width)
+
+
+@nb.njit(cache=True, nogil=True)
+def _star_layout(by_time, t, src, dst, sends_back, n):
+    """Both ends of each event grouped by centre, sorted by time, then on equal times by
+    the neighbour order (neighbours the centre sends to first, by rank) and direction."""
+    m = t.shape[0]
+    off = np.zeros(n + 1, dtype=np.int64)
+    for e in range(m):
+        off[src[e] + 1] += 1
+        off[dst[e] + 1] += 1
+    for c in range(n):
+        off[c + 1] += off[c]
+    fill = off[:-1].copy()
+    c_t = np.empty(2 * m, dtype=np.int64)
+    minor = np.empty(2 * m, dtype=np.int64)  # (only receives from it * n + other) * 2 + in
+    for i in range(m):
+        e = by_time[i]
+        j = fill[src[e]]
+        fill[src[e]] += 1
+        c_t[j], minor[j] = t[e], 2 * dst[e]
+        j = fill[dst[e]]
+        fill[dst[e]] += 1
+        c_t[j], minor[j] = t[e], 2 * ((0 if sends_back[e] else n) + src[e]) + 1
+    sort_ties(c_t, minor, off)
+    other = (minor >> 1) % n
     nbr, width = local_ids(off, other, n)
-    return Stars(np.concatenate([stream.t, stream.t])[order], nbr, direction[order], off, width)
+    return c_t, nbr, minor & 1, off, width
 
 
-__all__ = ["MotifStream", "Pairs", "Stars", "directed_keys", "has_key", "motif_stream",
-           "offsets", "pairs", "stars", "vertex_order"]
+__all__ = ["MotifStream", "Pairs", "Stars", "centre_groups", "counting_sort", "directed_keys", "has_key",
+           "motif_stream", "offsets", "paired_stars", "pairs", "sort_ties", "stars",
+           "time_order", "vertex_order"]

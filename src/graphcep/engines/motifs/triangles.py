@@ -75,6 +75,27 @@ def list_triangles(up_off, up, up_pair, counts_of, lo):
 
 
 @nb.njit(cache=True, nogil=True)
+def directed_lists(off, rev, rank, directed):
+    """Each pair's events split by direction: list ``2p`` (``lo -> hi``) and ``2p + 1``
+    (``hi -> lo``) of pair ``p``, as offsets and time ranks, each list sorted by time."""
+    npairs = off.shape[0] - 1
+    d_off = np.empty(2 * npairs + 1, dtype=np.int64)
+    d_rank = np.empty(rank.shape[0], dtype=np.int64)
+    d_off[2 * npairs] = rank.shape[0]
+    for p in range(npairs):
+        ahead, back = off[p], off[p] + directed[p, 0]
+        d_off[2 * p], d_off[2 * p + 1] = ahead, back
+        for i in range(off[p], off[p + 1]):
+            if rev[i] == 0:
+                d_rank[ahead] = rank[i]
+                ahead += 1
+            else:
+                d_rank[back] = rank[i]
+                back += 1
+    return d_off, d_rank
+
+
+@nb.njit(cache=True, nogil=True)
 def _assign(uv, uw, vw, names, counts_of, lo):
     """SNAP's choice: the edge with the most events (ties: uv, uw, vw)."""
     u, v, w = names
@@ -381,4 +402,4 @@ def _events(q, fwd, bwd, d_off):
     return total
 
 
-__all__ = ["count_triangles", "list_triangles"]
+__all__ = ["count_triangles", "directed_lists", "list_triangles"]
