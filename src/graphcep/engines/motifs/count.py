@@ -17,13 +17,17 @@ from graphcep.engines.motifs.order import (
     MotifStream,
     Pairs,
     counting_sort,
-    offsets,
     paired_stars,
     pairs,
 )
 from graphcep.engines.motifs.pairs import count_pairs
 from graphcep.engines.motifs.stars import count_stars
-from graphcep.engines.motifs.triangles import count_triangles, directed_lists, list_triangles
+from graphcep.engines.motifs.triangles import (
+    count_triangles,
+    directed_lists,
+    higher_neighbours,
+    list_triangles,
+)
 
 _EMPTY = np.zeros((0, 1, 1, 1, 1), dtype=np.int64)
 
@@ -89,14 +93,10 @@ def triangle_groups(stream: MotifStream, grouped: Pairs, local: bool = False) ->
     pair = np.arange(len(lo))
     fwd = np.where(grouped.directed[:, 0] > 0, 2 * pair, -1)
     bwd = np.where(grouped.directed[:, 1] > 0, 2 * pair + 1, -1)
-    u, x, ids = np.concatenate([lo, hi]), np.concatenate([hi, lo]), np.concatenate([pair, pair])
-    sends = np.concatenate([grouped.directed[:, 0], grouped.directed[:, 1]]) > 0  # u -> x
-    by_nbr = np.lexsort((x, ~sends, u))
-    degree = np.bincount(u, minlength=stream.n) + stream.self_loop
+    degree = np.bincount(np.concatenate([lo, hi]), minlength=stream.n) + stream.self_loop
     rank = np.empty(stream.n, dtype=np.int64)
     rank[np.lexsort((np.arange(stream.n), degree))] = np.arange(stream.n)
-    up = by_nbr[rank[x[by_nbr]] > rank[u[by_nbr]]]  # higher-ranked neighbours, in order
-    found = list_triangles(offsets(u[up], stream.n), x[up], ids[up], grouped.events, lo)
+    found = list_triangles(*higher_neighbours(lo, hi, grouped.directed, rank), grouped.events, lo)
     if local:
         g_pair, g_off = found[:, 0], np.arange(len(found) + 1)
     else:

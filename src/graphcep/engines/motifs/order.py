@@ -79,24 +79,33 @@ class MotifStream:
 
 def vertex_order(names: pa.Array) -> pa.Array:
     """Distinct names in the vertex order: numeric when all are integers, else by text."""
+    return pc.take(names, _order_indices(names))
+
+
+def _order_indices(names: pa.Array) -> pa.Array:
+    """Indices that sort distinct ``names`` into the vertex order."""
     if len(names) == 0:
-        return names
+        return pa.array([], pa.uint64())
     try:
         values = pc.cast(names, pa.int64())
     except (pa.ArrowInvalid, pa.ArrowNotImplementedError):
-        return pc.take(names, pc.sort_indices(names))
-    order = pa.table({"v": values, "s": names}).sort_by([("v", "ascending"), ("s", "ascending")])
-    return order.column("s").combine_chunks()
+        return pc.sort_indices(names)
+    return pc.sort_indices(pa.table({"v": values, "s": names}),
+                           sort_keys=[("v", "ascending"), ("s", "ascending")])
 
 
 def motif_stream(t: np.ndarray, src: pa.Array, dst: pa.Array) -> MotifStream:
     """Dense ids in the vertex order; self-loops marked on their vertex and removed."""
     src = pa.chunked_array([src]).combine_chunks() if not isinstance(src, pa.Array) else src
     dst = pa.chunked_array([dst]).combine_chunks() if not isinstance(dst, pa.Array) else dst
-    names = vertex_order(pc.unique(pa.concat_arrays([src.cast(pa.string()),
-                                                     dst.cast(pa.string())])))
-    s = pc.index_in(src.cast(pa.string()), value_set=names).to_numpy().astype(np.int64)
-    d = pc.index_in(dst.cast(pa.string()), value_set=names).to_numpy().astype(np.int64)
+    encoded = pc.dictionary_encode(pa.concat_arrays([src.cast(pa.string()),
+                                                     dst.cast(pa.string())]))
+    order = _order_indices(encoded.dictionary)
+    names = pc.take(encoded.dictionary, order)
+    position = np.empty(len(names), dtype=np.int64)
+    position[order.to_numpy()] = np.arange(len(names))
+    ids = position[encoded.indices.to_numpy()]
+    s, d = ids[:len(src)], ids[len(src):]
     loops = s == d
     self_loop = np.zeros(len(names), dtype=bool)
     self_loop[s[loops]] = True

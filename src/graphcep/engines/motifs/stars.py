@@ -50,50 +50,57 @@ def local_ids(off, other, n):
 @nb.njit(cache=True, nogil=True, inline="always")
 def _push(nodes, pair_sum, d, x, o):
     for i in range(2):
-        pair_sum[d, i, o] += nodes[d, x, i]
-    nodes[d, x, o] += 1
+        pair_sum[d, i, o] += nodes[x, d, i]
+    nodes[x, d, o] += 1
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
 def _pop(nodes, pair_sum, d, x, o):
-    nodes[d, x, o] -= 1
+    nodes[x, d, o] -= 1
     for i in range(2):
-        pair_sum[d, o, i] -= nodes[d, x, i]
+        pair_sum[d, o, i] -= nodes[x, d, i]
 
 
 @nb.njit(cache=True, nogil=True)
 def _centre(t, nbr, out, begin, end, deltas, st, counts):
     """Add one centre's star counts ``counts[d, role, i, j, k]`` (role 0 pre, 1 pos, 2 mid)."""
-    pre_nodes, pos_nodes, sums = st[:3]
-    for d in range(deltas.shape[0]):
-        s = begin
-        e = begin
-        for j in range(begin, end):
-            tj = t[j]
-            while t[s] < tj - deltas[d]:  # stops at j at the latest
+    pre_nodes, pos_nodes, sums, start, stop = st[:5]
+    nd = deltas.shape[0]
+    start[:] = begin
+    stop[:] = begin
+    for j in range(begin, end):
+        tj = t[j]
+        x = nbr[j]
+        o = out[j]
+        for d in range(nd):
+            s = start[d]
+            low = tj - deltas[d]
+            while t[s] < low:  # stops at j at the latest
                 _pop(pre_nodes, sums[0], d, nbr[s], out[s])
                 s += 1
-            while e < end and t[e] <= tj + deltas[d]:
+            start[d] = s
+            e = stop[d]
+            high = tj + deltas[d]
+            while e < end and t[e] <= high:
                 _push(pos_nodes, sums[1], d, nbr[e], out[e])
                 e += 1
-            x = nbr[j]
-            o = out[j]
+            stop[d] = e
             _pop(pos_nodes, sums[1], d, x, o)
             for i in range(2):
-                sums[2, d, i, o] -= pre_nodes[d, x, i]
+                sums[2, d, i, o] -= pre_nodes[x, d, i]
             for a in range(2):
                 for b in range(2):
                     counts[d, 0, a, b, o] += sums[0, d, a, b]
                     counts[d, 1, o, a, b] += sums[1, d, a, b]
                     counts[d, 2, a, o, b] += sums[2, d, a, b]
             for i in range(2):
-                sums[2, d, o, i] += pos_nodes[d, x, i]
+                sums[2, d, o, i] += pos_nodes[x, d, i]
             _push(pre_nodes, sums[0], d, x, o)
     for j in range(begin, end):  # clear what this centre touched
-        pre_nodes[:, nbr[j]] = 0
-        pos_nodes[:, nbr[j]] = 0
+        pre_nodes[nbr[j]] = 0
+        pos_nodes[nbr[j]] = 0
     sums[:] = 0
-    _same_neighbour(t, nbr, out, begin, end, deltas, st[3:], counts)
+    _same_neighbour(t, nbr, out, begin, end, deltas, st[5:], counts)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -148,8 +155,9 @@ def count_stars(t, nbr, out, off, width, deltas, per_centre):
     size = 1
     for c in range(off.shape[0] - 1):
         size = max(size, off[c + 1] - off[c])
-    st = (np.zeros((nd, w, 2), dtype=np.int64), np.zeros((nd, w, 2), dtype=np.int64),
-          np.zeros((3, nd, 2, 2), dtype=np.int64), np.zeros(w + 1, dtype=np.int64),
+    st = (np.zeros((w, nd, 2), dtype=np.int64), np.zeros((w, nd, 2), dtype=np.int64),
+          np.zeros((3, nd, 2, 2), dtype=np.int64), np.zeros(nd, dtype=np.int64),
+          np.zeros(nd, dtype=np.int64), np.zeros(w + 1, dtype=np.int64),
           np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), pair_scratch(nd),
           np.zeros((nd, 2, 2, 2), dtype=np.int64))
     total = np.zeros((nd, 3, 2, 2, 2), dtype=np.int64)

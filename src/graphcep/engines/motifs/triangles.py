@@ -32,6 +32,30 @@ import numpy as np
 
 
 @nb.njit(cache=True, nogil=True)
+def higher_neighbours(lo, hi, directed, rank):
+    """Each vertex's neighbours of higher ``rank``, in its neighbour order (those it sends
+    to, then the others; each by id), as CSR offsets, neighbours and pair ids; pairs
+    ``(lo, hi)`` sorted, ``directed`` their events per direction."""
+    npairs = lo.shape[0]
+    off = np.zeros(rank.shape[0] + 1, dtype=np.int64)
+    for p in range(npairs):
+        off[(lo[p] if rank[hi[p]] > rank[lo[p]] else hi[p]) + 1] += 1
+    for v in range(rank.shape[0]):
+        off[v + 1] += off[v]
+    fill = off[:-1].copy()
+    nbr = np.empty(npairs, dtype=np.int64)
+    ids = np.empty(npairs, dtype=np.int64)
+    for sends in (True, False):
+        for from_hi in (True, False):  # all lower neighbours of a vertex, then its higher ones
+            for p in range(npairs):
+                u, x = (hi[p], lo[p]) if from_hi else (lo[p], hi[p])
+                if rank[x] > rank[u] and (directed[p, 1 if from_hi else 0] > 0) == sends:
+                    nbr[fill[u]], ids[fill[u]] = x, p
+                    fill[u] += 1
+    return off, nbr, ids
+
+
+@nb.njit(cache=True, nogil=True)
 def list_triangles(up_off, up, up_pair, counts_of, lo):
     """Static triangles, each given to one edge: ``(edge, a-side pair, b-side pair)``.
 
@@ -402,4 +426,4 @@ def _events(q, fwd, bwd, d_off):
     return total
 
 
-__all__ = ["count_triangles", "directed_lists", "list_triangles"]
+__all__ = ["count_triangles", "directed_lists", "higher_neighbours", "list_triangles"]
