@@ -19,9 +19,10 @@ from graphcep.engines.motifs.order import (
     counting_sort,
     paired_stars,
     pairs,
+    sort_ties,
 )
 from graphcep.engines.motifs.pairs import count_pairs
-from graphcep.engines.motifs.stars import count_stars
+from graphcep.engines.motifs.stars import star_sweeps
 from graphcep.engines.motifs.triangles import (
     count_triangles,
     directed_lists,
@@ -54,8 +55,9 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     pair_total = count_pairs(grouped.t, grouped.rev, grouped.off, deltas, per_pair)
     centred = paired_stars(stream, grouped)
     per_centre = np.zeros((n, nd, 3, 2, 2, 2), np.int64) if local else _EMPTY[:, :, None, 0]
-    star_total = count_stars(centred.t, centred.nbr, centred.out, centred.off, centred.width,
-                             deltas, per_centre)
+    star_total = star_sweeps(centred.t, centred.nbr, centred.out, centred.off, centred.width,
+                             deltas, per_centre, False)
+    star_total -= _one_neighbour(grouped, deltas, pair_total, per_pair, per_centre)[:, None]
     per_vertex = np.zeros((n, nd, 2, 2, 2), np.int64) if local else _EMPTY[:, 0]
     tri_total = count_triangle_groups(triangle_groups(stream, grouped, local), grouped, deltas,
                                       per_vertex)
@@ -66,6 +68,24 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     np.add.at(pair_local, grouped.lo, per_pair)
     np.add.at(pair_local, grouped.hi, per_pair[:, :, ::-1, ::-1, ::-1])
     return StreamCounts(tables, raphtory_local(per_centre, pair_local, per_vertex))
+
+
+def _one_neighbour(grouped: Pairs, deltas: np.ndarray, pair_total: np.ndarray,
+                   per_pair: np.ndarray, per_centre: np.ndarray) -> np.ndarray:
+    """The triples on one neighbour that the star sweeps keep: per centre, the two-node
+    counts of each of its pairs, letters relative to the centre and ties in the centre's
+    order (its own event first) -- at ``lo`` those of the pair counter, at ``hi`` counted
+    again. Returns their total; takes them out of ``per_centre`` when it has rows."""
+    letters = 1 - grouped.rev
+    sort_ties(grouped.t, letters, grouped.off)
+    per_hi = np.zeros_like(per_pair)
+    hi_total = count_pairs(grouped.t, letters, grouped.off, deltas, per_hi)
+    if len(per_centre):
+        same = np.zeros(per_centre.shape[:2] + (2, 2, 2), np.int64)
+        np.add.at(same, grouped.lo, per_pair)
+        np.add.at(same, grouped.hi, per_hi)
+        per_centre -= same[:, :, None]
+    return pair_total + hi_total
 
 
 @dataclass(frozen=True)

@@ -62,8 +62,9 @@ def _pop(nodes, pair_sum, d, x, o):
 
 
 @nb.njit(cache=True, nogil=True)
-def _centre(t, nbr, out, begin, end, deltas, st, counts):
-    """Add one centre's star counts ``counts[d, role, i, j, k]`` (role 0 pre, 1 pos, 2 mid)."""
+def _centre(t, nbr, out, begin, end, deltas, st, apart, counts):
+    """Add one centre's star counts ``counts[d, role, i, j, k]`` (role 0 pre, 1 pos, 2 mid),
+    with the triples on one neighbour when not ``apart``."""
     pre_nodes, pos_nodes, sums, start, stop = st[:5]
     nd = deltas.shape[0]
     start[:] = begin
@@ -100,7 +101,8 @@ def _centre(t, nbr, out, begin, end, deltas, st, counts):
         pre_nodes[nbr[j]] = 0
         pos_nodes[nbr[j]] = 0
     sums[:] = 0
-    _same_neighbour(t, nbr, out, begin, end, deltas, st[5:], counts)
+    if apart:
+        _same_neighbour(t, nbr, out, begin, end, deltas, st[5:], counts)
 
 
 @nb.njit(cache=True, nogil=True)
@@ -150,6 +152,13 @@ def count_stars(t, nbr, out, off, width, deltas, per_centre):
         ``(len(deltas), 3, 2, 2, 2)`` int64: role (pre, pos, mid), then the three
         directions relative to the centre, summed over centres.
     """
+    return star_sweeps(t, nbr, out, off, width, deltas, per_centre, True)
+
+
+@nb.njit(cache=True, nogil=True)
+def star_sweeps(t, nbr, out, off, width, deltas, per_centre, apart):
+    """:func:`count_stars`; unless ``apart``, every role keeps the triples on one
+    neighbour (for the caller to take out, counted per pair)."""
     nd = deltas.shape[0]
     w = max(width, 1)
     size = 1
@@ -167,11 +176,11 @@ def count_stars(t, nbr, out, off, width, deltas, per_centre):
         if off[c + 1] - off[c] < 3:
             continue
         group[:] = 0
-        _centre(t, nbr, out, off[c], off[c + 1], deltas, st, group)
+        _centre(t, nbr, out, off[c], off[c + 1], deltas, st, apart, group)
         total += group
         if keep:
             per_centre[c] = group
     return total
 
 
-__all__ = ["count_stars", "local_ids"]
+__all__ = ["count_stars", "local_ids", "star_sweeps"]
