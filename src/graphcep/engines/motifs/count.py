@@ -8,14 +8,19 @@ All δ are counted in one call over one grouping of the events.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
+import numba
 import numpy as np
 
 from graphcep.engines.motifs.layout import matrices, raphtory_local
 from graphcep.engines.motifs.order import (
     MotifStream,
     Pairs,
+    Stars,
     counting_sort,
     paired_stars,
     pairs,
@@ -47,45 +52,121 @@ class StreamCounts:
 
 
 def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -> StreamCounts:
-    """Count every motif of ``stream`` for each δ (int64, in the unit of ``stream.t``)."""
+    """Count every motif of ``stream`` for each δ (int64, in the unit of ``stream.t``).
+
+    The groups of each counter are spread over numba's thread count
+    (``NUMBA_NUM_THREADS``, :func:`numba.set_num_threads`); the kernels release the GIL.
+    """
     deltas = np.asarray(deltas, dtype=np.int64)
     n, nd = stream.n, len(deltas)
     grouped = pairs(stream)
-    per_pair = np.zeros((len(grouped.lo), nd, 2, 2, 2), np.int64) if local else _EMPTY[:, 0]
-    pair_total = count_pairs(grouped.t, grouped.rev, grouped.off, deltas, per_pair)
     centred = paired_stars(stream, grouped)
-    per_centre = np.zeros((n, nd, 3, 2, 2, 2), np.int64) if local else _EMPTY[:, :, None, 0]
-    star_total = star_sweeps(centred.t, centred.nbr, centred.out, centred.off, centred.width,
-                             deltas, per_centre, False)
-    star_total -= _one_neighbour(grouped, deltas, pair_total, per_pair, per_centre)[:, None]
-    per_vertex = np.zeros((n, nd, 2, 2, 2), np.int64) if local else _EMPTY[:, 0]
-    tri_total = count_triangle_groups(triangle_groups(stream, grouped, local), grouped, deltas,
-                                      per_vertex)
+    hi_first = 1 - grouped.rev  # letters relative to hi, ties in hi's star order
+    sort_ties(grouped.t, hi_first, grouped.off)
+
+    def rows(shape: tuple[int, ...]) -> np.ndarray:
+        return np.zeros(shape, np.int64) if local else _EMPTY.reshape((0,) + shape[1:])
+
+    per_pair, per_hi = rows((len(grouped.lo), nd, 2, 2, 2)), rows((len(grouped.lo), nd, 2, 2, 2))
+    per_centre, per_vertex = rows((n, nd, 3, 2, 2, 2)), rows((n, nd, 2, 2, 2))
+    threads = _threads()
+    with _pool(threads) as pool:
+        jobs = [_spread(pool, threads, _pair_part, grouped.off, grouped.t, letters, deltas, out)
+                for letters, out in ((grouped.rev, per_pair), (hi_first, per_hi))]
+        jobs.append(_spread(pool, threads, _star_part, centred.off, centred, deltas, per_centre))
+        groups = triangle_groups(stream, grouped, local)  # while the others count
+        jobs.append(_spread(pool, 4 * threads, _triangle_part, groups.off, groups, grouped,
+                            deltas, per_vertex, by_vertex=True))
+        pair_total, hi_total, star_total, tri_total = (_total(job) for job in jobs)
+    star_total -= (pair_total + hi_total)[:, None]  # the triples on one neighbour
     tables = matrices(pair_total, star_total, tri_total)
     if not local:
         return StreamCounts(tables, None)
-    pair_local = np.zeros((n, nd, 2, 2, 2), np.int64)
+    pair_local, same = np.zeros((2, n, nd, 2, 2, 2), np.int64)
     np.add.at(pair_local, grouped.lo, per_pair)
     np.add.at(pair_local, grouped.hi, per_pair[:, :, ::-1, ::-1, ::-1])
+    np.add.at(same, grouped.lo, per_pair)
+    np.add.at(same, grouped.hi, per_hi)
+    per_centre -= same[:, :, None]
     return StreamCounts(tables, raphtory_local(per_centre, pair_local, per_vertex))
 
 
-def _one_neighbour(grouped: Pairs, deltas: np.ndarray, pair_total: np.ndarray,
-                   per_pair: np.ndarray, per_centre: np.ndarray) -> np.ndarray:
-    """The triples on one neighbour that the star sweeps keep: per centre, the two-node
-    counts of each of its pairs, letters relative to the centre and ties in the centre's
-    order (its own event first) -- at ``lo`` those of the pair counter, at ``hi`` counted
-    again. Returns their total; takes them out of ``per_centre`` when it has rows."""
-    letters = 1 - grouped.rev
-    sort_ties(grouped.t, letters, grouped.off)
-    per_hi = np.zeros_like(per_pair)
-    hi_total = count_pairs(grouped.t, letters, grouped.off, deltas, per_hi)
-    if len(per_centre):
-        same = np.zeros(per_centre.shape[:2] + (2, 2, 2), np.int64)
-        np.add.at(same, grouped.lo, per_pair)
-        np.add.at(same, grouped.hi, per_hi)
-        per_centre -= same[:, :, None]
-    return pair_total + hi_total
+# -- threads: each counter's groups in runs of about equal size, one job per run --------
+
+
+def _threads() -> int:
+    """numba's thread count: ``NUMBA_NUM_THREADS``, or :func:`numba.set_num_threads`."""
+    return numba.get_num_threads()
+
+
+class _Inline:
+    """A one-thread pool: each job runs when submitted."""
+
+    def __enter__(self) -> _Inline:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+    def submit(self, job: Callable, *args: Any) -> Future:
+        done: Future = Future()
+        done.set_result(job(*args))
+        return done
+
+
+def _pool(threads: int) -> ThreadPoolExecutor | _Inline:
+    return ThreadPoolExecutor(threads) if threads > 1 else _Inline()
+
+
+def _spread(pool: ThreadPoolExecutor | _Inline, parts: int, job: Callable, off: np.ndarray,
+            *args: Any, by_vertex: bool = False
+            ) -> list[tuple[Future, np.ndarray | None, np.ndarray]]:
+    """Submit ``job(a, b, *args)`` for runs ``[a, b)`` of the groups ``off``, of about
+    equal size. The last argument, the per-group output (when it has rows), is sliced to
+    the run; indexed ``by_vertex``, each run has its own, added in by :func:`_total`."""
+    groups = len(off) - 1
+    cuts = np.searchsorted(off, np.linspace(0, off[-1], max(parts, 1) + 1)[1:-1])
+    bounds = [0, *np.unique(cuts[(cuts > 0) & (cuts < groups)]).tolist(), groups]
+    *head, out = args
+    jobs = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        own = by_vertex and len(out) > 0 and len(bounds) > 2
+        mine = np.zeros_like(out) if own else out[a:b] if len(out) and not by_vertex else out
+        jobs.append((pool.submit(job, a, b, off, *head, mine), mine if own else None, out))
+    return jobs
+
+
+def _total(jobs: list[tuple[Future, np.ndarray | None, np.ndarray]]) -> np.ndarray:
+    """The jobs' results summed; each run's own per-vertex output added to the whole."""
+    total = jobs[0][0].result()
+    for future, _, _ in jobs[1:]:
+        total = total + future.result()
+    for _, mine, out in jobs:
+        if mine is not None:
+            out += mine
+    return total
+
+
+def _pair_part(a: int, b: int, off: np.ndarray, t: np.ndarray, letters: np.ndarray,
+               deltas: np.ndarray, out: np.ndarray) -> np.ndarray:
+    run = slice(off[a], off[b])
+    return count_pairs(t[run], letters[run], off[a:b + 1] - off[a], deltas, out)
+
+
+def _star_part(a: int, b: int, off: np.ndarray, centred: Stars, deltas: np.ndarray,
+               out: np.ndarray) -> np.ndarray:
+    run = slice(off[a], off[b])
+    return star_sweeps(centred.t[run], centred.nbr[run], centred.out[run], off[a:b + 1] - off[a],
+                       centred.width, deltas, out, False)
+
+
+def _triangle_part(a: int, b: int, off: np.ndarray, groups: TriangleGroups, grouped: Pairs,
+                   deltas: np.ndarray, out: np.ndarray) -> np.ndarray:
+    run = slice(off[a], off[b])
+    part = TriangleGroups(off[a:b + 1] - off[a], groups.pair[a:b], groups.sides[run],
+                          groups.thirds[run], groups.fwd, groups.bwd, groups.d_off,
+                          groups.d_rank, groups.times)
+    return count_triangle_groups(part, grouped, deltas, out)
 
 
 @dataclass(frozen=True)
