@@ -21,7 +21,6 @@ from graphcep.engines.motifs.order import (
     MotifStream,
     Pairs,
     Stars,
-    counting_sort,
     paired_stars,
     pairs,
     sort_ties,
@@ -31,6 +30,7 @@ from graphcep.engines.motifs.stars import star_sweeps
 from graphcep.engines.motifs.triangles import (
     count_triangles,
     directed_lists,
+    group_triangles,
     higher_neighbours,
     list_triangles,
 )
@@ -198,18 +198,8 @@ def triangle_groups(stream: MotifStream, grouped: Pairs, local: bool = False) ->
     rank = np.empty(stream.n, dtype=np.int64)
     rank[np.lexsort((np.arange(stream.n), degree))] = np.arange(stream.n)
     found = list_triangles(*higher_neighbours(lo, hi, grouped.directed, rank), grouped.events, lo)
-    if local:
-        g_pair, g_off = found[:, 0], np.arange(len(found) + 1)
-    else:
-        by_edge = np.empty(len(found), dtype=np.int64)
-        edge_off = counting_sort(found[:, 0], len(lo), by_edge)
-        found = found[by_edge]
-        g_pair = np.flatnonzero(np.diff(edge_off))
-        g_off = np.append(edge_off[g_pair], len(found)).astype(np.int64)
-    side_a = found[:, 1]
-    thirds = np.where(lo[side_a] == lo[found[:, 0]], hi[side_a], lo[side_a])
-    return TriangleGroups(g_off, g_pair, np.ascontiguousarray(found[:, 1:]), thirds, fwd, bwd,
-                          d_off, d_rank, grouped.times)
+    g_off, g_pair, sides, thirds = group_triangles(found, lo, hi, local)
+    return TriangleGroups(g_off, g_pair, sides, thirds, fwd, bwd, d_off, d_rank, grouped.times)
 
 
 def count_triangle_groups(groups: TriangleGroups, grouped: Pairs, deltas: np.ndarray,

@@ -120,6 +120,38 @@ def directed_lists(off, rev, rank, directed):
 
 
 @nb.njit(cache=True, nogil=True)
+def group_triangles(found, lo, hi, alone):
+    """The listed triangles grouped by their edge, in listing order within a group (one
+    group per triangle when ``alone``): offsets, edges, sides and third vertices."""
+    count = found.shape[0]
+    order = np.arange(count)
+    if alone:
+        off = np.arange(count + 1)
+        edges = found[:, 0].copy()
+    else:
+        per_edge = np.zeros(lo.shape[0] + 1, dtype=np.int64)
+        for i in range(count):
+            per_edge[found[i, 0] + 1] += 1
+        edges = np.flatnonzero(per_edge[1:])
+        off = np.zeros(edges.shape[0] + 1, dtype=np.int64)
+        for g in range(edges.shape[0]):
+            off[g + 1] = off[g] + per_edge[edges[g] + 1]
+        at = np.empty(lo.shape[0], dtype=np.int64)
+        at[edges] = off[:-1]
+        for i in range(count):
+            order[at[found[i, 0]]] = i
+            at[found[i, 0]] += 1
+    sides = np.empty((count, 2), dtype=np.int64)
+    thirds = np.empty(count, dtype=np.int64)
+    for k in range(count):
+        i = order[k]
+        sides[k, 0], sides[k, 1] = found[i, 1], found[i, 2]
+        q = found[i, 1]  # the third vertex's pair with the edge's lo
+        thirds[k] = hi[q] if lo[q] == lo[found[i, 0]] else lo[q]
+    return off, edges, sides, thirds
+
+
+@nb.njit(cache=True, nogil=True)
 def _assign(uv, uw, vw, names, counts_of, lo):
     """SNAP's choice: the edge with the most events (ties: uv, uw, vw)."""
     u, v, w = names
@@ -426,4 +458,5 @@ def _events(q, fwd, bwd, d_off):
     return total
 
 
-__all__ = ["count_triangles", "directed_lists", "higher_neighbours", "list_triangles"]
+__all__ = ["count_triangles", "directed_lists", "group_triangles", "higher_neighbours",
+           "list_triangles"]
