@@ -75,8 +75,9 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
                 for letters, out in ((grouped.rev, per_pair), (hi_first, per_hi))]
         jobs.append(_spread(pool, threads, _star_part, centred.off, centred, deltas, per_centre))
         groups = triangle_groups(stream, grouped, local)  # while the others count
-        jobs.append(_spread(pool, 4 * threads, _triangle_part, groups.off, groups, grouped,
-                            deltas, per_vertex, by_vertex=True))
+        # triangle groups vary most in cost: more runs, taken as threads free up
+        jobs.append(_spread(pool, 4 * threads if threads > 1 else 1, _triangle_part, groups.off,
+                            groups, grouped, deltas, per_vertex, by_vertex=True))
         pair_total, hi_total, star_total, tri_total = (_total(job) for job in jobs)
     star_total -= (pair_total + hi_total)[:, None]  # the triples on one neighbour
     tables = matrices(pair_total, star_total, tri_total)
@@ -121,8 +122,8 @@ def _pool(threads: int) -> ThreadPoolExecutor | _Inline:
 def _spread(pool: ThreadPoolExecutor | _Inline, parts: int, job: Callable, off: np.ndarray,
             *args: Any, by_vertex: bool = False
             ) -> list[tuple[Future, np.ndarray | None, np.ndarray]]:
-    """Submit ``job(a, b, *args)`` for runs ``[a, b)`` of the groups ``off``, of about
-    equal size. The last argument, the per-group output (when it has rows), is sliced to
+    """Submit ``job(a, b, off, *args)`` for about ``parts`` runs ``[a, b)`` of the groups
+    ``off``, of about equal size. The last argument, the per-group output (when it has rows), is sliced to
     the run; indexed ``by_vertex``, each run has its own, added in by :func:`_total`."""
     groups = len(off) - 1
     cuts = np.searchsorted(off, np.linspace(0, off[-1], max(parts, 1) + 1)[1:-1])

@@ -1,8 +1,9 @@
 """The event stream as the motif counters read it: dense vertex ids, groups, the tie rule.
 
 SNAP's ``temporalmotifs`` (Paranjape, Benson, Leskovec, WSDM 2017) counts every 3-event
-subsequence of a group of events sorted by time. This module builds those groups with
-NumPy, sorted by time and, on equal times, by the rule below, for the counters
+subsequence of a group of events sorted by time. This module builds those groups from
+one time order of the events by counting sorts (numba), each group sorted by time and,
+on equal times, by the rule below, for the counters
 (:mod:`~graphcep.engines.motifs.pairs`, :mod:`~graphcep.engines.motifs.stars`,
 :mod:`~graphcep.engines.motifs.triangles`).
 
@@ -322,6 +323,6 @@ def _star_layout(by_time, t, src, dst, sends_back, n):
     return c_t, nbr, minor & 1, off, width
 
 
-__all__ = ["MotifStream", "Pairs", "Stars", "centre_groups", "counting_sort", "directed_keys", "has_key",
-           "motif_stream", "offsets", "paired_stars", "pairs", "sort_ties", "stars",
+__all__ = ["MotifStream", "Pairs", "Stars", "centre_groups", "counting_sort", "directed_keys",
+           "has_key", "motif_stream", "offsets", "paired_stars", "pairs", "sort_ties", "stars",
            "time_order", "vertex_order"]
