@@ -162,17 +162,48 @@ def _pair_layout(by_time, t, src, dst, n):
     """Pair ids in ``(lo, hi)`` order, and the events grouped by pair in ``(t, rev)``
     order, with their time ranks."""
     m = t.shape[0]
-    rank = np.empty(m, dtype=np.int64)
-    times = np.empty(m, dtype=np.int64)
+    rank, times = _time_ranks(by_time, t)
+    pair, p_lo, p_hi = _pair_ids(np.minimum(src, dst), np.maximum(src, dst), n)
+    npairs = p_lo.shape[0]
+    off = np.zeros(npairs + 1, dtype=np.int64)
+    directed = np.zeros((npairs, 2), dtype=np.int64)
+    for e in range(m):
+        off[pair[e] + 1] += 1
+        directed[pair[e], 1 if src[e] > dst[e] else 0] += 1
+    for p in range(npairs):
+        off[p + 1] += off[p]
+    fill = off[:-1].copy()
+    g_t = np.empty(m, dtype=np.int64)
+    g_rev = np.empty(m, dtype=np.int64)
+    g_rank = np.empty(m, dtype=np.int64)
+    for i in range(m):  # in time order: each pair's events come sorted by time
+        e = by_time[i]
+        j = fill[pair[e]]
+        fill[pair[e]] += 1
+        g_t[j], g_rev[j], g_rank[j] = t[e], 1 if src[e] > dst[e] else 0, rank[e]
+    sort_ties(g_t, g_rev, off)
+    return pair, p_lo, p_hi, off, g_t, g_rev, g_rank, times, directed
+
+
+@nb.njit(cache=True, nogil=True)
+def _time_ranks(by_time, t):
+    """Each event's rank among the distinct times, and those times sorted."""
+    rank = np.empty(t.shape[0], dtype=np.int64)
+    times = np.empty(t.shape[0], dtype=np.int64)
     distinct = 0
-    for i in range(m):
+    for i in range(t.shape[0]):
         e = by_time[i]
         if i == 0 or t[e] != times[distinct - 1]:
             times[distinct] = t[e]
             distinct += 1
         rank[e] = distinct - 1
-    lo = np.minimum(src, dst)
-    hi = np.maximum(src, dst)
+    return rank, times[:distinct]
+
+
+@nb.njit(cache=True, nogil=True)
+def _pair_ids(lo, hi, n):
+    """Each event's pair id, pairs numbered in ``(lo, hi)`` order; the pairs' vertices."""
+    m = lo.shape[0]
     by_lo = np.empty(m, dtype=np.int64)
     lo_off = counting_sort(lo, n, by_lo)
     pair = np.empty(m, dtype=np.int64)
@@ -198,24 +229,7 @@ def _pair_layout(by_time, t, src, dst, n):
         npairs += k
         for i in range(lo_off[u], lo_off[u + 1]):
             pair[by_lo[i]] = slot[hi[by_lo[i]]]
-    off = np.zeros(npairs + 1, dtype=np.int64)
-    directed = np.zeros((npairs, 2), dtype=np.int64)
-    for e in range(m):
-        off[pair[e] + 1] += 1
-        directed[pair[e], 1 if src[e] > dst[e] else 0] += 1
-    for p in range(npairs):
-        off[p + 1] += off[p]
-    fill = off[:-1].copy()
-    g_t = np.empty(m, dtype=np.int64)
-    g_rev = np.empty(m, dtype=np.int64)
-    g_rank = np.empty(m, dtype=np.int64)
-    for i in range(m):  # in time order: each pair's events come sorted by time
-        e = by_time[i]
-        j = fill[pair[e]]
-        fill[pair[e]] += 1
-        g_t[j], g_rev[j], g_rank[j] = t[e], 1 if src[e] > dst[e] else 0, rank[e]
-    sort_ties(g_t, g_rev, off)
-    return pair, p_lo[:npairs], p_hi[:npairs], off, g_t, g_rev, g_rank, times[:distinct], directed
+    return pair, p_lo[:npairs], p_hi[:npairs]
 
 
 @nb.njit(cache=True, nogil=True)

@@ -216,7 +216,7 @@ def _gather_sides(p, sides, fwd, bwd, lo, hi, d_off, d_rank, times, g_t, g_off, 
             po = g_off[other]
             for i in range(d_off[k], d_off[k + 1]):
                 ti = times[d_rank[i]]
-                if stamp[(ti - origin) >> shift] != mark:
+                if shift >= 0 and stamp[(ti - origin) >> shift] != mark:
                     continue  # no event of the edge within reach
                 po = _reach(g_t, po, o1, ti - reach)
                 if po == o1:
@@ -232,6 +232,8 @@ def _mark_edge(g_t, begin, end, near):
     """Mark the time buckets within one bucket of the edge's events (a bucket is at least
     ``reach`` wide, so every time within ``reach`` of an edge event is marked)."""
     stamp, shift, origin, mark = near
+    if shift < 0:
+        return
     for i in range(begin, end):
         b = (g_t[i] - origin) >> shift
         stamp[b - 1] = mark
@@ -416,7 +418,7 @@ def count_triangles(g_off, g_pair, g_sides, thirds, lo, hi, fwd, bwd, d_off, d_r
         p = g_pair[g]
         if reach < 0:
             break
-        near = (stamp, shift, times[0] - (1 << shift), g + 1)
+        near = (stamp, shift, times[0] - (1 << max(shift, 0)), g + 1)
         _mark_edge(g_t, g_off_pairs[p], g_off_pairs[p + 1], near)
         ns = _gather_sides(p, g_sides[g_off[g]:g_off[g + 1]], fwd, bwd, lo, hi, d_off, d_rank,
                            times, g_t, g_off_pairs, reach, near, wbits, buf)
@@ -439,9 +441,13 @@ def count_triangles(g_off, g_pair, g_sides, thirds, lo, hi, fwd, bwd, d_off, d_r
 @nb.njit(cache=True, nogil=True)
 def _buckets(times, reach):
     """Time buckets for the edge marks: a power-of-two width at least ``reach``, and at
-    most about 2**20 buckets; their stamps (one spare bucket at each end)."""
-    if times.shape[0] == 0 or reach < 0:
-        return 0, np.zeros(3, dtype=np.int64)
+    most about 2**20 buckets; their stamps (one spare bucket at each end). Shift -1 (no
+    marks) when every time is within ``reach`` of every other, or for times or a reach
+    so large that bucket arithmetic could overflow."""
+    limit = 1 << 60
+    if (times.shape[0] == 0 or reach < 0 or reach > limit or times[0] < -limit
+            or times[-1] > limit or times[-1] - times[0] <= reach):
+        return -1, np.zeros(1, dtype=np.int64)
     span = times[-1] - times[0]
     shift = 0
     while (1 << shift) < reach or (span >> shift) > (1 << 20):
