@@ -60,7 +60,6 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     deltas = np.asarray(deltas, dtype=np.int64)
     n, nd = stream.n, len(deltas)
     grouped = pairs(stream)
-    centred = paired_stars(stream, grouped)
     hi_first = 1 - grouped.rev  # letters relative to hi, ties in hi's star order
     sort_ties(grouped.t, hi_first, grouped.off)
 
@@ -73,8 +72,9 @@ def count_stream(stream: MotifStream, deltas: np.ndarray, local: bool = False) -
     with _pool(threads) as pool:
         jobs = [_spread(pool, threads, _pair_part, grouped.off, grouped.t, letters, deltas, out)
                 for letters, out in ((grouped.rev, per_pair), (hi_first, per_hi))]
+        centred = paired_stars(stream, grouped)  # while the pairs count
         jobs.append(_spread(pool, threads, _star_part, centred.off, centred, deltas, per_centre))
-        groups = triangle_groups(stream, grouped, local)  # while the others count
+        groups = triangle_groups(stream, grouped, local)  # while the stars count
         # triangle groups vary most in cost: more runs, taken as threads free up
         jobs.append(_spread(pool, 4 * threads if threads > 1 else 1, _triangle_part, groups.off,
                             groups, grouped, deltas, per_vertex, by_vertex=True))
