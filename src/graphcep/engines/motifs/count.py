@@ -125,16 +125,23 @@ def _spread(pool: ThreadPoolExecutor | _Inline, parts: int, job: Callable, off: 
     """Submit ``job(a, b, off, *args)`` for about ``parts`` runs ``[a, b)`` of the groups
     ``off``, of about equal size. The last argument, the per-group output (when it has rows), is sliced to
     the run; indexed ``by_vertex``, each run has its own, added in by :func:`_total`."""
-    groups = len(off) - 1
-    cuts = np.searchsorted(off, np.linspace(0, off[-1], max(parts, 1) + 1)[1:-1])
-    bounds = [0, *np.unique(cuts[(cuts > 0) & (cuts < groups)]).tolist(), groups]
+    runs = _runs(off, parts)
     *head, out = args
     jobs = []
-    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
-        own = by_vertex and len(out) > 0 and len(bounds) > 2
+    for a, b in runs:
+        own = by_vertex and len(out) > 0 and len(runs) > 1
         mine = np.zeros_like(out) if own else out[a:b] if len(out) and not by_vertex else out
         jobs.append((pool.submit(job, a, b, off, *head, mine), mine if own else None, out))
     return jobs
+
+
+def _runs(off: np.ndarray, parts: int) -> list[tuple[int, int]]:
+    """About ``parts`` runs ``[a, b)`` of the groups ``off`` (CSR offsets of their
+    sizes), of about equal size; one empty run when there is no group."""
+    groups = len(off) - 1
+    cuts = np.searchsorted(off, np.linspace(0, off[-1], max(parts, 1) + 1)[1:-1])
+    bounds = [0, *np.unique(cuts[(cuts > 0) & (cuts < groups)]).tolist(), groups]
+    return list(zip(bounds[:-1], bounds[1:], strict=True))
 
 
 def _total(jobs: list[tuple[Future, np.ndarray | None, np.ndarray]]) -> np.ndarray:
@@ -198,9 +205,25 @@ def triangle_groups(stream: MotifStream, grouped: Pairs, local: bool = False) ->
     degree = np.bincount(np.concatenate([lo, hi]), minlength=stream.n) + stream.self_loop
     rank = np.empty(stream.n, dtype=np.int64)
     rank[np.lexsort((np.arange(stream.n), degree))] = np.arange(stream.n)
-    found = list_triangles(*higher_neighbours(lo, hi, grouped.directed, rank), grouped.events, lo)
+    found = _listed(higher_neighbours(lo, hi, grouped.directed, rank), grouped.events, lo)
     g_off, g_pair, sides, thirds = group_triangles(found, lo, hi, local)
     return TriangleGroups(g_off, g_pair, sides, thirds, fwd, bwd, d_off, d_rank, grouped.times)
+
+
+def _listed(up: tuple[np.ndarray, np.ndarray, np.ndarray], events: np.ndarray,
+            lo: np.ndarray) -> np.ndarray:
+    """:func:`list_triangles` over all vertices, in runs of vertices of about equal work
+    on numba's thread count, the runs' triangles in vertex order."""
+    up_off, nbr, ids = up
+    threads, n = _threads(), len(up_off) - 1
+    degree = np.diff(up_off)
+    work = np.zeros(n + 1, dtype=np.int64)  # the neighbour lists each vertex scans
+    np.cumsum(np.bincount(np.repeat(np.arange(n), degree), weights=degree[nbr], minlength=n)
+              .astype(np.int64) + 1, out=work[1:])
+    with _pool(threads) as pool:
+        runs = [pool.submit(list_triangles, up_off, nbr, ids, events, lo, a, b)
+                for a, b in _runs(work, 2 * threads if threads > 1 else 1)]
+        return np.concatenate([run.result() for run in runs])
 
 
 def count_triangle_groups(groups: TriangleGroups, grouped: Pairs, deltas: np.ndarray,

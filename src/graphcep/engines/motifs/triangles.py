@@ -56,8 +56,9 @@ def higher_neighbours(lo, hi, directed, rank):
 
 
 @nb.njit(cache=True, nogil=True)
-def list_triangles(up_off, up, up_pair, counts_of, lo):
-    """Static triangles, each given to one edge: ``(edge, a-side pair, b-side pair)``.
+def list_triangles(up_off, up, up_pair, counts_of, lo, first, last):
+    """Static triangles of the lowest vertices ``first <= u < last``, each given to one
+    edge: ``(edge, a-side pair, b-side pair)``, in the order of ``u``.
 
     ``up_off``/``up``: each vertex's neighbours of higher degree rank, in its neighbour
     order; ``up_pair`` the undirected pair id of each entry; ``counts_of``: events per
@@ -70,7 +71,7 @@ def list_triangles(up_off, up, up_pair, counts_of, lo):
     size = 1024
     out = np.empty((size, 3), dtype=np.int64)
     found = 0
-    for u in range(nv):
+    for u in range(first, last):
         for p in range(up_off[u], up_off[u + 1]):
             mark[up[p]] = p + 1
         for p in range(up_off[u], up_off[u + 1]):
