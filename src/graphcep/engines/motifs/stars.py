@@ -15,7 +15,7 @@ hold them too, and the counter takes them out afterwards, counting each neighbou
 events (in the centre's order) with the two-node counter of
 :mod:`~graphcep.engines.motifs.pairs` -- what SNAP does by subtracting each centre's
 two-node counts. Directions are relative to the centre: 0 = ``c -> x``, 1 = ``x -> c``.
-Each δ keeps its own windows over the same pass.
+Each δ keeps its own windows; they advance together in one pass over the events.
 """
 
 from __future__ import annotations
