@@ -6,7 +6,9 @@ each in its own process:
 
 1. **graphcep API** -- ``graphcep.motifs.count_motifs(table, [600, 3600, 86400])`` on the
    edge table already read (``read_edges``, timed on its own row), all δ in one call; an
-   untimed first run loads the compiled kernels, then the best of ``--repeat`` runs.
+   untimed first run loads the compiled kernels, then the best of ``--repeat`` runs; on
+   the machine's cores (numba's default thread count) and on one
+   (``NUMBA_NUM_THREADS=1``), each in its own process, with the same tables.
 2. **graphcep CLI** -- the whole ``graphcep motifs -i FILE --delta 600,3600,86400
    --format json`` process (start-up, reading, counting, writing), best of ``--repeat``
    after one untimed run.
@@ -19,7 +21,7 @@ each in its own process:
 4. **SNAP, OpenMP** -- the same with ``OMP_NUM_THREADS`` = the machine's cores.
 5. **Raphtory** -- ``raphtory.algorithms.global_temporal_three_node_motif_multi`` on a
    graph loaded from the same table (loading timed on its own), with its default threads
-   and with one thread (graphcep counts on one), in a virtual environment
+   and with one thread (against graphcep on one), in a virtual environment
    of its own (``~/.cache/graphcep-bench/raphtory-venv``, ``pip install raphtory``);
    skipped with a message when it cannot be installed.
 
@@ -182,8 +184,12 @@ def run_cli(path: Path, repeat: int) -> float:
     return best
 
 
-def _env() -> dict[str, str]:
-    return {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+def _env(threads: int = 0) -> dict[str, str]:
+    """This checkout's graphcep; ``threads`` > 0 sets numba's thread count."""
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    if threads:
+        env["NUMBA_NUM_THREADS"] = str(threads)
+    return env
 
 
 def totals(tables: np.ndarray) -> dict[str, list[int]]:
@@ -204,13 +210,16 @@ def bench_stream(name: str, repeat: int, snap: Path | None, raphtory: Path | Non
     path = plain_copy(name)
     with open(path, "rb") as lines:
         row: dict = {"stream": name, "events": sum(1 for _ in lines)}
-    api = subprocess.run([sys.executable, "-c", API_CHILD, str(path), ",".join(map(str, DELTAS)),
-                          str(repeat)], capture_output=True, text=True, check=True, env=_env())
-    found = json.loads(api.stdout)
-    ours = np.array(found["tables"])
-    row.update(read_s=found["read_s"], api_s=found["count_s"], first_s=found["first_s"],
-               api_cpu=found["count_cpu"],
-               cli_s=run_cli(path, repeat), totals=totals(ours))
+    for threads, key in ((0, "api"), (1, "api1")):
+        api = subprocess.run([sys.executable, "-c", API_CHILD, str(path),
+                              ",".join(map(str, DELTAS)), str(repeat)], capture_output=True,
+                             text=True, check=True, env=_env(threads))
+        found = json.loads(api.stdout)
+        row.update({f"{key}_s": found["count_s"], f"{key}_cpu": found["count_cpu"],
+                    f"{key}_tables": np.array(found["tables"])})
+    ours = row["api_tables"]
+    row.update(read_s=found["read_s"], first_s=found["first_s"], cli_s=run_cli(path, repeat),
+               totals=totals(ours), threads_equal=bool((row["api1_tables"] == ours).all()))
     if snap is not None:
         for threads, key in ((1, "snap1"), (os.cpu_count() or 1, "snapn")):
             runs = [run_snap(snap, path, d, threads) for d in DELTAS]
@@ -235,10 +244,10 @@ def bench_stream(name: str, repeat: int, snap: Path | None, raphtory: Path | Non
 
 def report(rows: list[dict], notes: list[str]) -> tuple[str, bool]:
     """The Markdown block and whether every check passed."""
-    lines = ["| stream | events | graphcep API s | read s | graphcep CLI s | SNAP 1 thread s "
-             f"| SNAP {os.cpu_count()} threads s | Raphtory s | Raphtory 1 thread s "
-             "| API vs SNAP 1t | CLI vs SNAP 1t | API vs Raphtory | API vs Raphtory 1t "
-             "| tables vs SNAP |", "|" + "---|" * 14]
+    lines = ["| stream | events | graphcep API s | graphcep API 1 thread s | read s "
+             f"| graphcep CLI s | SNAP 1 thread s | SNAP {os.cpu_count()} threads s | Raphtory s "
+             "| Raphtory 1 thread s | API 1t vs SNAP 1t | CLI vs SNAP 1t | API vs Raphtory "
+             "| API 1t vs Raphtory 1t | tables vs SNAP |", "|" + "---|" * 15]
     ok = True
     for r in rows:
         def cell(key: str, r: dict = r) -> str:
@@ -254,29 +263,34 @@ def report(rows: list[dict], notes: list[str]) -> tuple[str, bool]:
             ok &= r["snap_totals_equal"] and (r["snap_diff"] == 0 or r["snap_self_diff"] > 0)
         else:
             same = "-"
+        same += "; 1 thread " + ("identical" if r["threads_equal"] else "DIFFERS")
+        ok &= r["threads_equal"]
         if "raphtory_totals_equal" in r:
             equal = r["raphtory_totals_equal"] and r["raphtory1_totals_equal"]
             same += "; Raphtory totals " + ("equal" if equal else "DIFFER")
             ok &= equal
-        lines.append(f"| {r['stream']} | {r['events']:,} | {r['api_s']:.3f} | {r['read_s']:.3f} "
-                     f"| {r['cli_s']:.3f} | {cell('snap1_s')} | {cell('snapn_s')} "
-                     f"| {cell('raphtory_s')} | {cell('raphtory1_s')} | {ratio('snap1_s', 'api_s')} "
-                     f"| {ratio('snap1_s', 'cli_s')} | {ratio('raphtory_s', 'api_s')} "
-                     f"| {ratio('raphtory1_s', 'api_s')} | {same} |")
+        lines.append(f"| {r['stream']} | {r['events']:,} | {r['api_s']:.3f} | {r['api1_s']:.3f} "
+                     f"| {r['read_s']:.3f} | {r['cli_s']:.3f} | {cell('snap1_s')} "
+                     f"| {cell('snapn_s')} | {cell('raphtory_s')} | {cell('raphtory1_s')} "
+                     f"| {ratio('snap1_s', 'api1_s')} | {ratio('snap1_s', 'cli_s')} "
+                     f"| {ratio('raphtory_s', 'api_s')} | {ratio('raphtory1_s', 'api1_s')} "
+                     f"| {same} |")
     lines += ["", "CPU seconds (user + system, all threads; the shared machine's load "
               "stretches wall times, far less CPU times):", "",
-              "| stream | graphcep API | SNAP 1 thread | Raphtory | Raphtory 1 thread "
-              "| SNAP 1t / API | Raphtory / API | Raphtory 1t / API |", "|" + "---|" * 8]
+              "| stream | graphcep API | graphcep API 1 thread | SNAP 1 thread | Raphtory "
+              "| Raphtory 1 thread | SNAP 1t / API 1t | Raphtory / API "
+              "| Raphtory 1t / API 1t |", "|" + "---|" * 9]
     for r in rows:
         def cpu(key: str, r: dict = r) -> str:
             return f"{r[key]:.3f}" if key in r else "skipped"
 
-        def over(key: str, r: dict = r) -> str:
-            return f"{r[key] / r['api_cpu']:.1f}x" if key in r else "-"
+        def over(key: str, mine: str, r: dict = r) -> str:
+            return f"{r[key] / r[mine]:.1f}x" if key in r else "-"
 
-        lines.append(f"| {r['stream']} | {r['api_cpu']:.3f} | {cpu('snap1_cpu')} "
-                     f"| {cpu('raphtory_cpu')} | {cpu('raphtory1_cpu')} | {over('snap1_cpu')} "
-                     f"| {over('raphtory_cpu')} | {over('raphtory1_cpu')} |")
+        lines.append(f"| {r['stream']} | {r['api_cpu']:.3f} | {r['api1_cpu']:.3f} "
+                     f"| {cpu('snap1_cpu')} | {cpu('raphtory_cpu')} | {cpu('raphtory1_cpu')} "
+                     f"| {over('snap1_cpu', 'api1_cpu')} | {over('raphtory_cpu', 'api_cpu')} "
+                     f"| {over('raphtory1_cpu', 'api1_cpu')} |")
     lines += ["", targets(rows), "", "Group totals per δ (600, 3600, 86400 s):", ""]
     for r in rows:
         lines.append(f"- {r['stream']}: " + "; ".join(f"{k} {v}" for k, v in r["totals"].items()))
@@ -293,10 +307,10 @@ def targets(rows: list[dict]) -> str:
     return ("Targets: identical tables -- identical on " + (", ".join(same) or "no stream")
             + "; elsewhere equal two-node, star and triangle totals, where SNAP's own cells "
             f"change from run to run (ties); >= 10x Raphtory -- API {span('raphtory_s', 'api_s')} "
-            f"wall (its threads), {span('raphtory1_s', 'api_s')} wall (one thread, as graphcep), "
-            f"{span('raphtory_cpu', 'api_cpu')} CPU; at least SNAP's "
-            f"speed on one thread -- API {span('snap1_s', 'api_s')} wall, "
-            f"{span('snap1_cpu', 'api_cpu')} CPU, whole CLI process "
+            f"wall (both on every core), {span('raphtory1_s', 'api1_s')} wall (both on one "
+            f"thread), {span('raphtory_cpu', 'api_cpu')} CPU; at least SNAP's "
+            f"speed on one thread -- API {span('snap1_s', 'api1_s')} wall (one thread), "
+            f"{span('snap1_cpu', 'api1_cpu')} CPU, whole CLI process "
             f"{span('snap1_s', 'cli_s')} (all δ in one call against one SNAP process per δ).")
 
 

@@ -13,6 +13,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from graphcep.engines.motifs import count as motif_count
 from graphcep.engines.motifs.layout import group_totals
 from graphcep.lang.sal import parse_query
 from graphcep.motifs import count_motifs, delta_to_us
@@ -133,6 +134,26 @@ def test_tables_and_local_counts_equal_brute_force():
     deltas = [0, 1, 3, 8]
     for _ in range(60):
         events = _random_events(rng)
+        counts = count_motifs(_table(events), deltas, local=True)
+        oracle = Oracle(events)
+        for i, delta in enumerate(deltas):
+            np.testing.assert_array_equal(counts.tables[i], oracle.table(delta),
+                                          err_msg=f"{events} δ={delta}")
+            local = oracle.local(delta)
+            for j, v in enumerate(counts.vertices):
+                assert counts.local[j, i].tolist() == local[v], (events, delta, v)
+
+
+@pytest.mark.parametrize("threads", [1, 5])
+def test_counts_spread_over_threads_equal_brute_force(monkeypatch, threads):
+    # the counters' groups run in up to `threads` jobs, each with its own slices
+    monkeypatch.setattr(motif_count, "_threads", lambda: threads)
+    rng = np.random.default_rng(11 + threads)
+    deltas = [0, 2, 8]
+    for _ in range(15):
+        nv = int(rng.integers(3, 8))
+        events = [(str(rng.integers(nv)), str(rng.integers(nv)), int(rng.integers(12)))
+                  for _ in range(int(rng.integers(10, 30)))]
         counts = count_motifs(_table(events), deltas, local=True)
         oracle = Oracle(events)
         for i, delta in enumerate(deltas):

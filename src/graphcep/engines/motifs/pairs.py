@@ -15,12 +15,14 @@ import numpy as np
 
 
 @nb.njit(cache=True, nogil=True)
-def _pair_group(t, rev, begin, end, deltas, out):
-    """Add the group's triple counts ``out[d, i, j, k]`` (letters i, j, k) for every δ."""
+def pair_group(t, rev, begin, end, deltas, scratch, out):
+    """Add the group's triple counts ``out[d, i, j, k]`` (letters i, j, k) for every δ;
+    ``scratch``: :func:`pair_scratch`."""
+    c1, c2, start = scratch
     nd = deltas.shape[0]
-    c1 = np.zeros((nd, 2), dtype=np.int64)
-    c2 = np.zeros((nd, 2, 2), dtype=np.int64)
-    start = np.full(nd, begin, dtype=np.int64)
+    c1[:] = 0
+    c2[:] = 0
+    start[:] = begin
     for j in range(begin, end):
         e = rev[j]
         for d in range(nd):
@@ -38,6 +40,13 @@ def _pair_group(t, rev, begin, end, deltas, out):
             c2[d, 0, e] += c1[d, 0]
             c2[d, 1, e] += c1[d, 1]
             c1[d, e] += 1
+
+
+@nb.njit(cache=True, nogil=True)
+def pair_scratch(nd):
+    """The 2-letter counter's state for ``nd`` windows."""
+    return (np.zeros((nd, 2), dtype=np.int64), np.zeros((nd, 2, 2), dtype=np.int64),
+            np.zeros(nd, dtype=np.int64))
 
 
 @nb.njit(cache=True, nogil=True)
@@ -63,15 +72,16 @@ def count_pairs(t, rev, off, deltas, per_pair):
     total = np.zeros((nd, 2, 2, 2), dtype=np.int64)
     keep = per_pair.shape[0] > 0
     group = np.zeros((nd, 2, 2, 2), dtype=np.int64)
+    scratch = pair_scratch(nd)
     for p in range(off.shape[0] - 1):
         if off[p + 1] - off[p] < 3:
             continue
         group[:] = 0
-        _pair_group(t, rev, off[p], off[p + 1], deltas, group)
+        pair_group(t, rev, off[p], off[p + 1], deltas, scratch, group)
         total += group
         if keep:
             per_pair[p] = group
     return total
 
 
-__all__ = ["count_pairs"]
+__all__ = ["count_pairs", "pair_group", "pair_scratch"]

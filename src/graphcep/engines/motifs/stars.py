@@ -10,16 +10,20 @@ neighbour of ``c``:
 * ``mid``: pairs ``(a, b)`` on one neighbour around ``j``, ``a`` before and ``b`` after,
   ``t_b - t_a <= δ``.
 
-Triples all on ``j``'s own neighbour are two-node motifs, not stars: the counter keeps
-the same sums per neighbour and takes ``j``'s out, which is what SNAP does by
-subtracting each centre's two-node counts. Directions are relative to the centre:
-0 = ``c -> x``, 1 = ``x -> c``. Each δ keeps its own windows over the same pass.
+Triples all on ``j``'s own neighbour are two-node motifs, not stars: each role's sums
+hold them too, and the counter takes them out afterwards, counting each neighbour's
+events (in the centre's order) with the two-node counter of
+:mod:`~graphcep.engines.motifs.pairs` -- what SNAP does by subtracting each centre's
+two-node counts. Directions are relative to the centre: 0 = ``c -> x``, 1 = ``x -> c``.
+Each δ keeps its own windows; they advance together in one pass over the events.
 """
 
 from __future__ import annotations
 
 import numba as nb
 import numpy as np
+
+from graphcep.engines.motifs.pairs import pair_group, pair_scratch
 
 
 @nb.njit(cache=True, nogil=True)
@@ -44,60 +48,88 @@ def local_ids(off, other, n):
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _push(nodes, pair_sum, per_nbr, d, x, o):
+def _push(nodes, pair_sum, d, x, o):
     for i in range(2):
-        pair_sum[d, i, o] += nodes[d, i, x]
-        per_nbr[d, x, i, o] += nodes[d, i, x]
-    nodes[d, o, x] += 1
+        pair_sum[d, i, o] += nodes[x, d, i]
+    nodes[x, d, o] += 1
 
 
 @nb.njit(cache=True, nogil=True, inline="always")
-def _pop(nodes, pair_sum, per_nbr, d, x, o):
-    nodes[d, o, x] -= 1
+def _pop(nodes, pair_sum, d, x, o):
+    nodes[x, d, o] -= 1
     for i in range(2):
-        pair_sum[d, o, i] -= nodes[d, i, x]
-        per_nbr[d, x, o, i] -= nodes[d, i, x]
+        pair_sum[d, o, i] -= nodes[x, d, i]
 
 
 @nb.njit(cache=True, nogil=True)
-def _centre(t, nbr, out, begin, end, deltas, st, counts):
-    """Add one centre's star counts ``counts[d, role, i, j, k]`` (role 0 pre, 1 pos, 2 mid)."""
-    pre_nodes, pos_nodes, pre_nbr, pos_nbr, mid_nbr, sums = st
+def _centre(t, nbr, out, begin, end, deltas, st, apart, counts):
+    """Add one centre's star counts ``counts[d, role, i, j, k]`` (role 0 pre, 1 pos, 2 mid),
+    with the triples on one neighbour when not ``apart``."""
+    pre_nodes, pos_nodes, sums, start, stop = st[:5]
     nd = deltas.shape[0]
-    for d in range(nd):
-        s = begin
-        e = begin
-        for j in range(begin, end):
-            tj = t[j]
-            while s < end and t[s] < tj - deltas[d]:
-                _pop(pre_nodes, sums[0], pre_nbr, d, nbr[s], out[s])
+    start[:] = begin
+    stop[:] = begin
+    for j in range(begin, end):
+        tj = t[j]
+        x = nbr[j]
+        o = out[j]
+        for d in range(nd):
+            s = start[d]
+            low = tj - deltas[d]
+            while t[s] < low:  # stops at j at the latest
+                _pop(pre_nodes, sums[0], d, nbr[s], out[s])
                 s += 1
-            while e < end and t[e] <= tj + deltas[d]:
-                _push(pos_nodes, sums[1], pos_nbr, d, nbr[e], out[e])
+            start[d] = s
+            e = stop[d]
+            high = tj + deltas[d]
+            while e < end and t[e] <= high:
+                _push(pos_nodes, sums[1], d, nbr[e], out[e])
                 e += 1
-            x = nbr[j]
-            o = out[j]
-            _pop(pos_nodes, sums[1], pos_nbr, d, x, o)
+            stop[d] = e
+            _pop(pos_nodes, sums[1], d, x, o)
             for i in range(2):
-                sums[2, d, i, o] -= pre_nodes[d, i, x]
-                mid_nbr[d, x, i, o] -= pre_nodes[d, i, x]
+                sums[2, d, i, o] -= pre_nodes[x, d, i]
             for a in range(2):
                 for b in range(2):
-                    counts[d, 0, a, b, o] += sums[0, d, a, b] - pre_nbr[d, x, a, b]
-                    counts[d, 1, o, a, b] += sums[1, d, a, b] - pos_nbr[d, x, a, b]
-                    counts[d, 2, a, o, b] += sums[2, d, a, b] - mid_nbr[d, x, a, b]
+                    counts[d, 0, a, b, o] += sums[0, d, a, b]
+                    counts[d, 1, o, a, b] += sums[1, d, a, b]
+                    counts[d, 2, a, o, b] += sums[2, d, a, b]
             for i in range(2):
-                sums[2, d, o, i] += pos_nodes[d, i, x]
-                mid_nbr[d, x, o, i] += pos_nodes[d, i, x]
-            _push(pre_nodes, sums[0], pre_nbr, d, x, o)
+                sums[2, d, o, i] += pos_nodes[x, d, i]
+            _push(pre_nodes, sums[0], d, x, o)
     for j in range(begin, end):  # clear what this centre touched
-        x = nbr[j]
-        pre_nodes[:, :, x] = 0
-        pos_nodes[:, :, x] = 0
-        pre_nbr[:, x] = 0
-        pos_nbr[:, x] = 0
-        mid_nbr[:, x] = 0
+        pre_nodes[nbr[j]] = 0
+        pos_nodes[nbr[j]] = 0
     sums[:] = 0
+    if apart:
+        _same_neighbour(t, nbr, out, begin, end, deltas, st[5:], counts)
+
+
+@nb.njit(cache=True, nogil=True)
+def _same_neighbour(t, nbr, out, begin, end, deltas, st, counts):
+    """Take out of every role the triples all on one neighbour (two-node motifs), counted
+    per neighbour over its events in the centre's order."""
+    at, run_t, run_out, scratch, triples = st
+    width = 0
+    for j in range(begin, end):
+        width = max(width, nbr[j] + 1)
+    at[:width + 1] = 0
+    for j in range(begin, end):
+        at[nbr[j] + 1] += 1
+    for x in range(width):
+        at[x + 1] += at[x]
+    for j in range(begin, end):  # stable: each neighbour's events keep their order
+        k = at[nbr[j]]
+        at[nbr[j]] += 1
+        run_t[k], run_out[k] = t[j], out[j]
+    triples[:] = 0
+    first = 0
+    for x in range(width):  # at[x] is now where neighbour x's events end
+        if at[x] - first >= 3:
+            pair_group(run_t, run_out, first, at[x], deltas, scratch, triples)
+        first = at[x]
+    for role in range(3):
+        counts[:, role] -= triples
 
 
 @nb.njit(cache=True, nogil=True)
@@ -120,11 +152,23 @@ def count_stars(t, nbr, out, off, width, deltas, per_centre):
         ``(len(deltas), 3, 2, 2, 2)`` int64: role (pre, pos, mid), then the three
         directions relative to the centre, summed over centres.
     """
+    return star_sweeps(t, nbr, out, off, width, deltas, per_centre, True)
+
+
+@nb.njit(cache=True, nogil=True)
+def star_sweeps(t, nbr, out, off, width, deltas, per_centre, apart):
+    """:func:`count_stars`; unless ``apart``, every role keeps the triples on one
+    neighbour (for the caller to take out, counted per pair)."""
     nd = deltas.shape[0]
     w = max(width, 1)
-    st = (np.zeros((nd, 2, w), dtype=np.int64), np.zeros((nd, 2, w), dtype=np.int64),
-          np.zeros((nd, w, 2, 2), dtype=np.int64), np.zeros((nd, w, 2, 2), dtype=np.int64),
-          np.zeros((nd, w, 2, 2), dtype=np.int64), np.zeros((3, nd, 2, 2), dtype=np.int64))
+    size = 1
+    for c in range(off.shape[0] - 1):
+        size = max(size, off[c + 1] - off[c])
+    st = (np.zeros((w, nd, 2), dtype=np.int64), np.zeros((w, nd, 2), dtype=np.int64),
+          np.zeros((3, nd, 2, 2), dtype=np.int64), np.zeros(nd, dtype=np.int64),
+          np.zeros(nd, dtype=np.int64), np.zeros(w + 1, dtype=np.int64),
+          np.empty(size, dtype=np.int64), np.empty(size, dtype=np.int64), pair_scratch(nd),
+          np.zeros((nd, 2, 2, 2), dtype=np.int64))
     total = np.zeros((nd, 3, 2, 2, 2), dtype=np.int64)
     group = np.zeros((nd, 3, 2, 2, 2), dtype=np.int64)
     keep = per_centre.shape[0] > 0
@@ -132,11 +176,11 @@ def count_stars(t, nbr, out, off, width, deltas, per_centre):
         if off[c + 1] - off[c] < 3:
             continue
         group[:] = 0
-        _centre(t, nbr, out, off[c], off[c + 1], deltas, st, group)
+        _centre(t, nbr, out, off[c], off[c + 1], deltas, st, apart, group)
         total += group
         if keep:
             per_centre[c] = group
     return total
 
 
-__all__ = ["count_stars", "local_ids"]
+__all__ = ["count_stars", "local_ids", "star_sweeps"]
