@@ -106,7 +106,7 @@ def count_option(least: int, below: int | None = None) -> Any:
         if value < least:
             raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
         if below is not None and value >= below:
-            raise argparse.ArgumentTypeError(f"expected less than {below:,}, got {value:,}")
+            raise argparse.ArgumentTypeError(f"expected at most {below - 1:,}, got {value:,}")
         return value
 
     parse.__name__ = f"whole number >= {least}"

@@ -77,6 +77,10 @@ from graphcep.timing import Phases
 FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
 
 
+#: The most HyperCube cells a stream may ask for: each cell is an engine and a share of
+#: every micro-batch's routing, and far more cells than cores only add that overhead.
+MAX_CELLS = 1024
+
 #: ``--source generator``'s settings when not given.
 GENERATOR_DEFAULTS = {"rate": 10_000, "vertices": 5_000, "seed": 1}
 
@@ -142,9 +146,10 @@ def add_parser(sub: Any) -> None:
     add_subscription_arguments(stream)
     add_state_bound_argument(stream)
     add_pww_arguments(stream, streaming=True)
-    stream.add_argument("--cells", type=count_option(1), metavar="N",
-                        help="match on a HyperCube grid of at most N cells, each an engine in "
-                             "a worker process (SAL queries without features)")
+    stream.add_argument("--cells", type=count_option(1, MAX_CELLS + 1), metavar="N",
+                        help="match on a HyperCube grid of at most N cells (1 to "
+                             f"{MAX_CELLS:,}), each an engine in a worker process or Spark "
+                             "task (SAL queries without features)")
     stream.add_argument("--processes", type=count_option(1), metavar="P",
                         help="worker processes for --cells (default: one per cell, at most "
                              "the CPU count)")
