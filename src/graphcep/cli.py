@@ -385,7 +385,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     stats.phases = phases.seconds
     summary = _summary(args, job, stats, lines, rejects)
     _print_summary(args, job, stats, summary, rejects)
-    _run_pictures(args, job, widening, summary, edges, matches, rejects)
+    _run_pictures(args, job, widening, summary, edges, matches, rejects, phases)
     if args.profile:  # on stderr: stdout stays the matches and the summary
         print(phases.table(process_age() or stats.seconds), file=sys.stderr)
     return 0
@@ -393,17 +393,18 @@ def cmd_run(args: argparse.Namespace) -> int:
 
 def _run_pictures(args: argparse.Namespace, job: ReplayJob,
                   widening: tuple[int, int, int | None] | None, summary: dict[str, Any],
-                  edges: Any, matches: Any, rejects: RejectLog) -> None:
-    """``--timeline`` and ``--report``, after the summary."""
+                  edges: Any, matches: Any, rejects: RejectLog, phases: Phases) -> None:
+    """``--timeline`` and ``--report``, after the summary (``--profile`` lists them; the
+    summary, printed before, does not)."""
     if args.timeline is not None:
         from graphcep.pictures.runs import run_timeline_png
 
-        with writing(args.timeline):
+        with phases.phase("drawing the timeline"), writing(args.timeline):
             run_timeline_png(edges, matches, args.timeline)
     if args.report is not None:
         from graphcep.pictures.runs import run_report
 
-        with writing(args.report):
+        with phases.phase("writing the report"), writing(args.report):
             command = "subscribe" if getattr(args, "query_kind", None) == "subs" else "run"
             run_report(args.report, query=args.query, plan=explain_lines(job, widening),
                        summary=summary, edges=edges, matches=matches,
