@@ -195,7 +195,7 @@ def test_keyed_sequences_with_rejects(tmp_path, capsys):
     assert notes == oracle(subs, sequences) and ("probe", "h1", 0, 3) in notes
     bad = [json.loads(line) for line in rejects.read_text().splitlines()]
     assert [(r["line"], r["reason"].split(" (")[0]) for r in bad] == [
-        (5, "key 'h2' has no symbols"), (6, "':' in the symbol 'a:b'")]
+        (5, "key without symbols: 'h2'"), (6, "colon in a symbol: 'a:b'")]
 
 
 def test_subscribe_with_a_csv_and_other_fields(tmp_path, capsys):

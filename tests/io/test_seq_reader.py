@@ -8,6 +8,7 @@ import gzip
 import pytest
 
 from graphcep.io.readers import guess_format, read_edges
+from graphcep.io.rejects import RejectLog
 from graphcep.io.seq import SYMBOL_US, parse_seq
 
 
@@ -38,17 +39,23 @@ def test_malformed_lines_are_rejects_with_their_line_and_reason():
     assert read.edges.column("t").to_pylist() == [0, SYMBOL_US, 2 * SYMBOL_US]
     assert [(r["file"], r["line"], r["reason"], r["text"])
             for r in read.rejects.to_pylist()] == [
-        ("x.seq", 2, "key 'k' has no symbols", "k:"),
-        ("x.seq", 3, "':' with no key before it (a key is written 'KEY:')", ": a"),
-        ("x.seq", 4, "':' inside 'k:x' (a key is written 'KEY:', then the symbols)", "k:x y"),
-        ("x.seq", 5, "':' in the symbol 'b:c' (only a key, first on its line, ends with "
+        ("x.seq", 2, "key without symbols: 'k'", "k:"),
+        ("x.seq", 3, "no key before ':' (a key is written 'KEY:')", ": a"),
+        ("x.seq", 4, "colon inside a key: 'k:x' (a key is written 'KEY:', then the symbols)",
+         "k:x y"),
+        ("x.seq", 5, "colon in a symbol: 'b:c' (only a key, first on its line, ends with "
                      "':')", "k: a b:c"),
-        ("x.seq", 6, "':' in the symbol ':' (only a key, first on its line, ends with "
+        ("x.seq", 6, "colon in a symbol: ':' (only a key, first on its line, ends with "
                      "':')", "k : a"),
         ("x.seq", 7, "invalid UTF-8", "\ufffd z"),
-        ("x.seq", 8, "key 'k' has no symbols", "k: # only a comment"),
+        ("x.seq", 8, "key without symbols: 'k'", "k: # only a comment"),
     ]
     assert (read.lines, read.skipped) == (9, 0)
+    kinds = RejectLog()
+    kinds.add(read.rejects)  # a summary groups them by what is wrong, not by ':'
+    assert kinds.kinds() == {"key without symbols": 2, "no key before ':'": 1,
+                             "colon inside a key": 1, "colon in a symbol": 2,
+                             "invalid UTF-8": 1}
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "# nothing\n"])

@@ -32,7 +32,7 @@ _FILE_FIELD = pa.field("file", pa.string(), nullable=False)
 #: Schema of :meth:`RejectLog.table`.
 REJECT_LOG_SCHEMA = pa.schema([_FILE_FIELD, *REJECT_SCHEMA])
 _FIELD_PREFIX = re.compile(r"^field [^:]*?(?:\([^)]*\))?: ")
-_DETAIL = re.compile(r"[:(].*$", re.DOTALL)
+_DETAIL = re.compile(r"(?:: | \().*$", re.DOTALL)  # not a quoted ':' ("':' in ...")
 _FORMAT_HINT = " [no line of this file reads as {fmt}: is --format right?]"
 _HINT_RE = re.compile(r" \[no line of this file reads as (\S+): is --format right\?\]$")
 

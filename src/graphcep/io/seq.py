@@ -25,7 +25,7 @@ Examples
 >>> read.edges.column("src").to_pylist()[2:5], read.edges.column("t").to_pylist()[:3]
 (['', 'h1', 'h1'], [0, 1000000, 2000000])
 >>> read.rejects.to_pylist()[0]["line"], read.rejects.to_pylist()[0]["reason"]
-(6, "key 'h2' has no symbols")
+(6, "key without symbols: 'h2'")
 >>> read.lines, read.skipped
 (6, 1)
 """
@@ -115,13 +115,13 @@ def _problem(tokens: list[str]) -> str | None:
         return "invalid UTF-8"
     head = tokens[0]
     if head == ":":
-        return "':' with no key before it (a key is written 'KEY:')"
+        return "no key before ':' (a key is written 'KEY:')"
     if ":" in head[:-1]:
-        return f"':' inside {head!r} (a key is written 'KEY:', then the symbols)"
+        return f"colon inside a key: {head!r} (a key is written 'KEY:', then the symbols)"
     if head.endswith(":") and len(tokens) == 1:
-        return f"key {head[:-1]!r} has no symbols"
+        return f"key without symbols: {head[:-1]!r}"
     for token in tokens[1:]:
         if ":" in token:
-            return (f"':' in the symbol {token!r} (only a key, first on its line, ends with "
-                    "':')")
+            return (f"colon in a symbol: {token!r} (only a key, first on its line, ends "
+                    "with ':')")
     return None
