@@ -681,9 +681,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
         check_target(args.dot, "dot", directory=False, role="--dot")
         refuse_overwriting_inputs([args.query], {"--dot": args.dot})
     job = jobs.load(args.query, {**job_options(args, None), "explain": True})
+    drawing = job.plan_dot() if getattr(args, "dot", None) else None  # refused before the plan
     print("\n".join(explain_lines(job, pww_options(args))))
-    if getattr(args, "dot", None):
-        drawing = job.plan_dot()  # refused before anything is written
+    if drawing is not None:
         with writing(args.dot):  # parent directories created, as for -o
             Path(args.dot).parent.mkdir(parents=True, exist_ok=True)
             Path(args.dot).write_text(drawing)

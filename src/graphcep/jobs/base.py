@@ -138,8 +138,8 @@ class ReplayJob(Protocol):
         ...
 
     def plan_dot(self) -> str:
-        """The job's plan as Graphviz DOT (a ν-expression's automaton); a
-        :class:`QueryError` for kinds that have none to draw."""
+        """The job's plan as Graphviz DOT (a ν-expression's automaton, a subscriptions
+        file's pattern tree); a :class:`QueryError` for kinds that have none to draw."""
         ...
 
     @property
@@ -247,8 +247,8 @@ class JobBase:
         return None
 
     def plan_dot(self) -> str:
-        raise QueryError(f"--dot draws a ν-expression's automaton; {self.name!r} is a "
-                         f"{type(self).__name__}, which has none")
+        raise QueryError(f"--dot draws a ν-expression's automaton or a subscriptions file's "
+                         f"pattern tree; {self.name!r} is neither")
 
 
 def cell_query_or_none(job: ReplayJob) -> SubgraphQuery | None:
