@@ -197,7 +197,8 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
-    run = sub.add_parser("run", help="find every match of a SAL or DDST query in a stream")
+    run = sub.add_parser("run", help="find every match of a query (SAL, DDST, ν-expression, "
+                                     "subscriptions) in a stream")
     run.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed ν-expression "
                                    "(.nu), timed ν-automaton (.autom) or subscriptions (.subs); "
                                    "the kind is read from the name, else from the text")
@@ -229,6 +230,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "unless --master; partitioned by --key)")
     _add_run_arguments(subscribe)
     add_subscription_arguments(subscribe)
+    add_pww_arguments(subscribe)
     subscribe.set_defaults(handler=cmd_subscribe, query_kind="subs")
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")

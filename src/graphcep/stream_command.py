@@ -104,8 +104,9 @@ def add_parser(sub: Any) -> None:
         positive_seconds,
         seconds_option,
     )
-    stream = sub.add_parser("stream", help="match a SAL or DDST query continuously "
-                                           "(Structured Streaming)")
+    stream = sub.add_parser("stream", help="match a query (SAL, DDST, ν-expression, "
+                                           "subscriptions) continuously (Structured "
+                                           "Streaming)")
     stream.add_argument("query", help="query file; a subscriptions file (.subs) or a "
                                       "directory of them is watched, its changes applied "
                                       "between micro-batches")

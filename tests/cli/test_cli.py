@@ -185,7 +185,21 @@ def test_two_outputs_naming_one_file_are_refused(tmp_path, capsys):
     flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
     same = tmp_path / "same.jsonl"
     assert main(["run", str(TRIANGLE), "--input", str(flows), "--engine", "local", "-o",
-                 str(same), "--timeline", str(same)]) == 2
+                 str(same), "--rejects", str(same)]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "both name" in err
     assert not same.exists()
+
+
+@pytest.mark.parametrize(("option", "name", "says"), [
+    ("--timeline", "t.jpg", "--timeline {}: it writes a PNG picture; name it .png"),
+    ("--report", "r.txt", "--report {}: it writes an HTML page; name it .html"),
+])
+def test_a_picture_named_for_another_format_is_refused(tmp_path, capsys, option, name, says):
+    flows = tmp_path / "flows.csv"
+    flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
+    target = tmp_path / name
+    assert main(["run", str(TRIANGLE), "--input", str(flows), "--engine", "local",
+                 option, str(target)]) == 2
+    assert capsys.readouterr().err == f"graphcep: {says.format(target)}\n"
+    assert not target.exists()

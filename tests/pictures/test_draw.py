@@ -201,3 +201,20 @@ def test_a_file_where_the_pictures_go_is_refused_before_any_work(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a directory" in err
     assert taken.read_text() == "keep me\n" and not (tmp_path / "m.jsonl").exists()
+
+
+def test_a_directory_of_parts_reads_as_its_parts_in_order(tmp_path, capsys):
+    """A stream's -o DIR/ holds part-<batch>.jsonl files: drawn in batch order."""
+    lines = MATCHES.read_text().splitlines()
+    parts = tmp_path / "out"
+    parts.mkdir()
+    (parts / "part-00000001.jsonl").write_text("\n".join(lines[2:4]) + "\n")
+    (parts / "part-00000000.jsonl").write_text("\n".join(lines[:2]) + "\n")
+    (parts / ".tmp-x").write_text("not a part\n")
+    assert [r["match_id"] for r in read_matches(parts)] == [r["match_id"] for r in RECORDS[:4]]
+    assert main(["draw", str(parts), "-o", str(tmp_path / "pics"), "--first", "3"]) == 0
+    assert len(list((tmp_path / "pics").glob("*.png"))) == 3
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    assert main(["draw", str(empty), "-o", str(tmp_path / "p2")]) == 2
+    assert "a directory without match parts" in capsys.readouterr().err

@@ -23,12 +23,14 @@ def add_draw_parser(sub: Any) -> None:
     from graphcep.cli_options import count_option
 
     draw = sub.add_parser(
-        "draw", help="draw matches of a JSONL match file as PNG pictures",
+        "draw", help="draw matches of a match file (JSONL, Parquet) or a stream's output "
+                     "directory as PNG pictures",
         description="One PNG per match: its vertices (with the query vertices they host) "
                     "and edges (numbered and coloured by time, with what they match and "
                     "when), for every kind of match record graphcep writes.")
     draw.add_argument("matches", help="a JSONL or Parquet match file (graphcep run -o "
-                                      "m.jsonl, -o m.parquet)")
+                                      "m.jsonl, -o m.parquet), or a stream's output "
+                                      "directory of parts")
     draw.add_argument("--output", "-o", default="pictures", help="directory for the PNGs "
                       "(default pictures/; created)")
     which = draw.add_mutually_exclusive_group()

@@ -63,16 +63,26 @@ def match_time_column(names: list[str]) -> str:
 
 def read_matches(path: str | Path) -> Iterator[dict[str, Any]]:
     """The records of a JSONL match file (or a Parquet one, ``-o m.parquet``, whose rows
-    are in µs already) as rows in µs, in file order.
+    are in µs already) as rows in µs, in file order; of a directory of parts (a stream's
+    ``-o DIR/``), its ``part-*`` files in name order, which is micro-batch order.
 
     Raises
     ------
     MatchFileError
         A line that is not a match record, naming the file and the line; a Parquet file
-        that cannot be read.
+        that cannot be read; a directory without parts.
     FileNotFoundError
         No such file.
     """
+    if Path(path).is_dir():
+        parts = sorted(p for p in Path(path).glob("part-*")
+                       if p.suffix.lower() in (".jsonl", ".parquet"))
+        if not parts:
+            raise MatchFileError(f"{path}: a directory without match parts (part-*.jsonl "
+                                 "or part-*.parquet, as a stream writes them)")
+        for part in parts:
+            yield from read_matches(part)
+        return
     if Path(path).suffix.lower() == ".parquet":
         yield from _parquet_rows(path)
         return

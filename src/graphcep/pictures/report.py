@@ -55,9 +55,14 @@ class Report:
 def check_picture_targets(args: Any) -> None:
     """``--timeline`` and ``--report`` name files this process can write (checked before
     any work, as ``-o`` is)."""
-    for role, target in (("--timeline", args.timeline), ("--report", args.report)):
-        if target is not None:
-            check_target(target, "jsonl", directory=False, role=role)
+    for role, target, suffixes in (("--timeline", args.timeline, (".png",)),
+                                   ("--report", args.report, (".html", ".htm"))):
+        if target is None:
+            continue
+        check_target(target, "jsonl", directory=False, role=role)
+        if Path(target).suffix.lower() not in suffixes:
+            kind = "a PNG picture" if role == "--timeline" else "an HTML page"
+            raise SinkError(f"{role} {target}: it writes {kind}; name it {suffixes[0]}")
     if getattr(args, "draw_dir", None) is not None and not getattr(args, "draw", None):
         raise SinkError("--draw-dir says where --draw N puts its pictures; give --draw N too")
     if getattr(args, "draw", None):
