@@ -39,9 +39,10 @@ def run(tmp_path: Path, name: str, query: Path, data: Path, fmt: str, engine: st
         capsys: pytest.CaptureFixture[str]) -> tuple[set, list[dict]]:
     """Run the command; (matches as edge tuples, rejects) after checking how it ended."""
     out, rejects = tmp_path / f"{name}.matches.jsonl", tmp_path / f"{name}.rejects.jsonl"
+    spark = ["--master", "local[2]"] if engine == "spark" else []
     status = main(["run", str(query), "--input", str(data), "--format", fmt,
                    "--engine", engine, "-o", str(out), "--rejects", str(rejects),
-                   "--summary", "json", "--master", "local[2]"])
+                   "--summary", "json", *spark])
     captured = capsys.readouterr()
     assert status == 0, captured.err
     assert "Traceback" not in captured.err
