@@ -222,7 +222,8 @@ def test_a_stream_report_keeps_the_first_matches_once_each():
 
 @pytest.mark.parametrize("option", ["--report", "--timeline"])
 def test_a_report_or_timeline_naming_an_input_is_refused(tmp_path, capsys, option):
-    query = tmp_path / "q.subs"
+    # a subscriptions file named as the picture would be (subscribe reads any name)
+    query = tmp_path / ("q.html" if option == "--report" else "q.png")
     shutil.copy(EXAMPLES / "subs" / "figure3.subs", query)
     before = query.read_text()
     assert main(["subscribe", str(query), "--input", str(EXAMPLES / "subs" / "figure3.seq"),
