@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
 from graphcep.interrupts import interrupt_deferred
 from graphcep.runtime.spark_start import (
@@ -49,8 +50,8 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
         .config("spark.sql.caseSensitive", "true")
     )
     try:
-        with interrupt_deferred() as caught:  # the SparkContext's own handler is replaced too
-            session = builder.getOrCreate()
+        with interrupt_deferred() as caught:
+            session = _started_off_main_thread(builder)
     except Exception as err:  # the JVM's reason, without its stack trace
         raise SparkStartError(f"Spark did not start with --master {master}: "
                               f"{java_reason(err)}") from None
@@ -59,6 +60,19 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
         raise KeyboardInterrupt
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+def _started_off_main_thread(builder):
+    """``builder.getOrCreate()`` in a thread of its own, the main thread waiting for it.
+
+    A SparkContext made in the main thread sets a SIGINT handler that cancels the jobs
+    through py4j and raises ``KeyboardInterrupt`` in the middle of whatever py4j call the
+    main thread is in: four tracebacks (py4j's own logging among them) before graphcep's
+    line. Made elsewhere, it sets none, and Ctrl-C stays the command's (held back here by
+    :func:`~graphcep.interrupts.interrupt_deferred`, then ``exit_on_interrupt``'s).
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+        return pool.submit(builder.getOrCreate).result()
 
 
 def java_reason(err: BaseException) -> str:
