@@ -72,7 +72,11 @@ def _started_off_main_thread(builder):
     :func:`~graphcep.interrupts.interrupt_deferred`, then ``exit_on_interrupt``'s).
     """
     with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
-        return pool.submit(builder.getOrCreate).result()
+        session = pool.submit(builder.getOrCreate).result()
+    # the JVM keeps the active session per thread: make it this thread's, as it would be
+    # had it started here (``SparkSession.getActiveSession()``)
+    session._jvm.SparkSession.setActiveSession(session._jsparkSession)
+    return session
 
 
 def java_reason(err: BaseException) -> str:
