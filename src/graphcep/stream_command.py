@@ -290,9 +290,13 @@ def _stream(args: argparse.Namespace) -> int:
         if not running:
             return ""
         operator, mode = running.pop()
-        pictures(_print_summary(args, job, operator, time.perf_counter() - started,
-                                checkpoint, mode))
-        return _pictures_note(args)
+        summary = _print_summary(args, job, operator, time.perf_counter() - started,
+                                 checkpoint, mode)
+        try:
+            pictures(summary)
+        except Exception as err:  # a full disk, a picture that cannot be drawn
+            return _pictures_note(args, f"not written ({_reason(err)})")
+        return _pictures_note(args, "written from the micro-batches finished")
 
     exit_on_interrupt("every finished micro-batch is checkpointed, run the same command "
                       "to continue" + ("; socket lines not yet matched are lost" if socket
@@ -343,13 +347,20 @@ def _recording(on_report: Any, progress: Any) -> Any:
     return report
 
 
-def _pictures_note(args: argparse.Namespace) -> str:
-    """The end of the interrupted stream's line: the pictures written."""
+def _pictures_note(args: argparse.Namespace, outcome: str) -> str:
+    """The end of the interrupted stream's line: its pictures, and ``outcome``."""
     drawn = [f"{option} {path}" for option, path in (("--report", args.report),
                                                     ("--timeline", args.timeline)) if path]
     if not drawn:
         return ""
-    return f"; {' and '.join(drawn)} written from the micro-batches finished"
+    return f"; {' and '.join(drawn)} {outcome}"
+
+
+def _reason(err: Exception) -> str:
+    """An error in a few words: ``No space left on device: r.html``."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror + (f": {err.filename}" if err.filename else "")
+    return " ".join(str(err).split()) or type(err).__name__
 
 
 def _stream_pictures(args: argparse.Namespace, plan: list[str], summary: dict[str, Any],

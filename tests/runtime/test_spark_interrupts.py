@@ -112,3 +112,18 @@ def test_an_interrupted_stream_writes_its_summary_report_and_timeline(tmp_path):
     assert summary[1] in html and summary[2] in html
     assert os.path.getsize(timeline) > 1_000
 
+
+
+def test_the_line_says_which_pictures_were_not_written_and_why():
+    from argparse import Namespace
+
+    from graphcep.stream_command import _pictures_note, _reason
+
+    both = Namespace(report="r.html", timeline="t.png")
+    full = OSError(28, "No space left on device", "r.html")
+    assert (_pictures_note(both, f"not written ({_reason(full)})")
+            == "; --report r.html and --timeline t.png not written "
+               "(No space left on device: r.html)")
+    assert _pictures_note(Namespace(report=None, timeline="t.png"), "written") == (
+        "; --timeline t.png written")
+    assert _pictures_note(Namespace(report=None, timeline=None), "written") == ""
