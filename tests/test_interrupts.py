@@ -92,3 +92,25 @@ def test_py4j_records_on_the_root_logger_are_dropped():
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                           timeout=60)
     assert done.stdout == "kept\n1\n", done.stderr
+
+
+def test_a_held_signal_is_honoured_by_the_commands_handler_or_as_keyboardinterrupt():
+    """After the block: the command's own handler acts on the held signal (its line, 143
+    for SIGTERM); with Python's default Ctrl-C, ``KeyboardInterrupt``; none held, nothing."""
+    code = (
+        "import os, signal, sys\n"
+        "from graphcep.interrupts import exit_on_interrupt, honour, interrupt_deferred\n"
+        "honour([])\n"
+        "if sys.argv[1] == 'handler':\n"
+        "    exit_on_interrupt('nothing was started')\n"
+        "with interrupt_deferred() as caught:\n"
+        "    os.kill(os.getpid(), signal.SIGTERM if sys.argv[1] == 'handler' else signal.SIGINT)\n"
+        "try:\n"
+        "    honour(caught)\n"
+        "except KeyboardInterrupt:\n"
+        "    sys.exit(7)\n"
+    )
+    ran = [subprocess.run([sys.executable, "-c", code, which], capture_output=True,
+                          text=True, timeout=60) for which in ("handler", "default")]
+    assert (ran[0].returncode, ran[0].stderr) == (143, "graphcep: terminated; nothing was started\n")
+    assert (ran[1].returncode, ran[1].stderr) == (7, "")

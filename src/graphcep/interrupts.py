@@ -122,3 +122,15 @@ def interrupt_deferred() -> Iterator[list[int]]:
         for sig in STOP_SIGNALS:
             signal.signal(sig, lambda signum, frame: caught.append(signum))
         yield caught
+
+
+def honour(caught: list[int]) -> None:
+    """Act on the first signal :func:`interrupt_deferred` held back: through the command's
+    own handler where it set one (:func:`exit_on_interrupt`: its line, 130 or 143), else
+    as ``KeyboardInterrupt``. Nothing when none came."""
+    if not caught:
+        return
+    handler = signal.getsignal(caught[0])
+    if callable(handler) and handler is not signal.default_int_handler:
+        signal.raise_signal(caught[0])
+    raise KeyboardInterrupt

@@ -236,7 +236,7 @@ def _stream(args: argparse.Namespace) -> int:
 
     validate_output(args)
     widening = pww_options(args)  # --pww-base without --pww: refused before the query
-    exit_on_interrupt("nothing was started")
+    exit_on_interrupt("nothing was started" + _pictures_note(args, "not written"))
     job, resumed = _load_job(args, args.format)
     source = make_source(args, job.declared_source())
     refuse_writing_into_source(args, source)

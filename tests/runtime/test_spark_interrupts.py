@@ -64,6 +64,20 @@ def test_ctrl_c_while_the_session_is_made_is_one_line(tmp_path):
     assert not (tmp_path / "out.jsonl").exists()
 
 
+@pytest.mark.slow
+def test_a_stream_interrupted_while_spark_starts_says_its_report_is_not_written(tmp_path):
+    report = tmp_path / "r.html"
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_START, "stream", str(EXAMPLES / "triangle.sal"),
+         "--source", "generator", "--master", "local[1]", "--checkpoint",
+         str(tmp_path / "ckpt"), "--output", str(tmp_path / "out") + "/", "--report",
+         str(report)], capture_output=True, text=True, timeout=180)
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert graphcep_lines(done.stderr) == [
+        f"graphcep: interrupted; nothing was started; --report {report} not written"]
+    assert not report.exists()
+
+
 class _Tags(HTMLParser):
     def __init__(self) -> None:
         super().__init__()

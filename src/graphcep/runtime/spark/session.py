@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
-from graphcep.interrupts import interrupt_deferred
+from graphcep.interrupts import honour, interrupt_deferred
 from graphcep.runtime.spark_start import (
     JavaMissingError,
     SparkStartError,
@@ -57,7 +57,7 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
                               f"{java_reason(err)}") from None
     if caught:  # Ctrl-C while the JVM started: stop it rather than leave it running
         session.stop()
-        raise KeyboardInterrupt
+        honour(caught)
     session.sparkContext.setLogLevel("ERROR")
     return session
 
