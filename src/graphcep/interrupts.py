@@ -9,11 +9,12 @@ The commands that talk to Spark replace that handler with :func:`exit_on_interru
 from __future__ import annotations
 
 import contextlib
+import logging
 import os
 import signal
 import sys
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 #: Signals that stop a command at once with one line: Ctrl-C, and ``kill`` (as systemd and
@@ -21,23 +22,76 @@ from typing import Any
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
 
-def exit_on_interrupt(note: str) -> None:
+def exit_on_interrupt(note: str, last: Callable[[], str] | None = None) -> None:
     """From now on, Ctrl-C or SIGTERM ends the process at once: one line, exit 130 or 143.
 
     Not a ``KeyboardInterrupt``: raised in the middle of a call into Spark it breaks the
     connection to the JVM, and work running in Spark's callback threads goes on regardless.
     The caller says in ``note`` what the user keeps (and so when leaving at once is safe).
+    ``last``, when given, runs first (a stream's summary and pictures of what it has done);
+    what it returns ends the line, and its failure is named there instead. A second signal
+    while it runs leaves at once. py4j's own log records are silenced too
+    (:func:`quiet_py4j_records`).
     """
+    quiet_py4j_records()
+    leaving: list[int] = []
 
     def interrupted(signum: int, frame: Any) -> None:
+        _hush_jvm()
+        ending = ""
+        if last is not None and not leaving:
+            leaving.append(signum)
+            try:
+                ending = last()
+            except Exception as err:  # the line still comes, and says what was not done
+                ending = f"; {err}"
         with contextlib.suppress(Exception):
             sys.stdout.flush()  # matches already printed on the console
         what = "interrupted" if signum == signal.SIGINT else "terminated"
-        os.write(sys.stderr.fileno(), f"graphcep: {what}; {note}\n".encode())
+        os.write(sys.stderr.fileno(), f"graphcep: {what}; {note}{ending}\n".encode())
         os._exit(128 + signum)  # 130 for Ctrl-C, 143 for kill's SIGTERM
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, interrupted)
+
+
+def _hush_jvm(wait: float = 2.0) -> None:
+    """Turn the JVM's log off before the process leaves it (a no-op without a SparkContext).
+
+    The JVM outlives the Python process by a moment, stopping the Spark jobs still running,
+    and each task it aborts is an ERROR with a Java stack trace on the stderr it shares.
+    The call goes from a thread of its own: the main thread, where the signal handler runs,
+    may be half-way through a call on its own py4j connection.
+    """
+    pyspark = sys.modules.get("pyspark")
+    context = getattr(pyspark, "SparkContext", None)
+    active = getattr(context, "_active_spark_context", None)
+    if active is None:
+        return
+
+    def off() -> None:
+        with contextlib.suppress(Exception):
+            active.setLogLevel("OFF")
+
+    hush = threading.Thread(target=off, name="hush-jvm", daemon=True)
+    hush.start()
+    hush.join(wait)
+
+
+def quiet_py4j_records() -> None:
+    """Drop the records py4j logs on the root logger (``logging.exception(...)`` when a
+    ``KeyboardInterrupt`` or a closed connection meets a call into the JVM): with no
+    handler configured, each is a traceback on stderr after Ctrl-C. Idempotent."""
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4JRecords) for f in root.filters):
+        root.addFilter(_Py4JRecords())
+
+
+class _Py4JRecords(logging.Filter):
+    """Refuses the records logged from py4j's modules."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return f"{os.sep}py4j{os.sep}" not in record.pathname
 
 
 @contextlib.contextmanager
@@ -68,3 +122,15 @@ def interrupt_deferred() -> Iterator[list[int]]:
         for sig in STOP_SIGNALS:
             signal.signal(sig, lambda signum, frame: caught.append(signum))
         yield caught
+
+
+def honour(caught: list[int]) -> None:
+    """Act on the first signal :func:`interrupt_deferred` held back: through the command's
+    own handler where it set one (:func:`exit_on_interrupt`: its line, 130 or 143), else
+    as ``KeyboardInterrupt``. Nothing when none came."""
+    if not caught:
+        return
+    handler = signal.getsignal(caught[0])
+    if callable(handler) and handler is not signal.default_int_handler:
+        signal.raise_signal(caught[0])
+    raise KeyboardInterrupt

@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
 from graphcep.motifs import MotifCounts, count_motifs, delta_to_us
 
@@ -89,7 +90,7 @@ def add_parser(sub: Any) -> None:
 
 def cmd_motifs(args: argparse.Namespace) -> int:
     """Run ``graphcep motifs``; bad options and inputs end with one line and status 2."""
-    from graphcep.cli_options import reader_options, refuse_overwriting_inputs
+    from graphcep.cli_options import refuse_overwriting_inputs
     from graphcep.io.rejects import RejectLog
     from graphcep.io.sinks import SinkError, check_target, writing
 
@@ -128,14 +129,8 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     except ValueError as err:
         print(f"graphcep: motifs: {err}", file=sys.stderr)
         return 2
-    spark = None
-    if args.engine == "spark":
-        from graphcep.runtime.spark import spark_session
-
-        spark = spark_session(args.master, app_name="graphcep-motifs")
-    counts = count_motifs(args.input if len(args.input) > 1 else args.input[0], args.delta,
-                          time_unit=args.time_unit, options=reader_options(args),
-                          fmt=args.format, local=args.per_vertex, spark=spark)
+    with signals_kept():  # the counts are written afterwards, with Python's Ctrl-C
+        counts = _counted(args)
     if counts.rejected:  # kept aside, as run keeps them; the tables hold the rest
         rejects = RejectLog(args.rejects)
         rejects.add(counts.rejects)
@@ -245,3 +240,19 @@ def _heat_map(ax: Any, table: np.ndarray, title: str) -> None:
 
 __all__ = ["PNG_MAX_DELTAS", "PNG_PER_ROW", "add_parser", "cmd_motifs", "delta_list",
            "vertex_field", "write_png", "write_text"]
+
+
+def _counted(args: argparse.Namespace) -> Any:
+    """The motif counts of ``args.input``, on Spark under ``--engine spark`` (where Ctrl-C
+    is one line, :func:`~graphcep.interrupts.exit_on_interrupt`)."""
+    from graphcep.cli_options import reader_options
+
+    spark = None
+    if args.engine == "spark":
+        from graphcep.runtime.spark import spark_session
+
+        spark = spark_session(args.master, app_name="graphcep-motifs")
+        exit_on_interrupt("nothing was written")
+    return count_motifs(args.input if len(args.input) > 1 else args.input[0], args.delta,
+                        time_unit=args.time_unit, options=reader_options(args),
+                        fmt=args.format, local=args.per_vertex, spark=spark)

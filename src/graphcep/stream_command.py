@@ -236,7 +236,7 @@ def _stream(args: argparse.Namespace) -> int:
 
     validate_output(args)
     widening = pww_options(args)  # --pww-base without --pww: refused before the query
-    exit_on_interrupt("nothing was started")
+    exit_on_interrupt("nothing was started" + _pictures_note(args, "not written"))
     job, resumed = _load_job(args, args.format)
     source = make_source(args, job.declared_source())
     refuse_writing_into_source(args, source)
@@ -278,20 +278,33 @@ def _stream(args: argparse.Namespace) -> int:
     with phases.phase("spark start-up"):
         spark = spark_session(args.master)
     socket = isinstance(source, SocketSource)
-    # after Spark starts: its context installs a handler of its own
-    exit_on_interrupt("every finished micro-batch is checkpointed, run the same command "
-                       "to continue" + ("; socket lines not yet matched are lost" if socket
-                                        else ""))
-    quiet_query_errors(spark)
     progress = StreamProgress(started)  # the micro-batches, for --timeline and --report
     on_report = _recording(print_warnings if args.quiet else print_report, progress)
+    running: list[tuple[Any, str]] = []  # the matching under way, and its description
 
     def pictures(summary: dict[str, Any]) -> None:
         _stream_pictures(args, explain_lines(planned, widening), summary, progress, sink)
 
+    def so_far() -> str:
+        """On Ctrl-C: the summary and the pictures of the micro-batches finished."""
+        if not running:
+            return ""
+        operator, mode = running.pop()
+        summary = _print_summary(args, job, operator, time.perf_counter() - started,
+                                 checkpoint, mode)
+        try:
+            pictures(summary)
+        except Exception as err:  # a full disk, a picture that cannot be drawn
+            return _pictures_note(args, f"not written ({_reason(err)})")
+        return _pictures_note(args, "written from the micro-batches finished")
+
+    exit_on_interrupt("every finished micro-batch is checkpointed, run the same command "
+                      "to continue" + ("; socket lines not yet matched are lost" if socket
+                                       else ""), last=so_far)
+    quiet_query_errors(spark)
     if attrs is not None:
         return _stream_cells(args, job, source, spark, sink, attrs, (started, phases),
-                             on_report, pictures)
+                             on_report, (pictures, running))
     operator = StreamOperator(
         job,
         lateness_us=seconds_to_us(args.lateness),
@@ -304,15 +317,17 @@ def _stream(args: argparse.Namespace) -> int:
         watch=watch,
         **cells,
     )
+    mode = "driver" + (f", {cells['cells']} cells in driver processes" if cells else "")
+    running.append((operator, mode))
     try:
         try:
             with phases.phase("micro-batches"):
                 _drive(spark, operator, source, args, on_report)
         finally:
             sink.close()
+        running.clear()  # from here the ordinary summary and pictures
         if operator.labels_seen:  # a DDST query over labelled edges since this start
             warn_absent_labels(job, operator.labels_seen)
-        mode = "driver" + (f", {cells['cells']} cells in driver processes" if cells else "")
         pictures(_print_summary(args, job, operator, time.perf_counter() - started,
                                 checkpoint, mode, phases))
         return 0
@@ -330,6 +345,22 @@ def _recording(on_report: Any, progress: Any) -> Any:
         progress.record(batch, time.perf_counter())
 
     return report
+
+
+def _pictures_note(args: argparse.Namespace, outcome: str) -> str:
+    """The end of the interrupted stream's line: its pictures, and ``outcome``."""
+    drawn = [f"{option} {path}" for option, path in (("--report", args.report),
+                                                    ("--timeline", args.timeline)) if path]
+    if not drawn:
+        return ""
+    return f"; {' and '.join(drawn)} {outcome}"
+
+
+def _reason(err: Exception) -> str:
+    """An error in a few words: ``No space left on device: r.html``."""
+    if isinstance(err, OSError) and err.strerror:
+        return err.strerror + (f": {err.filename}" if err.filename else "")
+    return " ".join(str(err).split()) or type(err).__name__
 
 
 def _stream_pictures(args: argparse.Namespace, plan: list[str], summary: dict[str, Any],
@@ -393,7 +424,7 @@ def _cell_attributes(job: ReplayJob, source: Any) -> Any:
 
 def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, sink: Any,
                   attrs: Any, clock: tuple[float, Phases], on_report: Any,
-                  pictures: Any) -> int:
+                  ending: tuple[Any, list[tuple[Any, str]]]) -> int:
     """The stream with the matching in the executors (:mod:`~graphcep.runtime.spark_cells`):
     the same sources, sinks, checkpoint, progress lines and summary as the driver mode."""
     from graphcep.runtime.spark_cells_run import CellsRun
@@ -408,6 +439,8 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
                           "late": PartWriter(args.late or checkpoint / "late"),
                           "rejects": PartWriter(args.rejects or checkpoint / "rejects")})
     run.resume()
+    pictures, running = ending  # the pictures' drawing; Ctrl-C's summary reads ``running``
+    running.append((run, run.describe()))
     try:
         try:
             with phases.phase("micro-batches"):
@@ -422,6 +455,7 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
                     run.flush(spark)
         finally:
             sink.close()
+        running.clear()
         pictures(_print_summary(args, job, run, time.perf_counter() - started, checkpoint,
                                 run.describe(), phases))
         return 0

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 import os
+from concurrent.futures import ThreadPoolExecutor
 
-from graphcep.interrupts import interrupt_deferred
+from graphcep.interrupts import honour, interrupt_deferred
 from graphcep.runtime.spark_start import (
     JavaMissingError,
     SparkStartError,
@@ -49,15 +50,32 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
         .config("spark.sql.caseSensitive", "true")
     )
     try:
-        with interrupt_deferred() as caught:  # the SparkContext's own handler is replaced too
-            session = builder.getOrCreate()
+        with interrupt_deferred() as caught:
+            session = _started_off_main_thread(builder)
     except Exception as err:  # the JVM's reason, without its stack trace
         raise SparkStartError(f"Spark did not start with --master {master}: "
                               f"{java_reason(err)}") from None
     if caught:  # Ctrl-C while the JVM started: stop it rather than leave it running
         session.stop()
-        raise KeyboardInterrupt
+        honour(caught)
     session.sparkContext.setLogLevel("ERROR")
+    return session
+
+
+def _started_off_main_thread(builder):
+    """``builder.getOrCreate()`` in a thread of its own, the main thread waiting for it.
+
+    A SparkContext made in the main thread sets a SIGINT handler that cancels the jobs
+    through py4j and raises ``KeyboardInterrupt`` in the middle of whatever py4j call the
+    main thread is in: four tracebacks (py4j's own logging among them) before graphcep's
+    line. Made elsewhere, it sets none, and Ctrl-C stays the command's (held back here by
+    :func:`~graphcep.interrupts.interrupt_deferred`, then ``exit_on_interrupt``'s).
+    """
+    with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
+        session = pool.submit(builder.getOrCreate).result()
+    # the JVM keeps the active session per thread: make it this thread's, as it would be
+    # had it started here (``SparkSession.getActiveSession()``)
+    session._jvm.SparkSession.setActiveSession(session._jsparkSession)
     return session
 
 
