@@ -50,6 +50,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.motifs.stars import local_ids
+from graphcep.engines.subgraph.kernel import counting_sort
 
 
 @dataclass(frozen=True)
@@ -233,21 +234,6 @@ def _pair_ids(lo, hi, n):
 
 
 @nb.njit(cache=True, nogil=True)
-def counting_sort(keys, nkeys, into):
-    """Counting sort: ``into[off[k]:off[k + 1]]`` the positions holding key ``k``, in order."""
-    off = np.zeros(nkeys + 1, dtype=np.int64)
-    for i in range(keys.shape[0]):
-        off[keys[i] + 1] += 1
-    for k in range(nkeys):
-        off[k + 1] += off[k]
-    fill = off[:-1].copy()
-    for i in range(keys.shape[0]):
-        into[fill[keys[i]]] = i
-        fill[keys[i]] += 1
-    return off
-
-
-@nb.njit(cache=True, nogil=True)
 def sort_ties(t, minor, off):
     """Sort each group's runs of equal ``t`` (groups ``off``, sorted by time) by ``minor``."""
     for g in range(off.shape[0] - 1):
@@ -337,6 +323,6 @@ def _star_layout(by_time, t, src, dst, sends_back, n):
     return c_t, nbr, minor & 1, off, width
 
 
-__all__ = ["MotifStream", "Pairs", "Stars", "centre_groups", "counting_sort", "directed_keys",
+__all__ = ["MotifStream", "Pairs", "Stars", "centre_groups", "directed_keys",
            "has_key", "motif_stream", "offsets", "paired_stars", "pairs", "sort_ties", "stars",
            "time_order", "vertex_order"]

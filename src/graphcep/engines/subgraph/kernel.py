@@ -37,20 +37,26 @@ _INF = np.int64(2**60)  # bounds at or above this mean "none" (UNBOUNDED is 2**6
 
 
 @nb.njit(cache=True, nogil=True)
-def group_by(keys: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
-    """Stable counting sort: ``idx[off[k]:off[k+1]]`` are the positions holding key k."""
+def counting_sort(keys, nkeys, into):
+    """Stable counting sort into ``into``: ``into[off[k]:off[k + 1]]`` are the positions
+    holding key ``k``, in order; returns ``off``."""
     off = np.zeros(nkeys + 1, dtype=np.int64)
     for i in range(keys.shape[0]):
         off[keys[i] + 1] += 1
     for k in range(nkeys):
         off[k + 1] += off[k]
     fill = off[:-1].copy()
-    idx = np.empty(keys.shape[0], dtype=np.int32)
     for i in range(keys.shape[0]):
-        k = keys[i]
-        idx[fill[k]] = i
-        fill[k] += 1
-    return off, idx
+        into[fill[keys[i]]] = i
+        fill[keys[i]] += 1
+    return off
+
+
+@nb.njit(cache=True, nogil=True)
+def group_by(keys: np.ndarray, nkeys: int) -> tuple[np.ndarray, np.ndarray]:
+    """Stable counting sort: ``idx[off[k]:off[k+1]]`` are the positions holding key k."""
+    idx = np.empty(keys.shape[0], dtype=np.int32)
+    return counting_sort(keys, nkeys, idx), idx
 
 
 @nb.njit(cache=True)
