@@ -33,8 +33,13 @@ def _stopped(signum: int) -> subprocess.CompletedProcess:
         f"os.kill(os.getpid(), {int(signum)})\n"
         "time.sleep(30)\n"
     )
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    return run_code(code)
+
+
+def run_code(code: str, *args: str) -> subprocess.CompletedProcess:
+    """``code`` in a fresh interpreter with ``args``: its status and output."""
+    return subprocess.run([sys.executable, "-c", code, *args], capture_output=True,
+                          text=True, timeout=60)
 
 
 def test_ctrl_c_ends_the_process_with_one_line_and_130():
@@ -64,8 +69,7 @@ def test_last_words_end_the_line_and_a_failure_is_named():
         "os.kill(os.getpid(), signal.SIGINT)\n"
         "time.sleep(30)\n"
     )
-    ran = [subprocess.run([sys.executable, "-c", code, which], capture_output=True,
-                          text=True, timeout=60) for which in ("ok", "bad")]
+    ran = [run_code(code, which) for which in ("ok", "bad")]
     assert [done.returncode for done in ran] == [130, 130]
     assert ran[0].stdout == "summary\n"
     assert ran[0].stderr == "graphcep: interrupted; the rest is kept; report written\n"
@@ -89,8 +93,7 @@ def test_py4j_records_on_the_root_logger_are_dropped():
         "logging.getLogger().handle(mine)\n"
         "print(len(logging.getLogger().filters))\n"
     )
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          timeout=60)
+    done = run_code(code)
     assert done.stdout == "kept\n1\n", done.stderr
 
 
@@ -110,7 +113,6 @@ def test_a_held_signal_is_honoured_by_the_commands_handler_or_as_keyboardinterru
         "except KeyboardInterrupt:\n"
         "    sys.exit(7)\n"
     )
-    ran = [subprocess.run([sys.executable, "-c", code, which], capture_output=True,
-                          text=True, timeout=60) for which in ("handler", "default")]
+    ran = [run_code(code, which) for which in ("handler", "default")]
     assert (ran[0].returncode, ran[0].stderr) == (143, "graphcep: terminated; nothing was started\n")
     assert (ran[1].returncode, ran[1].stderr) == (7, "")

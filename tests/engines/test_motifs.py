@@ -129,19 +129,24 @@ def _random_events(rng: np.random.Generator) -> list[tuple[str, str, int]]:
     return [events[i] for i in rng.permutation(len(events))]
 
 
+def assert_counts_equal_the_oracle(events: list, deltas: list) -> None:
+    """Tables and per-vertex counts of ``events`` for every δ equal the brute force's."""
+    counts = count_motifs(_table(events), deltas, local=True)
+    oracle = Oracle(events)
+    for i, delta in enumerate(deltas):
+        np.testing.assert_array_equal(counts.tables[i], oracle.table(delta),
+                                      err_msg=f"{events} δ={delta}")
+        local = oracle.local(delta)
+        for j, v in enumerate(counts.vertices):
+            assert counts.local[j, i].tolist() == local[v], (events, delta, v)
+
+
 def test_tables_and_local_counts_equal_brute_force():
     rng = np.random.default_rng(7)
     deltas = [0, 1, 3, 8]
     for _ in range(60):
         events = _random_events(rng)
-        counts = count_motifs(_table(events), deltas, local=True)
-        oracle = Oracle(events)
-        for i, delta in enumerate(deltas):
-            np.testing.assert_array_equal(counts.tables[i], oracle.table(delta),
-                                          err_msg=f"{events} δ={delta}")
-            local = oracle.local(delta)
-            for j, v in enumerate(counts.vertices):
-                assert counts.local[j, i].tolist() == local[v], (events, delta, v)
+        assert_counts_equal_the_oracle(events, deltas)
 
 
 @pytest.mark.parametrize("threads", [1, 5])
@@ -154,14 +159,7 @@ def test_counts_spread_over_threads_equal_brute_force(monkeypatch, threads):
         nv = int(rng.integers(3, 8))
         events = [(str(rng.integers(nv)), str(rng.integers(nv)), int(rng.integers(12)))
                   for _ in range(int(rng.integers(10, 30)))]
-        counts = count_motifs(_table(events), deltas, local=True)
-        oracle = Oracle(events)
-        for i, delta in enumerate(deltas):
-            np.testing.assert_array_equal(counts.tables[i], oracle.table(delta),
-                                          err_msg=f"{events} δ={delta}")
-            local = oracle.local(delta)
-            for j, v in enumerate(counts.vertices):
-                assert counts.local[j, i].tolist() == local[v], (events, delta, v)
+        assert_counts_equal_the_oracle(events, deltas)
 
 
 def test_text_names_are_ordered_as_text():
