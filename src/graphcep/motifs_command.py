@@ -246,7 +246,9 @@ def _counted(args: argparse.Namespace) -> Any:
     """The motif counts of ``args.input``, on Spark under ``--engine spark`` (where Ctrl-C
     is one line, :func:`~graphcep.interrupts.exit_on_interrupt`)."""
     from graphcep.cli_options import reader_options
+    from graphcep.engines.kernel_cache import lean_cache_loads
 
+    lean_cache_loads()  # the counters' kernels come from numba's cache
     spark = None
     if args.engine == "spark":
         from graphcep.runtime.spark import spark_session
