@@ -41,13 +41,13 @@ from __future__ import annotations
 import argparse
 import hashlib
 import json
-import os
 import shutil
 import sys
 import time
 from pathlib import Path
 from typing import Any, NoReturn
 
+from graphcep.cores import usable_cores
 from graphcep.engines.base import StateBoundError
 from graphcep.events import seconds_to_us
 from graphcep.interrupts import exit_on_interrupt, signals_kept
@@ -313,7 +313,7 @@ def _stream(args: argparse.Namespace) -> int:
         late_sink=PartWriter(args.late or checkpoint / "late"),
         reject_sink=PartWriter(args.rejects or checkpoint / "rejects"),
         # the engine runs in the driver: as many search threads as the master has cores
-        threads=max(1, min(spark.sparkContext.defaultParallelism, os.cpu_count() or 1)),
+        threads=max(1, min(spark.sparkContext.defaultParallelism, usable_cores())),
         watch=watch,
         **cells,
     )

@@ -44,6 +44,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.cores import usable_cores
 from graphcep.events import MATCH_SCHEMA
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import QueryError
@@ -145,7 +146,7 @@ class CellEngines:
             raise ValueError(f"cells cannot run this job: {err}") from None
         self.job = job
         self.shares = choose_shares(query, cells)
-        count = processes or min(self.shares.cells, multiprocessing.cpu_count())
+        count = processes or min(self.shares.cells, usable_cores())
         self.processes = max(1, min(count, self.shares.cells))
         ctx = multiprocessing.get_context("spawn")
         self._workers: list[_Worker] = []

@@ -38,7 +38,6 @@ Example
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from itertools import repeat
@@ -48,6 +47,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.cores import usable_cores
 from graphcep.engines.base import EngineBase, StateBoundError
 from graphcep.engines.subgraph.kernel import (
     build_pair_index,
@@ -187,7 +187,7 @@ class SubgraphEngine(EngineBase):
         self.field_aliases = dict(field_aliases or {})
         self.features = features
         self.max_window_edges = max_window_edges
-        self.threads = threads if threads is not None else (os.cpu_count() or 1)
+        self.threads = threads if threads is not None else usable_cores()
         if query.vertex_constraints and features is None:
             names = sorted({c.feature for c in query.vertex_constraints})
             raise QueryError(

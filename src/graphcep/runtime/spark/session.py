@@ -6,6 +6,7 @@ from __future__ import annotations
 import os
 from concurrent.futures import ThreadPoolExecutor
 
+from graphcep.cores import usable_cores
 from graphcep.interrupts import honour, interrupt_deferred
 from graphcep.runtime.spark_start import (
     JavaMissingError,
@@ -34,7 +35,7 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 
-    cores = os.cpu_count() or 2
+    cores = max(2, usable_cores())
     builder = (
         SparkSession.builder.master(master)
         .appName(app_name)

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Iterator
 from typing import Any
@@ -11,6 +10,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.cores import usable_cores
 from graphcep.hashing import spark_hash_long
 from graphcep.jobs.base import ReplayJob
 from graphcep.runtime.local import replay_job
@@ -84,7 +84,7 @@ def runs_in_driver(n: int) -> bool:
 
 def driver_threads(spark) -> int:
     """Threads for an engine in the driver: the session's cores, at most this process's."""
-    return max(1, min(spark.sparkContext.defaultParallelism, len(os.sched_getaffinity(0))))
+    return max(1, min(spark.sparkContext.defaultParallelism, usable_cores()))
 
 
 def ipc_bytes(table: pa.Table) -> bytes:
