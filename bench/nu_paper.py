@@ -362,7 +362,9 @@ def machine_lines(packages: tuple[str, ...] = ("pyarrow", "numpy", "matplotlib")
         model = found.group(1).strip() if found else platform.processor() or "?"
     except OSError:
         pass
-    dirty = [line[3:] for line in git("status", "--porcelain", "src").splitlines() if line.strip()]
+    # each line is "XY path"; the output comes stripped, so split rather than slice
+    dirty = [line.split(maxsplit=1)[-1] for line in git("status", "--porcelain", "src").splitlines()
+             if line.strip()]
     return [
         f"- date: {datetime.now(UTC).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- machine: {platform.machine()}, {model}, {os.cpu_count()} cores",
