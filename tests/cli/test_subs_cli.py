@@ -262,8 +262,8 @@ def test_subscribe_on_spark_reads_a_seq_file_as_in_process(tmp_path, capsys, spa
 
 def test_subscribe_widens_windows_as_run_does(tmp_path, capsys):
     """``subscribe --pww L`` is ``run SUBS --pww L``: the same notifications; with L as
-    long as the stream, the occurrences the brute force finds, known by their records
-    (a window's positions count from the window's first record)."""
+    long as the stream, the occurrences the brute force finds, with their records and
+    their positions in the key's whole sequence."""
     subs = str(EXAMPLES / "subs" / "figure3.subs")
     seq = str(EXAMPLES / "subs" / "figure3.seq")
     found = {}
@@ -272,8 +272,9 @@ def test_subscribe_widens_windows_as_run_does(tmp_path, capsys):
         argv = [command, subs, "--input", seq, "--pww", "8", "-o", str(out)]
         assert main([*argv, "--engine", "local"] if command == "run" else argv) == 0
         capsys.readouterr()
-        found[command] = {(r["subscription"], tuple(e["seq"] for e in r["edges"]))
+        found[command] = {(r["subscription"], r["start"], r["end"],
+                           tuple(e["seq"] for e in r["edges"]))
                           for r in map(json.loads, out.read_text().splitlines())}
-    expected = {(sid, tuple(range(start + 1, end + 2)))  # the file's records: seq = position + 1
+    expected = {(sid, start, end, tuple(range(start + 1, end + 2)))  # seq = position + 1
                 for sid, _, start, end in oracle(FIGURE, {"": list("acbcadb")})}
     assert found["subscribe"] == found["run"] == expected

@@ -13,6 +13,7 @@ import pytest
 from graphcep.cli import main
 from graphcep.jobs import as_job
 from graphcep.lang.nu import parse_nu
+from graphcep.lang.sequences import parse_subscriptions
 from graphcep.patterns.subgraph import QueryBuilder
 from graphcep.runtime.spark.widening import run_widening_spark
 from graphcep.runtime.widening import run_widening
@@ -41,7 +42,10 @@ def slow_stream(seed: int, background: int = 300, horizon_s: int = 200) -> pa.Ta
     return pa.table({"t": list(t), "src": list(src), "dst": list(dst)})
 
 
-JOBS = {"sal": lambda: as_job(TRIANGLE), "nu": lambda: as_job(parse_nu(NU, "triangle"))}
+#: subscriptions on each source's destinations (positions numbered over the whole stream)
+SUBS = "pingpong: @x.@y.@x\nback: @x.@x"
+JOBS = {"sal": lambda: as_job(TRIANGLE), "nu": lambda: as_job(parse_nu(NU, "triangle")),
+        "subs": lambda: as_job(parse_subscriptions(SUBS, "subs"))}
 
 
 def figures(stats) -> list[dict]:

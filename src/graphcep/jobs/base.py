@@ -12,6 +12,7 @@ of job it holds.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -55,6 +56,22 @@ class DeclaredSource:
     fmt: str
     host: str
     port: int
+
+
+class StreamNumbering(Protocol):
+    """What window widening numbers over the whole stream, before it cuts windows, for a
+    job whose matches depend on where their records lie in it (a key's sequence
+    positions, :mod:`graphcep.jobs.key_positions`); its state goes with the widening's."""
+
+    def number(self, batch: pa.Table) -> pa.Table:
+        """The stream's next records (in stream order) with the numbers added."""
+        ...
+
+    def window(self, job: ReplayJob, records: pa.Table
+               ) -> tuple[ReplayJob, pa.Table, Callable[[pa.Table], pa.Table]]:
+        """The job and records a window's detector runs, and the map of its match rows
+        back to the stream's terms."""
+        ...
 
 
 class QueryWatch(Protocol):
@@ -182,6 +199,11 @@ class ReplayJob(Protocol):
         ``graphcep run`` calls it while the input is read."""
         ...
 
+    def stream_numbering(self) -> StreamNumbering | None:
+        """What window widening must number over the whole stream for this job's
+        windows (None: a window's records say all a match needs)."""
+        ...
+
     def bounded_by(self, span_us: int) -> ReplayJob:
         """The job over a window whose start times lie within ``span_us`` of each other:
         bounds the job leaves open may be taken from it (a SAL query without a time bound
@@ -244,6 +266,9 @@ class JobBase:
         return 1
 
     def prepare(self) -> None:
+        return None
+
+    def stream_numbering(self) -> StreamNumbering | None:
         return None
 
     def plan_dot(self) -> str:

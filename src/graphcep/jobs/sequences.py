@@ -36,6 +36,7 @@ from graphcep.engines.sequences.tree import PatternTree
 from graphcep.events import format_seconds
 from graphcep.io.sinks import MatchDrawing, MatchFormat
 from graphcep.jobs.base import Extent, Instances, JobBase
+from graphcep.jobs.key_positions import KeyPositions
 from graphcep.jobs.subscription_watch import SubscriptionWatch
 from graphcep.patterns.sequences import SubscriptionSet, filtering_rate, show
 from graphcep.patterns.subgraph import QueryError
@@ -186,6 +187,20 @@ class SubscriptionJob(JobBase):
         return Instances(matches.column("match_id").to_pylist(),
                          matches.column("start_t").to_numpy().astype(np.int64),
                          matches.column("end_t").to_numpy().astype(np.int64))
+
+    @property
+    def local_matches(self) -> bool:
+        """A notification is decided by its records and their places in their key's
+        sequence: under window widening those come numbered over the whole stream
+        (:meth:`stream_numbering`), so a window holding the records finds it, and only
+        the stream's notifications."""
+        return True
+
+    def stream_numbering(self) -> KeyPositions:
+        """Each record's position in its key's sequence: windows read the runs of
+        consecutive positions, and report the stream's positions
+        (:mod:`graphcep.jobs.key_positions`)."""
+        return KeyPositions(self.key, self.symbol)
 
     def new_engine(self, threads: int | None = 1) -> Engine:
         module, cls = ENGINES[self.engine]

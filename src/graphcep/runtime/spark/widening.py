@@ -124,6 +124,7 @@ def run_widening_spark(spark, job: ReplayJob, edges: Any, *, keep: int, base_us:
     table = edges if isinstance(edges, pa.Table) else edges.toArrow()
     job, stream = widening_input(job, table)
     windows, planner = plan_windows(job.orient, stream, keep=keep, base_us=base_us,
+                                    numbering=job.stream_numbering(),
                                     max_duration_us=max_duration_us)
     groups = deal_windows(windows, tasks or 2 * spark.sparkContext.defaultParallelism)
     levels = planner.stats()

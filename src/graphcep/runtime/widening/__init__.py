@@ -39,12 +39,17 @@ with its records (edges). Its *span in records* is the number of stream records 
 first record to its last in stream order ``(t, seq)``, both included; its *duration* is
 its last record's start time minus its first's. Theorem 1 as tested: when the detector's
 matches are *local* (:attr:`~graphcep.jobs.base.ReplayJob.local_matches`: a match is
-decided by its own records, as for SAL queries and search-mode ν-expressions), PWW
-reports every instance the detector finds over the whole stream whose span is at most
-``L`` records and duration at most ``D``, and only instances the detector finds over
-the whole stream. For other detectors (DDST's match components depend on every edge of
-their window; subscriptions on contiguity in a key's sequence) PWW reports what the
-detector finds in its windows, a sub-stream each, and says so (``explain``).
+decided by its own records, as for SAL queries, search-mode ν-expressions and
+subscriptions), PWW reports every instance the detector finds over the whole stream whose
+span is at most ``L`` records and duration at most ``D``, and only instances the detector
+finds over the whole stream. A subscription's occurrence is also decided by its records'
+places in their key's sequence: the job's stream numbering
+(:meth:`~graphcep.jobs.base.ReplayJob.stream_numbering`,
+:mod:`graphcep.jobs.key_positions`) numbers every record as the stream arrives, before
+any window is cut, and each window's detector reads a key's runs of consecutive
+positions, so that a dropped middle never joins two records. For other detectors (DDST's
+match components depend on every edge of their window) PWW reports what the detector
+finds in its windows, a sub-stream each, and says so (``explain``).
 
 **Exactly once.** Windows overlap, and a level's windows are the batches of the level
 above, so an instance is seen many times. Windows run in the order a stream closes them

@@ -53,12 +53,18 @@ class Found:
 
 def detect(job: ReplayJob, window: Window, base_us: int) -> Found:
     """Replay ``window`` in a fresh engine of ``job`` (a bound job) bounded by the
-    window's span; its instances, each at its first match row."""
+    window's span -- read as the job's stream numbering says, where it has one
+    (:meth:`~graphcep.jobs.base.ReplayJob.stream_numbering`); its instances, each at its
+    first match row."""
     started = time.perf_counter()
     parts = []
     if window.records.num_rows >= job.min_records:  # else no match fits: no engine
-        engine = job.bounded_by(window_span_us(base_us, window.level)).new_engine()
-        parts = list(replay(engine, window.records))
+        numbering = job.stream_numbering()
+        runs, records, restore = (job, window.records, None) if numbering is None \
+            else numbering.window(job, window.records)
+        engine = runs.bounded_by(window_span_us(base_us, window.level)).new_engine()
+        parts = [part if restore is None else restore(part)
+                 for part in replay(engine, records)]
     seconds = time.perf_counter() - started
     if not parts:
         return Found(widened_schema(job.output.schema).empty_table(), [],

@@ -27,6 +27,7 @@ import numpy as np
 import pyarrow as pa
 
 from graphcep.engines.base import check_stream_order, numbered_batch
+from graphcep.jobs.base import StreamNumbering
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.widening.levels import Level, LevelStats, compress, levels_for
 
@@ -69,6 +70,9 @@ class WindowPlanner:
     max_duration_us
         ``D``: fixes the number of levels (None: a level is added whenever the top one
         combines a batch).
+    numbering
+        What the job numbers over the whole stream (:meth:`ReplayJob.stream_numbering`):
+        applied to every pushed batch after ``orient``, its state kept with the planner's.
 
     :meth:`push`, :meth:`advance` and :meth:`flush` return the windows they close, in
     order; :attr:`levels` holds each level's state and statistics (windows, records held,
@@ -76,12 +80,14 @@ class WindowPlanner:
     """
 
     def __init__(self, orient: Callable[[pa.Table], pa.Table], keep: int, base_us: int,
-                 max_duration_us: int | None = None) -> None:
+                 max_duration_us: int | None = None,
+                 numbering: StreamNumbering | None = None) -> None:
         if keep < 1:
             raise QueryError("--pww: L (records a pattern instance spans) must be at least 1")
         if base_us < 1:
             raise QueryError("--pww-base must be at least 1 µs")
         self.orient, self.keep, self.base_us = orient, keep, base_us
+        self.numbering = numbering
         self.max_levels = levels_for(base_us, max_duration_us)
         self.levels: list[Level] = []
         self.edges = 0
@@ -102,6 +108,8 @@ class WindowPlanner:
         table = numbered_batch(self.orient(batch), self._next_seq)
         if table is None:
             return self._windows()
+        if self.numbering is not None:
+            table = self.numbering.number(table)
         t = table.column("t").to_numpy().astype(np.int64)
         seq = table.column("seq").to_numpy().astype(np.int64)
         check_stream_order(t, seq, self._last)
@@ -139,7 +147,7 @@ class WindowPlanner:
                 "levels": self.levels, "edges": self.edges, "open": self._open,
                 "open_index": self._open_index, "last": self._last,
                 "next_seq": self._next_seq, "flushing": self._flushing,
-                "order": self._order}
+                "order": self._order, "numbering": self.numbering}
 
     @classmethod
     def from_state(cls, orient: Callable[[pa.Table], pa.Table],
@@ -151,6 +159,7 @@ class WindowPlanner:
         planner._open_index, planner._last = state["open_index"], state["last"]
         planner._next_seq, planner._flushing = state["next_seq"], state["flushing"]
         planner._order = state["order"]
+        planner.numbering = state.get("numbering")
         return planner
 
     def held_by_level(self) -> list[int]:
@@ -242,9 +251,10 @@ class WindowPlanner:
 
 
 def plan_windows(orient: Callable[[pa.Table], pa.Table], stream: pa.Table, *, keep: int,
-                 base_us: int, max_duration_us: int | None = None
+                 base_us: int, max_duration_us: int | None = None,
+                 numbering: StreamNumbering | None = None
                  ) -> tuple[list[Window], WindowPlanner]:
     """Every window of a whole stream (in stream order), in the order a stream closes
     them, and the planner that cut them (its levels' statistics)."""
-    planner = WindowPlanner(orient, keep, base_us, max_duration_us)
+    planner = WindowPlanner(orient, keep, base_us, max_duration_us, numbering)
     return planner.push(stream) + planner.flush(), planner

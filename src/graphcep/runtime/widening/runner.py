@@ -75,7 +75,8 @@ class Widening(EngineBase):
                  max_duration_us: int | None = None) -> None:
         super().__init__()
         self.job, self.base_us = job, base_us
-        self.planner = WindowPlanner(job.orient, keep, base_us, max_duration_us)
+        self.planner = WindowPlanner(job.orient, keep, base_us, max_duration_us,
+                                     job.stream_numbering())
         self._seen: dict[str, tuple[int, int]] = {}  # identity -> (first_t, last_t)
         self._gc_at = 4096
 

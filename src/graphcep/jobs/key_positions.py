@@ -1,0 +1,150 @@
+"""A keyed sequence's positions, numbered over the whole stream, for detectors that see
+part of it.
+
+A subscription occurs at consecutive positions of one key's sequence. A detector that
+reads a window of the stream sees each key's records of that window only; when the window
+is whole (a span of time) they are a stretch of the key's sequence, but progressive window
+widening also builds windows whose middle was dropped (Algorithm 2), and there two records
+of a key may look adjacent with records of the same key dropped between them. Counting
+positions from the window's start would also report positions of the window, not of the
+stream.
+
+:class:`KeyPositions` numbers every record with its position in its key's sequence as
+the stream arrives (column :data:`KEY_POSITION`; a record with a null key or symbol
+belongs to no sequence and gets none) -- one counter per key, held with the widening's
+state. :meth:`KeyPositions.window` then lets a detector read a window as the stream
+defines it: each key's records are cut into runs of consecutive positions, each run read
+as a sequence of its own (a key of its own, :data:`RUN_KEY`), and the notifications'
+keys and positions are mapped back to the stream's.
+
+Example
+-------
+>>> import pyarrow as pa
+>>> from graphcep.jobs import as_job
+>>> from graphcep.lang.sequences import parse_subscriptions
+>>> job = as_job(parse_subscriptions("twice: @x.@x", "s"))
+>>> positions = KeyPositions(job.key, job.symbol)
+>>> stream = positions.number(pa.table({"t": [0, 1, 2, 3], "seq": [0, 1, 2, 3],
+...     "src": ["h", "h", "h", "h"], "dst": ["a", "b", "b", "c"]}))
+>>> stream.column(KEY_POSITION).to_pylist()
+[0, 1, 2, 3]
+>>> dropped_middle = stream.take([0, 3])   # positions 0 and 3: not adjacent
+>>> window_job, records, restore = positions.window(job, dropped_middle)
+>>> restore(next(iter([window_job.new_engine().push(records)]))).num_rows
+0
+>>> window_job, records, restore = positions.window(job, stream.take([1, 2]))
+>>> restore(window_job.new_engine().push(records)).select(["key", "start", "end"]).to_pylist()
+[{'key': 'h', 'start': 1, 'end': 2}]
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+#: The column holding each record's position in its key's sequence.
+KEY_POSITION = "_key_pos"
+#: The column a window's detector reads as its key: the key and the run's number.
+RUN_KEY = "_key_run"
+_RUN_MARK = "\x1f"  # between a key and its run's number (no key text holds it: see window)
+
+
+def _array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
+def _text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
+    column = _array(column)
+    return column if pa.types.is_string(column.type) else column.cast(pa.string())
+
+
+def _groups(keys: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
+    """Each row's key code (-1 for none), the distinct keys, and the rows in key order
+    (stable: stream order within a key)."""
+    encoded = pc.dictionary_encode(keys)
+    codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
+    return codes, encoded.dictionary, np.argsort(codes, kind="stable")
+
+
+class KeyPositions:
+    """Counts each key's records over the stream; its state is one integer per key.
+
+    Parameters
+    ----------
+    key, symbol
+        The columns of a record's key and symbol (a record lacking either belongs to no
+        sequence, as in the subscription engines).
+    """
+
+    def __init__(self, key: str, symbol: str) -> None:
+        self.key, self.symbol = key, symbol
+        self.next: dict[str, int] = {}  # key -> position of its next record
+
+    def number(self, batch: pa.Table) -> pa.Table:
+        """``batch`` (the stream's next records, in stream order) with :data:`KEY_POSITION`."""
+        keys = _text(batch.column(self.key))
+        valid = _array(pc.and_(pc.is_valid(keys), pc.is_valid(batch.column(self.symbol))))
+        keys = pc.if_else(valid, keys, pa.scalar(None, pa.string()))
+        codes, names, order = _groups(keys)
+        positions = np.zeros(len(codes), np.int64)
+        first = np.searchsorted(codes[order], 0)  # rows without a key sort first
+        ranked, ranked_codes = order[first:], codes[order][first:]
+        if len(ranked):
+            starts = np.r_[0, np.flatnonzero(np.diff(ranked_codes)) + 1]
+            counts = np.diff(np.r_[starts, len(ranked)])
+            base = np.array([self.next.get(k, 0) for k in names.to_pylist()], np.int64)
+            within = np.arange(len(ranked)) - np.repeat(starts, counts)
+            positions[ranked] = base[ranked_codes] + within
+            for code, count in zip(ranked_codes[starts].tolist(), counts.tolist(), strict=True):
+                self.next[names[code].as_py()] = int(base[code]) + count
+        column = pa.array(positions, pa.int64(),
+                          mask=~valid.to_numpy(zero_copy_only=False).astype(bool))
+        if KEY_POSITION in batch.column_names:
+            batch = batch.drop_columns([KEY_POSITION])
+        return batch.append_column(KEY_POSITION, column)
+
+    def window(self, job: Any, records: pa.Table
+               ) -> tuple[Any, pa.Table, Callable[[pa.Table], pa.Table]]:
+        """The job a window's detector runs (reading :data:`RUN_KEY` as its key), the
+        records with that column, and the map of its notifications back to the stream's
+        keys and positions (module docstring)."""
+        if KEY_POSITION not in records.column_names:  # numbered by no widening
+            return job, records, lambda matches: matches
+        keys = _text(records.column(self.key))
+        positions = _array(records.column(KEY_POSITION))
+        keys = pc.if_else(pc.is_valid(positions), keys, pa.scalar(None, pa.string()))
+        codes, _, order = _groups(keys)
+        pos = positions.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
+        sorted_codes, sorted_pos = codes[order], pos[order]
+        new_run = np.ones(len(order), bool)
+        new_run[1:] = (sorted_codes[1:] != sorted_codes[:-1]) | \
+            (sorted_pos[1:] != sorted_pos[:-1] + 1)
+        runs = np.empty(len(order), np.int64)
+        runs[order] = np.cumsum(new_run) - 1
+        run_text = pa.array(runs.astype(str), pa.string())
+        # the mark may occur in a key's own text: the run key is then still unique (the
+        # run number after the last mark tells runs apart); the map back uses the numbers
+        run_keys = pc.binary_join_element_wise(keys, run_text, _RUN_MARK)
+        run_start = sorted_pos[new_run]  # by run number: the first position of each run
+        run_name = np.asarray(keys.take(pa.array(order[new_run])).to_pylist(), dtype=object)
+
+        def restore(matches: pa.Table) -> pa.Table:
+            if matches.num_rows == 0:
+                return matches
+            numbers = np.array([int(k.rsplit(_RUN_MARK, 1)[1])
+                                for k in matches.column("key").to_pylist()], np.int64)
+            shift = pa.array(run_start[numbers])
+            index = {name: i for i, name in enumerate(matches.column_names)}
+            matches = matches.set_column(index["key"], "key", pa.array(run_name[numbers],
+                                                                    pa.string()))
+            for name in ("start", "end"):
+                matches = matches.set_column(index[name], name,
+                                             pc.add(matches.column(name), shift))
+            return matches
+
+        return replace(job, key=RUN_KEY), records.append_column(RUN_KEY, run_keys), restore
