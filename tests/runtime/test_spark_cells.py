@@ -169,10 +169,12 @@ def write_parquet_parts(batches: list[pa.Table], directory) -> None:
         os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
 
 
-def stream_batches(count: int = 1_200) -> tuple[pa.Table, list[pa.Table]]:
+def stream_batches(count: int = 1_200, step: int = 240) -> tuple[pa.Table, list[pa.Table]]:
+    """``count`` edges arriving out of order (late ones included) in files of ``step``
+    arrivals, then one far edge that releases the rest."""
     table = generate_netflow(count, 30, 60, seed=11).select(["t", "src", "dst", "dur", "seq"])
     delays = [(i * 7919) % (3 * S) for i in range(table.num_rows)]
-    batches = arrival_batches(table, delays, list(range(0, count, 150)))
+    batches = arrival_batches(table, delays, list(range(0, count, step)))
     end = pa.table({"t": [10**12], "src": ["far1"], "dst": ["far2"], "dur": [0],
                     "seq": [10**6]}).cast(table.schema)
     return table, [*batches, end]
@@ -223,7 +225,7 @@ def test_a_killed_driver_restarts_from_spark_state_losing_and_repeating_nothing(
     write_parquet_parts(batches, tmp_path / "in")
     proc = run_driver(tmp_path / "in", tmp_path, 8, once=False)
     deadline = time.monotonic() + 300
-    while len(list((tmp_path / "out").glob("part-*.jsonl"))) < 3:
+    while len(list((tmp_path / "out").glob("part-*.jsonl"))) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "the driver stopped"
         time.sleep(0.2)
     os.killpg(proc.pid, signal.SIGKILL)

@@ -62,7 +62,7 @@ def job_of(patterns: list[str], symbol: str = "sym") -> SubscriptionJob:
     return SubscriptionJob(parse_subscriptions(text, "subs"), key="src", symbol=symbol)
 
 
-@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(cases())
 def test_every_occurrence_of_at_most_L_records_once_with_the_streams_positions(case):
     edges, patterns, keep, base = case

@@ -108,11 +108,11 @@ class WindowPlanner:
         table = numbered_batch(self.orient(batch), self._next_seq)
         if table is None:
             return self._windows()
-        if self.numbering is not None:
-            table = self.numbering.number(table)
         t = table.column("t").to_numpy().astype(np.int64)
         seq = table.column("seq").to_numpy().astype(np.int64)
         check_stream_order(t, seq, self._last)
+        if self.numbering is not None:  # after the check: a refused batch counts nothing
+            table = self.numbering.number(table)
         self._last, self._next_seq = (int(t[-1]), int(seq[-1])), int(seq[-1]) + 1
         self.edges += table.num_rows
         index = t // self.base_us
