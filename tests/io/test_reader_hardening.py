@@ -482,6 +482,26 @@ def test_a_wholly_rejected_file_hints_at_the_format(tmp_path: Path) -> None:
     ]
 
 
+@pytest.mark.parametrize(("lines", "time_format", "advice"), [
+    ("t,src,dst\n2024-01-01T00:00:00,a,b\n2024-01-01 00:00:01.5,b,c\n", "number",
+     "its times read as ISO-8601 date-times: pass --time-format iso"),
+    ("t,src,dst\n1,a,b\n2.5,b,c\n", "iso", "its times read as numbers: pass --time-format number"),
+    ("t,src,dst\n2024-01-01T00:00:00,a,b\nnoon,b,c\n", "number",
+     "pass --format if it is another format"),  # not every time reads the other way
+])
+def test_times_written_the_other_way_point_at_the_time_format(
+        tmp_path: Path, lines: str, time_format: str, advice: str) -> None:
+    """A file of the right format whose times are ISO-8601 where numbers were expected
+    (the default), or the reverse, gives no edge: the summary says which option fixes
+    it, not that the format may be wrong."""
+    path = write(tmp_path / "flows.csv", lines)
+    result = read_edges(path, options=ReaderOptions(time_format=time_format))
+    assert result.edges.num_rows == 0
+    log = RejectLog()
+    log.add(result.rejects)
+    assert log.summary().endswith(f"no line of {path} reads as csv: {advice}")
+
+
 # The files of one run read in the first file's format, each with its own layout; a file no
 # line of which reads that way has only hinted rejects, which used to have another schema
 # (a nullable reason) than the others' and failed the join ("Schema at index 1 was

@@ -12,7 +12,10 @@ removed (``"field 3 (t): not a number: 'abc'"`` -> ``"not a number"``).
 
 When no line of a file gives an edge, the reader ends each of its reasons with a hint,
 ``" [no line of this file reads as snap: is --format right?]"`` (a ``.vast`` file read
-as SNAP rejects every line); the summary repeats the hint once per file.
+as SNAP rejects every line); the summary repeats the hint once per file. When every
+rejected line of such a file failed on a time that reads as the other time format (an
+ISO-8601 date-time where a number was expected, or a number where a date-time was), the
+summary names ``--time-format`` instead: the format was right, the times were not.
 """
 
 from __future__ import annotations
@@ -35,6 +38,25 @@ _FIELD_PREFIX = re.compile(r"^field [^:]*?(?:\([^)]*\))?: ")
 _DETAIL = re.compile(r"(?:: | \().*$", re.DOTALL)  # not a quoted ':' ("':' in ...")
 _FORMAT_HINT = " [no line of this file reads as {fmt}: is --format right?]"
 _HINT_RE = re.compile(r" \[no line of this file reads as (\S+): is --format right\?\]$")
+#: a time that failed as one format and reads as the other -> the --time-format to pass
+_OTHER_TIME = (
+    (re.compile(r"not a number: '[-+]?\d{4}-\d\d-\d\d(?:[T ]\d[^']*)?'"), "iso"),
+    (re.compile(r"not an ISO-8601 date-time: '[-+]?\d+(?:\.\d*)?(?:[eE][-+]?\d+)?'"),
+     "number"),
+)
+
+
+def other_time_format(reason: str) -> str | None:
+    """The ``--time-format`` a reject's time would read as, when that is its failure.
+
+    >>> other_time_format("field 1 (t): not a number: '2024-01-01T00:00:01'")
+    'iso'
+    >>> other_time_format("field 1 (t): not an ISO-8601 date-time: '1700000000.5'")
+    'number'
+    >>> other_time_format("field 1 (t): not a number: 'abc'") is None
+    True
+    """
+    return next((fmt for pattern, fmt in _OTHER_TIME if pattern.search(reason)), None)
 
 
 def add_format_hint(rejects: pa.Table, fmt: str) -> pa.Table:
@@ -58,6 +80,9 @@ def reason_kind(reason: str) -> str:
     return kind or reason
 
 
+_TIME_WORDS = {"iso": "ISO-8601 date-times", "number": "numbers"}
+
+
 class RejectLog:
     """Accumulates reject tables from any number of reads.
 
@@ -72,6 +97,8 @@ class RejectLog:
         self._tables: list[pa.Table] = []
         self._kinds: Counter[str] = Counter()
         self._hints: dict[str, str] = {}  # file -> format none of its lines read as
+        # file -> the --time-format every one of its rejects' times reads as ("" if not all)
+        self._times: dict[str, str] = {}
 
     def add(self, rejects: pa.Table, file: str | os.PathLike | None = None) -> None:
         """Add a rejects table (with or without a ``file`` column; ``file`` fills it in)."""
@@ -88,6 +115,9 @@ class RejectLog:
         for name, reason in zip(rejects.column("file").to_pylist(), reasons, strict=True):
             if name not in self._hints and (hint := _HINT_RE.search(reason)):
                 self._hints[name] = hint.group(1)
+            other = other_time_format(reason) or ""
+            if self._times.setdefault(name, other) != other:
+                self._times[name] = ""
 
     @property
     def count(self) -> int:
@@ -136,8 +166,12 @@ class RejectLog:
         if where is not None:
             text += f"; see {where}"
         for name, fmt in self._hints.items():
-            text += f"; no line of {name} reads as {fmt}: pass --format if it is another format"
+            text += f"; no line of {name} reads as {fmt}: "
+            other = self._times.get(name)
+            text += (f"its times read as {_TIME_WORDS[other]}: pass --time-format {other}"
+                     if other else "pass --format if it is another format")
         return text
 
 
-__all__ = ["REJECT_LOG_SCHEMA", "RejectLog", "add_format_hint", "reason_kind"]
+__all__ = ["REJECT_LOG_SCHEMA", "RejectLog", "add_format_hint", "other_time_format",
+           "reason_kind"]
