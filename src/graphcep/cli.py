@@ -273,7 +273,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     demo = sub.add_parser("demo", help="generate netflow and run the paper's queries on Spark")
     demo.add_argument("--edges", type=count_option(1), default=200_000, metavar="N",
-                      help="flows to generate (default 200000)")
+                      help="flows to generate (default 200000, at least 100000)")
     add_spark_arguments(demo)
     demo.add_argument("--workdir", default="demo-output", type=path_option,
                       help="directory for the generated stream and the matches "
@@ -719,8 +719,11 @@ def cmd_gen_netflow(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from graphcep.demo import run_demo
+    from graphcep.demo import MIN_EDGES, RATE, run_demo
 
+    if args.edges < MIN_EDGES:  # checked here: the demo module loads only for the demo
+        raise QueryError(f"--edges: the demo plants its attacks in at least {MIN_EDGES:,} "
+                         f"flows ({MIN_EDGES // RATE} s of them), got {args.edges:,}")
     return run_demo(args.edges, args.master, Path(args.workdir))
 
 

@@ -42,6 +42,9 @@ SUBGRAPH WateringHole ON Netflows WITH source(SourceIp) AND target(DestIp)
 VERTICES = 2_000
 RATE = 1_000
 ATTACKS = 5
+#: the fewest flows the demo generates: 100 s of them, room for the planted attacks (each
+#: within 60 s of the end, none in the first tenth) and for the top-k to see the baits
+MIN_EDGES = 100_000
 
 
 def demo_stream(edges: int, seed: int = 7) -> tuple[pa.Table, list[tuple[str, str, str]]]:
@@ -74,6 +77,7 @@ def demo_stream(edges: int, seed: int = 7) -> tuple[pa.Table, list[tuple[str, st
 
 
 def run_demo(edges: int, master: str, workdir: Path) -> int:
+    from graphcep.interrupts import exit_on_interrupt
     from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
 
@@ -85,6 +89,7 @@ def run_demo(edges: int, master: str, workdir: Path) -> int:
           f"with {ATTACKS} planted watering holes -> {stream_path}")
     started = time.perf_counter()
     spark = spark_session(master)
+    exit_on_interrupt(f"the generated stream stays in {stream_path}")  # not Spark's handler
     print(f"Spark {spark.version} on {master} started in {time.perf_counter() - started:.1f} s")
     edges_df, rejects_df, lines = read_edges_spark(spark, stream_path, "vast")
     edges_df = edges_df.cache()

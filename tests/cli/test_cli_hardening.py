@@ -478,6 +478,9 @@ def test_no_option_of_another_kind_is_silently_ignored(capsys):
           "--window", "20"],
          "--window bounds how long a match may last, and --pww finds matches of any "
          "duration (of at most L records): give one of them"),
+        (["demo", "--edges", "5000"],  # the planted attacks need 100 s of flows
+         "--edges: the demo plants its attacks in at least 100,000 flows (100 s of them), "
+         "got 5,000"),
     ]
     for args, message in cases:
         assert main(args) == 2, args

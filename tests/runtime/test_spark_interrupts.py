@@ -141,3 +141,32 @@ def test_the_line_says_which_pictures_were_not_written_and_why():
     assert _pictures_note(Namespace(report=None, timeline="t.png"), "written") == (
         "; --timeline t.png written")
     assert _pictures_note(Namespace(report=None, timeline=None), "written") == ""
+
+
+#: Runs ``graphcep demo`` with SIGINT sent 0.5 s into its first Spark job, when Spark's
+#: tasks are running and the JVM would print a stack trace for each one it aborts.
+INTERRUPTED_DEMO = """
+import os, signal, sys, threading
+import graphcep.runtime.spark as spark_runtime
+started = spark_runtime.run_spark
+def run_spark(*args, **kwargs):
+    threading.Timer(0.5, os.kill, (os.getpid(), signal.SIGINT)).start()
+    return started(*args, **kwargs)
+spark_runtime.run_spark = run_spark
+from graphcep.cli import main
+sys.argv = ["graphcep", *sys.argv[1:]]
+sys.exit(main())
+"""
+
+
+@pytest.mark.slow
+def test_ctrl_c_in_the_demo_is_one_line_and_keeps_the_generated_stream(tmp_path):
+    done = subprocess.run(
+        [sys.executable, "-c", INTERRUPTED_DEMO, "demo", "--edges", "100000", "--workdir",
+         str(tmp_path), "--master", "local[2]"],
+        capture_output=True, text=True, timeout=180)
+    assert done.returncode == 130, done.stderr[-3000:]
+    stream = tmp_path / "netflow.csv"
+    assert graphcep_lines(done.stderr) == [
+        f"graphcep: interrupted; the generated stream stays in {stream}"]
+    assert stream.stat().st_size > 0
