@@ -87,6 +87,33 @@ def test_parquet_int64_extremes_are_out_of_range(
     assert got[3] == f"field {column} (t): out of range: {INT64_MAX}"
 
 
+def test_a_parquet_file_of_many_batches_keeps_order_and_whole_rejected_rows(
+        tmp_path: Path, monkeypatch) -> None:
+    """Batches of three rows, parsed side by side: the edges come in file order, each
+    reject names its own row and shows it whole (the projected read leaves ``note`` out,
+    the reject's text has it)."""
+    from graphcep.io import readers
+
+    monkeypatch.setattr(readers, "PARQUET_BATCH_ROWS", 3)
+    times = [1, 2, INT64_MIN, 4, 5, 6, 7, INT64_MAX, 9, 10]
+    pq.write_table(pa.table({"t": pa.array(times, pa.int64()),
+                             "src": [f"s{i}" for i in range(10)],
+                             "dst": [f"d{i}" for i in range(10)],
+                             "note": [f"row {i + 1}" for i in range(10)]}),
+                   tmp_path / "m.parquet")
+    options = readers.parquet_projection(pq.read_schema(tmp_path / "m.parquet"),
+                                         ReaderOptions(attributes=()))[1]
+    result = read_edges(tmp_path / "m.parquet", options=options)
+    kept = [i for i, t in enumerate(times) if t not in (INT64_MIN, INT64_MAX)]
+    assert result.edges.column("t").to_pylist() == [times[i] for i in kept]
+    assert result.edges.column("seq").to_pylist() == [i + 1 for i in kept]
+    assert "note" not in result.edges.column_names
+    assert sorted(reasons(result)) == [3, 8]
+    texts = dict(zip(result.rejects.column("line").to_pylist(),
+                     result.rejects.column("text").to_pylist(), strict=True))
+    assert "row 3" in texts[3] and "row 8" in texts[8]
+
+
 def test_parquet_far_dates_are_out_of_range(tmp_path: Path) -> None:
     # 2**31 - 1 days is about 5.9 million years: beyond 2**62 us (about 146,000 years).
     days = pa.array([1, 2**31 - 1], pa.int32()).cast(pa.date32())

@@ -8,6 +8,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.cores import usable_cores
+
 
 def _dictionary(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array] | None:
     """Local codes and the distinct names of a column (None when empty)."""
@@ -18,6 +20,36 @@ def _dictionary(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Arra
     encoded = pc.dictionary_encode(column.cast(pa.string()))
     local = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
     return local, encoded.dictionary
+
+
+def _unified(parts: list[tuple[np.ndarray, pa.Array] | None]
+             ) -> tuple[np.ndarray, pa.Array] | None:
+    """One column's codes and names from those of its consecutive chunks: the chunks'
+    names in chunk order, encoded again, number every name by its first appearance in the
+    column, as :func:`_dictionary` of the whole column does."""
+    parts = [p for p in parts if p is not None]
+    if not parts:
+        return None
+    if len(parts) == 1:
+        return parts[0]
+    names = pc.dictionary_encode(pa.concat_arrays([p[1] for p in parts]))
+    remap = np.asarray(names.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
+    starts = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
+    local = np.concatenate([remap[start + codes] for start, (codes, _) in
+                            zip(starts, parts, strict=True)])
+    return local, names.dictionary
+
+
+#: Rows per piece a long column is encoded in, one thread a piece.
+PIECE_ROWS = 1 << 20
+
+
+def _pieces(column: pa.Array | pa.ChunkedArray) -> list[pa.Array | pa.ChunkedArray]:
+    """A column cut in consecutive pieces of about :data:`PIECE_ROWS` rows."""
+    n = len(column)
+    if n <= PIECE_ROWS:
+        return [column]
+    return [column.slice(start, PIECE_ROWS) for start in range(0, n, PIECE_ROWS)]
 
 
 class VertexIds:
@@ -48,12 +80,17 @@ class VertexIds:
     def encode_many(self, columns: list[pa.Array | pa.ChunkedArray],
                     threads: bool = True) -> list[np.ndarray]:
         """Encode several columns; the Arrow encodings (which release the GIL) run in
-        parallel threads unless ``threads`` is False, the id assignment after them in order."""
+        parallel threads unless ``threads`` is False -- a long column in pieces of
+        :data:`PIECE_ROWS` rows, a thread each, their names unified after -- and the id
+        assignment after them, in order. Ids are the same either way: names are numbered
+        by their first appearance."""
         if not threads:
             return [self._assign(_dictionary(column)) for column in columns]
-        with ThreadPoolExecutor(len(columns)) as pool:
-            encoded = list(pool.map(_dictionary, columns))
-        return [self._assign(e) for e in encoded]
+        pieces = [_pieces(column) for column in columns]
+        flat = [piece for column in pieces for piece in column]
+        with ThreadPoolExecutor(min(len(flat), usable_cores())) as pool:
+            encoded = iter(list(pool.map(_dictionary, flat)))
+        return [self._assign(_unified([next(encoded) for _ in column])) for column in pieces]
 
     def _assign(self, encoded: tuple[np.ndarray, pa.Array] | None) -> np.ndarray:
         if encoded is None:

@@ -46,6 +46,7 @@ import io
 import os
 import zlib
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -54,6 +55,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
+from graphcep.cores import usable_cores
 from graphcep.events import EDGE_SCHEMA, US_PER_SECOND, concat_edges
 from graphcep.io.formats import (
     REJECT_TEXT_CHARS,
@@ -531,28 +533,37 @@ def _read_parquet_file(
         columns, options = parquet_projection(file.schema_arrow, options)
     except SchemaError as exc:
         raise SchemaError(f"{name}: {exc}") from None
+    batches = file.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
+    parsed: list[tuple[Future, int]] = []  # each batch's parse and its first row
+    offset, damage = 0, None
+    # batches are decoded in order (Arrow's own threads) and parsed in threads of ours as
+    # they come: the parsing is Arrow compute, which releases the GIL
+    with ThreadPoolExecutor(usable_cores()) as pool:
+        while True:
+            try:
+                batch = next(batches, None)
+            except (pa.ArrowException, OSError) as exc:  # a damaged page: keep what was read
+                damage = DamagedInputError(f"damaged Parquet: {exc} after row {offset}", offset)
+                break
+            if batch is None:
+                break
+            parsed.append((pool.submit(parse_table, batch, options, row_offset=offset), offset))
+            offset += batch.num_rows
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
-    offset = 0
-    batches = file.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
-    while True:
+    for index, (parsing, first_row) in enumerate(parsed):
         try:
-            batch = next(batches, None)
-        except (pa.ArrowException, OSError) as exc:  # a damaged page: keep what was read
-            reason = f"damaged Parquet: {exc} after row {offset}"
-            rejects.append(_damage_rejects(name, DamagedInputError(reason, offset)))
-            return FileRead(edges, rejects, offset + 1, damaged=True)
-        if batch is None:
-            return FileRead(edges, rejects, offset)
-        try:
-            good, bad = parse_table(batch, options, row_offset=offset)
+            good, bad = parsing.result()
             if columns is not None and bad.num_rows:  # a reject shows its whole row
-                _, bad = parse_table(_whole_batch(path, len(edges)), options, offset)
+                _, bad = parse_table(_whole_batch(path, index), options, first_row)
         except SchemaError as exc:
             raise SchemaError(f"{name}: {exc}") from None
         edges.append(good)
         rejects.append(_with_file(bad, name))
-        offset += batch.num_rows
+    if damage is not None:
+        rejects.append(_damage_rejects(name, damage))
+        return FileRead(edges, rejects, offset + 1, damaged=True)
+    return FileRead(edges, rejects, offset)
 
 
 #: Rows per batch of a Parquet read.
