@@ -10,34 +10,36 @@ import pyarrow.compute as pc
 
 from graphcep.cores import usable_cores
 
+#: A column's names once encoded: each piece's codes with the map of its codes to the
+#: column's (None: the same), and the column's distinct names by first appearance.
+Encoded = tuple[list[tuple[np.ndarray, np.ndarray | None]], pa.Array]
 
-def _dictionary(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array] | None:
-    """Local codes and the distinct names of a column (None when empty)."""
+
+def _dictionary(column: pa.Array | pa.ChunkedArray) -> Encoded | None:
+    """The codes and the distinct names of a column (None when empty)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
     if len(column) == 0:
         return None
     encoded = pc.dictionary_encode(column.cast(pa.string()))
-    local = np.asarray(encoded.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    return local, encoded.dictionary
+    return [(encoded.indices.to_numpy(zero_copy_only=False), None)], encoded.dictionary
 
 
-def _unified(parts: list[tuple[np.ndarray, pa.Array] | None]
-             ) -> tuple[np.ndarray, pa.Array] | None:
-    """One column's codes and names from those of its consecutive chunks: the chunks'
-    names in chunk order, encoded again, number every name by its first appearance in the
-    column, as :func:`_dictionary` of the whole column does."""
+def _unified(parts: list[Encoded | None]) -> Encoded | None:
+    """One column's encoding from those of its consecutive pieces: the pieces' names in
+    piece order, encoded again, number every name by its first appearance in the column,
+    as :func:`_dictionary` of the whole column does; each piece keeps its codes and gets
+    the map of them to the column's (no copy of the codes)."""
     parts = [p for p in parts if p is not None]
-    if not parts:
-        return None
-    if len(parts) == 1:
-        return parts[0]
+    if len(parts) <= 1:
+        return parts[0] if parts else None
     names = pc.dictionary_encode(pa.concat_arrays([p[1] for p in parts]))
-    remap = np.asarray(names.indices.to_numpy(zero_copy_only=False), dtype=np.int64)
-    starts = np.cumsum([0] + [len(p[1]) for p in parts[:-1]])
-    local = np.concatenate([remap[start + codes] for start, (codes, _) in
-                            zip(starts, parts, strict=True)])
-    return local, names.dictionary
+    remap = names.indices.to_numpy(zero_copy_only=False)
+    pieces, start = [], 0
+    for (((codes, _),), uniques) in parts:
+        pieces.append((codes, remap[start:start + len(uniques)]))
+        start += len(uniques)
+    return pieces, names.dictionary
 
 
 #: Rows per piece a long column is encoded in, one thread a piece.
@@ -50,6 +52,18 @@ def _pieces(column: pa.Array | pa.ChunkedArray) -> list[pa.Array | pa.ChunkedArr
     if n <= PIECE_ROWS:
         return [column]
     return [column.slice(start, PIECE_ROWS) for start in range(0, n, PIECE_ROWS)]
+
+
+def _gathered(pieces: list[tuple[np.ndarray, np.ndarray | None]], ids: np.ndarray
+              ) -> np.ndarray:
+    """Each row's id: its piece's code, through the piece's map, through ``ids`` (the id
+    of each of the column's names) -- one gather a piece, into one array."""
+    out = np.empty(sum(len(codes) for codes, _ in pieces), np.int32)
+    at = 0
+    for codes, remap in pieces:
+        np.take(ids if remap is None else ids[remap], codes, out=out[at:at + len(codes)])
+        at += len(codes)
+    return out
 
 
 class VertexIds:
@@ -92,10 +106,10 @@ class VertexIds:
             encoded = iter(list(pool.map(_dictionary, flat)))
         return [self._assign(_unified([next(encoded) for _ in column])) for column in pieces]
 
-    def _assign(self, encoded: tuple[np.ndarray, pa.Array] | None) -> np.ndarray:
+    def _assign(self, encoded: Encoded | None) -> np.ndarray:
         if encoded is None:
             return np.empty(0, dtype=np.int32)
-        local, uniques = encoded
+        pieces, uniques = encoded
         found = pc.index_in(uniques, value_set=self._known)
         mapping = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
         fresh = mapping < 0
@@ -108,7 +122,7 @@ class VertexIds:
             self._names.extend(names)
             self._known = pa.concat_arrays([self._known, new])
             self._names_array = None
-        return mapping[local]
+        return _gathered(pieces, mapping)
 
     def names(self, ids: np.ndarray) -> np.ndarray:
         if self._names_array is None:
