@@ -32,6 +32,7 @@ import contextlib
 import gc
 import json
 import os
+import re
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
@@ -151,11 +152,11 @@ def _main(argv: list[str] | None) -> int:
         print(f"graphcep: {err.strerror or err}{where}", file=sys.stderr)
         return 1
     except Exception as err:
-        message = remote_state_bound(err)
+        message, code = remote_error(err)
         if message is None:
             raise
         print(f"graphcep: {message}", file=sys.stderr)
-        return 3
+        return code
 
 
 def _os_error_line(err: Exception) -> str:
@@ -171,6 +172,20 @@ def remote_state_bound(err: BaseException) -> str | None:
     if not type(err).__module__.startswith(("pyspark", "py4j")):
         return None
     return StateBoundError.found_in(str(err))
+
+
+def remote_error(err: BaseException) -> tuple[str | None, int]:
+    """The message and exit status of graphcep's own error raised inside a Spark task (a
+    state bound: 3; the query or an option refusing the input, as a key field with no
+    text: 2), else ``(None, 1)``."""
+    bound = remote_state_bound(err)
+    if bound is not None:
+        return bound, 3
+    if type(err).__module__.startswith(("pyspark", "py4j")):
+        match = re.search(r"graphcep\.patterns\.subgraph\.QueryError: ([^\n]+)", str(err))
+        if match:
+            return match.group(1).strip(), 2
+    return None, 1
 
 
 class OptionParser(argparse.ArgumentParser):

@@ -608,9 +608,19 @@ def _query_digest(args: argparse.Namespace, watched: bool = False,
             "pww", "pww_base", "pww_max_duration")})
     if matching == "executors":  # absent otherwise: earlier digests stand
         options["matching"] = matching  # the cells' budget: CHECKPOINT/cells/grid.json
-    digest = hashlib.sha256(b"watched" if watched else Path(args.query).read_bytes())
+    digest = hashlib.sha256(b"watched" if watched else _query_bytes(args.query))
     digest.update(json.dumps(options, sort_keys=True, default=str).encode())
     return digest.hexdigest()
+
+
+def _query_bytes(path: str) -> bytes:
+    """The query's text as its checkpoint records it: the file, or a directory of
+    ``.subs`` files (their names and texts)."""
+    if not Path(path).is_dir():
+        return Path(path).read_bytes()
+    from graphcep.lang.sequences import read_subscriptions_source
+
+    return repr(read_subscriptions_source(path)).encode()
 
 
 def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> Any:
@@ -665,9 +675,9 @@ def _load_job(args: argparse.Namespace, fmt: str | None) -> tuple[ReplayJob, boo
     try:
         return jobs.load(args.query, options), False
     except (QuerySyntaxError, OSError):
-        if jobs.kind_of(args.query).name != "subs" or not _has_finished_batches(
-                Path(args.checkpoint)):
-            raise
+        if jobs.kind_of(args.query).name != "subs" or args.pww is not None or \
+                not _has_finished_batches(Path(args.checkpoint)):
+            raise  # widened subscriptions are read once, not watched (WidenedJob.watch)
     return with_options(SubscriptionSet(Path(args.query).stem, ()), options), True
 
 

@@ -68,3 +68,15 @@ def test_explain_shows_levels_durations_and_record_bounds(files, capsys):
     assert "L = 5 records, T0 = 0.5 s, D = 3 s (4 levels)" in stdout
     assert "level 3: batches of 4 s, windows of 8 s, at most 10 records a batch" in stdout
     assert "exact:" in stdout
+
+
+def test_explain_says_how_spark_runs_widened_subscriptions(tmp_path, capsys):
+    """Under --pww Spark runs groups of windows, not the subscriptions' key partitions."""
+    query = tmp_path / "s.subs"
+    query.write_text("twice: @x.@x\n")
+    status, plain, _ = run(["explain", str(query)], capsys)
+    assert status == 0 and "Spark: the stream is partitioned by 'src'" in plain
+    status, stdout, err = run(["explain", str(query), "--pww", "3"], capsys)
+    assert status == 0, err
+    spark = [line for line in stdout.splitlines() if line.startswith("Spark:")]
+    assert len(spark) == 1 and "windows" in spark[0] and "partitioned" not in spark[0]

@@ -278,3 +278,29 @@ def test_subscribe_widens_windows_as_run_does(tmp_path, capsys):
     expected = {(sid, start, end, tuple(range(start + 1, end + 2)))  # seq = position + 1
                 for sid, _, start, end in oracle(FIGURE, {"": list("acbcadb")})}
     assert found["subscribe"] == found["run"] == expected
+
+
+def refuse_a_list_field(tmp_path, capsys, extra):
+    """A Parquet list column as the key or symbol: one line naming the option, exit 2."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({"t": [0, 1, 2], "src": ["h"] * 3, "dst": ["a"] * 3,
+                             "tags": [[1], [2], [1]]}), tmp_path / "e.parquet")
+    (tmp_path / "s.subs").write_text(SUBS)
+    assert main(["subscribe", str(tmp_path / "s.subs"), "--input",
+                 str(tmp_path / "e.parquet"), *extra]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and f"{extra[0]} 'tags'" in err, err
+
+
+@pytest.mark.parametrize("pww", [[], ["--pww", "2"]], ids=["whole", "pww"])
+@pytest.mark.parametrize("role", ["--symbol", "--key"])
+def test_a_field_that_holds_no_text_is_refused_in_one_line(tmp_path, capsys, role, pww):
+    refuse_a_list_field(tmp_path, capsys, [role, "tags", *pww])
+
+
+@pytest.mark.spark
+def test_a_field_that_holds_no_text_is_refused_from_a_spark_task(tmp_path, capsys, spark):
+    refuse_a_list_field(tmp_path, capsys, ["--symbol", "tags", "--engine", "spark",
+                                           "--master", "local[2]"])

@@ -22,6 +22,7 @@ from graphcep.events import format_seconds
 from graphcep.runtime.streaming import StreamOperator
 from graphcep.runtime.widening import WidenedJob, Widening, run_widening
 from tests.runtime.test_widening_spark import JOBS, slow_stream
+from tests.sequences_oracle import occurrences
 
 S = 1_000_000
 #: the triangle of tests/runtime/test_widening_spark.py as a SAL file: no time bound
@@ -262,3 +263,58 @@ def test_a_killed_and_restarted_stream_reports_each_instance_once(files, tmp_pat
     got = instance_keys(jsonl(tmp_path / "out"))
     assert len(got) == len(set(got)), "an instance was written twice"
     assert sorted(got) == sorted(batch_run(tmp_path, query, incoming))
+
+
+SUBS = "twice: @x.@x\nback: @a.@b.@a\nabc: a.b.c\n"
+
+
+def subscription_truth(rows: list[dict], keep: int) -> tuple[set[tuple], set[tuple]]:
+    """``(id, key, start, end, edges)`` of every occurrence of :data:`SUBS` in each key's
+    whole sequence (brute force, tests/sequences_oracle.py), and those spanning at most
+    ``keep`` stream records (``rows`` in stream order)."""
+    sequences: dict[str, list[int]] = {}
+    for i, row in enumerate(rows):
+        sequences.setdefault(row["src"], []).append(i)
+    found, within = set(), set()
+    for line in SUBS.splitlines():
+        sid, text = (part.strip() for part in line.split(":"))
+        items = tuple(i if not i.startswith("@") else ("var", i) for i in text.split("."))
+        for key, index in sequences.items():
+            for start, _ in occurrences(items, [rows[i]["dst"] for i in index]):
+                taken = index[start:start + len(items)]
+                occurrence = (sid, key, start, start + len(items) - 1,
+                              tuple((rows[i]["t"] // S, rows[i]["dst"]) for i in taken))
+                found.add(occurrence)
+                if taken[-1] - taken[0] + 1 <= keep:
+                    within.add(occurrence)
+    return found, within
+
+
+@pytest.mark.spark
+def test_stream_widens_a_subscriptions_file(spark, tmp_path, capsys):
+    """``graphcep stream SUBS --pww``: notifications of each key's whole sequence, every
+    one spanning at most L records, none twice, at the stream's positions; the file is
+    read once, so a restart with the file edited is refused (the checkpoint's set)."""
+    from graphcep.cli import main
+
+    rng = np.random.default_rng(3)
+    t = np.cumsum(rng.choice([0, 1, 1, 3, 40], 90)).astype(np.int64) * S
+    rows = [{"t": int(x), "src": str(rng.choice(["h", "g", "k"])),
+             "dst": str(rng.choice(["a", "b", "c"]))} for x in t]
+    incoming = tmp_path / "in"
+    write_files(pa.Table.from_pylist(rows), incoming, 5)
+    query = tmp_path / "s.subs"
+    query.write_text(SUBS)
+    args = [*stream_args(tmp_path, query, incoming), "--quiet"]
+    args[args.index("--pww") + 1] = "2"
+    assert main([*args, "--once"]) == 0, capsys.readouterr().err
+    got = [(r["subscription"], r["key"], r["start"], r["end"],
+            tuple((e["t"], e["dst"]) for e in r["edges"])) for r in jsonl(tmp_path / "out")]
+    found, within = subscription_truth(rows, keep=2)
+    assert len(within) > 10 and len(got) == len(set(got))
+    assert within <= set(got) <= found
+    query.write_text(SUBS + "more: a.a\n")
+    capsys.readouterr()
+    assert main([*args, "--once"]) == 2
+    err = capsys.readouterr().err
+    assert "the query file" in err and len(err.strip().splitlines()) == 1

@@ -47,6 +47,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines.sequences.engine import as_text
+
 #: The column holding each record's position in its key's sequence.
 KEY_POSITION = "_key_pos"
 #: The column a window's detector reads as its key: the key and the run's number.
@@ -58,9 +60,9 @@ def _array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
     return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
 
 
-def _text(column: pa.ChunkedArray | pa.Array) -> pa.Array:
-    column = _array(column)
-    return column if pa.types.is_string(column.type) else column.cast(pa.string())
+def _text(column: pa.ChunkedArray | pa.Array, field: str) -> pa.Array:
+    """The key column as the subscription engines read it (text)."""
+    return _array(as_text(column, "--key", field))
 
 
 def _groups(keys: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
@@ -87,7 +89,7 @@ class KeyPositions:
 
     def number(self, batch: pa.Table) -> pa.Table:
         """``batch`` (the stream's next records, in stream order) with :data:`KEY_POSITION`."""
-        keys = _text(batch.column(self.key))
+        keys = _text(batch.column(self.key), self.key)
         valid = _array(pc.and_(pc.is_valid(keys), pc.is_valid(batch.column(self.symbol))))
         keys = pc.if_else(valid, keys, pa.scalar(None, pa.string()))
         codes, names, order = _groups(keys)
@@ -115,7 +117,7 @@ class KeyPositions:
         keys and positions (module docstring)."""
         if KEY_POSITION not in records.column_names:  # numbered by no widening
             return job, records, lambda matches: matches
-        keys = _text(records.column(self.key))
+        keys = _text(records.column(self.key), self.key)
         positions = _array(records.column(KEY_POSITION))
         keys = pc.if_else(pc.is_valid(positions), keys, pa.scalar(None, pa.string()))
         codes, _, order = _groups(keys)

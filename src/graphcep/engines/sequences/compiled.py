@@ -137,8 +137,8 @@ class CompiledSequenceEngine(KeyedSequenceEngine):
         if accepted is None:
             return _NONE
         batch, t, seq = accepted
-        keys = as_text(batch.column(self.key)).combine_chunks()
-        symbols = as_text(batch.column(self.symbol)).combine_chunks()
+        keys = as_text(batch.column(self.key), "--key", self.key).combine_chunks()
+        symbols = as_text(batch.column(self.symbol), "--symbol", self.symbol).combine_chunks()
         local, key_ids = _codes(keys, self.keys)
         sym_local, sym_numbers = _codes(symbols, self.symbols)
         if len(self.symbols) > kernel.SYMBOL_LIMIT:

@@ -52,6 +52,7 @@ from graphcep.engines.sequences.sharded import ShardedDict
 from graphcep.engines.sequences.tree import PatternTree
 from graphcep.events import match_ids
 from graphcep.patterns.sequences import SequencePattern
+from graphcep.patterns.subgraph import QueryError
 
 #: One edge of an occurrence.
 SUBS_EDGE_TYPE = pa.struct([pa.field("seq", pa.int64()), pa.field("t", pa.int64()),
@@ -115,8 +116,8 @@ class KeyedSequenceEngine(EngineBase):
         if accepted is None:
             return _NONE
         batch, t, seq = accepted
-        keys = _text(batch.column(self.key))
-        symbols = _text(batch.column(self.symbol))
+        keys = _text(batch.column(self.key), "--key", self.key)
+        symbols = _text(batch.column(self.symbol), "--symbol", self.symbol)
         rows: list[dict[str, Any]] = []
         for k, s, ti, si, u, v in zip(keys, symbols, t.tolist(), seq.tolist(),
                                       batch.column("src").to_pylist(),
@@ -189,16 +190,23 @@ class KeyedSequenceEngine(EngineBase):
         self.keys, self.keep = state["keys"], state["keep"]
 
 
-def as_text(column: pa.ChunkedArray) -> pa.ChunkedArray:
-    """A column as text (the symbols patterns name), nulls kept."""
-    if not pa.types.is_string(column.type):
-        column = column.cast(pa.string())
-    return column
+def as_text(column: pa.ChunkedArray | pa.Array, role: str, field: str
+            ) -> pa.ChunkedArray | pa.Array:
+    """A column as text (the symbols patterns name), nulls kept; a :class:`QueryError`
+    naming the option (``role``) and ``field`` when its values have no text (a list, a
+    struct)."""
+    if pa.types.is_string(column.type):
+        return column
+    try:
+        return column.cast(pa.string())
+    except (pa.ArrowNotImplementedError, pa.ArrowInvalid):
+        raise QueryError(f"{role} {field!r}: a field of type {column.type} has no text to "
+                         "compare; name a field of text, numbers or times") from None
 
 
-def _text(column: pa.ChunkedArray) -> list[str | None]:
+def _text(column: pa.ChunkedArray, role: str, field: str) -> list[str | None]:
     """A column's values as text, nulls kept as None."""
-    return as_text(column).to_pylist()
+    return as_text(column, role, field).to_pylist()
 
 
 class SequenceEngine(KeyedSequenceEngine):

@@ -102,5 +102,13 @@ class WidenedJob:
     def partition_key(self) -> str | None:
         return None
 
+    def watch(self, path: str) -> None:
+        """None: the query is fixed when the stream starts. Each window runs a fresh
+        engine of the job, and a window closes long after its first records arrived, so
+        a subscription added or removed at a stream position has no window to start
+        from; the checkpoint records the query's text, and a restart with it edited is
+        refused."""
+        return None
+
     def bounded_by(self, span_us: int) -> WidenedJob:
         return self

@@ -78,6 +78,10 @@ def level_lines(levels: list[LevelStats]) -> list[str]:
             for k, s in enumerate(levels)]
 
 
+#: how a job's explanation starts its line on Spark's plan
+_SPARK_PLAN = "Spark:"
+
+
 def explain_lines(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> list[str]:
     """What ``graphcep explain`` prints of a job: under ``--pww`` (``widening``: ``(L, T0,
     D)``), as level 0's windows run it, then the level table."""
@@ -85,7 +89,12 @@ def explain_lines(job: ReplayJob, widening: tuple[int, int, int | None] | None) 
         return job.describe()
     keep, base_us, max_duration_us = widening
     span = window_span_us(base_us, 0)
+    # the job's own Spark plan (partitions, shards) is not what runs: the windows are
     return [f"as level 0's windows run it (a level-k window bounds it by its own span, "
             f"2^k x {format_seconds(span)} s):",
-            *job.bounded_by(span).describe(), "",
-            *describe_widening(job, keep, base_us, max_duration_us)]
+            *(line for line in job.bounded_by(span).describe()
+              if not line.startswith(_SPARK_PLAN)), "",
+            *describe_widening(job, keep, base_us, max_duration_us), _SPARK_PLAN +
+            " graphcep run cuts every window in the driver and runs groups of windows of "
+            "about equal records in parallel tasks, each window in a fresh engine; graphcep "
+            "stream runs each window in the driver as it closes"]
