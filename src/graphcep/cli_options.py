@@ -196,7 +196,9 @@ def add_input_arguments(parser: argparse.ArgumentParser, *,
     ``time_unit_help``: there δ is in that unit too)."""
     parser.add_argument("--time-unit", choices=("s", "ms", "us"),
                         help=time_unit_help or "unit of numeric times in the input: s "
-                                               "(default), ms or us")
+                                               "(default), ms or us; a Parquet file's "
+                                               "integer t and dur are in its own unit, "
+                                               "else us, unless this is given")
     parser.add_argument("--time-format", choices=("number", "iso", "auto"), default="number",
                         help="times in the input: number (default; seconds, or --time-unit), "
                              "iso (ISO-8601 date-times, UTC unless a zone is given) or auto "

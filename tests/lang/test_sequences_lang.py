@@ -25,7 +25,9 @@ def test_lines_comments_and_quoted_symbols():
     ("a: x\nb: y$", 2, 5, "unexpected character '$'"),
     ("a: x\na: y", 2, 1, "defined twice (first at line 1:1)"),
     ("# nothing", 1, 10, "holds no subscription"),
-    ('a: ""', 1, 4, "expected a constant or @variable"),
+    ('a: ""', 1, 4, "a constant cannot be empty (an @variable matches any symbol"),
+    ("a: @\u00fc", 1, 5, "unexpected character '\u00fc' (variable names are letters"),
+    ("a: x.\u00fc", 1, 6, "(quote symbols holding it"),
     # a line that ends too soon: the error is at its end, not on the next line
     ("a: x.\n", 1, 6, "found the end of the line"),
     ("a: x.\nb: y", 1, 6, "found the end of the line"),

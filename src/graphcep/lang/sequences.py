@@ -72,8 +72,11 @@ def _scan_operator(sc: _Scanner) -> None:
     if ch in _OPERATORS:
         sc.emit("OP", ch, 1)
         return
-    sc.error("'.', '@', ':' or a symbol", repr(ch), f"unexpected character {ch!r} (quote "
-             "symbols holding it: \"...\")", sc.line, sc.column)
+    after_at = sc.pos > 0 and sc.text[sc.pos - 1] == "@"
+    hint = ("variable names are letters, digits and _" if after_at
+            else "quote symbols holding it: \"...\"")
+    sc.error("'.', '@', ':' or a symbol", repr(ch), f"unexpected character {ch!r} ({hint})",
+             sc.line, sc.column)
 
 
 def looks_like_subscriptions(text: str) -> bool:
@@ -217,5 +220,8 @@ class _Parser(TokenCursor):
             return tok.value
         if tok.kind == "STRING" and tok.value:
             return tok.value
+        if tok.kind == "STRING":  # "": data may hold empty symbols, a variable binds them
+            self.fail("a pattern item", tok, f"subscription {id_tok.value!r}: a constant "
+                      "cannot be empty (an @variable matches any symbol, the empty one too)")
         self.fail("a pattern item", tok, f"{what} a constant or @variable, found "
                   f"{tok.describe()}")
