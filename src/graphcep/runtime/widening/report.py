@@ -62,8 +62,10 @@ def describe_widening(job: ReplayJob, keep: int, base_us: int,
                      f"windows of {format_seconds(p.window_us)} s, {held}")
     within = "" if max_duration_us is None else f" (and at most {format_seconds(max_duration_us)} s)"
     if job.local_matches:
-        lines.append(f"exact: a match is decided by its own records, so every instance of "
-                     f"at most {keep} records{within} is reported, once")
+        numbered = "" if job.stream_numbering() is None else \
+            " and their places in the stream (numbered over all of it before windows are cut)"
+        lines.append(f"exact: a match is decided by its own records{numbered}, so every "
+                     f"instance of at most {keep} records{within} is reported, once")
     else:
         lines.append(f"not exact: {job.name!r}'s matches depend on records besides their "
                      "own, so each window reports what its records alone match (the "
