@@ -80,3 +80,6 @@ def test_explain_says_how_spark_runs_widened_subscriptions(tmp_path, capsys):
     assert status == 0, err
     spark = [line for line in stdout.splitlines() if line.startswith("Spark:")]
     assert len(spark) == 1 and "windows" in spark[0] and "partitioned" not in spark[0]
+    # exact, as the widening numbers each key's positions over the whole stream
+    assert "exact: a match is decided by its own records and their places in the stream" \
+        in stdout
