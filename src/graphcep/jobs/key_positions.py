@@ -12,7 +12,7 @@ stream.
 :class:`KeyPositions` numbers every record with its position in its key's sequence as
 the stream arrives (column :data:`KEY_POSITION`; a record with a null key or symbol
 belongs to no sequence and gets none) -- one counter per key, held with the widening's
-state. :meth:`KeyPositions.window` then lets a detector read a window as the stream
+state as two arrays. :meth:`KeyPositions.window` then lets a detector read a window as the stream
 defines it: each key's records are cut into runs of consecutive positions, each run read
 as a sequence of its own (a key of its own, :data:`RUN_KEY`), and the notifications'
 keys and positions are mapped back to the stream's.
@@ -74,7 +74,9 @@ def _groups(keys: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
 
 
 class KeyPositions:
-    """Counts each key's records over the stream; its state is one integer per key.
+    """Counts each key's records over the stream; its state is every key met (one Arrow
+    string array, in the order first met) and the position of each one's next record
+    (one NumPy array): no Python object per key, and a checkpoint pickles two buffers.
 
     Parameters
     ----------
@@ -85,7 +87,8 @@ class KeyPositions:
 
     def __init__(self, key: str, symbol: str) -> None:
         self.key, self.symbol = key, symbol
-        self.next: dict[str, int] = {}  # key -> position of its next record
+        self._keys = pa.array([], pa.string())
+        self._next = np.zeros(0, np.int64)
 
     def number(self, batch: pa.Table) -> pa.Table:
         """``batch`` (the stream's next records, in stream order) with :data:`KEY_POSITION`."""
@@ -94,21 +97,32 @@ class KeyPositions:
         keys = pc.if_else(valid, keys, pa.scalar(None, pa.string()))
         codes, names, order = _groups(keys)
         positions = np.zeros(len(codes), np.int64)
-        first = np.searchsorted(codes[order], 0)  # rows without a key sort first
-        ranked, ranked_codes = order[first:], codes[order][first:]
+        ranked = order[np.searchsorted(codes[order], 0):]  # rows without a key sort first
         if len(ranked):
+            ranked_codes = codes[ranked]
             starts = np.r_[0, np.flatnonzero(np.diff(ranked_codes)) + 1]
             counts = np.diff(np.r_[starts, len(ranked)])
-            base = np.array([self.next.get(k, 0) for k in names.to_pylist()], np.int64)
-            within = np.arange(len(ranked)) - np.repeat(starts, counts)
-            positions[ranked] = base[ranked_codes] + within
-            for code, count in zip(ranked_codes[starts].tolist(), counts.tolist(), strict=True):
-                self.next[names[code].as_py()] = int(base[code]) + count
+            slots = self._slots(names)[ranked_codes]  # each row's key's place in the state
+            positions[ranked] = self._next[slots] + np.arange(len(ranked)) - np.repeat(
+                starts, counts)
+            self._next[slots[starts]] += counts
         column = pa.array(positions, pa.int64(),
                           mask=~valid.to_numpy(zero_copy_only=False).astype(bool))
         if KEY_POSITION in batch.column_names:
             batch = batch.drop_columns([KEY_POSITION])
         return batch.append_column(KEY_POSITION, column)
+
+    def _slots(self, names: pa.Array) -> np.ndarray:
+        """Each of ``names``' place in the state, the new ones added (counting from 0)."""
+        slots = pc.index_in(names, value_set=self._keys).fill_null(-1).to_numpy(
+            zero_copy_only=False).astype(np.int64)
+        fresh = slots < 0
+        if fresh.any():
+            count = int(fresh.sum())
+            slots[fresh] = np.arange(len(self._keys), len(self._keys) + count)
+            self._keys = pa.concat_arrays([self._keys, names.filter(pa.array(fresh))])
+            self._next = np.concatenate([self._next, np.zeros(count, np.int64)])
+        return slots
 
     def window(self, job: Any, records: pa.Table
                ) -> tuple[Any, pa.Table, Callable[[pa.Table], pa.Table]]:
