@@ -42,6 +42,7 @@ from typing import Any, NoReturn
 
 from graphcep import timing
 from graphcep.cli_options import (
+    DEFAULT_REJECTS,
     add_ddst_arguments,
     add_input_arguments,
     add_nu_arguments,
@@ -315,7 +316,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     """How a run goes and reports (``run`` and ``subscribe``)."""
     add_spark_arguments(parser)
     add_input_arguments(parser)
-    parser.add_argument("--rejects", default="rejects.jsonl", type=path_option,
+    parser.add_argument("--rejects", default=DEFAULT_REJECTS, type=path_option,
                         help="where malformed lines go, with line number and reason "
                              "(default rejects.jsonl)")
     parser.add_argument("--shards", type=count_option(1), metavar="N",

@@ -325,6 +325,10 @@ def add_subscription_arguments(parser: argparse.ArgumentParser) -> None:
                              "all report the same notifications")
 
 
+#: Where rejected lines go without --rejects (in the current directory).
+DEFAULT_REJECTS = "rejects.jsonl"
+
+
 def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None]) -> None:
     """Refuse an output that is one of the input files (or the query file): writing it
     would destroy what the run reads (``-o flows.jsonl`` for ``--input flows.jsonl``); and
@@ -346,5 +350,10 @@ def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None])
     for path in expand_paths(inputs):
         for role, target in existing.items():
             if os.path.samefile(path, target):
-                raise SinkError(f"{role} {str(target)!r} is an input of the run; writing it "
-                                "would destroy the input: name another file")
+                # the rejects file's default lands in the current directory: run from
+                # inside an input directory, an earlier run left it among the inputs
+                earlier = (" (the default rejects file, left among the inputs by an "
+                           "earlier run from this directory: pass --rejects PATH outside them)"
+                           if role == "rejects" and str(target) == DEFAULT_REJECTS else "")
+                raise SinkError(f"{role} {str(target)!r} is an input of the run{earlier}; "
+                                "writing it would destroy the input: name another file")

@@ -50,7 +50,12 @@ def delta_list(text: str) -> list[str]:
 
 def add_parser(sub: Any) -> None:
     """Register ``motifs`` on the CLI's subparsers."""
-    from graphcep.cli_options import add_input_arguments, add_spark_arguments, path_option
+    from graphcep.cli_options import (
+        DEFAULT_REJECTS,
+        add_input_arguments,
+        add_spark_arguments,
+        path_option,
+    )
 
     motifs = sub.add_parser(
         "motifs", help="count the 36 three-event δ-temporal motifs (SNAP's 6x6 table)",
@@ -75,7 +80,7 @@ def add_parser(sub: Any) -> None:
                         help=f"text, json or png (a heat map per δ, {PNG_PER_ROW} to a row, "
                              f"at most {PNG_MAX_DELTAS} δ; needs -o); default: from the -o "
                              "suffix, else text")
-    motifs.add_argument("--rejects", default="rejects.jsonl", type=path_option,
+    motifs.add_argument("--rejects", default=DEFAULT_REJECTS, type=path_option,
                         help="where malformed lines go, with line number and reason "
                              "(default rejects.jsonl)")
     motifs.add_argument("--engine", choices=("local", "spark"), default="local",

@@ -671,6 +671,24 @@ def test_an_output_naming_an_input_file_is_refused_and_the_input_kept(tmp_path, 
     assert stream.read_text() == data
 
 
+def test_a_default_rejects_file_left_in_the_input_directory_says_so(
+        tmp_path, capsys, monkeypatch):
+    """Run twice from inside the input directory: the first run's default rejects.jsonl
+    is an input of the second, which says where it came from and what to pass."""
+    write(tmp_path / "e.txt", "a b 1\nbad line here\n")
+    monkeypatch.chdir(tmp_path)
+    argv = ["run", str(TRIANGLE), "--input", ".", "--format", "snap", "--engine", "local",
+            "-o", str(tmp_path.parent / f"{tmp_path.name}-m.jsonl")]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert (tmp_path / "rejects.jsonl").is_file()
+    assert main(argv) == 2
+    assert one_line_error(capsys) == (
+        "graphcep: rejects 'rejects.jsonl' is an input of the run (the default rejects "
+        "file, left among the inputs by an earlier run from this directory: pass --rejects "
+        "PATH outside them); writing it would destroy the input: name another file")
+
+
 @pytest.mark.parametrize("time_format", ["iso", "auto"])
 def test_time_format_reads_iso_times_and_keeps_durations_numbers(tmp_path, capsys,
                                                                  time_format):
