@@ -36,16 +36,17 @@ _PANEL_INCHES = 4.2
 def delta_list(text: str) -> list[str]:
     """``--delta``: comma-separated non-negative numbers (checked in seconds here, the
     coarsest unit; whether each is a whole number of µs in ``--time-unit`` is checked
-    when the command runs)."""
+    when the command runs), each δ once, in the order first given."""
     values = [v.strip() for v in text.split(",")]
     if not all(values):
         raise argparse.ArgumentTypeError(f"expected numbers separated by commas: {text!r}")
+    distinct: dict[int, str] = {}  # one table per δ: 10,10.0 is one δ (the first spelling)
     for value in values:
         try:
-            delta_to_us(value, "s")
+            distinct.setdefault(delta_to_us(value, "s"), value)
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
-    return values
+    return list(distinct.values())
 
 
 def add_parser(sub: Any) -> None:
