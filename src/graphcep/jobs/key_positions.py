@@ -12,10 +12,10 @@ stream.
 :class:`KeyPositions` numbers every record with its position in its key's sequence as
 the stream arrives (column :data:`KEY_POSITION`; a record with a null key or symbol
 belongs to no sequence and gets none) -- one counter per key, held with the widening's
-state as two arrays. :meth:`KeyPositions.window` then lets a detector read a window as the stream
-defines it: each key's records are cut into runs of consecutive positions, each run read
-as a sequence of its own (a key of its own, :data:`RUN_KEY`), and the notifications'
-keys and positions are mapped back to the stream's.
+state as two arrays. :meth:`KeyPositions.window` then lets a detector read a window as
+the stream defines it: each key's records are cut into runs of consecutive positions,
+each run read as a sequence of its own (a key of its own, :data:`RUN_KEY`), and the
+notifications' keys and positions are mapped back to the stream's.
 
 Example
 -------
@@ -30,7 +30,7 @@ Example
 [0, 1, 2, 3]
 >>> dropped_middle = stream.take([0, 3])   # positions 0 and 3: not adjacent
 >>> window_job, records, restore = positions.window(job, dropped_middle)
->>> restore(next(iter([window_job.new_engine().push(records)]))).num_rows
+>>> restore(window_job.new_engine().push(records)).num_rows
 0
 >>> window_job, records, restore = positions.window(job, stream.take([1, 2]))
 >>> restore(window_job.new_engine().push(records)).select(["key", "start", "end"]).to_pylist()
@@ -53,7 +53,7 @@ from graphcep.engines.sequences.engine import as_text
 KEY_POSITION = "_key_pos"
 #: The column a window's detector reads as its key: the key and the run's number.
 RUN_KEY = "_key_run"
-_RUN_MARK = "\x1f"  # between a key and its run's number (no key text holds it: see window)
+_RUN_MARK = "\x1f"  # between a key and its run's number (the text after the last one)
 
 
 def _array(column: pa.ChunkedArray | pa.Array) -> pa.Array:
