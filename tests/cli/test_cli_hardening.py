@@ -258,6 +258,14 @@ RUN_OPTIONS = [
     (["-o", "matches.txt"], "cannot tell the output format of 'matches.txt'"),
     (["-o", "/dev/null"], "cannot tell the output format of '/dev/null'"),
     (["-o", ""], "argument --output/-o: expected a path, got an empty one"),
+    (["-o", "-", "--output-format", "jsonl"], "--output-format jsonl writes a file, and the "
+                                              "output is the console: name it with -o FILE"),
+    (["--output-format", "parquet"], "--output-format parquet writes a file, and the output "
+                                     "is the console"),
+    (["-o", "matches.txt", "--output-format", "console"],
+     "output 'matches.txt' is a file, and --output-format console prints the matches"),
+    (["--rejects", "-"], "rejects '-' is the console, which shows the matches: name a file"),
+    (["--report", "-"], "--report '-' is the console, which shows the matches: name a file"),
     (["--rejects", " "], "argument --rejects: expected a path, got an empty one"),
     (["--input", ""], "argument --input/-i: expected a path, got an empty one"),
     (["--master", "bogus"], "argument --master: expected local, local[N], local[*], "

@@ -565,7 +565,10 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     """Check that :func:`make_sink` can write ``target``, before a run computes anything;
     return the format it will write (``"console"`` for ``None`` or ``"-"``).
 
-    A name without a known suffix needs ``fmt`` (``-o /dev/null`` with ``jsonl``). Nothing
+    A name without a known suffix needs ``fmt`` (``-o /dev/null`` with ``jsonl``). The
+    console takes the matches only, in their console form: a file format for it, ``-`` for
+    another ``role`` or a file with ``fmt="console"`` is refused (never silently ignored,
+    nor written as a file named ``-``). Nothing
     is created or truncated: a run that fails later leaves an earlier output as it was.
     ``role`` names the target in messages (``"output"``, ``"rejects"``).
 
@@ -584,8 +587,11 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     ...
     graphcep.io.sinks.SinkError: cannot tell the output format of 'matches.txt' from its name (known: .jsonl, .ndjson, .json, .parquet, .dot, .gv); rename it or give the format (--output-format jsonl|parquet|dot|console)
     """
-    if target is None or str(target) == "-" or fmt == "console":
-        return "console"
+    if target is None or str(target) == "-":
+        return _console_target(fmt, role)
+    if fmt == "console":
+        raise SinkError(f"{role} {str(target)!r} is a file, and --output-format console prints "
+                        "the matches: leave out one of them")
     kind = fmt or sink_format(target)
     if kind is None:
         raise SinkError(
@@ -609,6 +615,19 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     else:
         _check_creatable(path, target, role)
     return kind
+
+
+def _console_target(fmt: str | None, role: str) -> str:
+    """``"console"`` for the console target (``None``, ``-``) of the matches in their console
+    form; a file format or another role asks for a file (a file named ``-`` would be
+    written otherwise)."""
+    if role != "output":
+        raise SinkError(f"{role} '-' is the console, which shows the matches: name a file "
+                        "(/dev/stdout or /dev/stderr writes there)")
+    if fmt not in (None, "console"):
+        raise SinkError(f"--output-format {fmt} writes a file, and the output is the console: "
+                        f"name it with -o FILE (-o /dev/stdout --output-format {fmt} pipes it)")
+    return "console"
 
 
 def _check_creatable(path: Path, target: str | os.PathLike, role: str) -> None:
