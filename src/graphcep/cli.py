@@ -70,7 +70,14 @@ from graphcep.engines.difference_bounds import (
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import WHOLE_FILE_FORMATS, InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
-from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink, writing
+from graphcep.io.sinks import (
+    SINK_FORMATS,
+    SinkError,
+    check_target,
+    make_sink,
+    refuse_earlier_parts,
+    writing,
+)
 from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
@@ -358,6 +365,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with phases.phase("options and query"):
         # the output is checked before any work: a wrong name must not cost a whole run
         out_format = check_target(args.output, args.output_format)
+        refuse_earlier_parts(args.output)
         check_target(args.rejects, "jsonl", directory=False, role="rejects")
         check_picture_targets(args)
         refuse_overwriting_inputs([*args.input, args.query],

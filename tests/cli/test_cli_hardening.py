@@ -316,6 +316,25 @@ def test_an_output_that_cannot_be_written_is_refused_before_reading(tmp_path, ca
                                       f"created: '{blocker}' is not a directory")
 
 
+def test_a_directory_output_holding_parts_of_an_earlier_run_is_refused(tmp_path, capsys,
+                                                                       pair_stream):
+    import pyarrow.parquet as pq
+
+    query = write(tmp_path / "q.sal", PAIR)
+    out = tmp_path / "m.parquet"
+    again = ["run", str(query), "--input", str(pair_stream), "--engine", "local",
+             "--rejects", str(tmp_path / "r.jsonl"), "-o", f"{out}/"]
+    assert main(again) == 0
+    capsys.readouterr()
+    (part,) = out.iterdir()
+    before = part.read_bytes()
+    assert main(again) == 2  # appending a part would hold each match twice
+    assert ("already holds 1 part file of an earlier run (part-00000000.parquet)"
+            in one_line_error(capsys))
+    assert list(out.iterdir()) == [part] and part.read_bytes() == before
+    assert pq.read_table(out).num_rows == 1  # PAIR's one match (hand-checked above)
+
+
 STREAM_OPTIONS = [
     (["--lateness", "abc"], "argument --lateness: expected seconds"),
     (["--lateness", "-1"], "argument --lateness: expected seconds, not negative"),

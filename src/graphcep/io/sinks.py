@@ -617,6 +617,29 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     return kind
 
 
+def refuse_earlier_parts(target: str | os.PathLike | None, role: str = "output") -> None:
+    """A batch run's directory target holds no ``part-*`` files yet: the run's part would
+    be added beside them (:func:`_next_part`), and the directory, read as one data set,
+    would mix the runs (each match twice, for the same command run again). A stream's
+    restart writes into its own parts on purpose and does not call this.
+
+    Raises
+    ------
+    SinkError
+        Naming how many parts are there and the first.
+    """
+    if target is None or str(target) == "-" or not _is_directory_target(target, None):
+        return
+    path = Path(target)
+    parts = sorted(p.name for p in path.iterdir() if _PART.match(p.name)) if path.is_dir() else []
+    if parts:
+        count = f"{len(parts)} part file{'s' if len(parts) > 1 else ''}"
+        raise SinkError(f"{role} {str(target)!r} already holds {count} of an earlier run "
+                        f"({parts[0]}{' ...' if len(parts) > 1 else ''}): this run's "
+                        "matches would be added to them; remove them or name another "
+                        "directory")
+
+
 def _console_target(fmt: str | None, role: str) -> str:
     """``"console"`` for the console target (``None``, ``-``) of the matches in their console
     form; a file format or another role asks for a file (a file named ``-`` would be
@@ -726,6 +749,7 @@ __all__ = [
     "format_ddst_match",
     "format_match",
     "make_sink",
+    "refuse_earlier_parts",
     "sal_match_drawing",
     "match_to_json",
     "sink_format",
