@@ -74,6 +74,7 @@ from graphcep.io.sinks import (
     SINK_FORMATS,
     SinkError,
     check_target,
+    is_directory_target,
     make_sink,
     refuse_earlier_parts,
     writing,
@@ -365,9 +366,11 @@ def cmd_run(args: argparse.Namespace) -> int:
     with phases.phase("options and query"):
         # the output is checked before any work: a wrong name must not cost a whole run
         out_format = check_target(args.output, args.output_format)
-        refuse_earlier_parts(args.output)
+        parts = args.output if out_format != "console" and is_directory_target(
+            args.output) else None  # -o DIR/: a directory of part files
+        refuse_earlier_parts(parts)
         check_target(args.rejects, "jsonl", directory=False, role="rejects")
-        check_picture_targets(args)
+        check_picture_targets(args, parts)
         refuse_overwriting_inputs([*args.input, args.query],
                                   {"output": args.output, "rejects": args.rejects,
                                    "--report": args.report, "--timeline": args.timeline})

@@ -188,7 +188,7 @@ def validate_output(args: argparse.Namespace) -> None:
     for role in ("late", "rejects"):
         if getattr(args, role) is not None:
             check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")
-    check_picture_targets(args)
+    check_picture_targets(args, None if args.output in (None, "-") else args.output)
 
 
 def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:

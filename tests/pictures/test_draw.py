@@ -203,6 +203,34 @@ def test_a_file_where_the_pictures_go_is_refused_before_any_work(tmp_path, capsy
     assert taken.read_text() == "keep me\n" and not (tmp_path / "m.jsonl").exists()
 
 
+@pytest.mark.parametrize("where", ["", "/", "/pics"])
+def test_pictures_never_go_into_the_directory_of_parts_drawn(tmp_path, capsys, where):
+    """pyarrow and Spark read such a directory as one data set: a PNG there breaks it."""
+    parts = tmp_path / "out"
+    parts.mkdir()
+    (parts / "part-00000000.jsonl").write_text(MATCHES.read_text())
+    assert main(["draw", str(parts), "-o", f"{parts}{where}", "--first", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a directory of match parts" in err
+    assert [p.name for p in parts.iterdir()] == ["part-00000000.jsonl"]
+
+
+@pytest.mark.parametrize("option", [["--draw", "1", "--draw-dir", "OUT/pics"],
+                                    ["--draw", "1", "--draw-dir", "OUT"],
+                                    ["--report", "OUT/r.html"], ["--timeline", "OUT/t.png"]])
+def test_run_keeps_pictures_out_of_its_directory_of_parts(tmp_path, capsys, option):
+    flows = tmp_path / "flows.csv"
+    flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
+    out = tmp_path / "m.parquet"
+    option = [o.replace("OUT", str(out)) for o in option]
+    assert main(["run", str(EXAMPLES / "triangle.sal"), "--input", str(flows), "--engine",
+                 "local", "-o", f"{out}/", "--rejects", str(tmp_path / "r.jsonl"),
+                 *option]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a directory of match parts" in err
+    assert not out.exists()
+
+
 def test_a_directory_of_parts_reads_as_its_parts_in_order(tmp_path, capsys):
     """A stream's -o DIR/ holds part-<batch>.jsonl files: drawn in batch order."""
     lines = MATCHES.read_text().splitlines()

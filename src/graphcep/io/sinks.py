@@ -329,7 +329,9 @@ SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json, sal_match_d
                           sal_json_lines)
 
 
-def _is_directory_target(path: str | os.PathLike, directory: bool | None) -> bool:
+def is_directory_target(path: str | os.PathLike, directory: bool | None = None) -> bool:
+    """Whether a sink writes ``path`` as a directory of parts: ``directory`` when given,
+    else when the path is a directory or ends with ``/``."""
     if directory is not None:
         return directory
     # Path() drops a trailing slash, so look at the text as given.
@@ -369,7 +371,7 @@ class _FileSink(Sink):
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
                  matches: MatchFormat | None = None) -> None:
         self.path = Path(path)
-        self.directory = _is_directory_target(path, directory)
+        self.directory = is_directory_target(path, directory)
         self.matches = matches or SAL_MATCHES
         self.rows_written = 0
         self._seen: set[int | str] = set()
@@ -602,7 +604,7 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     if kind not in SINK_FORMATS:
         raise SinkError(f"unknown output format {kind!r}; use {', '.join(SINK_FORMATS)}")
     path = Path(target)
-    if _is_directory_target(target, directory):
+    if is_directory_target(target, directory):
         if path.exists() and not path.is_dir():
             raise SinkError(f"{role} {str(target)!r} exists and is not a directory (one part "
                             "file per micro-batch goes into a directory)")
@@ -628,7 +630,7 @@ def refuse_earlier_parts(target: str | os.PathLike | None, role: str = "output")
     SinkError
         Naming how many parts are there and the first.
     """
-    if target is None or str(target) == "-" or not _is_directory_target(target, None):
+    if target is None or str(target) == "-" or not is_directory_target(target):
         return
     path = Path(target)
     parts = sorted(p.name for p in path.iterdir() if _PART.match(p.name)) if path.is_dir() else []
@@ -748,6 +750,7 @@ __all__ = [
     "drawing_dot",
     "format_ddst_match",
     "format_match",
+    "is_directory_target",
     "make_sink",
     "refuse_earlier_parts",
     "sal_match_drawing",

@@ -52,9 +52,13 @@ class Report:
     rejects_total: int = 0
 
 
-def check_picture_targets(args: Any) -> None:
+def check_picture_targets(args: Any, parts: str | None = None) -> None:
     """``--timeline`` and ``--report`` name files this process can write (checked before
-    any work, as ``-o`` is)."""
+    any work, as ``-o`` is); they and ``--draw-dir`` lie outside ``parts``, the run's
+    directory of match parts, if any (:func:`refuse_pictures_among_parts`)."""
+    refuse_pictures_among_parts(parts, {
+        "--timeline": args.timeline, "--report": args.report,
+        "--draw-dir": (args.draw_dir or "pictures") if getattr(args, "draw", None) else None})
     for role, target, suffixes in (("--timeline", args.timeline, (".png",)),
                                    ("--report", args.report, (".html", ".htm"))):
         if target is None:
@@ -67,6 +71,22 @@ def check_picture_targets(args: Any) -> None:
         raise SinkError("--draw-dir says where --draw N puts its pictures; give --draw N too")
     if getattr(args, "draw", None):
         check_picture_directory(args.draw_dir or "pictures", "--draw-dir")
+
+
+def refuse_pictures_among_parts(parts: str | Path | None,
+                                targets: dict[str, str | Path | None]) -> None:
+    """Pictures, pages and plots stay out of a directory of match parts (``-o DIR/``, or
+    the directory ``draw`` reads): pyarrow and Spark read it as one data set, parts and
+    subdirectories alike, and a PNG there breaks it. ``parts`` is ``None`` when the
+    matches go to a file or the console."""
+    if parts is None:
+        return
+    root = Path(parts).resolve()
+    for role, target in targets.items():
+        if target is not None and root in (where := Path(target).resolve(), *where.parents):
+            raise SinkError(f"{role} {target} is inside {parts}, a directory of match parts: "
+                            "read as one data set (pyarrow, Spark), it would take the "
+                            "pictures for parts; name a place outside it")
 
 
 def check_picture_directory(path: str | Path, role: str) -> None:
