@@ -42,6 +42,7 @@ from typing import Any, NoReturn
 
 from graphcep import timing
 from graphcep.cli_options import (
+    CONSOLE_LIMIT,
     add_ddst_arguments,
     add_input_arguments,
     add_nu_arguments,
@@ -51,6 +52,7 @@ from graphcep.cli_options import (
     add_state_bound_argument,
     add_subscription_arguments,
     add_summary_argument,
+    console_limit,
     count_option,
     job_options,
     master_given,
@@ -328,9 +330,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default rejects.jsonl)")
     parser.add_argument("--shards", type=count_option(1), metavar="N",
                         help="Spark: number of time shards (default: from the input's size)")
-    parser.add_argument("--limit", type=count_option(0), default=20, metavar="N",
-                        help="matches printed on the console (default 20; the rest are "
-                             "counted)")
+    parser.add_argument("--limit", type=count_option(0), metavar="N",
+                        help=f"matches printed on the console (default {CONSOLE_LIMIT}; the "
+                             "rest are counted)")
     add_summary_argument(parser)
     parser.add_argument("--draw", type=count_option(1), metavar="N",
                         help="draw the first N matches as PNG pictures in --draw-dir")
@@ -366,6 +368,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     with phases.phase("options and query"):
         # the output is checked before any work: a wrong name must not cost a whole run
         out_format = check_target(args.output, args.output_format)
+        args.limit = console_limit(args, args.output)
         parts = args.output if out_format != "console" and is_directory_target(
             args.output) else None  # -o DIR/: a directory of part files
         refuse_earlier_parts(parts)

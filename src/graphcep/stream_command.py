@@ -89,6 +89,7 @@ def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers (every value is checked
     here, before Spark starts)."""
     from graphcep.cli_options import (
+        CONSOLE_LIMIT,
         add_ddst_arguments,
         add_input_arguments,
         add_nu_arguments,
@@ -165,8 +166,8 @@ def add_parser(sub: Any) -> None:
                         help="print where the time went (Spark start-up, micro-batches, "
                              "end-of-input flush) and the matching mode, on stderr; with "
                              "--summary json also as \"phases\" in the summary")
-    stream.add_argument("--limit", type=count_option(0), default=20, metavar="N",
-                        help="matches printed on the console (default 20)")
+    stream.add_argument("--limit", type=count_option(0), metavar="N",
+                        help=f"matches printed on the console (default {CONSOLE_LIMIT})")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     stream.add_argument("--timeline", type=path_option, metavar="FILE.png",
                         help="plot the micro-batches: edges in the window and the buffer, "
@@ -185,6 +186,9 @@ def validate_output(args: argparse.Namespace) -> None:
     not after start-up)."""
     if args.output not in (None, "-"):
         check_target(args.output, sink_format(args.output) or "jsonl", directory=True)
+    from graphcep.cli_options import console_limit
+
+    args.limit = console_limit(args, args.output)
     for role in ("late", "rejects"):
         if getattr(args, role) is not None:
             check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")

@@ -265,6 +265,8 @@ RUN_OPTIONS = [
     (["-o", "matches.txt", "--output-format", "console"],
      "output 'matches.txt' is a file, and --output-format console prints the matches"),
     (["--rejects", "-"], "rejects '-' is the console, which shows the matches: name a file"),
+    (["-o", "m.jsonl", "--limit", "1"], "--limit 1 caps the matches printed on the console; "
+                                        "-o m.jsonl gets every match"),
     (["--report", "-"], "--report '-' is the console, which shows the matches: name a file"),
     (["--rejects", " "], "argument --rejects: expected a path, got an empty one"),
     (["--input", ""], "argument --input/-i: expected a path, got an empty one"),
@@ -361,6 +363,8 @@ STREAM_OPTIONS = [
     (["--source", "generator"], "has no end to read to: use --run-for SECONDS"),
     (["--rate", "5"], "--rate shapes the generator's edges (--source generator); --source "),
     (["--vertices", "9", "--seed", "2"], "--vertices, --seed shape the generator's edges"),
+    (["-o", "out/", "--limit", "3"], "--limit 3 caps the matches printed on the console; "
+                                     "-o out/ gets every match"),
     (["--run-for", "10"], "--once stops when the directory's files are read and --run-for "
                           "after SECONDS: give one of them"),
 ]
