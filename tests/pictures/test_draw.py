@@ -176,6 +176,15 @@ def test_a_parquet_match_file_draws_as_its_jsonl_twin(tmp_path, capsys):
     assert "not a Parquet match file" in capsys.readouterr().err
 
 
+def test_a_graphviz_output_is_named_as_such(tmp_path, capsys):
+    """-o m.dot is one of the outputs run writes: draw says what it is and what renders it."""
+    dot = tmp_path / "m.dot"
+    dot.write_text("digraph matches {\n}\n")
+    assert main(["draw", str(dot), "-o", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{dot}: a Graphviz file" in err and "dot -Tpng" in err
+
+
 def test_a_draw_dir_without_draw_is_refused(tmp_path, capsys):
     flows = tmp_path / "flows.csv"
     flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
