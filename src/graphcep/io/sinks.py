@@ -147,9 +147,8 @@ def format_match(row: dict[str, Any], number: int) -> str:
     pairs = " ".join(f"{k}={v}" for k, v in _bindings(row["bindings"]))
     lines.append(f"  bindings: {pairs}")
     for edge in row["edges"] or []:
-        lines.append(
-            f"  {edge['var']}: {edge['src']} -> {edge['dst']} @ {format_seconds(edge['t'])}s"
-        )
+        ends = f"{edge['src']} -> {edge['dst']}" if edge["dst"] else edge["src"]  # an event
+        lines.append(f"  {edge['var']}: {ends} @ {format_seconds(edge['t'])}s")
     return "\n".join(lines) + "\n"
 
 
