@@ -402,7 +402,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         output = widened_format(job.output)
     with phases.phase("writing matches and rejects"):
         with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
-                                             matches=output) as sink:
+                                             matches=output, whole=True) as sink:
             sink.write(matches)
         if rejects.count:
             with writing(args.rejects):

@@ -337,6 +337,24 @@ def test_a_directory_output_holding_parts_of_an_earlier_run_is_refused(tmp_path,
     assert pq.read_table(out).num_rows == 1  # PAIR's one match (hand-checked above)
 
 
+def test_a_run_interrupted_while_writing_leaves_the_earlier_output(tmp_path, capsys,
+                                                                   monkeypatch, pair_stream):
+    from graphcep.io.sinks import JsonlSink
+
+    def interrupted(self, table):
+        written(self, table)
+        raise KeyboardInterrupt
+
+    written = JsonlSink._append
+    monkeypatch.setattr(JsonlSink, "_append", interrupted)
+    out = write(tmp_path / "m.jsonl", "earlier\n")
+    assert main(["run", str(write(tmp_path / "q.sal", PAIR)), "--input", str(pair_stream),
+                 "--engine", "local", "-o", str(out)]) == 130
+    assert one_line_error(capsys) == "graphcep: interrupted"
+    assert out.read_text() == "earlier\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.txt", "m.jsonl", "q.sal"]
+
+
 STREAM_OPTIONS = [
     (["--lateness", "abc"], "argument --lateness: expected seconds"),
     (["--lateness", "-1"], "argument --lateness: expected seconds, not negative"),

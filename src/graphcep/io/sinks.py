@@ -363,22 +363,62 @@ def replace_atomically(target: Path, write) -> None:
 
 
 class _FileSink(Sink):
-    """Shared logic of the JSONL and Parquet sinks: single file or part directory."""
+    """Shared logic of the JSONL, Parquet and DOT sinks: single file or part directory.
+
+    ``whole=True`` (a run's one output) writes a single file under a temporary name
+    beside it and renames it into place when closed: a run that fails or is interrupted
+    before leaves no partial file, and an earlier output stays as it was. A target that
+    exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a pipe) is written
+    in place."""
 
     suffix = ""
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
-                 matches: MatchFormat | None = None) -> None:
+                 matches: MatchFormat | None = None, whole: bool = False) -> None:
         self.path = Path(path)
         self.directory = is_directory_target(path, directory)
         self.matches = matches or SAL_MATCHES
         self.rows_written = 0
         self._seen: set[int | str] = set()
         self._closed = False
+        self._target = self.path  # where the file ends up (self.path until then)
         if self.directory:
             self.path.mkdir(parents=True, exist_ok=True)
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if whole and (self.path.is_file() or not self.path.exists()):
+            self._target = self.path.resolve()  # a symbolic link's file, the link kept
+            self.path = self._target.with_name(f".tmp-{os.getpid()}-{self._target.name}")
+
+    def close(self) -> None:
+        """Finish the file (or the directory's last part) and, for ``whole``, rename it
+        into place; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._finish()
+        except BaseException:
+            self._discard()
+            raise
+        if self.path != self._target:
+            os.replace(self.path, self._target)
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is None or self.path == self._target or self._closed:
+            self.close()
+            return
+        self._closed = True  # failed or interrupted: the partial file goes
+        with contextlib.suppress(Exception):
+            self._finish()
+        self._discard()
+
+    def _discard(self) -> None:
+        if self.path != self._target:
+            self.path.unlink(missing_ok=True)
+
+    def _finish(self) -> None:
+        raise NotImplementedError
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
         """Write a match table (see module docstring for ``batch_id``)."""
@@ -411,8 +451,8 @@ class JsonlSink(_FileSink):
     suffix = ".jsonl"
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
-                 matches: MatchFormat | None = None) -> None:
-        super().__init__(path, directory, matches)
+                 matches: MatchFormat | None = None, whole: bool = False) -> None:
+        super().__init__(path, directory, matches, whole)
         self._out: TextIO | None = None
 
     def _write_part(self, table: pa.Table, path: str) -> None:
@@ -425,11 +465,8 @@ class JsonlSink(_FileSink):
         self._out.writelines(line + "\n" for line in self.matches.lines(table))
         self._out.flush()
 
-    def close(self) -> None:
+    def _finish(self) -> None:
         """Close the file (an empty file is created when nothing was written)."""
-        if self._closed:
-            return
-        self._closed = True
         if not self.directory and self._out is None:
             self.path.touch()
         if self._out is not None:
@@ -443,8 +480,8 @@ class ParquetSink(_FileSink):
     suffix = ".parquet"
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
-                 matches: MatchFormat | None = None) -> None:
-        super().__init__(path, directory, matches)
+                 matches: MatchFormat | None = None, whole: bool = False) -> None:
+        super().__init__(path, directory, matches, whole)
         self._writer: pq.ParquetWriter | None = None
         self._schema = self.matches.schema.with_metadata(_PARQUET_METADATA)
 
@@ -456,11 +493,8 @@ class ParquetSink(_FileSink):
             self._writer = pq.ParquetWriter(self.path, self._schema)
         self._writer.write_table(table.replace_schema_metadata(_PARQUET_METADATA))
 
-    def close(self) -> None:
+    def _finish(self) -> None:
         """Finish the file (a valid empty file when nothing was written)."""
-        if self._closed:
-            return
-        self._closed = True
         if not self.directory and self._writer is None:
             self._writer = pq.ParquetWriter(self.path, self._schema)
         if self._writer is not None:
@@ -515,8 +549,8 @@ class DotSink(_FileSink):
     suffix = ".dot"
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
-                 matches: MatchFormat | None = None) -> None:
-        super().__init__(path, directory, matches)
+                 matches: MatchFormat | None = None, whole: bool = False) -> None:
+        super().__init__(path, directory, matches, whole)
         self._out: TextIO | None = None
         self._numbered = 0
 
@@ -535,11 +569,8 @@ class DotSink(_FileSink):
         self._numbered += table.num_rows
         self._out.flush()
 
-    def close(self) -> None:
+    def _finish(self) -> None:
         """End the graph (an empty graph when nothing was written)."""
-        if self._closed:
-            return
-        self._closed = True
         if not self.directory:
             if self._out is None:
                 self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
@@ -693,6 +724,7 @@ def make_sink(
     limit: int | None = None,
     directory: bool | None = None,
     matches: MatchFormat | None = None,
+    whole: bool = False,
 ) -> Sink:
     """A sink for ``target``.
 
@@ -711,6 +743,9 @@ def make_sink(
         path exists as one or ends with ``/``.
     matches
         The kind of match record written (default :data:`SAL_MATCHES`).
+    whole
+        A single file appears whole when the sink is closed, or not at all (a run's
+        output; see :class:`JsonlSink`'s base).
     """
     if target is None or str(target) == "-" or fmt == "console":
         return ConsoleSink(limit=limit, matches=matches)
@@ -720,12 +755,9 @@ def make_sink(
         raise SinkError(f"cannot tell the sink format of {str(target)!r}; give fmt")
     if directory is None and str(target).endswith(("/", os.sep)):
         directory = True
-    if kind == "jsonl":
-        return JsonlSink(path, directory, matches)
-    if kind == "parquet":
-        return ParquetSink(path, directory, matches)
-    if kind == "dot":
-        return DotSink(path, directory, matches)
+    sinks = {"jsonl": JsonlSink, "parquet": ParquetSink, "dot": DotSink}
+    if kind in sinks:
+        return sinks[kind](path, directory, matches, whole)
     raise SinkError(f"unknown sink format {kind!r}; use console, jsonl, parquet or dot")
 
 
