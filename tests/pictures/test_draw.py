@@ -185,6 +185,22 @@ def test_a_graphviz_output_is_named_as_such(tmp_path, capsys):
     assert err.count("\n") == 1 and f"{dot}: a Graphviz file" in err and "dot -Tpng" in err
 
 
+def test_an_event_is_drawn_at_its_node_not_towards_an_empty_one(tmp_path, capsys):
+    """A time-event sequence's row is one event (its dst empty): a mark on its node."""
+    events = tmp_path / "e.tes"
+    events.write_text("a 1 b\n")
+    query = tmp_path / "q.nu"
+    query.write_text("a . b\n")
+    out = tmp_path / "m.jsonl"
+    assert main(["run", str(query), "--input", str(events), "--engine", "local",
+                 "-o", str(out)]) == 0
+    (row,) = read_matches(out)
+    drawing = drawing_of(row)
+    assert [text for text, _ in drawing.nodes.values()] == ["a", "b"]
+    assert [(src[0], dst[0], text) for src, dst, text, _ in drawing.edges] == [
+        ("a", "a", "a"), ("b", "b", "b")]
+
+
 def test_a_draw_dir_without_draw_is_refused(tmp_path, capsys):
     flows = tmp_path / "flows.csv"
     flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")

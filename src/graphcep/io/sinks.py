@@ -164,15 +164,17 @@ class MatchDrawing:
 
 
 def sal_match_drawing(row: dict[str, Any]) -> MatchDrawing:
-    """A SAL match row as a :class:`MatchDrawing` (vertices have no labels here)."""
+    """A SAL match row as a :class:`MatchDrawing` (vertices have no labels here). An
+    event (a time-event sequence's row: its ``dst`` empty) is a loop on its one node."""
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
     for var, vertex in _bindings(row["bindings"]):
         nodes.setdefault((vertex, None), (vertex, []))[1].append(var)
     edges = []
     for e in row["edges"] or []:
-        for end in (e["src"], e["dst"]):
+        src, dst = e["src"], e["dst"] or e["src"]
+        for end in (src, dst):
             nodes.setdefault((end, None), (end, []))
-        edges.append(((e["src"], None), (e["dst"], None), e["var"], e["t"]))
+        edges.append(((src, None), (dst, None), e["var"], e["t"]))
     title = (f"{row['query']}  id={row['match_id']}  {format_seconds(row['first_t'])}s .. "
              f"{format_seconds(row['last_t'])}s")
     return MatchDrawing(title, nodes, edges)
