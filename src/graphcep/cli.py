@@ -79,6 +79,7 @@ from graphcep.io.sinks import (
     is_directory_target,
     make_sink,
     refuse_earlier_parts,
+    refuse_files_among_parts,
     writing,
 )
 from graphcep.jobs.base import ReplayJob, format_refusal
@@ -374,6 +375,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         refuse_earlier_parts(parts)
         check_target(args.rejects, "jsonl", directory=False, role="rejects")
         check_picture_targets(args, parts)
+        refuse_files_among_parts(parts, {"--rejects": args.rejects})
         refuse_overwriting_inputs([*args.input, args.query],
                                   {"output": args.output, "rejects": args.rejects,
                                    "--report": args.report, "--timeline": args.timeline})

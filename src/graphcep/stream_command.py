@@ -57,6 +57,7 @@ from graphcep.io.sinks import (
     SinkError,
     check_target,
     make_sink,
+    refuse_files_among_parts,
     replace_atomically,
     sink_format,
     writing,
@@ -192,7 +193,9 @@ def validate_output(args: argparse.Namespace) -> None:
     for role in ("late", "rejects"):
         if getattr(args, role) is not None:
             check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")
-    check_picture_targets(args, None if args.output in (None, "-") else args.output)
+    parts = None if args.output in (None, "-") else args.output
+    check_picture_targets(args, parts)
+    refuse_files_among_parts(parts, {"--late": args.late, "--rejects": args.rejects})
 
 
 def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:

@@ -337,6 +337,14 @@ def test_a_directory_output_holding_parts_of_an_earlier_run_is_refused(tmp_path,
     assert pq.read_table(out).num_rows == 1  # PAIR's one match (hand-checked above)
 
 
+def test_rejects_never_go_into_the_directory_of_parts(tmp_path, capsys, pair_stream):
+    """Spark reads a JSONL directory as one data set: rejects there would read as matches."""
+    out = tmp_path / "out.jsonl"
+    assert main(["run", str(TRIANGLE), "--input", str(pair_stream), "--engine", "local",
+                 "-o", f"{out}/", "--rejects", str(out / "rejects.jsonl")]) == 2
+    assert "a directory of match parts" in one_line_error(capsys) and not out.exists()
+
+
 def test_a_run_interrupted_while_writing_leaves_the_earlier_output(tmp_path, capsys,
                                                                    monkeypatch, pair_stream):
     from graphcep.io.sinks import JsonlSink
@@ -431,6 +439,16 @@ def test_a_stream_never_writes_into_the_directory_it_reads(tmp_path, capsys, no_
                  *extra]) == 2
     assert f"lies in --source {source}" in one_line_error(capsys)
     assert sorted(p.name for p in source.iterdir()) == (["q.sal"] if role == "query" else [])
+
+
+@pytest.mark.parametrize("role", ["--late", "--rejects"])
+def test_a_stream_keeps_late_edges_and_rejects_out_of_its_parts(tmp_path, capsys, no_spark,
+                                                                role):
+    source, out = tmp_path / "incoming", tmp_path / "out"
+    source.mkdir()
+    assert main(["stream", str(TRIANGLE), "--source", str(source), "--checkpoint",
+                 str(tmp_path / "ckpt"), "--once", "-o", f"{out}/", role, str(out / "x")]) == 2
+    assert "a directory of match parts" in one_line_error(capsys) and not out.exists()
 
 
 @pytest.mark.parametrize("role", ["-o", "--late", "--rejects"])

@@ -674,6 +674,28 @@ def refuse_earlier_parts(target: str | os.PathLike | None, role: str = "output")
                         "directory")
 
 
+def refuse_files_among_parts(parts: str | os.PathLike | None,
+                             targets: dict[str, str | os.PathLike | None]) -> None:
+    """Other outputs (pictures, pages, plots, rejects, late edges) stay out of a directory
+    of match parts (``-o DIR/``, or the directory ``draw`` reads): pyarrow and Spark read
+    it as one data set, files and subdirectories alike, and would take them for parts.
+    ``parts`` is ``None`` when the matches go to a file or the console.
+
+    Raises
+    ------
+    SinkError
+        Naming the first target inside ``parts``.
+    """
+    if parts is None:
+        return
+    root = Path(parts).resolve()
+    for role, target in targets.items():
+        if target is not None and root in (where := Path(target).resolve(), *where.parents):
+            raise SinkError(f"{role} {target} is inside {parts}, a directory of match parts: "
+                            "read as one data set (pyarrow, Spark), it would take what "
+                            f"{role} writes for parts; name a place outside it")
+
+
 def _console_target(fmt: str | None, role: str) -> str:
     """``"console"`` for the console target (``None``, ``-``) of the matches in their console
     form; a file format or another role asks for a file (a file named ``-`` would be
@@ -786,6 +808,7 @@ __all__ = [
     "is_directory_target",
     "make_sink",
     "refuse_earlier_parts",
+    "refuse_files_among_parts",
     "sal_match_drawing",
     "match_to_json",
     "sink_format",

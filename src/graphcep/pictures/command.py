@@ -9,9 +9,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from graphcep.io.sinks import MatchDrawing
+from graphcep.io.sinks import MatchDrawing, refuse_files_among_parts
 from graphcep.pictures.records import MatchFileError, drawing_of, read_matches
-from graphcep.pictures.report import check_picture_directory, refuse_pictures_among_parts
+from graphcep.pictures.report import check_picture_directory
 
 #: Pictures drawn when neither ``--first`` nor ``--ids`` says.
 DEFAULT_FIRST = 10
@@ -48,7 +48,7 @@ def cmd_draw(args: argparse.Namespace) -> int:
 
     check_picture_directory(args.output, "--output")
     if Path(args.matches).is_dir():
-        refuse_pictures_among_parts(args.matches, {"--output": args.output})
+        refuse_files_among_parts(args.matches, {"--output": args.output})
     rows = read_matches(args.matches)
     chosen = (_by_ids(rows, args.ids, args.matches) if args.ids
               else _first(rows, args.first or DEFAULT_FIRST))

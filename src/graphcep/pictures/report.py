@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from graphcep.io.rejects import reason_kind
-from graphcep.io.sinks import SinkError, check_target
+from graphcep.io.sinks import SinkError, check_target, refuse_files_among_parts
 
 #: Matches drawn in a report when ``--draw`` does not say.
 REPORT_MATCHES = 6
@@ -55,8 +55,8 @@ class Report:
 def check_picture_targets(args: Any, parts: str | None = None) -> None:
     """``--timeline`` and ``--report`` name files this process can write (checked before
     any work, as ``-o`` is); they and ``--draw-dir`` lie outside ``parts``, the run's
-    directory of match parts, if any (:func:`refuse_pictures_among_parts`)."""
-    refuse_pictures_among_parts(parts, {
+    directory of match parts, if any (:func:`~graphcep.io.sinks.refuse_files_among_parts`)."""
+    refuse_files_among_parts(parts, {
         "--timeline": args.timeline, "--report": args.report,
         "--draw-dir": (args.draw_dir or "pictures") if getattr(args, "draw", None) else None})
     for role, target, suffixes in (("--timeline", args.timeline, (".png",)),
@@ -71,22 +71,6 @@ def check_picture_targets(args: Any, parts: str | None = None) -> None:
         raise SinkError("--draw-dir says where --draw N puts its pictures; give --draw N too")
     if getattr(args, "draw", None):
         check_picture_directory(args.draw_dir or "pictures", "--draw-dir")
-
-
-def refuse_pictures_among_parts(parts: str | Path | None,
-                                targets: dict[str, str | Path | None]) -> None:
-    """Pictures, pages and plots stay out of a directory of match parts (``-o DIR/``, or
-    the directory ``draw`` reads): pyarrow and Spark read it as one data set, parts and
-    subdirectories alike, and a PNG there breaks it. ``parts`` is ``None`` when the
-    matches go to a file or the console."""
-    if parts is None:
-        return
-    root = Path(parts).resolve()
-    for role, target in targets.items():
-        if target is not None and root in (where := Path(target).resolve(), *where.parents):
-            raise SinkError(f"{role} {target} is inside {parts}, a directory of match parts: "
-                            "read as one data set (pyarrow, Spark), it would take the "
-                            "pictures for parts; name a place outside it")
 
 
 def check_picture_directory(path: str | Path, role: str) -> None:
