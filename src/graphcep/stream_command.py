@@ -193,16 +193,15 @@ def validate_output(args: argparse.Namespace) -> None:
     for role in ("late", "rejects"):
         if getattr(args, role) is not None:
             check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")
-    parts = None if args.output in (None, "-") else args.output
-    check_picture_targets(args, parts)
-    refuse_files_among_parts(parts, {"--late": args.late, "--rejects": args.rejects})
+    check_picture_targets(args, None if args.output in (None, "-") else args.output)
 
 
 def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:
     """Nothing the stream writes (its checkpoint, matches, late edges, rejects, pictures)
     nor the query file may lie in the directory it watches: every file there is read as
     edges, so the stream would read its own output (or query) as input. Nor may a
-    directory of parts be the checkpoint itself."""
+    directory of parts be the checkpoint itself, nor hold it, the late edges or the
+    rejects (:func:`~graphcep.io.sinks.refuse_files_among_parts`)."""
     from graphcep.runtime.spark_stream import FileSource
 
     roles = {"--checkpoint": args.checkpoint, "--output": args.output, "--late": args.late,
@@ -213,6 +212,9 @@ def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:
         if roles[role] not in (None, "-") and Path(roles[role]).resolve() == checkpoint:
             raise SinkError(f"{role} {roles[role]} is the checkpoint directory, which holds "
                             "the stream's state: name a directory of its own")
+    refuse_files_among_parts(None if args.output in (None, "-") else args.output,
+                             {role: roles[role] for role in ("--checkpoint", "--late",
+                                                             "--rejects")})
     if not isinstance(source, FileSource):
         return
     watched = Path(source.path).resolve()

@@ -441,7 +441,7 @@ def test_a_stream_never_writes_into_the_directory_it_reads(tmp_path, capsys, no_
     assert sorted(p.name for p in source.iterdir()) == (["q.sal"] if role == "query" else [])
 
 
-@pytest.mark.parametrize("role", ["--late", "--rejects"])
+@pytest.mark.parametrize("role", ["--late", "--rejects", "--checkpoint"])
 def test_a_stream_keeps_late_edges_and_rejects_out_of_its_parts(tmp_path, capsys, no_spark,
                                                                 role):
     source, out = tmp_path / "incoming", tmp_path / "out"
