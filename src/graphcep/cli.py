@@ -42,6 +42,7 @@ from typing import Any, NoReturn
 
 from graphcep import timing
 from graphcep.cli_options import (
+    CONSOLE_LIMIT,
     DEFAULT_REJECTS,
     add_ddst_arguments,
     add_input_arguments,
@@ -52,6 +53,7 @@ from graphcep.cli_options import (
     add_state_bound_argument,
     add_subscription_arguments,
     add_summary_argument,
+    console_limit,
     count_option,
     job_options,
     master_given,
@@ -71,7 +73,16 @@ from graphcep.engines.difference_bounds import (
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import WHOLE_FILE_FORMATS, InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog
-from graphcep.io.sinks import SINK_FORMATS, SinkError, check_target, make_sink, writing
+from graphcep.io.sinks import (
+    SINK_FORMATS,
+    SinkError,
+    check_target,
+    is_directory_target,
+    make_sink,
+    refuse_earlier_parts,
+    refuse_files_among_parts,
+    writing,
+)
 from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
@@ -321,9 +332,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                              "(default rejects.jsonl)")
     parser.add_argument("--shards", type=count_option(1), metavar="N",
                         help="Spark: number of time shards (default: from the input's size)")
-    parser.add_argument("--limit", type=count_option(0), default=20, metavar="N",
-                        help="matches printed on the console (default 20; the rest are "
-                             "counted)")
+    parser.add_argument("--limit", type=count_option(0), metavar="N",
+                        help=f"matches printed on the console (default {CONSOLE_LIMIT}; the "
+                             "rest are counted)")
     add_summary_argument(parser)
     parser.add_argument("--draw", type=count_option(1), metavar="N",
                         help="draw the first N matches as PNG pictures in --draw-dir")
@@ -359,8 +370,13 @@ def cmd_run(args: argparse.Namespace) -> int:
     with phases.phase("options and query"):
         # the output is checked before any work: a wrong name must not cost a whole run
         out_format = check_target(args.output, args.output_format)
+        args.limit = console_limit(args, args.output)
+        parts = args.output if out_format != "console" and is_directory_target(
+            args.output) else None  # -o DIR/: a directory of part files
+        refuse_earlier_parts(parts)
         check_target(args.rejects, "jsonl", directory=False, role="rejects")
-        check_picture_targets(args)
+        check_picture_targets(args, parts)
+        refuse_files_among_parts(parts, {"--rejects": args.rejects})
         refuse_overwriting_inputs([*args.input, args.query],
                                   {"output": args.output, "rejects": args.rejects,
                                    "--report": args.report, "--timeline": args.timeline})
@@ -389,7 +405,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         output = widened_format(job.output)
     with phases.phase("writing matches and rejects"):
         with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
-                                             matches=output) as sink:
+                                             matches=output, whole=True) as sink:
             sink.write(matches)
         if rejects.count:
             with writing(args.rejects):

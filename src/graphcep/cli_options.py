@@ -328,6 +328,25 @@ def add_subscription_arguments(parser: argparse.ArgumentParser) -> None:
 #: Where rejected lines go without --rejects (in the current directory).
 DEFAULT_REJECTS = "rejects.jsonl"
 
+#: Matches the console prints when ``--limit`` does not say.
+CONSOLE_LIMIT = 20
+
+
+def console_limit(args: argparse.Namespace, output: str | None) -> int:
+    """``--limit``: how many matches the console prints (:data:`CONSOLE_LIMIT` when not
+    given). With a file or directory ``output`` the console prints none and every match
+    is written, so a ``--limit`` given there is refused rather than ignored.
+
+    Raises :class:`~graphcep.io.sinks.SinkError`."""
+    from graphcep.io.sinks import SinkError
+
+    if args.limit is None:
+        return CONSOLE_LIMIT
+    if output not in (None, "-"):
+        raise SinkError(f"--limit {args.limit} caps the matches printed on the console; "
+                        f"-o {output} gets every match (leave out one of them)")
+    return args.limit
+
 
 def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None]) -> None:
     """Refuse an output that is one of the input files (or the query file): writing it

@@ -57,6 +57,7 @@ from graphcep.io.sinks import (
     SinkError,
     check_target,
     make_sink,
+    refuse_files_among_parts,
     replace_atomically,
     sink_format,
     writing,
@@ -89,6 +90,7 @@ def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers (every value is checked
     here, before Spark starts)."""
     from graphcep.cli_options import (
+        CONSOLE_LIMIT,
         add_ddst_arguments,
         add_input_arguments,
         add_nu_arguments,
@@ -165,8 +167,8 @@ def add_parser(sub: Any) -> None:
                         help="print where the time went (Spark start-up, micro-batches, "
                              "end-of-input flush) and the matching mode, on stderr; with "
                              "--summary json also as \"phases\" in the summary")
-    stream.add_argument("--limit", type=count_option(0), default=20, metavar="N",
-                        help="matches printed on the console (default 20)")
+    stream.add_argument("--limit", type=count_option(0), metavar="N",
+                        help=f"matches printed on the console (default {CONSOLE_LIMIT})")
     stream.add_argument("--quiet", action="store_true", help="no per-batch progress lines")
     stream.add_argument("--timeline", type=path_option, metavar="FILE.png",
                         help="plot the micro-batches: edges in the window and the buffer, "
@@ -185,17 +187,21 @@ def validate_output(args: argparse.Namespace) -> None:
     not after start-up)."""
     if args.output not in (None, "-"):
         check_target(args.output, sink_format(args.output) or "jsonl", directory=True)
+    from graphcep.cli_options import console_limit
+
+    args.limit = console_limit(args, args.output)
     for role in ("late", "rejects"):
         if getattr(args, role) is not None:
             check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")
-    check_picture_targets(args)
+    check_picture_targets(args, None if args.output in (None, "-") else args.output)
 
 
 def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:
     """Nothing the stream writes (its checkpoint, matches, late edges, rejects, pictures)
     nor the query file may lie in the directory it watches: every file there is read as
     edges, so the stream would read its own output (or query) as input. Nor may a
-    directory of parts be the checkpoint itself."""
+    directory of parts be the checkpoint itself, nor hold it, the late edges or the
+    rejects (:func:`~graphcep.io.sinks.refuse_files_among_parts`)."""
     from graphcep.runtime.spark_stream import FileSource
 
     roles = {"--checkpoint": args.checkpoint, "--output": args.output, "--late": args.late,
@@ -206,6 +212,9 @@ def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:
         if roles[role] not in (None, "-") and Path(roles[role]).resolve() == checkpoint:
             raise SinkError(f"{role} {roles[role]} is the checkpoint directory, which holds "
                             "the stream's state: name a directory of its own")
+    refuse_files_among_parts(None if args.output in (None, "-") else args.output,
+                             {role: roles[role] for role in ("--checkpoint", "--late",
+                                                             "--rejects")})
     if not isinstance(source, FileSource):
         return
     watched = Path(source.path).resolve()

@@ -258,6 +258,16 @@ RUN_OPTIONS = [
     (["-o", "matches.txt"], "cannot tell the output format of 'matches.txt'"),
     (["-o", "/dev/null"], "cannot tell the output format of '/dev/null'"),
     (["-o", ""], "argument --output/-o: expected a path, got an empty one"),
+    (["-o", "-", "--output-format", "jsonl"], "--output-format jsonl writes a file, and the "
+                                              "output is the console: name it with -o FILE"),
+    (["--output-format", "parquet"], "--output-format parquet writes a file, and the output "
+                                     "is the console"),
+    (["-o", "matches.txt", "--output-format", "console"],
+     "output 'matches.txt' is a file, and --output-format console prints the matches"),
+    (["--rejects", "-"], "rejects '-' is the console, which shows the matches: name a file"),
+    (["-o", "m.jsonl", "--limit", "1"], "--limit 1 caps the matches printed on the console; "
+                                        "-o m.jsonl gets every match"),
+    (["--report", "-"], "--report '-' is the console, which shows the matches: name a file"),
     (["--rejects", " "], "argument --rejects: expected a path, got an empty one"),
     (["--input", ""], "argument --input/-i: expected a path, got an empty one"),
     (["--master", "bogus"], "argument --master: expected local, local[N], local[*], "
@@ -308,6 +318,51 @@ def test_an_output_that_cannot_be_written_is_refused_before_reading(tmp_path, ca
                                       f"created: '{blocker}' is not a directory")
 
 
+def test_a_directory_output_holding_parts_of_an_earlier_run_is_refused(tmp_path, capsys,
+                                                                       pair_stream):
+    import pyarrow.parquet as pq
+
+    query = write(tmp_path / "q.sal", PAIR)
+    out = tmp_path / "m.parquet"
+    again = ["run", str(query), "--input", str(pair_stream), "--engine", "local",
+             "--rejects", str(tmp_path / "r.jsonl"), "-o", f"{out}/"]
+    assert main(again) == 0
+    capsys.readouterr()
+    (part,) = out.iterdir()
+    before = part.read_bytes()
+    assert main(again) == 2  # appending a part would hold each match twice
+    assert ("already holds 1 part file of an earlier run (part-00000000.parquet)"
+            in one_line_error(capsys))
+    assert list(out.iterdir()) == [part] and part.read_bytes() == before
+    assert pq.read_table(out).num_rows == 1  # PAIR's one match (hand-checked above)
+
+
+def test_rejects_never_go_into_the_directory_of_parts(tmp_path, capsys, pair_stream):
+    """Spark reads a JSONL directory as one data set: rejects there would read as matches."""
+    out = tmp_path / "out.jsonl"
+    assert main(["run", str(TRIANGLE), "--input", str(pair_stream), "--engine", "local",
+                 "-o", f"{out}/", "--rejects", str(out / "rejects.jsonl")]) == 2
+    assert "a directory of match parts" in one_line_error(capsys) and not out.exists()
+
+
+def test_a_run_interrupted_while_writing_leaves_the_earlier_output(tmp_path, capsys,
+                                                                   monkeypatch, pair_stream):
+    from graphcep.io.sinks import JsonlSink
+
+    def interrupted(self, table):
+        written(self, table)
+        raise KeyboardInterrupt
+
+    written = JsonlSink._append
+    monkeypatch.setattr(JsonlSink, "_append", interrupted)
+    out = write(tmp_path / "m.jsonl", "earlier\n")
+    assert main(["run", str(write(tmp_path / "q.sal", PAIR)), "--input", str(pair_stream),
+                 "--engine", "local", "-o", str(out)]) == 130
+    assert one_line_error(capsys) == "graphcep: interrupted"
+    assert out.read_text() == "earlier\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.txt", "m.jsonl", "q.sal"]
+
+
 STREAM_OPTIONS = [
     (["--lateness", "abc"], "argument --lateness: expected seconds"),
     (["--lateness", "-1"], "argument --lateness: expected seconds, not negative"),
@@ -334,6 +389,8 @@ STREAM_OPTIONS = [
     (["--source", "generator"], "has no end to read to: use --run-for SECONDS"),
     (["--rate", "5"], "--rate shapes the generator's edges (--source generator); --source "),
     (["--vertices", "9", "--seed", "2"], "--vertices, --seed shape the generator's edges"),
+    (["-o", "out/", "--limit", "3"], "--limit 3 caps the matches printed on the console; "
+                                     "-o out/ gets every match"),
     (["--run-for", "10"], "--once stops when the directory's files are read and --run-for "
                           "after SECONDS: give one of them"),
 ]
@@ -382,6 +439,16 @@ def test_a_stream_never_writes_into_the_directory_it_reads(tmp_path, capsys, no_
                  *extra]) == 2
     assert f"lies in --source {source}" in one_line_error(capsys)
     assert sorted(p.name for p in source.iterdir()) == (["q.sal"] if role == "query" else [])
+
+
+@pytest.mark.parametrize("role", ["--late", "--rejects", "--checkpoint"])
+def test_a_stream_keeps_late_edges_and_rejects_out_of_its_parts(tmp_path, capsys, no_spark,
+                                                                role):
+    source, out = tmp_path / "incoming", tmp_path / "out"
+    source.mkdir()
+    assert main(["stream", str(TRIANGLE), "--source", str(source), "--checkpoint",
+                 str(tmp_path / "ckpt"), "--once", "-o", f"{out}/", role, str(out / "x")]) == 2
+    assert "a directory of match parts" in one_line_error(capsys) and not out.exists()
 
 
 @pytest.mark.parametrize("role", ["-o", "--late", "--rejects"])

@@ -123,6 +123,26 @@ def test_the_query_file_is_never_overwritten(tmp_path, capsys):
     assert status == 2 and "is a directory" in err and out == ""  # checked before any work
 
 
+def test_the_console_shows_an_event_as_one_node(tmp_path, capsys):
+    """A time-event sequence's row is one event (its dst empty), not a link to ''."""
+    events = tmp_path / "e.tes"
+    events.write_text("a 1 b\n")
+    query = tmp_path / "q.nu"
+    query.write_text("a . b\n")
+    status, out, err = run(["run", str(query), "--input", str(events), "--engine", "local"],
+                           capsys)
+    assert status == 0, err
+    assert "\n  a: a @ 0s\n  b: b @ 1s\n" in out and "->" not in out
+
+
+def test_explain_dot_to_the_console_is_refused(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # '-' was written as a file named '-'
+    status, out, err = run(["explain", str(TRIANGLE), "--dot", "-"], capsys)
+    assert status == 2 and out == "" and err.count("\n") == 1
+    assert "--dot '-' is the console, which shows the matches: name a file" in err
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_a_time_event_sequence_is_for_nu_expressions_only(tmp_path, capsys):
     events = tmp_path / "e.tes"
     events.write_text("a 1 b 1 c\n")

@@ -761,6 +761,31 @@ def test_directory_sinks_replace_batches(tmp_path: Path, cls, suffix: str) -> No
     assert counts == [1, 1, 2]
 
 
+@pytest.mark.parametrize("suffix", [".jsonl", ".parquet", ".dot"])
+def test_a_whole_file_sink_replaces_its_target_only_when_complete(tmp_path: Path,
+                                                                  suffix: str) -> None:
+    target = tmp_path / f"m{suffix}"
+    target.write_text("earlier\n")
+    with pytest.raises(KeyboardInterrupt), make_sink(target, whole=True) as sink:
+        sink.write(sample_matches())  # then Ctrl-C, before the sink is closed
+        raise KeyboardInterrupt
+    assert target.read_text() == "earlier\n"
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+    with make_sink(target, whole=True) as sink:
+        sink.write(sample_matches())
+        assert target.read_text() == "earlier\n"  # until it is closed
+    assert [p.name for p in tmp_path.iterdir()] == [target.name]
+    ids = sample_matches().column("match_id").to_pylist()
+    if suffix == ".parquet":
+        assert pq.read_table(target).column("match_id").to_pylist() == ids
+    elif suffix == ".jsonl":
+        assert [json.loads(line)["match_id"] for line in target.read_text().splitlines()] == ids
+    else:
+        text = target.read_text()
+        assert text.startswith("digraph") and text.endswith("}\n")
+        assert [i for i in ids if f"id={i}" in text] == ids
+
+
 def test_file_sink_ignores_repeated_batch(tmp_path: Path) -> None:
     with JsonlSink(tmp_path / "m.jsonl") as sink:
         sink.write(sample_matches(), batch_id=7)

@@ -123,6 +123,9 @@ def test_comments_are_slash_slash_and_hash_is_allocation():
     # cut short: the end of the input is shown just after the last token, not below it
     ("a ~> b .\n\n\n", "1:9", "found end of input"),
     ("a ~> b . // then a comment\n", "1:9", "found end of input"),
+    # no stream vertex is empty (the readers reject one): "" could never match
+    ('a ~> ""', "1:6", 'the empty name "" is no node'),
+    ("#{X, Y, X} (X ~> Y)", "1:9", "'X' is named twice"),
 ])
 def test_errors_name_line_and_column(text, where, what):
     with pytest.raises(QuerySyntaxError) as err:

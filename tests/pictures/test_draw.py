@@ -176,6 +176,31 @@ def test_a_parquet_match_file_draws_as_its_jsonl_twin(tmp_path, capsys):
     assert "not a Parquet match file" in capsys.readouterr().err
 
 
+def test_a_graphviz_output_is_named_as_such(tmp_path, capsys):
+    """-o m.dot is one of the outputs run writes: draw says what it is and what renders it."""
+    dot = tmp_path / "m.dot"
+    dot.write_text("digraph matches {\n}\n")
+    assert main(["draw", str(dot), "-o", str(tmp_path / "p")]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and f"{dot}: a Graphviz file" in err and "dot -Tpng" in err
+
+
+def test_an_event_is_drawn_at_its_node_not_towards_an_empty_one(tmp_path, capsys):
+    """A time-event sequence's row is one event (its dst empty): a mark on its node."""
+    events = tmp_path / "e.tes"
+    events.write_text("a 1 b\n")
+    query = tmp_path / "q.nu"
+    query.write_text("a . b\n")
+    out = tmp_path / "m.jsonl"
+    assert main(["run", str(query), "--input", str(events), "--engine", "local",
+                 "-o", str(out)]) == 0
+    (row,) = read_matches(out)
+    drawing = drawing_of(row)
+    assert [text for text, _ in drawing.nodes.values()] == ["a", "b"]
+    assert [(src[0], dst[0], text) for src, dst, text, _ in drawing.edges] == [
+        ("a", "a", "a"), ("b", "b", "b")]
+
+
 def test_a_draw_dir_without_draw_is_refused(tmp_path, capsys):
     flows = tmp_path / "flows.csv"
     flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
@@ -201,6 +226,34 @@ def test_a_file_where_the_pictures_go_is_refused_before_any_work(tmp_path, capsy
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "not a directory" in err
     assert taken.read_text() == "keep me\n" and not (tmp_path / "m.jsonl").exists()
+
+
+@pytest.mark.parametrize("where", ["", "/", "/pics"])
+def test_pictures_never_go_into_the_directory_of_parts_drawn(tmp_path, capsys, where):
+    """pyarrow and Spark read such a directory as one data set: a PNG there breaks it."""
+    parts = tmp_path / "out"
+    parts.mkdir()
+    (parts / "part-00000000.jsonl").write_text(MATCHES.read_text())
+    assert main(["draw", str(parts), "-o", f"{parts}{where}", "--first", "1"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a directory of match parts" in err
+    assert [p.name for p in parts.iterdir()] == ["part-00000000.jsonl"]
+
+
+@pytest.mark.parametrize("option", [["--draw", "1", "--draw-dir", "OUT/pics"],
+                                    ["--draw", "1", "--draw-dir", "OUT"],
+                                    ["--report", "OUT/r.html"], ["--timeline", "OUT/t.png"]])
+def test_run_keeps_pictures_out_of_its_directory_of_parts(tmp_path, capsys, option):
+    flows = tmp_path / "flows.csv"
+    flows.write_text("t,src,dst\n1,a,b\n2,b,c\n3,c,a\n")
+    out = tmp_path / "m.parquet"
+    option = [o.replace("OUT", str(out)) for o in option]
+    assert main(["run", str(EXAMPLES / "triangle.sal"), "--input", str(flows), "--engine",
+                 "local", "-o", f"{out}/", "--rejects", str(tmp_path / "r.jsonl"),
+                 *option]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a directory of match parts" in err
+    assert not out.exists()
 
 
 def test_a_directory_of_parts_reads_as_its_parts_in_order(tmp_path, capsys):

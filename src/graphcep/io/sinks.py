@@ -147,9 +147,8 @@ def format_match(row: dict[str, Any], number: int) -> str:
     pairs = " ".join(f"{k}={v}" for k, v in _bindings(row["bindings"]))
     lines.append(f"  bindings: {pairs}")
     for edge in row["edges"] or []:
-        lines.append(
-            f"  {edge['var']}: {edge['src']} -> {edge['dst']} @ {format_seconds(edge['t'])}s"
-        )
+        ends = f"{edge['src']} -> {edge['dst']}" if edge["dst"] else edge["src"]  # an event
+        lines.append(f"  {edge['var']}: {ends} @ {format_seconds(edge['t'])}s")
     return "\n".join(lines) + "\n"
 
 
@@ -165,15 +164,17 @@ class MatchDrawing:
 
 
 def sal_match_drawing(row: dict[str, Any]) -> MatchDrawing:
-    """A SAL match row as a :class:`MatchDrawing` (vertices have no labels here)."""
+    """A SAL match row as a :class:`MatchDrawing` (vertices have no labels here). An
+    event (a time-event sequence's row: its ``dst`` empty) is a loop on its one node."""
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
     for var, vertex in _bindings(row["bindings"]):
         nodes.setdefault((vertex, None), (vertex, []))[1].append(var)
     edges = []
     for e in row["edges"] or []:
-        for end in (e["src"], e["dst"]):
+        src, dst = e["src"], e["dst"] or e["src"]
+        for end in (src, dst):
             nodes.setdefault((end, None), (end, []))
-        edges.append(((e["src"], None), (e["dst"], None), e["var"], e["t"]))
+        edges.append(((src, None), (dst, None), e["var"], e["t"]))
     title = (f"{row['query']}  id={row['match_id']}  {format_seconds(row['first_t'])}s .. "
              f"{format_seconds(row['last_t'])}s")
     return MatchDrawing(title, nodes, edges)
@@ -329,7 +330,9 @@ SAL_MATCHES = MatchFormat(MATCH_SCHEMA, format_match, match_to_json, sal_match_d
                           sal_json_lines)
 
 
-def _is_directory_target(path: str | os.PathLike, directory: bool | None) -> bool:
+def is_directory_target(path: str | os.PathLike, directory: bool | None = None) -> bool:
+    """Whether a sink writes ``path`` as a directory of parts: ``directory`` when given,
+    else when the path is a directory or ends with ``/``."""
     if directory is not None:
         return directory
     # Path() drops a trailing slash, so look at the text as given.
@@ -362,22 +365,62 @@ def replace_atomically(target: Path, write) -> None:
 
 
 class _FileSink(Sink):
-    """Shared logic of the JSONL and Parquet sinks: single file or part directory."""
+    """Shared logic of the JSONL, Parquet and DOT sinks: single file or part directory.
+
+    ``whole=True`` (a run's one output) writes a single file under a temporary name
+    beside it and renames it into place when closed: a run that fails or is interrupted
+    before leaves no partial file, and an earlier output stays as it was. A target that
+    exists and is not a regular file (``/dev/null``, ``/dev/stdout``, a pipe) is written
+    in place."""
 
     suffix = ""
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
-                 matches: MatchFormat | None = None) -> None:
+                 matches: MatchFormat | None = None, whole: bool = False) -> None:
         self.path = Path(path)
-        self.directory = _is_directory_target(path, directory)
+        self.directory = is_directory_target(path, directory)
         self.matches = matches or SAL_MATCHES
         self.rows_written = 0
         self._seen: set[int | str] = set()
         self._closed = False
+        self._target = self.path  # where the file ends up (self.path until then)
         if self.directory:
             self.path.mkdir(parents=True, exist_ok=True)
-        else:
-            self.path.parent.mkdir(parents=True, exist_ok=True)
+            return
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        if whole and (self.path.is_file() or not self.path.exists()):
+            self._target = self.path.resolve()  # a symbolic link's file, the link kept
+            self.path = self._target.with_name(f".tmp-{os.getpid()}-{self._target.name}")
+
+    def close(self) -> None:
+        """Finish the file (or the directory's last part) and, for ``whole``, rename it
+        into place; idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        try:
+            self._finish()
+        except BaseException:
+            self._discard()
+            raise
+        if self.path != self._target:
+            os.replace(self.path, self._target)
+
+    def __exit__(self, kind: object, *exc: object) -> None:
+        if kind is None or self.path == self._target or self._closed:
+            self.close()
+            return
+        self._closed = True  # failed or interrupted: the partial file goes
+        with contextlib.suppress(Exception):
+            self._finish()
+        self._discard()
+
+    def _discard(self) -> None:
+        if self.path != self._target:
+            self.path.unlink(missing_ok=True)
+
+    def _finish(self) -> None:
+        raise NotImplementedError
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
         """Write a match table (see module docstring for ``batch_id``)."""
@@ -410,8 +453,8 @@ class JsonlSink(_FileSink):
     suffix = ".jsonl"
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
-                 matches: MatchFormat | None = None) -> None:
-        super().__init__(path, directory, matches)
+                 matches: MatchFormat | None = None, whole: bool = False) -> None:
+        super().__init__(path, directory, matches, whole)
         self._out: TextIO | None = None
 
     def _write_part(self, table: pa.Table, path: str) -> None:
@@ -424,11 +467,8 @@ class JsonlSink(_FileSink):
         self._out.writelines(line + "\n" for line in self.matches.lines(table))
         self._out.flush()
 
-    def close(self) -> None:
+    def _finish(self) -> None:
         """Close the file (an empty file is created when nothing was written)."""
-        if self._closed:
-            return
-        self._closed = True
         if not self.directory and self._out is None:
             self.path.touch()
         if self._out is not None:
@@ -442,8 +482,8 @@ class ParquetSink(_FileSink):
     suffix = ".parquet"
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
-                 matches: MatchFormat | None = None) -> None:
-        super().__init__(path, directory, matches)
+                 matches: MatchFormat | None = None, whole: bool = False) -> None:
+        super().__init__(path, directory, matches, whole)
         self._writer: pq.ParquetWriter | None = None
         self._schema = self.matches.schema.with_metadata(_PARQUET_METADATA)
 
@@ -455,11 +495,8 @@ class ParquetSink(_FileSink):
             self._writer = pq.ParquetWriter(self.path, self._schema)
         self._writer.write_table(table.replace_schema_metadata(_PARQUET_METADATA))
 
-    def close(self) -> None:
+    def _finish(self) -> None:
         """Finish the file (a valid empty file when nothing was written)."""
-        if self._closed:
-            return
-        self._closed = True
         if not self.directory and self._writer is None:
             self._writer = pq.ParquetWriter(self.path, self._schema)
         if self._writer is not None:
@@ -514,8 +551,8 @@ class DotSink(_FileSink):
     suffix = ".dot"
 
     def __init__(self, path: str | os.PathLike, directory: bool | None = None,
-                 matches: MatchFormat | None = None) -> None:
-        super().__init__(path, directory, matches)
+                 matches: MatchFormat | None = None, whole: bool = False) -> None:
+        super().__init__(path, directory, matches, whole)
         self._out: TextIO | None = None
         self._numbered = 0
 
@@ -534,11 +571,8 @@ class DotSink(_FileSink):
         self._numbered += table.num_rows
         self._out.flush()
 
-    def close(self) -> None:
+    def _finish(self) -> None:
         """End the graph (an empty graph when nothing was written)."""
-        if self._closed:
-            return
-        self._closed = True
         if not self.directory:
             if self._out is None:
                 self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115
@@ -565,7 +599,10 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     """Check that :func:`make_sink` can write ``target``, before a run computes anything;
     return the format it will write (``"console"`` for ``None`` or ``"-"``).
 
-    A name without a known suffix needs ``fmt`` (``-o /dev/null`` with ``jsonl``). Nothing
+    A name without a known suffix needs ``fmt`` (``-o /dev/null`` with ``jsonl``). The
+    console takes the matches only, in their console form: a file format for it, ``-`` for
+    another ``role`` or a file with ``fmt="console"`` is refused (never silently ignored,
+    nor written as a file named ``-``). Nothing
     is created or truncated: a run that fails later leaves an earlier output as it was.
     ``role`` names the target in messages (``"output"``, ``"rejects"``).
 
@@ -584,8 +621,11 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     ...
     graphcep.io.sinks.SinkError: cannot tell the output format of 'matches.txt' from its name (known: .jsonl, .ndjson, .json, .parquet, .dot, .gv); rename it or give the format (--output-format jsonl|parquet|dot|console)
     """
-    if target is None or str(target) == "-" or fmt == "console":
-        return "console"
+    if target is None or str(target) == "-":
+        return _console_target(fmt, role)
+    if fmt == "console":
+        raise SinkError(f"{role} {str(target)!r} is a file, and --output-format console prints "
+                        "the matches: leave out one of them")
     kind = fmt or sink_format(target)
     if kind is None:
         raise SinkError(
@@ -596,7 +636,7 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     if kind not in SINK_FORMATS:
         raise SinkError(f"unknown output format {kind!r}; use {', '.join(SINK_FORMATS)}")
     path = Path(target)
-    if _is_directory_target(target, directory):
+    if is_directory_target(target, directory):
         if path.exists() and not path.is_dir():
             raise SinkError(f"{role} {str(target)!r} exists and is not a directory (one part "
                             "file per micro-batch goes into a directory)")
@@ -609,6 +649,64 @@ def check_target(target: str | os.PathLike | None, fmt: str | None = None,
     else:
         _check_creatable(path, target, role)
     return kind
+
+
+def refuse_earlier_parts(target: str | os.PathLike | None, role: str = "output") -> None:
+    """A batch run's directory target holds no ``part-*`` files yet: the run's part would
+    be added beside them (:func:`_next_part`), and the directory, read as one data set,
+    would mix the runs (each match twice, for the same command run again). A stream's
+    restart writes into its own parts on purpose and does not call this.
+
+    Raises
+    ------
+    SinkError
+        Naming how many parts are there and the first.
+    """
+    if target is None or str(target) == "-" or not is_directory_target(target):
+        return
+    path = Path(target)
+    parts = sorted(p.name for p in path.iterdir() if _PART.match(p.name)) if path.is_dir() else []
+    if parts:
+        count = f"{len(parts)} part file{'s' if len(parts) > 1 else ''}"
+        raise SinkError(f"{role} {str(target)!r} already holds {count} of an earlier run "
+                        f"({parts[0]}{' ...' if len(parts) > 1 else ''}): this run's "
+                        "matches would be added to them; remove them or name another "
+                        "directory")
+
+
+def refuse_files_among_parts(parts: str | os.PathLike | None,
+                             targets: dict[str, str | os.PathLike | None]) -> None:
+    """Other outputs (pictures, pages, plots, rejects, late edges) stay out of a directory
+    of match parts (``-o DIR/``, or the directory ``draw`` reads): pyarrow and Spark read
+    it as one data set, files and subdirectories alike, and would take them for parts.
+    ``parts`` is ``None`` when the matches go to a file or the console.
+
+    Raises
+    ------
+    SinkError
+        Naming the first target inside ``parts``.
+    """
+    if parts is None:
+        return
+    root = Path(parts).resolve()
+    for role, target in targets.items():
+        if target is not None and root in (where := Path(target).resolve(), *where.parents):
+            raise SinkError(f"{role} {target} is inside {parts}, a directory of match parts: "
+                            "read as one data set (pyarrow, Spark), it would take what "
+                            f"{role} writes for parts; name a place outside it")
+
+
+def _console_target(fmt: str | None, role: str) -> str:
+    """``"console"`` for the console target (``None``, ``-``) of the matches in their console
+    form; a file format or another role asks for a file (a file named ``-`` would be
+    written otherwise)."""
+    if role != "output":
+        raise SinkError(f"{role} '-' is the console, which shows the matches: name a file "
+                        "(/dev/stdout or /dev/stderr writes there)")
+    if fmt not in (None, "console"):
+        raise SinkError(f"--output-format {fmt} writes a file, and the output is the console: "
+                        f"name it with -o FILE (-o /dev/stdout --output-format {fmt} pipes it)")
+    return "console"
 
 
 def _check_creatable(path: Path, target: str | os.PathLike, role: str) -> None:
@@ -650,6 +748,7 @@ def make_sink(
     limit: int | None = None,
     directory: bool | None = None,
     matches: MatchFormat | None = None,
+    whole: bool = False,
 ) -> Sink:
     """A sink for ``target``.
 
@@ -668,6 +767,9 @@ def make_sink(
         path exists as one or ends with ``/``.
     matches
         The kind of match record written (default :data:`SAL_MATCHES`).
+    whole
+        A single file appears whole when the sink is closed, or not at all (a run's
+        output; see :class:`JsonlSink`'s base).
     """
     if target is None or str(target) == "-" or fmt == "console":
         return ConsoleSink(limit=limit, matches=matches)
@@ -677,12 +779,9 @@ def make_sink(
         raise SinkError(f"cannot tell the sink format of {str(target)!r}; give fmt")
     if directory is None and str(target).endswith(("/", os.sep)):
         directory = True
-    if kind == "jsonl":
-        return JsonlSink(path, directory, matches)
-    if kind == "parquet":
-        return ParquetSink(path, directory, matches)
-    if kind == "dot":
-        return DotSink(path, directory, matches)
+    sinks = {"jsonl": JsonlSink, "parquet": ParquetSink, "dot": DotSink}
+    if kind in sinks:
+        return sinks[kind](path, directory, matches, whole)
     raise SinkError(f"unknown sink format {kind!r}; use console, jsonl, parquet or dot")
 
 
@@ -706,7 +805,10 @@ __all__ = [
     "drawing_dot",
     "format_ddst_match",
     "format_match",
+    "is_directory_target",
     "make_sink",
+    "refuse_earlier_parts",
+    "refuse_files_among_parts",
     "sal_match_drawing",
     "match_to_json",
     "sink_format",

@@ -221,7 +221,10 @@ class _Parser(TokenCursor):
         self.expect_op("{", "'{'")
         names = [self.expect_ident("a variable name").value]
         while self.accept_op(","):
-            names.append(self.expect_ident("a variable name").value)
+            tok = self.expect_ident("a variable name")
+            if tok.value in names:
+                self.fail("another variable", tok, f"{tok.value!r} is named twice")
+            names.append(tok.value)
         self.expect_op("}", "'}' closing the variables")
         return tuple(names)
 
@@ -341,6 +344,9 @@ class _Parser(TokenCursor):
             self.fail("a node (a name, a \"string\" or @), '(' or '<'")
         self.next()
         name = name_tok.value
+        if name == "":
+            self.fail("a node", name_tok, 'the empty name "" is no node (every stream '
+                      "vertex has a name: the readers reject an empty one)")
         node: Expr = Var(name) if name in self.variables and name_tok.kind == "IDENT" \
             else Const(name)
         if fresh is not None:

@@ -9,7 +9,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from graphcep.io.sinks import MatchDrawing
+from graphcep.io.sinks import MatchDrawing, refuse_files_among_parts
 from graphcep.pictures.records import MatchFileError, drawing_of, read_matches
 from graphcep.pictures.report import check_picture_directory
 
@@ -47,6 +47,8 @@ def cmd_draw(args: argparse.Namespace) -> int:
     from graphcep.pictures.draw import draw_all
 
     check_picture_directory(args.output, "--output")
+    if Path(args.matches).is_dir():
+        refuse_files_among_parts(args.matches, {"--output": args.output})
     rows = read_matches(args.matches)
     chosen = (_by_ids(rows, args.ids, args.matches) if args.ids
               else _first(rows, args.first or DEFAULT_FIRST))

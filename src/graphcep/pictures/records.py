@@ -83,9 +83,13 @@ def read_matches(path: str | Path) -> Iterator[dict[str, Any]]:
         for part in parts:
             yield from read_matches(part)
         return
-    if Path(path).suffix.lower() == ".parquet":
+    suffix = Path(path).suffix.lower()
+    if suffix == ".parquet":
         yield from _parquet_rows(path)
         return
+    if suffix in (".dot", ".gv") and Path(path).is_file():
+        raise MatchFileError(f"{path}: a Graphviz file (-o m.dot), not a match file: draw reads "
+                             f"the JSONL or Parquet ones; dot -Tpng {path} -o m.png renders it")
     with open(path, encoding="utf-8") as lines:
         for number, line in enumerate(lines, start=1):
             if line.strip():

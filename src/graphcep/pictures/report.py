@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from graphcep.io.rejects import reason_kind
-from graphcep.io.sinks import SinkError, check_target
+from graphcep.io.sinks import SinkError, check_target, refuse_files_among_parts
 
 #: Matches drawn in a report when ``--draw`` does not say.
 REPORT_MATCHES = 6
@@ -52,9 +52,13 @@ class Report:
     rejects_total: int = 0
 
 
-def check_picture_targets(args: Any) -> None:
+def check_picture_targets(args: Any, parts: str | None = None) -> None:
     """``--timeline`` and ``--report`` name files this process can write (checked before
-    any work, as ``-o`` is)."""
+    any work, as ``-o`` is); they and ``--draw-dir`` lie outside ``parts``, the run's
+    directory of match parts, if any (:func:`~graphcep.io.sinks.refuse_files_among_parts`)."""
+    refuse_files_among_parts(parts, {
+        "--timeline": args.timeline, "--report": args.report,
+        "--draw-dir": (args.draw_dir or "pictures") if getattr(args, "draw", None) else None})
     for role, target, suffixes in (("--timeline", args.timeline, (".png",)),
                                    ("--report", args.report, (".html", ".htm"))):
         if target is None:
