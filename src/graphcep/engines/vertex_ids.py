@@ -135,10 +135,15 @@ class VertexIds:
     def state(self) -> list[str]:
         return list(self._names)
 
+    def known(self) -> pa.Array:
+        """Every name, by id, as one Arrow array: a state that pickles as buffers, not
+        as one Python object a name (:meth:`from_state` takes it back)."""
+        return self._known
+
     @classmethod
-    def from_state(cls, names: list[str]) -> VertexIds:
+    def from_state(cls, names: list[str] | pa.Array) -> VertexIds:
         ids = cls()
-        ids._names = list(names)
-        ids._index = {n: i for i, n in enumerate(names)}
+        ids._names = names.to_pylist() if isinstance(names, pa.Array) else list(names)
+        ids._index = {n: i for i, n in enumerate(ids._names)}
         ids._known = pa.array(ids._names, pa.string())
         return ids

@@ -48,6 +48,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.sequences.engine import as_text
+from graphcep.engines.vertex_ids import VertexIds
 
 #: The column holding each record's position in its key's sequence.
 KEY_POSITION = "_key_pos"
@@ -65,18 +66,19 @@ def _text(column: pa.ChunkedArray | pa.Array, field: str) -> pa.Array:
     return _array(as_text(column, "--key", field))
 
 
-def _groups(keys: pa.Array) -> tuple[np.ndarray, pa.Array, np.ndarray]:
-    """Each row's key code (-1 for none), the distinct keys, and the rows in key order
-    (stable: stream order within a key)."""
+def _groups(keys: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """Each row's key code (-1 for none) and the rows in key order (stable: stream order
+    within a key)."""
     encoded = pc.dictionary_encode(keys)
     codes = encoded.indices.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int64)
-    return codes, encoded.dictionary, np.argsort(codes, kind="stable")
+    return codes, np.argsort(codes, kind="stable")
 
 
 class KeyPositions:
-    """Counts each key's records over the stream; its state is every key met (one Arrow
-    string array, in the order first met) and the position of each one's next record
-    (one NumPy array): no Python object per key, and a checkpoint pickles two buffers.
+    """Counts each key's records over the stream. Keys are interned to dense ids as
+    vertices are (:class:`~graphcep.engines.vertex_ids.VertexIds`), and the position of
+    each one's next record is one NumPy array; a checkpoint pickles the keys as one Arrow
+    array and the counters as one array, no Python object per key.
 
     Parameters
     ----------
@@ -87,42 +89,40 @@ class KeyPositions:
 
     def __init__(self, key: str, symbol: str) -> None:
         self.key, self.symbol = key, symbol
-        self._keys = pa.array([], pa.string())
+        self._ids = VertexIds()
         self._next = np.zeros(0, np.int64)
 
     def number(self, batch: pa.Table) -> pa.Table:
         """``batch`` (the stream's next records, in stream order) with :data:`KEY_POSITION`."""
         keys = _text(batch.column(self.key), self.key)
         valid = _array(pc.and_(pc.is_valid(keys), pc.is_valid(batch.column(self.symbol))))
-        keys = pc.if_else(valid, keys, pa.scalar(None, pa.string()))
-        codes, names, order = _groups(keys)
-        positions = np.zeros(len(codes), np.int64)
-        ranked = order[np.searchsorted(codes[order], 0):]  # rows without a key sort first
-        if len(ranked):
-            ranked_codes = codes[ranked]
-            starts = np.r_[0, np.flatnonzero(np.diff(ranked_codes)) + 1]
+        mask = valid.to_numpy(zero_copy_only=False).astype(bool)
+        positions = np.zeros(len(keys), np.int64)
+        if mask.any():
+            slots = self._ids.encode(keys.filter(valid)).astype(np.int64)
+            self._next = np.concatenate(
+                [self._next, np.zeros(len(self._ids) - len(self._next), np.int64)])
+            order = np.argsort(slots, kind="stable")  # stream order within a key
+            ranked = slots[order]
+            starts = np.r_[0, np.flatnonzero(np.diff(ranked)) + 1]
             counts = np.diff(np.r_[starts, len(ranked)])
-            slots = self._slots(names)[ranked_codes]  # each row's key's place in the state
-            positions[ranked] = self._next[slots] + np.arange(len(ranked)) - np.repeat(
-                starts, counts)
-            self._next[slots[starts]] += counts
-        column = pa.array(positions, pa.int64(),
-                          mask=~valid.to_numpy(zero_copy_only=False).astype(bool))
+            within = np.empty(len(slots), np.int64)
+            within[order] = np.arange(len(slots)) - np.repeat(starts, counts)
+            positions[mask] = self._next[slots] + within
+            self._next[ranked[starts]] += counts
+        column = pa.array(positions, pa.int64(), mask=~mask)
         if KEY_POSITION in batch.column_names:
             batch = batch.drop_columns([KEY_POSITION])
         return batch.append_column(KEY_POSITION, column)
 
-    def _slots(self, names: pa.Array) -> np.ndarray:
-        """Each of ``names``' place in the state, the new ones added (counting from 0)."""
-        slots = pc.index_in(names, value_set=self._keys).fill_null(-1).to_numpy(
-            zero_copy_only=False).astype(np.int64)
-        fresh = slots < 0
-        if fresh.any():
-            count = int(fresh.sum())
-            slots[fresh] = np.arange(len(self._keys), len(self._keys) + count)
-            self._keys = pa.concat_arrays([self._keys, names.filter(pa.array(fresh))])
-            self._next = np.concatenate([self._next, np.zeros(count, np.int64)])
-        return slots
+    def __getstate__(self) -> dict[str, Any]:
+        return {"key": self.key, "symbol": self.symbol, "keys": self._ids.known(),
+                "next": self._next}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.key, self.symbol = state["key"], state["symbol"]
+        self._ids = VertexIds.from_state(state["keys"])
+        self._next = state["next"]
 
     def window(self, job: Any, records: pa.Table
                ) -> tuple[Any, pa.Table, Callable[[pa.Table], pa.Table]]:
@@ -134,7 +134,7 @@ class KeyPositions:
         keys = _text(records.column(self.key), self.key)
         positions = _array(records.column(KEY_POSITION))
         keys = pc.if_else(pc.is_valid(positions), keys, pa.scalar(None, pa.string()))
-        codes, _, order = _groups(keys)
+        codes, order = _groups(keys)
         pos = positions.fill_null(0).to_numpy(zero_copy_only=False).astype(np.int64)
         sorted_codes, sorted_pos = codes[order], pos[order]
         new_run = np.ones(len(order), bool)
