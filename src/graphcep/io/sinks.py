@@ -352,10 +352,16 @@ def _next_part(directory: Path) -> int:
     return max(numbers) + 1 if numbers else 0
 
 
-def replace_atomically(target: Path, write) -> None:
-    """Write through a temporary file in the same directory, then rename over ``target``."""
+def temporary_beside(target: Path) -> Path:
+    """A new empty file in ``target``'s directory, hidden, to write and rename over it."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
     os.close(fd)
+    return Path(tmp)
+
+
+def replace_atomically(target: Path, write) -> None:
+    """Write through a temporary file in the same directory, then rename over ``target``."""
+    tmp = str(temporary_beside(target))
     try:
         write(tmp)
         os.replace(tmp, target)
@@ -390,7 +396,7 @@ class _FileSink(Sink):
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if whole and (self.path.is_file() or not self.path.exists()):
             self._target = self.path.resolve()  # a symbolic link's file, the link kept
-            self.path = self._target.with_name(f".tmp-{os.getpid()}-{self._target.name}")
+            self.path = temporary_beside(self._target)
 
     def close(self) -> None:
         """Finish the file (or the directory's last part) and, for ``whole``, rename it
