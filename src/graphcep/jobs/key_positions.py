@@ -144,20 +144,19 @@ class KeyPositions:
         runs[order] = np.cumsum(new_run) - 1
         run_text = pa.array(runs.astype(str), pa.string())
         # the mark may occur in a key's own text: the run key is then still unique (the
-        # run number after the last mark tells runs apart); the map back uses the numbers
+        # run number after the last mark tells runs apart)
         run_keys = pc.binary_join_element_wise(keys, run_text, _RUN_MARK)
-        run_start = sorted_pos[new_run]  # by run number: the first position of each run
-        run_name = np.asarray(keys.take(pa.array(order[new_run])).to_pylist(), dtype=object)
+        firsts = pa.array(order[new_run])  # by run number: each run's first row
+        run_start = sorted_pos[new_run]
+        run_name, run_key = keys.take(firsts), run_keys.take(firsts)
 
         def restore(matches: pa.Table) -> pa.Table:
             if matches.num_rows == 0:
                 return matches
-            numbers = np.array([int(k.rsplit(_RUN_MARK, 1)[1])
-                                for k in matches.column("key").to_pylist()], np.int64)
-            shift = pa.array(run_start[numbers])
+            numbers = pc.index_in(matches.column("key"), value_set=run_key)
+            shift = pa.array(run_start[numbers.to_numpy(zero_copy_only=False)])
             index = {name: i for i, name in enumerate(matches.column_names)}
-            matches = matches.set_column(index["key"], "key", pa.array(run_name[numbers],
-                                                                    pa.string()))
+            matches = matches.set_column(index["key"], "key", run_name.take(numbers))
             for name in ("start", "end"):
                 matches = matches.set_column(index[name], name,
                                              pc.add(matches.column(name), shift))
