@@ -38,14 +38,14 @@ def exit_on_interrupt(note: str, last: Callable[[], str] | None = None) -> None:
 
     def interrupted(signum: int, frame: Any) -> None:
         _hush_jvm()
-        _stop_jvm()
         ending = ""
         if last is not None and not leaving:
             leaving.append(signum)
             try:
-                ending = last()
+                ending = last()  # the JVM still up: a summary may ask Spark
             except Exception as err:  # the line still comes, and says what was not done
                 ending = f"; {err}"
+        _stop_jvm()
         with contextlib.suppress(Exception):
             sys.stdout.flush()  # matches already printed on the console
         what = "interrupted" if signum == signal.SIGINT else "terminated"
