@@ -57,19 +57,11 @@ def detect(job: ReplayJob, window: Window, base_us: int) -> Found:
     (:meth:`~graphcep.jobs.base.ReplayJob.stream_numbering`); its instances, each at its
     first match row."""
     started = time.perf_counter()
-    parts = []
-    if window.records.num_rows >= job.min_records:  # else no match fits: no engine
-        numbering = job.stream_numbering()
-        runs, records, restore = (job, window.records, None) if numbering is None \
-            else numbering.window(job, window.records)
-        engine = runs.bounded_by(window_span_us(base_us, window.level)).new_engine()
-        parts = [part if restore is None else restore(part)
-                 for part in replay(engine, records)]
+    matches = _replayed(job, window, base_us)
     seconds = time.perf_counter() - started
-    if not parts:
+    if matches is None:
         return Found(widened_schema(job.output.schema).empty_table(), [],
                      np.empty(0, np.int64), np.empty(0, np.int64), seconds)
-    matches = pa.concat_tables(parts)
     instances = job.instances(matches)
     first: dict[str, int] = {}
     for i, key in enumerate(instances.keys):  # a key twice in one window is one instance
@@ -82,3 +74,19 @@ def detect(job: ReplayJob, window: Window, base_us: int) -> Found:
         PWW_FIELDS[1], pa.array(np.full(len(rows), report_t, np.int64))).append_column(
         PWW_FIELDS[2], pa.array(delay.astype(np.int64)))
     return Found(table, list(first), instances.first_t[rows], instances.last_t[rows], seconds)
+
+
+def _replayed(job: ReplayJob, window: Window, base_us: int) -> pa.Table | None:
+    """The window's match rows in the stream's terms; None when no match fits the window
+    (no engine starts) or none was found."""
+    if window.records.num_rows < job.min_records:
+        return None
+    numbering = job.stream_numbering()
+    runs, records, restore = (job, window.records, None) if numbering is None \
+        else numbering.window(job, window.records)
+    parts = list(replay(runs.bounded_by(window_span_us(base_us, window.level)).new_engine(),
+                        records))
+    if not parts:
+        return None
+    matches = pa.concat_tables(parts)
+    return matches if restore is None else restore(matches)
