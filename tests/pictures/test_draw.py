@@ -271,3 +271,23 @@ def test_a_directory_of_parts_reads_as_its_parts_in_order(tmp_path, capsys):
     empty.mkdir()
     assert main(["draw", str(empty), "-o", str(tmp_path / "p2")]) == 2
     assert "a directory without match parts" in capsys.readouterr().err
+
+
+def test_a_directory_of_pictures_shows_the_latest_drawing_only(tmp_path, capsys):
+    """Redrawing into a directory removes the pictures of an earlier drawing that this one
+    did not draw; a file no drawing wrote stays."""
+    out = tmp_path / "pics"
+    out.mkdir()
+    (out / "mine.png").write_bytes(b"not a picture of graphcep's")
+    first = [RECORDS[0]["match_id"], RECORDS[1]["match_id"]]
+    assert main(["draw", str(MATCHES), "-o", str(out), "--ids", *first]) == 0
+    second = [RECORDS[1]["match_id"], RECORDS[3]["match_id"]]
+    assert main(["draw", str(MATCHES), "-o", str(out), "--ids", *second]) == 0
+    drawn = sorted(p.name.split("-")[2][:-4] for p in out.glob("match-*.png"))
+    assert drawn == sorted(second)
+    assert (out / "mine.png").read_bytes() == b"not a picture of graphcep's"
+    (out / ".graphcep-pictures").write_text("../elsewhere.png\nmine.png.txt\n")
+    assert main(["draw", str(MATCHES), "-o", str(out), "--ids", first[0]]) == 0
+    assert (out / "mine.png").exists()
+    assert sorted(p.name.split("-")[2][:-4] for p in out.glob("match-*.png")) == \
+        sorted({first[0], *second})

@@ -95,17 +95,40 @@ def graphviz_program() -> str:
 def draw_all(drawings: Iterable[tuple[str, MatchDrawing]], directory: str | Path,
              graphviz: bool = False) -> list[Path]:
     """One PNG per ``(name, drawing)`` in ``directory`` (created), named ``NAME.png``;
-    drawn by Graphviz's ``dot`` with ``graphviz``, else by matplotlib."""
+    drawn by Graphviz's ``dot`` with ``graphviz``, else by matplotlib.
+
+    The directory then shows this drawing's pictures only: the names written are listed
+    in :data:`MANIFEST`, and the pictures an earlier drawing listed there and this one
+    did not redraw are removed (a file no drawing listed is never touched)."""
     if graphviz:
         graphviz_program()  # before any file is written
     out = Path(directory)
     out.mkdir(parents=True, exist_ok=True)
+    earlier = listed_pictures(out)
     written = []
     for name, drawing in drawings:
         path = out / f"{name}.png"
         (graphviz_match if graphviz else draw_match)(drawing, path)
         written.append(path)
+    for name in earlier - {p.name for p in written}:
+        (out / name).unlink(missing_ok=True)
+    (out / MANIFEST).write_text("".join(f"{p.name}\n" for p in written), encoding="utf-8")
     return written
+
+
+#: The file, in a directory of pictures, naming the pictures the last drawing wrote there.
+MANIFEST = ".graphcep-pictures"
+
+
+def listed_pictures(directory: Path) -> set[str]:
+    """The picture names an earlier drawing listed in ``directory``'s manifest: plain
+    ``*.png`` names only, so a damaged or edited manifest cannot name another file."""
+    try:
+        lines = (directory / MANIFEST).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return set()
+    return {line for line in lines
+            if line.endswith(".png") and Path(line).name == line and line != ".png"}
 
 
 def _draw_nodes(ax: Any, layout: MatchLayout) -> None:
