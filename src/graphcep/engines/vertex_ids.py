@@ -42,6 +42,15 @@ def _unified(parts: list[Encoded | None]) -> Encoded | None:
     return pieces, names.dictionary
 
 
+#: Rows (all columns together) below which encoding runs on the calling thread: starting
+#: a pool costs more than encoding a small micro-batch.
+THREADED_ROWS = 1 << 16
+
+#: A batch's distinct names are looked up in the dict of known names, not by Arrow's
+#: hash lookup (which hashes every known name), when this many times their count is still
+#: fewer than the names known.
+DICT_LOOKUP_RATIO = 8
+
 #: Rows per piece a long column is encoded in, one thread a piece.
 PIECE_ROWS = 1 << 20
 
@@ -83,7 +92,9 @@ class VertexIds:
         self._index: dict[str, int] = {}
         self._names: list[str] = []
         self._names_array: np.ndarray | None = None
-        self._known = pa.array([], pa.string())  # the names, by id, for Arrow's lookup
+        # the names, by id, for Arrow's lookup: in parts, joined when Arrow needs them
+        # (joining on every push would copy every known name per push)
+        self._known_parts: list[pa.Array] = [pa.array([], pa.string())]
 
     def __len__(self) -> int:
         return len(self._names)
@@ -98,7 +109,7 @@ class VertexIds:
         :data:`PIECE_ROWS` rows, a thread each, their names unified after -- and the id
         assignment after them, in order. Ids are the same either way: names are numbered
         by their first appearance."""
-        if not threads:
+        if not threads or sum(len(column) for column in columns) < THREADED_ROWS:
             return [self._assign(_dictionary(column)) for column in columns]
         pieces = [_pieces(column) for column in columns]
         flat = [piece for column in pieces for piece in column]
@@ -110,8 +121,7 @@ class VertexIds:
         if encoded is None:
             return np.empty(0, dtype=np.int32)
         pieces, uniques = encoded
-        found = pc.index_in(uniques, value_set=self._known)
-        mapping = found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
+        mapping = self._lookup(uniques)
         fresh = mapping < 0
         if fresh.any():
             new = uniques.filter(pa.array(fresh))
@@ -120,9 +130,21 @@ class VertexIds:
             names = new.to_pylist()
             self._index.update(zip(names, range(start, start + len(names)), strict=True))
             self._names.extend(names)
-            self._known = pa.concat_arrays([self._known, new])
+            self._known_parts.append(new)
             self._names_array = None
         return _gathered(pieces, mapping)
+
+    def _lookup(self, uniques: pa.Array) -> np.ndarray:
+        """Each distinct name's id, -1 for a new one. Arrow's lookup hashes every known
+        name on each call, so a few names next to many known ones (a stream's small
+        micro-batches) are looked up in the dict instead: the cost follows the batch,
+        not every name seen so far."""
+        if len(uniques) * DICT_LOOKUP_RATIO < len(self._names):
+            get = self._index.get
+            return np.fromiter((get(name, -1) for name in uniques.to_pylist()), np.int32,
+                               len(uniques))
+        found = pc.index_in(uniques, value_set=self.known())
+        return found.fill_null(-1).to_numpy(zero_copy_only=False).astype(np.int32)
 
     def names(self, ids: np.ndarray) -> np.ndarray:
         if self._names_array is None:
@@ -138,12 +160,14 @@ class VertexIds:
     def known(self) -> pa.Array:
         """Every name, by id, as one Arrow array: a state that pickles as buffers, not
         as one Python object a name (:meth:`from_state` takes it back)."""
-        return self._known
+        if len(self._known_parts) > 1:
+            self._known_parts = [pa.concat_arrays(self._known_parts)]
+        return self._known_parts[0]
 
     @classmethod
     def from_state(cls, names: list[str] | pa.Array) -> VertexIds:
         ids = cls()
         ids._names = names.to_pylist() if isinstance(names, pa.Array) else list(names)
         ids._index = {n: i for i, n in enumerate(ids._names)}
-        ids._known = pa.array(ids._names, pa.string())
+        ids._known_parts = [pa.array(ids._names, pa.string())]
         return ids
