@@ -14,7 +14,12 @@ from typing import TYPE_CHECKING
 import pyarrow as pa
 
 from graphcep.engines.base import Engine
-from graphcep.events import MATCH_SCHEMA, max_duration_of, normalize_edges, sort_stream
+from graphcep.events import (
+    EMPTY_MATCHES,
+    max_duration_of,
+    normalize_edges,
+    sort_stream,
+)
 from graphcep.timing import Phases
 
 if TYPE_CHECKING:
@@ -154,7 +159,7 @@ def run_local(
         max_window_edges=max_window_edges,
     )
     tables = list(replay(engine, edges, batch_edges=batch_edges, on_progress=on_progress))
-    matches = pa.concat_tables(tables) if tables else MATCH_SCHEMA.empty_table()
+    matches = pa.concat_tables(tables) if tables else EMPTY_MATCHES
     stats = RunStats(
         edges=edges.num_rows,
         matches=matches.num_rows,

@@ -32,7 +32,7 @@ import pyarrow as pa
 from graphcep.engines.base import EngineBase
 from graphcep.events import max_duration_of, normalize_edges, sort_stream
 from graphcep.jobs.base import ReplayJob
-from graphcep.runtime.widening.detection import detect, widened_schema
+from graphcep.runtime.widening.detection import detect, no_instances
 from graphcep.runtime.widening.levels import LevelStats
 from graphcep.runtime.widening.planner import Window, WindowPlanner
 
@@ -161,8 +161,7 @@ class Widening(EngineBase):
                 self.matches_found += len(fresh)
                 out.append(found.rows.take(pa.array(fresh, pa.int64())))
         self._collect_garbage()
-        return pa.concat_tables(out) if out else \
-            widened_schema(self.job.output.schema).empty_table()
+        return pa.concat_tables(out) if out else no_instances(self.job.output.schema)
 
     def _collect_garbage(self, force: bool = False) -> None:
         """Forget identities no later window can see again: every record a later window
