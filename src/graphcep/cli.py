@@ -697,11 +697,14 @@ def _summary(args, job: ReplayJob, stats: RunStats, lines: int,
 
 def _print_summary(args, job: ReplayJob, stats: RunStats, summary: dict[str, Any],
                    rejects: RejectLog) -> None:
+    from graphcep.events import counted_noun
+
     if args.summary == "json":
         print(json.dumps(summary))
         return
     print(
-        f"\n{summary['query']}: {stats.matches:,} matches in {stats.edges:,} edges "
+        f"\n{summary['query']}: {counted_noun(stats.matches, 'match', 'matches')} in "
+        f"{counted_noun(stats.edges, 'edge')} "
         f"({rejects.count:,} rejected) in {stats.seconds:.2f} s "
         f"({summary['edges_per_second'] or 0:,} edges/s, {args.engine})"
     )

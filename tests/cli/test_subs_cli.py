@@ -180,6 +180,14 @@ def test_the_example_files_through_subscribe_on_the_console(capsys):
     assert "subscription=P4  key=  positions 0..3  0s .. 3s  @x=c  seqs=1,2,3,4" in text
 
 
+def test_one_match_in_one_edge_is_said_in_the_singular(tmp_path, capsys):
+    (tmp_path / "one.subs").write_text("P: a\n")
+    (tmp_path / "one.seq").write_text("a\n")
+    status = main(["subscribe", str(tmp_path / "one.subs"), "--input",
+                   str(tmp_path / "one.seq")])
+    assert status == 0 and "one: 1 match in 1 edge (0 rejected)" in capsys.readouterr().out
+
+
 def test_keyed_sequences_with_rejects(tmp_path, capsys):
     lines = ["# two hosts", "h1: 22 80 22", "h2: 22 443", "h1: 80 22", "h2:", "h2: 22 a:b",
              "h2: 443 22"]

@@ -709,7 +709,22 @@ def test_console_sink_limit() -> None:
     assert "e1: node3 -> node9 @ 12.5s" in text
     assert "e2: node9 -> node4 @ 1312964022.93089s" in text
     assert "x1=a" not in text
-    assert text.endswith("... and 1 more matches not shown (2 in all)\n")
+    assert text.endswith("... and 1 more match not shown (2 in all)\n")
+
+
+def test_console_counts_one_hidden_match_and_one_edge_pair_in_the_singular() -> None:
+    from graphcep.io.sinks import CONSOLE_EDGE_PAIRS, format_ddst_match
+
+    out = io.StringIO()
+    with ConsoleSink(out, limit=0) as sink:
+        sink.write(sample_matches().slice(0, 1))
+    assert out.getvalue() == "... and 1 more match not shown (1 in all)\n"
+    edges = [{"qedge": "ab", "seq": i, "t": i, "src": "a", "dst": "b", "label": None,
+              "src_label": None, "dst_label": None} for i in range(CONSOLE_EDGE_PAIRS + 1)]
+    row = {"query": "q", "match_id": "m", "window_start": 0, "window_end": 5, "trigger_seq": 1,
+           "first_t": 0, "vertices": [], "edges": edges}
+    last = format_ddst_match(row, 1).splitlines()[-1]
+    assert last == "  ... and 1 more edge pair (all of them in -o FILE.jsonl|.parquet|.dot)"
 
 
 def test_jsonl_sink_exact_numbers(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from graphcep.events import MATCH_SCHEMA, format_seconds
+from graphcep.events import MATCH_SCHEMA, counted_noun, format_seconds
 from graphcep.io.json_lines import sal_json_lines
 
 _PART = re.compile(r"^part-(\d+)\.")
@@ -136,7 +136,8 @@ class ConsoleSink(Sink):
         self._closed = True
         hidden = self.total - self.printed
         if hidden:
-            self.stream.write(f"... and {hidden} more matches not shown ({self.total} in all)\n")
+            self.stream.write(f"... and {counted_noun(hidden, 'more match', 'more matches')} "
+                              f"not shown ({self.total:,} in all)\n")
             self.stream.flush()
 
 
@@ -233,8 +234,8 @@ def format_ddst_match(row: dict[str, Any], number: int) -> str:
         lines.append(f"  {e['qedge']}: {e['src']} -> {e['dst']}{label} "
                      f"@ {format_seconds(e['t'])}s  seq={e['seq']}")
     if len(edges) > CONSOLE_EDGE_PAIRS:
-        lines.append(f"  ... and {len(edges) - CONSOLE_EDGE_PAIRS:,} more edge pairs "
-                     "(all of them in -o FILE.jsonl|.parquet|.dot)")
+        more = counted_noun(len(edges) - CONSOLE_EDGE_PAIRS, "more edge pair")
+        lines.append(f"  ... and {more} (all of them in -o FILE.jsonl|.parquet|.dot)")
     return "\n".join(lines) + "\n"
 
 

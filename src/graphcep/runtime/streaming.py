@@ -65,7 +65,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.difference_bounds import UnboundedQueryError
-from graphcep.events import empty_edges, format_seconds, normalize_edges, sort_stream
+from graphcep.events import counted_noun, empty_edges, format_seconds, normalize_edges, sort_stream
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
 from graphcep.jobs.base import QueryWatch, ReplayJob
@@ -107,9 +107,10 @@ class BatchReport:
         frontier = (f"{format_seconds(self.frontier_us)}s"
                     if self.started and self.frontier_us != _NEVER else "-")
         return (
-            f"batch {self.batch_id}: {self.edges_in:,} edges in, {self.late:,} late, "
-            f"{self.rejected:,} rejected, {self.matches:,} matches | state {held:,} edges "
-            f"in window, {self.buffered:,} buffered | watermark {frontier} | "
+            f"batch {self.batch_id}: {counted_noun(self.edges_in, 'edge')} in, "
+            f"{self.late:,} late, {self.rejected:,} rejected, "
+            f"{counted_noun(self.matches, 'match', 'matches')} | "
+            f"state {counted_noun(held, 'edge')} in window, {self.buffered:,} buffered | watermark {frontier} | "
             f"took {self.seconds:.2f} s"
         )
 
