@@ -82,6 +82,11 @@ __all__ = ["parse_nu", "parse_nu_file", "tokenize_nu", "looks_like_nu", "NU_OPER
 NU_OPERATORS: tuple[str, ...] = ("~>", "#", "!", ".", "|", "%", "&", "*", "+", "?", "<",
                                  ">", "[", "]", "{", "}", "(", ")", ",", "@")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_NUMBER_TAIL = re.compile(r"[A-Za-z0-9_.+-]*")
+_NUMBER_END = re.compile(r"[A-Za-z0-9_.]")
+#: What a delay's bounds may be, for the messages refusing another spelling.
+DELAY_SPELLING = ("a delay's bounds are seconds, written as digits with an optional decimal "
+                  "part (10, 0.5, 1000), the upper one also inf; no exponent, unit or sign")
 
 
 def tokenize_nu(text: str, source: str = "<query>") -> list[Token]:
@@ -98,6 +103,10 @@ def tokenize_nu(text: str, source: str = "<query>") -> list[Token]:
 def _scan_number(sc: _Scanner) -> None:
     m = _NUMBER.match(sc.text, sc.pos)
     assert m is not None
+    if _NUMBER_END.match(sc.text, m.end()):  # a number is only ever a delay's bound
+        word = m.group() + _NUMBER_TAIL.match(sc.text, m.end()).group()
+        sc.error("a number of seconds", f"'{word}'", f"malformed delay '{word}': "
+                 f"{DELAY_SPELLING}", sc.line, sc.column)
     emit_number(sc, m.group())
 
 
@@ -107,6 +116,12 @@ def _scan_operator(sc: _Scanner) -> None:
             sc.emit("OP", op, len(op))
             return
     ch = sc.text[sc.pos]
+    if sc.text.startswith("->", sc.pos):
+        sc.error("'~>'", "'->'", "a link is written '~>', not '->'", sc.line, sc.column)
+    if ch == "-" and sc.text[sc.pos + 1:sc.pos + 2].isdigit():
+        word = ch + _NUMBER_TAIL.match(sc.text, sc.pos + 1).group()
+        sc.error("a number of seconds", f"'{word}'", f"malformed delay '{word}': "
+                 f"{DELAY_SPELLING}", sc.line, sc.column)
     sc.error("a token", repr(ch), f"unexpected character {ch!r}", sc.line, sc.column)
 
 
