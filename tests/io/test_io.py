@@ -727,6 +727,28 @@ def test_console_counts_one_hidden_match_and_one_edge_pair_in_the_singular() -> 
     assert last == "  ... and 1 more edge pair (all of them in -o FILE.jsonl|.parquet|.dot)"
 
 
+def test_an_empty_ddst_label_is_no_label_on_the_console_and_in_pictures() -> None:
+    """An empty CSV field gives an empty label: shown like none (``a``, not ``a:``; no
+    ``[]`` after an edge)."""
+    from graphcep.io.sinks import ddst_match_drawing, format_ddst_match
+
+    edges = [{"qedge": "AB", "seq": 2, "t": 1_000_000, "src": "a", "dst": "b", "label": "",
+              "src_label": "", "dst_label": "M"},
+             {"qedge": "BC", "seq": 3, "t": 2_000_000, "src": "b", "dst": "c", "label": "x",
+              "src_label": None, "dst_label": None}]
+    vertices = [{"qvar": "A", "vertex": "a", "label": ""},
+                {"qvar": "B", "vertex": "b", "label": "M"},
+                {"qvar": "C", "vertex": "c", "label": None}]
+    row = {"query": "q", "match_id": "m", "window_start": 0, "window_end": 2_000_000,
+           "trigger_seq": 3, "first_t": 1_000_000, "vertices": vertices, "edges": edges}
+    assert format_ddst_match(row, 1).splitlines()[1:] == [
+        "  A -> a", "  B -> b:M", "  C -> c", "  AB: a -> b @ 1s  seq=2",
+        "  BC: b -> c [x] @ 2s  seq=3"]
+    drawing = ddst_match_drawing(row)
+    assert sorted(text for text, _ in drawing.nodes.values()) == ["a", "b", "b:M", "c"]
+    assert [text for _, _, text, _ in drawing.edges] == ["AB", "BC [x]"]
+
+
 def test_jsonl_sink_exact_numbers(tmp_path: Path) -> None:
     table = sample_matches()
     with JsonlSink(tmp_path / "m.jsonl") as sink:
