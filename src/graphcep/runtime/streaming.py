@@ -99,12 +99,17 @@ class BatchReport:
     #: one line each: changes of the query applied before this batch, or refused (a
     #: watched subscriptions file, see :class:`StreamOperator`'s ``watch``)
     notes: list[str] = field(default_factory=list)
+    #: whether this is the end-of-input flush, which releases every edge still held
+    final: bool = False
 
     def line(self) -> str:
         """The progress line; the watermark reads ``-`` until it has released an edge (a
-        frontier before the first edge says nothing about the stream)."""
+        frontier before the first edge says nothing about the stream), and ``end of
+        input`` after the flush (whose frontier is one microsecond past the newest edge,
+        a time no edge has)."""
         held = self.state.get("edges", 0)
-        frontier = (f"{format_seconds(self.frontier_us)}s"
+        frontier = ("end of input" if self.final
+                    else f"{format_seconds(self.frontier_us)}s"
                     if self.started and self.frontier_us != _NEVER else "-")
         return (
             f"batch {self.batch_id}: {counted_noun(self.edges_in, 'edge')} in, "
@@ -432,7 +437,7 @@ class StreamOperator:
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
                            matches.num_rows, buffered, self._engine.state_size(), st.frontier,
                            time.perf_counter() - started, started=totals.released > 0,
-                           notes=notes)
+                           notes=notes, final=final)
 
     def _note_newest(self, on_time: pa.Table, names: dict[int, str] | None) -> None:
         """Move ``max_t`` to the batch's newest edge, remembering where it came from and
