@@ -70,6 +70,16 @@ def test_explain_shows_levels_durations_and_record_bounds(files, capsys):
     assert "exact:" in stdout
 
 
+def test_explain_says_one_record_and_one_level_in_the_singular(files, capsys):
+    """L = 1 and a D under T0: one level (T0 = 1 s is already longer than 0.5 s)."""
+    query, _, _ = files
+    status, stdout, err = run(["explain", str(query), "--pww", "1",
+                               "--pww-max-duration", "0.5"], capsys)
+    assert status == 0, err
+    assert "L = 1 record, T0 = 1 s, D = 0.5 s (1 level)" in stdout
+    assert "every instance of at most 1 record (and at most 0.5 s)" in stdout
+
+
 def test_explain_says_how_spark_runs_widened_subscriptions(tmp_path, capsys):
     """Under --pww Spark runs groups of windows, not the subscriptions' key partitions."""
     query = tmp_path / "s.subs"

@@ -33,7 +33,7 @@ import pyarrow as pa
 from graphcep.engines.base import Engine
 from graphcep.engines.sequences.engine import SUBS_MATCH_SCHEMA
 from graphcep.engines.sequences.tree import PatternTree
-from graphcep.events import format_seconds
+from graphcep.events import counted_noun, format_seconds
 from graphcep.io.sinks import MatchDrawing, MatchFormat
 from graphcep.jobs.base import Extent, Instances, JobBase
 from graphcep.jobs.key_positions import KeyPositions
@@ -232,16 +232,17 @@ class SubscriptionJob(JobBase):
         engine = self.new_engine()
         chosen = "the default" if self.engine == DEFAULT_ENGINE else "chosen with --subs-engine"
         others = " or ".join(e for e in ENGINES if e != self.engine)
-        lines += ["", f"pattern tree (the paper's): {stats['nodes']} nodes, height "
+        lines += ["", f"pattern tree (the paper's): {counted_noun(stats['nodes'], 'node')}, height "
                       f"{stats['height']}, mean fan-out {stats['fan_out']:.2f}",
                   f"matching engine: {self.engine} ({chosen}; --subs-engine {others} "
                   "reports the same notifications)"]
         trie = getattr(engine, "trie", None)
         if trie is not None:
             shape = trie.shape(EXPLAIN_ALPHABET)
-            lines.append(f"compiled trie: {shape['nodes']} nodes (the root, "
-                         f"{shape['constants']} constants, {shape['variables']} variables, "
-                         f"{shape['back_references']} back-references), depth "
+            lines.append(f"compiled trie: {counted_noun(shape['nodes'], 'node')} (the root, "
+                         f"{counted_noun(shape['constants'], 'constant')}, "
+                         f"{counted_noun(shape['variables'], 'variable')}, "
+                         f"{counted_noun(shape['back_references'], 'back-reference')}), depth "
                          f"{shape['depth']}, {shape['steps']:.3g} steps per start position "
                          f"(nodes visited, symbols uniform over {EXPLAIN_ALPHABET})")
         lines += [f"plan: {engine.describe()}",
