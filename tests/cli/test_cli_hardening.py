@@ -115,6 +115,19 @@ def test_a_query_file_that_is_not_utf8_is_named_at_the_byte(tmp_path, capsys, su
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("suffix", [".sal", ".nu", ".subs"])
+@pytest.mark.parametrize(("mark", "encoding"), [(b"\xff\xfe", "utf-16-le"),
+                                               (b"\xfe\xff", "utf-16-be")])
+def test_a_query_file_in_utf16_is_named_so(tmp_path, capsys, suffix, mark, encoding):
+    """A query saved as UTF-16 (with its byte order mark): one line saying so."""
+    text = {".sal": TRIANGLE.read_text(), ".nu": "<#X ~> #Y>[0, 1]", ".subs": "p: a.@x"}
+    query = write(tmp_path / f"q{suffix}", mark + text[suffix].encode(encoding))
+    assert main(["explain", str(query)]) == 2
+    assert capsys.readouterr().err == (
+        f"graphcep: {query}:1:1: the file is UTF-16 text (it starts with a UTF-16 byte order "
+        "mark): save it as UTF-8\n")
+
+
 def test_a_byte_order_mark_is_accepted(tmp_path, capsys):
     sal = write(tmp_path / "q.sal", b"\xef\xbb\xbf" + TRIANGLE.read_bytes())
     ddst = write(tmp_path / "congestion.ddst", b"\xef\xbb\xbf" + CONGESTION.read_bytes())
