@@ -204,7 +204,7 @@ def test_window_never_changes_the_matches_of_a_query_that_bounds_itself(tmp_path
     # narrower than the query's own 10 s: it would drop the 5 s match; refused
     assert main([*base, "--window", "3"]) == 2
     err = one_line_error(capsys)
-    assert "--window 3 s is narrower than query 'query1''s own extent of 10 s" in err
+    assert "--window 3 s is narrower than the extent query 'query1' gives itself, 10 s" in err
     assert main(["explain", str(query), "--window", "20"]) == 0
     assert "extent: 10 s (the query's own bound; --window 20 is at least as wide" \
         in capsys.readouterr().out

@@ -68,8 +68,8 @@ def describe_widening(job: ReplayJob, keep: int, base_us: int,
                      f"instance of at most {counted_noun(keep, 'record')}{within} is reported, "
                      "once")
     else:
-        lines.append(f"not exact: {job.name!r}'s matches depend on records besides their "
-                     "own, so each window reports what its records alone match (the "
+        lines.append(f"not exact: the matches of {job.name!r} depend on records besides "
+                     "their own, so each window reports what its records alone match (the "
                      "paper's black box), each instance once")
     return lines
 
