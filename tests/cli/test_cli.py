@@ -180,6 +180,16 @@ def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
     assert "Traceback" not in err and "BrokenPipeError" not in err
 
 
+def test_python_dash_m_graphcep_is_the_command():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "graphcep", "explain", str(TRIANGLE)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("query query1 on stream (default)")
+
+
 def test_profile_names_the_phases_of_a_run(tmp_path, capsys):
     """--profile prints where the time went on stderr, and lists the phases in the JSON
     summary; they add up to no more than the process's whole time."""
