@@ -210,6 +210,17 @@ class OptionParser(argparse.ArgumentParser):
         where = f"{command[0]}: " if command else ""
         self.exit(2, f"graphcep: {where}{message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201
+        """argparse's, with arguments no option takes refused by the command they were
+        given to (its name and its ``--help`` in the line), not by ``graphcep``."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            commands = next((a.choices for a in self._actions
+                             if isinstance(a, argparse._SubParsersAction)), {})
+            given = commands.get(getattr(parsed, "command", None), self)
+            given.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
     def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201
         """argparse's, then ``--master``'s default (:func:`resolve_master`)."""
         parsed, extra = super().parse_known_args(args, namespace)

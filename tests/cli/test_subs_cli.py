@@ -188,6 +188,15 @@ def test_one_match_in_one_edge_is_said_in_the_singular(tmp_path, capsys):
     assert status == 0 and "one: 1 match in 1 edge (0 rejected)" in capsys.readouterr().out
 
 
+def test_an_option_subscribe_lacks_is_refused_by_subscribe(capsys):
+    """--window is no option of subscribe: the line names subscribe and its --help."""
+    status = main(["subscribe", str(EXAMPLES / "subs" / "figure3.subs"), "--input",
+                   str(EXAMPLES / "subs" / "figure3.seq"), "--window", "5"])
+    assert status == 2
+    assert capsys.readouterr().err == ("graphcep: subscribe: unrecognized arguments: --window 5 "
+                                       "(see graphcep subscribe --help)\n")
+
+
 def test_keyed_sequences_with_rejects(tmp_path, capsys):
     lines = ["# two hosts", "h1: 22 80 22", "h2: 22 443", "h1: 80 22", "h2:", "h2: 22 a:b",
              "h2: 443 22"]
