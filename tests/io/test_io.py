@@ -749,6 +749,15 @@ def test_an_empty_ddst_label_is_no_label_on_the_console_and_in_pictures() -> Non
     assert [text for _, _, text, _ in drawing.edges] == ["AB", "BC [x]"]
 
 
+def test_a_match_without_bindings_says_so_on_the_console() -> None:
+    """A ν-expression of constants only (a . b) binds nothing: '(none)', not a blank."""
+    from graphcep.io.sinks import format_match
+
+    row = {"query": "ab", "match_id": "m", "first_t": 0, "last_t": 1_000_000, "bindings": [],
+           "edges": [{"var": "a", "t": 0, "src": "a", "dst": "", "dur": 0, "seq": 1}]}
+    assert format_match(row, 1).splitlines()[1] == "  bindings: (none)"
+
+
 def test_jsonl_sink_exact_numbers(tmp_path: Path) -> None:
     table = sample_matches()
     with JsonlSink(tmp_path / "m.jsonl") as sink:

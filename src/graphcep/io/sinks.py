@@ -146,7 +146,7 @@ def format_match(row: dict[str, Any], number: int) -> str:
     first, last = format_seconds(row["first_t"]), format_seconds(row["last_t"])
     lines = [f"match {number}  query={row['query']}  id={row['match_id']}  {first}s .. {last}s"]
     pairs = " ".join(f"{k}={v}" for k, v in _bindings(row["bindings"]))
-    lines.append(f"  bindings: {pairs}")
+    lines.append(f"  bindings: {pairs or '(none)'}")  # a ν-expression without variables
     for edge in row["edges"] or []:
         ends = f"{edge['src']} -> {edge['dst']}" if edge["dst"] else edge["src"]  # an event
         lines.append(f"  {edge['var']}: {ends} @ {format_seconds(edge['t'])}s")
