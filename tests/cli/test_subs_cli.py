@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphcep.cli import main
-from tests.paths import EXAMPLES
+from tests.paths import EXAMPLES, FIXTURES
 from tests.sequences_oracle import occurrences
 
 FLOWS = "t,src,dst\n0,h,22\n1,h,80\n2,g,22\n3,h,22\n4,h,80\n5,h,443\n6,g,80\n"
@@ -91,6 +91,18 @@ def test_a_missing_field_and_other_kinds_options_are_refused(tmp_path, capsys):
     assert "--key 'port'" in capsys.readouterr().err
     assert main(["run", subs, "--input", flows, "--engine", "local", "--anchored"]) != 0
     assert "does not apply to a subscriptions file" in capsys.readouterr().err
+
+
+def test_a_vast_field_name_for_key_points_at_its_column(capsys):
+    """A VAST file's source address is read into 'src': --key SourceIp is refused in one
+    line that names the column to give instead."""
+    status = main(["subscribe", str(EXAMPLES / "subs" / "probes.subs"), "--input",
+                   str(FIXTURES / "ctu13_vast_sample.csv"), "--key", "SourceIp", "--symbol",
+                   "DestPort"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1
+    assert err.startswith("graphcep: --key 'SourceIp': the stream has no such field "
+                          "(SourceIp is the column 'src' here: --key src). Fields: ")
 
 
 def test_errors_in_the_file_name_line_and_column(tmp_path, capsys):

@@ -34,6 +34,7 @@ from graphcep.engines.base import Engine
 from graphcep.engines.sequences.engine import SUBS_MATCH_SCHEMA
 from graphcep.engines.sequences.tree import PatternTree
 from graphcep.events import counted_noun, format_seconds
+from graphcep.io.formats import resolve_field
 from graphcep.io.sinks import MatchDrawing, MatchFormat
 from graphcep.jobs.base import Extent, Instances, JobBase
 from graphcep.jobs.key_positions import KeyPositions
@@ -176,7 +177,10 @@ class SubscriptionJob(JobBase):
     def check_columns(self, available: list[str]) -> None:
         for role, field in (("--key", self.key), ("--symbol", self.symbol)):
             if field not in available:
-                raise QueryError(f"{role} {field!r}: the stream has no such field. "
+                column = resolve_field(None, field)  # a format's own name (SourceIp)
+                hint = (f" ({field} is the column {column!r} here: {role} {column})"
+                        if column != field and column in available else "")
+                raise QueryError(f"{role} {field!r}: the stream has no such field{hint}. "
                                  f"Fields: {list(available)}")
 
     def orient(self, edges: pa.Table) -> pa.Table:
