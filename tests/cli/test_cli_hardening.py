@@ -849,3 +849,14 @@ def test_the_program_ends_with_everything_written(tmp_path, capsys):
         assert (tmp_path / name).read_text() == (
             tmp_path / f"{stem}-returned.{suffix}").read_text().replace("-returned", "")
     assert len((tmp_path / "file.jsonl").read_text().splitlines()) == 400
+
+
+@pytest.mark.parametrize("option", ["--draw", "--limit", "--pww"])
+def test_a_count_past_int64_is_refused_before_the_run(tmp_path, capsys, pair_stream, option):
+    """--draw 10**20 ran the whole query, then died slicing the matches (OverflowError)."""
+    assert main(["run", str(TRIANGLE), "--input", str(pair_stream), "--engine", "local",
+                 "-o", str(tmp_path / "m.jsonl"), option, str(10**20)]) == 2
+    assert one_line_error(capsys) == (
+        f"graphcep: run: argument {option}: expected at most 9,223,372,036,854,775,807, got "
+        f"100,000,000,000,000,000,000 (see graphcep run --help)")
+    assert not (tmp_path / "m.jsonl").exists()
