@@ -84,9 +84,11 @@ NU_OPERATORS: tuple[str, ...] = ("~>", "#", "!", ".", "|", "%", "&", "*", "+", "
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _NUMBER_TAIL = re.compile(r"[A-Za-z0-9_.+-]*")
 _NUMBER_END = re.compile(r"[A-Za-z0-9_.]")
-#: What a delay's bounds may be, for the messages refusing another spelling.
-DELAY_SPELLING = ("a delay's bounds are seconds, written as digits with an optional decimal "
-                  "part (10, 0.5, 1000), the upper one also inf; no exponent, unit or sign")
+#: How a number of seconds is written in ν-expressions and ``.autom`` files, for the
+#: messages refusing another spelling.
+SECONDS_SPELLING = "seconds, written as digits with an optional decimal part (10, 0.5, 1000)"
+DELAY_SPELLING = (f"a delay's bounds are {SECONDS_SPELLING}, the upper one also inf; no "
+                  "exponent, unit or sign")
 
 
 def tokenize_nu(text: str, source: str = "<query>") -> list[Token]:
