@@ -197,3 +197,16 @@ def test_the_extra_matches_at_later_execves_are_the_patterns_own(tmp_path, capsy
     assert as_set(whole) == expected and len(whole) == len(expected)
     widened = matches(REMOTE_SHELL, trace, tmp_path, "--pww", "256")
     assert as_set(widened) == expected and len(widened) == len(expected)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--episodes", "-1"], "argument --episodes: expected 0 or more, got -1"),
+    (["--min-delay", "10", "--max-delay", "1"],
+     "delays must satisfy 1 <= min_delay <= max_delay, not 10, 1"),
+])
+def test_the_generator_refuses_bad_options_in_one_line(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as done:
+        generate_main([str(tmp_path / "t.syscall"), *args])
+    assert done.value.code == 2
+    assert capsys.readouterr().err == f"python -m graphcep.io.syscall_gen: {message}\n"
+    assert not (tmp_path / "t.syscall").exists()
