@@ -105,6 +105,20 @@ def test_a_vast_field_name_for_key_points_at_its_column(capsys):
                           "(SourceIp is the column 'src' here: --key src). Fields: ")
 
 
+def test_a_directory_reads_subscriptions_files_whatever_the_case_of_their_suffix(tmp_path,
+                                                                                  capsys):
+    """A file named 2.SUBS is a subscriptions file given alone; in a directory it was left
+    out without a word."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "1.subs").write_text("a: x\n")
+    (tmp_path / "d" / "2.SUBS").write_text("b: y\n")
+    (tmp_path / "d" / "notes.txt").write_text("c: z\n")
+    (tmp_path / "s.seq").write_text("x y z\n")
+    assert main(["subscribe", str(tmp_path / "d"), "--input", str(tmp_path / "s.seq"),
+                 "--summary", "json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["matches"] == 2
+
+
 def test_errors_in_the_file_name_line_and_column(tmp_path, capsys):
     (tmp_path / "bad.subs").write_text("ok: a\nbad: a..b\n")
     (tmp_path / "flows.csv").write_text(FLOWS)

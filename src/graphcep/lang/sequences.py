@@ -108,7 +108,8 @@ def parse_subscriptions_file(path: str | Path) -> SubscriptionSet:
 
 def read_subscriptions_source(path: str | Path) -> list[tuple[str, str]]:
     """``(file name, text)`` of a subscriptions source: the file, or a directory's
-    ``*.subs`` files in name order (an ``OSError`` when there is none).
+    ``*.subs`` files in name order (an ``OSError`` when there is none); the suffix in any
+    case (``.SUBS``), as a query file's kind is told.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -120,7 +121,7 @@ def read_subscriptions_source(path: str | Path) -> list[tuple[str, str]]:
     path = Path(path)
     if not path.is_dir():
         return [(str(path), read_source(path))]
-    files = sorted(p for p in path.glob("*.subs") if p.is_file())
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".subs" and p.is_file())
     if not files:
         raise FileNotFoundError(f"{path}: the directory holds no .subs file")
     return [(str(p), read_source(p)) for p in files]
