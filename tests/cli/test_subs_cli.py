@@ -203,7 +203,7 @@ def test_the_example_files_through_subscribe_on_the_console(capsys):
                    str(EXAMPLES / "subs" / "figure3.seq")])
     text = capsys.readouterr().out
     assert status == 0 and "figure3: 6 matches in 7 edges (0 rejected)" in text
-    assert "subscription=P4  key=  positions 0..3  0s .. 3s  @x=c  seqs=1,2,3,4" in text
+    assert 'subscription=P4  key=""  positions 0..3  0s .. 3s  @x=c  seqs=1,2,3,4' in text
 
 
 def test_one_match_in_one_edge_is_said_in_the_singular(tmp_path, capsys):

@@ -68,9 +68,15 @@ def format_notification(row: dict[str, Any], number: int) -> str:
     """A notification on the console: who, where, when, the bindings and edge seqs."""
     binds = ", ".join(f"@{b['var']}={b['value']}" for b in row["bindings"] or [])
     seqs = ",".join(str(e["seq"]) for e in row["edges"] or [])
-    return (f"match {number}  subscription={row['subscription']}  key={row['key']}  "
+    return (f"match {number}  subscription={row['subscription']}  key={_key_text(row)}  "
             f"positions {row['start']}..{row['end']}  {format_seconds(row['start_t'])}s .. "
             f"{format_seconds(row['end_t'])}s  {binds}  seqs={seqs}\n")
+
+
+def _key_text(row: dict[str, Any]) -> str:
+    """A notification's key as shown: the empty key (a plain sequence's lines without
+    one) as ``""``, as its picture's node shows it."""
+    return row["key"] or '""'
 
 
 def notification_to_json(row: dict[str, Any]) -> str:
@@ -97,7 +103,7 @@ def notification_drawing(row: dict[str, Any]) -> MatchDrawing:
         edges.append(((e["src"], None), (e["dst"], None), f"pos {row['start'] + i}",
                       e["t"]))
     binds = " ".join(f"@{b['var']}={b['value']}" for b in row["bindings"] or [])
-    title = (f"{row['subscription']}  key={row['key']}  id={row['match_id']}  positions "
+    title = (f"{row['subscription']}  key={_key_text(row)}  id={row['match_id']}  positions "
              f"{row['start']}..{row['end']}" + (f"  {binds}" if binds else ""))
     return MatchDrawing(title, nodes, edges)
 
