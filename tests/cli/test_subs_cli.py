@@ -119,6 +119,17 @@ def test_a_directory_reads_subscriptions_files_whatever_the_case_of_their_suffix
     assert json.loads(capsys.readouterr().out.splitlines()[-1])["matches"] == 2
 
 
+def test_a_mistake_in_a_subscriptions_file_of_another_suffix_is_named(tmp_path, capsys):
+    """SUBS.txt with a ':' missing on line 2 is a subscriptions file: the error is the
+    subscriptions parser's at line 2, not SAL's at line 1."""
+    path = tmp_path / "SUBS.txt"
+    path.write_text('ssh: 22.@x\nweb "10.0.0.1".@y\n')
+    assert main(["explain", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"graphcep: {path}:2:5: subscription 'web': expected ':' after the id, found "
+        "string \"10.0.0.1\"\n")
+
+
 def test_errors_in_the_file_name_line_and_column(tmp_path, capsys):
     (tmp_path / "bad.subs").write_text("ok: a\nbad: a..b\n")
     (tmp_path / "flows.csv").write_text(FLOWS)

@@ -80,14 +80,16 @@ def _scan_operator(sc: _Scanner) -> None:
 
 
 def looks_like_subscriptions(text: str) -> bool:
-    """Whether every line that is not blank or a comment reads ``id: pattern``.
+    """Whether the first line that is not blank or a comment reads ``id: pattern`` (no
+    other kind's text opens so): a subscriptions file with a mistake further down is
+    still read as one, and its parser names the mistake.
 
     >>> looks_like_subscriptions("# mine\\nssh: 22.@x.22.@x"), looks_like_subscriptions("{ x1 e1 x2; }")
     (True, False)
     """
     lines = [re.sub(r"(#|//).*", "", line) for line in text.splitlines()]
     lines = [line for line in lines if line.strip()]
-    return bool(lines) and all(_LINE.fullmatch(line) for line in lines)
+    return bool(lines) and _LINE.fullmatch(lines[0]) is not None
 
 
 def parse_subscriptions(text: str, name: str = "subscriptions",
