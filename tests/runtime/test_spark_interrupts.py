@@ -104,7 +104,7 @@ def test_an_interrupted_stream_writes_its_summary_report_and_timeline(tmp_path):
     seen = []
     for line in proc.stderr:
         seen.append(line)
-        matched = re.match(r"batch \d+: .*, ([\d,]+) matches \|", line)
+        matched = re.match(r"batch \d+: .*, ([\d,]+) match(?:es)? \|", line)
         if matched and matched[1] != "0":
             proc.send_signal(signal.SIGINT)
             break
