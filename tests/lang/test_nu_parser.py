@@ -149,6 +149,16 @@ def test_a_delay_spelt_otherwise_says_how_delays_are_written(bound, column):
         "no exponent, unit or sign")
 
 
+def test_a_hash_comment_is_named_as_the_likely_mistake():
+    """'# a triangle' allocates a and then finds 'triangle': the message says why."""
+    with pytest.raises(QuerySyntaxError) as err:
+        parse_nu("# a triangle\n<#X ~> #Y . Y ~> X>[0, 1]", source="q.nu")
+    assert err.value.headline == (
+        "q.nu:1:5: expected an operator (. | % * + ?) or the end of the expression, found "
+        "'triangle' (line 1 opens with '# ': '#' allocates in a ν-expression, a comment is "
+        "written '//')")
+
+
 def test_an_arrow_for_a_link_is_named():
     with pytest.raises(QuerySyntaxError) as err:
         parse_nu("#X -> #Y", source="q.nu")

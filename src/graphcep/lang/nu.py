@@ -50,6 +50,7 @@ import re
 from pathlib import Path
 
 from graphcep.events import TimeFormatError, seconds_to_fraction_us
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.tokens import (
     Token,
     TokenCursor,
@@ -84,6 +85,7 @@ NU_OPERATORS: tuple[str, ...] = ("~>", "#", "!", ".", "|", "%", "&", "*", "+", "
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
 _NUMBER_TAIL = re.compile(r"[A-Za-z0-9_.+-]*")
 _NUMBER_END = re.compile(r"[A-Za-z0-9_.]")
+_HASH_COMMENT = re.compile(r"\s*#\s")  # a line written as a comment in other languages
 #: How a number of seconds is written in ν-expressions and ``.autom`` files, for the
 #: messages refusing another spelling.
 SECONDS_SPELLING = "seconds, written as digits with an optional decimal part (10, 0.5, 1000)"
@@ -138,9 +140,19 @@ def looks_like_nu(text: str) -> bool:
 
 def parse_nu(text: str, name: str = "pattern", source: str = "<query>") -> NuPattern:
     """Parse a ν-expression; errors are :class:`QuerySyntaxError` with line:column."""
-    tokens = tokenize_nu(text, source)
-    parser = _Parser(text, source, tokens, _variables(tokens))
-    expr = parser.parse()
+    try:
+        tokens = tokenize_nu(text, source)
+        parser = _Parser(text, source, tokens, _variables(tokens))
+        expr = parser.parse()
+    except QuerySyntaxError as err:
+        hashed = [n for n, line in enumerate(text.split("\n"), 1)
+                  if _HASH_COMMENT.match(line) and n <= err.line]
+        if not hashed:
+            raise
+        raise QuerySyntaxError(err.expected, err.found, err.line, err.column, source, text,
+                               f"{err.message} (line {hashed[0]} opens with '# ': '#' "
+                               "allocates in a ν-expression, a comment is written '//')"
+                               ) from None
     pattern = NuPattern(name, expr, source)
     never = _read_never_allocated(expr)
     if never:
