@@ -210,6 +210,17 @@ class OptionParser(argparse.ArgumentParser):
         where = f"{command[0]}: " if command else ""
         self.exit(2, f"graphcep: {where}{message} (see {self.prog} --help)\n")
 
+    def parse_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201
+        """argparse's, with arguments no option takes refused by the command they were
+        given to (its name and its ``--help`` in the line), not by ``graphcep``."""
+        parsed, extra = self.parse_known_args(args, namespace)
+        if extra:
+            commands = next((a.choices for a in self._actions
+                             if isinstance(a, argparse._SubParsersAction)), {})
+            given = commands.get(getattr(parsed, "command", None), self)
+            given.error(f"unrecognized arguments: {' '.join(extra)}")
+        return parsed
+
     def parse_known_args(self, args=None, namespace=None):  # noqa: ANN001, ANN201
         """argparse's, then ``--master``'s default (:func:`resolve_master`)."""
         parsed, extra = super().parse_known_args(args, namespace)
@@ -697,11 +708,14 @@ def _summary(args, job: ReplayJob, stats: RunStats, lines: int,
 
 def _print_summary(args, job: ReplayJob, stats: RunStats, summary: dict[str, Any],
                    rejects: RejectLog) -> None:
+    from graphcep.events import counted_noun
+
     if args.summary == "json":
         print(json.dumps(summary))
         return
     print(
-        f"\n{summary['query']}: {stats.matches:,} matches in {stats.edges:,} edges "
+        f"\n{summary['query']}: {counted_noun(stats.matches, 'match', 'matches')} in "
+        f"{counted_noun(stats.edges, 'edge')} "
         f"({rejects.count:,} rejected) in {stats.seconds:.2f} s "
         f"({summary['edges_per_second'] or 0:,} edges/s, {args.engine})"
     )

@@ -95,8 +95,9 @@ def master_option(text: str) -> str:
     return text
 
 
-def count_option(least: int, below: int | None = None) -> Any:
-    """An argparse type: a whole number of at least ``least`` (and under ``below``)."""
+def count_option(least: int, below: int = 2**63) -> Any:
+    """An argparse type: a whole number of at least ``least`` and under ``below`` (by
+    default the int64 range, which counts reach Arrow and NumPy in)."""
 
     def parse(text: str) -> int:
         try:
@@ -105,7 +106,7 @@ def count_option(least: int, below: int | None = None) -> Any:
             raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
         if value < least:
             raise argparse.ArgumentTypeError(f"expected at least {least}, got {value}")
-        if below is not None and value >= below:
+        if value >= below:
             raise argparse.ArgumentTypeError(f"expected at most {below - 1:,}, got {value:,}")
         return value
 

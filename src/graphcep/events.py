@@ -133,6 +133,15 @@ def format_seconds(us: int) -> str:
     return f"{sign}{whole}.{frac:06d}".rstrip("0")
 
 
+def counted_noun(count: int, noun: str, plural: str | None = None) -> str:
+    """``count`` (with thousands separators) and ``noun``, plural unless ``count`` is 1.
+
+    >>> counted_noun(1, "match", "matches"), counted_noun(2_500, "edge")
+    ('1 match', '2,500 edges')
+    """
+    return f"{count:,} {noun if count == 1 else plural or noun + 's'}"
+
+
 def empty_edges(extra: pa.Schema | None = None) -> pa.Table:
     """An empty edge table with the core columns (and ``extra`` ones)."""
     schema = EDGE_SCHEMA if extra is None else pa.unify_schemas([EDGE_SCHEMA, extra])

@@ -49,7 +49,7 @@ from typing import Any, NoReturn
 
 from graphcep.cores import usable_cores
 from graphcep.engines.base import StateBoundError
-from graphcep.events import seconds_to_us
+from graphcep.events import counted_noun, seconds_to_us
 from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
 from graphcep.io.readers import WHOLE_FILE_FORMATS
@@ -756,8 +756,9 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
     if args.summary == "json":
         print(json.dumps(summary))
         return summary
-    print(f"\n{summary['query']}: {totals.matches:,} matches in {totals.edges:,} edges over "
-          f"{totals.batches:,} micro-batches ({totals.late:,} late, {totals.rejected:,} "
+    print(f"\n{summary['query']}: {counted_noun(totals.matches, 'match', 'matches')} in "
+          f"{counted_noun(totals.edges, 'edge')} over "
+          f"{counted_noun(totals.batches, 'micro-batch', 'micro-batches')} ({totals.late:,} late, {totals.rejected:,} "
           f"rejected) in {seconds:.1f} s; matching in the {matching}")
     if levels is not None:
         from graphcep.runtime.widening.report import level_lines

@@ -29,6 +29,37 @@ def test_explain_shows_extent_and_plan(capsys):
     assert "anchor e3" in out
 
 
+def test_explain_a_query_bounded_through_end_times_without_max_duration(capsys):
+    """The README's Listing 3 bounds e2's start through e1's end: explain works without
+    --max-duration and says what it assumed (strictly under 20 s after e1's end: 20 s
+    less one microsecond for edges of no duration)."""
+    assert main(["explain", str(EXAMPLES / "watering_hole_full.sal")]) == 0
+    out = capsys.readouterr().out
+    assert ("extent: 19.999999 s for edges of no duration, more for longer ones: a run "
+            "bounds durations by --max-duration, else by the longest edge of its input\n") in out
+    assert "anchor e2" in out
+    assert main(["explain", str(EXAMPLES / "watering_hole_full.sal"),
+                 "--max-duration", "60"]) == 0
+    assert "extent: 79.999999 s (edge durations up to 60 s)\n" in capsys.readouterr().out
+
+
+def test_a_query_wanting_long_edges_runs_without_max_duration(tmp_path, capsys):
+    """'endtime(e1) - starttime(e1) >= 5' needs edges of 5 s or more: no duration bound
+    is assumed before the run takes the input's longest edge (6 s), so the one path
+    a -> b (1 s, lasting 6 s), b -> c (8 s, within 20 s of its end) is found."""
+    query = tmp_path / "long.sal"
+    query.write_text("{ x e1 y; y e2 z; endtime(e1) - starttime(e1) >= 5; "
+                     "starttime(e2) > endtime(e1); starttime(e2) - endtime(e1) < 20; }")
+    stream = tmp_path / "flows.csv"
+    stream.write_text("t,src,dst,dur\n1,a,b,6\n8,b,c,1\n9,c,d,1\n")
+    assert main(["explain", str(query)]) == 0
+    assert ("extent: set by edge durations: a run bounds durations by --max-duration, else "
+            "by the longest edge of its input") in capsys.readouterr().out
+    assert main(["run", str(query), "--input", str(stream), "--engine", "local",
+                 "--summary", "json", "--rejects", str(tmp_path / "r.jsonl")]) == 0
+    assert last_json(capsys.readouterr().out)["matches"] == 1
+
+
 def test_run_local_json_summary_and_matches(tmp_path, capsys):
     stream = tmp_path / "edges.txt"
     write_stream(stream)
@@ -147,6 +178,16 @@ def test_a_reader_that_leaves_early_ends_the_run_quietly(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 141, err
     assert "Traceback" not in err and "BrokenPipeError" not in err
+
+
+def test_python_dash_m_graphcep_is_the_command():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "graphcep", "explain", str(TRIANGLE)],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.startswith("query query1 on stream (default)")
 
 
 def test_profile_names_the_phases_of_a_run(tmp_path, capsys):

@@ -115,6 +115,19 @@ def test_a_query_file_that_is_not_utf8_is_named_at_the_byte(tmp_path, capsys, su
     assert "Traceback" not in err
 
 
+@pytest.mark.parametrize("suffix", [".sal", ".nu", ".subs"])
+@pytest.mark.parametrize(("mark", "encoding"), [(b"\xff\xfe", "utf-16-le"),
+                                               (b"\xfe\xff", "utf-16-be")])
+def test_a_query_file_in_utf16_is_named_so(tmp_path, capsys, suffix, mark, encoding):
+    """A query saved as UTF-16 (with its byte order mark): one line saying so."""
+    text = {".sal": TRIANGLE.read_text(), ".nu": "<#X ~> #Y>[0, 1]", ".subs": "p: a.@x"}
+    query = write(tmp_path / f"q{suffix}", mark + text[suffix].encode(encoding))
+    assert main(["explain", str(query)]) == 2
+    assert capsys.readouterr().err == (
+        f"graphcep: {query}:1:1: the file is UTF-16 text (it starts with a UTF-16 byte order "
+        "mark): save it as UTF-8\n")
+
+
 def test_a_byte_order_mark_is_accepted(tmp_path, capsys):
     sal = write(tmp_path / "q.sal", b"\xef\xbb\xbf" + TRIANGLE.read_bytes())
     ddst = write(tmp_path / "congestion.ddst", b"\xef\xbb\xbf" + CONGESTION.read_bytes())
@@ -191,7 +204,7 @@ def test_window_never_changes_the_matches_of_a_query_that_bounds_itself(tmp_path
     # narrower than the query's own 10 s: it would drop the 5 s match; refused
     assert main([*base, "--window", "3"]) == 2
     err = one_line_error(capsys)
-    assert "--window 3 s is narrower than query 'query1''s own extent of 10 s" in err
+    assert "--window 3 s is narrower than the extent query 'query1' gives itself, 10 s" in err
     assert main(["explain", str(query), "--window", "20"]) == 0
     assert "extent: 10 s (the query's own bound; --window 20 is at least as wide" \
         in capsys.readouterr().out
@@ -836,3 +849,14 @@ def test_the_program_ends_with_everything_written(tmp_path, capsys):
         assert (tmp_path / name).read_text() == (
             tmp_path / f"{stem}-returned.{suffix}").read_text().replace("-returned", "")
     assert len((tmp_path / "file.jsonl").read_text().splitlines()) == 400
+
+
+@pytest.mark.parametrize("option", ["--draw", "--limit", "--pww"])
+def test_a_count_past_int64_is_refused_before_the_run(tmp_path, capsys, pair_stream, option):
+    """--draw 10**20 ran the whole query, then died slicing the matches (OverflowError)."""
+    assert main(["run", str(TRIANGLE), "--input", str(pair_stream), "--engine", "local",
+                 "-o", str(tmp_path / "m.jsonl"), option, str(10**20)]) == 2
+    assert one_line_error(capsys) == (
+        f"graphcep: run: argument {option}: expected at most 9,223,372,036,854,775,807, got "
+        f"100,000,000,000,000,000,000 (see graphcep run --help)")
+    assert not (tmp_path / "m.jsonl").exists()

@@ -7,6 +7,7 @@ import json
 import pytest
 
 from graphcep.cli import main
+from tests.paths import EXAMPLES
 
 #: a temporal 2-path that no constraint bounds in time: only --pww's windows do
 PATH = "{\n    x e1 y;\n    y e2 z;\n    starttime(e1) < starttime(e2);\n}\n"
@@ -68,6 +69,24 @@ def test_explain_shows_levels_durations_and_record_bounds(files, capsys):
     assert "L = 5 records, T0 = 0.5 s, D = 3 s (4 levels)" in stdout
     assert "level 3: batches of 4 s, windows of 8 s, at most 10 records a batch" in stdout
     assert "exact:" in stdout
+
+
+def test_explain_says_one_record_and_one_level_in_the_singular(files, capsys):
+    """L = 1 and a D under T0: one level (T0 = 1 s is already longer than 0.5 s)."""
+    query, _, _ = files
+    status, stdout, err = run(["explain", str(query), "--pww", "1",
+                               "--pww-max-duration", "0.5"], capsys)
+    assert status == 0, err
+    assert "L = 1 record, T0 = 1 s, D = 0.5 s (1 level)" in stdout
+    assert "every instance of at most 1 record (and at most 0.5 s)" in stdout
+
+
+def test_explain_names_a_query_whose_widening_is_not_exact_plainly(capsys):
+    status, stdout, err = run(["explain", str(EXAMPLES / "ddst" / "congestion.ddst"),
+                               "--pww", "3"], capsys)
+    assert status == 0, err
+    assert "\nnot exact: the matches of 'congestion' depend on records besides their own, " \
+        in stdout
 
 
 def test_explain_says_how_spark_runs_widened_subscriptions(tmp_path, capsys):

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from graphcep.cli import main
-from tests.paths import EXAMPLES
+from tests.paths import EXAMPLES, FIXTURES
 from tests.sequences_oracle import occurrences
 
 FLOWS = "t,src,dst\n0,h,22\n1,h,80\n2,g,22\n3,h,22\n4,h,80\n5,h,443\n6,g,80\n"
@@ -91,6 +91,43 @@ def test_a_missing_field_and_other_kinds_options_are_refused(tmp_path, capsys):
     assert "--key 'port'" in capsys.readouterr().err
     assert main(["run", subs, "--input", flows, "--engine", "local", "--anchored"]) != 0
     assert "does not apply to a subscriptions file" in capsys.readouterr().err
+
+
+def test_a_vast_field_name_for_key_points_at_its_column(capsys):
+    """A VAST file's source address is read into 'src': --key SourceIp is refused in one
+    line that names the column to give instead."""
+    status = main(["subscribe", str(EXAMPLES / "subs" / "probes.subs"), "--input",
+                   str(FIXTURES / "ctu13_vast_sample.csv"), "--key", "SourceIp", "--symbol",
+                   "DestPort"])
+    err = capsys.readouterr().err
+    assert status == 2 and err.count("\n") == 1
+    assert err.startswith("graphcep: --key 'SourceIp': the stream has no such field "
+                          "(SourceIp is the column 'src' here: --key src). Fields: ")
+
+
+def test_a_directory_reads_subscriptions_files_whatever_the_case_of_their_suffix(tmp_path,
+                                                                                  capsys):
+    """A file named 2.SUBS is a subscriptions file given alone; in a directory it was left
+    out without a word."""
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "1.subs").write_text("a: x\n")
+    (tmp_path / "d" / "2.SUBS").write_text("b: y\n")
+    (tmp_path / "d" / "notes.txt").write_text("c: z\n")
+    (tmp_path / "s.seq").write_text("x y z\n")
+    assert main(["subscribe", str(tmp_path / "d"), "--input", str(tmp_path / "s.seq"),
+                 "--summary", "json"]) == 0
+    assert json.loads(capsys.readouterr().out.splitlines()[-1])["matches"] == 2
+
+
+def test_a_mistake_in_a_subscriptions_file_of_another_suffix_is_named(tmp_path, capsys):
+    """SUBS.txt with a ':' missing on line 2 is a subscriptions file: the error is the
+    subscriptions parser's at line 2, not SAL's at line 1."""
+    path = tmp_path / "SUBS.txt"
+    path.write_text('ssh: 22.@x\nweb "10.0.0.1".@y\n')
+    assert main(["explain", str(path)]) == 2
+    assert capsys.readouterr().err == (
+        f"graphcep: {path}:2:5: subscription 'web': expected ':' after the id, found "
+        "string \"10.0.0.1\"\n")
 
 
 def test_errors_in_the_file_name_line_and_column(tmp_path, capsys):
@@ -177,7 +214,24 @@ def test_the_example_files_through_subscribe_on_the_console(capsys):
                    str(EXAMPLES / "subs" / "figure3.seq")])
     text = capsys.readouterr().out
     assert status == 0 and "figure3: 6 matches in 7 edges (0 rejected)" in text
-    assert "subscription=P4  key=  positions 0..3  0s .. 3s  @x=c  seqs=1,2,3,4" in text
+    assert 'subscription=P4  key=""  positions 0..3  0s .. 3s  @x=c  seqs=1,2,3,4' in text
+
+
+def test_one_match_in_one_edge_is_said_in_the_singular(tmp_path, capsys):
+    (tmp_path / "one.subs").write_text("P: a\n")
+    (tmp_path / "one.seq").write_text("a\n")
+    status = main(["subscribe", str(tmp_path / "one.subs"), "--input",
+                   str(tmp_path / "one.seq")])
+    assert status == 0 and "one: 1 match in 1 edge (0 rejected)" in capsys.readouterr().out
+
+
+def test_an_option_subscribe_lacks_is_refused_by_subscribe(capsys):
+    """--window is no option of subscribe: the line names subscribe and its --help."""
+    status = main(["subscribe", str(EXAMPLES / "subs" / "figure3.subs"), "--input",
+                   str(EXAMPLES / "subs" / "figure3.seq"), "--window", "5"])
+    assert status == 2
+    assert capsys.readouterr().err == ("graphcep: subscribe: unrecognized arguments: --window 5 "
+                                       "(see graphcep subscribe --help)\n")
 
 
 def test_keyed_sequences_with_rejects(tmp_path, capsys):

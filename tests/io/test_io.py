@@ -709,7 +709,53 @@ def test_console_sink_limit() -> None:
     assert "e1: node3 -> node9 @ 12.5s" in text
     assert "e2: node9 -> node4 @ 1312964022.93089s" in text
     assert "x1=a" not in text
-    assert text.endswith("... and 1 more matches not shown (2 in all)\n")
+    assert text.endswith("... and 1 more match not shown (2 in all)\n")
+
+
+def test_console_counts_one_hidden_match_and_one_edge_pair_in_the_singular() -> None:
+    from graphcep.io.sinks import CONSOLE_EDGE_PAIRS, format_ddst_match
+
+    out = io.StringIO()
+    with ConsoleSink(out, limit=0) as sink:
+        sink.write(sample_matches().slice(0, 1))
+    assert out.getvalue() == "... and 1 more match not shown (1 in all)\n"
+    edges = [{"qedge": "ab", "seq": i, "t": i, "src": "a", "dst": "b", "label": None,
+              "src_label": None, "dst_label": None} for i in range(CONSOLE_EDGE_PAIRS + 1)]
+    row = {"query": "q", "match_id": "m", "window_start": 0, "window_end": 5, "trigger_seq": 1,
+           "first_t": 0, "vertices": [], "edges": edges}
+    last = format_ddst_match(row, 1).splitlines()[-1]
+    assert last == "  ... and 1 more edge pair (all of them in -o FILE.jsonl|.parquet|.dot)"
+
+
+def test_an_empty_ddst_label_is_no_label_on_the_console_and_in_pictures() -> None:
+    """An empty CSV field gives an empty label: shown like none (``a``, not ``a:``; no
+    ``[]`` after an edge)."""
+    from graphcep.io.sinks import ddst_match_drawing, format_ddst_match
+
+    edges = [{"qedge": "AB", "seq": 2, "t": 1_000_000, "src": "a", "dst": "b", "label": "",
+              "src_label": "", "dst_label": "M"},
+             {"qedge": "BC", "seq": 3, "t": 2_000_000, "src": "b", "dst": "c", "label": "x",
+              "src_label": None, "dst_label": None}]
+    vertices = [{"qvar": "A", "vertex": "a", "label": ""},
+                {"qvar": "B", "vertex": "b", "label": "M"},
+                {"qvar": "C", "vertex": "c", "label": None}]
+    row = {"query": "q", "match_id": "m", "window_start": 0, "window_end": 2_000_000,
+           "trigger_seq": 3, "first_t": 1_000_000, "vertices": vertices, "edges": edges}
+    assert format_ddst_match(row, 1).splitlines()[1:] == [
+        "  A -> a", "  B -> b:M", "  C -> c", "  AB: a -> b @ 1s  seq=2",
+        "  BC: b -> c [x] @ 2s  seq=3"]
+    drawing = ddst_match_drawing(row)
+    assert sorted(text for text, _ in drawing.nodes.values()) == ["a", "b", "b:M", "c"]
+    assert [text for _, _, text, _ in drawing.edges] == ["AB", "BC [x]"]
+
+
+def test_a_match_without_bindings_says_so_on_the_console() -> None:
+    """A ν-expression of constants only (a . b) binds nothing: '(none)', not a blank."""
+    from graphcep.io.sinks import format_match
+
+    row = {"query": "ab", "match_id": "m", "first_t": 0, "last_t": 1_000_000, "bindings": [],
+           "edges": [{"var": "a", "t": 0, "src": "a", "dst": "", "dur": 0, "seq": 1}]}
+    assert format_match(row, 1).splitlines()[1] == "  bindings: (none)"
 
 
 def test_jsonl_sink_exact_numbers(tmp_path: Path) -> None:

@@ -529,6 +529,26 @@ def test_times_written_the_other_way_point_at_the_time_format(
     assert log.summary().endswith(f"no line of {path} reads as csv: {advice}")
 
 
+def test_each_rejected_line_names_the_option_that_reads_it() -> None:
+    """The hint at the end of each reason of a file that gave no edge names
+    --time-format where that line's time reads the other way, --format elsewhere."""
+    from graphcep.io.rejects import add_format_hint
+
+    reasons = ["field 1 (t): not a number: '2024-01-01T00:00:01'",
+               "field 1 (t): not an ISO-8601 date-time: '1700000000.5'",
+               "field 1 (t): not a number: 'noon'"]
+    hinted = add_format_hint(pa.table({"reason": reasons}), "csv").column("reason").to_pylist()
+    assert hinted == [
+        reasons[0] + " [no line of this file reads as csv: its time reads as an ISO-8601 "
+                     "date-time: pass --time-format iso]",
+        reasons[1] + " [no line of this file reads as csv: its time reads as a number: pass "
+                     "--time-format number]",
+        reasons[2] + " [no line of this file reads as csv: is --format right?]"]
+    log = RejectLog()
+    log.add(pa.table({"line": [1, 2, 3], "reason": hinted, "text": ["", "", ""]}), "f.csv")
+    assert log.kinds() == {"not a number": 2, "not an ISO-8601 date-time": 1}
+
+
 # The files of one run read in the first file's format, each with its own layout; a file no
 # line of which reads that way has only hinted rejects, which used to have another schema
 # (a nullable reason) than the others' and failed the join ("Schema at index 1 was

@@ -39,13 +39,13 @@ def test_each_call_is_two_links_at_its_time_and_lines_without_time_count_on():
 
 @pytest.mark.parametrize("line, reason", [
     ("dup fd=6 =>", "'=>' with no return value after it"),
-    ("dup fd=6 => 1 2", "2 values after '=>' (a call returns one)"),
-    ("dup fd 6", "argument 'fd' has no '=' (an argument is NAME=VALUE)"),
-    ("dup fd=", "argument 'fd=' has an empty name or value"),
+    ("dup fd=6 => 1 2", "more than one value after '=>' (a call returns one): 2"),
+    ("dup fd 6", "argument without '=' (an argument is NAME=VALUE): 'fd'"),
+    ("dup fd=", "argument with an empty name or value: 'fd='"),
     ("=> 3", "no system call name"),
     ("7", "no system call name"),
-    ("fd=3 => 4", "'fd=3' is no system call name (it holds '=')"),
-    ("4 open path=x => 3", "time 4 is not after the previous call's (5)"),
+    ("fd=3 => 4", "'=' in the system call's name: 'fd=3'"),
+    ("4 open path=x => 3", "time not after the previous call's (5): 4"),
     ("dup fd=\ufffd => 1", "invalid UTF-8"),
 ])
 def test_malformed_lines_are_kept_aside_with_their_line_and_reason(line, reason):
@@ -53,6 +53,20 @@ def test_malformed_lines_are_kept_aside_with_their_line_and_reason(line, reason)
     (reject,) = read.rejects.to_pylist()
     assert reject == {"file": "x.syscall", "line": 3, "reason": reason, "text": line}
     assert read.edges.column("t").to_pylist()[-1] == 6 * S  # the next call goes on
+
+
+def test_malformed_calls_are_summed_up_by_kind_not_by_value():
+    from graphcep.io.rejects import RejectLog
+
+    read = parse_syscall("9 read fd=3\n4 dup fd=1\n3 dup fd=2\nopen fd 1\nopen path 2\n"
+                         "a=b fd=1\nc=d\nx a= => 1\ny =b\nz => 1 2\nz => 1 2 3\n",
+                         "x.syscall")
+    log = RejectLog()
+    log.add(read.rejects)
+    assert log.kinds() == {"time not after the previous call's": 2,
+                           "argument without '='": 2, "'=' in the system call's name": 2,
+                           "argument with an empty name or value": 2,
+                           "more than one value after '=>'": 2}
 
 
 def test_the_format_is_guessed_by_extension_and_times_run_on_across_files(tmp_path):
@@ -183,3 +197,16 @@ def test_the_extra_matches_at_later_execves_are_the_patterns_own(tmp_path, capsy
     assert as_set(whole) == expected and len(whole) == len(expected)
     widened = matches(REMOTE_SHELL, trace, tmp_path, "--pww", "256")
     assert as_set(widened) == expected and len(widened) == len(expected)
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["--episodes", "-1"], "argument --episodes: expected 0 or more, got -1"),
+    (["--min-delay", "10", "--max-delay", "1"],
+     "delays must satisfy 1 <= min_delay <= max_delay, not 10, 1"),
+])
+def test_the_generator_refuses_bad_options_in_one_line(tmp_path, capsys, args, message):
+    with pytest.raises(SystemExit) as done:
+        generate_main([str(tmp_path / "t.syscall"), *args])
+    assert done.value.code == 2
+    assert capsys.readouterr().err == f"python -m graphcep.io.syscall_gen: {message}\n"
+    assert not (tmp_path / "t.syscall").exists()

@@ -23,10 +23,20 @@ def test_bad_tokens_are_rejects_with_their_line():
                     strict=True)) == [
         (0, "a"), (S, "b"), (S, "c"), (S, "d"), (S, "e")]  # the byte order mark is gone
     assert [(r["line"], r["reason"]) for r in rejects.to_pylist()] == [
-        (2, "pause '-1': negative"),
-        (2, "pause '99999999999999999999999': past the range of times (2**62 µs)"),
+        (2, "negative pause: '-1'"),
+        (2, "pause past the range of times (2**62 µs): '99999999999999999999999'"),
         (3, "invalid UTF-8"),
-        (3, "pause '1.2.3': not a number")]
+        (3, "pause not a number: '1.2.3'")]
+
+
+def test_rejected_pauses_are_summed_up_by_kind_not_by_value():
+    from graphcep.io.rejects import RejectLog
+
+    _, rejects, _ = parse_tes("a -1 b -2 c 1e400 d 1e401 e x.y 1.2.3 f", "x.tes")
+    log = RejectLog()
+    log.add(rejects)
+    assert log.kinds() == {"negative pause": 2, "pause past the range of times": 2,
+                           "pause not a number": 1}
 
 
 def test_the_reader_takes_tes_files_by_name_and_invalid_bytes_are_rejects(tmp_path):

@@ -153,6 +153,8 @@ def test_search_mode_finds_the_automaton_anywhere():
     assert [(m["first_t"], m["last_t"]) for m in found] == [(5_000_000, 5_500_000)]
 
 
+SPELLING = ("a condition's bounds are seconds, written as digits with an optional decimal "
+            "part (10, 0.5, 1000); no exponent, unit or sign")
 BAD = {
     "q0 #S\nq1 #E\n": (2, 6, "no '//' line between the states and the transitions"),
     "q0 #S\nq1\n//\nq0 q1 a\n": (3, 1, "no final state (mark one or more with #E)"),
@@ -173,6 +175,10 @@ BAD = {
     "q0 #S #E\n//\nq0 {q0, q0 a\n": (3, 12, "expected ',' or '}', found 'a'"),
     "q0 #S #S\n//\n": (1, 7, "#S twice on state 'q0'"),
     "q0 #S #E\n// x\n": (2, 4, "expected the end of the line after '//', found 'x'"),
+    "q0 #S #E\n//\nq0 q0 a [c <= 1e3]\n": (3, 15, "malformed number '1e3': " + SPELLING),
+    "q0 #S #E\n//\nq0 q0 a [c <= 10s]\n": (3, 15, "malformed number '10s': " + SPELLING),
+    "q0 #S #E\n//\nq0 q0 a [c <= 1.5.2]\n": (3, 15, "malformed number '1.5.2': " + SPELLING),
+    "q0 #S [c <= -1] #E\n//\n": (1, 13, "malformed number '-1': " + SPELLING),
 }
 
 
@@ -210,3 +216,14 @@ def test_the_command_line_says_where_a_file_is_wrong_in_one_line(capsys):
     assert status == 2 and "Traceback" not in err
     assert err.startswith(f"graphcep: {VECTORS / 'parsing_test.autom'}:13:4: state 's2' is "
                           "not declared")
+
+
+def test_explain_counts_one_transition_and_one_clock_in_the_singular(tmp_path, capsys):
+    from graphcep.cli import main
+
+    path = tmp_path / "one.autom"
+    path.write_text("q0 #S\nq1 #E\n//\nq0 q1 a [c <= 1]\n")
+    assert main(["explain", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "states q0 (initial), q1 (final); clocks c; 1 transition\n" in out
+    assert ", 1 clock, variables none" in out

@@ -135,6 +135,36 @@ def test_errors_name_line_and_column(text, where, what):
     assert what in headline
 
 
+@pytest.mark.parametrize(("bound", "column"), [
+    ("[0, 1e3]", 13), ("[1e3]", 10), ("[0, 1.5E2]", 13), ("[0x10]", 10), ("[1_000]", 10),
+    ("[10s]", 10), ("[1.]", 10), ("[-1, 2]", 10), ("[0, -2]", 13)])
+def test_a_delay_spelt_otherwise_says_how_delays_are_written(bound, column):
+    """One line naming the bound as written and what a delay's bounds may be."""
+    with pytest.raises(QuerySyntaxError) as err:
+        parse_nu(f"<a ~> b>{bound}", source="q.nu")
+    word = bound.strip("[]").split(", ")[-1 if column == 13 else 0]
+    assert err.value.headline == (
+        f"q.nu:1:{column}: malformed delay '{word}': a delay's bounds are seconds, written "
+        "as digits with an optional decimal part (10, 0.5, 1000), the upper one also inf; "
+        "no exponent, unit or sign")
+
+
+def test_a_hash_comment_is_named_as_the_likely_mistake():
+    """'# a triangle' allocates a and then finds 'triangle': the message says why."""
+    with pytest.raises(QuerySyntaxError) as err:
+        parse_nu("# a triangle\n<#X ~> #Y . Y ~> X>[0, 1]", source="q.nu")
+    assert err.value.headline == (
+        "q.nu:1:5: expected an operator (. | % * + ?) or the end of the expression, found "
+        "'triangle' (line 1 opens with '# ': '#' allocates in a ν-expression, a comment is "
+        "written '//')")
+
+
+def test_an_arrow_for_a_link_is_named():
+    with pytest.raises(QuerySyntaxError) as err:
+        parse_nu("#X -> #Y", source="q.nu")
+    assert err.value.headline == "q.nu:1:4: a link is written '~>', not '->'"
+
+
 def test_a_file_is_named_after_its_stem(tmp_path):
     path = tmp_path / "ping_pong.nu"
     path.write_text("\ufeff<#X ~> #Y . Y ~> X>[0, 5]\n")  # a byte order mark is fine

@@ -45,6 +45,7 @@ def test_errors_point_at_line_and_column(text, line, column, words):
 @pytest.mark.parametrize(("text", "expected"), [
     ("ssh: 22.@x.22.@x", True),
     ("# c\n a : b . @c\n\n", True),
+    ('ssh: 22.@x\nweb "10.0.0.1".@y', True),  # a mistake on line 2: its parser says so
     ("{ x1 e1 x2; }", False),
     ("VERTICES A, B; EDGES x: A -> B; WITHIN 5 s", False),
     ("<#X ~> #Y>[0, 1]", False),

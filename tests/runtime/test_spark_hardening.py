@@ -273,6 +273,19 @@ def test_files_of_several_formats_read_like_local_on_spark(spark, tmp_path, file
     assert lines == len(WRITERS[first](rows)) + len(WRITERS[second](rows[:3]))
 
 
+def test_times_read_the_other_way_get_the_time_format_hint_on_spark(spark, tmp_path):
+    """A split file's rejects get their hints in the JVM: a line whose time is an
+    ISO-8601 date-time names --time-format, the others --format, as the local reader."""
+    path = write_lines(tmp_path / "iso.csv", ["t,src,dst", "2024-01-01T00:00:01,a,b",
+                                              "noon,b,c"])
+    _, rejects, _, _ = assert_same_read(spark, path, "csv")
+    assert [reason for _, _, reason, _ in rejects] == [
+        "field 1 (t): not a number: '2024-01-01T00:00:01' [no line of this file reads as "
+        "csv: its time reads as an ISO-8601 date-time: pass --time-format iso]",
+        "field 1 (t): not a number: 'noon' [no line of this file reads as csv: is --format "
+        "right?]"]
+
+
 @pytest.mark.parametrize("case", ["parquet as csv", "parquet after csv", "two columns"])
 def test_files_without_three_fields_are_rejected_like_local_on_spark(spark, tmp_path, case):
     """A file whose lines split into fewer than three fields (a Parquet file read as CSV,

@@ -104,7 +104,7 @@ def test_an_interrupted_stream_writes_its_summary_report_and_timeline(tmp_path):
     seen = []
     for line in proc.stderr:
         seen.append(line)
-        matched = re.match(r"batch \d+: .*, ([\d,]+) matches \|", line)
+        matched = re.match(r"batch \d+: .*, ([\d,]+) match(?:es)? \|", line)
         if matched and matched[1] != "0":
             proc.send_signal(signal.SIGINT)
             break
@@ -114,7 +114,8 @@ def test_an_interrupted_stream_writes_its_summary_report_and_timeline(tmp_path):
         "graphcep: interrupted; every finished micro-batch is checkpointed, run the same "
         f"command to continue; --report {report} and --timeline {timeline} written from "
         "the micro-batches finished"]
-    summary = re.search(r"(\d[\d,]*) matches in ([\d,]+) edges over ([\d,]+) micro-batches",
+    summary = re.search(r"(\d[\d,]*) match(?:es)? in ([\d,]+) edges? over ([\d,]+) "
+                        r"micro-batch(?:es)?",
                         out)
     assert summary is not None, out
     assert int(summary[1].replace(",", "")) > 0

@@ -260,3 +260,17 @@ def test_end_time_queries_need_the_longest_duration():
                                    "starttime(e1) < starttime(e2); }"))
     with pytest.raises(UnboundedQueryError, match="--max-duration"):
         StreamOperator(job)
+
+
+def test_the_flush_line_says_end_of_input_not_a_microsecond_past_the_newest_edge():
+    """The end-of-input flush releases every edge held: its progress line says so, where
+    it printed the flush's frontier, 919.000001 s, a time no edge of the stream has."""
+    job = SubgraphJob.create(parse_program(TRIANGLE))
+    op = StreamOperator(job, lateness_us=0)
+    edges = pa.table({"t": [1 * S, 2 * S, 3 * S, 919 * S], "src": ["a", "b", "c", "x"],
+                      "dst": ["b", "c", "a", "y"], "dur": [0] * 4, "seq": [1, 2, 3, 4]})
+    first = op.process(0, edges)
+    assert first.line().startswith("batch 0: 4 edges in, 0 late, 0 rejected, 1 match | "
+                                   "state ")
+    assert "| watermark 919s |" in first.line()
+    assert "| watermark end of input |" in op.flush().line()

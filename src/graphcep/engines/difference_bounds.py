@@ -255,14 +255,14 @@ def check_window(query: SubgraphQuery, window_us: int,
     >>> check_window(q, 3_000_000)
     Traceback (most recent call last):
     ...
-    graphcep.patterns.subgraph.QueryError: --window 3 s is narrower than query 'q''s own extent of 10 s: it would drop matches the query allows. Leave --window out (it is the extent of queries whose constraints do not bound it), or tighten the query's constraints
+    graphcep.patterns.subgraph.QueryError: --window 3 s is narrower than the extent query 'q' gives itself, 10 s: it would drop matches the query allows. Leave --window out (it is the extent of queries whose constraints do not bound it), or tighten the query's constraints
     """
     extent = own_extent(query, max_duration_us)
     if extent is not None and window_us < extent:
         raise QueryError(
-            f"--window {format_seconds(window_us)} s is narrower than query {query.name!r}'s "
-            f"own extent of {format_seconds(extent)} s: it would drop matches the query "
-            "allows. Leave --window out (it is the extent of queries whose constraints do "
-            "not bound it), or tighten the query's constraints"
+            f"--window {format_seconds(window_us)} s is narrower than the extent query "
+            f"{query.name!r} gives itself, {format_seconds(extent)} s: it would drop matches "
+            "the query allows. Leave --window out (it is the extent of queries whose "
+            "constraints do not bound it), or tighten the query's constraints"
         )
     return extent

@@ -56,7 +56,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from graphcep.cores import usable_cores
-from graphcep.events import EDGE_SCHEMA, US_PER_SECOND, concat_edges
+from graphcep.events import EDGE_SCHEMA, US_PER_SECOND, concat_edges, counted_noun
 from graphcep.io.formats import (
     REJECT_TEXT_CHARS,
     InputError,
@@ -703,7 +703,8 @@ def read_edges(
 def nothing_read_message(damaged: list[pa.Table]) -> str:
     """Message of the :class:`InputError` for a read where every file broke off at once."""
     row = damaged[0].to_pylist()[0]
-    more = f" (and {len(damaged) - 1} more damaged files)" if len(damaged) > 1 else ""
+    more = (f" (and {counted_noun(len(damaged) - 1, 'more damaged file')})"
+            if len(damaged) > 1 else "")
     return f"nothing could be read: {row['file']}: {row['reason']}{more}"
 
 

@@ -12,10 +12,12 @@ removed (``"field 3 (t): not a number: 'abc'"`` -> ``"not a number"``).
 
 When no line of a file gives an edge, the reader ends each of its reasons with a hint,
 ``" [no line of this file reads as snap: is --format right?]"`` (a ``.vast`` file read
-as SNAP rejects every line); the summary repeats the hint once per file. When every
-rejected line of such a file failed on a time that reads as the other time format (an
-ISO-8601 date-time where a number was expected, or a number where a date-time was), the
-summary names ``--time-format`` instead: the format was right, the times were not.
+as SNAP rejects every line); the summary repeats the hint once per file. A line that
+failed on a time that reads as the other time format (an ISO-8601 date-time where a
+number was expected, or a number where a date-time was) names ``--time-format`` instead
+(``" [no line of this file reads as csv: its time reads as an ISO-8601 date-time: pass
+--time-format iso]"``), and so does the summary when every rejected line of the file
+did: the format was right, the times were not.
 """
 
 from __future__ import annotations
@@ -37,7 +39,11 @@ REJECT_LOG_SCHEMA = pa.schema([_FILE_FIELD, *REJECT_SCHEMA])
 _FIELD_PREFIX = re.compile(r"^field [^:]*?(?:\([^)]*\))?: ")
 _DETAIL = re.compile(r"(?:: | \().*$", re.DOTALL)  # not a quoted ':' ("':' in ...")
 _FORMAT_HINT = " [no line of this file reads as {fmt}: is --format right?]"
-_HINT_RE = re.compile(r" \[no line of this file reads as (\S+): is --format right\?\]$")
+_TIME_HINT = " [no line of this file reads as {fmt}: its time reads as {word}: pass " \
+    "--time-format {other}]"
+_HINT_RE = re.compile(r" \[no line of this file reads as (\S+): (?:is --format right\?|its "
+                      r"time reads as [^:\]]*: pass --time-format \w+)\]$")
+_TIME_WORD = {"iso": "an ISO-8601 date-time", "number": "a number"}
 #: a time that failed as one format and reads as the other -> the --time-format to pass
 _OTHER_TIME = (
     (re.compile(r"not a number: '[-+]?\d{4}-\d\d-\d\d(?:[T ]\d[^']*)?'"), "iso"),
@@ -59,13 +65,27 @@ def other_time_format(reason: str) -> str | None:
     return next((fmt for pattern, fmt in _OTHER_TIME if pattern.search(reason)), None)
 
 
+def format_hints(fmt: str) -> tuple[list[tuple[str, str]], str]:
+    """The hints :func:`add_format_hint` ends reasons with, for files read as ``fmt``:
+    ``(regular expression, hint)`` for a time that reads as the other ``--time-format``
+    (the first whose expression a reason holds applies), then the hint for any other
+    reason. The expressions read alike in Python, Arrow (RE2) and Spark (Java)."""
+    cases = [(pattern.pattern, _TIME_HINT.format(fmt=fmt, word=_TIME_WORD[other], other=other))
+             for pattern, other in _OTHER_TIME]
+    return cases, _FORMAT_HINT.format(fmt=fmt)
+
+
 def add_format_hint(rejects: pa.Table, fmt: str) -> pa.Table:
     """``rejects`` with the format hint at the end of every reason (see module doc)."""
     if rejects.num_rows == 0:
         return rejects
-    hint = _FORMAT_HINT.format(fmt=fmt)
-    reasons = pc.binary_join_element_wise(rejects.column("reason"), hint, "")
-    return rejects.set_column(rejects.schema.get_field_index("reason"), "reason", reasons)
+    cases, plain = format_hints(fmt)
+    reasons = rejects.column("reason")
+    hints = pa.scalar(plain)
+    for pattern, hint in reversed(cases):
+        hints = pc.if_else(pc.match_substring_regex(reasons, pattern), hint, hints)
+    joined = pc.binary_join_element_wise(reasons, hints, "")
+    return rejects.set_column(rejects.schema.get_field_index("reason"), "reason", joined)
 
 
 def reason_kind(reason: str) -> str:
@@ -173,5 +193,5 @@ class RejectLog:
         return text
 
 
-__all__ = ["REJECT_LOG_SCHEMA", "RejectLog", "add_format_hint", "other_time_format",
+__all__ = ["REJECT_LOG_SCHEMA", "RejectLog", "add_format_hint", "format_hints", "other_time_format",
            "reason_kind"]

@@ -61,7 +61,7 @@ from typing import Any, TextIO
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from graphcep.events import MATCH_SCHEMA, format_seconds
+from graphcep.events import MATCH_SCHEMA, counted_noun, format_seconds
 from graphcep.io.json_lines import sal_json_lines
 
 _PART = re.compile(r"^part-(\d+)\.")
@@ -136,7 +136,8 @@ class ConsoleSink(Sink):
         self._closed = True
         hidden = self.total - self.printed
         if hidden:
-            self.stream.write(f"... and {hidden} more matches not shown ({self.total} in all)\n")
+            self.stream.write(f"... and {counted_noun(hidden, 'more match', 'more matches')} "
+                              f"not shown ({self.total:,} in all)\n")
             self.stream.flush()
 
 
@@ -145,7 +146,7 @@ def format_match(row: dict[str, Any], number: int) -> str:
     first, last = format_seconds(row["first_t"]), format_seconds(row["last_t"])
     lines = [f"match {number}  query={row['query']}  id={row['match_id']}  {first}s .. {last}s"]
     pairs = " ".join(f"{k}={v}" for k, v in _bindings(row["bindings"]))
-    lines.append(f"  bindings: {pairs}")
+    lines.append(f"  bindings: {pairs or '(none)'}")  # a ν-expression without variables
     for edge in row["edges"] or []:
         ends = f"{edge['src']} -> {edge['dst']}" if edge["dst"] else edge["src"]  # an event
         lines.append(f"  {edge['var']}: {ends} @ {format_seconds(edge['t'])}s")
@@ -222,20 +223,29 @@ def format_ddst_match(row: dict[str, Any], number: int) -> str:
              f"({len(vertices)} vertex pairs, {len(edges)} edge pairs)"]
     hosts: dict[str, list[str]] = {}
     for v in vertices:
-        label = "" if v["label"] is None else f":{v['label']}"
-        hosts.setdefault(v["qvar"], []).append(f"{v['vertex']}{label}")
+        hosts.setdefault(v["qvar"], []).append(_vertex_text(v["vertex"], v["label"]))
     for qvar, found in hosts.items():
         more = len(found) - CONSOLE_VERTICES
         tail = f", ... ({more:,} more)" if more > 0 else ""
         lines.append(f"  {qvar} -> {', '.join(found[:CONSOLE_VERTICES])}{tail}")
     for e in edges[:CONSOLE_EDGE_PAIRS]:
-        label = "" if e["label"] is None else f" [{e['label']}]"
-        lines.append(f"  {e['qedge']}: {e['src']} -> {e['dst']}{label} "
+        lines.append(f"  {e['qedge']}: {e['src']} -> {e['dst']}{_edge_label(e['label'])} "
                      f"@ {format_seconds(e['t'])}s  seq={e['seq']}")
     if len(edges) > CONSOLE_EDGE_PAIRS:
-        lines.append(f"  ... and {len(edges) - CONSOLE_EDGE_PAIRS:,} more edge pairs "
-                     "(all of them in -o FILE.jsonl|.parquet|.dot)")
+        more = counted_noun(len(edges) - CONSOLE_EDGE_PAIRS, "more edge pair")
+        lines.append(f"  ... and {more} (all of them in -o FILE.jsonl|.parquet|.dot)")
     return "\n".join(lines) + "\n"
+
+
+def _vertex_text(vertex: str, label: str | None) -> str:
+    """A stream vertex with its label, ``v:M``; a vertex without one (null, or the empty
+    text of an empty CSV field) is its id alone."""
+    return f"{vertex}:{label}" if label else vertex
+
+
+def _edge_label(label: str | None) -> str:
+    """An edge's label as shown after it, `` [x]``; nothing for none (null or empty)."""
+    return f" [{label}]" if label else ""
 
 
 def ddst_match_to_json(row: dict[str, Any]) -> str:
@@ -266,15 +276,14 @@ def ddst_match_drawing(row: dict[str, Any]) -> MatchDrawing:
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
     for v in row["vertices"] or []:
         key = (v["vertex"], v["label"])
-        text = v["vertex"] if v["label"] is None else f"{v['vertex']}:{v['label']}"
-        nodes.setdefault(key, (text, []))[1].append(v["qvar"])
+        nodes.setdefault(key, (_vertex_text(*key), []))[1].append(v["qvar"])
     by_seq: dict[int, tuple[dict[str, Any], list[str]]] = {}
     for e in row["edges"] or []:
         for end, label in ((e["src"], e["src_label"]), (e["dst"], e["dst_label"])):
-            nodes.setdefault((end, label), (end if label is None else f"{end}:{label}", []))
+            nodes.setdefault((end, label), (_vertex_text(end, label), []))
         by_seq.setdefault(e["seq"], (e, []))[1].append(e["qedge"])
     edges = [((e["src"], e["src_label"]), (e["dst"], e["dst_label"]),
-              ", ".join(qedges) + ("" if e["label"] is None else f" [{e['label']}]"), e["t"])
+              ", ".join(qedges) + _edge_label(e["label"]), e["t"])
              for e, qedges in by_seq.values()]
     title = (f"{row['query']}  id={row['match_id']}  window "
              f"{_seconds_or_null(row['window_start'])}s .. {format_seconds(row['window_end'])}s"

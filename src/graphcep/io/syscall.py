@@ -33,7 +33,7 @@ Examples
 ...                                           for c in ("t", "src", "dst")))]
 [(1, 'accept', '5'), (1, '5', '6'), (9, 'dup', '6'), (9, '6', '0')]
 >>> read.rejects.to_pylist()[0]["line"], read.rejects.to_pylist()[0]["reason"]
-(4, "argument 'exe' has no '=' (an argument is NAME=VALUE)")
+(4, "argument without '=' (an argument is NAME=VALUE): 'exe'")
 >>> read.lines, read.skipped, read.last
 (4, 1, 9)
 """
@@ -104,20 +104,20 @@ def parse_call(line: str) -> Call | str:
         after = tokens[at + 1:]
         if len(after) != 1:
             return ("'=>' with no return value after it" if not after
-                    else f"{len(after)} values after '=>' (a call returns one)")
+                    else f"more than one value after '=>' (a call returns one): {len(after)}")
         result, tokens = after[0], tokens[:at]
     if not tokens:
         return "no system call name"
     name, *words = tokens
     if "=" in name:
-        return f"{name!r} is no system call name (it holds '=')"
+        return f"'=' in the system call's name: {name!r}"
     args = []
     for word in words:
         key, eq, value = word.partition("=")
         if not eq:
-            return f"argument {word!r} has no '=' (an argument is NAME=VALUE)"
+            return f"argument without '=' (an argument is NAME=VALUE): {word!r}"
         if not key or not value:
-            return f"argument {word!r} has an empty name or value"
+            return f"argument with an empty name or value: {word!r}"
         args.append((key, value))
     return Call(time, name, tuple(args), result)
 
@@ -159,11 +159,10 @@ def parse_syscall(text: str, name: str, after: int = 0) -> SyscallRead:
             continue
         time = last + 1 if call.time is None else call.time
         if call.time is not None and (times or after) and time <= last:
-            rejects.add(number, f"time {time} is not after the previous call's ({last})",
-                        line)
+            rejects.add(number, f"time not after the previous call's ({last}): {time}", line)
             continue
         if time * US_PER_SECOND >= MAX_ABS_US:
-            rejects.add(number, f"time {time} is past the range of times (2**62 µs)", line)
+            rejects.add(number, f"time past the range of times (2**62 µs): {time}", line)
             continue
         last = time
         key = call.args[0][1] if call.args else NO_KEY

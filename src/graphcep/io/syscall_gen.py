@@ -30,7 +30,9 @@ import argparse
 import json
 import math
 import os
+import sys
 from pathlib import Path
+from typing import NoReturn
 
 import numpy as np
 
@@ -116,26 +118,51 @@ def write_syscalls(calls: list[tuple[int, str]], path: str | os.PathLike) -> Non
     Path(path).write_text("".join(f"{t} {call}\n" for t, call in calls), encoding="utf-8")
 
 
+class _OneLineParser(argparse.ArgumentParser):
+    """A wrong option is one line on stderr and exit status 2 (``--help`` shows usage)."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message}\n")
+
+
+def _count(text: str) -> int:
+    """An argparse type: a whole number, 0 or more."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"expected 0 or more, got {value}")
+    return value
+
+
 def main(argv: list[str] | None = None) -> int:
     """The command line (see the module docstring)."""
-    parser = argparse.ArgumentParser(prog="python -m graphcep.io.syscall_gen",
-                                     description="A system-call trace with remote-shell "
-                                     "episodes, and their ground truth (JSON).")
+    parser = _OneLineParser(prog="python -m graphcep.io.syscall_gen",
+                            description="A system-call trace with remote-shell episodes, "
+                            "and their ground truth (JSON).")
     parser.add_argument("output", help="the .syscall file to write")
-    parser.add_argument("--episodes", type=int, default=3)
-    parser.add_argument("--background", type=int, default=100)
-    parser.add_argument("--min-delay", type=int, default=1)
-    parser.add_argument("--max-delay", type=int, default=100_000)
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--episodes", type=_count, default=3)
+    parser.add_argument("--background", type=_count, default=100)
+    parser.add_argument("--min-delay", type=_count, default=1)
+    parser.add_argument("--max-delay", type=_count, default=100_000)
+    parser.add_argument("--seed", type=_count, default=0)
     parser.add_argument("--truth", help="the ground truth's file (default OUT.truth.json)")
     args = parser.parse_args(argv)
-    calls, truth = generate_syscalls(args.episodes, args.background, args.min_delay,
-                                     args.max_delay, args.seed)
+    try:
+        calls, truth = generate_syscalls(args.episodes, args.background, args.min_delay,
+                                         args.max_delay, args.seed)
+    except ValueError as err:
+        parser.error(str(err))
     out = Path(args.output)
-    write_syscalls(calls, out)
     truth_path = Path(args.truth) if args.truth else out.with_suffix(".truth.json")
-    truth_path.write_text(json.dumps({"time_unit": "1 s", "episodes": truth}, indent=1) + "\n",
-                          encoding="utf-8")
+    try:
+        write_syscalls(calls, out)
+        truth_path.write_text(json.dumps({"time_unit": "1 s", "episodes": truth}, indent=1)
+                              + "\n", encoding="utf-8")
+    except OSError as err:
+        print(f"{parser.prog}: {err.filename}: {err.strerror}", file=sys.stderr)
+        return 1
     print(f"{out}: {len(calls)} calls, {len(truth)} episodes; ground truth in {truth_path}")
     return 0
 

@@ -21,7 +21,7 @@ Examples
 >>> list(zip(edges.column("t").to_pylist(), edges.column("src").to_pylist()))
 [(0, 'a'), (100000, 'y'), (400000, 'z'), (400000, 'b')]
 >>> rejects.to_pylist()[0]["reason"], lines
-("pause '1.2.3': not a number", 2)
+("pause not a number: '1.2.3'", 2)
 """
 
 from __future__ import annotations
@@ -55,13 +55,13 @@ def parse_tes(text: str, name: str) -> tuple[pa.Table, pa.Table, int]:
                 try:
                     pause = seconds_to_fraction_us(token)
                 except TimeFormatError:
-                    rejects.add(number, f"pause {token!r}: not a number", token)
+                    rejects.add(number, f"pause not a number: {token!r}", token)
                     continue
                 if pause < 0:
-                    rejects.add(number, f"pause {token!r}: negative", token)
+                    rejects.add(number, f"negative pause: {token!r}", token)
                 elif now + pause >= MAX_ABS_US:
-                    rejects.add(number, f"pause {token!r}: past the range of times "
-                                "(2**62 µs)", token)
+                    rejects.add(number, f"pause past the range of times (2**62 µs): "
+                                f"{token!r}", token)
                 else:
                     now += pause
             else:

@@ -33,7 +33,8 @@ import pyarrow as pa
 from graphcep.engines.base import Engine
 from graphcep.engines.sequences.engine import SUBS_MATCH_SCHEMA
 from graphcep.engines.sequences.tree import PatternTree
-from graphcep.events import format_seconds
+from graphcep.events import counted_noun, format_seconds
+from graphcep.io.formats import resolve_field
 from graphcep.io.sinks import MatchDrawing, MatchFormat
 from graphcep.jobs.base import Extent, Instances, JobBase
 from graphcep.jobs.key_positions import KeyPositions
@@ -67,9 +68,15 @@ def format_notification(row: dict[str, Any], number: int) -> str:
     """A notification on the console: who, where, when, the bindings and edge seqs."""
     binds = ", ".join(f"@{b['var']}={b['value']}" for b in row["bindings"] or [])
     seqs = ",".join(str(e["seq"]) for e in row["edges"] or [])
-    return (f"match {number}  subscription={row['subscription']}  key={row['key']}  "
+    return (f"match {number}  subscription={row['subscription']}  key={_key_text(row)}  "
             f"positions {row['start']}..{row['end']}  {format_seconds(row['start_t'])}s .. "
             f"{format_seconds(row['end_t'])}s  {binds}  seqs={seqs}\n")
+
+
+def _key_text(row: dict[str, Any]) -> str:
+    """A notification's key as shown: the empty key (a plain sequence's lines without
+    one) as ``""``, as its picture's node shows it."""
+    return row["key"] or '""'
 
 
 def notification_to_json(row: dict[str, Any]) -> str:
@@ -96,7 +103,7 @@ def notification_drawing(row: dict[str, Any]) -> MatchDrawing:
         edges.append(((e["src"], None), (e["dst"], None), f"pos {row['start'] + i}",
                       e["t"]))
     binds = " ".join(f"@{b['var']}={b['value']}" for b in row["bindings"] or [])
-    title = (f"{row['subscription']}  key={row['key']}  id={row['match_id']}  positions "
+    title = (f"{row['subscription']}  key={_key_text(row)}  id={row['match_id']}  positions "
              f"{row['start']}..{row['end']}" + (f"  {binds}" if binds else ""))
     return MatchDrawing(title, nodes, edges)
 
@@ -176,7 +183,10 @@ class SubscriptionJob(JobBase):
     def check_columns(self, available: list[str]) -> None:
         for role, field in (("--key", self.key), ("--symbol", self.symbol)):
             if field not in available:
-                raise QueryError(f"{role} {field!r}: the stream has no such field. "
+                column = resolve_field(None, field)  # a format's own name (SourceIp)
+                hint = (f" ({field} is the column {column!r} here: {role} {column})"
+                        if column != field and column in available else "")
+                raise QueryError(f"{role} {field!r}: the stream has no such field{hint}. "
                                  f"Fields: {list(available)}")
 
     def orient(self, edges: pa.Table) -> pa.Table:
@@ -232,16 +242,17 @@ class SubscriptionJob(JobBase):
         engine = self.new_engine()
         chosen = "the default" if self.engine == DEFAULT_ENGINE else "chosen with --subs-engine"
         others = " or ".join(e for e in ENGINES if e != self.engine)
-        lines += ["", f"pattern tree (the paper's): {stats['nodes']} nodes, height "
+        lines += ["", f"pattern tree (the paper's): {counted_noun(stats['nodes'], 'node')}, height "
                       f"{stats['height']}, mean fan-out {stats['fan_out']:.2f}",
                   f"matching engine: {self.engine} ({chosen}; --subs-engine {others} "
                   "reports the same notifications)"]
         trie = getattr(engine, "trie", None)
         if trie is not None:
             shape = trie.shape(EXPLAIN_ALPHABET)
-            lines.append(f"compiled trie: {shape['nodes']} nodes (the root, "
-                         f"{shape['constants']} constants, {shape['variables']} variables, "
-                         f"{shape['back_references']} back-references), depth "
+            lines.append(f"compiled trie: {counted_noun(shape['nodes'], 'node')} (the root, "
+                         f"{counted_noun(shape['constants'], 'constant')}, "
+                         f"{counted_noun(shape['variables'], 'variable')}, "
+                         f"{counted_noun(shape['back_references'], 'back-reference')}), depth "
                          f"{shape['depth']}, {shape['steps']:.3g} steps per start position "
                          f"(nodes visited, symbols uniform over {EXPLAIN_ALPHABET})")
         lines += [f"plan: {engine.describe()}",

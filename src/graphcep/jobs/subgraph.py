@@ -30,7 +30,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import pyarrow as pa
 
-from graphcep.engines.difference_bounds import check_window
+from graphcep.engines.difference_bounds import (
+    UnboundedQueryError,
+    UnsatisfiableQueryError,
+    check_window,
+)
 from graphcep.engines.subgraph.plan import compile_query
 from graphcep.events import CORE_NAMES, format_seconds, max_duration_of
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
@@ -42,6 +46,11 @@ from graphcep.patterns.subgraph import MAX_BOUND_US, EdgePredicate, QueryError, 
 if TYPE_CHECKING:
     from graphcep.engines.subgraph.engine import SubgraphEngine, VertexFeatures
     from graphcep.features.feature_set import FeatureSet
+
+#: The duration bound under which a query given none is planned before its run bounds
+#: durations (``explain``, the checks of :func:`load`): the plan does not depend on it,
+#: whether the query is bounded neither (2**40 µs, about 13 days).
+UNBOUND_DURATION_US = 2**40
 
 #: The engines this kind runs, name -> (module, class) (the protocol suite runs each).
 ENGINES: dict[str, tuple[str, str]] = {
@@ -190,9 +199,11 @@ class SubgraphJob(JobBase):
         return replace(self, max_duration_us=longest_duration_us)
 
     def compiled(self):  # noqa: ANN201 -- a CompiledQuery
-        """The query's compiled plan (durations bound as bound; unbound: none)."""
+        """The query's compiled plan (durations bound as bound; unbound: up to
+        :data:`UNBOUND_DURATION_US`, so that a query needing edges of some duration is
+        not refused before the run bounds them by its input's longest edge)."""
         return compile_query(self.query, self.max_duration_us if self.max_duration_us
-                             is not None else 0)
+                             is not None else UNBOUND_DURATION_US)
 
     def extent(self) -> Extent:
         """The largest gap between two start times in a match (durations bound as bound)."""
@@ -268,16 +279,14 @@ class SubgraphJob(JobBase):
 
     def describe(self) -> list[str]:
         """The query, its extent and plan (``graphcep explain``)."""
-        query, max_dur = self.query, self.max_duration_us
-        compiled = compile_query(query, max_dur)  # an unbounded query: one line, status 2
+        query = self.query
+        compiled, extent = self._explained_plan()
         lines = [
             f"query {query.name} on stream {query.stream or '(default)'} "
             f"with source({query.source_field}) and target({query.target_field})",
             query.to_sal(),
             "",
-            f"extent: {format_seconds(compiled.extent_us)} s"
-            + ("" if max_dur is None else f" (edge durations up to {format_seconds(max_dur)} s)")
-            + self._window_note(),
+            f"extent: {extent}{self._window_note()}",
             "state: edges whose start lies within the extent of the newest edge",
             "plan (one line per query edge that can arrive last):",
             *(f"  {line}" for line in compiled.describe()),
@@ -289,6 +298,30 @@ class SubgraphJob(JobBase):
         lines += [f"feature {name}: not defined by this program (a run needs it defined)"
                   for name in used if name not in self.program.features]
         return lines
+
+    def _explained_plan(self) -> tuple[Any, str]:
+        """The plan ``explain`` shows and its extent in words. A query whose end-time
+        constraints bound it only once edge durations are bounded, explained without
+        ``--max-duration``, gets its extent for edges of no duration (where it allows
+        them), saying so: a run bounds durations (``--max-duration``, or the longest edge
+        of its input). The plan itself does not depend on durations."""
+        max_dur = self.max_duration_us
+        if max_dur is not None:
+            compiled = compile_query(self.query, max_dur)
+            return compiled, (f"{format_seconds(compiled.extent_us)} s (edge durations up to "
+                              f"{format_seconds(max_dur)} s)")
+        try:
+            compiled = compile_query(self.query)
+            return compiled, f"{format_seconds(compiled.extent_us)} s"
+        except UnboundedQueryError:
+            pass
+        try:  # still unbounded: one line, status 2
+            shortest = f"{format_seconds(compile_query(self.query, 0).extent_us)} s for " \
+                "edges of no duration, more for longer ones"
+        except UnsatisfiableQueryError:  # the constraints want edges of some duration
+            shortest = "set by edge durations"
+        bound = "a run bounds durations by --max-duration, else by the longest edge of its input"
+        return self.compiled(), f"{shortest}: {bound}"
 
     def _window_note(self) -> str:
         """Which bound gives the extent: the query's own, or --window."""

@@ -50,6 +50,7 @@ import re
 from pathlib import Path
 
 from graphcep.events import TimeFormatError, seconds_to_fraction_us
+from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.tokens import (
     Token,
     TokenCursor,
@@ -82,6 +83,14 @@ __all__ = ["parse_nu", "parse_nu_file", "tokenize_nu", "looks_like_nu", "NU_OPER
 NU_OPERATORS: tuple[str, ...] = ("~>", "#", "!", ".", "|", "%", "&", "*", "+", "?", "<",
                                  ">", "[", "]", "{", "}", "(", ")", ",", "@")
 _NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_NUMBER_TAIL = re.compile(r"[A-Za-z0-9_.+-]*")
+_NUMBER_END = re.compile(r"[A-Za-z0-9_.]")
+_HASH_COMMENT = re.compile(r"\s*#\s")  # a line written as a comment in other languages
+#: How a number of seconds is written in ν-expressions and ``.autom`` files, for the
+#: messages refusing another spelling.
+SECONDS_SPELLING = "seconds, written as digits with an optional decimal part (10, 0.5, 1000)"
+DELAY_SPELLING = (f"a delay's bounds are {SECONDS_SPELLING}, the upper one also inf; no "
+                  "exponent, unit or sign")
 
 
 def tokenize_nu(text: str, source: str = "<query>") -> list[Token]:
@@ -98,6 +107,10 @@ def tokenize_nu(text: str, source: str = "<query>") -> list[Token]:
 def _scan_number(sc: _Scanner) -> None:
     m = _NUMBER.match(sc.text, sc.pos)
     assert m is not None
+    if _NUMBER_END.match(sc.text, m.end()):  # a number is only ever a delay's bound
+        word = m.group() + _NUMBER_TAIL.match(sc.text, m.end()).group()
+        sc.error("a number of seconds", f"'{word}'", f"malformed delay '{word}': "
+                 f"{DELAY_SPELLING}", sc.line, sc.column)
     emit_number(sc, m.group())
 
 
@@ -107,6 +120,12 @@ def _scan_operator(sc: _Scanner) -> None:
             sc.emit("OP", op, len(op))
             return
     ch = sc.text[sc.pos]
+    if sc.text.startswith("->", sc.pos):
+        sc.error("'~>'", "'->'", "a link is written '~>', not '->'", sc.line, sc.column)
+    if ch == "-" and sc.text[sc.pos + 1:sc.pos + 2].isdigit():
+        word = ch + _NUMBER_TAIL.match(sc.text, sc.pos + 1).group()
+        sc.error("a number of seconds", f"'{word}'", f"malformed delay '{word}': "
+                 f"{DELAY_SPELLING}", sc.line, sc.column)
     sc.error("a token", repr(ch), f"unexpected character {ch!r}", sc.line, sc.column)
 
 
@@ -121,9 +140,19 @@ def looks_like_nu(text: str) -> bool:
 
 def parse_nu(text: str, name: str = "pattern", source: str = "<query>") -> NuPattern:
     """Parse a ν-expression; errors are :class:`QuerySyntaxError` with line:column."""
-    tokens = tokenize_nu(text, source)
-    parser = _Parser(text, source, tokens, _variables(tokens))
-    expr = parser.parse()
+    try:
+        tokens = tokenize_nu(text, source)
+        parser = _Parser(text, source, tokens, _variables(tokens))
+        expr = parser.parse()
+    except QuerySyntaxError as err:
+        hashed = [n for n, line in enumerate(text.split("\n"), 1)
+                  if _HASH_COMMENT.match(line) and n <= err.line]
+        if not hashed:
+            raise
+        raise QuerySyntaxError(err.expected, err.found, err.line, err.column, source, text,
+                               f"{err.message} (line {hashed[0]} opens with '# ': '#' "
+                               "allocates in a ν-expression, a comment is written '//')"
+                               ) from None
     pattern = NuPattern(name, expr, source)
     never = _read_never_allocated(expr)
     if never:

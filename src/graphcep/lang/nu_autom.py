@@ -44,6 +44,7 @@ from decimal import Decimal
 from pathlib import Path
 
 from graphcep.lang.errors import QuerySyntaxError
+from graphcep.lang.nu import SECONDS_SPELLING
 from graphcep.lang.tokens import name_of_file, read_source
 from graphcep.patterns.nu import AnyNode, Const, NodeTerm, Var
 from graphcep.patterns.nu_autom import AutomatonPattern, AutomState, AutomTransition, Condition
@@ -59,6 +60,10 @@ _TOKEN = re.compile(r"""
   | (?P<name>[A-Za-z][A-Za-z0-9_-]*)
   | (?P<op><=|[<=,\[\]{}$])
 """, re.VERBOSE)
+
+#: A number run on into letters, digits or points (1e3, 10s, 1.5.2), or a signed one.
+_MALFORMED_NUMBER = re.compile(r"(?>[0-9]+(?:\.[0-9]+)?)[A-Za-z_.][A-Za-z0-9_.+-]*"
+                               r"|-[0-9][A-Za-z0-9_.+-]*")
 
 Guard = dict[int, tuple[int, int | None]]  # clock -> (low, high) in µs
 
@@ -80,6 +85,12 @@ def _lines(text: str, source: str) -> Iterator[list[_Tok]]:
         toks, pos = [], 0
         while pos < len(line):
             m = _TOKEN.match(line, pos)
+            if malformed := _MALFORMED_NUMBER.match(line, pos):
+                word = malformed.group()
+                raise QuerySyntaxError("a number of seconds", repr(word), number, pos + 1,
+                                       source, text, f"malformed number '{word}': a "
+                                       f"condition's bounds are {SECONDS_SPELLING}; no "
+                                       "exponent, unit or sign")
             if m is None:
                 raise QuerySyntaxError("a name, a number or one of # $ [ ] { } < <= = , //",
                                        repr(line[pos]), number, pos + 1, source, text)

@@ -80,14 +80,16 @@ def _scan_operator(sc: _Scanner) -> None:
 
 
 def looks_like_subscriptions(text: str) -> bool:
-    """Whether every line that is not blank or a comment reads ``id: pattern``.
+    """Whether the first line that is not blank or a comment reads ``id: pattern`` (no
+    other kind's text opens so): a subscriptions file with a mistake further down is
+    still read as one, and its parser names the mistake.
 
     >>> looks_like_subscriptions("# mine\\nssh: 22.@x.22.@x"), looks_like_subscriptions("{ x1 e1 x2; }")
     (True, False)
     """
     lines = [re.sub(r"(#|//).*", "", line) for line in text.splitlines()]
     lines = [line for line in lines if line.strip()]
-    return bool(lines) and all(_LINE.fullmatch(line) for line in lines)
+    return bool(lines) and _LINE.fullmatch(lines[0]) is not None
 
 
 def parse_subscriptions(text: str, name: str = "subscriptions",
@@ -108,7 +110,8 @@ def parse_subscriptions_file(path: str | Path) -> SubscriptionSet:
 
 def read_subscriptions_source(path: str | Path) -> list[tuple[str, str]]:
     """``(file name, text)`` of a subscriptions source: the file, or a directory's
-    ``*.subs`` files in name order (an ``OSError`` when there is none).
+    ``*.subs`` files in name order (an ``OSError`` when there is none); the suffix in any
+    case (``.SUBS``), as a query file's kind is told.
 
     >>> import tempfile, os
     >>> d = tempfile.mkdtemp()
@@ -120,7 +123,7 @@ def read_subscriptions_source(path: str | Path) -> list[tuple[str, str]]:
     path = Path(path)
     if not path.is_dir():
         return [(str(path), read_source(path))]
-    files = sorted(p for p in path.glob("*.subs") if p.is_file())
+    files = sorted(p for p in path.iterdir() if p.suffix.lower() == ".subs" and p.is_file())
     if not files:
         raise FileNotFoundError(f"{path}: the directory holds no .subs file")
     return [(str(p), read_source(p)) for p in files]

@@ -255,6 +255,7 @@ def scan_tokens(
 
 
 _BOM = b"\xef\xbb\xbf"
+_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def read_source(path: str | Path) -> str:
@@ -292,9 +293,10 @@ def read_source(path: str | Path) -> str:
         column = len(data[line_start:err.start].decode("utf-8", errors="replace")) + 1
         shown = data.decode("utf-8", errors="replace")
         byte = f"byte 0x{data[err.start]:02x}"
+        why = ("UTF-16 text (it starts with a UTF-16 byte order mark): save it as UTF-8"
+               if data.startswith(_UTF16_BOMS) else f"not UTF-8 text: {byte} ({err.reason})")
         raise QuerySyntaxError(
-            "UTF-8 text", byte, line, column, str(path), shown,
-            f"the file is not UTF-8 text: {byte} ({err.reason})",
+            "UTF-8 text", byte, line, column, str(path), shown, f"the file is {why}",
         ) from None
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 
-from graphcep.events import format_seconds
+from graphcep.events import counted_noun, format_seconds
 from graphcep.patterns.nu import AnyNode, Const, Node, NodeTerm, NuPattern, Var
 
 #: ``(clock, low, high)``: ``low <= clock <= high`` in µs (high None: no upper bound)
@@ -77,7 +77,8 @@ class AutomatonPattern(NuPattern):
                     + "".join(f" [{self.condition_text(c)}]" for c in s.invariant))
 
         return (f"states {', '.join(map(state, self.states))}; clocks "
-                f"{', '.join(self.clock_names) or 'none'}; {len(self.transitions)} transitions")
+                f"{', '.join(self.clock_names) or 'none'}; "
+                f"{counted_noun(len(self.transitions), 'transition')}")
 
     def condition_text(self, condition: Condition) -> str:
         clock, low, high = condition

@@ -165,7 +165,8 @@ class CellsRun:
             self.on_report(BatchReport(
                 batch_id, sums["edges"], sums["late"], sums["rejected"], sums["released"],
                 sums["matches"], sums["buffered"], {"edges": sums["window"]}, frontier,
-                time.perf_counter() - self._clock, started=totals.released > 0))
+                time.perf_counter() - self._clock, started=totals.released > 0,
+                final=not persist))  # the end-of-input flush is not persisted
         self._clock = time.perf_counter()
 
     def _recover(self, batch_id: int) -> None:

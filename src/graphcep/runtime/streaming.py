@@ -65,7 +65,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.difference_bounds import UnboundedQueryError
-from graphcep.events import empty_edges, format_seconds, normalize_edges, sort_stream
+from graphcep.events import counted_noun, empty_edges, format_seconds, normalize_edges, sort_stream
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
 from graphcep.jobs.base import QueryWatch, ReplayJob
@@ -99,17 +99,23 @@ class BatchReport:
     #: one line each: changes of the query applied before this batch, or refused (a
     #: watched subscriptions file, see :class:`StreamOperator`'s ``watch``)
     notes: list[str] = field(default_factory=list)
+    #: whether this is the end-of-input flush, which releases every edge still held
+    final: bool = False
 
     def line(self) -> str:
         """The progress line; the watermark reads ``-`` until it has released an edge (a
-        frontier before the first edge says nothing about the stream)."""
+        frontier before the first edge says nothing about the stream), and ``end of
+        input`` after the flush (whose frontier is one microsecond past the newest edge,
+        a time no edge has)."""
         held = self.state.get("edges", 0)
-        frontier = (f"{format_seconds(self.frontier_us)}s"
+        frontier = ("end of input" if self.final
+                    else f"{format_seconds(self.frontier_us)}s"
                     if self.started and self.frontier_us != _NEVER else "-")
         return (
-            f"batch {self.batch_id}: {self.edges_in:,} edges in, {self.late:,} late, "
-            f"{self.rejected:,} rejected, {self.matches:,} matches | state {held:,} edges "
-            f"in window, {self.buffered:,} buffered | watermark {frontier} | "
+            f"batch {self.batch_id}: {counted_noun(self.edges_in, 'edge')} in, "
+            f"{self.late:,} late, {self.rejected:,} rejected, "
+            f"{counted_noun(self.matches, 'match', 'matches')} | "
+            f"state {counted_noun(held, 'edge')} in window, {self.buffered:,} buffered | watermark {frontier} | "
             f"took {self.seconds:.2f} s"
         )
 
@@ -431,7 +437,7 @@ class StreamOperator:
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
                            matches.num_rows, buffered, self._engine.state_size(), st.frontier,
                            time.perf_counter() - started, started=totals.released > 0,
-                           notes=notes)
+                           notes=notes, final=final)
 
     def _note_newest(self, on_time: pa.Table, names: dict[int, str] | None) -> None:
         """Move ``max_t`` to the batch's newest edge, remembering where it came from and

@@ -36,6 +36,7 @@ import functools
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 
+from graphcep.events import counted_noun
 from graphcep.patterns.nu import (
     Alloc,
     AnyNode,
@@ -146,9 +147,10 @@ class Automaton:
 
     def describe(self) -> list[str]:
         reading = sum(t.label is not None for t in self.transitions)
-        head = (f"{self.locations} locations, {len(self.transitions)} transitions "
-                f"({reading} reading, {len(self.transitions) - reading} ε), {self.clocks} "
-                f"clocks, variables {', '.join(self.variables) or 'none'}, constants "
+        head = (f"{counted_noun(self.locations, 'location')}, "
+                f"{counted_noun(len(self.transitions), 'transition')} ({reading} reading, "
+                f"{len(self.transitions) - reading} ε), {counted_noun(self.clocks, 'clock')}, "
+                f"variables {', '.join(self.variables) or 'none'}, constants "
                 f"{', '.join(sorted(self.constants)) or 'none'}")
         lines = [head, f"initial q{self.initial}; final "
                  + ", ".join(f"q{q}" for q in sorted(self.finals))]

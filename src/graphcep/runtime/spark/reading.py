@@ -36,7 +36,7 @@ from graphcep.io.readers import (  # the local reader's own pieces: one reading,
     open_binary,
     read_text_file,
 )
-from graphcep.io.rejects import add_format_hint
+from graphcep.io.rejects import format_hints
 
 #: Name suffixes of Hadoop's codecs: Spark's text source would decompress such a file,
 #: where the local reader reads its bytes as they are (it looks through gzip alone, by
@@ -182,9 +182,12 @@ def _rejects(parsed, fmt: str, without_edges: list[str]):
 
     reason = F.col("_reject_reason")
     if without_edges:
-        hint = add_format_hint(pa.table({"reason": [""]}), fmt).column("reason")[0].as_py()
+        cases, plain = format_hints(fmt)
+        hint = F.lit(plain)
+        for pattern, text in reversed(cases):
+            hint = F.when(reason.rlike(pattern), F.lit(text)).otherwise(hint)
         needs_hint = ~F.col(WHOLE) & F.col("_reject_file").isin(without_edges)
-        reason = F.when(needs_hint, F.concat(reason, F.lit(hint))).otherwise(reason)
+        reason = F.when(needs_hint, F.concat(reason, hint)).otherwise(reason)
     return parsed.where(F.col("_reject_line").isNotNull()).select(
         F.col("_reject_file").alias("file"),
         F.col("_reject_line").alias("line"),

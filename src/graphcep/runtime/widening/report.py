@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from graphcep.events import format_seconds
+from graphcep.events import counted_noun, format_seconds
 from graphcep.io.sinks import MatchFormat
 from graphcep.jobs.base import ReplayJob
 from graphcep.runtime.widening.detection import widened_schema
@@ -52,12 +52,12 @@ def describe_widening(job: ReplayJob, keep: int, base_us: int,
     plan = level_plan(keep, base_us, max_duration_us)
     bound = "no D: a level is added whenever the top one combines two batches (first 8 " \
         "shown)" if max_duration_us is None else \
-        f"D = {format_seconds(max_duration_us)} s ({len(plan)} levels)"
-    lines = [f"progressive window widening: L = {keep} records, T0 = "
+        f"D = {format_seconds(max_duration_us)} s ({counted_noun(len(plan), 'level')})"
+    lines = [f"progressive window widening: L = {counted_noun(keep, 'record')}, T0 = "
              f"{format_seconds(base_us)} s, {bound}"]
     for p in plan:
         held = "batches as the stream gives them" if p.record_bound is None else \
-            f"at most {p.record_bound} records a batch"
+            f"at most {counted_noun(p.record_bound, 'record')} a batch"
         lines.append(f"  level {p.level}: batches of {format_seconds(p.batch_us)} s, "
                      f"windows of {format_seconds(p.window_us)} s, {held}")
     within = "" if max_duration_us is None else f" (and at most {format_seconds(max_duration_us)} s)"
@@ -65,18 +65,20 @@ def describe_widening(job: ReplayJob, keep: int, base_us: int,
         numbered = "" if job.stream_numbering() is None else \
             " and their places in the stream (numbered over all of it before windows are cut)"
         lines.append(f"exact: a match is decided by its own records{numbered}, so every "
-                     f"instance of at most {keep} records{within} is reported, once")
+                     f"instance of at most {counted_noun(keep, 'record')}{within} is reported, "
+                     "once")
     else:
-        lines.append(f"not exact: {job.name!r}'s matches depend on records besides their "
-                     "own, so each window reports what its records alone match (the "
+        lines.append(f"not exact: the matches of {job.name!r} depend on records besides "
+                     "their own, so each window reports what its records alone match (the "
                      "paper's black box), each instance once")
     return lines
 
 
 def level_lines(levels: list[LevelStats]) -> list[str]:
     """The summary's lines, one per level."""
-    return [f"  level {k}: {s.windows:,} windows, at most {s.records_held:,} records held, "
-            f"detector {s.detector_seconds:.3f} s, {s.instances:,} instances"
+    return [f"  level {k}: {counted_noun(s.windows, 'window')}, at most "
+            f"{counted_noun(s.records_held, 'record')} held, detector "
+            f"{s.detector_seconds:.3f} s, {counted_noun(s.instances, 'instance')}"
             for k, s in enumerate(levels)]
 
 
