@@ -153,6 +153,8 @@ def normalize_edges(table: pa.Table) -> pa.Table:
 
     Missing ``dur`` becomes 0 and missing ``seq`` becomes the row order.
     """
+    if _normalized(table):  # an engine's pushes mostly get what a reader normalized
+        return table
     n = table.num_rows
     if "dur" not in table.column_names:
         table = table.append_column("dur", pa.array(np.zeros(n, np.int64)))
@@ -178,6 +180,16 @@ def normalize_edges(table: pa.Table) -> pa.Table:
             columns.append(table.column(name))
             names.append(name)
     return pa.table(columns, names=names)
+
+
+def _normalized(table: pa.Table) -> bool:
+    """Whether ``table`` already starts with the core columns, of their types, in order,
+    without a null: what :func:`normalize_edges` would return is the table itself."""
+    schema = table.schema
+    if len(schema) < len(CORE_FIELDS):
+        return False
+    return all(schema.field(i).name == f.name and schema.field(i).type == f.type
+               and table.column(i).null_count == 0 for i, f in enumerate(CORE_FIELDS))
 
 
 def concat_edges(tables: list[pa.Table]) -> pa.Table:

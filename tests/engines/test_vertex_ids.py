@@ -29,14 +29,16 @@ def first_appearance(batches: list[list[list[str]]]) -> dict[str, int]:
 
 @settings(max_examples=150, deadline=None)
 @given(st.lists(st.tuples(names, names), min_size=1, max_size=4), st.integers(1, 7),
-       st.booleans(), st.booleans(), st.sampled_from([0, 2, 10**9]))
+       st.booleans(), st.booleans(), st.sampled_from([0, 2, 10**9]),
+       st.sampled_from([-1, 50, 10**9]))
 def test_ids_number_names_by_first_appearance_in_pieces_or_whole(
-        batches, piece_rows, threads, chunked, dict_ratio):
+        batches, piece_rows, threads, chunked, dict_ratio, intern_rows):
     with pytest.MonkeyPatch.context() as patch:  # pieces of a few rows: many pieces
         patch.setattr(vertex_ids, "PIECE_ROWS", piece_rows)
         patch.setattr(vertex_ids, "THREADED_ROWS", 0)  # threads even for a few rows
         # 0: known names looked up in the dict whenever there are any; 10**9: by Arrow
         patch.setattr(vertex_ids, "DICT_LOOKUP_RATIO", dict_ratio)
+        patch.setattr(vertex_ids, "INTERN_ROWS", intern_rows)  # name by name, or Arrow
         check(batches, threads, chunked)
 
 
@@ -53,10 +55,12 @@ def check(batches, threads: bool, chunked: bool) -> None:
 
 
 @pytest.mark.parametrize("dict_ratio", [0, 10**9])
-def test_a_restored_state_numbers_on_as_the_original(dict_ratio, monkeypatch):
+@pytest.mark.parametrize("intern_rows", [-1, 10**9])
+def test_a_restored_state_numbers_on_as_the_original(dict_ratio, intern_rows, monkeypatch):
     """Names added over many small pushes, saved with ``known()`` and restored, give the
     same ids as the original for old and new names (the state is the names by id)."""
     monkeypatch.setattr(vertex_ids, "DICT_LOOKUP_RATIO", dict_ratio)
+    monkeypatch.setattr(vertex_ids, "INTERN_ROWS", intern_rows)
     pushes = [[f"h{i % 7}", f"n{i}"] for i in range(20)]
     ids = VertexIds()
     for push in pushes:

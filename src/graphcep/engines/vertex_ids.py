@@ -21,7 +21,8 @@ def _dictionary(column: pa.Array | pa.ChunkedArray) -> Encoded | None:
         column = column.combine_chunks()
     if len(column) == 0:
         return None
-    encoded = pc.dictionary_encode(column.cast(pa.string()))
+    encoded = pc.dictionary_encode(column if column.type == pa.string()
+                                   else column.cast(pa.string()))
     return [(encoded.indices.to_numpy(zero_copy_only=False), None)], encoded.dictionary
 
 
@@ -51,8 +52,20 @@ THREADED_ROWS = 1 << 16
 #: fewer than the names known.
 DICT_LOOKUP_RATIO = 8
 
+#: Rows (all columns together) up to which text columns are interned name by name in
+#: Python (:meth:`VertexIds._intern`) rather than through Arrow's encoding.
+INTERN_ROWS = 512
+
 #: Rows per piece a long column is encoded in, one thread a piece.
 PIECE_ROWS = 1 << 20
+
+
+def _small_text(columns: list[pa.Array | pa.ChunkedArray]) -> bool:
+    """Whether ``columns`` are few rows of text without nulls (Python's names are then
+    Arrow's, no cast involved)."""
+    return (sum(len(column) for column in columns) <= INTERN_ROWS
+            and all(column.type == pa.string() and column.null_count == 0
+                    for column in columns))
 
 
 def _pieces(column: pa.Array | pa.ChunkedArray) -> list[pa.Array | pa.ChunkedArray]:
@@ -100,6 +113,8 @@ class VertexIds:
         return len(self._names)
 
     def encode(self, column: pa.Array | pa.ChunkedArray) -> np.ndarray:
+        if _small_text([column]):
+            return self._intern([column])[0]
         return self._assign(_dictionary(column))
 
     def encode_many(self, columns: list[pa.Array | pa.ChunkedArray],
@@ -109,6 +124,8 @@ class VertexIds:
         :data:`PIECE_ROWS` rows, a thread each, their names unified after -- and the id
         assignment after them, in order. Ids are the same either way: names are numbered
         by their first appearance."""
+        if _small_text(columns):
+            return self._intern(columns)
         if not threads or sum(len(column) for column in columns) < THREADED_ROWS:
             return [self._assign(_dictionary(column)) for column in columns]
         pieces = [_pieces(column) for column in columns]
@@ -116,6 +133,26 @@ class VertexIds:
         with ThreadPoolExecutor(min(len(flat), usable_cores())) as pool:
             encoded = iter(list(pool.map(_dictionary, flat)))
         return [self._assign(_unified([next(encoded) for _ in column])) for column in pieces]
+
+    def _intern(self, columns: list[pa.Array | pa.ChunkedArray]) -> list[np.ndarray]:
+        """A few names, one dict lookup each: for a small batch, Arrow's encoding and
+        lookup cost more in calls than the names do. Numbers new names by first
+        appearance, column by column, as the Arrow path does."""
+        index, names, fresh, out = self._index, self._names, [], []
+        for column in columns:
+            ids = np.empty(len(column), np.int32)
+            for i, name in enumerate(column.to_pylist()):
+                found = index.get(name)
+                if found is None:
+                    found = index[name] = len(names)
+                    names.append(name)
+                    fresh.append(name)
+                ids[i] = found
+            out.append(ids)
+        if fresh:
+            self._known_parts.append(pa.array(fresh, pa.string()))
+            self._names_array = None
+        return out
 
     def _assign(self, encoded: Encoded | None) -> np.ndarray:
         if encoded is None:
@@ -139,6 +176,8 @@ class VertexIds:
         name on each call, so a few names next to many known ones (a stream's small
         micro-batches) are looked up in the dict instead: the cost follows the batch,
         not every name seen so far."""
+        if not self._names:
+            return np.full(len(uniques), -1, np.int32)
         if len(uniques) * DICT_LOOKUP_RATIO < len(self._names):
             get = self._index.get
             return np.fromiter((get(name, -1) for name in uniques.to_pylist()), np.int32,

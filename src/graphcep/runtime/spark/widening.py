@@ -79,9 +79,9 @@ def run_windows(job: ReplayJob, base_us: int, windows: list[Window]
     """What one task runs: the detector on each window; each window's instances (its
     first row of each) tagged with the window's order and the instance's identity, and
     the detector's seconds per level."""
-    tables, seconds = [], {}
+    tables, seconds, bounded = [], {}, {}
     for window in windows:
-        found = detect(job, window, base_us)
+        found = detect(job, window, base_us, bounded)
         seconds[window.level] = seconds.get(window.level, 0.0) + found.seconds
         n = found.rows.num_rows
         if n:

@@ -59,13 +59,15 @@ class Found:
     seconds: float
 
 
-def detect(job: ReplayJob, window: Window, base_us: int) -> Found:
+def detect(job: ReplayJob, window: Window, base_us: int,
+           bounded: dict[int, ReplayJob] | None = None) -> Found:
     """Replay ``window`` in a fresh engine of ``job`` (a bound job) bounded by the
     window's span -- read as the job's stream numbering says, where it has one
     (:meth:`~graphcep.jobs.base.ReplayJob.stream_numbering`); its instances, each at its
-    first match row."""
+    first match row. ``bounded``, kept by the caller across windows, holds the job
+    bounded by each level's span (a level's windows share it)."""
     started = time.perf_counter()
-    matches = _replayed(job, window, base_us)
+    matches = _replayed(job, window, base_us, {} if bounded is None else bounded)
     seconds = time.perf_counter() - started
     if matches is None:
         return Found(no_instances(job.output.schema), [],
@@ -84,16 +86,23 @@ def detect(job: ReplayJob, window: Window, base_us: int) -> Found:
     return Found(table, list(first), instances.first_t[rows], instances.last_t[rows], seconds)
 
 
-def _replayed(job: ReplayJob, window: Window, base_us: int) -> pa.Table | None:
+def _replayed(job: ReplayJob, window: Window, base_us: int,
+              bounded: dict[int, ReplayJob]) -> pa.Table | None:
     """The window's match rows in the stream's terms; None when no match fits the window
     (no engine starts) or none was found."""
     if window.records.num_rows < job.min_records:
         return None
     numbering = job.stream_numbering()
-    runs, records, restore = (job, window.records, None) if numbering is None \
-        else numbering.window(job, window.records)
-    parts = list(replay(runs.bounded_by(window_span_us(base_us, window.level)).new_engine(),
-                        records))
+    span = window_span_us(base_us, window.level)
+    if numbering is None:
+        records, restore = window.records, None
+        runs = bounded.get(window.level)
+        if runs is None:
+            runs = bounded[window.level] = job.bounded_by(span)
+    else:  # a job of the window's own runs
+        runs, records, restore = numbering.window(job, window.records)
+        runs = runs.bounded_by(span)
+    parts = list(replay(runs.new_engine(), records))
     if not parts:
         return None
     matches = pa.concat_tables(parts)

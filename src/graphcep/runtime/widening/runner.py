@@ -78,6 +78,7 @@ class Widening(EngineBase):
         self.planner = WindowPlanner(job.orient, keep, base_us, max_duration_us,
                                      job.stream_numbering())
         self._seen: dict[str, tuple[int, int]] = {}  # identity -> (first_t, last_t)
+        self._bounded: dict[int, ReplayJob] = {}  # the job bounded by each level's span
         self._gc_at = 4096
 
     @property
@@ -148,7 +149,7 @@ class Widening(EngineBase):
         """Run the windows in order; the instances not reported before."""
         out = []
         for window in windows:
-            found = detect(self.job, window, self.base_us)
+            found = detect(self.job, window, self.base_us, self._bounded)
             level = self.planner.levels[window.level].stats
             level.detector_seconds += found.seconds
             fresh = []
