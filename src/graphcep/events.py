@@ -30,6 +30,7 @@ or equal with a later arrival.
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 from dataclasses import dataclass, field
@@ -381,10 +382,14 @@ MATCH_SCHEMA = pa.schema(
         pa.field("edges", pa.list_(MATCHED_EDGE_TYPE)),
     ]
 )
-#: An empty match table. Arrow tables are immutable, so this one serves every push that
-#: finds nothing: building one from the schema costs about 0.1 ms (nested types), a cost
-#: a stream of small pushes (or widening's many small windows) would pay on each.
-EMPTY_MATCHES: pa.Table = MATCH_SCHEMA.empty_table()
+@functools.cache
+def empty_matches() -> pa.Table:
+    """An empty match table, built on first use. Arrow tables are immutable, so this one
+    serves every push that finds nothing: building one from the schema costs about 0.1 ms
+    (nested types), a cost a stream of small pushes (or widening's many small windows)
+    would pay on each. Not built at import: pyarrow's first table probes for pandas,
+    which the ``graphcep`` command defers (:mod:`graphcep.lazy_pandas`)."""
+    return MATCH_SCHEMA.empty_table()
 
 
 def matches_to_table(matches: list[Match]) -> pa.Table:

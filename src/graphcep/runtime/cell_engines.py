@@ -45,7 +45,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.cores import usable_cores
-from graphcep.events import EMPTY_MATCHES
+from graphcep.events import empty_matches
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares, home_filter, route
@@ -97,7 +97,7 @@ def _run_cells(op: str, rows: pa.Table, job: SubgraphJob, shares: Shares,
     """Push (or warm) each cell's rows -- contiguous, in stream order -- into its engine;
     the home matches of the pushed cells."""
     if rows.num_rows == 0:  # none of this worker's cells got an edge of the batch
-        return EMPTY_MATCHES
+        return empty_matches()
     cells = rows.column(_CELL).to_numpy()
     rows = rows.drop_columns([_CELL])
     found = []
@@ -113,7 +113,7 @@ def _run_cells(op: str, rows: pa.Table, job: SubgraphJob, shares: Shares,
         else:
             found.append(home_filter(engine.push(part), shares, cell))
     found = [m for m in found if m.num_rows]
-    return pa.concat_tables(found) if found else EMPTY_MATCHES
+    return pa.concat_tables(found) if found else empty_matches()
 
 
 @dataclass
@@ -175,7 +175,7 @@ class CellEngines:
     def advance(self, watermark_us: int) -> pa.Table:
         """Let every cell drop what no later edge can match (matches complete on arrival)."""
         self._broadcast("advance", int(watermark_us))
-        return EMPTY_MATCHES
+        return empty_matches()
 
     def reset(self) -> None:
         """Drop every cell's state (a fresh engine), keeping the workers."""
@@ -216,7 +216,7 @@ class CellEngines:
     def _scatter(self, op: str, batch: pa.Table) -> pa.Table:
         """Send each worker its cells' rows, then gather (the workers run meanwhile)."""
         if batch.num_rows == 0:
-            return EMPTY_MATCHES
+            return empty_matches()
         try:
             return self._exchange(op, batch)
         except (BrokenPipeError, ConnectionResetError, EOFError):
@@ -243,7 +243,7 @@ class CellEngines:
             found.append(_table(w.conn.recv_bytes()))
         found = [m for m in found if m.num_rows]
         if not found:
-            return EMPTY_MATCHES
+            return empty_matches()
         matches = pa.concat_tables(found)
         return matches.take(pc.sort_indices(matches, [("match_id", "ascending")]))
 

@@ -112,7 +112,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.subgraph.engine import predicate_mask
-from graphcep.events import EMPTY_MATCHES, max_duration_of, normalize_edges
+from graphcep.events import empty_matches, max_duration_of, normalize_edges
 from graphcep.hashing import vertex_hash
 from graphcep.jobs import as_job
 from graphcep.jobs.subgraph import SubgraphJob
@@ -491,4 +491,4 @@ def replay_cells(job: SubgraphJob | SubgraphQuery, edges: pa.Table, partitions: 
         if len(part_cells)
     ]
     found = [m for m in found if m.num_rows]
-    return pa.concat_tables(found) if found else EMPTY_MATCHES
+    return pa.concat_tables(found) if found else empty_matches()

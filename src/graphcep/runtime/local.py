@@ -15,7 +15,7 @@ import pyarrow as pa
 
 from graphcep.engines.base import Engine
 from graphcep.events import (
-    EMPTY_MATCHES,
+    empty_matches,
     max_duration_of,
     normalize_edges,
     sort_stream,
@@ -159,7 +159,7 @@ def run_local(
         max_window_edges=max_window_edges,
     )
     tables = list(replay(engine, edges, batch_edges=batch_edges, on_progress=on_progress))
-    matches = pa.concat_tables(tables) if tables else EMPTY_MATCHES
+    matches = pa.concat_tables(tables) if tables else empty_matches()
     stats = RunStats(
         edges=edges.num_rows,
         matches=matches.num_rows,

@@ -63,8 +63,8 @@ import pyarrow.compute as pc
 
 from graphcep.events import (
     CORE_NAMES,
-    EMPTY_MATCHES,
     empty_edges,
+    empty_matches,
     normalize_edges,
     sort_stream,
 )
@@ -297,7 +297,7 @@ def _release(engine: Any, state: CellState, final: bool = False) -> tuple[pa.Tab
     if final and (end := getattr(engine, "flush", None)) is not None:
         found.append(end())
     found = [m for m in found if m.num_rows]
-    return (pa.concat_tables(found) if found else EMPTY_MATCHES), released
+    return (pa.concat_tables(found) if found else empty_matches()), released
 
 
 def _counts(step: CellStep, engine: Any, released: int) -> dict[str, int]:
@@ -374,7 +374,7 @@ def collect_outputs(batch_df: Any) -> CellsOutput:
         tables[kind].append(pickle.loads(payload) if kind == "stats"
                             else pa.ipc.open_stream(payload).read_all())
     matches = (pa.concat_tables(tables["match"]) if tables["match"]
-               else EMPTY_MATCHES)
+               else empty_matches())
     late = pa.concat_tables(tables["late"]) if tables["late"] else empty_edges()
     rejects = (pa.concat_tables(tables["reject"]) if tables["reject"]
                else READ_REJECT_SCHEMA.empty_table())
@@ -460,7 +460,7 @@ def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | P
     shares = cell_grid(job, cells)
     batch_id = last_committed(checkpoint) + 1
     if batch_id == 0:  # no micro-batch ever finished: no state to flush
-        output = CellsOutput(EMPTY_MATCHES, empty_edges(),
+        output = CellsOutput(empty_matches(), empty_edges(),
                              READ_REJECT_SCHEMA.empty_table(), [])
         CellSinks(sink, on_batch=on_batch).write(batch_id, output)
         return batch_id

@@ -35,7 +35,7 @@ from graphcep.engines.nu import kernel
 from graphcep.engines.nu.engine import NuEngine, Token, match_id
 from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
 from graphcep.engines.vertex_ids import VertexIds
-from graphcep.events import EMPTY_MATCHES, MATCH_SCHEMA, MATCHED_EDGE_TYPE
+from graphcep.events import MATCH_SCHEMA, MATCHED_EDGE_TYPE, empty_matches
 from graphcep.patterns.nu import NuPattern
 
 #: Token rows allocated at first; the arrays grow fourfold when full of live tokens (a
@@ -87,7 +87,7 @@ class CompiledNuEngine(EngineBase):
         """Read a batch of links in stream order; the matches they complete."""
         accepted = self._accepted(batch)
         if accepted is None:
-            return EMPTY_MATCHES
+            return empty_matches()
         batch, t, seq = accepted
         dst = batch.column("dst")
         if self._events or pc.any(pc.equal(dst, "")).as_py():
@@ -95,7 +95,7 @@ class CompiledNuEngine(EngineBase):
         us, vs = (ids.astype(np.int64) for ids in
                   self._ids.encode_many([batch.column("src"), dst], threads=False))
         found = self._read(t, us, vs, seq)
-        out = pa.concat_tables(found) if found else EMPTY_MATCHES
+        out = pa.concat_tables(found) if found else empty_matches()
         self.edges_seen += batch.num_rows
         self.matches_found += out.num_rows
         return out
@@ -105,7 +105,7 @@ class CompiledNuEngine(EngineBase):
         self._watermark = max(self._watermark or watermark_us, int(watermark_us))
         if self._events:
             self._interpreted.advance(watermark_us)
-        return EMPTY_MATCHES
+        return empty_matches()
 
     def state_size(self) -> dict[str, int]:
         if self._events:

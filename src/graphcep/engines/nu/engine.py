@@ -70,7 +70,7 @@ import pyarrow as pa
 
 from graphcep.engines.base import EngineBase, StateBoundError
 from graphcep.engines.nu.automaton import Automaton, Transition, compile_pattern
-from graphcep.events import EMPTY_MATCHES, MATCH_SCHEMA
+from graphcep.events import MATCH_SCHEMA, empty_matches
 from graphcep.hashing import salt64
 from graphcep.patterns.nu import AnyNode, Const, NuPattern, Var
 
@@ -150,7 +150,7 @@ class NuEngine(EngineBase):
         """Read a batch of links in stream order; the matches they complete."""
         accepted = self._accepted(batch)
         if accepted is None:
-            return EMPTY_MATCHES
+            return empty_matches()
         batch, t, seq = accepted
         rows: list[dict] = []
         for ti, u, v, si in zip(t.tolist(), batch.column("src").to_pylist(),
@@ -165,7 +165,7 @@ class NuEngine(EngineBase):
         """No link before ``watermark_us`` will come: drop the tokens it makes too late."""
         self._watermark = max(self._watermark or watermark_us, int(watermark_us))
         self._expire(int(watermark_us))
-        return EMPTY_MATCHES
+        return empty_matches()
 
     def state_size(self) -> dict[str, int]:
         return {"tokens": len(self._tokens), "partial_matches": len(self._tokens),
@@ -457,7 +457,7 @@ def counted(engine: EngineBase, links: int, rows: list[dict]) -> pa.Table:
     engine.edges_seen += links
     engine.matches_found += len(rows)
     return pa.Table.from_pylist(rows, schema=MATCH_SCHEMA) if rows else \
-        EMPTY_MATCHES
+        empty_matches()
 
 
 def match_row(name: str, first_t: int, last_t: int, bindings: tuple[tuple[str, str], ...],

@@ -66,9 +66,9 @@ from graphcep.engines.subgraph.plan import (
 )
 from graphcep.engines.vertex_ids import VertexIds
 from graphcep.events import (
-    EMPTY_MATCHES,
     MATCH_SCHEMA,
     MATCHED_EDGE_TYPE,
+    empty_matches,
     match_ids,
     normalize_edges,
 )
@@ -227,7 +227,7 @@ class SubgraphEngine(EngineBase):
         if isinstance(batch, pa.RecordBatch):
             batch = pa.Table.from_batches([batch])
         if batch.num_rows == 0:
-            return EMPTY_MATCHES
+            return empty_matches()
         if "seq" not in batch.column_names:
             # no arrival numbers given: number edges in push order
             first = self._next_position if "pos" not in batch.column_names else None
@@ -254,7 +254,7 @@ class SubgraphEngine(EngineBase):
                 )
         self.edges_seen += batch.num_rows
         if not search:
-            return EMPTY_MATCHES
+            return empty_matches()
         rows = self._search(start)
         matches = self._matches_table(rows)
         self.matches_found += matches.num_rows
@@ -266,7 +266,7 @@ class SubgraphEngine(EngineBase):
         SAL matches complete on arrival, so nothing becomes due here.
         """
         self._evict(watermark_us)
-        return EMPTY_MATCHES
+        return empty_matches()
 
     def state_size(self) -> dict[str, int]:
         return {"edges": int(len(self._t)), "vertices": len(self._ids), "partial_matches": 0}
@@ -466,7 +466,7 @@ class SubgraphEngine(EngineBase):
             rows = rows[self._vertex_mask(rows)]
         m = len(rows)
         if m == 0:
-            return EMPTY_MATCHES
+            return empty_matches()
         c = self.compiled
         k = c.k
         t = self._t[rows]
