@@ -396,6 +396,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         refuse_spark_options(args)
         fmt = args.format or guess_format(_first_file(args.input))
         job = _make_job(args, fmt)
+        if widening is not None:
+            from graphcep.runtime.widening import refuse_short_keep
+
+            refuse_short_keep(job, widening[0])
         refusal = format_refusal(job, fmt)
         if refusal is not None:
             raise QueryError(refusal)
@@ -738,8 +742,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         check_target(args.dot, "dot", directory=False, role="--dot")
         refuse_overwriting_inputs([args.query], {"--dot": args.dot})
     job = jobs.load(args.query, {**job_options(args, None), "explain": True})
+    if (widening := pww_options(args)) is not None:
+        from graphcep.runtime.widening import refuse_short_keep
+
+        refuse_short_keep(job, widening[0])
     drawing = job.plan_dot() if getattr(args, "dot", None) else None  # refused before the plan
-    print("\n".join(explain_lines(job, pww_options(args))))
+    print("\n".join(explain_lines(job, widening)))
     if drawing is not None:
         with writing(args.dot):  # parent directories created, as for -o
             Path(args.dot).parent.mkdir(parents=True, exist_ok=True)
