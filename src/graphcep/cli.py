@@ -422,9 +422,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
                                              matches=output, whole=True) as sink:
             sink.write(matches)
-        if rejects.count:
-            with writing(args.rejects):
-                rejects.write()
+        with writing(args.rejects):
+            rejects.write_if_any()
     if args.draw:
         with phases.phase("drawing matches"):
             from graphcep.pictures.command import draw_table

@@ -137,11 +137,11 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         return 2
     with signals_kept():  # the counts are written afterwards, with Python's Ctrl-C
         counts = _counted(args)
-    if counts.rejected:  # kept aside, as run keeps them; the tables hold the rest
-        rejects = RejectLog(args.rejects)
-        rejects.add(counts.rejects)
-        with writing(args.rejects):
-            rejects.write()
+    rejects = RejectLog(args.rejects)  # kept aside, as run keeps them; the tables hold the rest
+    rejects.add(counts.rejects)
+    with writing(args.rejects):
+        rejects.write_if_any()
+    if counts.rejected:
         print(f"graphcep: motifs: {rejects.summary()}", file=sys.stderr)
     if output_format == "png":
         write_png(counts, Path(args.output))

@@ -244,3 +244,23 @@ def test_a_picture_named_for_another_format_is_refused(tmp_path, capsys, option,
                  option, str(target)]) == 2
     assert capsys.readouterr().err == f"graphcep: {says.format(target)}\n"
     assert not target.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "motifs"])
+def test_a_clean_rerun_leaves_no_earlier_rejects_behind(tmp_path, capsys, command):
+    """A run that rejects nothing creates no rejects file, but never leaves an earlier
+    run's rejects in the file it names: they would read as this run's."""
+    data, rejects = tmp_path / "e.txt", tmp_path / "r.jsonl"
+    args = ([command, str(TRIANGLE)] if command == "run" else [command, "--delta", "10"]) + [
+        "--input", str(data), "--format", "snap", "--rejects", str(rejects)]
+    if command == "run":
+        args += ["--engine", "local", "-o", str(tmp_path / "m.jsonl")]
+    write_stream(data)
+    assert main(args) == 0 and not rejects.exists()  # nothing rejected, no file made
+    write_stream(data, "x y z\n")  # one line with a time that is not a number
+    assert main(args) == 0
+    assert [json.loads(line)["line"] for line in rejects.read_text().splitlines()] == [7]
+    write_stream(data)  # fixed: this run rejects nothing
+    assert main(args) == 0
+    assert rejects.read_text() == ""
+    capsys.readouterr()

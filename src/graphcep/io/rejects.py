@@ -169,6 +169,16 @@ class RejectLog:
                     out.write(json.dumps(row, ensure_ascii=False) + "\n")
         return target
 
+    def write_if_any(self) -> Path | None:
+        """Write the rejects to the log's path when there are some; when there are none,
+        create no file but empty one an earlier run left there, which would show that
+        run's rejects as this one's. Returns the path written, if any."""
+        if self.path is None:
+            raise ValueError("no rejects path given")
+        if self.count or self.path.is_file():
+            return self.write()
+        return None
+
     def _what_rejected(self, total: int) -> str:
         """``"3 lines rejected"``, or ``"3 rejected on 1 line"`` where a format rejects
         several parts of one line (the tokens of a time-event sequence)."""
