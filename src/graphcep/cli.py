@@ -322,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_io_arguments(parser: argparse.ArgumentParser) -> None:
     """What a run reads and writes (``run`` and ``subscribe``)."""
-    parser.add_argument("--input", "-i", required=True, nargs="+", type=path_option,
+    parser.add_argument("--input", "-i", required=True, nargs="+", action="extend", type=path_option,
                         help="edge file(s) or directory")
     parser.add_argument("--format", "-f", choices=FORMATS,
                         help="input format (default: from the name)")

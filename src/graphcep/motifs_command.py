@@ -64,7 +64,8 @@ def add_parser(sub: Any) -> None:
                     "(Paranjape, Benson, Leskovec, WSDM 2017) with SNAP's semantics, for "
                     "several δ in one pass: the 6x6 table per δ and the two-node, star "
                     "and triangle totals.")
-    motifs.add_argument("--input", "-i", required=True, nargs="+", type=path_option,
+    motifs.add_argument("--input", "-i", required=True, nargs="+", action="extend",
+                        type=path_option,
                         help="edge file(s) or directory")
     motifs.add_argument("--format", "-f", choices=INPUT_FORMATS,
                         help="input format, as for run (default: from the name)")

@@ -264,3 +264,23 @@ def test_a_clean_rerun_leaves_no_earlier_rejects_behind(tmp_path, capsys, comman
     assert main(args) == 0
     assert rejects.read_text() == ""
     capsys.readouterr()
+
+
+def test_several_input_options_add_up_and_a_file_given_twice_is_refused(tmp_path, capsys):
+    """``-i a -i b`` reads both files (argparse would keep only the last); the same file
+    twice, or a file and its directory, would read its edges twice: refused in one line."""
+    first, second = tmp_path / "d" / "a.txt", tmp_path / "b.txt"
+    first.parent.mkdir()
+    first.write_text("1 2 0\n2 3 1\n")  # the triangle's first two edges
+    second.write_text("3 1 2\n")  # and its last, in another file
+    base = ["run", str(TRIANGLE), "--format", "snap", "--engine", "local", "--summary", "json",
+            "-o", str(tmp_path / "m.jsonl")]
+    assert main([*base, "-i", str(first), "-i", str(second)]) == 0
+    summary = last_json(capsys.readouterr().out)
+    assert (summary["edges"], summary["matches"]) == (3, 1)
+    for twice in ([str(first), str(first)], [str(first.parent), str(first)],
+                  [str(first), str(tmp_path / "d" / ".." / "d" / "a.txt")]):
+        for command in (base, ["motifs", "--delta", "10", "--format", "snap"]):
+            assert main([*command, "-i", *twice]) == 2
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and "given twice" in err, err

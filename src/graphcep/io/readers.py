@@ -140,8 +140,16 @@ class ReadResult:
     fmt: str = ""
 
 
-def expand_paths(paths: str | os.PathLike | list[str | os.PathLike]) -> list[Path]:
-    """Paths as a list; a directory stands for its non-hidden files in name order."""
+def expand_paths(paths: str | os.PathLike | list[str | os.PathLike], *,
+                 once: bool = True) -> list[Path]:
+    """Paths as a list; a directory stands for its non-hidden files in name order.
+
+    Raises
+    ------
+    InputError
+        With ``once``, a file given twice (itself twice, or itself and its directory):
+        its edges would be read twice, each match of them found twice.
+    """
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     out: list[Path] = []
     for item in items:
@@ -156,6 +164,12 @@ def expand_paths(paths: str | os.PathLike | list[str | os.PathLike]) -> list[Pat
             out.append(path)
     if not out:
         raise FileNotFoundError(f"no input files in {paths!r}")
+    seen: dict[Path, Path] = {}
+    for path in out if once else ():
+        if (first := seen.setdefault(path.resolve(), path)) is not path:
+            twice = f"'{path}'" if str(first) == str(path) else f"'{first}' and '{path}'"
+            raise InputError(f"{twice}: the same file given twice among the inputs (its "
+                             "edges would be read twice)")
     return out
 
 
