@@ -62,6 +62,7 @@ from graphcep.io.formats import (
     InputError,
     ReaderOptions,
     SchemaError,
+    check_core_columns,
     core_columns,
     edge_schema,
     parse_lines,
@@ -562,6 +563,7 @@ def _read_parquet_file(
     if options.time_unit is None and unit is not None:
         options = replace(options, time_unit=unit.decode())
     try:
+        check_core_columns(file.schema_arrow, options)  # naming every column of the file
         columns, options = parquet_projection(file.schema_arrow, options)
     except SchemaError as exc:
         raise SchemaError(f"{name}: {exc}") from None
