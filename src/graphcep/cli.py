@@ -777,7 +777,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.edges < MIN_EDGES:  # checked here: the demo module loads only for the demo
         raise QueryError(f"--edges: the demo plants its attacks in at least {MIN_EDGES:,} "
                          f"flows ({MIN_EDGES // RATE} s of them), got {args.edges:,}")
-    return run_demo(args.edges, args.master, Path(args.workdir))
+    workdir = Path(args.workdir)
+    if workdir.exists() and not workdir.is_dir():
+        raise QueryError(f"--workdir {args.workdir}: a file, not a directory (the demo "
+                         "writes its stream and matches there)")
+    return run_demo(args.edges, args.master, workdir)
 
 
 # -- helpers ----------------------------------------------------------------------------
