@@ -110,6 +110,7 @@ def test_explain_says_how_spark_runs_widened_subscriptions(tmp_path, capsys):
     ("{ x1 e1 x2; x2 e2 x3; x3 e3 x1; starttime(e1) < starttime(e2); "
      "starttime(e2) < starttime(e3); }", "sal", 3),
     ("<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 10]", "nu", 3),  # three links
+    ("long: a.b.c.d\nshort: a.@x.a\n", "subs", 3),  # one edge per item, the shortest
 ])
 def test_a_pww_too_small_for_any_instance_is_refused_naming_the_least(
         files, capsys, text, suffix, least):
