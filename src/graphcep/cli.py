@@ -322,7 +322,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _add_io_arguments(parser: argparse.ArgumentParser) -> None:
     """What a run reads and writes (``run`` and ``subscribe``)."""
-    parser.add_argument("--input", "-i", required=True, nargs="+", type=path_option,
+    parser.add_argument("--input", "-i", required=True, nargs="+", action="extend", type=path_option,
                         help="edge file(s) or directory")
     parser.add_argument("--format", "-f", choices=FORMATS,
                         help="input format (default: from the name)")
@@ -396,6 +396,10 @@ def cmd_run(args: argparse.Namespace) -> int:
         refuse_spark_options(args)
         fmt = args.format or guess_format(_first_file(args.input))
         job = _make_job(args, fmt)
+        if widening is not None:
+            from graphcep.runtime.widening import refuse_short_keep
+
+            refuse_short_keep(job, widening[0])
         refusal = format_refusal(job, fmt)
         if refusal is not None:
             raise QueryError(refusal)
@@ -418,9 +422,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
                                              matches=output, whole=True) as sink:
             sink.write(matches)
-        if rejects.count:
-            with writing(args.rejects):
-                rejects.write()
+        with writing(args.rejects):
+            rejects.write_if_any()
     if args.draw:
         with phases.phase("drawing matches"):
             from graphcep.pictures.command import draw_table
@@ -738,8 +741,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
         check_target(args.dot, "dot", directory=False, role="--dot")
         refuse_overwriting_inputs([args.query], {"--dot": args.dot})
     job = jobs.load(args.query, {**job_options(args, None), "explain": True})
+    if (widening := pww_options(args)) is not None:
+        from graphcep.runtime.widening import refuse_short_keep
+
+        refuse_short_keep(job, widening[0])
     drawing = job.plan_dot() if getattr(args, "dot", None) else None  # refused before the plan
-    print("\n".join(explain_lines(job, pww_options(args))))
+    print("\n".join(explain_lines(job, widening)))
     if drawing is not None:
         with writing(args.dot):  # parent directories created, as for -o
             Path(args.dot).parent.mkdir(parents=True, exist_ok=True)
@@ -770,7 +777,11 @@ def cmd_demo(args: argparse.Namespace) -> int:
     if args.edges < MIN_EDGES:  # checked here: the demo module loads only for the demo
         raise QueryError(f"--edges: the demo plants its attacks in at least {MIN_EDGES:,} "
                          f"flows ({MIN_EDGES // RATE} s of them), got {args.edges:,}")
-    return run_demo(args.edges, args.master, Path(args.workdir))
+    workdir = Path(args.workdir)
+    if workdir.exists() and not workdir.is_dir():
+        raise QueryError(f"--workdir {args.workdir}: a file, not a directory (the demo "
+                         "writes its stream and matches there)")
+    return run_demo(args.edges, args.master, workdir)
 
 
 # -- helpers ----------------------------------------------------------------------------

@@ -367,7 +367,7 @@ def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None])
     existing = {role: t for role, t in targets.items() if t.is_file()}
     if not existing:
         return
-    for path in expand_paths(inputs):
+    for path in expand_paths(inputs, once=False):  # the query file may be among them
         for role, target in existing.items():
             if os.path.samefile(path, target):
                 # the rejects file's default lands in the current directory: run from

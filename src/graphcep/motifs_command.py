@@ -64,7 +64,8 @@ def add_parser(sub: Any) -> None:
                     "(Paranjape, Benson, Leskovec, WSDM 2017) with SNAP's semantics, for "
                     "several δ in one pass: the 6x6 table per δ and the two-node, star "
                     "and triangle totals.")
-    motifs.add_argument("--input", "-i", required=True, nargs="+", type=path_option,
+    motifs.add_argument("--input", "-i", required=True, nargs="+", action="extend",
+                        type=path_option,
                         help="edge file(s) or directory")
     motifs.add_argument("--format", "-f", choices=INPUT_FORMATS,
                         help="input format, as for run (default: from the name)")
@@ -137,11 +138,11 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         return 2
     with signals_kept():  # the counts are written afterwards, with Python's Ctrl-C
         counts = _counted(args)
-    if counts.rejected:  # kept aside, as run keeps them; the tables hold the rest
-        rejects = RejectLog(args.rejects)
-        rejects.add(counts.rejects)
-        with writing(args.rejects):
-            rejects.write()
+    rejects = RejectLog(args.rejects)  # kept aside, as run keeps them; the tables hold the rest
+    rejects.add(counts.rejects)
+    with writing(args.rejects):
+        rejects.write_if_any()
+    if counts.rejected:
         print(f"graphcep: motifs: {rejects.summary()}", file=sys.stderr)
     if output_format == "png":
         write_png(counts, Path(args.output))

@@ -475,11 +475,12 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
 def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
     """The job in progressive window widening's windows under ``--pww L`` (``widening``:
     :func:`~graphcep.cli_options.pww_options`), else itself."""
-    from graphcep.runtime.widening import WidenedJob
+    from graphcep.runtime.widening import WidenedJob, refuse_short_keep
 
     if widening is None:
         return job
     keep, base_us, max_duration_us = widening
+    refuse_short_keep(job, keep)
     return WidenedJob(job, keep, base_us, max_duration_us)
 
 

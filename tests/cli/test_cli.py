@@ -244,3 +244,43 @@ def test_a_picture_named_for_another_format_is_refused(tmp_path, capsys, option,
                  option, str(target)]) == 2
     assert capsys.readouterr().err == f"graphcep: {says.format(target)}\n"
     assert not target.exists()
+
+
+@pytest.mark.parametrize("command", ["run", "motifs"])
+def test_a_clean_rerun_leaves_no_earlier_rejects_behind(tmp_path, capsys, command):
+    """A run that rejects nothing creates no rejects file, but never leaves an earlier
+    run's rejects in the file it names: they would read as this run's."""
+    data, rejects = tmp_path / "e.txt", tmp_path / "r.jsonl"
+    args = ([command, str(TRIANGLE)] if command == "run" else [command, "--delta", "10"]) + [
+        "--input", str(data), "--format", "snap", "--rejects", str(rejects)]
+    if command == "run":
+        args += ["--engine", "local", "-o", str(tmp_path / "m.jsonl")]
+    write_stream(data)
+    assert main(args) == 0 and not rejects.exists()  # nothing rejected, no file made
+    write_stream(data, "x y z\n")  # one line with a time that is not a number
+    assert main(args) == 0
+    assert [json.loads(line)["line"] for line in rejects.read_text().splitlines()] == [7]
+    write_stream(data)  # fixed: this run rejects nothing
+    assert main(args) == 0
+    assert rejects.read_text() == ""
+    capsys.readouterr()
+
+
+def test_several_input_options_add_up_and_a_file_given_twice_is_refused(tmp_path, capsys):
+    """``-i a -i b`` reads both files (argparse would keep only the last); the same file
+    twice, or a file and its directory, would read its edges twice: refused in one line."""
+    first, second = tmp_path / "d" / "a.txt", tmp_path / "b.txt"
+    first.parent.mkdir()
+    first.write_text("1 2 0\n2 3 1\n")  # the triangle's first two edges
+    second.write_text("3 1 2\n")  # and its last, in another file
+    base = ["run", str(TRIANGLE), "--format", "snap", "--engine", "local", "--summary", "json",
+            "-o", str(tmp_path / "m.jsonl")]
+    assert main([*base, "-i", str(first), "-i", str(second)]) == 0
+    summary = last_json(capsys.readouterr().out)
+    assert (summary["edges"], summary["matches"]) == (3, 1)
+    for twice in ([str(first), str(first)], [str(first.parent), str(first)],
+                  [str(first), str(tmp_path / "d" / ".." / "d" / "a.txt")]):
+        for command in (base, ["motifs", "--delta", "10", "--format", "snap"]):
+            assert main([*command, "-i", *twice]) == 2
+            err = capsys.readouterr().err
+            assert len(err.strip().splitlines()) == 1 and "given twice" in err, err

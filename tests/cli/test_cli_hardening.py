@@ -561,6 +561,9 @@ def test_no_option_of_another_kind_is_silently_ignored(capsys):
         (["demo", "--edges", "5000"],  # the planted attacks need 100 s of flows
          "--edges: the demo plants its attacks in at least 100,000 flows (100 s of them), "
          "got 5,000"),
+        (["demo", "--workdir", str(TRIANGLE)],  # a file where its directory would go
+         f"--workdir {TRIANGLE}: a file, not a directory (the demo writes its stream and "
+         "matches there)"),
     ]
     for args, message in cases:
         assert main(args) == 2, args

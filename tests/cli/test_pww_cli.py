@@ -73,7 +73,8 @@ def test_explain_shows_levels_durations_and_record_bounds(files, capsys):
 
 def test_explain_says_one_record_and_one_level_in_the_singular(files, capsys):
     """L = 1 and a D under T0: one level (T0 = 1 s is already longer than 0.5 s)."""
-    query, _, _ = files
+    query = files[2] / "edge.sal"  # one record holds an instance of one query edge
+    query.write_text("{\n    x e1 y;\n}\n")
     status, stdout, err = run(["explain", str(query), "--pww", "1",
                                "--pww-max-duration", "0.5"], capsys)
     assert status == 0, err
@@ -102,3 +103,28 @@ def test_explain_says_how_spark_runs_widened_subscriptions(tmp_path, capsys):
     # exact, as the widening numbers each key's positions over the whole stream
     assert "exact: a match is decided by its own records and their places in the stream" \
         in stdout
+
+
+@pytest.mark.parametrize(("text", "suffix", "least"), [
+    (PATH, "sal", 2),  # two query edges: two distinct stream edges
+    ("{ x1 e1 x2; x2 e2 x3; x3 e3 x1; starttime(e1) < starttime(e2); "
+     "starttime(e2) < starttime(e3); }", "sal", 3),
+    ("<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 10]", "nu", 3),  # three links
+    ("long: a.b.c.d\nshort: a.@x.a\n", "subs", 3),  # one edge per item, the shortest
+])
+def test_a_pww_too_small_for_any_instance_is_refused_naming_the_least(
+        files, capsys, text, suffix, least):
+    _, edges, tmp = files
+    query = tmp / f"q.{suffix}"
+    query.write_text(text)
+    (tmp / "in").mkdir(exist_ok=True)
+    for command in (["explain", str(query)],
+                    ["run", str(query), "-i", str(edges), "--engine", "local"],
+                    ["stream", str(query), "--source", str(tmp / "in"), "--checkpoint",
+                     str(tmp / "ck")]):
+        status, stdout, err = run([*command, "--pww", str(least - 1)], capsys)
+        assert status == 2 and stdout == "", (command, stdout)
+        assert len(err.strip().splitlines()) == 1, err
+        assert f"give --pww {least} or more" in err, err
+    status, _, err = run(["explain", str(query), "--pww", str(least)], capsys)
+    assert status == 0, err

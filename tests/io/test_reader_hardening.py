@@ -165,6 +165,19 @@ def test_parquet_wrong_schema_is_one_error_naming_file_and_column(
     assert isinstance(err.value, ValueError)
 
 
+def test_a_projected_parquet_read_without_a_core_column_names_every_column_of_the_file(
+    tmp_path: Path,
+) -> None:
+    """A run reads the columns its query needs only; a file lacking ``src`` is named with
+    all of its columns, not the few the projection kept."""
+    path = tmp_path / "w.parquet"
+    columns = {"t": [1], "source": ["a"], "dst": ["b"], "bytes": [7]}
+    pq.write_table(pa.table(columns), path)
+    with pytest.raises(SchemaError) as err:
+        read_edges(path, options=ReaderOptions(attributes=()))
+    assert str(err.value).endswith(f"the columns are {list(columns)}"), str(err.value)
+
+
 def test_parquet_binary_vertex_ids_are_read_and_bad_utf8_rejected(tmp_path: Path) -> None:
     table = pa.table(
         {"t": pa.array([1, 2], pa.int64()), "src": pa.array([b"a", b"\xff"]), "dst": ["b", "c"]}

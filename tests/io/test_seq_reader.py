@@ -79,3 +79,28 @@ def test_the_reader_takes_seq_files_by_name_and_positions_run_on_across_files(tm
     assert (result.lines_read, result.skipped) == (5, 1)
     seqs = result.edges.column("seq").to_pylist()
     assert seqs[:2] == [1, 2] and seqs[2] > 1 << 40  # the second file's index in seq
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-32"])
+def test_a_file_opening_with_a_wide_byte_order_mark_is_refused_by_name(tmp_path, encoding):
+    from graphcep.io.readers import InputError, read_edges_bytes
+
+    path = tmp_path / "u.seq"
+    path.write_text("a b a\nk: c\n", encoding=encoding)  # Python writes the mark first
+    with pytest.raises(InputError, match=rf"u\.seq: UTF-{encoding[-2:]} text .*save it as UTF-8"):
+        read_edges(path)
+    with pytest.raises(InputError, match="UTF-"):  # as a stream receives the file
+        read_edges_bytes("u.seq", path.read_bytes())
+
+
+@pytest.mark.parametrize("fmt", ["seq", "tes", "syscall"])
+def test_nul_bytes_are_rejects_never_symbols(tmp_path, fmt):
+    path = tmp_path / f"n.{fmt}"
+    path.write_bytes("a b a\n".encode("utf-16-le") + b"\nok\n")  # UTF-16 without a mark, then UTF-8
+    result = read_edges(path)
+    # no row holds a NUL; every line holding one is a reject that says why
+    assert all("\x00" not in v for v in result.edges.column("src").to_pylist()
+               + result.edges.column("dst").to_pylist())
+    lines = {(r["line"], r["reason"].split(":")[0]) for r in result.rejects.to_pylist()}
+    assert lines == {(1, "NUL byte"), (2, "NUL byte")}
+    assert result.edges.num_rows == {"seq": 1, "tes": 1, "syscall": 1}[fmt]  # "ok"

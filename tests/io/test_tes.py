@@ -45,3 +45,16 @@ def test_the_reader_takes_tes_files_by_name_and_invalid_bytes_are_rejects(tmp_pa
     result = read_edges(path)
     assert result.edges.column("src").to_pylist() == ["a", "b"]
     assert result.rejects.to_pylist()[0]["reason"] == "invalid UTF-8"
+
+
+def test_the_summary_counts_rejected_tokens_and_the_lines_they_are_on():
+    from graphcep.io.rejects import RejectLog
+
+    _, rejects, _ = parse_tes("a 1 b\nx -1 y -2 z -3\n-4 w\n", "x.tes")
+    log = RejectLog()
+    log.add(rejects, file="x.tes")
+    # four tokens on two lines: not "4 lines rejected"
+    assert log.summary() == "4 rejected on 2 lines: 4 × negative pause"
+    one = RejectLog()
+    one.add(parse_tes("x -1 y -2 z -3", "y.tes")[1], file="y.tes")
+    assert one.summary() == "3 rejected on 1 line: 3 × negative pause"

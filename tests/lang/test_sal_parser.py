@@ -632,3 +632,24 @@ def mutated_listing(draw: st.DrawFn) -> str:
 @given(mutated_listing())
 def test_fuzz_mutated_listings(text: str) -> None:
     parses_or_reports(text)
+
+
+@pytest.mark.parametrize(
+    ("text", "column", "seconds", "written"),
+    [
+        ("{ a e1 b; b e2 c; starttime(e2) - starttime(e1) <= 5 min; }", 54, "300", "5 min"),
+        ("{ a e1 b; b e2 c; starttime(e2) <= starttime(e1) + 2 hours; }", 54, "7200", "2 hours"),
+        ("{ a e1 b; b e2 c; starttime(e2) - starttime(e1) < 1.5 ms; }", 55, "0.0015", "1.5 ms"),
+        ("W = 5 min\n{ a e1 b; }", 7, "300", "5 min"),
+        ("{ a e1 b; b e2 c; starttime(e2) - starttime(e1) <= 5min; }", 52, "300", ""),
+        ("{ a e1 b; b e2 c; starttime(e2) - starttime(e1) <= 1d; }", 52, "86400", ""),
+    ],
+)
+def test_a_duration_with_a_unit_says_how_durations_are_written(
+    text: str, column: int, seconds: str, written: str
+) -> None:
+    err = error_of(text)
+    assert err.column == column, str(err)
+    first = str(err).split("\n")[0]
+    said = f"durations are plain seconds, with no unit: write {seconds}"
+    assert said + (f", not '{written}'" if written else "") in first, first

@@ -62,6 +62,7 @@ from graphcep.io.formats import (
     InputError,
     ReaderOptions,
     SchemaError,
+    check_core_columns,
     core_columns,
     edge_schema,
     parse_lines,
@@ -140,8 +141,16 @@ class ReadResult:
     fmt: str = ""
 
 
-def expand_paths(paths: str | os.PathLike | list[str | os.PathLike]) -> list[Path]:
-    """Paths as a list; a directory stands for its non-hidden files in name order."""
+def expand_paths(paths: str | os.PathLike | list[str | os.PathLike], *,
+                 once: bool = True) -> list[Path]:
+    """Paths as a list; a directory stands for its non-hidden files in name order.
+
+    Raises
+    ------
+    InputError
+        With ``once``, a file given twice (itself twice, or itself and its directory):
+        its edges would be read twice, each match of them found twice.
+    """
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     out: list[Path] = []
     for item in items:
@@ -156,6 +165,12 @@ def expand_paths(paths: str | os.PathLike | list[str | os.PathLike]) -> list[Pat
             out.append(path)
     if not out:
         raise FileNotFoundError(f"no input files in {paths!r}")
+    seen: dict[Path, Path] = {}
+    for path in out if once else ():
+        if (first := seen.setdefault(path.resolve(), path)) is not path:
+            twice = f"'{path}'" if str(first) == str(path) else f"'{first}' and '{path}'"
+            raise InputError(f"{twice}: the same file given twice among the inputs (its "
+                             "edges would be read twice)")
     return out
 
 
@@ -472,7 +487,8 @@ def _true_lengths(bad: pa.Table, cutter: _LineCutter, options: ReaderOptions) ->
 
 def read_whole_text(path: Path, name: str) -> str:
     """A file read whole (through gzip when it is gzip), invalid UTF-8 as U+FFFD; a
-    damaged gzip is an :class:`InputError` naming the file (a sequence's times and
+    damaged gzip, or a file opening with a UTF-16 or UTF-32 byte order mark, is an
+    :class:`InputError` naming the file (a sequence's times and
     positions run on from its start, so nothing after a break could be placed)."""
     try:
         with open_binary(path) as fh:
@@ -481,7 +497,24 @@ def read_whole_text(path: Path, name: str) -> str:
         if isinstance(err, FileNotFoundError | IsADirectoryError):
             raise
         raise InputError(f"{name}: damaged ({err})") from None
+    return decode_whole(data, name)
+
+
+def decode_whole(data: bytes, name: str) -> str:
+    """A whole file's bytes as text, invalid UTF-8 as U+FFFD; a UTF-16 or UTF-32 byte
+    order mark opening it is an :class:`InputError` naming the file (every character
+    of such a text would hold a NUL)."""
+    for bom, encoding in _WIDE_BOMS:
+        if data.startswith(bom):
+            raise InputError(f"{name}: {encoding} text (it opens with the byte order mark "
+                             f"{bom.hex(' ').upper()}): graphcep reads UTF-8; save it as UTF-8")
     return data.decode("utf-8", errors="replace")
+
+
+#: Byte order marks of the text encodings other than UTF-8 (UTF-32 first: its little-endian
+#: mark begins with UTF-16's).
+_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
+              (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
 
 
 #: Formats read whole, a file at a time (:func:`parse_whole`).
@@ -530,6 +563,7 @@ def _read_parquet_file(
     if options.time_unit is None and unit is not None:
         options = replace(options, time_unit=unit.decode())
     try:
+        check_core_columns(file.schema_arrow, options)  # naming every column of the file
         columns, options = parquet_projection(file.schema_arrow, options)
     except SchemaError as exc:
         raise SchemaError(f"{name}: {exc}") from None
@@ -619,7 +653,7 @@ def read_edges_bytes(
     elif fmt in WHOLE_FILE_FORMATS:
         if data[:2] == _GZIP_MAGIC:
             data = gzip.decompress(data)
-        read = parse_whole(data.decode("utf-8", errors="replace"), name, fmt, symbols, after)
+        read = parse_whole(decode_whole(data, name), name, fmt, symbols, after)
     else:
         raw: BinaryIO = io.BytesIO(data)
         if data[:2] == _GZIP_MAGIC:

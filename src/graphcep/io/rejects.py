@@ -169,8 +169,29 @@ class RejectLog:
                     out.write(json.dumps(row, ensure_ascii=False) + "\n")
         return target
 
+    def write_if_any(self) -> Path | None:
+        """Write the rejects to the log's path when there are some; when there are none,
+        create no file but empty one an earlier run left there, which would show that
+        run's rejects as this one's. Returns the path written, if any."""
+        if self.path is None:
+            raise ValueError("no rejects path given")
+        if self.count or self.path.is_file():
+            return self.write()
+        return None
+
+    def _what_rejected(self, total: int) -> str:
+        """``"3 lines rejected"``, or ``"3 rejected on 1 line"`` where a format rejects
+        several parts of one line (the tokens of a time-event sequence)."""
+        lines = self.table().group_by(["file", "line"]).aggregate([]).num_rows
+        if lines == total:
+            return f"{total} {'line' if total == 1 else 'lines'} rejected"
+        return f"{total} rejected on {lines} {'line' if lines == 1 else 'lines'}"
+
     def summary(self, path: str | os.PathLike | None = None) -> str:
         """One sentence: ``"3 lines rejected: 2 × not a number, 1 × missing fields; see x"``.
+
+        Where some line gave several rejects (a time-event sequence rejects tokens), the
+        count names both: ``"3 rejected on 1 line: 3 × negative pause"``.
 
         Kinds are listed most frequent first (ties by name); ``path`` (or the log's own
         path) is mentioned when given.
@@ -178,10 +199,9 @@ class RejectLog:
         total = self.count
         if total == 0:
             return "no lines rejected"
-        noun = "line" if total == 1 else "lines"
         ranked = sorted(self._kinds.items(), key=lambda kv: (-kv[1], kv[0]))
         parts = ", ".join(f"{n} × {kind}" for kind, n in ranked)
-        text = f"{total} {noun} rejected: {parts}"
+        text = f"{self._what_rejected(total)}: {parts}"
         where = path if path is not None else self.path
         if where is not None:
             text += f"; see {where}"

@@ -36,7 +36,7 @@ from typing import NamedTuple
 
 import pyarrow as pa
 
-from graphcep.io.token_text import FileRejects, text_lines
+from graphcep.io.token_text import FileRejects, text_lines, unreadable_text
 
 __all__ = ["SeqRead", "parse_seq", "SYMBOL_US"]
 
@@ -111,8 +111,8 @@ def _uncommented(tokens: list[str]) -> list[str]:
 
 def _problem(tokens: list[str]) -> str | None:
     """Why a line's tokens are no keyed or unkeyed run of symbols (None: they are)."""
-    if any("\ufffd" in token for token in tokens):
-        return "invalid UTF-8"
+    if (unreadable := unreadable_text("".join(tokens))) is not None:
+        return unreadable
     head = tokens[0]
     if head == ":":
         return "no key before ':' (a key is written 'KEY:')"

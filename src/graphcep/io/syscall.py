@@ -46,7 +46,7 @@ import pyarrow as pa
 
 from graphcep.events import US_PER_SECOND
 from graphcep.io.formats import MAX_ABS_US
-from graphcep.io.token_text import FileRejects, text_lines
+from graphcep.io.token_text import FileRejects, text_lines, unreadable_text
 
 __all__ = ["SyscallRead", "Call", "parse_syscall", "parse_call", "NO_KEY", "RETURNS"]
 
@@ -92,8 +92,8 @@ def parse_call(line: str) -> Call | str:
     >>> parse_call("dup fd=6 =>")
     "'=>' with no return value after it"
     """
-    if "\ufffd" in line:
-        return "invalid UTF-8"
+    if (unreadable := unreadable_text(line)) is not None:
+        return unreadable
     tokens = line.split()
     time = None
     if tokens and tokens[0].isdigit():

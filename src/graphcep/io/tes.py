@@ -32,7 +32,7 @@ import pyarrow as pa
 
 from graphcep.events import TimeFormatError, seconds_to_fraction_us
 from graphcep.io.formats import MAX_ABS_US
-from graphcep.io.token_text import FILE_REJECT_SCHEMA, FileRejects, text_lines
+from graphcep.io.token_text import FILE_REJECT_SCHEMA, FileRejects, text_lines, unreadable_text
 
 __all__ = ["parse_tes", "TES_REJECT_SCHEMA"]
 
@@ -49,8 +49,8 @@ def parse_tes(text: str, name: str) -> tuple[pa.Table, pa.Table, int]:
     lines, count = text_lines(text)
     for number, line in enumerate(lines, start=1):
         for token in line.split():
-            if "\ufffd" in token:
-                rejects.add(number, "invalid UTF-8", token)
+            if (unreadable := unreadable_text(token)) is not None:
+                rejects.add(number, unreadable, token)
             elif token[0].isdigit() or token[0] in "+-.":
                 try:
                     pause = seconds_to_fraction_us(token)

@@ -18,7 +18,7 @@ import pyarrow as pa
 
 from graphcep.io.formats import REJECT_SCHEMA, REJECT_TEXT_CHARS
 
-__all__ = ["FILE_REJECT_SCHEMA", "FileRejects", "text_lines"]
+__all__ = ["FILE_REJECT_SCHEMA", "FileRejects", "text_lines", "unreadable_text"]
 
 #: The readers' reject rows with the file they came from (file, line, reason, text).
 FILE_REJECT_SCHEMA = pa.schema([pa.field("file", pa.string(), nullable=False), *REJECT_SCHEMA])
@@ -36,6 +36,21 @@ def text_lines(text: str) -> tuple[list[str], int]:
     text = text.removeprefix("\ufeff")
     lines = text.split("\n")
     return lines, max(len(lines) - (1 if text.endswith("\n") else 0), 0)
+
+
+def unreadable_text(text: str) -> str | None:
+    """Why a line or token is no UTF-8 text, or None: bytes that are not UTF-8 (decoded
+    as U+FFFD), or a NUL, which UTF-8 text never holds but UTF-16 text does in every
+    other byte.
+
+    >>> unreadable_text("a\\x00") is not None, unreadable_text("a b")
+    (True, None)
+    """
+    if "\ufffd" in text:
+        return "invalid UTF-8"
+    if "\x00" in text:
+        return "NUL byte: not UTF-8 text (UTF-16? save the file as UTF-8)"
+    return None
 
 
 class FileRejects:

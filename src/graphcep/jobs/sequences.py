@@ -170,6 +170,12 @@ class SubscriptionJob(JobBase):
     def reads_symbols(self) -> bool:
         return True  # a plain sequence's key and symbol are its rows' src and dst
 
+    @property
+    def min_records(self) -> int:
+        """An occurrence holds one edge per item of its pattern: the shortest pattern's
+        length (1 for an empty set)."""
+        return min((len(s.pattern) for s in self.subscriptions.subscriptions), default=1)
+
     def bind(self, longest_duration_us: int) -> SubscriptionJob:
         return self
 

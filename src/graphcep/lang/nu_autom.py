@@ -30,7 +30,7 @@ Example
 -------
 >>> p = parse_autom("q0 #S\\nq1 #E [c <= 2]\\n//\\nq0 q1 $X alloc:X [1 < c]\\n", "late")
 >>> p.text()
-'states q0 (initial), q1 (final) [c <= 2]; clocks c; 1 transitions'
+'states q0 (initial), q1 (final) [c <= 2]; clocks c; 1 transition'
 >>> p.transitions[0].guard                      # 1 < c: at least 1 s and 1 µs
 ((0, 1000001, None),)
 """

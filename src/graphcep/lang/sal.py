@@ -105,7 +105,14 @@ from typing import NoReturn, cast
 
 from graphcep.events import US_PER_SECOND, seconds_to_fraction_us
 from graphcep.lang.errors import QuerySyntaxError
-from graphcep.lang.tokens import Token, TokenCursor, position, read_source, tokenize
+from graphcep.lang.tokens import (
+    Token,
+    TokenCursor,
+    position,
+    read_source,
+    tokenize,
+    unit_message,
+)
 from graphcep.patterns.program import (
     FEATURE_OPERATORS,
     SET_FEATURES,
@@ -458,7 +465,17 @@ class _Parser(TokenCursor):
             return _Constant(const.value, const.exact, tok)
         self.fail(expected)
 
+    def no_unit_after(self, number: Token, expected: str) -> None:
+        """Refuse a time unit after a number (``5 min``) with a message saying how a
+        duration is written (plain seconds)."""
+        unit = self.peek()
+        if unit.kind == "IDENT" and unit.line == number.line:
+            message = unit_message(number.value, unit.value)
+            if message is not None:
+                self.fail(expected, unit, f"{message}, not '{number.value} {unit.value}'")
+
     def number(self, tok: Token, negative: bool, start: Token) -> _Constant:
+        self.no_unit_after(tok, "';' after the number")
         exact = Fraction(Decimal(tok.value)) * (-1 if negative else 1)
         if tok.value.isdigit():
             return _Constant(int(exact), exact, start)
@@ -610,6 +627,7 @@ class _Parser(TokenCursor):
         expected = "starttime(e), endtime(e), a number or a constant"
         if tok.kind == "NUMBER":
             self.next()
+            self.no_unit_after(tok, "';' after the temporal constraint")
             return _Linear(const_us=seconds_to_fraction_us(tok.value))
         if (
             tok.kind == "IDENT"

@@ -35,10 +35,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from decimal import Decimal
+from fractions import Fraction
 from pathlib import Path
 from typing import Literal, NoReturn
 
 from graphcep.lang.errors import QuerySyntaxError
+from graphcep.patterns.ddst import TIME_UNITS
 
 __all__ = ["Token", "TokenKind", "tokenize", "read_source", "OPERATORS", "MAX_EXPONENT"]
 
@@ -153,6 +156,23 @@ def emit_number(sc: _Scanner, text: str) -> None:
     sc.emit("NUMBER", text, len(text))
 
 
+def unit_message(number: str, unit: str) -> str | None:
+    """What to say when a duration is written with a unit (``5 min``, ``5min``) where
+    times are plain seconds, or None when ``unit`` is no time unit.
+
+    >>> unit_message("5", "min")
+    'durations are plain seconds, with no unit: write 300'
+    >>> unit_message("1.5", "ms"), unit_message("5", "e1")
+    ('durations are plain seconds, with no unit: write 0.0015', None)
+    """
+    factor = TIME_UNITS.get(unit.lower())
+    if factor is None:
+        return None
+    seconds = Fraction(Decimal(number)) * factor  # units are powers of ten or whole
+    text = format((Decimal(seconds.numerator) / seconds.denominator).normalize(), "f")
+    return f"durations are plain seconds, with no unit: write {text}"
+
+
 def _scan_number(sc: _Scanner) -> None:
     m = _NUMBER.match(sc.text, sc.pos)
     assert m is not None
@@ -161,10 +181,10 @@ def _scan_number(sc: _Scanner) -> None:
         bad = _IDENT.match(sc.text, end)
         tail = bad.group() if bad else sc.text[end]
         word = m.group() + tail
-        sc.error(
-            "a number", f"'{word}'", f"malformed number '{word}' (no units; times are seconds)",
-            sc.line, sc.column,
-        )  # fmt: skip
+        unit = unit_message(m.group(), tail)
+        message = f"malformed number '{word}': {unit}" if unit else \
+            f"malformed number '{word}' (no units; times are seconds)"
+        sc.error("a number", f"'{word}'", message, sc.line, sc.column)
     emit_number(sc, m.group())
 
 

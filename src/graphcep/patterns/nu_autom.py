@@ -15,7 +15,7 @@ Example
 ...                      transitions=(AutomTransition(0, 1, Const("a"), reset=frozenset({0})),),
 ...                      clock_names=("c",))
 >>> p.text()
-'states q0 (initial), q1 (final) [c <= 2]; clocks c; 1 transitions'
+'states q0 (initial), q1 (final) [c <= 2]; clocks c; 1 transition'
 >>> sorted(p.constants()), p.span_us(), p.unbounded_part().text()
 (['a'], inf, 'state q0')
 """

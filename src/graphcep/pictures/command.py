@@ -36,7 +36,7 @@ def add_draw_parser(sub: Any) -> None:
     which = draw.add_mutually_exclusive_group()
     which.add_argument("--first", type=count_option(1), metavar="N",
                        help=f"the first N matches of the file (default {DEFAULT_FIRST})")
-    which.add_argument("--ids", nargs="+", metavar="ID", help="the matches with these ids")
+    which.add_argument("--ids", nargs="+", action="extend", metavar="ID", help="the matches with these ids")
     draw.add_argument("--graphviz", action="store_true",
                       help="draw with Graphviz's dot (when installed) instead of matplotlib")
     draw.set_defaults(handler=cmd_draw)

@@ -162,7 +162,7 @@ def rejects_section(rows: list[dict[str, Any]], total: int) -> str:
     for row in rows:
         groups.setdefault(reason_kind(str(row.get("reason", ""))), []).append(row)
     e = html.escape
-    parts = [f"<p>{total:,} rejected lines</p>"]
+    parts = [f"<p>{total:,} rejected</p>"]
     for kind, members in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
         examples = "".join(
             f"<tr><td>{e(str(r.get('file', '')))}</td><td class='num'>{r.get('line', '')}"

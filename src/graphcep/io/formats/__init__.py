@@ -111,6 +111,7 @@ One per part of the reader, each importing only modules listed above it:
 from graphcep.io.formats.columns import (
     TIME_TYPES,
     VERTEX_TYPES,
+    check_core_columns,
     column_to_us,
     core_columns,
     parse_table,
@@ -160,6 +161,7 @@ __all__ = [
     "InputError",
     "ReaderOptions",
     "SchemaError",
+    "check_core_columns",
     "column_to_us",
     "core_columns",
     "decimal_to_us",

@@ -45,6 +45,14 @@ def core_columns(schema: pa.Schema, options: ReaderOptions) -> dict[str, str]:
     return {core: name for core, name in found.items() if name is not None}
 
 
+def check_core_columns(schema: pa.Schema, options: ReaderOptions) -> None:
+    """Refuse a schema without the core columns, or with one of a type no edge field
+    comes from, naming its columns (before any projection leaves some out)."""
+    table = schema.empty_table()
+    _check_core_columns(schema, {core: _find_column(table, core, options)
+                                 for core in ("t", "src", "dst", "dur")})
+
+
 #: What a time column of a column-based file may be, for :class:`SchemaError` messages.
 TIME_TYPES = "expected an integer, float, decimal, string, timestamp or date column"
 #: The same for a vertex column.

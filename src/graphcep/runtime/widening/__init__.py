@@ -85,7 +85,7 @@ Example
 """
 
 from graphcep.runtime.widening.detection import PWW_FIELDS, Found, detect, widened_schema
-from graphcep.runtime.widening.job import WidenedJob
+from graphcep.runtime.widening.job import WidenedJob, refuse_short_keep
 from graphcep.runtime.widening.levels import (
     LevelPlan,
     LevelStats,
@@ -101,7 +101,7 @@ from graphcep.runtime.widening.runner import (
     widening_input,
 )
 
-__all__ = ["PWW_FIELDS", "Found", "LevelPlan", "LevelStats", "WidenedJob", "Widening",
+__all__ = ["PWW_FIELDS", "Found", "LevelPlan", "LevelStats", "WidenedJob", "Widening", "refuse_short_keep",
            "WideningStats",
            "Window", "WindowPlanner", "compress", "detect", "level_plan", "levels_for",
            "plan_windows", "run_widening", "widened_schema", "widening_input"]

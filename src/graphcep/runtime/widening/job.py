@@ -43,6 +43,22 @@ from graphcep.runtime.widening.runner import Widening
 _UNBOUNDED_US = 1 << 62
 
 
+def refuse_short_keep(job: ReplayJob, keep: int) -> None:
+    """Refuse ``--pww L`` below the fewest records an instance of ``job`` holds (its
+    ``min_records``): no window of ``L`` records could hold one, so the run would
+    promise nothing.
+
+    Raises
+    ------
+    QueryError
+        Naming the least ``L`` that can hold an instance.
+    """
+    least = job.min_records
+    if keep < least:
+        raise QueryError(f"--pww {keep}: an instance of {job.name!r} holds at least {least} "
+                         f"records, so no instance fits in {keep}; give --pww {least} or more")
+
+
 @dataclass(frozen=True)
 class WidenedJob:
     """``job`` run in progressive window widening's windows (``L = keep``, ``T0 =
