@@ -79,12 +79,13 @@ def test_no_import_circle_even_through_function_level_imports():
 #: layer -> the layers it may import (ARCHITECTURE: arrows point down only)
 LAYERS = {
     "timing": set(),
+    "text_encoding": set(),
     "events": {"hashing"},
     "hashing": set(),
     "patterns": {"events"},
-    "lang": {"patterns", "events"},
+    "lang": {"patterns", "events", "text_encoding"},
     "features": {"events", "patterns", "hashing"},
-    "io": {"events", "hashing"},
+    "io": {"events", "hashing", "text_encoding"},
     "engines": {"events", "patterns", "features", "hashing"},
     "jobs": {"engines", "patterns", "lang", "features", "io", "events", "hashing"},
     "pictures": {"jobs", "io", "events"},

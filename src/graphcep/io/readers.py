@@ -75,11 +75,11 @@ from graphcep.io.seq import parse_seq
 from graphcep.io.syscall import parse_syscall
 from graphcep.io.tes import parse_tes
 from graphcep.io.token_text import FILE_REJECT_SCHEMA
+from graphcep.text_encoding import UTF8_BOM, wide_encoding
 
 #: Bits of ``seq`` left for the line number; higher bits hold the file index.
 FILE_INDEX_SHIFT = 40
 _GZIP_MAGIC = b"\x1f\x8b"
-_UTF8_BOM = b"\xef\xbb\xbf"
 #: Lines read from a file's start to decide its layout (header, field count, format).
 HEAD_LINES = 64
 
@@ -238,7 +238,7 @@ def _head_text(stream: BinaryIO, size: int = 64 * 1024) -> list[str]:
         data = next(_byte_blocks(stream, size), b"")
     except _Broken as broken:
         data = broken.tail
-    return data.removeprefix(_UTF8_BOM).decode("utf-8", "replace").split("\n")
+    return data.removeprefix(UTF8_BOM).decode("utf-8", "replace").split("\n")
 
 
 def _first_line_is_vast(head: list[str]) -> bool:
@@ -307,7 +307,7 @@ class _LineCutter:
     def feed(self, block: bytes) -> tuple[pa.Array, np.ndarray] | None:
         if not self.started and block:
             # A UTF-8 byte order mark opening the file is no part of line 1.
-            self.started, block = True, block.removeprefix(_UTF8_BOM)
+            self.started, block = True, block.removeprefix(UTF8_BOM)
         if self.skipping:
             cut = block.find(b"\n")
             if cut < 0:
@@ -504,17 +504,12 @@ def decode_whole(data: bytes, name: str) -> str:
     """A whole file's bytes as text, invalid UTF-8 as U+FFFD; a UTF-16 or UTF-32 byte
     order mark opening it is an :class:`InputError` naming the file (every character
     of such a text would hold a NUL)."""
-    for bom, encoding in _WIDE_BOMS:
-        if data.startswith(bom):
-            raise InputError(f"{name}: {encoding} text (it opens with the byte order mark "
-                             f"{bom.hex(' ').upper()}): graphcep reads UTF-8; save it as UTF-8")
+    wide = wide_encoding(data)
+    if wide is not None:
+        encoding, bom = wide
+        raise InputError(f"{name}: {encoding} text (it opens with the byte order mark "
+                         f"{bom.hex(' ').upper()}): graphcep reads UTF-8; save it as UTF-8")
     return data.decode("utf-8", errors="replace")
-
-
-#: Byte order marks of the text encodings other than UTF-8 (UTF-32 first: its little-endian
-#: mark begins with UTF-16's).
-_WIDE_BOMS = ((b"\xff\xfe\x00\x00", "UTF-32"), (b"\x00\x00\xfe\xff", "UTF-32"),
-              (b"\xff\xfe", "UTF-16"), (b"\xfe\xff", "UTF-16"))
 
 
 #: Formats read whole, a file at a time (:func:`parse_whole`).

@@ -42,6 +42,7 @@ from typing import Literal, NoReturn
 
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.ddst import TIME_UNITS
+from graphcep.text_encoding import UTF8_BOM, wide_encoding
 
 __all__ = ["Token", "TokenKind", "tokenize", "read_source", "OPERATORS", "MAX_EXPONENT"]
 
@@ -274,8 +275,6 @@ def scan_tokens(
             scan_operator(sc)
 
 
-_BOM = b"\xef\xbb\xbf"
-_UTF16_BOMS = (b"\xff\xfe", b"\xfe\xff")
 
 
 def read_source(path: str | Path) -> str:
@@ -303,8 +302,7 @@ def read_source(path: str | Path) -> str:
     >>> os.unlink(f.name)
     """
     data = Path(path).read_bytes()
-    if data.startswith(_BOM):
-        data = data[len(_BOM):]
+    data = data.removeprefix(UTF8_BOM)
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as err:
@@ -313,8 +311,9 @@ def read_source(path: str | Path) -> str:
         column = len(data[line_start:err.start].decode("utf-8", errors="replace")) + 1
         shown = data.decode("utf-8", errors="replace")
         byte = f"byte 0x{data[err.start]:02x}"
-        why = ("UTF-16 text (it starts with a UTF-16 byte order mark): save it as UTF-8"
-               if data.startswith(_UTF16_BOMS) else f"not UTF-8 text: {byte} ({err.reason})")
+        wide = wide_encoding(data)
+        why = (f"{wide[0]} text (it starts with a {wide[0]} byte order mark): save it as "
+               "UTF-8" if wide else f"not UTF-8 text: {byte} ({err.reason})")
         raise QuerySyntaxError(
             "UTF-8 text", byte, line, column, str(path), shown, f"the file is {why}",
         ) from None
