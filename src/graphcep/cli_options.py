@@ -207,12 +207,51 @@ def add_input_arguments(parser: argparse.ArgumentParser, *,
     parser.add_argument("--header", action=argparse.BooleanOptionalAction, default=None,
                         help="csv/tsv: line 1 is (--header) or is not (--no-header) a "
                              "header (default: decided from the file's first lines)")
+    parser.add_argument("--columns", type=columns_option, metavar="t=COL,src=COL,dst=COL",
+                        help="csv/tsv/snap/parquet: the columns holding each edge's time, "
+                             "source and destination (and dur), by header name or 0-based "
+                             "position (default: columns named t, src, dst; else source, "
+                             "destination, time by position)")
 
 
 def reader_options(args: argparse.Namespace) -> ReaderOptions:
     """The readers' options from :func:`add_input_arguments`."""
     return ReaderOptions(time_unit=args.time_unit, time_format=args.time_format,
-                         header=args.header)
+                         header=args.header, columns=args.columns)
+
+
+#: The edge fields ``--columns`` places (``dur`` optional).
+COLUMN_FIELDS = ("t", "src", "dst", "dur")
+
+
+def columns_option(text: str) -> dict[str, str | int]:
+    """``--columns t=time,src=from,dst=to[,dur=length]``: the file column holding each
+    edge field, by its header name or its 0-based position.
+
+    >>> columns_option("t=time, src=from,dst=2")
+    {'t': 'time', 'src': 'from', 'dst': 2}
+    """
+    mapping: dict[str, str | int] = {}
+    for part in text.split(","):
+        field, sep, ref = (x.strip() for x in part.partition("="))
+        if not sep or not field or not ref:
+            raise argparse.ArgumentTypeError(
+                f"expected FIELD=COLUMN pairs joined by commas (t=time,src=from,dst=to), "
+                f"got {part.strip()!r}")
+        if field not in COLUMN_FIELDS:
+            raise argparse.ArgumentTypeError(
+                f"unknown edge field {field!r}: the fields are t, src, dst and dur")
+        if field in mapping:
+            raise argparse.ArgumentTypeError(f"{field} is placed twice")
+        mapping[field] = int(ref) if ref.isdigit() else ref
+    missing = [f for f in COLUMN_FIELDS[:3] if f not in mapping]
+    if missing:
+        raise argparse.ArgumentTypeError(
+            f"{' and '.join(missing)} not placed: name the columns of t, src and dst "
+            "(and of dur, if the file has one)")
+    if len(set(mapping.values())) < len(mapping):
+        raise argparse.ArgumentTypeError("one column is given for two fields")
+    return mapping
 
 
 def add_summary_argument(parser: argparse.ArgumentParser) -> None:

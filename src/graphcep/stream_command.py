@@ -586,7 +586,8 @@ def _refuse_claim(checkpoint: Path, stored: dict, source: str, query: str) -> No
         f"checkpoint {checkpoint} belongs to query {query} over {source} as it was "
         "first started: the query file or an option that changes its matches "
         "(--query-name, --window, --max-duration, --homomorphic, --format, "
-        "--time-unit, --time-format, --header, the DDST engine, --pww and its options) or "
+        "--time-unit, --time-format, --header, --columns, the DDST engine, --pww and its "
+        "options) or "
         "where its state lives (--matching executors against driver) differs since: give "
         "another --checkpoint")
 
@@ -613,6 +614,8 @@ def _query_digest(args: argparse.Namespace, watched: bool = False,
         "query_name", "window", "max_duration", "homomorphic", "format", "time_unit",
         "time_format", "header", "ddst_engine", "signature_p", "signature_seed", "ddst_report",
         "anchored", "key", "symbol")}
+    if getattr(args, "columns", None) is not None:  # absent otherwise: earlier digests stand
+        options["columns"] = args.columns
     if getattr(args, "pww", None) is not None:  # absent otherwise: earlier digests stand
         options.update({name: getattr(args, name) for name in (
             "pww", "pww_base", "pww_max_duration")})
@@ -639,7 +642,7 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
     from graphcep.cli_options import reader_options  # one rule for run and stream
     from graphcep.runtime.spark_stream import FileSource, GeneratorSource, SocketSource
 
-    options = reader_options(args)  # --time-unit, --time-format and --header
+    options = reader_options(args)  # --time-unit, --time-format, --header and --columns
     text = args.source
     if text is None:
         if declared is None:

@@ -513,7 +513,8 @@ def test_a_wholly_rejected_file_hints_at_the_format(tmp_path: Path) -> None:
     assert log.kinds() == {"missing fields": 2}
     assert log.summary() == (
         f"2 lines rejected: 2 × missing fields; no line of {path} reads as snap: "
-        "pass --format if it is another format"
+        "pass --format if it is another format, or --columns to say which columns hold "
+        "t, src and dst"
     )
     # One good line and the hint is gone.
     mixed = read_edges(write(tmp_path / "m.dat", f"a b 1\n{VAST_LINE}\n"))
@@ -527,7 +528,8 @@ def test_a_wholly_rejected_file_hints_at_the_format(tmp_path: Path) -> None:
      "its times read as ISO-8601 date-times: pass --time-format iso"),
     ("t,src,dst\n1,a,b\n2.5,b,c\n", "iso", "its times read as numbers: pass --time-format number"),
     ("t,src,dst\n2024-01-01T00:00:00,a,b\nnoon,b,c\n", "number",
-     "pass --format if it is another format"),  # not every time reads the other way
+     "pass --format if it is another format, or --columns to say which columns hold t, "
+     "src and dst"),  # not every time reads the other way
 ])
 def test_times_written_the_other_way_point_at_the_time_format(
         tmp_path: Path, lines: str, time_format: str, advice: str) -> None:

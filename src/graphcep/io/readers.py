@@ -62,6 +62,7 @@ from graphcep.io.formats import (
     InputError,
     ReaderOptions,
     SchemaError,
+    check_columns_format,
     check_core_columns,
     core_columns,
     edge_schema,
@@ -455,7 +456,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
             if prepared is None:
                 head = lines.slice(0, HEAD_LINES).to_pylist()
                 text = [b[: options.max_line_bytes].decode("utf-8", "replace") for b in head]
-                prepared = prepare_options(fmt, text, options)
+                prepared = prepare_options(fmt, text, options, name)
             good, bad = parse_lines(lines, numbers, fmt, prepared)
             edges.append(good)
             rejects.append(_with_file(_true_lengths(bad, cutter, options), name))
@@ -699,6 +700,7 @@ def read_edges(
     options = options or ReaderOptions()
     files = expand_paths(paths)
     fmt = fmt or guess_format(files[0])
+    check_columns_format(fmt, options)
     edge_parts: list[pa.Table] = []
     reject_parts: list[pa.Table] = []
     lines_read = 0

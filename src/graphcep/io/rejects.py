@@ -32,6 +32,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.io.formats import REJECT_SCHEMA
+from graphcep.io.formats.options import COLUMN_FORMATS
 
 _FILE_FIELD = pa.field("file", pa.string(), nullable=False)
 #: Schema of :meth:`RejectLog.table`.
@@ -209,7 +210,9 @@ class RejectLog:
             text += f"; no line of {name} reads as {fmt}: "
             other = self._times.get(name)
             text += (f"its times read as {_TIME_WORDS[other]}: pass --time-format {other}"
-                     if other else "pass --format if it is another format")
+                     if other else "pass --format if it is another format"
+                     + (", or --columns to say which columns hold t, src and dst"
+                        if fmt in COLUMN_FORMATS else ""))
         return text
 
 

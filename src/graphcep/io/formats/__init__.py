@@ -118,7 +118,7 @@ from graphcep.io.formats.columns import (
 )
 from graphcep.io.formats.decoding import too_long_reason
 from graphcep.io.formats.fields import FieldSpec
-from graphcep.io.formats.options import prepare_options, table_layout
+from graphcep.io.formats.options import check_columns_format, prepare_options, table_layout
 from graphcep.io.formats.parse import edge_schema, parse_lines
 from graphcep.io.formats.quoting import quoting_problem, split_quoted
 from graphcep.io.formats.reject_table import empty_rejects
@@ -171,6 +171,7 @@ __all__ = [
     "iso_to_us",
     "parse_lines",
     "parse_table",
+    "check_columns_format",
     "prepare_options",
     "resolve_field",
     "scalar_to_us",

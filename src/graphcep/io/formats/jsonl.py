@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from decimal import Decimal
 
 import numpy as np
@@ -38,6 +39,8 @@ def parse_jsonl(
         except RecursionError:
             rejects.add(np.array([row]), "invalid JSON: nested too deeply")
             continue
+        if options.columns and isinstance(obj, dict):
+            obj = _placed(obj, options.columns)
         why = _json_problem(obj) or _lone_surrogate(obj, line)
         if why:
             rejects.add(np.array([row]), why)
@@ -57,6 +60,23 @@ def parse_jsonl(
     for name in options.attributes or _keys_in_order(records):
         columns[name] = _json_attribute(name, records, rows, options, rejects)
     return columns, rows
+
+
+def _placed(obj: dict, columns: Mapping[str, str | int]) -> dict:
+    """``obj`` with each key ``columns`` names under its edge field's name; a key that
+    already had that name is kept as an attribute, with ``_`` appended (as a CSV
+    column would be)."""
+    out = dict(obj)
+    for core, key in columns.items():
+        if key == core or key not in obj:
+            continue
+        if core in out:
+            taken = core + "_"
+            while taken in out:
+                taken += "_"
+            out[taken] = out.pop(core)
+        out[core] = out.pop(key)
+    return out
 
 
 def _json_problem(obj: object) -> str | None:

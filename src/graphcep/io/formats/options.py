@@ -14,7 +14,7 @@ import pyarrow as pa
 from graphcep.io.formats.decoding import comment_prefixes
 from graphcep.io.formats.fields import FieldSpec, attribute_type
 from graphcep.io.formats.quoting import quoting_problem, split_quoted
-from graphcep.io.formats.schema import ReaderOptions
+from graphcep.io.formats.schema import ReaderOptions, SchemaError
 from graphcep.io.formats.times import time_to_us
 
 
@@ -50,10 +50,30 @@ def _head_line(line: str) -> str:
     return line.removesuffix("\r")
 
 
+#: Formats whose columns ``options.columns`` places (the others' fields are fixed).
+COLUMN_FORMATS = ("csv", "tsv", "snap", "parquet", "jsonl")
+
+
+def check_columns_format(fmt: str, options: ReaderOptions) -> None:
+    """Refuse ``options.columns`` for a format whose fields are fixed, and positions for
+    JSON lines (whose keys have no order)."""
+    if not options.columns:
+        return
+    if fmt not in COLUMN_FORMATS:
+        raise SchemaError(f"--columns places the columns of {', '.join(COLUMN_FORMATS)} "
+                          f"input, not of {fmt} input (its fields are fixed)")
+    if fmt == "jsonl" and any(isinstance(v, int) for v in options.columns.values()):
+        raise SchemaError("--columns names the keys of JSON lines (t=time), not positions: "
+                          "a JSON object's keys have no order")
+
+
 def prepare_options(
-    fmt: str, head: Sequence[str], options: ReaderOptions | None = None
+    fmt: str, head: Sequence[str], options: ReaderOptions | None = None,
+    name: str | None = None,
 ) -> ReaderOptions:
-    """Fix the per-file layout from the first lines of a file, so all its chunks agree.
+    """Fix the per-file layout from the first lines of a file, so all its chunks agree;
+    a column ``options.columns`` names that the header lacks is a :class:`SchemaError`
+    (its message opening with the file's ``name``, when given).
 
     Parameters
     ----------
@@ -105,9 +125,20 @@ def prepare_options(
         # ones are positional, so each line lacking them is a reject ("missing fields")
         width = len(_positional_names(None, options))
         names = (*first, *(f"c{i}" for i in range(len(first), width)))
+        _check_named_columns(names, options, name)
         return replace(options, header=True, column_names=names)
     count = _common_field_count(fmt, [ln for _, ln in data], options)
     return replace(options, header=False, column_names=_positional_names(count, options))
+
+
+def _check_named_columns(names: Sequence[str], options: ReaderOptions,
+                         name: str | None) -> None:
+    """Refuse a header lacking a column ``options.columns`` names (before any line is
+    read: every line would be a reject otherwise)."""
+    try:
+        _core_indices(names, options)
+    except SchemaError as exc:
+        raise SchemaError(f"{name}: {exc}" if name else str(exc)) from None
 
 
 def _common_field_count(fmt: str, lines: Sequence[str], options: ReaderOptions) -> int | None:
@@ -202,18 +233,19 @@ def _core_indices(names: Sequence[str], options: ReaderOptions) -> dict[str, int
     index: dict[str, int] = {}
     for core, ref in mapping.items():
         if core not in ("t", "src", "dst", "dur"):
-            raise ValueError(f"columns maps unknown schema field {core!r}")
+            raise SchemaError(f"columns maps unknown schema field {core!r}")
         if isinstance(ref, int):
             if not 0 <= ref < len(names):
-                raise ValueError(
+                raise SchemaError(
                     f"column index {ref} for {core!r} outside the {len(names)} columns"
                 )
             index[core] = ref
         elif ref in names:
             index[core] = list(names).index(ref)
         else:
-            raise ValueError(f"column {ref!r} for {core!r} not among {list(names)}")
+            raise SchemaError(f"no column {ref!r} for {core} (--columns): the file's "
+                              f"columns are {', '.join(map(repr, names))}")
     missing = {"t", "src", "dst"} - set(index)
     if missing:
-        raise ValueError(f"columns lacks {sorted(missing)}")
+        raise SchemaError(f"columns lacks {sorted(missing)}")
     return index

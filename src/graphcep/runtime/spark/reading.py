@@ -24,7 +24,14 @@ from urllib.request import url2pathname
 import numpy as np
 import pyarrow as pa
 
-from graphcep.io.formats import InputError, ReaderOptions, edge_schema, parse_lines, prepare_options
+from graphcep.io.formats import (
+    InputError,
+    ReaderOptions,
+    check_columns_format,
+    edge_schema,
+    parse_lines,
+    prepare_options,
+)
 from graphcep.io.readers import (  # the local reader's own pieces: one reading, two engines
     FILE_INDEX_SHIFT,
     HEAD_LINES,
@@ -126,11 +133,13 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     files = expand_paths(paths)
     fmt = fmt or guess_format(files[0])
     options = options or ReaderOptions()
+    check_columns_format(fmt, options)
     if fmt in DRIVER_READ_FORMATS:
         return _read_locally(spark, files, fmt, options)
     split, whole = _split_or_whole(files)
     heads = [_head_lines(f, options) for f in files]
-    layouts = [prepare_options(fmt, head, options) for head in heads]
+    layouts = [prepare_options(fmt, head, options, str(f))
+               for f, head in zip(files, heads, strict=True)]
     schema = _read_schema(fmt, heads, layouts)
     plan = TextRead(fmt, options, [str(f) for f in files], [str(f.absolute()) for f in files],
                     layouts, pa.schema([*schema, *_row_fields()]))

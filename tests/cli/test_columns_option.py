@@ -1,0 +1,100 @@
+"""``--columns``: which file columns hold an edge's time, source and destination, for
+files whose header (or key, or position) is not graphcep's. The expected matches are
+worked out by hand: a triangle a -> b -> c -> a at 1, 2, 3 s, whatever the layout."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from graphcep.cli import main
+from tests.paths import EXAMPLES
+
+TRIANGLE = [("a", "b", 1), ("b", "c", 2), ("c", "a", 3)]
+WANT = [{"x1": "a", "x2": "b", "x3": "c"}]
+
+
+def run(tmp_path: Path, data: Path, *options: str) -> tuple[int, list[dict]]:
+    out = tmp_path / "m.jsonl"
+    code = main(["run", str(EXAMPLES / "triangle.sal"), "--input", str(data), "--engine",
+                 "local", "-o", str(out), "--rejects", str(tmp_path / "r.jsonl"), *options])
+    rows = [json.loads(line) for line in out.read_text().splitlines()] if code == 0 else []
+    return code, [dict(sorted(r["bindings"].items())) for r in rows]
+
+
+@pytest.mark.parametrize(("name", "text", "columns"), [
+    ("h.csv", "time,from,to\n" + "".join(f"{t},{s},{d}\n" for s, d, t in TRIANGLE),
+     "t=time,src=from,dst=to"),
+    ("h.tsv", "to\tfrom\tlength\ttime\n"
+     + "".join(f"{d}\t{s}\t0\t{t}\n" for s, d, t in TRIANGLE), "src=from,dst=to,t=time"),
+    ("p.txt", "".join(f"{t} {s} {d}\n" for s, d, t in TRIANGLE), "t=0,src=1,dst=2"),
+    ("k.jsonl", "".join(json.dumps({"when": t, "from": s, "to": d, "t": "kept"}) + "\n"
+                        for s, d, t in TRIANGLE), "t=when,src=from,dst=to"),
+])
+def test_columns_place_the_edge_fields(tmp_path, capsys, name, text, columns):
+    data = tmp_path / name
+    data.write_text(text)
+    options = ["--format", "snap"] if name.endswith(".txt") else []
+    assert run(tmp_path, data, *options, "--columns", columns) == (0, WANT)
+
+
+def test_a_parquet_file_s_columns_are_placed_by_name(tmp_path, capsys):
+    data = tmp_path / "p.parquet"
+    s, d, t = zip(*TRIANGLE, strict=True)
+    pq.write_table(pa.table({"from": list(s), "to": list(d), "ts": list(t)}), data)
+    assert run(tmp_path, data, "--columns", "t=ts,src=from,dst=to") == (0, WANT)
+
+
+def test_a_jsonl_key_named_like_a_placed_field_is_kept_as_an_attribute(tmp_path, capsys):
+    data = tmp_path / "k.jsonl"
+    data.write_text("".join(json.dumps({"when": t, "from": s, "to": d, "t": "kept"}) + "\n"
+                            for s, d, t in TRIANGLE))
+    out = tmp_path / "m.jsonl"
+    assert main(["run", str(EXAMPLES / "triangle.sal"), "--input", str(data), "--engine",
+                 "local", "-o", str(out), "--columns", "t=when,src=from,dst=to"]) == 0
+    edges = json.loads(out.read_text())["edges"]
+    assert [e["t"] for e in edges] == [1, 2, 3]
+
+
+@pytest.mark.parametrize(("name", "text", "columns", "says"), [
+    ("h.csv", "time,from,to\n1,a,b\n", "t=nope,src=from,dst=to",
+     "h.csv: no column 'nope' for t (--columns): the file's columns are 'time', 'from', 'to'"),
+    ("k.jsonl", '{"t": 1, "src": "a", "dst": "b"}\n', "t=0,src=1,dst=2",
+     "--columns names the keys of JSON lines (t=time), not positions"),
+    ("f.vast.csv", "1,a,b\n", "t=0,src=1,dst=2",
+     "--columns places the columns of csv, tsv, snap, parquet, jsonl input, not of vast"),
+])
+def test_columns_a_file_cannot_have_are_one_line(tmp_path, capsys, name, text, columns, says):
+    data = tmp_path / name
+    data.write_text(text)
+    fmt = ["--format", "vast"] if name.endswith(".vast.csv") else []
+    assert run(tmp_path, data, *fmt, "--columns", columns)[0] == 2
+    err = capsys.readouterr().err
+    assert says in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+
+
+@pytest.mark.parametrize(("columns", "says"), [
+    ("t=time,src=from", "dst not placed"),
+    ("t=time,src=from,dst=to,x=y", "unknown edge field 'x'"),
+    ("t=time,src=from,dst=time", "one column is given for two fields"),
+    ("t=time,t=when,src=a,dst=b", "t is placed twice"),
+    ("time", "expected FIELD=COLUMN pairs"),
+])
+def test_a_bad_columns_option_is_one_line_before_any_work(tmp_path, capsys, columns, says):
+    data = tmp_path / "h.csv"
+    data.write_text("time,from,to\n1,a,b\n")
+    assert main(["run", str(EXAMPLES / "triangle.sal"), "--input", str(data), "--engine",
+                 "local", "--columns", columns]) == 2
+    err = capsys.readouterr().err
+    assert "argument --columns" in err and says in err and "Traceback" not in err
+
+
+def test_without_columns_a_foreign_header_s_summary_names_the_option(tmp_path, capsys):
+    data = tmp_path / "h.csv"
+    data.write_text("time,from,to\n1,a,b\n2,b,c\n")
+    assert run(tmp_path, data) == (0, [])
+    assert "or --columns to say which columns hold t, src and dst" in capsys.readouterr().out
