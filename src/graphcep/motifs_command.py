@@ -15,6 +15,7 @@ from typing import Any, TextIO
 
 import numpy as np
 
+from graphcep.events import counted_noun
 from graphcep.interrupts import exit_on_interrupt, signals_kept
 from graphcep.io.formats import LINE_FORMATS
 from graphcep.motifs import MotifCounts, count_motifs, delta_to_us
@@ -179,7 +180,7 @@ def write_text(counts: MotifCounts, out: TextIO) -> None:
     """The tables, one block per δ, then the per-vertex counts if any."""
     for i, delta in enumerate(counts.deltas):
         totals = {k: int(v[i]) for k, v in counts.totals.items()}
-        out.write(f"δ = {delta} {counts.unit}: {totals['all']:,} motifs (two-node "
+        out.write(f"δ = {delta} {counts.unit}: {counted_noun(totals['all'], 'motif')} (two-node "
                   f"{totals['two_node']:,}, stars {totals['stars']:,}, triangles "
                   f"{totals['triangles']:,})\n")
         width = max(len(f"{int(counts.tables[i].max()):,}"), 5)
