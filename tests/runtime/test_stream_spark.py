@@ -271,3 +271,37 @@ def test_stream_command_partitions_over_cells(spark, tmp_path, capsys):
     assert main(["stream", str(ddst), "--source", str(tmp_path / "in"), "--checkpoint",
                  str(tmp_path / "ck2"), "--once", "--cells", "4"]) == 2
     assert "--cells partitions SAL queries" in capsys.readouterr().err
+
+
+
+@pytest.mark.parametrize("matching", ["driver", "executors"])
+def test_a_stream_killed_while_spark_wrote_its_first_offsets_restarts(
+        spark, tmp_path, capsys, matching):
+    """A kill during Spark's write of batch 0's offsets leaves its hidden temporary file in
+    the checkpoint (``offsets/.0.UUID.tmp`` and its ``.crc``, as a SIGKILL left them);
+    Spark then refuses to start ("should be empty on batch 0"). The restart runs, and its
+    matches are the batch run's over the same file."""
+    from graphcep.cli import main
+
+    query_file = tmp_path / "tri.sal"
+    query_file.write_text(TRIANGLE)
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    argv = ["stream", str(query_file), "--source", str(incoming), "--format", "vast",
+            "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out") + "/",
+            "--once", "--quiet", "--matching", matching]
+    assert main(argv) == 0  # claims the checkpoint; no file yet, no batch
+    offsets = tmp_path / "ck" / "spark" / "offsets"
+    offsets.mkdir(parents=True, exist_ok=True)
+    (offsets / ".0.87c33a00-c5c7-4a26-84d3-566cf1c2a595.tmp").write_text("")
+    (offsets / "..0.87c33a00-c5c7-4a26-84d3-566cf1c2a595.tmp.crc").write_text("")
+    edges = generate_netflow(300, 12, 30.0, seed=5)
+    write_edges(edges, incoming / "flows.vast.csv", "vast")
+    capsys.readouterr()
+    assert main(argv) == 0, capsys.readouterr().err
+    want, _ = run_local(parse_program(TRIANGLE).queries[0],
+                        read_edges(incoming / "flows.vast.csv", "vast").edges)
+    got = sorted(tuple(e["seq"] for e in row["edges"]) for row in output_lines(tmp_path / "out"))
+    assert got == sorted(tuple(e["seq"] for e in edges) for edges in
+                         want.column("edges").to_pylist())
+    assert len(got) > 0

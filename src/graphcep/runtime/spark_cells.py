@@ -72,7 +72,12 @@ from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.runtime.cell_engines import _ipc
 from graphcep.runtime.hypercube import Shares, choose_shares, home_filter, route
-from graphcep.runtime.spark_stream import SourcePart, file_key, local_name
+from graphcep.runtime.spark_stream import (
+    SourcePart,
+    discard_unfinished_writes,
+    file_key,
+    local_name,
+)
 from graphcep.runtime.streaming import late_records
 
 #: the core edge columns a cell carries (attributes follow them)
@@ -432,6 +437,7 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
         stream_df, read_part = edges_df, edges_part
     output = cell_matches(stream_df, read_part, job, shares, lateness_us,
                           attrs if attrs is not None else pa.schema([]))
+    discard_unfinished_writes(Path(checkpoint))
     writer = (output.writeStream.foreachBatch(
         lambda batch_df, batch_id: sinks.write(batch_id, collect_outputs(batch_df)))
         .option("checkpointLocation", str(checkpoint)))

@@ -345,6 +345,7 @@ def start_stream(
                 operator.failure = BatchFailure(batch_id, err)
             raise
 
+    discard_unfinished_writes(Path(checkpoint) / "spark")
     writer = (source.stream_df(spark).writeStream.foreachBatch(on_batch)
               .option("checkpointLocation", str(Path(checkpoint) / "spark")))
     if available_now:
@@ -352,6 +353,24 @@ def start_stream(
     elif trigger_seconds:
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()
+
+
+def discard_unfinished_writes(spark_dir: Path) -> list[Path]:
+    """Remove what a killed run left half-written in Spark's checkpoint logs: Spark writes
+    each log file to a hidden ``.NAME.UUID.tmp`` (and its ``.crc``) and renames it when
+    done, so such a file is never part of the checkpoint. Left by a kill during batch 0's
+    offsets, it makes Spark refuse the restart ("should be empty on batch 0"). The files
+    removed are returned. Call only while no query runs on ``spark_dir``."""
+    removed = []
+    for log in ("offsets", "commits"):
+        folder = spark_dir / log
+        if not folder.is_dir():
+            continue
+        for path in folder.iterdir():
+            if path.name.startswith(".") and path.name.endswith((".tmp", ".tmp.crc")):
+                path.unlink(missing_ok=True)
+                removed.append(path)
+    return removed
 
 
 class BatchFailure(Exception):
