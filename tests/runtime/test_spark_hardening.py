@@ -225,13 +225,18 @@ def test_spark_rejects_name_files_as_given(spark, tmp_path, monkeypatch):
     assert edges.column("seq").to_pylist() == [1, 3, (1 << 40) + 1]
 
 
-def test_spark_reads_files_with_pattern_characters_and_repeats_literally(spark, tmp_path):
+def test_spark_reads_files_with_pattern_characters_literally(spark, tmp_path):
     write_lines(tmp_path / "a[1].txt", ["x y 1", "bad"])
     write_lines(tmp_path / "a1.txt", ["p q 9"])  # what the pattern a[1].txt would match
-    edges, rejects, _, _ = assert_same_read(
-        spark, [tmp_path / "a[1].txt", tmp_path / "a[1].txt"], "snap")
-    assert edges.column("src").to_pylist() == ["x", "x"]
-    assert [(Path(f).name, line) for f, line, _, _ in rejects] == [("a[1].txt", 2)] * 2
+    edges, rejects, _, _ = assert_same_read(spark, [tmp_path / "a[1].txt"], "snap")
+    assert edges.column("src").to_pylist() == ["x"]
+    assert [(Path(f).name, line) for f, line, _, _ in rejects] == [("a[1].txt", 2)]
+    # the same file twice is refused alike (its edges would be read twice)
+    from graphcep.io.formats import InputError
+
+    for read in (lambda p: read_edges(p, "snap"), lambda p: spark_read(spark, p, "snap")):
+        with pytest.raises(InputError, match="the same file given twice"):
+            read([tmp_path / "a[1].txt", tmp_path / "a[1].txt"])
     # names Spark's file sources skip as hidden, even when named
     write_lines(tmp_path / "_x.txt", ["r s 1", "bad"])
     write_lines(tmp_path / ".y.txt", ["s t 2"])
