@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,12 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("graphcep")
+
+# The tests' JVMs -- the shared session's and those of the drivers the tests start as
+# processes -- are short-lived, on a small shared machine: C1 only and the serial collector
+# start them in about two thirds of the time and run the tests' small jobs no slower.
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", '--driver-java-options '
+                      '"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell')
 
 
 @pytest.fixture(autouse=True)
