@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -16,6 +17,31 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("graphcep")
+
+# The tests' JVMs -- the shared session's and those of the drivers the tests start as
+# processes -- are short-lived, on a small shared machine: C1 only and the serial collector
+# start them in about two thirds of the time and run the tests' small jobs no slower.
+os.environ.setdefault("PYSPARK_SUBMIT_ARGS", '--driver-java-options '
+                      '"-XX:TieredStopAtLevel=1 -XX:+UseSerialGC" pyspark-shell')
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """``-n 2 --dist loadfile`` hands the files out in the order collected (xdist's default
+    order, by number of tests, sends the few-test Spark files that take longest last, so
+    that one worker runs them while the other has nothing left)."""
+    if hasattr(config.option, "loadscopereorder"):
+        config.option.loadscopereorder = False
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Heaviest files first, so the two workers end together on the light ones: a file
+    weighs two per slow test and one per Spark test (in their file order otherwise)."""
+    weight: dict[Path, int] = {}
+    for item in items:
+        spark = item.get_closest_marker("spark") or "spark" in getattr(item, "fixturenames", ())
+        weight[item.path] = (weight.get(item.path, 0) + 2 * bool(item.get_closest_marker("slow"))
+                             + bool(spark))
+    items.sort(key=lambda item: -weight[item.path])
 
 
 @pytest.fixture(autouse=True)

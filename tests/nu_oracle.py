@@ -18,7 +18,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass, replace
-from itertools import combinations
 
 from graphcep.patterns.nu import (
     Alloc,
@@ -74,28 +73,38 @@ class Oracle:
         order) that the expression matches whole; ``sizes``: only subsequences of these
         lengths (an expression without choices or repetitions reads a fixed number of
         links).
+
+        The subsequences are walked depth first, each extending one that is its prefix:
+        a prefix's rewritings are worked out once for all its extensions, and a prefix
+        the expression cannot read rules out every extension of it.
         """
-        found = set()
+        lengths = set(sizes if sizes is not None else range(1, len(links) + 1))
+        found: set[tuple] = set()
         empty = State(tuple((frozenset(), False) for _ in self.names),
                       tuple(frozenset() for _ in self.names))
-        for size in sizes if sizes is not None else range(1, len(links) + 1):
-            for chosen in combinations(links, size):
-                for state in self._accepting(chosen, empty):
-                    bindings = tuple((n, "|".join(sorted(v)))
-                                     for n, v in zip(self.names, state.held, strict=True) if v)
-                    found.add((chosen[0][0], chosen[-1][0], bindings))
-        return found
 
-    def _accepting(self, links, start: State) -> set[State]:
-        current = self._closure({(self.expr, start)}, None)
-        for t, u, v in links:
-            stepped = set()
-            for expr, state in current:
-                stepped |= self._consume(expr, state, t, u, v)
-            current = self._closure(stepped, t)
-            if not current:
-                return set()
-        return {state for expr, state in current if expr == DONE}
+        def extend(after: int, first: int | None, current: set, length: int) -> None:
+            for i in range(after, len(links)):
+                t, u, v = links[i]
+                stepped = set()
+                for expr, state in current:
+                    stepped |= self._consume(expr, state, t, u, v)
+                read = self._closure(stepped, t)
+                if not read:
+                    continue
+                start = t if first is None else first
+                if length + 1 in lengths:
+                    for expr, state in read:
+                        if expr == DONE:
+                            bindings = tuple(
+                                (n, "|".join(sorted(held)))
+                                for n, held in zip(self.names, state.held, strict=True) if held)
+                            found.add((start, t, bindings))
+                if length + 1 < max(lengths, default=0):
+                    extend(i + 1, start, read, length + 1)
+
+        extend(0, None, self._closure({(self.expr, empty)}, None), 0)
+        return found
 
     # -- ε-moves ----------------------------------------------------------------------
 

@@ -1,8 +1,9 @@
 """An independent brute-force temporal subgraph matcher, written from the definitions.
 
 It knows nothing of the engine: it tries every assignment of distinct stream edges to the
-query's edges (pruned only by endpoint consistency) and evaluates each constraint exactly
-with fractions. Used as the oracle in tests.
+query's edges (pruned only by endpoint consistency: a query edge whose endpoint is bound
+already looks only at the stream edges leaving or entering that vertex) and evaluates
+each constraint exactly with fractions. Used as the oracle in tests.
 """
 
 from __future__ import annotations
@@ -38,6 +39,19 @@ def brute_force_matches(
     """
     qedges = query.edges
     found: set[tuple[int, ...]] = set()
+    leaving: dict[str, list[dict]] = {}
+    entering: dict[str, list[dict]] = {}
+    for e in edges:
+        leaving.setdefault(e["src"], []).append(e)
+        entering.setdefault(e["dst"], []).append(e)
+
+    def candidates(qe, bind: dict[str, str]) -> list[dict]:
+        """The stream edges whose ends agree with the query edge's bound endpoints."""
+        if qe.src in bind:
+            return leaving.get(bind[qe.src], [])
+        if qe.dst in bind:
+            return entering.get(bind[qe.dst], [])
+        return edges
 
     def extend(i: int, chosen: list[dict], bind: dict[str, str]) -> None:
         if i == len(qedges):
@@ -45,7 +59,7 @@ def brute_force_matches(
                 found.add(tuple(e["seq"] for e in chosen))
             return
         qe = qedges[i]
-        for e in edges:
+        for e in candidates(qe, bind):
             if any(e is c for c in chosen):
                 continue
             new_bind = dict(bind)

@@ -132,26 +132,33 @@ def test_cells_carry_the_attributes_the_predicates_read(cells):
 
 # -- on Spark ------------------------------------------------------------------------------
 
-#: the driver a test starts and kills: a file stream of Parquet parts through the cells
+
+def start_cells_query(spark, source, work, cells: int, once: bool, text: str):
+    """The stream of the kill test: Parquet parts, one a micro-batch, through ``cells``
+    cells; matches, late edges and checkpoint under ``work``."""
+    from graphcep.io.sinks import JsonlSink
+    from graphcep.runtime.spark_cells import start_cells_stream
+    from graphcep.runtime.streaming import PartWriter
+
+    edges = (spark.readStream.schema("t long, src string, dst string, dur long, seq long")
+             .option("maxFilesPerTrigger", "1").parquet(str(source)))
+    return start_cells_stream(spark, edges, SubgraphJob.create(parse_program(text)),
+                              cells=cells, lateness_us=2_000_000,
+                              checkpoint=f"{work}/checkpoint",
+                              sink=JsonlSink(f"{work}/out", directory=True),
+                              late_sink=PartWriter(f"{work}/late"), available_now=once)
+
+
+#: the driver a test starts and kills: :func:`start_cells_query` in a process of its own
 DRIVER = """
 import sys
-from graphcep.io.sinks import JsonlSink
-from graphcep.jobs.subgraph import SubgraphJob
-from graphcep.lang.sal import parse_program
+sys.path.insert(0, sys.argv[4])
 from graphcep.runtime.spark import spark_session
-from graphcep.runtime.spark_cells import start_cells_stream
-from graphcep.runtime.streaming import PartWriter
+from tests.runtime.test_spark_cells import start_cells_query
 
-source, work, cells, once = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4] == "once"
 spark = spark_session("local[2]", shuffle_partitions=2)
-edges = (spark.readStream.schema("t long, src string, dst string, dur long, seq long")
-         .option("maxFilesPerTrigger", "1").parquet(source))
-job = SubgraphJob.create(parse_program(sys.stdin.read()))
-query = start_cells_stream(spark, edges, job, cells=cells, lateness_us=2_000_000,
-                           checkpoint=f"{work}/checkpoint",
-                           sink=JsonlSink(f"{work}/out", directory=True),
-                           late_sink=PartWriter(f"{work}/late"), available_now=once)
-query.awaitTermination()
+source, work, cells = sys.argv[1], sys.argv[2], int(sys.argv[3])
+start_cells_query(spark, source, work, cells, False, sys.stdin.read()).awaitTermination()
 """
 
 
@@ -219,17 +226,17 @@ def expected(table: pa.Table, batches: list[pa.Table]) -> tuple[set, set[int]]:
     return brute_force_matches(triangle_job().query, on_time), late
 
 
-def run_driver(source, work, cells: int, once: bool):
+def start_driver(source, work, cells: int):
+    """:data:`DRIVER` in a session of its own (its JVM in the same process group)."""
     import subprocess
     import sys
 
-    command = [sys.executable, "-c", DRIVER, str(source), str(work), str(cells),
-               "once" if once else "forever"]
-    if once:
-        return subprocess.run(command, input=TRIANGLE, text=True, capture_output=True,
-                              timeout=600)
-    proc = subprocess.Popen(command, stdin=subprocess.PIPE, text=True, start_new_session=True,
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    from tests.paths import ROOT
+
+    proc = subprocess.Popen([sys.executable, "-c", DRIVER, str(source), str(work), str(cells),
+                             str(ROOT)], stdin=subprocess.PIPE, text=True,
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
     proc.stdin.write(TRIANGLE)
     proc.stdin.close()
     return proc
@@ -237,18 +244,20 @@ def run_driver(source, work, cells: int, once: bool):
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_a_killed_driver_restarts_from_spark_state_losing_and_repeating_nothing(tmp_path):
+def test_a_killed_driver_restarts_from_spark_state_losing_and_repeating_nothing(spark,
+                                                                                tmp_path):
     """Eight cells on Spark, the driver SIGKILLed once micro-batches have been written and
-    restarted on the same checkpoint: every match of the oracle and every late edge
-    written exactly once (parts of a re-run batch overwritten). One cell, and these cells
-    without Spark, are checked against the oracle and driver mode above."""
+    restarted on the same checkpoint (in this process, on the tests' session: one JVM
+    start fewer): every match of the oracle and every late edge written exactly once
+    (parts of a re-run batch overwritten). One cell, and these cells without Spark, are
+    checked against the oracle and driver mode above."""
     import os
     import signal
     import time
 
     table, batches = stream_batches()
     write_parquet_parts(batches, tmp_path / "in")
-    proc = run_driver(tmp_path / "in", tmp_path, 8, once=False)
+    proc = start_driver(tmp_path / "in", tmp_path, 8)
     deadline = time.monotonic() + 300
     while len(list((tmp_path / "out").glob("part-*.jsonl"))) < 2:
         assert proc.poll() is None and time.monotonic() < deadline, "the driver stopped"
@@ -257,8 +266,7 @@ def test_a_killed_driver_restarts_from_spark_state_losing_and_repeating_nothing(
     proc.wait()
     written_before = len(list((tmp_path / "out").glob("part-*.jsonl")))
     assert written_before < len(batches), "the driver finished before it was killed"
-    done = run_driver(tmp_path / "in", tmp_path, 8, once=True)
-    assert done.returncode == 0, done.stderr[-2000:]
+    start_cells_query(spark, tmp_path / "in", tmp_path, 8, True, TRIANGLE).awaitTermination()
     # which edges are late depends on the micro-batches' bounds (the watermark before each),
     # and a restarted query may take two files in one batch: the oracle follows the batches
     # the checkpoint says were run
