@@ -98,3 +98,16 @@ def test_without_columns_a_foreign_header_s_summary_names_the_option(tmp_path, c
     data.write_text("time,from,to\n1,a,b\n2,b,c\n")
     assert run(tmp_path, data) == (0, [])
     assert "or --columns to say which columns hold t, src and dst" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize(("columns", "says"), [
+    ("t=nope,src=from,dst=to", "no column 'nope' for t (--columns): the file's columns are "
+     "'from', 'to', 'ts'"),
+    ("t=7,src=0,dst=1", "no column 7 for t (--columns): the file has 3 columns"),
+])
+def test_a_parquet_column_the_file_lacks_is_one_line(tmp_path, capsys, columns, says):
+    data = tmp_path / "p.parquet"
+    pq.write_table(pa.table({"from": ["a"], "to": ["b"], "ts": [1]}), data)
+    assert run(tmp_path, data, "--columns", columns)[0] == 2
+    err = capsys.readouterr().err
+    assert f"p.parquet: {says}" in err and len(err.strip().splitlines()) == 1

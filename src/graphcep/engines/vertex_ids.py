@@ -107,7 +107,7 @@ class VertexIds:
         self._names_array: np.ndarray | None = None
         # the names, by id, for Arrow's lookup: in parts, joined when Arrow needs them
         # (joining on every push would copy every known name per push)
-        self._known_parts: list[pa.Array] = [pa.array([], pa.string())]
+        self._known_parts: list[pa.Array] = []
 
     def __len__(self) -> int:
         return len(self._names)
@@ -199,8 +199,9 @@ class VertexIds:
     def known(self) -> pa.Array:
         """Every name, by id, as one Arrow array: a state that pickles as buffers, not
         as one Python object a name (:meth:`from_state` takes it back)."""
-        if len(self._known_parts) > 1:
-            self._known_parts = [pa.concat_arrays(self._known_parts)]
+        if len(self._known_parts) != 1:
+            self._known_parts = [pa.concat_arrays(self._known_parts)
+                                 if self._known_parts else pa.array([], pa.string())]
         return self._known_parts[0]
 
     @classmethod

@@ -435,6 +435,8 @@ class _FileSink(Sink):
             self.path.unlink(missing_ok=True)
 
     def _finish(self) -> None:
+        """Write what the format holds back until the end (the footer, the whole graph);
+        each file sink's own (JSON lines, Parquet, DOT)."""
         raise NotImplementedError
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:

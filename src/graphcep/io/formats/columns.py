@@ -14,20 +14,20 @@ import pyarrow.compute as pc
 from graphcep.io.formats.decoding import decode
 from graphcep.io.formats.parse import assemble
 from graphcep.io.formats.reject_table import Rejects
-from graphcep.io.formats.schema import FORMAT_FIELD_ALIASES, MAX_ABS_US, ReaderOptions, SchemaError
+from graphcep.io.formats.schema import (
+    FORMAT_FIELD_ALIASES,
+    MAX_ABS_US,
+    ReaderOptions,
+    SchemaError,
+    placed_index,
+)
 from graphcep.io.formats.times import bool_np, decimal_to_us, strings, time_to_us, unit_digits
 
 
 def _find_column(table: pa.Table, core: str, options: ReaderOptions) -> str | None:
     mapping = options.columns or {}
     if core in mapping:
-        ref = mapping[core]
-        if isinstance(ref, int) and not 0 <= ref < table.num_columns:
-            raise SchemaError(f"column index {ref} for {core!r} outside the {table.num_columns}")
-        name = table.column_names[ref] if isinstance(ref, int) else ref
-        if name not in table.column_names:
-            raise SchemaError(f"column {name!r} for {core!r} not in {table.column_names}")
-        return name
+        return table.column_names[placed_index(core, mapping[core], table.column_names)]
     if core in table.column_names:
         return core
     for aliases in FORMAT_FIELD_ALIASES.values():

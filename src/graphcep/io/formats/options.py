@@ -14,7 +14,7 @@ import pyarrow as pa
 from graphcep.io.formats.decoding import comment_prefixes
 from graphcep.io.formats.fields import FieldSpec, attribute_type
 from graphcep.io.formats.quoting import quoting_problem, split_quoted
-from graphcep.io.formats.schema import ReaderOptions, SchemaError
+from graphcep.io.formats.schema import ReaderOptions, SchemaError, placed_index
 from graphcep.io.formats.times import time_to_us
 
 
@@ -234,17 +234,7 @@ def _core_indices(names: Sequence[str], options: ReaderOptions) -> dict[str, int
     for core, ref in mapping.items():
         if core not in ("t", "src", "dst", "dur"):
             raise SchemaError(f"columns maps unknown schema field {core!r}")
-        if isinstance(ref, int):
-            if not 0 <= ref < len(names):
-                raise SchemaError(
-                    f"column index {ref} for {core!r} outside the {len(names)} columns"
-                )
-            index[core] = ref
-        elif ref in names:
-            index[core] = list(names).index(ref)
-        else:
-            raise SchemaError(f"no column {ref!r} for {core} (--columns): the file's "
-                              f"columns are {', '.join(map(repr, names))}")
+        index[core] = placed_index(core, ref, names)
     missing = {"t", "src", "dst"} - set(index)
     if missing:
         raise SchemaError(f"columns lacks {sorted(missing)}")

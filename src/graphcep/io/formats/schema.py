@@ -3,7 +3,7 @@ layouts, format-native field aliases, the input errors and :class:`ReaderOptions
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import pyarrow as pa
@@ -47,6 +47,25 @@ class InputError(ValueError):
 class SchemaError(InputError):
     """A column-based file (Parquet) whose columns cannot hold edges: a core column is
     missing or has a type no edge field can be read from."""
+
+
+def placed_index(core: str, ref: str | int, names: Sequence[str]) -> int:
+    """The index, among a file's column ``names``, of the column ``ref`` (a name, or a
+    0-based position) that ``options.columns`` (``--columns``) gives the edge field
+    ``core``; a :class:`SchemaError` naming the file's columns when it has no such one.
+
+    >>> placed_index("t", "when", ["src", "dst", "when"]), placed_index("t", 0, ["a"])
+    (2, 0)
+    """
+    if isinstance(ref, int):
+        if 0 <= ref < len(names):
+            return ref
+        raise SchemaError(f"no column {ref} for {core} (--columns): the file has "
+                          f"{len(names)} columns, numbered from 0")
+    if ref in names:
+        return list(names).index(ref)
+    raise SchemaError(f"no column {ref!r} for {core} (--columns): the file's columns are "
+                      f"{', '.join(map(repr, names))}")
 
 
 #: VAST 2013 MC3 columns in file order with their kind (core or attribute type).
