@@ -72,7 +72,7 @@ from graphcep.engines.difference_bounds import (
 )
 from graphcep.io.formats import LINE_FORMATS, ReaderOptions
 from graphcep.io.readers import WHOLE_FILE_FORMATS, InputError, guess_format, read_edges
-from graphcep.io.rejects import RejectLog
+from graphcep.io.rejects import RejectLog, show_input_notes
 from graphcep.io.sinks import (
     SINK_FORMATS,
     SinkError,
@@ -132,6 +132,7 @@ def _end_process(code: int) -> None:
 
 
 def _main(argv: list[str] | None) -> int:
+    show_input_notes()
     parser = build_parser()
     try:
         args = parser.parse_args(argv)

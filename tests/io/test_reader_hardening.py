@@ -15,6 +15,7 @@ import pytest
 
 from graphcep.cli import main
 from graphcep.io.formats import InputError, ReaderOptions, SchemaError, parse_lines, quoting_problem
+from graphcep.io.formats.schema import InputNote
 from graphcep.io.readers import guess_format, read_edges
 from graphcep.io.rejects import RejectLog, reason_kind
 from tests.paths import EXAMPLES
@@ -286,8 +287,10 @@ def test_csv_header_still_detected(tmp_path: Path) -> None:
     assert core(named) == [(1_000_000, "a", "b", 2)]
     assert reasons(named) == {3: "field 3 (t): not a number: 'x'"}
     assert named.skipped == 1
-    # Names that are not the schema's: positions as in SNAP, the header's names in reasons.
-    other = read_edges(write(tmp_path / "b.csv", "from,to,when,w\na,b,1,x\nc,d,z,y\n"))
+    # Names that are not the schema's but say what they hold: read by name, said in a note;
+    # the header's names in reasons.
+    with pytest.warns(InputNote, match=r"--columns t=when,src=from,dst=to"):
+        other = read_edges(write(tmp_path / "b.csv", "from,to,when,w\na,b,1,x\nc,d,z,y\n"))
     assert core(other) == [(1_000_000, "a", "b", 2)]
     assert reasons(other) == {3: "field 3 (when): not a number: 'z'"}
     assert other.edges.column("w").to_pylist() == ["x"]

@@ -53,6 +53,7 @@ from typing import BinaryIO
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 import pyarrow.parquet as pq
 
 from graphcep.cores import usable_cores
@@ -71,6 +72,7 @@ from graphcep.io.formats import (
     prepare_options,
     too_long_reason,
 )
+from graphcep.io.formats.times import implausible_time_unit
 from graphcep.io.rejects import add_format_hint
 from graphcep.io.seq import parse_seq
 from graphcep.io.syscall import parse_syscall
@@ -566,6 +568,7 @@ def _read_parquet_file(
     batches = file.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=columns)
     parsed: list[tuple[Future, int]] = []  # each batch's parse and its first row
     offset, damage = 0, None
+    times = _IntegerTimes.of(file.schema_arrow, options)
     # batches are decoded in order (Arrow's own threads) and parsed in threads of ours as
     # they come: the parsing is Arrow compute, which releases the GIL
     with ThreadPoolExecutor(usable_cores()) as pool:
@@ -579,6 +582,10 @@ def _read_parquet_file(
                 break
             parsed.append((pool.submit(parse_table, batch, options, row_offset=offset), offset))
             offset += batch.num_rows
+            if times is not None:
+                times.add(batch)
+    if times is not None and (message := times.implausible()) is not None:
+        raise InputError(f"{name}: {message}")
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
     for index, (parsing, first_row) in enumerate(parsed):
@@ -594,6 +601,40 @@ def _read_parquet_file(
         rejects.append(_damage_rejects(name, damage))
         return FileRead(edges, rejects, offset + 1, damaged=True)
     return FileRead(edges, rejects, offset)
+
+
+@dataclass
+class _IntegerTimes:
+    """The range of a Parquet file's integer time column read in an assumed unit (no
+    ``--time-unit``, no ``graphcep.time_unit`` metadata), checked once the file is read
+    (:func:`~graphcep.io.formats.times.implausible_time_unit`): a pandas frame's integer
+    seconds in a column ``t`` would otherwise be read as microseconds."""
+
+    column: str
+    unit: str
+    low: int | None = None
+    high: int | None = None
+
+    @classmethod
+    def of(cls, schema: pa.Schema, options: ReaderOptions) -> _IntegerTimes | None:
+        if options.time_unit is not None:
+            return None
+        column = core_columns(schema, options).get("t")
+        if column is None or not pa.types.is_integer(schema.field(column).type):
+            return None
+        return cls(column, "us" if column == "t" else "s")  # as parse_table reads it
+
+    def add(self, batch: pa.RecordBatch) -> None:
+        bounds = pc.min_max(batch.column(self.column))
+        low, high = bounds["min"].as_py(), bounds["max"].as_py()
+        if low is not None:  # not all null
+            self.low = low if self.low is None else min(self.low, low)
+            self.high = high if self.high is None else max(self.high, high)
+
+    def implausible(self) -> str | None:
+        if self.low is None or self.high is None:
+            return None
+        return implausible_time_unit(np.array([self.low, self.high], np.int64), self.unit)
 
 
 #: Rows per batch of a Parquet read.

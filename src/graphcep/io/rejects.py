@@ -25,6 +25,8 @@ from __future__ import annotations
 import json
 import os
 import re
+import sys
+import warnings
 from collections import Counter
 from pathlib import Path
 
@@ -32,6 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.io.formats import REJECT_SCHEMA
+from graphcep.io.formats.schema import InputNote
 from graphcep.io.formats.options import COLUMN_FORMATS
 
 _FILE_FIELD = pa.field("file", pa.string(), nullable=False)
@@ -216,5 +219,24 @@ class RejectLog:
         return text
 
 
+def show_input_notes() -> None:
+    """Print each :class:`~graphcep.io.formats.schema.InputNote` the readers issue as one
+    line on stderr, ``graphcep: note: ...``, every time (not once per place, Python's
+    default); other warnings are shown as before. Calling it again changes nothing."""
+    shown = warnings.showwarning
+    if getattr(shown, "input_notes", False):
+        return
+
+    def show(message, category, filename, lineno, file=None, line=None):  # noqa: ANN001
+        if issubclass(category, InputNote):
+            print(f"graphcep: note: {message}", file=sys.stderr, flush=True)
+        else:
+            shown(message, category, filename, lineno, file, line)
+
+    show.input_notes = True  # type: ignore[attr-defined]
+    warnings.showwarning = show
+    warnings.simplefilter("always", InputNote)
+
+
 __all__ = ["REJECT_LOG_SCHEMA", "RejectLog", "add_format_hint", "format_hints", "other_time_format",
-           "reason_kind"]
+           "reason_kind", "show_input_notes"]

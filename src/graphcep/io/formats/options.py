@@ -4,6 +4,7 @@ columns (:func:`prepare_options`), and the field layout they give (:func:`table_
 from __future__ import annotations
 
 import re
+import warnings
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import replace
@@ -14,8 +15,15 @@ import pyarrow as pa
 from graphcep.io.formats.decoding import comment_prefixes
 from graphcep.io.formats.fields import FieldSpec, attribute_type
 from graphcep.io.formats.quoting import quoting_problem, split_quoted
-from graphcep.io.formats.schema import ReaderOptions, SchemaError, placed_index
-from graphcep.io.formats.times import time_to_us
+from graphcep.io.formats.schema import (
+    FORMAT_FIELD_ALIASES,
+    InputError,
+    InputNote,
+    ReaderOptions,
+    SchemaError,
+    placed_index,
+)
+from graphcep.io.formats.times import decimal_to_us, implausible_time_unit, time_to_us
 
 
 def _split_one(fmt: str, line: str, options: ReaderOptions) -> list[str]:
@@ -125,10 +133,99 @@ def prepare_options(
         # ones are positional, so each line lacking them is a reject ("missing fields")
         width = len(_positional_names(None, options))
         names = (*first, *(f"c{i}" for i in range(len(first), width)))
+        options = _header_columns(names, options, name, forced=options.header is True)
         _check_named_columns(names, options, name)
-        return replace(options, header=True, column_names=names)
+        prepared = replace(options, header=True, column_names=names)
+        _check_head_times(fmt, [ln for i, ln in data if i > 0], prepared, name)
+        return prepared
     count = _common_field_count(fmt, [ln for _, ln in data], options)
-    return replace(options, header=False, column_names=_positional_names(count, options))
+    prepared = replace(options, header=False, column_names=_positional_names(count, options))
+    _check_head_times(fmt, [ln for _, ln in data], prepared, name)
+    return prepared
+
+
+#: Header names (lower case) read as the edge fields when the header lacks ``t``, ``src``
+#: and ``dst`` themselves, beside the formats' native names (``TimeSeconds``, ``SourceIp``
+#: ...). Each field must be named by exactly one column for the header to be read by name.
+HEADER_SYNONYMS: dict[str, frozenset[str]] = {
+    "t": frozenset({"t", "time", "timestamp", "ts", "when", "datetime", "date", "epoch",
+                    "unix_time", "unixtime", "starttime", "start_time"}),
+    "src": frozenset({"src", "source", "from", "sender", "u", "src_id", "source_id",
+                      "from_id", "src_ip", "srcip", "source_ip"}),
+    "dst": frozenset({"dst", "target", "to", "receiver", "recipient", "v", "dest",
+                      "destination", "dst_id", "target_id", "to_id", "dst_ip", "dstip",
+                      "dest_ip", "destination_ip"}),
+    "dur": frozenset({"dur", "duration"}),
+}
+
+
+def _synonyms(core: str) -> frozenset[str]:
+    native = {n.lower() for table in FORMAT_FIELD_ALIASES.values()
+              for n, target in table.items() if target == core}
+    return HEADER_SYNONYMS[core] | native
+
+
+def _header_columns(names: Sequence[str], options: ReaderOptions, name: str | None,
+                    forced: bool = False) -> ReaderOptions:
+    """The columns of a header that does not name ``t``, ``src`` and ``dst``: read by the
+    names :data:`HEADER_SYNONYMS` knows, said in one :class:`InputNote`, when each edge
+    field has exactly one such column; otherwise a :class:`SchemaError` naming the file's
+    columns and ``--columns``. Positions are never guessed under a header: a header says
+    what its columns hold, and ``timestamp,sender,receiver`` read as ``src,dst,t`` (the
+    positions of a headerless file) would match nothing, silently. Except under a header
+    the user declared (``forced``: ``--header``, which says that line 1 is no data, not
+    what its columns hold): its columns are read by position, said in a note."""
+    if options.columns or {"t", "src", "dst"} <= set(names):
+        return options
+    found: dict[str, list[str]] = {
+        core: [n for n in names if n.strip().lower() in _synonyms(core)]
+        for core in ("t", "src", "dst", "dur")
+    }
+    unclear = [core for core in ("t", "src", "dst") if len(found[core]) != 1]
+    where = f"{name}: " if name else ""
+    listed = ", ".join(map(repr, names))
+    if unclear and forced:
+        warnings.warn(InputNote(f"{where}the header ({listed}) does not name t, src and dst: "
+                                "its columns are read by position as in a file without "
+                                "one, src, dst, t (--columns places them otherwise)"),
+                      stacklevel=2)
+        return options
+    if unclear:
+        why = "; ".join(f"no column for {core}" if not found[core] else
+                        f"{core} could be {' or '.join(map(repr, found[core]))}"
+                        for core in unclear)
+        raise SchemaError(f"{where}the header does not say which columns hold t, src and "
+                          f"dst ({why}); the file's columns are {listed}: pass --columns "
+                          "t=COL,src=COL,dst=COL")
+    columns = {core: found[core][0] for core in ("t", "src", "dst", "dur")
+               if len(found[core]) == 1}
+    mapped = ",".join(f"{core}={col}" for core, col in columns.items())
+    warnings.warn(InputNote(f"{where}header read by its names as --columns {mapped} "
+                            f"(the file's columns are {listed})"), stacklevel=2)
+    return replace(options, columns=columns)
+
+
+def _check_head_times(fmt: str, lines: Sequence[str], options: ReaderOptions,
+                      name: str | None) -> None:
+    """Refuse a file whose first lines' times cannot be in the unit assumed for them
+    (seconds: no ``--time-unit`` given), see :func:`implausible_time_unit`; an
+    :class:`InputError` naming the file and the likely ``--time-unit``."""
+    if options.time_unit is not None or options.time_format == "iso" or not lines:
+        return
+    try:
+        index = _core_indices(options.column_names or (), options)["t"]
+    except SchemaError:  # the read itself says what is wrong
+        return
+    fields = [_split_one(fmt, ln, options) for ln in lines]
+    texts = [f[index] for f in fields if index < len(f)]
+    if not texts:
+        return
+    ticks, errors = decimal_to_us(pa.array(texts, pa.string()), "us")  # numbers as written
+    keep = np.ones(len(ticks), dtype=bool)
+    keep[list(errors)] = False
+    message = implausible_time_unit(ticks[keep], "s")
+    if message is not None:
+        raise InputError(f"{name}: {message}" if name else message)
 
 
 def _check_named_columns(names: Sequence[str], options: ReaderOptions,

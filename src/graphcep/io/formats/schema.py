@@ -44,6 +44,12 @@ class InputError(ValueError):
     one line (exit status 2)."""
 
 
+class InputNote(UserWarning):
+    """A reading decision worth a line to the user (a header read through synonyms, files
+    of a directory left out): the readers issue it with :func:`warnings.warn`, the command
+    line prints it on stderr as ``graphcep: note: ...``."""
+
+
 class SchemaError(InputError):
     """A column-based file (Parquet) whose columns cannot hold edges: a core column is
     missing or has a type no edge field can be read from."""

@@ -262,3 +262,76 @@ def format_seconds_array(us: pa.Array | np.ndarray) -> pa.Array:
     )
     signed = pc.binary_join_element_wise("-", text, "")
     return pc.if_else(pa.array(values < 0), signed, text)
+
+
+#: Seconds per tick of each unit a number may count (``ns``: only named, never read).
+SECONDS_PER_TICK = {"s": 1.0, "ms": 1e-3, "us": 1e-6, "ns": 1e-9}
+_UNIT_WORDS = {"s": "seconds", "ms": "milliseconds", "us": "microseconds",
+               "ns": "nanoseconds"}
+#: Epoch times a stream of today plausibly holds: 1990-01-01 to 2100-01-01 (UTC).
+EPOCH_SPAN = (631_152_000, 4_102_444_800)
+_LAST_SECOND = 253_402_300_799  # 9999-12-31 23:59:59 UTC, the last datetime can show
+
+
+def _epoch_like(low: float, high: float) -> bool:
+    return EPOCH_SPAN[0] <= low and high < EPOCH_SPAN[1]
+
+
+def _when(seconds: float) -> str:
+    """A time in seconds since the epoch as a date, or a year past 9999."""
+    if abs(seconds) > _LAST_SECOND:
+        return f"year {1970 + seconds / 31_556_952:,.0f}"
+    return datetime.fromtimestamp(int(seconds), UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def implausible_time_unit(ticks: np.ndarray, unit: str) -> str | None:
+    """Whether numbers read as times in ``unit`` cannot be what their writer meant.
+
+    Parameters
+    ----------
+    ticks
+        The times as the file writes them (integers counting ``unit``; a fraction is
+        irrelevant here).
+    unit
+        The unit assumed for them: ``"s"``, ``"ms"`` or ``"us"``.
+
+    Returns
+    -------
+    str or None
+        ``None`` when the reading may be right; otherwise the reason, naming the
+        option to pass (``... pass --time-unit ms``).
+
+    Notes
+    -----
+    A reading is refused only when it is implausible *and* another reading is plausible:
+    read in ``unit`` the times are no epoch times of 1990 to 2100 (:data:`EPOCH_SPAN`),
+    while read in another unit all of them are. Epoch milliseconds read as seconds fall
+    past the year 9999; epoch seconds read as microseconds fall in 1970's first hours.
+    Relative times (a stream starting at 0, SNAP's seconds from an experiment's start)
+    read as no epoch time in any unit, so they are never refused: small times are no
+    proof of a wrong unit. The ranges of two units never both fit the span (they differ
+    by a factor of 1000, the span by 6.5), so the unit named is the only candidate.
+
+    >>> "pass --time-unit ms" in implausible_time_unit(np.array([1_082_040_961_000]), "s")
+    True
+    >>> implausible_time_unit(np.array([0, 10_000_000]), "s") is None
+    True
+    """
+    ticks = np.asarray(ticks)
+    if ticks.size == 0:
+        return None
+    low, high = float(ticks.min()), float(ticks.max())
+    here = SECONDS_PER_TICK[unit]
+    if _epoch_like(low * here, high * here):
+        return None
+    likely = next((u for u, per in SECONDS_PER_TICK.items()
+                   if u != unit and _epoch_like(low * per, high * per)), None)
+    if likely is None:
+        return None
+    per = SECONDS_PER_TICK[likely]
+    read = (f"times read as {_UNIT_WORDS[unit]} fall in {_when(low * here)} to "
+            f"{_when(high * here)}; as {_UNIT_WORDS[likely]} they are "
+            f"{_when(low * per)} to {_when(high * per)} UTC")
+    if likely == "ns":
+        return f"{read}: graphcep reads s, ms or us: write them in microseconds"
+    return f"{read}: pass --time-unit {likely} (or --time-unit {unit} to keep them)"
