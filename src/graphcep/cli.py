@@ -437,7 +437,16 @@ def cmd_run(args: argparse.Namespace) -> int:
     _run_pictures(args, job, widening, summary, edges, matches, rejects, phases)
     if args.profile:  # on stderr: stdout stays the matches and the summary
         print(phases.table(process_age() or stats.seconds), file=sys.stderr)
-    return 0
+    return nothing_accepted(stats.edges, rejects, args.rejects)
+
+
+def nothing_accepted(edges: int, rejects: RejectLog, path: Any) -> int:
+    """Exit status of a run: 2, with one line on stderr, when it read input lines but
+    accepted none (every one rejected: a wrong ``--format`` or ``--columns``); else 0."""
+    if edges or not rejects.count:
+        return 0
+    print(f"graphcep: no input line was accepted: {rejects.summary(path)}", file=sys.stderr)
+    return 2
 
 
 def _run_pictures(args: argparse.Namespace, job: ReplayJob,
@@ -525,7 +534,7 @@ def projected(job: ReplayJob, inputs: list[str], fmt: str, options: ReaderOption
     from graphcep.io.readers import expand_paths
 
     names: dict[str, None] = {}
-    for path in expand_paths(inputs):
+    for path in expand_paths(inputs, fmt=fmt):
         try:
             names.update(dict.fromkeys(pq.read_schema(path).names))
         except (pa.ArrowException, OSError):

@@ -37,17 +37,23 @@ _PANEL_INCHES = 4.2
 def delta_list(text: str) -> list[str]:
     """``--delta``: comma-separated non-negative numbers (checked in seconds here, the
     coarsest unit; whether each is a whole number of µs in ``--time-unit`` is checked
-    when the command runs), each δ once, in the order first given."""
+    when the command runs), in the order given. A δ given twice (``300,300``, or
+    ``10,10.0``) is refused: one table per δ, so the output would lack a column asked for.
+    """
     values = [v.strip() for v in text.split(",")]
     if not all(values):
         raise argparse.ArgumentTypeError(f"expected numbers separated by commas: {text!r}")
-    distinct: dict[int, str] = {}  # one table per δ: 10,10.0 is one δ (the first spelling)
+    distinct: dict[int, str] = {}
     for value in values:
         try:
-            distinct.setdefault(delta_to_us(value, "s"), value)
+            first = distinct.setdefault(delta_to_us(value, "s"), value)
         except ValueError as err:
             raise argparse.ArgumentTypeError(str(err)) from None
-    return list(distinct.values())
+        if first is not value:
+            same = f"{first!r} twice" if first == value else f"{first!r} and {value!r}"
+            raise argparse.ArgumentTypeError(f"δ {same}: the same δ given twice (each gets "
+                                             "one table; give it once)")
+    return values
 
 
 def add_parser(sub: Any) -> None:
@@ -143,6 +149,10 @@ def cmd_motifs(args: argparse.Namespace) -> int:
     rejects.add(counts.rejects)
     with writing(args.rejects):
         rejects.write_if_any()
+    if counts.rejected and counts.events + counts.self_loops == 0:
+        print(f"graphcep: motifs: no input line was accepted: {rejects.summary()}",
+              file=sys.stderr)
+        return 2
     if counts.rejected:
         print(f"graphcep: motifs: {rejects.summary()}", file=sys.stderr)
     if output_format == "png":

@@ -781,7 +781,7 @@ def test_time_format_reads_iso_times_and_keeps_durations_numbers(tmp_path, capsy
     out = tmp_path / "m.jsonl"
     argv = ["run", str(TRIANGLE), "--input", str(data), "--engine", "local", "-o", str(out),
             "--summary", "json", "--rejects", str(tmp_path / "r.jsonl")]
-    assert main(argv) == 0  # numbers by default: every line a reject
+    assert main(argv) == 2  # numbers by default: every line a reject, none accepted
     assert last_json(capsys.readouterr().out)["rejected"] == 3
     assert main([*argv, "--time-format", time_format]) == 0
     assert last_json(capsys.readouterr().out)["rejected"] == 0

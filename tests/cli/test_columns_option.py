@@ -93,11 +93,27 @@ def test_a_bad_columns_option_is_one_line_before_any_work(tmp_path, capsys, colu
     assert "argument --columns" in err and says in err and "Traceback" not in err
 
 
-def test_without_columns_a_foreign_header_s_summary_names_the_option(tmp_path, capsys):
+def test_without_columns_a_header_of_other_names_is_read_by_them_or_refused(tmp_path, capsys):
+    """Never by position under a header: ``time,from,to`` says which column is which (a
+    note says how it was read); names graphcep does not know are refused in one line
+    naming the file's columns and --columns."""
     data = tmp_path / "h.csv"
-    data.write_text("time,from,to\n1,a,b\n2,b,c\n")
-    assert run(tmp_path, data) == (0, [])
-    assert "or --columns to say which columns hold t, src and dst" in capsys.readouterr().out
+    data.write_text("time,from,to\n" + "".join(f"{t},{s},{d}\n" for s, d, t in TRIANGLE))
+    given = run(tmp_path, data, "--columns", "t=time,src=from,dst=to")
+    assert given[0] == 0 and given[1]
+    capsys.readouterr()
+    assert run(tmp_path, data) == given
+    err = capsys.readouterr().err
+    assert err == (f"graphcep: note: {data}: header read by its names as --columns "
+                   "t=time,src=from,dst=to (the file's columns are 'time', 'from', 'to')\n")
+    other = tmp_path / "o.csv"
+    other.write_text("when_sent,a,b\n1,a,b\n")
+    assert main(["run", str(EXAMPLES / "triangle.sal"), "--input", str(other), "--engine",
+                 "local", "-o", str(tmp_path / "m.jsonl")]) == 2
+    err = capsys.readouterr().err
+    assert err == (f"graphcep: {other}: the header does not say which columns hold t, src and "
+                   "dst (no column for t; no column for src; no column for dst); the file's "
+                   "columns are 'when_sent', 'a', 'b': pass --columns t=COL,src=COL,dst=COL\n")
 
 
 @pytest.mark.parametrize(("columns", "says"), [

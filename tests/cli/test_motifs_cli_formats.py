@@ -48,7 +48,8 @@ def _json(capsys) -> dict:
 # -- ISO-8601 times ---------------------------------------------------------------------
 def test_iso_times_count_as_the_same_data_with_numbers(tmp_path, capsys):
     """SNAP's example with ISO-8601 times (a +05:30 zone) gives SNAP's tables under
-    --time-format iso; without it every line is a reject, and the summary says so."""
+    --time-format iso; without it every line is a reject, and the run ends with status 2
+    and the summary."""
     iso = tmp_path / "iso.csv"
     _write_csv(iso, [(s, d, _iso(int(t))) for s, d, t in ROWS])
     argv = ["motifs", "-i", str(iso), "--delta", "10,50,300", "--output-format", "json",
@@ -57,10 +58,12 @@ def test_iso_times_count_as_the_same_data_with_numbers(tmp_path, capsys):
     out = _json(capsys)
     assert out["rejected_lines"] == 0
     assert [e["table"] for e in out["deltas"]] == [EXPECTED[d] for d in ("10", "50", "300")]
-    assert main([*argv, "--time-format", "number"]) == 0
+    assert main([*argv, "--time-format", "number"]) == 2
     captured = capsys.readouterr()
-    assert json.loads(captured.out)["rejected_lines"] == len(ROWS)
-    assert captured.err.startswith(f"graphcep: motifs: {len(ROWS)} lines rejected")
+    assert captured.out == ""
+    assert captured.err.startswith(f"graphcep: motifs: no input line was accepted: {len(ROWS)} "
+                                   "lines rejected")
+    assert len(captured.err.splitlines()) == 1
 
 
 def test_auto_times_mix_numbers_and_iso_and_delta_keeps_its_unit(tmp_path, capsys):

@@ -506,7 +506,7 @@ def test_vast_suffix_is_recognised(tmp_path: Path, name: str) -> None:
 def test_a_wholly_rejected_file_hints_at_the_format(tmp_path: Path) -> None:
     path = write(tmp_path / "flows.dat", f"{VAST_LINE}\n{VAST_LINE}\n")
     result = read_edges(path)
-    hint = " [no line of this file reads as snap: is --format right?]"
+    hint = " [no line of this file reads as snap: it has the shape of vast: pass --format vast]"
     assert (
         result.rejects.column("reason").to_pylist()
         == ["missing fields: expected 3 fields, got 2" + hint] * 2
@@ -516,8 +516,7 @@ def test_a_wholly_rejected_file_hints_at_the_format(tmp_path: Path) -> None:
     assert log.kinds() == {"missing fields": 2}
     assert log.summary() == (
         f"2 lines rejected: 2 × missing fields; no line of {path} reads as snap: "
-        "pass --format if it is another format, or --columns to say which columns hold "
-        "t, src and dst"
+        "it has the shape of vast: pass --format vast"
     )
     # One good line and the hint is gone.
     mixed = read_edges(write(tmp_path / "m.dat", f"a b 1\n{VAST_LINE}\n"))
@@ -571,8 +570,10 @@ def test_each_rejected_line_names_the_option_that_reads_it() -> None:
 # line of which reads that way has only hinted rejects, which used to have another schema
 # (a nullable reason) than the others' and failed the join ("Schema at index 1 was
 # different").
-VAST_HINT = " [no line of this file reads as vast: is --format right?]"
-CSV_HINT = " [no line of this file reads as csv: is --format right?]"
+# Each hint names the format the file's first lines have the shape of.
+VAST_HINT = " [no line of this file reads as vast: it has the shape of csv: pass --format csv]"
+CSV_HINT = " [no line of this file reads as csv: it has the shape of {shape}: pass --format " \
+    "{shape}]"
 
 
 def test_files_of_several_layouts_in_one_read(tmp_path: Path, capsys) -> None:
@@ -605,16 +606,18 @@ def test_a_jsonl_file_after_a_csv_one_is_rejected_with_the_hint(tmp_path: Path) 
     assert core(result) == [(1_000_000, "a", "b", 1), (2_000_000, "b", "c", 2)]
     assert result.rejects.select(["file", "line", "reason"]).to_pylist() == [
         {"file": str(other), "line": 1,
-         "reason": "field 1: stray quote in an unquoted field" + CSV_HINT},
+         "reason": "field 1: stray quote in an unquoted field"
+         + CSV_HINT.format(shape="jsonl")},
         {"file": str(other), "line": 2,
-         "reason": "missing fields: expected 3 fields, got 1" + CSV_HINT}]
+         "reason": "missing fields: expected 3 fields, got 1" + CSV_HINT.format(shape="jsonl")}]
     # the jsonl file first: its format, and the csv file is the one without an edge
     result = read_edges([other, good])
     assert core(result) == [(1_000_000, "a", "b", 1)]
     assert result.rejects.select(["file", "line"]).to_pylist() == [
         {"file": str(other), "line": 2}, {"file": str(good), "line": 1},
         {"file": str(good), "line": 2}]
-    assert all(r.endswith(" [no line of this file reads as jsonl: is --format right?]")
+    assert all(r.endswith(" [no line of this file reads as jsonl: it has the shape of csv: "
+                          "pass --format csv]")
                for r in result.rejects.column("reason").to_pylist()[1:])
 
 
@@ -648,19 +651,22 @@ def test_a_parquet_file_read_as_csv_is_rejected_line_by_line_with_the_hint(
     assert result.edges.num_rows == 0 and result.lines_read == lines
     assert result.rejects.num_rows + result.skipped == lines and result.rejects.num_rows
     assert result.rejects.column("line").to_pylist()[0] == 1
-    assert all(r.endswith(CSV_HINT) for r in result.rejects.column("reason").to_pylist())
+    hint = CSV_HINT.format(shape="parquet")
+    assert all(r.endswith(hint) for r in result.rejects.column("reason").to_pylist())
     # listed after a CSV file, whose format then decides: the CSV file's edges are read
     good = write(tmp_path / "good.csv", "a,b,1\nb,c,2\n")
     mixed = read_edges([good, path])
     assert core(mixed) == [(1_000_000, "a", "b", 1), (2_000_000, "b", "c", 2)]
     assert mixed.rejects.to_pylist() == result.rejects.to_pylist()
     query = write(tmp_path / "q.sal", "{ x1 e1 x2; }")
-    for inputs in ([str(path), "--format", "csv"], [str(good), str(path)]):
+    # alone, no line of the input is accepted: status 2; beside the CSV file, 0
+    for inputs, status in (([str(path), "--format", "csv"], 2), ([str(good), str(path)], 0)):
         code = main(["run", str(query), "-i", *inputs, "--engine", "local",
                      "-o", str(tmp_path / "m.jsonl"), "--rejects", str(tmp_path / "r.jsonl")])
         out = capsys.readouterr().out
-        assert code == 0
-        assert f"no line of {path} reads as csv: pass --format if it is another format" in out
+        assert code == status
+        assert (f"no line of {path} reads as csv: it has the shape of parquet: pass --format "
+                "parquet") in out
 
 
 @pytest.mark.parametrize("fmt", ["csv", "tsv"])

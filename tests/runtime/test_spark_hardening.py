@@ -266,12 +266,14 @@ def test_files_of_several_formats_read_like_local_on_spark(spark, tmp_path, file
     rows = flows(20)
     first, second = files.split("+")
     suffix = {"vast": "csv"}  # a VAST file is told by its first line
-    write_lines(tmp_path / f"1.{suffix.get(first, first)}", WRITERS[first](rows))
+    given = write_lines(tmp_path / f"1.{suffix.get(first, first)}", WRITERS[first](rows))
     other = write_lines(tmp_path / f"2.{suffix.get(second, second)}", WRITERS[second](rows[:3]))
-    edges, rejects, lines, _ = assert_same_read(spark, tmp_path)
+    # named, not as a directory (which reads only the files named for its format)
+    edges, rejects, lines, _ = assert_same_read(spark, [given, other])
     assert [e["seq"] for e in edges.to_pylist()] == list(
         range(FIRST_ROW[first], FIRST_ROW[first] + 20))
-    hint = f" [no line of this file reads as {first}: is --format right?]"
+    hint = (f" [no line of this file reads as {first}: it has the shape of {second}: pass "
+            f"--format {second}]")
     assert [(file, line) for file, line, _, _ in rejects] == [
         (str(other), n) for n in range(1, len(WRITERS[second](rows[:3])) + 1)]
     assert all(reason.endswith(hint) for _, _, reason, _ in rejects)
@@ -302,9 +304,8 @@ def test_files_without_three_fields_are_rejected_like_local_on_spark(spark, tmp_
     pq.write_table(pa.table({"t": [1.0, 2.0], "src": ["a", "b"], "dst": ["b", "c"]}), parquet)
     if case == "parquet as csv":
         path, fmt, bad = parquet, "csv", parquet
-    elif case == "parquet after csv":
-        write_lines(tmp_path / "1.csv", ["a,b,1", "b,c,2"])
-        path, fmt, bad = tmp_path, None, parquet
+    elif case == "parquet after csv":  # named: a directory of CSV files skips it
+        path, fmt, bad = [write_lines(tmp_path / "1.csv", ["a,b,1", "b,c,2"]), parquet], None, parquet
     else:
         parquet.unlink()
         path = bad = write_lines(tmp_path / "two.csv", ["a,b", "c,d"])
@@ -312,8 +313,10 @@ def test_files_without_three_fields_are_rejected_like_local_on_spark(spark, tmp_
     edges, rejects, _, _ = assert_same_read(spark, path, fmt)
     assert edges.num_rows == (2 if case == "parquet after csv" else 0)
     assert rejects and {file for file, _, _, _ in rejects} == {str(bad)}
-    assert all(reason.endswith(" [no line of this file reads as csv: is --format right?]")
-               for _, _, reason, _ in rejects)
+    hint = (" [no line of this file reads as csv: is --format right?]" if case == "two columns"
+            else " [no line of this file reads as csv: it has the shape of parquet: pass "
+            "--format parquet]")
+    assert all(reason.endswith(hint) for _, _, reason, _ in rejects)
 
 
 # -- damaged gzip ----------------------------------------------------------------------------

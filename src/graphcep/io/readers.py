@@ -44,6 +44,7 @@ from __future__ import annotations
 import gzip
 import io
 import os
+import warnings
 import zlib
 from collections.abc import Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -72,6 +73,8 @@ from graphcep.io.formats import (
     prepare_options,
     too_long_reason,
 )
+from graphcep.io.formats.schema import InputNote
+from graphcep.io.formats.sniff import is_vast_line, shape_of
 from graphcep.io.formats.times import implausible_time_unit
 from graphcep.io.rejects import add_format_hint
 from graphcep.io.seq import parse_seq
@@ -144,9 +147,73 @@ class ReadResult:
     fmt: str = ""
 
 
+#: Name suffixes (``.gz`` looked through) of files a directory holds beside its data:
+#: notes, licences, pictures, code, checksums. They are never read as edges.
+NOTE_SUFFIXES = frozenset({
+    ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".doc", ".docx", ".json", ".yaml",
+    ".yml", ".toml", ".ini", ".cfg", ".py", ".ipynb", ".sh", ".png", ".jpg", ".jpeg",
+    ".gif", ".svg", ".zip", ".tar", ".tgz", ".bz2", ".xz", ".7z", ".crc", ".log", ".sal",
+    ".nu", ".ddst", ".subs", ".sql", ".r", ".m", ".xml",
+})
+#: File names (before any suffix, any case) of notes: ``SOURCE.md``, ``README``, ``LICENSE``.
+NOTE_NAMES = ("readme", "source", "license", "licence", "notice", "copying", "authors",
+              "changelog", "changes", "citation", "manifest", "md5sums", "sha256sums")
+#: Formats a ``.csv`` name may hold (VAST and NetFlow v5 files are comma-separated).
+_CSV_FAMILY = ("csv", "vast", "netflow5")
+
+
+def holds_data(path: Path, fmt: str | None = None) -> bool:
+    """Whether a file found in a directory is read as input: not a note (its suffix in
+    :data:`NOTE_SUFFIXES`, its name starting with one of :data:`NOTE_NAMES`), and, with
+    ``fmt`` given, not named as a file of another format (a ``.parquet`` among CSV files).
+    Names without a format of their own (``.txt``, ``.dat``, none) hold data of any text
+    format, as SNAP's do."""
+    suffixes = [x.lower() for x in path.suffixes]
+    if suffixes and suffixes[-1] == ".gz":
+        suffixes = suffixes[:-1]
+    if (suffixes and suffixes[-1] in NOTE_SUFFIXES) or path.name.lower().startswith(NOTE_NAMES):
+        return False
+    named = _format_from_name(path) if suffixes else "snap"
+    if fmt is None or named in (fmt, "snap"):  # "snap": a name that says no format
+        return fmt != "parquet" or named == "parquet"
+    return named == "csv" and fmt in _CSV_FAMILY
+
+
+def list_inputs(paths: str | os.PathLike | list[str | os.PathLike],
+                fmt: str | None = None) -> tuple[list[Path], list[Path]]:
+    """The files to read and the files of the directories among ``paths`` left out
+    (:func:`holds_data`; hidden ones, ``.x`` and ``_x``, are not listed at all). A file
+    named itself is always read."""
+    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
+    out: list[Path] = []
+    skipped: list[Path] = []
+    for item in items:
+        path = Path(item)
+        if path.is_dir():
+            for found in sorted(p for p in path.iterdir()
+                                if p.is_file() and not p.name.startswith((".", "_"))):
+                (out if holds_data(found, fmt) else skipped).append(found)
+        else:
+            out.append(path)
+    return out, skipped
+
+
+def note_skipped_files(paths: str | os.PathLike | list[str | os.PathLike], fmt: str) -> None:
+    """One :class:`~graphcep.io.formats.schema.InputNote` naming the files of the input
+    directories left out as no data for ``fmt`` (:func:`list_inputs`), if any."""
+    _, skipped = list_inputs(paths, fmt)
+    if skipped:
+        names = ", ".join(str(p) for p in skipped[:5])
+        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
+        warnings.warn(InputNote(f"skipped {counted_noun(len(skipped), 'file')} of the input "
+                                f"directories, which hold no {fmt} data: {names}{more}"),
+                      stacklevel=2)
+
+
 def expand_paths(paths: str | os.PathLike | list[str | os.PathLike], *,
-                 once: bool = True) -> list[Path]:
-    """Paths as a list; a directory stands for its non-hidden files in name order.
+                 once: bool = True, fmt: str | None = None) -> list[Path]:
+    """Paths as a list; a directory stands for its files that hold data (for ``fmt``, if
+    given; see :func:`list_inputs`) in name order.
 
     Raises
     ------
@@ -154,20 +221,11 @@ def expand_paths(paths: str | os.PathLike | list[str | os.PathLike], *,
         With ``once``, a file given twice (itself twice, or itself and its directory):
         its edges would be read twice, each match of them found twice.
     """
-    items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
-    out: list[Path] = []
-    for item in items:
-        path = Path(item)
-        if path.is_dir():
-            out.extend(
-                sorted(
-                    p for p in path.iterdir() if p.is_file() and not p.name.startswith((".", "_"))
-                )
-            )
-        else:
-            out.append(path)
+    out, skipped = list_inputs(paths, fmt)
     if not out:
-        raise FileNotFoundError(f"no input files in {paths!r}")
+        extra = (f" (only {', '.join(p.name for p in skipped)}, which hold no data)"
+                 if skipped else "")
+        raise FileNotFoundError(f"no input files in {paths!r}{extra}")
     seen: dict[Path, Path] = {}
     for path in out if once else ():
         if (first := seen.setdefault(path.resolve(), path)) is not path:
@@ -246,11 +304,7 @@ def _head_text(stream: BinaryIO, size: int = 64 * 1024) -> list[str]:
 
 def _first_line_is_vast(head: list[str]) -> bool:
     data = [ln for ln in head if ln.strip()]
-    if not data:
-        return False
-    fields = data[0].split(",")
-    named = any(f.strip().lower() == "timeseconds" for f in fields[:2])
-    return named or len(fields) in (19, 20)
+    return bool(data) and is_vast_line(data[0])
 
 
 def _split_block(body: bytes, first_line: int) -> tuple[pa.Array, np.ndarray]:
@@ -450,6 +504,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
     rejects: list[pa.Table] = []
     lines_read = 0
     prepared: ReaderOptions | None = None
+    head_text: list[str] = []
     cutter = _LineCutter(options.max_line_bytes)
     blocks = _line_blocks(fh, options.chunk_bytes, cutter)
     damage: DamagedInputError | None = None
@@ -457,8 +512,9 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
         for lines, numbers in blocks:
             if prepared is None:
                 head = lines.slice(0, HEAD_LINES).to_pylist()
-                text = [b[: options.max_line_bytes].decode("utf-8", "replace") for b in head]
-                prepared = prepare_options(fmt, text, options, name)
+                head_text = [b[: options.max_line_bytes].decode("utf-8", "replace")
+                             for b in head]
+                prepared = prepare_options(fmt, head_text, options, name)
             good, bad = parse_lines(lines, numbers, fmt, prepared)
             edges.append(good)
             rejects.append(_with_file(_true_lengths(bad, cutter, options), name))
@@ -466,7 +522,8 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
     except DamagedInputError as exc:
         damage = exc
     if not any(t.num_rows for t in edges):
-        rejects = [add_format_hint(t, fmt) for t in rejects]
+        shape = shape_of(head_text)
+        rejects = [add_format_hint(t, fmt, shape) for t in rejects]
     if damage is not None:
         rejects.append(_damage_rejects(name, damage))
         lines_read += 1
@@ -739,8 +796,9 @@ def read_edges(
         and line counts.
     """
     options = options or ReaderOptions()
-    files = expand_paths(paths)
-    fmt = fmt or guess_format(files[0])
+    fmt = fmt or guess_format(expand_paths(paths)[0])
+    files = expand_paths(paths, fmt=fmt)
+    note_skipped_files(paths, fmt)
     check_columns_format(fmt, options)
     edge_parts: list[pa.Table] = []
     reject_parts: list[pa.Table] = []

@@ -12,7 +12,10 @@ removed (``"field 3 (t): not a number: 'abc'"`` -> ``"not a number"``).
 
 When no line of a file gives an edge, the reader ends each of its reasons with a hint,
 ``" [no line of this file reads as snap: is --format right?]"`` (a ``.vast`` file read
-as SNAP rejects every line); the summary repeats the hint once per file. A line that
+as SNAP rejects every line); the summary repeats the hint once per file. A file whose
+first lines have the shape of another format names that one first
+(``" [no line of this file reads as csv: it has the shape of vast: pass --format
+vast]"``). A line that
 failed on a time that reads as the other time format (an ISO-8601 date-time where a
 number was expected, or a number where a date-time was) names ``--time-format`` instead
 (``" [no line of this file reads as csv: its time reads as an ISO-8601 date-time: pass
@@ -34,8 +37,8 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.io.formats import REJECT_SCHEMA
-from graphcep.io.formats.schema import InputNote
 from graphcep.io.formats.options import COLUMN_FORMATS
+from graphcep.io.formats.schema import InputNote
 
 _FILE_FIELD = pa.field("file", pa.string(), nullable=False)
 #: Schema of :meth:`RejectLog.table`.
@@ -43,10 +46,13 @@ REJECT_LOG_SCHEMA = pa.schema([_FILE_FIELD, *REJECT_SCHEMA])
 _FIELD_PREFIX = re.compile(r"^field [^:]*?(?:\([^)]*\))?: ")
 _DETAIL = re.compile(r"(?:: | \().*$", re.DOTALL)  # not a quoted ':' ("':' in ...")
 _FORMAT_HINT = " [no line of this file reads as {fmt}: is --format right?]"
+_SHAPE_HINT = " [no line of this file reads as {fmt}: it has the shape of {shape}: pass " \
+    "--format {shape}]"
 _TIME_HINT = " [no line of this file reads as {fmt}: its time reads as {word}: pass " \
     "--time-format {other}]"
 _HINT_RE = re.compile(r" \[no line of this file reads as (\S+): (?:is --format right\?|its "
-                      r"time reads as [^:\]]*: pass --time-format \w+)\]$")
+                      r"time reads as [^:\]]*: pass --time-format \w+|it has the shape of "
+                      r"(\S+): pass --format \S+)\]$")
 _TIME_WORD = {"iso": "an ISO-8601 date-time", "number": "a number"}
 #: a time that failed as one format and reads as the other -> the --time-format to pass
 _OTHER_TIME = (
@@ -69,21 +75,29 @@ def other_time_format(reason: str) -> str | None:
     return next((fmt for pattern, fmt in _OTHER_TIME if pattern.search(reason)), None)
 
 
-def format_hints(fmt: str) -> tuple[list[tuple[str, str]], str]:
+def format_hints(fmt: str, shape: str | None = None) -> tuple[list[tuple[str, str]], str]:
     """The hints :func:`add_format_hint` ends reasons with, for files read as ``fmt``:
     ``(regular expression, hint)`` for a time that reads as the other ``--time-format``
     (the first whose expression a reason holds applies), then the hint for any other
-    reason. The expressions read alike in Python, Arrow (RE2) and Spark (Java)."""
+    reason. The expressions read alike in Python, Arrow (RE2) and Spark (Java).
+
+    A file whose first lines have the shape of another format (``shape``, from
+    :func:`~graphcep.io.formats.sniff.shape_of`) gets that format's name alone: the format
+    comes before the time format (a VAST file read as ``csv`` fails on an ISO-8601 date
+    where ``csv`` reads the time, and ``--time-format iso`` would read nonsense)."""
+    if shape is not None and shape != fmt:
+        return [], _SHAPE_HINT.format(fmt=fmt, shape=shape)
     cases = [(pattern.pattern, _TIME_HINT.format(fmt=fmt, word=_TIME_WORD[other], other=other))
              for pattern, other in _OTHER_TIME]
     return cases, _FORMAT_HINT.format(fmt=fmt)
 
 
-def add_format_hint(rejects: pa.Table, fmt: str) -> pa.Table:
-    """``rejects`` with the format hint at the end of every reason (see module doc)."""
+def add_format_hint(rejects: pa.Table, fmt: str, shape: str | None = None) -> pa.Table:
+    """``rejects`` with the format hint at the end of every reason (see module doc and
+    :func:`format_hints`)."""
     if rejects.num_rows == 0:
         return rejects
-    cases, plain = format_hints(fmt)
+    cases, plain = format_hints(fmt, shape)
     reasons = rejects.column("reason")
     hints = pa.scalar(plain)
     for pattern, hint in reversed(cases):
@@ -121,6 +135,7 @@ class RejectLog:
         self._tables: list[pa.Table] = []
         self._kinds: Counter[str] = Counter()
         self._hints: dict[str, str] = {}  # file -> format none of its lines read as
+        self._shapes: dict[str, str] = {}  # file -> the format its lines look like
         # file -> the --time-format every one of its rejects' times reads as ("" if not all)
         self._times: dict[str, str] = {}
 
@@ -139,6 +154,8 @@ class RejectLog:
         for name, reason in zip(rejects.column("file").to_pylist(), reasons, strict=True):
             if name not in self._hints and (hint := _HINT_RE.search(reason)):
                 self._hints[name] = hint.group(1)
+                if hint.group(2):
+                    self._shapes[name] = hint.group(2)
             other = other_time_format(reason) or ""
             if self._times.setdefault(name, other) != other:
                 self._times[name] = ""
@@ -212,6 +229,10 @@ class RejectLog:
         for name, fmt in self._hints.items():
             text += f"; no line of {name} reads as {fmt}: "
             other = self._times.get(name)
+            if name in self._shapes:
+                shape = self._shapes[name]
+                text += f"it has the shape of {shape}: pass --format {shape}"
+                continue
             text += (f"its times read as {_TIME_WORDS[other]}: pass --time-format {other}"
                      if other else "pass --format if it is another format"
                      + (", or --columns to say which columns hold t, src and dst"

@@ -32,12 +32,14 @@ from graphcep.io.formats import (
     parse_lines,
     prepare_options,
 )
+from graphcep.io.formats.sniff import shape_of
 from graphcep.io.readers import (  # the local reader's own pieces: one reading, two engines
     FILE_INDEX_SHIFT,
     HEAD_LINES,
     expand_paths,
     guess_format,
     iter_line_blocks,
+    note_skipped_files,
     nothing_read_message,
     offset_seq,
     open_binary,
@@ -130,8 +132,9 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     """
     from pyspark.sql import functions as F
 
-    files = expand_paths(paths)
-    fmt = fmt or guess_format(files[0])
+    fmt = fmt or guess_format(expand_paths(paths)[0])
+    files = expand_paths(paths, fmt=fmt)
+    note_skipped_files(paths, fmt)
     options = options or ReaderOptions()
     check_columns_format(fmt, options)
     if fmt in DRIVER_READ_FORMATS:
@@ -154,8 +157,8 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
     parsed = parsed.cache()
     totals = _totals(parsed, fmt, schema)
     lines_read += totals["lines"]
-    rejects_df = _rejects(parsed, fmt, [plan.names[i] for i in split
-                                        if i not in totals["with_edges"]])
+    rejects_df = _rejects(parsed, fmt, {plan.names[i]: shape_of(heads[i]) for i in split
+                                        if i not in totals["with_edges"]})
     if totals["damaged"] and totals["damaged"] == lines_read:
         parsed.unpersist()
         raise InputError(nothing_read_message([pa.table({k: [v] for k, v in row.asDict().items()})
@@ -184,18 +187,22 @@ def _totals(parsed, fmt: str, schema: pa.Schema) -> dict:
             "with_edges": set(found["files"]), "drop": {"Label"} if found["labels"] == 0 else set()}
 
 
-def _rejects(parsed, fmt: str, without_edges: list[str]):
-    """The rejects of a read; those of split files that gave no edge get the format hint
-    (files read whole have it from the local reader)."""
+def _rejects(parsed, fmt: str, without_edges: dict[str, str | None]):
+    """The rejects of a read; those of split files that gave no edge get the format hint,
+    by the shape of their first lines (``without_edges``: file -> shape; files read whole
+    have it from the local reader)."""
     from pyspark.sql import functions as F
 
     reason = F.col("_reject_reason")
-    if without_edges:
-        cases, plain = format_hints(fmt)
+    by_shape: dict[str | None, list[str]] = {}
+    for name, shape in without_edges.items():
+        by_shape.setdefault(shape, []).append(name)
+    for shape, names in by_shape.items():
+        cases, plain = format_hints(fmt, shape)
         hint = F.lit(plain)
         for pattern, text in reversed(cases):
             hint = F.when(reason.rlike(pattern), F.lit(text)).otherwise(hint)
-        needs_hint = ~F.col(WHOLE) & F.col("_reject_file").isin(without_edges)
+        needs_hint = ~F.col(WHOLE) & F.col("_reject_file").isin(names)
         reason = F.when(needs_hint, F.concat(reason, hint)).otherwise(reason)
     return parsed.where(F.col("_reject_line").isNotNull()).select(
         F.col("_reject_file").alias("file"),

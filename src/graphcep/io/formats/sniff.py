@@ -1,0 +1,57 @@
+"""The format a file's first lines have the shape of (:func:`shape_of`), for the hint a
+file gets when no line of it reads as the format it was read as: a VAST file read as
+``csv`` is told to pass ``--format vast``, not to change its time format."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+
+from graphcep.io.formats.schema import NETFLOW5_FIELDS, VAST_FIELDS
+
+_PARQUET_MAGIC = "PAR1"
+
+
+def is_vast_line(line: str) -> bool:
+    """A VAST line: 19 comma-separated fields (20 with a leading ``Label``), or a VAST
+    header (``TimeSeconds`` first or second)."""
+    fields = line.split(",")
+    named = any(f.strip().lower() == "timeseconds" for f in fields[:2])
+    return named or len(fields) in (len(VAST_FIELDS), len(VAST_FIELDS) + 1)
+
+
+def shape_of(head: Sequence[str]) -> str | None:
+    """The format the first lines of a file look like, or ``None`` when they look like
+    none (text that is no edge list).
+
+    The first line that is neither blank nor a comment decides: a Parquet file's magic
+    bytes -> ``parquet``; a JSON object -> ``jsonl``; comma-separated, 19 or 20 fields
+    or a VAST header -> ``vast``, 24 fields -> ``netflow5``, 3 or more -> ``csv``; 3 or
+    more tab-separated fields -> ``tsv``; 3 or more whitespace-separated fields -> ``snap``.
+
+    >>> shape_of(["0,1312964022.9,2011-08-10 02:13:42" + ",x" * 17])
+    'vast'
+    >>> shape_of(["# comment", "1 2 1082040961"])
+    'snap'
+    """
+    if head and head[0].startswith(_PARQUET_MAGIC):
+        return "parquet"
+    line = next((ln.rstrip("\r\n") for ln in head
+                 if ln.strip() and not ln.lstrip().startswith(("#", "%"))), None)
+    if line is None:
+        return None
+    if line.lstrip().startswith("{"):
+        try:
+            return "jsonl" if isinstance(json.loads(line), dict) else None
+        except ValueError:
+            return None
+    if line.count(",") >= 2:
+        if is_vast_line(line):
+            return "vast"
+        return "netflow5" if line.count(",") + 1 == len(NETFLOW5_FIELDS) else "csv"
+    if line.count("\t") >= 2:
+        return "tsv"
+    return "snap" if len(line.split()) >= 3 else None
+
+
+__all__ = ["is_vast_line", "shape_of"]
