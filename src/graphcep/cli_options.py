@@ -81,6 +81,14 @@ def path_option(text: str) -> str:
     return text
 
 
+def field_option(text: str) -> str:
+    """A field name (``--key``, ``--symbol``): not empty (an empty one would silently
+    mean the default field)."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("expected a field name, got an empty one")
+    return text
+
+
 #: What Spark accepts as a master URL (``--master``).
 _MASTER = re.compile(r"local(\[(\*|[1-9]\d*)(,\s*\d+)?\])?|local-cluster\[[^]]+\]|"
                      r"(spark|k8s|mesos)://\S+|yarn")
@@ -353,10 +361,10 @@ def add_nu_arguments(parser: argparse.ArgumentParser) -> None:
 
 def add_subscription_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of subscriptions files (``run``, ``explain`` and ``stream``)."""
-    parser.add_argument("--key", metavar="FIELD",
+    parser.add_argument("--key", metavar="FIELD", type=field_option,
                         help="subscriptions: the field splitting the stream into one "
                              "sequence per value (default src)")
-    parser.add_argument("--symbol", metavar="FIELD",
+    parser.add_argument("--symbol", metavar="FIELD", type=field_option,
                         help="subscriptions: the field giving each edge's symbol "
                              "(default dst)")
     parser.add_argument("--subs-engine", choices=("compiled", "tree", "naive"),

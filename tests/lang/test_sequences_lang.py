@@ -24,7 +24,6 @@ def test_lines_comments_and_quoted_symbols():
     ("a: x y", 1, 6, "one subscription per line"),
     ("a: x\nb: y$", 2, 5, "unexpected character '$'"),
     ("a: x\na: y", 2, 1, "defined twice (first at line 1:1)"),
-    ("# nothing", 1, 10, "holds no subscription"),
     ('a: ""', 1, 4, "a constant cannot be empty (an @variable matches any symbol"),
     ("a: @\u00fc", 1, 5, "unexpected character '\u00fc' (variable names are letters"),
     ("a: x.\u00fc", 1, 6, "(quote symbols holding it"),

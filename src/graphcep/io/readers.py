@@ -545,21 +545,6 @@ def _true_lengths(bad: pa.Table, cutter: _LineCutter, options: ReaderOptions) ->
     return bad.set_column(bad.schema.get_field_index("reason"), "reason", pa.array(fixed))
 
 
-def read_whole_text(path: Path, name: str) -> str:
-    """A file read whole (through gzip when it is gzip), invalid UTF-8 as U+FFFD; a
-    damaged gzip, or a file opening with a UTF-16 or UTF-32 byte order mark, is an
-    :class:`InputError` naming the file (a sequence's times and
-    positions run on from its start, so nothing after a break could be placed)."""
-    try:
-        with open_binary(path) as fh:
-            data = fh.read()
-    except _DAMAGE_ERRORS as err:
-        if isinstance(err, FileNotFoundError | IsADirectoryError):
-            raise
-        raise InputError(f"{name}: damaged ({err})") from None
-    return decode_whole(data, name)
-
-
 def decode_whole(data: bytes, name: str) -> str:
     """A whole file's bytes as text, invalid UTF-8 as U+FFFD; a UTF-16 or UTF-32 byte
     order mark opening it is an :class:`InputError` naming the file (every character
@@ -570,6 +555,44 @@ def decode_whole(data: bytes, name: str) -> str:
         raise InputError(f"{name}: {encoding} text (it opens with the byte order mark "
                          f"{bom.hex(' ').upper()}): graphcep reads UTF-8; save it as UTF-8")
     return data.decode("utf-8", errors="replace")
+
+
+def read_whole_file(path: Path, fmt: str, symbols: int = 0, after: int = 0) -> FileRead:
+    """One file of a format read whole (:func:`parse_whole`), through gzip when it is
+    gzip. A damaged one (a truncated gzip) keeps its lines before the damage, plus one
+    reject for it, as a line format does; a file that cannot be opened is one reject."""
+    try:
+        fh = open_binary(path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise
+    except OSError as exc:
+        damage = DamagedInputError(f"cannot read the file: {exc.strerror or exc}", 0)
+        return FileRead([], [_damage_rejects(str(path), damage)], 1, damaged=True)
+    with fh:
+        return _parse_whole_stream(fh, str(path), fmt, symbols, after)
+
+
+def _parse_whole_stream(stream: BinaryIO, name: str, fmt: str, symbols: int,
+                        after: int) -> FileRead:
+    """:func:`parse_whole` over a byte stream's whole lines up to any damage, which is one
+    more reject (the unfinished line after it is never parsed: it may have lost symbols)."""
+    try:
+        data, error = b"".join(_byte_blocks(stream, 8 << 20)), None
+    except _Broken as broken:
+        data, error = broken.tail, broken.error
+    damage = None
+    if error is not None:
+        end = data.rfind(b"\n") + 1
+        data, partial = data[:end], data[end:]
+        after_line = data.count(b"\n")
+        damage = DamagedInputError(
+            _damage_reason(stream, error, after_line), after_line,
+            partial[: REJECT_TEXT_CHARS * 4].decode("utf-8", "backslashreplace")[:REJECT_TEXT_CHARS])
+    read = parse_whole(decode_whole(data, name), name, fmt, symbols, after)
+    if damage is None:
+        return read
+    return FileRead(read.edges, [*read.rejects, _damage_rejects(name, damage)], read.lines + 1,
+                    skipped=read.skipped, damaged=True)
 
 
 #: Formats read whole, a file at a time (:func:`parse_whole`).
@@ -745,9 +768,10 @@ def read_edges_bytes(
     if fmt == "parquet":
         read = _read_parquet_file(io.BytesIO(data), options, name)
     elif fmt in WHOLE_FILE_FORMATS:
+        stream: BinaryIO = io.BytesIO(data)
         if data[:2] == _GZIP_MAGIC:
-            data = gzip.decompress(data)
-        read = parse_whole(decode_whole(data, name), name, fmt, symbols, after)
+            stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
+        read = _parse_whole_stream(stream, name, fmt, symbols, after)
     else:
         raw: BinaryIO = io.BytesIO(data)
         if data[:2] == _GZIP_MAGIC:
@@ -809,8 +833,8 @@ def read_edges(
         if fmt == "parquet":
             read = _read_parquet_file(path, options)
         elif fmt in WHOLE_FILE_FORMATS:  # positions and times run on across files
-            read = parse_whole(read_whole_text(path, str(path)), str(path), fmt,
-                               sum(t.num_rows for t in edge_parts), last_second(edge_parts))
+            read = read_whole_file(path, fmt, sum(t.num_rows for t in edge_parts),
+                                   last_second(edge_parts))
         else:
             read = read_text_file(path, fmt, options)
         edge_parts.extend(offset_seq(t, index) for t in read.edges)

@@ -124,8 +124,9 @@ def load(path: str, options: Mapping[str, Any]) -> SubscriptionJob:
 def with_options(subscriptions: SubscriptionSet, options: Mapping[str, Any]) -> SubscriptionJob:
     """A subscription set as a job, with the command line's ``key``, ``symbol`` and
     ``subs_engine``."""
-    return SubscriptionJob(subscriptions, options.get("key") or "src",
-                           options.get("symbol") or "dst",
+    key, symbol = options.get("key"), options.get("symbol")
+    return SubscriptionJob(subscriptions, "src" if key is None else key,
+                           "dst" if symbol is None else symbol,
                            options.get("subs_engine") or DEFAULT_ENGINE)
 
 
@@ -154,6 +155,10 @@ class SubscriptionJob(JobBase):
         if self.engine not in ENGINES:
             raise QueryError(f"unknown subscriptions engine {self.engine!r}: "
                              f"{', '.join(ENGINES)}")
+        for role, field in (("key", self.key), ("symbol", self.symbol)):
+            if not field.strip():  # never silently the default field
+                raise QueryError(f"the {role} field cannot be empty (--{role} names a field "
+                                 "of the stream, such as src or dst)")
 
     @property
     def name(self) -> str:

@@ -12,7 +12,8 @@ A *subscriptions source* is a ``.subs`` file or a directory of them
 (:func:`parse_subscriptions_source`): a directory's ``*.subs`` files are read in name
 order and merged into one set, ids distinct across all of them (an error names the
 second definition's ``file:line:col`` and the first one's); a directory holding no
-``.subs`` file is an error, as is a file holding no subscription.
+``.subs`` file is an error. A file holding no subscription (only comments, or nothing)
+is an empty set: it matches nothing, so that a running stream is paused by emptying it.
 
 Examples
 --------
@@ -157,8 +158,6 @@ class _Parser(TokenCursor):
 
     def parse(self) -> tuple[Subscription, ...]:
         subs = []
-        if self.peek().kind == "EOF":
-            self.fail("a subscription 'id: pattern'", message="the file holds no subscription")
         while self.peek().kind != "EOF":
             id_tok = self.peek()
             if id_tok.kind not in ("IDENT", "NUMBER", "STRING"):
