@@ -218,8 +218,9 @@ def add_input_arguments(parser: argparse.ArgumentParser, *,
     parser.add_argument("--columns", type=columns_option, metavar="t=COL,src=COL,dst=COL",
                         help="csv/tsv/snap/parquet: the columns holding each edge's time, "
                              "source and destination (and dur), by header name or 0-based "
-                             "position (default: columns named t, src, dst; else source, "
-                             "destination, time by position)")
+                             "position (default: columns named t, src, dst, or time, from, "
+                             "to ...; without a header source, destination, time by "
+                             "position)")
 
 
 def reader_options(args: argparse.Namespace) -> ReaderOptions:

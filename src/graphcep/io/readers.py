@@ -1,7 +1,8 @@
 """Read edge files into the edge schema, in chunks, with every bad line accounted for.
 
 :func:`read_edges` reads one file, a list of files, or a directory (its files in name
-order). Text files are read as bytes in chunks of ``options.chunk_bytes`` (8 MiB) cut at
+order; notes such as ``SOURCE.md`` and files named for another format are left out,
+:func:`list_inputs`). Text files are read as bytes in chunks of ``options.chunk_bytes`` (8 MiB) cut at
 newlines and parsed by :func:`graphcep.io.formats.parse_lines`, so memory stays bounded by
 the chunk size and the edges themselves; gzip is detected by its magic bytes, whatever
 the file name. A line longer than ``options.max_line_bytes`` that does not fit in a chunk

@@ -23,8 +23,12 @@ Formats
     have); a bad line 1 that is no header is a counted reject like any other line.
     ``options.header`` (``True``/``False``) overrides the detection. ``options.columns``
     maps schema names to file column names or 0-based indices; without it the columns
-    named ``t``/``src``/``dst``/``dur`` are used, or else positions 0, 1, 2 are ``src``,
-    ``dst``, ``t`` as in SNAP files. Every line must have as many fields as the header,
+    named ``t``/``src``/``dst``/``dur`` are used; a header of other names is read by the
+    names :data:`~graphcep.io.formats.options.HEADER_SYNONYMS` knows (``time,from,to``;
+    an :class:`~graphcep.io.formats.schema.InputNote` says so) or refused; without a
+    header, positions 0, 1, 2 are ``src``, ``dst``, ``t`` as in SNAP files. Numeric times
+    read without ``options.time_unit`` are checked against seconds on the file's first
+    lines (:func:`~graphcep.io.formats.times.implausible_time_unit`). Every line must have as many fields as the header,
     or, without one, as most of the first data lines. Other columns are attributes, typed
     ``string`` unless ``options.attribute_types`` declares ``int64`` or ``float64``: types
     are declared, never guessed, so all chunks of a file agree. Fields are not trimmed
