@@ -299,3 +299,16 @@ def test_motifs_refuses_a_delta_given_twice(capsys):
     assert "argument --delta" in line and "the same δ given twice" in line
     assert main(["motifs", "-i", str(COLLEGE), "--delta", "10,10.0"]) == 2
     assert "'10' and '10.0'" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("name", "fmt", "read"), [
+    ("SOURCE.md", None, False), ("README", None, False), ("LICENSE.txt", None, False),
+    ("notes.pdf", "snap", False), ("CollegeMsg.txt.gz", "snap", True), ("edges", "snap", True),
+    ("source.csv", "csv", True), ("flows.csv", "vast", True), ("b.parquet", "csv", False),
+    ("a.csv", "parquet", False), ("x.json", "jsonl", True), ("x.json", "csv", False),
+    ("trace.log", "syscall", True), ("packed.bz2", "snap", True),
+])
+def test_which_files_of_a_directory_hold_data(name, fmt, read):
+    from graphcep.io.readers import holds_data
+
+    assert holds_data(Path(name), fmt) is read

@@ -149,14 +149,18 @@ class ReadResult:
 
 
 #: Name suffixes (``.gz`` looked through) of files a directory holds beside its data:
-#: notes, licences, pictures, code, checksums. They are never read as edges.
+#: notes, licences, pictures, code, checksums, queries. They are never read as edges.
+#: (Archives and other compressions are not among them: they may hold data, and reading
+#: one says what is wrong with it.)
 NOTE_SUFFIXES = frozenset({
     ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".doc", ".docx", ".json", ".yaml",
     ".yml", ".toml", ".ini", ".cfg", ".py", ".ipynb", ".sh", ".png", ".jpg", ".jpeg",
-    ".gif", ".svg", ".zip", ".tar", ".tgz", ".bz2", ".xz", ".7z", ".crc", ".log", ".sal",
-    ".nu", ".ddst", ".subs", ".sql", ".r", ".m", ".xml",
+    ".gif", ".svg", ".crc", ".log", ".sal", ".nu", ".ddst", ".subs", ".sql", ".xml",
 })
-#: File names (before any suffix, any case) of notes: ``SOURCE.md``, ``README``, ``LICENSE``.
+#: Suffixes among :data:`NOTE_SUFFIXES` that a format's data often has (JSON lines named
+#: ``.json``, system-call traces ``.log``).
+_DATA_SUFFIXES = {"jsonl": (".json",), "syscall": (".log",)}
+#: File names (before any suffix, any case) of notes: ``README``, ``LICENSE.txt``.
 NOTE_NAMES = ("readme", "source", "license", "licence", "notice", "copying", "authors",
               "changelog", "changes", "citation", "manifest", "md5sums", "sha256sums")
 #: Formats a ``.csv`` name may hold (VAST and NetFlow v5 files are comma-separated).
@@ -165,14 +169,17 @@ _CSV_FAMILY = ("csv", "vast", "netflow5")
 
 def holds_data(path: Path, fmt: str | None = None) -> bool:
     """Whether a file found in a directory is read as input: not a note (its suffix in
-    :data:`NOTE_SUFFIXES`, its name starting with one of :data:`NOTE_NAMES`), and, with
+    :data:`NOTE_SUFFIXES`; or no suffix but ``.txt`` and a name of :data:`NOTE_NAMES`), and, with
     ``fmt`` given, not named as a file of another format (a ``.parquet`` among CSV files).
     Names without a format of their own (``.txt``, ``.dat``, none) hold data of any text
     format, as SNAP's do."""
     suffixes = [x.lower() for x in path.suffixes]
     if suffixes and suffixes[-1] == ".gz":
         suffixes = suffixes[:-1]
-    if (suffixes and suffixes[-1] in NOTE_SUFFIXES) or path.name.lower().startswith(NOTE_NAMES):
+    last = suffixes[-1] if suffixes else ""
+    note = last in NOTE_SUFFIXES and last not in _DATA_SUFFIXES.get(fmt or "", ())
+    named_note = last in ("", ".txt") and path.name.lower().split(".")[0] in NOTE_NAMES
+    if note or named_note:
         return False
     named = _format_from_name(path) if suffixes else "snap"
     if fmt is None or named in (fmt, "snap"):  # "snap": a name that says no format
