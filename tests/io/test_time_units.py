@@ -74,16 +74,28 @@ def check(path: Path, written_unit: str, given_unit: str | None, expected_us: li
     assert read.edges.column("t").to_pylist() == expected_us
 
 
-@given(epoch_streams(), st.sampled_from(["s", "ms", "us", "iso"]), st.booleans())
-def test_csv_times_are_read_exactly_or_refused_naming_their_unit(times, unit, unit_given):
-    rows = "".join(f"v{i},w{i},{written(ms, unit)}\n" for i, ms in enumerate(times))
+def json_time(text: str) -> str:
+    """A time as JSON lines hold it: a number, an ISO-8601 date-time as a string."""
+    return f'"{text}"' if "T" in text else text
+
+
+@given(epoch_streams(), st.sampled_from(["s", "ms", "us", "iso"]), st.booleans(),
+       st.sampled_from(["csv", "jsonl"]))
+def test_text_times_are_read_exactly_or_refused_naming_their_unit(
+        times, unit, unit_given, fmt):
+    if fmt == "csv":
+        text = "src,dst,t\n" + "".join(f"v{i},w{i},{written(ms, unit)}\n"
+                                       for i, ms in enumerate(times))
+    else:
+        text = "".join(f'{{"src": "v{i}", "dst": "w{i}", "t": {json_time(written(ms, unit))}}}\n'
+                       for i, ms in enumerate(times))
     with tempfile.TemporaryDirectory() as folder:
-        path = Path(folder) / "x.csv"
-        path.write_text("src,dst,t\n" + rows)
+        path = Path(folder) / f"x.{fmt}"
+        path.write_text(text)
         given_unit = unit if unit_given and unit != "iso" else None
         expected = [ms * 1000 for ms in times]
         if unit == "iso":
-            for time_format in ("number", "auto", "iso"):
+            for time_format in ("number", "auto", "iso")[fmt == "jsonl":]:  # JSON: auto
                 check(path, unit, None, expected, time_format=time_format)
             return
         check(path, unit, given_unit, expected)

@@ -3,6 +3,7 @@ columns (:func:`prepare_options`), and the field layout they give (:func:`table_
 
 from __future__ import annotations
 
+import json
 import re
 import warnings
 from collections import Counter
@@ -113,6 +114,8 @@ def prepare_options(
     so lines lacking the fields are rejects, "missing fields").
     """
     options = options or ReaderOptions()
+    if fmt == "jsonl" and options.column_names is None:
+        _check_json_head_times(head, options, name)
     if fmt not in ("csv", "tsv", "snap") or options.column_names is not None:
         return options
     prefixes = comment_prefixes(fmt, options)
@@ -217,7 +220,29 @@ def _check_head_times(fmt: str, lines: Sequence[str], options: ReaderOptions,
     except SchemaError:  # the read itself says what is wrong
         return
     fields = [_split_one(fmt, ln, options) for ln in lines]
-    texts = [f[index] for f in fields if index < len(f)]
+    _refuse_implausible([f[index] for f in fields if index < len(f)], name)
+
+
+def _check_json_head_times(head: Sequence[str], options: ReaderOptions,
+                           name: str | None) -> None:
+    """:func:`_check_head_times` for JSON lines: the numbers of the time key."""
+    if options.time_unit is not None or options.time_format == "iso":
+        return
+    key = (options.columns or {}).get("t", "t")
+    texts = []
+    for line in head:
+        try:
+            value = json.loads(line).get(key)
+        except (ValueError, AttributeError):  # not an object: the read rejects it
+            continue
+        if isinstance(value, int | float | str) and not isinstance(value, bool):
+            texts.append(str(value))
+    _refuse_implausible(texts, name)
+
+
+def _refuse_implausible(texts: list[str], name: str | None) -> None:
+    """An :class:`InputError` naming the file when the numbers among ``texts`` cannot be
+    seconds (:func:`implausible_time_unit`); texts that are no numbers are left out."""
     if not texts:
         return
     ticks, errors = decimal_to_us(pa.array(texts, pa.string()), "us")  # numbers as written
