@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pyarrow as pa
 
-from tests.runtime.test_subs_stream import S, Run
+from tests.runtime.test_subs_stream import Run, S
 
 
 def test_emptying_the_subscriptions_file_pauses_the_stream(tmp_path):
