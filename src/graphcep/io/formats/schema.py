@@ -197,7 +197,10 @@ class ReaderOptions:
         Unit of plain numbers in the time (and duration) column: ``"s"``, ``"ms"`` or
         ``"us"``. ``None`` = seconds, except for Parquet/Arrow input, where integer
         columns named ``t``/``dur`` are microseconds and a file's
-        ``graphcep.time_unit`` metadata is honoured.
+        ``graphcep.time_unit`` metadata is honoured. A unit assumed (``None``, no
+        metadata) is checked against the times read, which are refused when they read as
+        epoch times in another unit only
+        (:func:`~graphcep.io.formats.times.implausible_time_unit`).
     time_format
         ``"number"``, ``"iso"`` (ISO-8601 date-time, UTC when no zone) or ``"auto"``.
     delimiter
