@@ -233,7 +233,7 @@ def _check_json_head_times(head: Sequence[str], options: ReaderOptions,
     for line in head:
         try:
             value = json.loads(line).get(key)
-        except (ValueError, AttributeError):  # not an object: the read rejects it
+        except (ValueError, AttributeError, RecursionError):  # no object: the read rejects it
             continue
         if isinstance(value, int | float | str) and not isinstance(value, bool):
             texts.append(str(value))
