@@ -120,7 +120,7 @@ def test_cli_pww_on_generated_netflows_equals_the_local_engine_and_the_oracle(
     engine writes the rows of ``--engine local``, in order, and they are the triangles
     the brute-force matcher finds (each spans at most a few of the 64 records)."""
     flows = tmp_path / "bg.csv"
-    assert main(["gen", "netflow", "--edges", "600", "--vertices", "5", "--rate", "0.5",
+    assert main(["gen", "netflow", "--edges", "300", "--vertices", "5", "--rate", "0.5",
                  "--seed", "11", "-o", str(flows)]) == 0
     rows = {}
     for engine in ("default", "local"):
@@ -136,4 +136,4 @@ def test_cli_pww_on_generated_netflows_equals_the_local_engine_and_the_oracle(
     truth = brute_force_matches(query, edges.select(["t", "src", "dst", "dur", "seq"])
                                 .to_pylist())
     found = [tuple(e["seq"] for e in row["edges"]) for row in rows["default"]]
-    assert len(truth) > 20 and sorted(found) == sorted(truth)
+    assert len(truth) > 10 and sorted(found) == sorted(truth)
