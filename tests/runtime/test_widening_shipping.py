@@ -21,7 +21,7 @@ from graphcep import jobs
 from graphcep.io.generator import generate_netflow
 from graphcep.runtime.spark import widening as spark_widening
 from graphcep.runtime.spark.widening import deal_cuts, run_widening_spark
-from graphcep.runtime.widening import WindowCut, plan_cuts, plan_windows, run_widening
+from graphcep.runtime.widening import WindowCut, plan_cuts, plan_windows, planner, run_widening
 from tests.oracle import brute_force_matches
 from tests.paths import EXAMPLES
 from tests.widening_oracle import assert_theorem_1
@@ -114,11 +114,15 @@ def test_tasks_cut_from_their_records_find_the_in_process_rows_and_theorem_1_hol
                      - min(position[s] for s in m) + 1 <= 4)
 
 
-def test_cuts_are_the_planners_windows_as_row_numbers():
+@pytest.mark.parametrize("at_a_time", [1 << 16, 7])
+def test_cuts_are_the_planners_windows_as_row_numbers(monkeypatch, at_a_time):
+    """Whether the records are cut at once or 7 at a time (batches of 10 s hold about 5
+    records, so cuts fall inside batches)."""
+    monkeypatch.setattr(planner, "_CUT_RECORDS", at_a_time)
     flows = generate_netflow(400, 8, "0.5", 5)
     job = triangle()
-    windows, _ = plan_windows(job.orient, flows, keep=5, base_us=S)
-    records, cuts, _ = plan_cuts(job.orient, flows, keep=5, base_us=S)
+    windows, _ = plan_windows(job.orient, flows, keep=5, base_us=10 * S)
+    records, cuts, _ = plan_cuts(job.orient, flows, keep=5, base_us=10 * S)
     assert [(c.level, c.order) for c in cuts] == [(w.level, w.order) for w in windows]
     for cut, window in zip(cuts, windows, strict=True):
         assert cut.window(records).records.equals(window.records)

@@ -82,7 +82,8 @@ class Task:
     window costs three numbers, not an object of its own).
 
     >>> records = pa.table({"t": [10, 20, 30, 40]})
-    >>> task = Task.of(records, [WindowCut(0, 5, np.array([1, 2])), WindowCut(1, 6, np.array([2, 3]))])
+    >>> cuts = [WindowCut(0, 5, np.array([1, 2])), WindowCut(1, 6, np.array([2, 3]))]
+    >>> task = Task.of(records, cuts)
     >>> task.records.column("t").to_pylist(), task.rows.tolist()
     ([20, 30, 40], [0, 1, 1, 2])
     >>> [(w.level, w.order, w.records.column("t").to_pylist()) for w in task.windows()]
@@ -185,7 +186,7 @@ def run_widening_spark(spark, job: ReplayJob, edges: Any, *, keep: int, base_us:
     started = time.perf_counter()
     table = edges if isinstance(edges, pa.Table) else edges.toArrow()
     job, stream = widening_input(job, table)
-    del table  # the sorted stream replaces it (when it was not in order)
+    del table  # the sorted stream replaces it (when it was out of order)
     sent, planner = plan_tasks(job, stream, keep=keep, base_us=base_us,
                                max_duration_us=max_duration_us,
                                groups=tasks or 2 * spark.sparkContext.defaultParallelism)
@@ -196,8 +197,9 @@ def run_widening_spark(spark, job: ReplayJob, edges: Any, *, keep: int, base_us:
             for task in parts:
                 yield run_windows(job, base_us, task.windows())
 
-        done = spark.sparkContext.parallelize(sent, len(sent)).mapPartitions(
-            run_tasks).collect()
+        tasks_rdd = spark.sparkContext.parallelize(sent, len(sent))
+        del sent  # parallelize has written the tasks out: the driver need not hold them
+        done = tasks_rdd.mapPartitions(run_tasks).collect()
         for rows, seconds in done:
             found.append(rows)
             for k, s in seconds.items():

@@ -4,8 +4,9 @@ windows of two batches, with nothing of the detector.
 
 Both runtimes cut windows here: the in-process :class:`~graphcep.runtime.widening.Widening`
 runs each window as :class:`WindowPlanner` hands it out; the Spark runtime
-(:mod:`graphcep.runtime.spark.widening`) plans every window of a stream on the driver and
-runs them in parallel tasks. A window's :attr:`Window.order` is its place in the order a
+(:mod:`graphcep.runtime.spark.widening`) plans every window of a stream on the driver as
+row numbers of its records (:func:`plan_cuts`) and runs them in parallel tasks, each sent
+only its windows' records. A window's :attr:`Window.order` is its place in the order a
 stream closes windows, which decides the window that reports an instance.
 
 Example (two batches of 1 s at level 0, combined into level 1's first batch)
