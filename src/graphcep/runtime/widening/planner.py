@@ -282,8 +282,8 @@ _CUT_RECORDS = 1 << 16
 @dataclass(frozen=True)
 class WindowCut:
     """A window as the row numbers of its records in the stream's records
-    (:func:`plan_cuts`): a few bytes a record, and no table of its own. A level-0
-    window's rows are a run; a combined batch's are two runs, its ends."""
+    (:func:`plan_cuts`): 8 bytes a record, and no table of its own. A level-0 window's
+    rows are one run; a higher level's, a few runs (the ends its batches kept)."""
 
     level: int
     order: int
@@ -305,8 +305,8 @@ def plan_cuts(orient: Callable[[pa.Table], pa.Table], stream: pa.Table, *, keep:
     ``WindowCut.window(records)`` gives back :func:`plan_windows`' window: the planner cuts
     the records with a private row-number column beside them, and each window's column
     says which records it holds. The windows' own tables live only while their records
-    are cut: the cuts hold 8 bytes a window record, so a stream's windows cost about
-    twice its records in row numbers, whatever Arrow's slices keep alive.
+    are cut (:data:`_CUT_RECORDS` at a time); the cuts hold 8 bytes a window record: up
+    to twice the stream's records a level, and at most ``4L`` a window above level 0.
 
     >>> edges = pa.table({"t": [0, 1_500_000, 1_600_000], "src": ["a", "b", "c"],
     ...                   "dst": ["b", "c", "d"]})
