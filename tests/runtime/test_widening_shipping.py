@@ -118,7 +118,7 @@ def test_tasks_cut_from_their_records_find_the_in_process_rows_and_theorem_1_hol
 def test_cuts_are_the_planners_windows_as_row_numbers(monkeypatch, at_a_time):
     """Whether the records are cut at once or 7 at a time (batches of 10 s hold about 5
     records, so cuts fall inside batches)."""
-    monkeypatch.setattr(planner, "_CUT_RECORDS", at_a_time)
+    monkeypatch.setattr(planner, "CUT_RECORDS", at_a_time)
     flows = generate_netflow(400, 8, "0.5", 5)
     job = triangle()
     windows, _ = plan_windows(job.orient, flows, keep=5, base_us=10 * S)
