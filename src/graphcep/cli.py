@@ -750,8 +750,9 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if getattr(args, "dot", None):  # checked before any work, as run checks -o
         check_target(args.dot, "dot", directory=False, role="--dot")
         refuse_overwriting_inputs([args.query], {"--dot": args.dot})
+    widening = pww_options(args)  # --pww-base without --pww: named before the query's needs
     job = jobs.load(args.query, {**job_options(args, None), "explain": True})
-    if (widening := pww_options(args)) is not None:
+    if widening is not None:
         from graphcep.runtime.widening import refuse_short_keep
 
         refuse_short_keep(job, widening[0])

@@ -169,8 +169,11 @@ def pww_options(args: argparse.Namespace) -> tuple[int, int, int | None] | None:
     base = seconds_to_us(args.pww_base or "1")
     if base < 1:
         raise QueryError("--pww-base must be at least 1 µs")
-    most = args.pww_max_duration
-    return args.pww, base, None if most is None else seconds_to_us(most)
+    most = None if args.pww_max_duration is None else seconds_to_us(args.pww_max_duration)
+    if most is not None and most < 1:  # no levels could be fixed by a zero duration
+        raise QueryError("--pww-max-duration must be at least 1 µs (leave it out for no "
+                         "bound on an instance's duration)")
+    return args.pww, base, most
 
 
 #: The Spark master when ``--master`` is not given: embedded, every core.

@@ -128,3 +128,42 @@ def test_a_pww_too_small_for_any_instance_is_refused_naming_the_least(
         assert f"give --pww {least} or more" in err, err
     status, _, err = run(["explain", str(query), "--pww", str(least)], capsys)
     assert status == 0, err
+
+
+@pytest.mark.parametrize("zero", ["0", "0.0000001"])
+def test_a_zero_duration_bound_is_refused_in_one_line(files, capsys, zero):
+    """``--pww-max-duration`` under 1 µs bounds nothing an instance could be (like
+    ``--pww-base``): refused on every command, before any work."""
+    query, edges, tmp = files
+    (tmp / "in").mkdir(exist_ok=True)
+    for command in (["explain", str(query)],
+                    ["run", str(query), "-i", str(edges), "--engine", "local"],
+                    ["stream", str(query), "--source", str(tmp / "in"), "--checkpoint",
+                     str(tmp / "ck")]):
+        status, stdout, err = run([*command, "--pww", "4", "--pww-max-duration", zero],
+                                  capsys)
+        assert status == 2 and stdout == "", (command, stdout)
+        assert err.strip().splitlines() == [
+            "graphcep: --pww-max-duration must be at least 1 µs (leave it out for no bound "
+            "on an instance's duration)"], err
+    assert not (tmp / "ck").exists()
+    status, _, err = run(["explain", str(query), "--pww", "4", "--pww-max-duration",
+                          "0.000001"], capsys)
+    assert status == 0, err
+
+
+@pytest.mark.parametrize("flag", [["--pww-base", "3"], ["--pww-max-duration", "60"]])
+def test_a_widening_option_without_pww_is_named_before_the_query_needs_a_window(
+        files, capsys, flag):
+    """The 2-path has no time bound: without --pww its refusal would say so, but the
+    option given without --pww is the mistake to name."""
+    query, edges, tmp = files
+    (tmp / "in").mkdir(exist_ok=True)
+    for command in (["explain", str(query)],
+                    ["run", str(query), "-i", str(edges), "--engine", "local"],
+                    ["stream", str(query), "--source", str(tmp / "in"), "--checkpoint",
+                     str(tmp / "ck")]):
+        status, stdout, err = run([*command, *flag], capsys)
+        assert status == 2 and stdout == "", (command, stdout)
+        assert err.strip().splitlines() == [
+            f"graphcep: {flag[0]} goes with --pww L (progressive window widening)"], err

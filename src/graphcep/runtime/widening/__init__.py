@@ -93,7 +93,13 @@ from graphcep.runtime.widening.levels import (
     level_plan,
     levels_for,
 )
-from graphcep.runtime.widening.planner import Window, WindowPlanner, plan_windows
+from graphcep.runtime.widening.planner import (
+    Window,
+    WindowCut,
+    WindowPlanner,
+    plan_cuts,
+    plan_windows,
+)
 from graphcep.runtime.widening.runner import (
     Widening,
     WideningStats,
@@ -101,7 +107,7 @@ from graphcep.runtime.widening.runner import (
     widening_input,
 )
 
-__all__ = ["PWW_FIELDS", "Found", "LevelPlan", "LevelStats", "WidenedJob", "Widening", "refuse_short_keep",
-           "WideningStats",
-           "Window", "WindowPlanner", "compress", "detect", "level_plan", "levels_for",
-           "plan_windows", "run_widening", "widened_schema", "widening_input"]
+__all__ = ["PWW_FIELDS", "Found", "LevelPlan", "LevelStats", "WidenedJob", "Widening",
+           "WideningStats", "Window", "WindowCut", "WindowPlanner", "compress", "detect",
+           "level_plan", "levels_for", "plan_cuts", "plan_windows", "refuse_short_keep",
+           "run_widening", "widened_schema", "widening_input"]

@@ -4,8 +4,9 @@ windows of two batches, with nothing of the detector.
 
 Both runtimes cut windows here: the in-process :class:`~graphcep.runtime.widening.Widening`
 runs each window as :class:`WindowPlanner` hands it out; the Spark runtime
-(:mod:`graphcep.runtime.spark.widening`) plans every window of a stream on the driver and
-runs them in parallel tasks. A window's :attr:`Window.order` is its place in the order a
+(:mod:`graphcep.runtime.spark.widening`) plans every window of a stream on the driver as
+row numbers of its records (:func:`plan_cuts`) and runs them in parallel tasks, each sent
+only its windows' records. A window's :attr:`Window.order` is its place in the order a
 stream closes windows, which decides the window that reports an instance.
 
 Example (two batches of 1 s at level 0, combined into level 1's first batch)
@@ -105,9 +106,17 @@ class WindowPlanner:
     def push(self, batch: pa.Table) -> list[Window]:
         """Take a batch in stream order; return the windows it closes (a batch closes
         when an edge of a later batch arrives)."""
+        table = self._accept(batch)
+        if table is not None:
+            self._cut(table)
+        return self._windows()
+
+    def _accept(self, batch: pa.Table) -> pa.Table | None:
+        """A pushed batch as the windows hold it (oriented, numbered, checked to follow
+        the stream so far), counted; None when it is empty."""
         table = numbered_batch(self.orient(batch), self._next_seq)
         if table is None:
-            return self._windows()
+            return None
         t = table.column("t").to_numpy().astype(np.int64)
         seq = table.column("seq").to_numpy().astype(np.int64)
         check_stream_order(t, seq, self._last)
@@ -115,11 +124,14 @@ class WindowPlanner:
             table = self.numbering.number(table)
         self._last, self._next_seq = (int(t[-1]), int(seq[-1])), int(seq[-1]) + 1
         self.edges += table.num_rows
-        index = t // self.base_us
+        return table
+
+    def _cut(self, table: pa.Table) -> None:
+        """Deal accepted records (any columns beside the edge's) to level 0's batches."""
+        index = table.column("t").to_numpy().astype(np.int64) // self.base_us
         cuts = np.flatnonzero(np.diff(index)) + 1
-        for start, stop in zip(np.r_[0, cuts], np.r_[cuts, len(t)], strict=True):
+        for start, stop in zip(np.r_[0, cuts], np.r_[cuts, len(index)], strict=True):
             self._fill(int(index[start]), table.slice(int(start), int(stop - start)))
-        return self._windows()
 
     def advance(self, watermark_us: int) -> list[Window]:
         """No edge before ``watermark_us`` will come: close the batches that end by it."""
@@ -258,3 +270,68 @@ def plan_windows(orient: Callable[[pa.Table], pa.Table], stream: pa.Table, *, ke
     them, and the planner that cut them (its levels' statistics)."""
     planner = WindowPlanner(orient, keep, base_us, max_duration_us, numbering)
     return planner.push(stream) + planner.flush(), planner
+
+
+#: the private column that numbers a stream's records while :func:`plan_cuts` cuts them
+_ROW = "_pww_row"
+#: records cut at a time from a whole stream (:func:`plan_cuts`,
+#: :func:`~graphcep.runtime.widening.run_widening`): the windows they close are run or
+#: turned into row numbers before the next records are cut, so only their tables live at
+#: once (a window's table costs kilobytes however few its records: a stream of 20,000
+#: netflows closes 60,000 windows)
+CUT_RECORDS = 1 << 10
+
+
+@dataclass(frozen=True)
+class WindowCut:
+    """A window as the row numbers of its records in the stream's records
+    (:func:`plan_cuts`): 8 bytes a record, and no table of its own. A level-0 window's
+    rows are one run; a higher level's, a few runs (the ends its batches kept)."""
+
+    level: int
+    order: int
+    rows: np.ndarray  #: int64, in stream order
+
+    def window(self, records: pa.Table) -> Window:
+        """The window, its records taken from ``records`` (a table of its own)."""
+        return Window(self.level, self.order, records.take(pa.array(self.rows)))
+
+
+def plan_cuts(orient: Callable[[pa.Table], pa.Table], stream: pa.Table, *, keep: int,
+              base_us: int, max_duration_us: int | None = None,
+              numbering: StreamNumbering | None = None
+              ) -> tuple[pa.Table, list[WindowCut], WindowPlanner]:
+    """Every window of a whole stream as :func:`plan_windows` cuts it, each as row numbers
+    into the stream's records as the windows hold them (oriented, numbered), and the
+    planner that cut them.
+
+    ``WindowCut.window(records)`` gives back :func:`plan_windows`' window: the planner cuts
+    the records with a private row-number column beside them, and each window's column
+    says which records it holds. The windows' own tables live only while their records
+    are cut (:data:`CUT_RECORDS` at a time); the cuts hold 8 bytes a window record: up
+    to twice the stream's records a level, and at most ``4L`` a window above level 0.
+
+    >>> edges = pa.table({"t": [0, 1_500_000, 1_600_000], "src": ["a", "b", "c"],
+    ...                   "dst": ["b", "c", "d"]})
+    >>> records, cuts, _ = plan_cuts(lambda t: t, edges, keep=4, base_us=1_000_000)
+    >>> [(c.level, c.order, c.rows.tolist()) for c in cuts]
+    [(0, 0, [0]), (0, 1, [0, 1, 2])]
+    >>> cuts[1].window(records).records.column("seq").to_pylist()
+    [0, 1, 2]
+    """
+    planner = WindowPlanner(orient, keep, base_us, max_duration_us, numbering)
+    records = planner._accept(stream)
+    if records is None:
+        return stream, [], planner
+    numbered = records.append_column(_ROW, pa.array(np.arange(records.num_rows,
+                                                              dtype=np.int64)))
+    cuts: list[WindowCut] = []
+    for start in range(0, records.num_rows, CUT_RECORDS):
+        planner._cut(numbered.slice(start, CUT_RECORDS))
+        cuts += _as_cuts(planner._windows())
+    return records, cuts + _as_cuts(planner.flush()), planner
+
+
+def _as_cuts(windows: list[Window]) -> list[WindowCut]:
+    return [WindowCut(w.level, w.order, w.records.column(_ROW).to_numpy().astype(np.int64))
+            for w in windows]

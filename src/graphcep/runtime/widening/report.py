@@ -99,6 +99,7 @@ def explain_lines(job: ReplayJob, widening: tuple[int, int, int | None] | None) 
             *(line for line in job.bounded_by(span).describe()
               if not line.startswith(_SPARK_PLAN)), "",
             *describe_widening(job, keep, base_us, max_duration_us), _SPARK_PLAN +
-            " graphcep run cuts every window in the driver and runs groups of windows of "
-            "about equal records in parallel tasks, each window in a fresh engine; graphcep "
+            " graphcep run cuts every window in the driver and runs neighbouring windows "
+            "in parallel tasks of about equal records, each task sent only its windows' "
+            "records, each window in a fresh engine; graphcep "
             "stream runs each window in the driver as it closes"]

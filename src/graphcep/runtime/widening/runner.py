@@ -34,7 +34,7 @@ from graphcep.events import max_duration_of, normalize_edges, sort_stream
 from graphcep.jobs.base import ReplayJob
 from graphcep.runtime.widening.detection import detect, no_instances
 from graphcep.runtime.widening.levels import LevelStats
-from graphcep.runtime.widening.planner import Window, WindowPlanner
+from graphcep.runtime.widening.planner import CUT_RECORDS, Window, WindowPlanner
 
 
 @dataclass
@@ -192,7 +192,9 @@ def run_widening(job: ReplayJob, edges: pa.Table, *, keep: int, base_us: int,
     started = time.perf_counter()
     job, stream = widening_input(job, edges)
     widening = Widening(job, keep, base_us, max_duration_us)
-    matches = pa.concat_tables([widening.push(stream), widening.flush()])
+    found = [widening.push(stream.slice(start, CUT_RECORDS))
+             for start in range(0, stream.num_rows, CUT_RECORDS)]
+    matches = pa.concat_tables([*found, widening.flush()])
     stats = WideningStats(stream.num_rows, matches.num_rows,
                           time.perf_counter() - started, widening.stats())
     return matches, stats
