@@ -68,12 +68,16 @@ class CompositeJob:
     def __init__(self, members: Sequence[ReplayJob]) -> None:
         if not members:
             raise QueryError("a composite job needs at least one job")
-        formats = {id(job.output) for job in members}
-        if len(formats) > 1:
+        outputs = [job.output for job in members]
+        if any(output.with_flat(None) != outputs[0].with_flat(None) for output in outputs):
             raise QueryError("the jobs of one run write different kinds of match record: "
                              f"{', '.join(job.name for job in members)}")
         self.members: tuple[ReplayJob, ...] = tuple(members)
-        self.output: MatchFormat = members[0].output
+        flat = None
+        for output in outputs:  # one column set: a query lacking a column has nulls there
+            flat = output.flat if flat is None else flat.union(output.flat)
+        #: the members' kind of record, with the union of their flat columns
+        self.output: MatchFormat = outputs[0].with_flat(flat)
 
     def _each(self, method: str, *args: Any) -> list[Any]:
         return [getattr(job, method)(*args) for job in self.members]

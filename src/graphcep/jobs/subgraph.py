@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -37,6 +37,7 @@ from graphcep.engines.difference_bounds import (
 )
 from graphcep.engines.subgraph.plan import compile_query
 from graphcep.events import CORE_NAMES, format_seconds, max_duration_of
+from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import DeclaredSource, Extent, JobBase
@@ -142,7 +143,11 @@ class SubgraphJob(JobBase):
     window_us: int | None = None  # --window as given (explain says which bound applies)
     own_extent_us: int | None = None  # the query's own extent, where it has one
 
-    output: ClassVar[MatchFormat] = SAL_MATCHES
+    @property
+    def output(self) -> MatchFormat:
+        """SAL match records, with a flat column per query vertex and edge field."""
+        return SAL_MATCHES.with_flat(FlatColumns("sal", self.query.vertices,
+                                                 self.query.edge_names))
 
     @classmethod
     def create(

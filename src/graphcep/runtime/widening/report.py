@@ -42,7 +42,8 @@ def widened_format(base: MatchFormat) -> MatchFormat:
                  f'{format_seconds(row["pww_delay_us"])}')
         return base.json(row)[:-1] + extra + "}"
 
-    return MatchFormat(widened_schema(base.schema), text, as_json, base.graph)
+    return MatchFormat(widened_schema(base.schema), text, as_json, base.graph,
+                       flat=base.flat, clock=base.clock)
 
 
 def describe_widening(job: ReplayJob, keep: int, base_us: int,
