@@ -386,7 +386,8 @@ def _stream_pictures(args: argparse.Namespace, plan: list[str], summary: dict[st
         with writing(args.report):
             stream_report(args.report, query=args.query, plan=plan, summary=summary,
                           progress=progress, first=sink.rows(),
-                          rejects_dir=summary["rejects_dir"])
+                          rejects_dir=summary["rejects_dir"],
+                          clock=clock_for(getattr(args, "time_format", None)))
 
 
 def matching_mode(args: argparse.Namespace, job: ReplayJob, source: Any,

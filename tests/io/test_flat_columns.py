@@ -187,3 +187,23 @@ def test_iso_times_in_jsonl_and_console_are_the_inputs(iso_input, tmp_path, caps
         assert f"id={record['match_id']}  {first} .. {last}" in console
         for edge in record["edges"]:
             assert f"{edge['var']}: {edge['src']} -> {edge['dst']} @ {edge['t']}\n" in console
+
+
+def test_pictures_of_an_iso_run_write_dates(iso_input, tmp_path):
+    """``graphcep draw`` on an ISO JSONL file, and the timeline's axis, write dates."""
+    from graphcep.io.time_text import ISO
+    from graphcep.pictures.layout import lay_out
+    from graphcep.pictures.records import drawing_of
+    from graphcep.pictures.timelines import origin_text
+
+    data, times = iso_input
+    query = tmp_path / "tri.sal"
+    query.write_text(PROGRAM.split("SUBGRAPH Back")[0])
+    out = tmp_path / "m.jsonl"
+    assert main(["run", str(query), "--input", str(data), "--format", "csv",
+                 "--time-format", "iso", "--engine", "local", "-o", str(out)]) == 0
+    row = next(read_matches(out))
+    layout = lay_out(drawing_of(row))
+    assert f"{times[0]} .. {times[2]}" in layout.title
+    assert [e.label.splitlines()[-1] for e in layout.edges] == times[:3]
+    assert origin_text(row["first_t"], ISO) == times[0]

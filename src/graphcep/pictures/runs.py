@@ -80,15 +80,15 @@ class KeepFirst(Sink):
 
 def stream_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
                   progress: StreamProgress, first: list[dict[str, Any]],
-                  rejects_dir: str | Path) -> None:
+                  rejects_dir: str | Path, clock: Clock = SECONDS) -> None:
     """``graphcep stream --report``: the stream's page (the rejects are those in
-    ``rejects_dir``, this start's and earlier ones')."""
+    ``rejects_dir``, this start's and earlier ones'), times as ``clock`` writes them."""
     rejects = read_part_rows(rejects_dir)
     report = Report(
         title=f"graphcep stream: {summary.get('query', '')}",
         query_text=query_text(query), plan=plan, summary=summary,
         timelines=[("the stream's micro-batches", png(plot_stream, progress))],
-        matches=match_pictures(first), rejects=rejects, rejects_total=len(rejects))
+        matches=match_pictures(timed_rows(first, clock)), rejects=rejects, rejects_total=len(rejects))
     write_report(report, path)
 
 

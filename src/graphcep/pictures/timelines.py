@@ -103,9 +103,7 @@ def plot_run(timeline: RunTimeline, path: str | Path, clock: Clock = SECONDS) ->
         left.bar(x, timeline.edges, width=width, align="edge", color="#9db7d5",
                  label=f"edges per {timeline.unit}")
         left.set_ylabel(f"edges per {timeline.unit}")
-        origin = clock.text(timeline.origin_us) if clock.iso else \
-            f"t = {format_seconds(timeline.origin_us)} s"
-        left.set_xlabel(f"{unit_name} after {origin}")
+        left.set_xlabel(f"{unit_name} after {origin_text(timeline.origin_us, clock)}")
         plain_ticks(left)
         right = left.twinx()
         right.stairs(timeline.matches, np.append(x, x[-1] + width) if x.size else [0],
@@ -167,6 +165,16 @@ def plot_stream(progress: StreamProgress, path: str | Path) -> None:
         fig.savefig(path, format="png", bbox_inches="tight")
     finally:
         plt.close(fig)
+
+
+def origin_text(origin_us: int, clock: Clock = SECONDS) -> str:
+    """Where a time axis starts, in its label: a date under an ISO clock.
+
+    >>> from graphcep.io.time_text import ISO
+    >>> origin_text(1_709_287_200_000_000), origin_text(1_709_287_200_000_000, ISO)
+    ('t = 1709287200 s', '2024-03-01T10:00:00Z')
+    """
+    return clock.text(origin_us) if clock.iso else f"t = {format_seconds(origin_us)} s"
 
 
 def axis_unit(span_s: float) -> tuple[float, str]:
