@@ -142,7 +142,8 @@ def test_flat_names_stay_clear_of_the_records_own():
     names = flat.names(["query", "match_id", "first_t", "last_t", "bindings", "edges"])
     assert names == ["q_query", "q_edges", "x", "q_first_t", "first_src", "first_dst",
                      "first_dur", "first_seq"]
-    assert FlatColumns("sal", ("vertices",), ()).names([]) == ["q_vertices"]
+    assert FlatColumns("sal", ("vertices", "t", "dur", "end_t"), ()).names([]) == [
+        "q_vertices", "q_t", "q_dur", "q_end_t"]
 
 
 def test_integer_times_leaves_integer_tables_alone(sal_matches):
@@ -207,3 +208,15 @@ def test_pictures_of_an_iso_run_write_dates(iso_input, tmp_path):
     assert f"{times[0]} .. {times[2]}" in layout.title
     assert [e.label.splitlines()[-1] for e in layout.edges] == times[:3]
     assert origin_text(row["first_t"], ISO) == times[0]
+
+
+def test_nu_flat_columns_are_its_variables(tmp_path):
+    from graphcep.jobs import load
+
+    job = load(str(Path(__file__).parents[2] / "examples" / "nu" / "triangle.nu"), {})
+    matches, _ = run_job(job, generate_netflow(200, 10, 20, seed=1))
+    assert matches.num_rows > 0
+    frame = pq.read_table(written(job, matches, tmp_path / "n.parquet")).to_pandas()
+    assert [c for c in frame.columns if c in ("X", "Y", "Z", "e1_t")] == ["X", "Y", "Z"]
+    for row in frame.itertuples(index=False):
+        assert {v: getattr(row, v) for v in "XYZ"} == dict(row.bindings)

@@ -17,7 +17,8 @@ subscriptions     none: the key and positions are columns of the record already
 
 A flat name that equals a fixed column of the record (``query``, ``match_id``,
 ``first_t``...), a field a reader tells record kinds by (``vertices``,
-``subscription``), or a name taken before it, is prefixed with ``q_`` (a vertex called
+``subscription``) or reads as a time (``t``, ``dur``, ``start_t``...), or a name taken
+before it, is prefixed with ``q_`` (a vertex called
 ``query`` is ``q_query``). A run of several queries writes the union of their columns, a
 query's row null where it has no such vertex or edge.
 
@@ -45,11 +46,6 @@ import pyarrow.compute as pc
 from graphcep.io.json_lines import json_text
 from graphcep.io.time_text import SECONDS, Clock
 
-#: Names a reader tells record kinds by (:mod:`graphcep.pictures.records`), and the
-#: fields progressive window widening adds: no flat column takes them.
-RESERVED = frozenset({"vertices", "subscription", "pww_level", "pww_report_t",
-                      "pww_delay", "pww_delay_us"})
-
 #: The fields of a SAL query edge's flat columns, with their types; ``t`` is a time.
 SAL_EDGE_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
     ("t", pa.int64()), ("src", pa.string()), ("dst", pa.string()), ("dur", pa.int64()),
@@ -60,6 +56,12 @@ SAL_EDGE_FIELDS: tuple[tuple[str, pa.DataType], ...] = (
 TIME_FIELDS = frozenset({"first_t", "last_t", "window_start", "window_end", "start_t",
                          "end_t", "pww_report_t"})
 NESTED_TIME_FIELD = "t"
+
+#: Names a reader tells record kinds by or reads as times wherever they are
+#: (:mod:`graphcep.pictures.records`), and the fields progressive window widening adds:
+#: no flat column takes them.
+RESERVED = frozenset({"vertices", "subscription", "pww_level", "pww_report_t", "pww_delay",
+                      "pww_delay_us", NESTED_TIME_FIELD, "dur"}) | TIME_FIELDS
 
 
 @dataclass(frozen=True)
