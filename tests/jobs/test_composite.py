@@ -182,3 +182,30 @@ def test_spark_runs_every_query(spark, stream):
                                strategy="shuffle")
     assert stats.extra["strategy"] == "shuffle"
     assert found(matches) == expected and matches.num_rows == len(expected)
+
+
+def test_a_stream_restarts_a_composite_with_a_whole_stream_member(stream, tmp_path):
+    """A member with vertex features makes the composite whole-stream: checkpoints then
+    hold the members' engine snapshots (and the features), and a restart from them
+    reports what one uninterrupted run does."""
+    program = parse_program("""
+        S = CsvStream("x.csv");
+        Top = FOREACH S GENERATE topk(dst, 100, 10, 3);
+        SUBGRAPH Hot ON S WITH source(src) AND target(dst) { a e1 b; b in Top; }
+        SUBGRAPH Back ON S WITH source(src) AND target(dst) { a f1 b; b f2 a;
+            starttime(f1) < starttime(f2); starttime(f2) - starttime(f1) <= 3; }""")
+    job = as_job(program).bind(2_000_000)
+    assert job.whole_stream
+    whole, _ = run_job(job, stream)
+    assert set(whole.column("query").to_pylist()) == {"Hot", "Back"}
+    collected: list[pa.Table] = []
+    batches = [stream.slice(i, 100) for i in range(0, stream.num_rows, 100)]
+    first = StreamOperator(job, checkpoint=tmp_path, on_matches=lambda m, b: collected.append(m))
+    for b, batch in enumerate(batches[:3]):
+        first.process(b, batch)
+    again = StreamOperator(job, checkpoint=tmp_path, on_matches=lambda m, b: collected.append(m))
+    for b, batch in enumerate(batches[3:], 3):
+        again.process(b, batch)
+    again.flush()
+    assert sorted(pa.concat_tables(collected).column("match_id").to_pylist()) == \
+        sorted(whole.column("match_id").to_pylist())
