@@ -220,3 +220,17 @@ def test_nu_flat_columns_are_its_variables(tmp_path):
     assert [c for c in frame.columns if c in ("X", "Y", "Z", "e1_t")] == ["X", "Y", "Z"]
     for row in frame.itertuples(index=False):
         assert {v: getattr(row, v) for v in "XYZ"} == dict(row.bindings)
+
+
+def test_window_widening_reports_iso_times_too(sal_matches):
+    from graphcep.io.sinks import SAL_MATCHES
+    from graphcep.io.time_text import ISO
+    from graphcep.runtime.widening.report import widened_format
+
+    matches, _ = sal_matches
+    row = {**matches.to_pylist()[0], "pww_level": 1, "pww_report_t": 1_709_287_201_500_000,
+           "pww_delay_us": 2_000_000}
+    widened = widened_format(SAL_MATCHES.with_clock(ISO))
+    record = json.loads(widened.json(row))
+    assert (record["pww_report_t"], record["pww_delay"]) == ("2024-03-01T10:00:01.5Z", 2)
+    assert "reported at 2024-03-01T10:00:01.5Z, delay 2s" in widened.text(row, 1)
