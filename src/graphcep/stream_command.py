@@ -63,6 +63,13 @@ from graphcep.io.sinks import (
     writing,
 )
 from graphcep.jobs.base import DeclaredSource, ReplayJob
+from graphcep.kafka_options import (
+    add_kafka_arguments,
+    has_end,
+    kafka_source,
+    refuse_kafka_options,
+    spark_conf,
+)
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
@@ -112,7 +119,8 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("query", help="query file; a subscriptions file (.subs) or a "
                                       "directory of them is watched, its changes applied "
                                       "between micro-batches")
-    stream.add_argument("--source", type=path_option, help="DIR (files arriving), tcp://HOST:PORT, or generator "
+    stream.add_argument("--source", type=path_option, help="DIR (files arriving), tcp://HOST:PORT, "
+                                         "kafka://BROKERS/TOPICS, or generator "
                                          "(default: the program's VastStream socket)")
     stream.add_argument("--checkpoint", required=True, type=path_option,
                         help="directory for offsets and state; restart with the same one")
@@ -131,6 +139,7 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--max-files-per-trigger", type=count_option(1), metavar="N",
                         help="files source: at most N new files per micro-batch (default: "
                              "all that arrived)")
+    add_kafka_arguments(stream)
     stream.add_argument("--once", action="store_true",
                         help="process what is there, release the reorder buffer, exit")
     stream.add_argument("--run-for", type=positive_seconds, metavar="SECONDS",
@@ -258,8 +267,8 @@ def _stream(args: argparse.Namespace) -> int:
     if args.once and args.run_for is not None:
         raise QueryError("--once stops when the directory's files are read and --run-for "
                          "after SECONDS: give one of them")
-    if args.once and not isinstance(source, FileSource):
-        raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
+    if args.once and not isinstance(source, FileSource) and not has_end(source):
+        raise QueryError(f"--once reads what a directory or Kafka topic holds now; {source.describe()} has "
                          "no end to read to: use --run-for SECONDS")
     watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
     if watch is not None and resumed:  # the source's trouble, said once
@@ -285,7 +294,7 @@ def _stream(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     phases = Phases()
     with phases.phase("spark start-up"):
-        spark = spark_session(args.master)
+        spark = spark_session(args.master, conf=spark_conf(source))
     socket = isinstance(source, SocketSource)
     progress = StreamProgress(started)  # the micro-batches, for --timeline and --report
     on_report = _recording(print_warnings if args.quiet else print_report, progress)
@@ -619,6 +628,8 @@ def _query_digest(args: argparse.Namespace, watched: bool = False,
     if getattr(args, "pww", None) is not None:  # absent otherwise: earlier digests stand
         options.update({name: getattr(args, name) for name in (
             "pww", "pww_base", "pww_max_duration")})
+    if getattr(args, "time", "field") != "field":  # absent otherwise: earlier digests stand
+        options["time"] = args.time
     if matching == "executors":  # absent otherwise: earlier digests stand
         options["matching"] = matching  # the cells' budget: CHECKPOINT/cells/grid.json
     digest = hashlib.sha256(b"watched" if watched else _query_bytes(args.query))
@@ -644,6 +655,8 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
 
     options = reader_options(args)  # --time-unit, --time-format, --header and --columns
     text = args.source
+    if not (text or "").startswith("kafka://"):
+        refuse_kafka_options(args, text or "the program's VastStream")
     if text is None:
         if declared is None:
             raise QueryError("give --source: DIR, tcp://HOST:PORT or generator (the query "
@@ -661,6 +674,8 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
         verb = "shapes" if len(flags) == 1 else "shape"
         raise QueryError(f"{', '.join(flags)} {verb} the generator's edges (--source "
                          f"generator); --source {text} brings its own")
+    if text.startswith("kafka://"):
+        return kafka_source(args, text, options)
     if text.startswith("tcp://"):
         host, _, port = text[len("tcp://"):].rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:

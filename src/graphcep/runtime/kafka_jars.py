@@ -1,0 +1,179 @@
+"""Where graphcep gets Spark's Kafka connector and a Kafka broker.
+
+Spark reads Kafka through its own connector, ``spark-sql-kafka-0-10``, which PySpark does
+not ship. A Spark user gets it with ``spark.jars.packages`` (Spark resolves the Maven
+coordinates and downloads the jars when the session starts); graphcep does the same when
+no directory of jars is given (:func:`connector_packages`). Offline, a directory of jars
+(``--kafka-jars DIR`` or ``GRAPHCEP_KAFKA_JARS``) goes on ``spark.jars`` instead
+(:func:`connector_jars`).
+
+This module also fills such a directory: ``python3 src/graphcep/runtime/kafka_jars.py
+[CACHE]`` runs Maven's ``dependency:copy-dependencies`` on two small generated POMs, one
+for the connector (its dependencies less the jars PySpark already has) and one for an
+Apache Kafka broker (KRaft) that the tests start. It imports nothing but the standard
+library, so it runs before graphcep is installed.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+SCALA_BINARY = "2.13"
+# The newest connector Maven Central serves: 4.3.0 is not served, and the 4.2 connector
+# runs on PySpark 4.3 (the Kafka tests check it end to end against the batch run).
+CONNECTOR_VERSION = "4.2.0"
+CONNECTOR_ARTIFACT = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{CONNECTOR_VERSION}"
+BROKER_VERSION = "4.1.1"
+BROKER_ARTIFACT = f"org.apache.kafka:kafka_{SCALA_BINARY}:{BROKER_VERSION}"
+JARS_ENV = "GRAPHCEP_KAFKA_JARS"
+CONNECTOR_CLASS_JAR = re.compile(r"^spark-sql-kafka-0-10_.*\.jar$")
+# name-version.jar -> name (versions start with a digit)
+_ARTIFACT_NAME = re.compile(r"^(?P<name>.+?)-\d[^/]*\.jar$")
+
+
+def cache_root() -> Path:
+    """The default folder for the jars: ``$XDG_CACHE_HOME/graphcep/kafka`` (``~/.cache``)."""
+    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(base) / "graphcep" / "kafka"
+
+
+def connector_dir(root: Path | None = None) -> Path:
+    """The folder the fetch fills with the connector and its dependencies."""
+    return (root or cache_root()) / f"connector-{CONNECTOR_VERSION}"
+
+
+def broker_dir(root: Path | None = None) -> Path:
+    """The folder the fetch fills with the broker's classpath."""
+    return (root or cache_root()) / f"broker-{BROKER_VERSION}"
+
+
+def connector_jars(directory: str | Path) -> list[Path]:
+    """The jars of a connector folder; ``ValueError`` (one line) when it has no connector.
+
+    Parameters
+    ----------
+    directory : str or Path
+        A folder holding ``spark-sql-kafka-0-10_*.jar`` and its dependencies.
+    """
+    folder = Path(directory)
+    if not folder.is_dir():
+        raise ValueError(f"Kafka jars: {folder} is not a directory")
+    jars = sorted(folder.glob("*.jar"))
+    if not any(CONNECTOR_CLASS_JAR.match(jar.name) for jar in jars):
+        raise ValueError(
+            f"Kafka jars: {folder} holds no spark-sql-kafka-0-10 jar "
+            f"(fill it with: python3 -m graphcep.runtime.kafka_jars {folder.parent})"
+        )
+    return jars
+
+
+def connector_packages() -> str:
+    """The ``spark.jars.packages`` value that makes Spark download the connector."""
+    return CONNECTOR_ARTIFACT
+
+
+def jars_dir_from_env() -> str | None:
+    """The folder ``GRAPHCEP_KAFKA_JARS`` names, or None when it is unset or empty."""
+    value = os.environ.get(JARS_ENV, "").strip()
+    return value or None
+
+
+def _pom(artifact: str) -> str:
+    group, name, version = artifact.split(":")
+    return f"""<project xmlns="http://maven.apache.org/POM/4.0.0">
+  <modelVersion>4.0.0</modelVersion>
+  <groupId>graphcep.local</groupId>
+  <artifactId>kafka-jars</artifactId>
+  <version>1</version>
+  <packaging>pom</packaging>
+  <dependencies>
+    <dependency>
+      <groupId>{group}</groupId>
+      <artifactId>{name}</artifactId>
+      <version>{version}</version>
+    </dependency>
+  </dependencies>
+</project>
+"""
+
+
+def _copy_dependencies(artifact: str, target: Path) -> None:
+    """Run Maven to copy ``artifact`` and its runtime dependencies into ``target``."""
+    with tempfile.TemporaryDirectory() as work:
+        pom = Path(work) / "pom.xml"
+        pom.write_text(_pom(artifact))
+        staging = Path(work) / "jars"
+        command = [
+            "mvn", "-q", "-B", "-f", str(pom),
+            "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
+            f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
+        ]  # fmt: skip
+        subprocess.run(command, check=True)
+        # a folder is complete or absent: a fetch cut short leaves nothing half-filled
+        if target.exists():
+            shutil.rmtree(target)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.move(str(staging), str(target))
+
+
+def _pyspark_jar_names() -> set[str]:
+    """Artifact names (no version) of the jars the installed PySpark ships, if it is found."""
+    try:
+        import pyspark  # noqa: PLC0415 -- optional: the fetch runs before the install too
+    except ImportError:
+        return set()
+    folder = Path(pyspark.__file__).parent / "jars"
+    return {m["name"] for jar in folder.glob("*.jar") if (m := _ARTIFACT_NAME.match(jar.name))}
+
+
+def drop_shipped_jars(folder: Path, shipped: set[str]) -> list[str]:
+    """Remove from ``folder`` the jars whose artifact PySpark already ships; their names.
+
+    Two versions of one library on Spark's classpath is a conflict waiting to happen; the
+    connector runs with the versions Spark itself was built and tested with.
+    """
+    removed = []
+    for jar in sorted(folder.glob("*.jar")):
+        match = _ARTIFACT_NAME.match(jar.name)
+        if match and match["name"] in shipped:
+            jar.unlink()
+            removed.append(jar.name)
+    return removed
+
+
+def fetch(root: Path | None = None) -> tuple[Path, Path]:
+    """Fill the connector and broker folders under ``root`` (skip those already filled).
+
+    Returns
+    -------
+    (connector folder, broker folder)
+    """
+    connector, broker = connector_dir(root), broker_dir(root)
+    if not any(connector.glob("spark-sql-kafka-0-10_*.jar")):
+        _copy_dependencies(CONNECTOR_ARTIFACT, connector)
+        drop_shipped_jars(connector, _pyspark_jar_names())
+    if not any(broker.glob("kafka_*.jar")):
+        _copy_dependencies(BROKER_ARTIFACT, broker)
+    return connector, broker
+
+
+def main(argv: list[str]) -> int:
+    """``kafka_jars.py [CACHE]``: fetch the jars; print the two folders."""
+    root = Path(argv[0]) if argv else None
+    try:
+        connector, broker = fetch(root)
+    except (OSError, subprocess.CalledProcessError) as exc:
+        print(f"Kafka jars could not be fetched: {exc}", file=sys.stderr)
+        return 1
+    print(f"connector: {connector}\nbroker: {broker}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

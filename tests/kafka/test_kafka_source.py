@@ -1,0 +1,263 @@
+"""``graphcep stream --source kafka://...`` against a real broker.
+
+Oracle: ``graphcep run`` over the same edges written to a file (the batch run, itself
+checked against brute force elsewhere). Matches are compared by their edges' (t, src,
+dst), as ``seq`` numbers a file's lines and a stream's arrivals differently; every edge
+has a time of its own, so the edges name a match.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from graphcep.cli import main
+from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime import kafka_jars
+from graphcep.runtime.kafka_source import (
+    KafkaSource,
+    kafka_options,
+    parse_kafka_uri,
+    starting_offsets,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+TRIANGLE = REPO / "examples" / "triangle.sal"
+DDST = ("QUERY spread; VERTICES A, B, C;\n"
+        "EDGES AB: A -> B; CA: C -> A;\nORDER AB < CA; WITHIN 20 s;\n")
+
+
+# -- without a broker -------------------------------------------------------------------
+
+
+def test_the_source_address_and_options_are_checked():
+    assert parse_kafka_uri("kafka://a:1,b/t1,t.2") == ([("a", 1), ("b", 9092)], ["t1", "t.2"])
+    for bad in ("kafka://host", "kafka:///topic", "kafka://h:0/t", "kafka://h:x/t",
+                "kafka://h/t t", "kafka://h/a,,b"):
+        with pytest.raises(QueryError, match="expected kafka://BROKER"):
+            parse_kafka_uri(bad)
+    assert starting_offsets("latest") == {"startingOffsets": "latest"}
+    assert starting_offsets("2026-01-01T00:00:01") == {"startingTimestamp": "1767225601000"}
+    assert starting_offsets("2026-01-01T01:00:00+01:00") == {
+        "startingTimestamp": "1767225600000"}
+    with pytest.raises(QueryError, match="--starting-offsets 'soon'"):
+        starting_offsets("soon")
+    assert kafka_options(["kafka.isolation.level=read_committed", "failOnDataLoss=false"]) \
+        == {"kafka.isolation.level": "read_committed", "failOnDataLoss": "false"}
+    with pytest.raises(QueryError, match="graphcep sets it from --max-records-per-batch"):
+        kafka_options(["maxOffsetsPerTrigger=5"])
+    with pytest.raises(QueryError, match="expected KEY=VALUE"):
+        kafka_options(["isolation"])
+
+
+def records(values: list[bytes], partitions: list[int], stamps_ms: list[int]) -> pa.Table:
+    """Rows as Spark's Kafka source gives them (offsets counted per partition)."""
+    offsets, seen = [], {}
+    for p in partitions:
+        offsets.append(seen.get(p, 0))
+        seen[p] = offsets[-1] + 1
+    stamps = [dt.datetime.fromtimestamp(ms / 1000, dt.UTC) for ms in stamps_ms]
+    return pa.table({"topic": ["flows"] * len(values),
+                     "partition": pa.array(partitions, pa.int32()),
+                     "offset": pa.array(offsets, pa.int64()),
+                     "timestamp": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+                     "value": pa.array(values, pa.binary())})
+
+
+def test_records_are_cut_into_lines_and_bad_lines_name_their_record():
+    """Several lines per record, a final line end, a tombstone, a bad line in the middle
+    of a record: the edges and rejects written out by hand."""
+    rows = records([b'{"src":"a","dst":"b","t":1}\n{"src":"b","dst":"c","t":2}\n',
+                    None, b'{"src":"c","dst":"a","t":3}\nnot json\n{"src":"a","dst":"c","t":4}',
+                    b'{"src":"x"}'],
+                   [0, 0, 1, 1], [5000, 6000, 7000, 8000])
+    edges, rejects, lines = KafkaSource([("h", 1)], ["flows"]).parse_records(rows, 100)
+    assert lines == 7  # 2 + 1 (empty) + 3 + 1
+    assert [(e["t"], e["src"], e["dst"], e["seq"]) for e in edges.to_pylist()] == [
+        (1_000_000, "a", "b", 100), (2_000_000, "b", "c", 101), (3_000_000, "c", "a", 103),
+        (4_000_000, "a", "c", 105)]
+    assert [(r["file"], r["topic"], r["partition"], r["offset"], r["line"], r["text"])
+            for r in rejects.to_pylist()] == [
+        ("flows/1@0", "flows", 1, 0, 2, "not json"), ("flows/1@1", "flows", 1, 1, 1,
+                                                      '{"src":"x"}')]
+    assert rejects.column("reason").to_pylist()[1] == "missing field t"
+
+
+def test_kafka_time_replaces_the_lines_time():
+    """``--time kafka``: each edge's t is its record's timestamp, a JSON line needs no t;
+    a CSV line keeps its time field, replaced."""
+    rows = records([b'{"src":"a","dst":"b"}\n{"src":"b","dst":"c","t":99}', b'{"dst":"c"}'],
+                   [0, 1], [5000, 6250])
+    source = KafkaSource([("h", 1)], ["flows"], time_from_kafka=True)
+    edges, rejects, _ = source.parse_records(rows, 1)
+    assert edges.column("t").to_pylist() == [5_000_000, 5_000_000]
+    assert rejects.column("reason").to_pylist() == ["missing field src"]
+    assert rejects.column("text").to_pylist() == ['{"dst":"c"}']  # as it arrived
+    csv = KafkaSource([("h", 1)], ["flows"], fmt="csv", time_from_kafka=True)
+    edges, _, _ = csv.parse_records(records([b"a,b,1\nb,c,2"], [0], [7500]), 1)
+    assert edges.column("t").to_pylist() == [7_500_000, 7_500_000]
+
+
+def test_an_unreachable_broker_is_one_line_and_status_2_within_seconds(tmp_path, capsys):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    code = main(["stream", str(TRIANGLE), "--source", f"kafka://127.0.0.1:{port}/flows",
+                 "--checkpoint", str(tmp_path / "ck"), "--once"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert time.monotonic() - started < 15
+    assert err.strip().count("\n") == 0, err
+    assert f"kafka://127.0.0.1:{port}/flows: no Kafka broker answers: 127.0.0.1:{port} " \
+           "(Connection refused)" in err
+
+
+def test_kafka_options_with_another_source_are_refused(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    code = main(["stream", str(TRIANGLE), "--source", str(tmp_path / "in"), "--checkpoint",
+                 str(tmp_path / "ck"), "--once", "--starting-offsets", "latest"])
+    assert code == 2
+    assert "--starting-offsets shapes a Kafka source" in capsys.readouterr().err
+
+
+# -- with the broker --------------------------------------------------------------------
+
+
+def random_edges(count: int, vertices: int, seed: int) -> list[dict]:
+    """Edges one second apart (every time distinct), endpoints drawn at random."""
+    rng = random.Random(seed)
+    edges = []
+    for i in range(count):
+        src, dst = rng.sample(range(vertices), 2)
+        edges.append({"t": i + 1, "src": f"v{src}", "dst": f"v{dst}"})
+    return edges
+
+
+def as_line(edge: dict, fmt: str) -> str:
+    return json.dumps(edge) if fmt == "jsonl" else f"{edge['src']},{edge['dst']},{edge['t']}"
+
+
+def produce_edges(broker, topic: str, edges: list[dict], fmt: str, seed: int,
+                  bad: bytes | None = None) -> None:
+    """Edge ``i`` to partition ``i % 2``; each message holds one to three consecutive
+    lines of its partition; ``bad`` goes to partition 1 after its first message."""
+    rng = random.Random(seed)
+    messages: list[tuple[int, bytes]] = []
+    for part in (0, 1):
+        lines = [as_line(e, fmt) for e in edges[part::2]]
+        while lines:
+            take = rng.randint(1, 3)
+            messages.append((part, ("\n".join(lines[:take]) + "\n").encode()))
+            lines = lines[take:]
+            if part == 1 and bad is not None:
+                messages.append((1, bad))
+                bad = None
+    broker.create_topic(topic, partitions=2)
+    broker.produce(topic, messages)
+
+
+def batch_run(query: Path, edges: list[dict], fmt: str, tmp_path: Path, capsys) -> set:
+    """``graphcep run``'s matches over the edges written to a file."""
+    stream = tmp_path / f"edges.{'jsonl' if fmt == 'jsonl' else 'csv'}"
+    stream.write_text("".join(as_line(e, fmt) + "\n" for e in edges))
+    out = tmp_path / "run.jsonl"
+    code = main(["run", str(query), "--input", str(stream), "--format", fmt,
+                 "--engine", "local", "--output", str(out)])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    capsys.readouterr()
+    return match_keys([json.loads(line) for line in out.read_text().splitlines()])
+
+
+def match_keys(rows: list[dict]) -> list[tuple]:
+    return sorted(tuple(sorted((e["t"], e["src"], e["dst"]) for e in row["edges"]))
+                  for row in rows)
+
+
+def stream_rows(directory: Path) -> list[dict]:
+    return [json.loads(line) for part in sorted(directory.glob("part-*.jsonl"))
+            for line in part.read_text().splitlines()]
+
+
+def stream_command(query: Path, broker, topic: str, work: Path, fmt: str, *extra: str) -> list:
+    return ["stream", str(query), "--source", f"kafka://{broker.bootstrap}/{topic}",
+            "--format", fmt, "--checkpoint", str(work / "ck"), "--output",
+            str(work / "out") + "/", "--quiet", "--summary", "json", *extra]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["sal", "ddst"])
+def test_kafka_stream_equals_the_batch_run(kind, spark, kafka_broker, tmp_path, capsys):
+    """SAL (the triangle) over JSON lines and a DDST query over CSV lines, two partitions,
+    several lines per message and one malformed message: ``stream --once`` reports the
+    batch run's matches, and the bad message is one reject naming its record."""
+    fmt = "jsonl" if kind == "sal" else "csv"
+    query = TRIANGLE
+    if kind == "ddst":
+        query = tmp_path / "spread.ddst"
+        query.write_text(DDST)
+    edges = random_edges(900, 30, seed=5 if kind == "sal" else 6)
+    topic = f"edges-{kind}"
+    bad = b'{"src": "v1", "dst": ' if fmt == "jsonl" else b"v1,v2"
+    produce_edges(kafka_broker, topic, edges, fmt, seed=7, bad=bad)
+    expected = batch_run(query, edges, fmt, tmp_path, capsys)
+    code = main(stream_command(query, kafka_broker, topic, tmp_path, fmt, "--once",
+                               "--max-records-per-batch", "150", "--lateness", "30"))
+    out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    got = match_keys(stream_rows(tmp_path / "out"))
+    assert got == expected
+    assert len(expected) > 5
+    assert summary["edges"] == len(edges) and summary["late"] == 0
+    assert summary["batches"] >= 3  # the record limit cut the topic into micro-batches
+    (reject,) = stream_rows(tmp_path / "ck" / "rejects")
+    assert (reject["topic"], reject["partition"], reject["line"]) == (topic, 1, 1)
+    assert reject["offset"] == 1 and reject["text"] == bad.decode()
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(spark, kafka_broker,
+                                                                   tmp_path, capsys):
+    """SIGKILL ``graphcep stream`` once a micro-batch was written, restart it from its
+    checkpoint (``--once``, in this process): the matches equal the batch run's, none
+    written twice."""
+    edges = random_edges(1200, 30, seed=8)
+    produce_edges(kafka_broker, "killed", edges, "jsonl", seed=9)
+    expected = batch_run(TRIANGLE, edges, "jsonl", tmp_path, capsys)
+    command = stream_command(TRIANGLE, kafka_broker, "killed", tmp_path, "jsonl",
+                             "--max-records-per-batch", "60", "--lateness", "30",
+                             "--master", "local[1]")
+    env = {**os.environ, kafka_jars.JARS_ENV: str(kafka_jars.connector_dir()),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"),
+                                                       os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "graphcep.cli", *command], env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 150
+    while len(list(out.glob("part-*.jsonl"))) < 2 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    written = len(list(out.glob("part-*.jsonl")))
+    assert 2 <= written < len(edges) // 60, "the kill did not land mid-stream"
+    code = main([*command, "--once"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    got = match_keys(stream_rows(out))
+    assert len(got) == len(set(got)), "a match was written twice"
+    assert got == expected and len(expected) > 5
