@@ -163,18 +163,22 @@ def _wait_ready(broker: KafkaBroker) -> None:
     """Wait until the broker answers a metadata request with itself as a live broker."""
     from confluent_kafka.admin import AdminClient
 
-    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
     deadline = time.monotonic() + START_TIMEOUT_S
+    host, port = broker.bootstrap.rsplit(":", 1)
+    admin = None
     while time.monotonic() < deadline:
         if broker.process.poll() is not None:
             tail = broker.log.read_text(errors="replace")[-2000:]
             raise RuntimeError(f"the Kafka broker exited: {tail}")
         try:
+            if admin is None:  # the client once the port listens (it logs each refusal)
+                socket.create_connection((host, int(port)), timeout=1).close()
+                admin = AdminClient({"bootstrap.servers": broker.bootstrap})
             if admin.list_topics(timeout=2).brokers:
                 return
         except Exception:  # not up yet  # noqa: BLE001
             pass
-        time.sleep(0.5)
+        time.sleep(0.3)
     raise TimeoutError(f"the Kafka broker did not answer within {START_TIMEOUT_S:.0f} s")
 
 

@@ -9,7 +9,7 @@ no directory of jars is given (:func:`connector_packages`). Offline, a directory
 
 This module also fills such a directory: ``python3 src/graphcep/runtime/kafka_jars.py
 [CACHE]`` runs Maven's ``dependency:copy-dependencies`` on two small generated POMs, one
-for the connector (its dependencies less the jars PySpark already has) and one for an
+for the connector (with the dependencies Spark does not ship) and one for an
 Apache Kafka broker (KRaft) that the tests start. It imports nothing but the standard
 library, so it runs before graphcep is installed.
 """
@@ -31,10 +31,14 @@ CONNECTOR_VERSION = "4.2.0"
 CONNECTOR_ARTIFACT = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{CONNECTOR_VERSION}"
 BROKER_VERSION = "4.1.1"
 BROKER_ARTIFACT = f"org.apache.kafka:kafka_{SCALA_BINARY}:{BROKER_VERSION}"
+#: The connector's own classpath: its other dependencies (compression codecs, slf4j,
+#: Scala's collections) are Spark's, in the versions PySpark ships; two versions of one
+#: library on Spark's classpath would be a conflict waiting to happen.
+CONNECTOR_CLASSPATH = (f"spark-sql-kafka-0-10_{SCALA_BINARY}",
+                       f"spark-token-provider-kafka-0-10_{SCALA_BINARY}", "kafka-clients",
+                       "commons-pool2")
 JARS_ENV = "GRAPHCEP_KAFKA_JARS"
 CONNECTOR_CLASS_JAR = re.compile(r"^spark-sql-kafka-0-10_.*\.jar$")
-# name-version.jar -> name (versions start with a digit)
-_ARTIFACT_NAME = re.compile(r"^(?P<name>.+?)-\d[^/]*\.jar$")
 
 
 def cache_root() -> Path:
@@ -103,8 +107,9 @@ def _pom(artifact: str) -> str:
 """
 
 
-def _copy_dependencies(artifact: str, target: Path) -> None:
-    """Run Maven to copy ``artifact`` and its runtime dependencies into ``target``."""
+def _copy_dependencies(artifact: str, target: Path, only: tuple[str, ...] = ()) -> None:
+    """Run Maven to copy ``artifact`` and its runtime dependencies (``only`` those
+    artifacts, when given) into ``target``."""
     with tempfile.TemporaryDirectory() as work:
         pom = Path(work) / "pom.xml"
         pom.write_text(_pom(artifact))
@@ -114,37 +119,14 @@ def _copy_dependencies(artifact: str, target: Path) -> None:
             "org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy-dependencies",
             f"-DoutputDirectory={staging}", "-DincludeScope=runtime",
         ]  # fmt: skip
+        if only:
+            command.append(f"-DincludeArtifactIds={','.join(only)}")
         subprocess.run(command, check=True)
         # a folder is complete or absent: a fetch cut short leaves nothing half-filled
         if target.exists():
             shutil.rmtree(target)
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.move(str(staging), str(target))
-
-
-def _pyspark_jar_names() -> set[str]:
-    """Artifact names (no version) of the jars the installed PySpark ships, if it is found."""
-    try:
-        import pyspark  # noqa: PLC0415 -- optional: the fetch runs before the install too
-    except ImportError:
-        return set()
-    folder = Path(pyspark.__file__).parent / "jars"
-    return {m["name"] for jar in folder.glob("*.jar") if (m := _ARTIFACT_NAME.match(jar.name))}
-
-
-def drop_shipped_jars(folder: Path, shipped: set[str]) -> list[str]:
-    """Remove from ``folder`` the jars whose artifact PySpark already ships; their names.
-
-    Two versions of one library on Spark's classpath is a conflict waiting to happen; the
-    connector runs with the versions Spark itself was built and tested with.
-    """
-    removed = []
-    for jar in sorted(folder.glob("*.jar")):
-        match = _ARTIFACT_NAME.match(jar.name)
-        if match and match["name"] in shipped:
-            jar.unlink()
-            removed.append(jar.name)
-    return removed
 
 
 def fetch(root: Path | None = None) -> tuple[Path, Path]:
@@ -156,8 +138,7 @@ def fetch(root: Path | None = None) -> tuple[Path, Path]:
     """
     connector, broker = connector_dir(root), broker_dir(root)
     if not any(connector.glob("spark-sql-kafka-0-10_*.jar")):
-        _copy_dependencies(CONNECTOR_ARTIFACT, connector)
-        drop_shipped_jars(connector, _pyspark_jar_names())
+        _copy_dependencies(CONNECTOR_ARTIFACT, connector, CONNECTOR_CLASSPATH)
     if not any(broker.glob("kafka_*.jar")):
         _copy_dependencies(BROKER_ARTIFACT, broker)
     return connector, broker
