@@ -109,6 +109,19 @@ def test_kafka_time_replaces_the_lines_time():
     assert edges.column("t").to_pylist() == [7_500_000, 7_500_000]
 
 
+def test_a_csv_header_is_recognised_in_the_first_records():
+    """The layout is fixed from the first lines a run reads: a header there names the
+    columns (here in another order than src, dst, t) for every later record."""
+    rows = records([b"dst,t,src\nb,1,a", b"c,2,b\nnot,a,time"], [0, 0], [0, 0])
+    source = KafkaSource([("h", 1)], ["flows"], fmt="csv")
+    edges, rejects, lines = source.parse_records(rows, 1)
+    assert [(e["t"], e["src"], e["dst"]) for e in edges.to_pylist()] == [
+        (1_000_000, "a", "b"), (2_000_000, "b", "c")]
+    assert (lines, rejects.column("offset").to_pylist()) == (4, [1])
+    later = records([b"d,3,c"], [1], [0])  # the next micro-batch: the same layout
+    assert source.parse_records(later, 5)[0].column("dst").to_pylist() == ["d"]
+
+
 def test_an_unreachable_broker_is_one_line_and_status_2_within_seconds(tmp_path, capsys):
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))
@@ -133,6 +146,15 @@ def test_kafka_options_with_another_source_are_refused(tmp_path, capsys):
 
 
 # -- with the broker --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_executor_mode_is_refused_for_kafka(kafka_broker, tmp_path, capsys):
+    code = main(["stream", str(TRIANGLE), "--source", f"kafka://{kafka_broker.bootstrap}/t",
+                 "--checkpoint", str(tmp_path / "ck"), "--matching", "executors"])
+    assert code == 2
+    assert "--matching executors: the executors read a directory (--source DIR) or the " \
+           f"generator, not kafka://{kafka_broker.bootstrap}/t" in capsys.readouterr().err
 
 
 def random_edges(count: int, vertices: int, seed: int) -> list[dict]:
