@@ -122,6 +122,33 @@ def test_a_csv_header_is_recognised_in_the_first_records():
     assert source.parse_records(later, 5)[0].column("dst").to_pylist() == ["d"]
 
 
+def test_the_connector_comes_from_the_option_the_environment_or_the_cache(tmp_path,
+                                                                          monkeypatch):
+    from graphcep.runtime.kafka_source import jars_for
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(kafka_jars.JARS_ENV, raising=False)
+    assert jars_for(None) is None  # nothing fetched: Spark downloads it
+    source = KafkaSource([("h", 1)], ["t"])
+    assert source.spark_conf() == {
+        "spark.jars.packages": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"}
+    fetched = kafka_jars.connector_dir()
+    fetched.mkdir(parents=True)
+    (fetched / "spark-sql-kafka-0-10_2.13-4.2.0.jar").write_bytes(b"")
+    (fetched / "kafka-clients-3.9.2.jar").write_bytes(b"")
+    assert jars_for(None) == str(fetched)
+    monkeypatch.setenv(kafka_jars.JARS_ENV, str(tmp_path / "env"))
+    assert jars_for(None) == str(tmp_path / "env")
+    assert jars_for(str(tmp_path / "opt")) == str(tmp_path / "opt")
+    source.jars_dir = str(fetched)
+    assert source.spark_conf() == {"spark.jars": ",".join(
+        str(fetched / name) for name in ("kafka-clients-3.9.2.jar",
+                                         "spark-sql-kafka-0-10_2.13-4.2.0.jar"))}
+    source.jars_dir = str(tmp_path)
+    with pytest.raises(QueryError, match="holds no spark-sql-kafka-0-10 jar"):
+        source.spark_conf()
+
+
 def test_an_unreachable_broker_is_one_line_and_status_2_within_seconds(tmp_path, capsys):
     with socket.socket() as probe:  # a port nothing listens on
         probe.bind(("127.0.0.1", 0))

@@ -5,7 +5,7 @@ its jars come from); its offsets live in Spark's checkpoint, so a micro-batch a 
 unfinished is read again, from the same offsets, at the restart: exactly once, as with
 the files source. Each micro-batch's records are taken in (topic, partition, offset) order;
 a record's value holds one line or several lines (``\\n``-separated) of a line format
-graphcep reads (jsonl by default, csv, tsv, snap, vast). All the values of a micro-batch
+graphcep reads (jsonl by default, csv, tsv, snap, vast, netflow5). All the values of a micro-batch
 are cut into lines and parsed together by the line parsers of :mod:`graphcep.io.formats`,
 as the socket source parses its lines: no Python call per record. ``seq`` numbers the lines
 from the start of the stream. A line that does not parse is a reject naming its record
@@ -30,12 +30,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.io.formats import ReaderOptions, parse_lines, prepare_options
+from graphcep.io.formats import LINE_FORMATS, ReaderOptions, parse_lines, prepare_options
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime import kafka_jars
 
-#: The formats a record's value may hold (lines; the whole-file formats need files).
-KAFKA_FORMATS = ("jsonl", "csv", "tsv", "snap", "vast")
+#: The formats a record's value may hold: the line formats (the whole-file formats and
+#: Parquet need files).
+KAFKA_FORMATS = LINE_FORMATS
 DEFAULT_PORT = 9092
 #: Seconds to wait for a broker's TCP handshake before the stream is refused.
 CONNECT_TIMEOUT_S = 3.0
