@@ -268,8 +268,8 @@ def _stream(args: argparse.Namespace) -> int:
         raise QueryError("--once stops when the directory's files are read and --run-for "
                          "after SECONDS: give one of them")
     if args.once and not isinstance(source, FileSource) and not has_end(source):
-        raise QueryError(f"--once reads what a directory or Kafka topic holds now; {source.describe()} has "
-                         "no end to read to: use --run-for SECONDS")
+        raise QueryError(f"--once reads what a directory or Kafka topic holds now; "
+                         f"{source.describe()} has no end to read to: use --run-for SECONDS")
     watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
     if watch is not None and resumed:  # the source's trouble, said once
         for note in watch.check():

@@ -155,13 +155,10 @@ class KafkaSource:
 
     def spark_conf(self) -> dict[str, str]:
         """The session settings that put the connector on Spark's classpath."""
-        if self.jars_dir is None:
-            return {"spark.jars.packages": kafka_jars.connector_packages()}
         try:
-            jars = kafka_jars.connector_jars(self.jars_dir)
+            return connector_conf(self.jars_dir)
         except ValueError as err:
             raise QueryError(f"--kafka-jars: {err}") from None
-        return {"spark.jars": ",".join(str(jar) for jar in jars)}
 
     def check_reachable(self, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         """Refuse the stream in one line when no broker accepts a TCP connection within
@@ -291,6 +288,15 @@ def _connect_reason(err: OSError) -> str:
     if isinstance(err, socket.gaierror):
         return "unknown host"
     return err.strerror or type(err).__name__
+
+
+def connector_conf(jars_dir: str | None) -> dict[str, str]:
+    """Spark settings for the connector: the jars of ``jars_dir`` (``spark.jars``; a
+    ``ValueError`` when it holds no connector), or, without one, its Maven coordinates
+    (``spark.jars.packages``: Spark downloads it)."""
+    if jars_dir is None:
+        return {"spark.jars.packages": kafka_jars.connector_packages()}
+    return {"spark.jars": ",".join(str(jar) for jar in kafka_jars.connector_jars(jars_dir))}
 
 
 def jars_for(option: str | None) -> str | None:
