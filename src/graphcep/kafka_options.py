@@ -52,6 +52,17 @@ def refuse_kafka_options(args: argparse.Namespace, source: str) -> None:
                          f"kafka://BROKERS/TOPICS), not --source {source}")
 
 
+def refuse_kafka_targets(args: argparse.Namespace) -> None:
+    """``--output``, ``--late`` or ``--rejects kafka://...`` is refused in one line: they
+    are directories (or the console), and a name such as ``kafka://b/t`` would otherwise
+    be made a local directory ``kafka:/b/t``."""
+    for role in ("output", "late", "rejects"):
+        target = getattr(args, role, None)
+        if isinstance(target, str) and target.startswith("kafka://"):
+            raise QueryError(f"--{role} {target}: the stream writes to the console or a "
+                             "directory; Kafka is a source only (--source kafka://...)")
+
+
 def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions) -> Any:
     """The Kafka source ``--source kafka://...`` names, its broker reached."""
     from graphcep.runtime.kafka_source import (

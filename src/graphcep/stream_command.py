@@ -68,6 +68,7 @@ from graphcep.kafka_options import (
     has_end,
     kafka_source,
     refuse_kafka_options,
+    refuse_kafka_targets,
     spark_conf,
 )
 from graphcep.lang.errors import QuerySyntaxError
@@ -194,6 +195,7 @@ def validate_output(args: argparse.Namespace) -> None:
     """Check ``--output``, ``--late`` and ``--rejects`` before Spark starts: directories of
     parts (:func:`_sink`) that can be created (``-o /dev/null`` is refused in one line,
     not after start-up)."""
+    refuse_kafka_targets(args)
     if args.output not in (None, "-"):
         check_target(args.output, sink_format(args.output) or "jsonl", directory=True)
     from graphcep.cli_options import console_limit

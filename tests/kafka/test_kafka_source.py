@@ -170,6 +170,12 @@ def test_kafka_options_with_another_source_are_refused(tmp_path, capsys):
                  str(tmp_path / "ck"), "--once", "--starting-offsets", "latest"])
     assert code == 2
     assert "--starting-offsets shapes a Kafka source" in capsys.readouterr().err
+    code = main(["stream", str(TRIANGLE), "--source", str(tmp_path / "in"), "--checkpoint",
+                 str(tmp_path / "ck"), "--once", "--output", "kafka://127.0.0.1:9092/m"])
+    assert code == 2
+    assert "--output kafka://127.0.0.1:9092/m: the stream writes to the console or a " \
+           "directory" in capsys.readouterr().err
+    assert not Path("kafka:").exists()
 
 
 # -- with the broker --------------------------------------------------------------------
