@@ -75,6 +75,9 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions) ->
     )
 
     brokers, topics = parse_kafka_uri(text)
+    if getattr(args, "max_files_per_trigger", None) is not None:
+        raise QueryError("--max-files-per-trigger counts the files of a directory source; "
+                         "a Kafka source's micro-batches are cut by --max-records-per-batch")
     fmt = args.format or "jsonl"
     if fmt not in KAFKA_FORMATS:
         raise QueryError(f"--format {fmt}: a Kafka record holds lines of "

@@ -176,6 +176,11 @@ def test_kafka_options_with_another_source_are_refused(tmp_path, capsys):
     assert "--output kafka://127.0.0.1:9092/m: the stream writes to the console or a " \
            "directory" in capsys.readouterr().err
     assert not Path("kafka:").exists()
+    code = main(["stream", str(TRIANGLE), "--source", "kafka://127.0.0.1:1/t", "--checkpoint",
+                 str(tmp_path / "ck"), "--max-files-per-trigger", "3"])
+    assert code == 2
+    assert "--max-files-per-trigger counts the files of a directory source; a Kafka " \
+           "source's micro-batches are cut by --max-records-per-batch" in capsys.readouterr().err
 
 
 # -- with the broker --------------------------------------------------------------------
