@@ -121,7 +121,12 @@ def _copy_dependencies(artifact: str, target: Path, only: tuple[str, ...] = ()) 
         ]  # fmt: skip
         if only:
             command.append(f"-DincludeArtifactIds={','.join(only)}")
-        subprocess.run(command, check=True)
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:  # Maven's [ERROR] lines say why
+            output = re.sub(r"\x1b\[[0-9;]*m", "", done.stdout).splitlines()  # no colours
+            errors = [line.strip() for line in output if line.startswith("[ERROR] ")]
+            raise OSError(f"mvn failed for {artifact}: "
+                          + " ".join(errors[:1] or output[-3:]))
         # a folder is complete or absent: a fetch cut short leaves nothing half-filled
         if target.exists():
             shutil.rmtree(target)
@@ -149,7 +154,7 @@ def main(argv: list[str]) -> int:
     root = Path(argv[0]) if argv else None
     try:
         connector, broker = fetch(root)
-    except (OSError, subprocess.CalledProcessError) as exc:
+    except OSError as exc:  # Maven missing, or what it said
         print(f"Kafka jars could not be fetched: {exc}", file=sys.stderr)
         return 1
     print(f"connector: {connector}\nbroker: {broker}")
