@@ -94,6 +94,14 @@ def test_records_are_cut_into_lines_and_bad_lines_name_their_record():
     assert rejects.column("reason").to_pylist()[1] == "missing field t"
 
 
+def test_a_binary_message_is_a_reject_and_the_rest_is_read():
+    rows = records([b'\xff\xfe{"src":1}', b'{"src":"a","dst":"b","t":1}'], [0, 0], [0, 0])
+    edges, rejects, _ = KafkaSource([("h", 1)], ["flows"]).parse_records(rows, 1)
+    assert edges.column("src").to_pylist() == ["a"]
+    assert rejects.select(["file", "reason"]).to_pylist() == [
+        {"file": "flows/0@0", "reason": "invalid UTF-8 (at byte 1)"}]
+
+
 def test_kafka_time_replaces_the_lines_time():
     """``--time kafka``: each edge's t is its record's timestamp, a JSON line needs no t;
     a CSV line keeps its time field, replaced."""
