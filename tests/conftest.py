@@ -58,9 +58,25 @@ def split_small_streams(monkeypatch):
 def spark():
     from graphcep.runtime.spark import spark_session
 
-    session = spark_session("local[2]", app_name="graphcep-tests", shuffle_partitions=2)
+    session = spark_session("local[2]", app_name="graphcep-tests", shuffle_partitions=2,
+                            conf=kafka_connector_conf())
     yield session
     session.stop()
+
+
+def kafka_connector_conf() -> dict[str, str]:
+    """Spark's Kafka connector on the shared session's classpath when its jars have been
+    fetched (cheap, and the session is started once), so that in-process streams can read
+    Kafka; the Kafka tests skip, saying why, without them."""
+    from graphcep.runtime.kafka_source import connector_conf, jars_for
+
+    folder = jars_for(None)
+    if folder is None:
+        return {}  # not spark.jars.packages: the tests download nothing
+    try:
+        return connector_conf(folder)
+    except ValueError:
+        return {}
 
 
 @pytest.fixture(scope="session")

@@ -64,6 +64,14 @@ from graphcep.io.sinks import (
 )
 from graphcep.io.time_text import clock_for
 from graphcep.jobs.base import DeclaredSource, ReplayJob
+from graphcep.kafka_options import (
+    add_kafka_arguments,
+    has_end,
+    kafka_source,
+    refuse_kafka_options,
+    refuse_kafka_targets,
+    spark_conf,
+)
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
@@ -113,7 +121,8 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("query", help="query file; a subscriptions file (.subs) or a "
                                       "directory of them is watched, its changes applied "
                                       "between micro-batches")
-    stream.add_argument("--source", type=path_option, help="DIR (files arriving), tcp://HOST:PORT, or generator "
+    stream.add_argument("--source", type=path_option, help="DIR (files arriving), tcp://HOST:PORT, "
+                                         "kafka://BROKERS/TOPICS, or generator "
                                          "(default: the program's VastStream socket)")
     stream.add_argument("--checkpoint", required=True, type=path_option,
                         help="directory for offsets and state; restart with the same one")
@@ -132,6 +141,7 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--max-files-per-trigger", type=count_option(1), metavar="N",
                         help="files source: at most N new files per micro-batch (default: "
                              "all that arrived)")
+    add_kafka_arguments(stream)
     stream.add_argument("--once", action="store_true",
                         help="process what is there, release the reorder buffer, exit")
     stream.add_argument("--run-for", type=positive_seconds, metavar="SECONDS",
@@ -186,6 +196,7 @@ def validate_output(args: argparse.Namespace) -> None:
     """Check ``--output``, ``--late`` and ``--rejects`` before Spark starts: directories of
     parts (:func:`_sink`) that can be created (``-o /dev/null`` is refused in one line,
     not after start-up)."""
+    refuse_kafka_targets(args)
     if args.output not in (None, "-"):
         check_target(args.output, sink_format(args.output) or "jsonl", directory=True)
     from graphcep.cli_options import console_limit
@@ -259,9 +270,9 @@ def _stream(args: argparse.Namespace) -> int:
     if args.once and args.run_for is not None:
         raise QueryError("--once stops when the directory's files are read and --run-for "
                          "after SECONDS: give one of them")
-    if args.once and not isinstance(source, FileSource):
-        raise QueryError(f"--once reads what a directory holds now; {source.describe()} has "
-                         "no end to read to: use --run-for SECONDS")
+    if args.once and not isinstance(source, FileSource) and not has_end(source):
+        raise QueryError(f"--once reads what a directory or Kafka topic holds now; "
+                         f"{source.describe()} has no end to read to: use --run-for SECONDS")
     watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
     if watch is not None and resumed:  # the source's trouble, said once
         for note in watch.check():
@@ -286,7 +297,7 @@ def _stream(args: argparse.Namespace) -> int:
     started = time.perf_counter()
     phases = Phases()
     with phases.phase("spark start-up"):
-        spark = spark_session(args.master)
+        spark = spark_session(args.master, conf=spark_conf(source))
     socket = isinstance(source, SocketSource)
     progress = StreamProgress(started)  # the micro-batches, for --timeline and --report
     on_report = _recording(print_warnings if args.quiet else print_report, progress)
@@ -621,6 +632,8 @@ def _query_digest(args: argparse.Namespace, watched: bool = False,
     if getattr(args, "pww", None) is not None:  # absent otherwise: earlier digests stand
         options.update({name: getattr(args, name) for name in (
             "pww", "pww_base", "pww_max_duration")})
+    if getattr(args, "time", "field") != "field":  # absent otherwise: earlier digests stand
+        options["time"] = args.time
     if matching == "executors":  # absent otherwise: earlier digests stand
         options["matching"] = matching  # the cells' budget: CHECKPOINT/cells/grid.json
     digest = hashlib.sha256(b"watched" if watched else _query_bytes(args.query))
@@ -646,6 +659,8 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
 
     options = reader_options(args)  # --time-unit, --time-format, --header and --columns
     text = args.source
+    if not (text or "").startswith("kafka://"):
+        refuse_kafka_options(args, text or "the program's VastStream")
     if text is None:
         if declared is None:
             raise QueryError("give --source: DIR, tcp://HOST:PORT or generator (the query "
@@ -663,6 +678,8 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
         verb = "shapes" if len(flags) == 1 else "shape"
         raise QueryError(f"{', '.join(flags)} {verb} the generator's edges (--source "
                          f"generator); --source {text} brings its own")
+    if text.startswith("kafka://"):
+        return kafka_source(args, text, options)
     if text.startswith("tcp://"):
         host, _, port = text[len("tcp://"):].rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:

@@ -397,7 +397,8 @@ STREAM_OPTIONS = [
     (["--checkpoint", ""], "argument --checkpoint: expected a path, got an empty one"),
     (["--master", "bogus"], "argument --master: expected local, local[N]"),
     (["--source", "tcp://127.0.0.1:99999"], "expected tcp://HOST:PORT, a port from 1 to 65535"),
-    (["--source", "tcp://127.0.0.1:5555"], "--once reads what a directory holds now; "
+    (["--source", "tcp://127.0.0.1:5555"], "--once reads what a directory or Kafka topic "
+                                           "holds now; "
                                            "tcp://127.0.0.1:5555 has no end to read to"),
     (["--source", "generator"], "has no end to read to: use --run-for SECONDS"),
     (["--rate", "5"], "--rate shapes the generator's edges (--source generator); --source "),

@@ -19,8 +19,11 @@ __all__ = ["JavaMissingError", "SparkStartError", "check_column_names", "check_j
            "spark_session"]
 
 
-def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_partitions: int | None = None):
-    """The shared SparkSession: UI off, Arrow on, few shuffle partitions by default.
+def spark_session(master: str = "local[*]", app_name: str = "graphcep",
+                  shuffle_partitions: int | None = None, conf: dict[str, str] | None = None):
+    """The shared SparkSession: UI off, Arrow on, few shuffle partitions by default;
+    ``conf`` adds settings that must be there when the JVM starts (``spark.jars`` or
+    ``spark.jars.packages`` for a source's connector).
 
     Raises :class:`SparkStartError` (one line: why, and what to do) when Java is missing,
     a standalone master does not answer, or the JVM refuses the settings (a master URL it
@@ -50,6 +53,8 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep", shuffle_
         # table may hold an export's numeric `Label` next to the string edge `label`
         .config("spark.sql.caseSensitive", "true")
     )
+    for key, value in (conf or {}).items():
+        builder = builder.config(key, value)
     try:
         with interrupt_deferred() as caught:
             session = _started_off_main_thread(builder)

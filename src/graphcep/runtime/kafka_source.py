@@ -1,0 +1,310 @@
+"""Kafka topics as a ``graphcep stream`` source (``--source kafka://BROKERS/TOPICS``).
+
+Spark's own Kafka connector reads the topics (:mod:`graphcep.runtime.kafka_jars` says where
+its jars come from); its offsets live in Spark's checkpoint, so a micro-batch a crash left
+unfinished is read again, from the same offsets, at the restart: exactly once, as with
+the files source. Each micro-batch's records are taken in (topic, partition, offset) order;
+a record's value holds one line or several lines (``\\n``-separated) of a line format
+graphcep reads (jsonl by default, csv, tsv, snap, vast, netflow5). All the values of a micro-batch
+are cut into lines and parsed together by the line parsers of :mod:`graphcep.io.formats`,
+as the socket source parses its lines: no Python call per record. ``seq`` numbers the lines
+from the start of the stream. A line that does not parse is a reject naming its record
+(topic, partition, offset) and its line within the record; the stream goes on.
+
+With ``time_from_kafka`` (``--time kafka``) an edge's ``t`` is its record's Kafka timestamp
+(producer or broker time, per the topic's ``message.timestamp.type``): a JSON line then
+needs no ``t`` of its own, and any it has is replaced; a line of the other formats keeps
+its time field (it must still parse), replaced as well.
+"""
+
+from __future__ import annotations
+
+import re
+import socket
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from graphcep.io.formats import LINE_FORMATS, ReaderOptions, parse_lines, prepare_options
+from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime import kafka_jars
+
+#: The formats a record's value may hold: the line formats (the whole-file formats and
+#: Parquet need files).
+KAFKA_FORMATS = LINE_FORMATS
+DEFAULT_PORT = 9092
+#: Seconds to wait for a broker's TCP handshake before the stream is refused.
+CONNECT_TIMEOUT_S = 3.0
+#: Kafka's legal topic names (``[a-zA-Z0-9._-]``, at most 249 characters).
+TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+#: Reader options graphcep sets from its own command-line options.
+OWN_OPTIONS = {"kafka.bootstrap.servers": "the BROKERS of --source",
+               "subscribe": "the TOPICS of --source",
+               "subscribepattern": "the TOPICS of --source", "assign": "the TOPICS of --source",
+               "startingoffsets": "--starting-offsets",
+               "startingtimestamp": "--starting-offsets",
+               "startingoffsetsbytimestamp": "--starting-offsets",
+               "maxoffsetspertrigger": "--max-records-per-batch"}
+#: A rejected line as a Kafka source writes it: the reader's columns (``file`` names the
+#: record, ``line`` is the line within its value) and where the record lies.
+KAFKA_REJECT_SCHEMA = pa.schema([
+    pa.field("file", pa.string(), nullable=False),
+    pa.field("line", pa.int64(), nullable=False),
+    pa.field("reason", pa.string(), nullable=False),
+    pa.field("text", pa.string()),
+    pa.field("topic", pa.string(), nullable=False),
+    pa.field("partition", pa.int32(), nullable=False),
+    pa.field("offset", pa.int64(), nullable=False),
+])
+
+
+def parse_kafka_uri(text: str) -> tuple[list[tuple[str, int]], list[str]]:
+    """``kafka://h1:9092,h2/t1,t2`` -> ``([("h1", 9092), ("h2", 9092)], ["t1", "t2"])``.
+
+    A :class:`QueryError` (one line) for anything else.
+
+    >>> parse_kafka_uri("kafka://127.0.0.1:9093/flows")
+    ([('127.0.0.1', 9093)], ['flows'])
+    """
+    usage = f"--source {text!r}: expected kafka://BROKER[:PORT][,BROKER...]/TOPIC[,TOPIC...]"
+    body = text.removeprefix("kafka://")
+    brokers_text, slash, topics_text = body.partition("/")
+    if not slash or not brokers_text or not topics_text:
+        raise QueryError(usage)
+    brokers = [_broker(item, usage) for item in brokers_text.split(",")]
+    topics = topics_text.split(",")
+    for topic in topics:
+        if not TOPIC_NAME.match(topic) or topic in (".", ".."):
+            raise QueryError(f"{usage}; {topic!r} is not a Kafka topic name (letters, "
+                             "digits, '.', '_', '-', at most 249)")
+    return brokers, topics
+
+
+def _broker(item: str, usage: str) -> tuple[str, int]:
+    host, colon, port = item.strip().rpartition(":") if ":" in item else (item.strip(), "", "")
+    if not colon:
+        port = str(DEFAULT_PORT)
+    host = host.strip("[]")  # [::1]:9092
+    if not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise QueryError(f"{usage} (a port from 1 to 65535)")
+    return host, int(port)
+
+
+def starting_offsets(text: str) -> dict[str, str]:
+    """``--starting-offsets``' reader options: ``earliest``, ``latest``, or an ISO-8601
+    time (UTC when it names no zone) -> Spark's ``startingTimestamp`` in milliseconds."""
+    if text in ("earliest", "latest"):
+        return {"startingOffsets": text}
+    try:
+        when = datetime.fromisoformat(text)
+    except ValueError:
+        raise QueryError(f"--starting-offsets {text!r}: expected earliest, latest or an "
+                         "ISO-8601 time such as 2026-01-31T12:00:00Z") from None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=UTC)
+    millis = int(when.timestamp() * 1000)
+    if millis < 0:
+        raise QueryError(f"--starting-offsets {text!r}: before 1970, when Kafka's "
+                         "timestamps begin")
+    return {"startingTimestamp": str(millis)}
+
+
+def kafka_options(pairs: list[str] | None) -> dict[str, str]:
+    """``--kafka-option KEY=VALUE`` (repeated) as reader options, passed to Spark as given
+    (``kafka.security.protocol=SSL``, ``failOnDataLoss=false``, ...); those graphcep sets
+    from its own options are refused, naming the option to use."""
+    options: dict[str, str] = {}
+    for pair in pairs or []:
+        key, eq, value = pair.partition("=")
+        key = key.strip()
+        if not eq or not key:
+            raise QueryError(f"--kafka-option {pair!r}: expected KEY=VALUE")
+        if (owner := OWN_OPTIONS.get(key.lower())) is not None:
+            raise QueryError(f"--kafka-option {key}: graphcep sets it from {owner}")
+        options[key] = value
+    return options
+
+
+@dataclass
+class KafkaSource:
+    """Records of Kafka ``topics`` on ``brokers`` (see the module docstring)."""
+
+    brokers: list[tuple[str, int]]
+    topics: list[str]
+    fmt: str = "jsonl"
+    options: ReaderOptions = field(default_factory=ReaderOptions)
+    starting: dict[str, str] = field(default_factory=lambda: {"startingOffsets": "earliest"})
+    max_records_per_batch: int | None = None
+    extra: dict[str, str] = field(default_factory=dict)
+    time_from_kafka: bool = False
+    #: a folder of the connector's jars (offline); None: Spark downloads them
+    jars_dir: str | None = None
+    _prepared: ReaderOptions | None = field(default=None, repr=False)
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.brokers)
+
+    def describe(self) -> str:
+        return f"kafka://{self.bootstrap}/{','.join(self.topics)}"
+
+    def spark_conf(self) -> dict[str, str]:
+        """The session settings that put the connector on Spark's classpath."""
+        try:
+            return connector_conf(self.jars_dir)
+        except ValueError as err:
+            raise QueryError(f"--kafka-jars: {err}") from None
+
+    def check_reachable(self, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+        """Refuse the stream in one line when no broker accepts a TCP connection within
+        ``timeout_s`` (Spark's Kafka source would wait for one without end)."""
+        reasons = []
+        for host, port in self.brokers:
+            try:
+                with socket.create_connection((host, port), timeout=timeout_s):
+                    return
+            except OSError as err:
+                reasons.append(f"{host}:{port} ({_connect_reason(err)})")
+        raise QueryError(f"--source {self.describe()}: no Kafka broker answers: "
+                         f"{'; '.join(reasons)}; start the broker or correct the address")
+
+    def stream_df(self, spark: Any) -> Any:
+        reader = (spark.readStream.format("kafka")
+                  .option("kafka.bootstrap.servers", self.bootstrap)
+                  .option("subscribe", ",".join(self.topics)))
+        for key, value in {**self.starting, **self.extra}.items():
+            reader = reader.option(key, value)
+        if self.max_records_per_batch:
+            reader = reader.option("maxOffsetsPerTrigger", str(self.max_records_per_batch))
+        try:
+            frame = reader.load()
+        except Exception as err:
+            if "kafka" in str(err).lower() and "data source" in str(err).lower():
+                raise QueryError(
+                    "Spark's Kafka connector is not on this session's classpath (a session "
+                    "started without it is reused): give --kafka-jars DIR or set "
+                    f"{kafka_jars.JARS_ENV} before Spark starts") from None
+            raise
+        return frame.select("topic", "partition", "offset", "timestamp", "value")
+
+    def read_batch(self, batch_df: Any, operator: Any) -> Any:
+        from graphcep.runtime.spark_stream import SourceBatch
+
+        rows = batch_df.toArrow()
+        if rows.num_rows == 0:
+            return SourceBatch(None)
+        rows = rows.sort_by([("topic", "ascending"), ("partition", "ascending"),
+                             ("offset", "ascending")])
+        edges, rejects, lines = self.parse_records(rows, operator.totals.lines + 1)
+        return SourceBatch(edges, rejects, 0, lines, {0: self.describe()})
+
+    def parse_records(self, rows: pa.Table, first_line: int) -> tuple[pa.Table, pa.Table, int]:
+        """Edges and rejects of ``rows`` (topic, partition, offset, timestamp, value), their
+        lines numbered from ``first_line``; and how many lines there were."""
+        lists = _value_lines(rows.column("value").combine_chunks())
+        lines = pc.list_flatten(lists)
+        owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
+        numbers = np.arange(first_line, first_line + len(lines), dtype=np.int64)
+        options = self._reader_options(lines)
+        parsed = _with_placeholder_time(lines) if self._placeholder_time else lines
+        edges, rejects = parse_lines(parsed, numbers, self.fmt, options)
+        if self.time_from_kafka and edges.num_rows:
+            edges = self._kafka_times(edges, rows, owner, first_line)
+        starts = lists.offsets.to_numpy()[:-1]
+        return edges, self._rejects(rejects, rows, owner, starts, first_line), len(lines)
+
+    @property
+    def _placeholder_time(self) -> bool:
+        return self.time_from_kafka and self.fmt == "jsonl"
+
+    def _reader_options(self, lines: pa.Array) -> ReaderOptions:
+        """The layout of csv/tsv/snap lines, fixed from the first lines this run reads
+        (so that every record agrees with it)."""
+        if self._prepared is None:
+            head = [bytes(v).decode("utf-8", "replace") if isinstance(v, bytes) else v or ""
+                    for v in lines.slice(0, 64).to_pylist()]
+            self._prepared = prepare_options(self.fmt, head, self.options)
+        return self._prepared
+
+    def _kafka_times(self, edges: pa.Table, rows: pa.Table, owner: np.ndarray,
+                     first_line: int) -> pa.Table:
+        stamps = pc.cast(rows.column("timestamp"), pa.timestamp("us")).cast(pa.int64())
+        stamps = stamps.to_numpy(zero_copy_only=False)
+        index = edges.column("seq").to_numpy() - first_line
+        times = pa.array(stamps[owner[index]], pa.int64())
+        return edges.set_column(edges.schema.get_field_index("t"), "t", times)
+
+    def _rejects(self, rejects: pa.Table, rows: pa.Table, owner: np.ndarray,
+                 starts: np.ndarray, first_line: int) -> pa.Table:
+        """The parser's rejects, each naming its record and its line within the record;
+        the text is the line as it arrived (cut as the readers cut it)."""
+        if rejects.num_rows == 0:
+            return KAFKA_REJECT_SCHEMA.empty_table()
+        index = rejects.column("line").to_numpy() - first_line
+        record = owner[index]
+        taken = pa.array(record)
+        topic = pc.take(rows.column("topic"), taken).cast(pa.string())
+        partition = pc.take(rows.column("partition"), taken).cast(pa.int32())
+        offset = pc.take(rows.column("offset"), taken).cast(pa.int64())
+        place = pc.binary_join_element_wise(
+            topic, "/", pc.cast(partition, pa.string()), "@", pc.cast(offset, pa.string()), "")
+        text = rejects.column("text")  # decoded and cut as the readers do
+        if self._placeholder_time:
+            text = pc.replace_substring_regex(text, pattern=PLACEHOLDER_PATTERN,
+                                              replacement="}", max_replacements=1)
+        return pa.table([place, pa.array(index - starts[record] + 1, pa.int64()),
+                         rejects.column("reason"), text, topic, partition, offset],
+                        schema=KAFKA_REJECT_SCHEMA)
+
+
+def _value_lines(values: pa.Array) -> pa.ListArray:
+    """Each record's value cut at ``\\n`` (a final line end opens no line; a record
+    without a value, a tombstone, is one empty line, which the parsers pass over)."""
+    values = pc.fill_null(values.cast(pa.binary()), b"")
+    values = pc.replace_substring_regex(values, pattern="\n$", replacement="",
+                                        max_replacements=1)
+    return pc.split_pattern(values, b"\n")
+
+
+def _with_placeholder_time(lines: pa.Array) -> pa.Array:
+    """JSON lines given a last ``"t": 0`` member (JSON's last duplicate wins), so that a
+    line without a time parses; the Kafka timestamp replaces it."""
+    return pc.replace_substring_regex(lines, pattern=r"}\s*$", replacement=PLACEHOLDER,
+                                      max_replacements=1)
+
+
+PLACEHOLDER = ',"t":0}'
+PLACEHOLDER_PATTERN = re.escape(PLACEHOLDER) + "$"
+
+
+def _connect_reason(err: OSError) -> str:
+    if isinstance(err, TimeoutError | socket.timeout):
+        return "no answer"
+    if isinstance(err, socket.gaierror):
+        return "unknown host"
+    return err.strerror or type(err).__name__
+
+
+def connector_conf(jars_dir: str | None) -> dict[str, str]:
+    """Spark settings for the connector: the jars of ``jars_dir`` (``spark.jars``; a
+    ``ValueError`` when it holds no connector), or, without one, its Maven coordinates
+    (``spark.jars.packages``: Spark downloads it)."""
+    if jars_dir is None:
+        return {"spark.jars.packages": kafka_jars.connector_packages()}
+    return {"spark.jars": ",".join(str(jar) for jar in kafka_jars.connector_jars(jars_dir))}
+
+
+def jars_for(option: str | None) -> str | None:
+    """The connector folder a stream uses: ``--kafka-jars``, else ``GRAPHCEP_KAFKA_JARS``,
+    else the fetch's default folder when it is filled; None (Spark downloads the
+    connector, ``spark.jars.packages``) otherwise."""
+    chosen = option or kafka_jars.jars_dir_from_env()
+    if chosen is not None:
+        return str(Path(chosen).expanduser())
+    default = kafka_jars.connector_dir()
+    return str(default) if any(default.glob("spark-sql-kafka-0-10_*.jar")) else None

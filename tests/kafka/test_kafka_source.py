@@ -1,0 +1,358 @@
+"""``graphcep stream --source kafka://...`` against a real broker.
+
+Oracle: ``graphcep run`` over the same edges written to a file (the batch run, itself
+checked against brute force elsewhere). Matches are compared by their edges' (t, src,
+dst), as ``seq`` numbers a file's lines and a stream's arrivals differently; every edge
+has a time of its own, so the edges name a match.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+from graphcep.cli import main
+from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime import kafka_jars
+from graphcep.runtime.kafka_source import (
+    KafkaSource,
+    kafka_options,
+    parse_kafka_uri,
+    starting_offsets,
+)
+
+REPO = Path(__file__).resolve().parents[2]
+TRIANGLE = REPO / "examples" / "triangle.sal"
+DDST = ("QUERY spread; VERTICES A, B, C;\n"
+        "EDGES AB: A -> B; CA: C -> A;\nORDER AB < CA; WITHIN 20 s;\n")
+
+
+# -- without a broker -------------------------------------------------------------------
+
+
+def test_the_source_address_and_options_are_checked():
+    assert parse_kafka_uri("kafka://a:1,b/t1,t.2") == ([("a", 1), ("b", 9092)], ["t1", "t.2"])
+    for bad in ("kafka://host", "kafka:///topic", "kafka://h:0/t", "kafka://h:x/t",
+                "kafka://h/t t", "kafka://h/a,,b"):
+        with pytest.raises(QueryError, match="expected kafka://BROKER"):
+            parse_kafka_uri(bad)
+    assert starting_offsets("latest") == {"startingOffsets": "latest"}
+    assert starting_offsets("2026-01-01T00:00:01") == {"startingTimestamp": "1767225601000"}
+    assert starting_offsets("2026-01-01T01:00:00+01:00") == {
+        "startingTimestamp": "1767225600000"}
+    with pytest.raises(QueryError, match="--starting-offsets 'soon'"):
+        starting_offsets("soon")
+    assert kafka_options(["kafka.isolation.level=read_committed", "failOnDataLoss=false"]) \
+        == {"kafka.isolation.level": "read_committed", "failOnDataLoss": "false"}
+    with pytest.raises(QueryError, match="graphcep sets it from --max-records-per-batch"):
+        kafka_options(["maxOffsetsPerTrigger=5"])
+    with pytest.raises(QueryError, match="expected KEY=VALUE"):
+        kafka_options(["isolation"])
+
+
+def records(values: list[bytes], partitions: list[int], stamps_ms: list[int]) -> pa.Table:
+    """Rows as Spark's Kafka source gives them (offsets counted per partition)."""
+    offsets, seen = [], {}
+    for p in partitions:
+        offsets.append(seen.get(p, 0))
+        seen[p] = offsets[-1] + 1
+    stamps = [dt.datetime.fromtimestamp(ms / 1000, dt.UTC) for ms in stamps_ms]
+    return pa.table({"topic": ["flows"] * len(values),
+                     "partition": pa.array(partitions, pa.int32()),
+                     "offset": pa.array(offsets, pa.int64()),
+                     "timestamp": pa.array(stamps, pa.timestamp("us", tz="UTC")),
+                     "value": pa.array(values, pa.binary())})
+
+
+def test_records_are_cut_into_lines_and_bad_lines_name_their_record():
+    """Several lines per record, a final line end, a tombstone, a bad line in the middle
+    of a record: the edges and rejects written out by hand."""
+    rows = records([b'{"src":"a","dst":"b","t":1}\n{"src":"b","dst":"c","t":2}\n',
+                    None, b'{"src":"c","dst":"a","t":3}\nnot json\n{"src":"a","dst":"c","t":4}',
+                    b'{"src":"x"}'],
+                   [0, 0, 1, 1], [5000, 6000, 7000, 8000])
+    edges, rejects, lines = KafkaSource([("h", 1)], ["flows"]).parse_records(rows, 100)
+    assert lines == 7  # 2 + 1 (empty) + 3 + 1
+    assert [(e["t"], e["src"], e["dst"], e["seq"]) for e in edges.to_pylist()] == [
+        (1_000_000, "a", "b", 100), (2_000_000, "b", "c", 101), (3_000_000, "c", "a", 103),
+        (4_000_000, "a", "c", 105)]
+    assert [(r["file"], r["topic"], r["partition"], r["offset"], r["line"], r["text"])
+            for r in rejects.to_pylist()] == [
+        ("flows/1@0", "flows", 1, 0, 2, "not json"), ("flows/1@1", "flows", 1, 1, 1,
+                                                      '{"src":"x"}')]
+    assert rejects.column("reason").to_pylist()[1] == "missing field t"
+
+
+def test_a_binary_message_is_a_reject_and_the_rest_is_read():
+    rows = records([b'\xff\xfe{"src":1}', b'{"src":"a","dst":"b","t":1}'], [0, 0], [0, 0])
+    edges, rejects, _ = KafkaSource([("h", 1)], ["flows"]).parse_records(rows, 1)
+    assert edges.column("src").to_pylist() == ["a"]
+    assert rejects.select(["file", "reason"]).to_pylist() == [
+        {"file": "flows/0@0", "reason": "invalid UTF-8 (at byte 1)"}]
+
+
+def test_kafka_time_replaces_the_lines_time():
+    """``--time kafka``: each edge's t is its record's timestamp, a JSON line needs no t;
+    a CSV line keeps its time field, replaced."""
+    rows = records([b'{"src":"a","dst":"b"}\n{"src":"b","dst":"c","t":99}', b'{"dst":"c"}'],
+                   [0, 1], [5000, 6250])
+    source = KafkaSource([("h", 1)], ["flows"], time_from_kafka=True)
+    edges, rejects, _ = source.parse_records(rows, 1)
+    assert edges.column("t").to_pylist() == [5_000_000, 5_000_000]
+    assert rejects.column("reason").to_pylist() == ["missing field src"]
+    assert rejects.column("text").to_pylist() == ['{"dst":"c"}']  # as it arrived
+    csv = KafkaSource([("h", 1)], ["flows"], fmt="csv", time_from_kafka=True)
+    edges, _, _ = csv.parse_records(records([b"a,b,1\nb,c,2"], [0], [7500]), 1)
+    assert edges.column("t").to_pylist() == [7_500_000, 7_500_000]
+
+
+def test_a_csv_header_is_recognised_in_the_first_records():
+    """The layout is fixed from the first lines a run reads: a header there names the
+    columns (here in another order than src, dst, t) for every later record."""
+    rows = records([b"dst,t,src\nb,1,a", b"c,2,b\nnot,a,time"], [0, 0], [0, 0])
+    source = KafkaSource([("h", 1)], ["flows"], fmt="csv")
+    edges, rejects, lines = source.parse_records(rows, 1)
+    assert [(e["t"], e["src"], e["dst"]) for e in edges.to_pylist()] == [
+        (1_000_000, "a", "b"), (2_000_000, "b", "c")]
+    assert (lines, rejects.column("offset").to_pylist()) == (4, [1])
+    later = records([b"d,3,c"], [1], [0])  # the next micro-batch: the same layout
+    assert source.parse_records(later, 5)[0].column("dst").to_pylist() == ["d"]
+
+
+def test_the_connector_comes_from_the_option_the_environment_or_the_cache(tmp_path,
+                                                                          monkeypatch):
+    from graphcep.runtime.kafka_source import jars_for
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    monkeypatch.delenv(kafka_jars.JARS_ENV, raising=False)
+    assert jars_for(None) is None  # nothing fetched: Spark downloads it
+    source = KafkaSource([("h", 1)], ["t"])
+    assert source.spark_conf() == {
+        "spark.jars.packages": "org.apache.spark:spark-sql-kafka-0-10_2.13:4.2.0"}
+    fetched = kafka_jars.connector_dir()
+    fetched.mkdir(parents=True)
+    (fetched / "spark-sql-kafka-0-10_2.13-4.2.0.jar").write_bytes(b"")
+    (fetched / "kafka-clients-3.9.2.jar").write_bytes(b"")
+    assert jars_for(None) == str(fetched)
+    monkeypatch.setenv(kafka_jars.JARS_ENV, str(tmp_path / "env"))
+    assert jars_for(None) == str(tmp_path / "env")
+    assert jars_for(str(tmp_path / "opt")) == str(tmp_path / "opt")
+    source.jars_dir = str(fetched)
+    assert source.spark_conf() == {"spark.jars": ",".join(
+        str(fetched / name) for name in ("kafka-clients-3.9.2.jar",
+                                         "spark-sql-kafka-0-10_2.13-4.2.0.jar"))}
+    source.jars_dir = str(tmp_path)
+    with pytest.raises(QueryError, match="holds no spark-sql-kafka-0-10 jar"):
+        source.spark_conf()
+
+
+def test_an_unreachable_broker_is_one_line_and_status_2_within_seconds(tmp_path, capsys):
+    with socket.socket() as probe:  # a port nothing listens on
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    started = time.monotonic()
+    code = main(["stream", str(TRIANGLE), "--source", f"kafka://127.0.0.1:{port}/flows",
+                 "--checkpoint", str(tmp_path / "ck"), "--once"])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert time.monotonic() - started < 15
+    assert err.strip().count("\n") == 0, err
+    assert f"kafka://127.0.0.1:{port}/flows: no Kafka broker answers: 127.0.0.1:{port} " \
+           "(Connection refused)" in err
+
+
+def test_kafka_options_with_another_source_are_refused(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    code = main(["stream", str(TRIANGLE), "--source", str(tmp_path / "in"), "--checkpoint",
+                 str(tmp_path / "ck"), "--once", "--starting-offsets", "latest"])
+    assert code == 2
+    assert "--starting-offsets shapes a Kafka source" in capsys.readouterr().err
+    code = main(["stream", str(TRIANGLE), "--source", str(tmp_path / "in"), "--checkpoint",
+                 str(tmp_path / "ck"), "--once", "--output", "kafka://127.0.0.1:9092/m"])
+    assert code == 2
+    assert "--output kafka://127.0.0.1:9092/m: the stream writes to the console or a " \
+           "directory" in capsys.readouterr().err
+    assert not Path("kafka:").exists()
+    code = main(["stream", str(TRIANGLE), "--source", "kafka://127.0.0.1:1/t", "--checkpoint",
+                 str(tmp_path / "ck"), "--max-files-per-trigger", "3"])
+    assert code == 2
+    assert "--max-files-per-trigger counts the files of a directory source; a Kafka " \
+           "source's micro-batches are cut by --max-records-per-batch" in capsys.readouterr().err
+
+
+# -- with the broker --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_the_executor_mode_is_refused_for_kafka(kafka_broker, tmp_path, capsys):
+    code = main(["stream", str(TRIANGLE), "--source", f"kafka://{kafka_broker.bootstrap}/t",
+                 "--checkpoint", str(tmp_path / "ck"), "--matching", "executors"])
+    assert code == 2
+    assert "--matching executors: the executors read a directory (--source DIR) or the " \
+           f"generator, not kafka://{kafka_broker.bootstrap}/t" in capsys.readouterr().err
+
+
+def random_edges(count: int, vertices: int, seed: int) -> list[dict]:
+    """Edges one second apart (every time distinct), endpoints drawn at random."""
+    rng = random.Random(seed)
+    edges = []
+    for i in range(count):
+        src, dst = rng.sample(range(vertices), 2)
+        edges.append({"t": i + 1, "src": f"v{src}", "dst": f"v{dst}"})
+    return edges
+
+
+def as_line(edge: dict, fmt: str) -> str:
+    return json.dumps(edge) if fmt == "jsonl" else f"{edge['src']},{edge['dst']},{edge['t']}"
+
+
+def produce_edges(broker, topic: str, edges: list[dict], fmt: str, seed: int,
+                  bad: bytes | None = None) -> None:
+    """Edge ``i`` to partition ``i % 2``; each message holds one to three consecutive
+    lines of its partition; ``bad`` goes to partition 1 after its first message."""
+    rng = random.Random(seed)
+    messages: list[tuple[int, bytes]] = []
+    for part in (0, 1):
+        lines = [as_line(e, fmt) for e in edges[part::2]]
+        while lines:
+            take = rng.randint(1, 3)
+            messages.append((part, ("\n".join(lines[:take]) + "\n").encode()))
+            lines = lines[take:]
+            if part == 1 and bad is not None:
+                messages.append((1, bad))
+                bad = None
+    broker.create_topic(topic, partitions=2)
+    broker.produce(topic, messages)
+
+
+def batch_run(query: Path, edges: list[dict], fmt: str, tmp_path: Path, capsys) -> set:
+    """``graphcep run``'s matches over the edges written to a file."""
+    stream = tmp_path / f"edges.{'jsonl' if fmt == 'jsonl' else 'csv'}"
+    stream.write_text("".join(as_line(e, fmt) + "\n" for e in edges))
+    out = tmp_path / "run.jsonl"
+    code = main(["run", str(query), "--input", str(stream), "--format", fmt,
+                 "--engine", "local", "--output", str(out)])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    capsys.readouterr()
+    return match_keys([json.loads(line) for line in out.read_text().splitlines()])
+
+
+def match_keys(rows: list[dict]) -> list[tuple]:
+    return sorted(tuple(sorted((e["t"], e["src"], e["dst"]) for e in row["edges"]))
+                  for row in rows)
+
+
+def stream_rows(directory: Path) -> list[dict]:
+    return [json.loads(line) for part in sorted(directory.glob("part-*.jsonl"))
+            for line in part.read_text().splitlines()]
+
+
+def stream_command(query: Path, broker, topic: str, work: Path, fmt: str, *extra: str) -> list:
+    return ["stream", str(query), "--source", f"kafka://{broker.bootstrap}/{topic}",
+            "--format", fmt, "--checkpoint", str(work / "ck"), "--output",
+            str(work / "out") + "/", "--quiet", "--summary", "json", *extra]
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("kind", ["sal", "ddst"])
+def test_kafka_stream_equals_the_batch_run(kind, spark, kafka_broker, tmp_path, capsys):
+    """SAL (the triangle) over JSON lines and a DDST query over CSV lines, two partitions,
+    several lines per message and one malformed message: ``stream --once`` reports the
+    batch run's matches, and the bad message is one reject naming its record."""
+    fmt = "jsonl" if kind == "sal" else "csv"
+    query = TRIANGLE
+    if kind == "ddst":
+        query = tmp_path / "spread.ddst"
+        query.write_text(DDST)
+    edges = random_edges(900, 8 if kind == "sal" else 20, seed=5 if kind == "sal" else 6)
+    topic = f"edges-{kind}"
+    bad = b'{"src": "v1", "dst": ' if fmt == "jsonl" else b"v1,v2"
+    produce_edges(kafka_broker, topic, edges, fmt, seed=7, bad=bad)
+    expected = batch_run(query, edges, fmt, tmp_path, capsys)
+    code = main(stream_command(query, kafka_broker, topic, tmp_path, fmt, "--once",
+                               "--max-records-per-batch", "150", "--lateness", "30"))
+    out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    got = match_keys(stream_rows(tmp_path / "out"))
+    assert got == expected
+    assert len(expected) > 5
+    assert summary["edges"] == len(edges) and summary["late"] == 0
+    assert summary["batches"] >= 3  # the record limit cut the topic into micro-batches
+    (reject,) = stream_rows(tmp_path / "ck" / "rejects")
+    assert (reject["topic"], reject["partition"], reject["line"]) == (topic, 1, 1)
+    assert reject["offset"] == 1 and reject["text"] == bad.decode()
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(spark, kafka_broker,
+                                                                   tmp_path, capsys):
+    """SIGKILL ``graphcep stream`` once a micro-batch was written, restart it from its
+    checkpoint (``--once``, in this process): the matches equal the batch run's, none
+    written twice."""
+    edges = random_edges(1200, 8, seed=8)
+    produce_edges(kafka_broker, "killed", edges, "jsonl", seed=9)
+    expected = batch_run(TRIANGLE, edges, "jsonl", tmp_path, capsys)
+    command = stream_command(TRIANGLE, kafka_broker, "killed", tmp_path, "jsonl",
+                             "--max-records-per-batch", "100", "--lateness", "30",
+                             "--master", "local[1]")
+    env = {**os.environ, kafka_jars.JARS_ENV: str(kafka_jars.connector_dir()),
+           "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"),
+                                                       os.environ.get("PYTHONPATH")]))}
+    proc = subprocess.Popen([sys.executable, "-m", "graphcep.cli", *command], env=env,
+                            start_new_session=True, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE)
+    out = tmp_path / "out"
+    deadline = time.monotonic() + 150
+    while len(list(out.glob("part-*.jsonl"))) < 2 and time.monotonic() < deadline:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        time.sleep(0.1)
+    os.killpg(proc.pid, signal.SIGKILL)
+    proc.wait()
+    written = len(list(out.glob("part-*.jsonl")))
+    assert 2 <= written < len(edges) // 100, "the kill did not land mid-stream"
+    code = main([*command, "--once"])
+    assert code == 0, capsys.readouterr().err[-2000:]
+    got = match_keys(stream_rows(out))
+    assert len(got) == len(set(got)), "a match was written twice"
+    assert got == expected and len(expected) > 5
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_kafka_time_and_a_starting_time(spark, kafka_broker, tmp_path, capsys):
+    """``--time kafka --starting-offsets ISO``: JSON lines without a time, one per record,
+    records one second apart by their Kafka timestamps; the stream starts at the 200th
+    second. The batch run over the records from then on, each with its timestamp as its
+    time, is the oracle."""
+    base = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp())
+    edges = random_edges(600, 8, seed=10)
+    stamps = [(base + e["t"]) * 1000 for e in edges]
+    messages = [(i % 2, json.dumps({"src": e["src"], "dst": e["dst"]}).encode())
+                for i, e in enumerate(edges)]
+    kafka_broker.create_topic("stamped", partitions=2)
+    kafka_broker.produce("stamped", messages, timestamps_ms=stamps)
+    start = 200
+    kept = [{**e, "t": base + e["t"]} for e in edges if e["t"] >= start]
+    expected = batch_run(TRIANGLE, kept, "jsonl", tmp_path, capsys)
+    when = dt.datetime.fromtimestamp(base + start, dt.UTC).isoformat()
+    code = main(stream_command(TRIANGLE, kafka_broker, "stamped", tmp_path, "jsonl", "--once",
+                               "--time", "kafka", "--starting-offsets", when))
+    out, err = capsys.readouterr()
+    assert code == 0, err[-2000:]
+    assert json.loads(out.strip().splitlines()[-1])["edges"] == len(kept)
+    got = match_keys(stream_rows(tmp_path / "out"))
+    assert got == expected and len(expected) > 5
