@@ -38,7 +38,7 @@ Example
 >>> from graphcep.patterns.nu import Alloc, Const, Link, NuPattern, Var
 >>> a = compile_pattern(NuPattern("p", Link(Const("a"), Alloc(("X",), Var("X")))))
 >>> a.describe()[0]
-'5 locations, 5 transitions (2 reading, 3 ε), 0 clocks, variables X, constants a'
+'5 locations, 4 transitions (2 reading, 2 ε), 0 clocks, variables X, constants a'
 """
 
 from __future__ import annotations
