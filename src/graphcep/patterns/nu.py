@@ -328,3 +328,36 @@ def _unbounded(expr: Expr) -> Expr | None:
         if span_us(child) == math.inf:
             return _unbounded(child) or child
     return expr
+
+
+def leading_delays(expr: Expr) -> list[Delay]:
+    """The delays a match may enter before it reads any link (their clocks start where
+    the match starts: at time 0 anchored), outermost first."""
+    if isinstance(expr, Delay):
+        return [expr, *leading_delays(expr.body)]
+    if isinstance(expr, Alloc | Release | Repeat):
+        return leading_delays(expr.body)
+    if isinstance(expr, Or | Shuffle):  # a shuffle enters all its parts at once
+        return [d for part in expr.parts for d in leading_delays(part)]
+    if isinstance(expr, Concat):
+        found: list[Delay] = []
+        for part in expr.parts:
+            found += leading_delays(part)
+            if consumes_always(part):
+                break
+        return found
+    return []
+
+
+def consumes_always(expr: Expr) -> bool:
+    """Whether every match of ``expr`` holds a link (or an event)."""
+    if isinstance(expr, Const | Var | AnyNode | Node | Link):
+        return True
+    if isinstance(expr, Delay | Alloc | Release):
+        return consumes_always(expr.body)
+    if isinstance(expr, Repeat):
+        return expr.least > 0 and consumes_always(expr.body)
+    if isinstance(expr, Or):
+        return all(consumes_always(p) for p in expr.parts)
+    return any(consumes_always(p) for p in expr.parts)  # Concat, Shuffle
+

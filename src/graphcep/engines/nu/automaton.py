@@ -587,10 +587,11 @@ def variable_states(automaton: Automaton) -> dict[int, set[int]] | str:
     return found
 
 
-def variable_step(automaton: Automaton, state: int, transition: Transition
-                  ) -> int | str | None:
+def variable_step(automaton: Automaton, state: int, transition: Transition, *,
+                  sets: bool = False) -> int | str | None:
     """The variable state after ``transition`` (None: never enabled; a variable's name:
-    it reads a fresh node into that variable after it held one)."""
+    it reads a fresh node into that variable after it held one -- unless ``sets``, where
+    the variable then holds a set of nodes and the read goes on)."""
     index = {name: i for i, name in enumerate(automaton.variables)}
     for name in transition.alloc:
         state |= WRITING << (3 * index[name])
@@ -598,7 +599,7 @@ def variable_step(automaton: Automaton, state: int, transition: Transition
     if isinstance(label, Var):
         shift = 3 * index[label.name]
         if state >> shift & WRITING:
-            if state >> shift & HELD:
+            if state >> shift & HELD and not sets:
                 return label.name
             state = (state & ~(WRITING << shift)) | ((HOLDING | HELD) << shift)
         elif not state >> shift & HOLDING:
@@ -606,3 +607,26 @@ def variable_step(automaton: Automaton, state: int, transition: Transition
     for name in transition.release:
         state &= ~((WRITING | HOLDING) << (3 * index[name]))
     return state
+
+
+def unallocated_reads(automaton: Automaton) -> list[str]:
+    """The variables some reachable transition reads where no run has allocated them
+    (nor left them holding a node): that transition can never be taken. Clocks ignored,
+    as in :func:`variable_states`."""
+    out = automaton.outgoing()
+    seen = {(automaton.initial, 0)}
+    todo = [(automaton.initial, 0)]
+    at: dict[int, set[int]] = {}
+    while todo:
+        q, state = todo.pop()
+        at.setdefault(q, set()).add(state)
+        for t in out[q]:
+            after = variable_step(automaton, state, t, sets=True)
+            if after is not None and (t.target, after) not in seen:
+                seen.add((t.target, after))
+                todo.append((t.target, after))
+    never = {t.label.name for t in event_transitions(automaton)
+             if isinstance(t.label, Var) and t.source in at
+             and all(variable_step(automaton, s, t, sets=True) is None for s in at[t.source])}
+    return sorted(never)
+
