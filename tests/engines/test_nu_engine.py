@@ -299,16 +299,3 @@ def test_no_match_holds_fewer_records_than_the_job_says():
             seen += 1
     assert seen > 0
 
-
-def test_anchored_and_search_witnesses_list_the_links_any_node_read():
-    """(@ ~> @)* % (a ~> b): the anchored report lists x -> y, read by @ ~> @, as the
-    search-mode report of the same match does."""
-    links = pa.table({"t": [0, S], "src": ["x", "a"], "dst": ["y", "b"]})
-    pattern = parse_nu("(@ ~> @)* % (a ~> b)", "p")
-    witnesses = {}
-    for mode in ("anchored", "search"):
-        rows = NuEngine(pattern, mode=mode).push(links).to_pylist()
-        witnesses[mode] = [[(e["t"], e["src"], e["dst"]) for e in r["edges"]]
-                           for r in rows if r["first_t"] == 0]
-    assert witnesses["anchored"] == witnesses["search"] == [[(0, "x", "y"), (S, "a", "b")]]
-

@@ -36,8 +36,8 @@ keeps waiting for the next ones until an invariant drops it. No clock ever runs 
 stream's start or from a link the match does not hold. A match is reported when a token
 reaches a final location, once per distinct ``(first time, last time, bindings)``; the
 bindings are, per variable, the nodes it held at any point of the match (a variable
-released and read again lists both); the links listed are one witness's: every link its
-run read, ``@ ~> @`` ones included, in both modes.
+released and read again lists both); the links listed are one witness's (anchored, less
+those it read as ``@ ~> @``: the interleaving of a search written by hand).
 
 **Anchored mode**: one attempt, from the stream's start at time 0 (the start of a ``.tes``
 sequence), reading every event (nothing interleaves): the paper's semantics, for its
@@ -421,11 +421,14 @@ class NuEngine(EngineBase):
         self._index.clear()
         self._deadlines.clear()
 
-    @staticmethod
-    def _witnessed(witness: tuple[tuple, ...], link: tuple) -> tuple[tuple, ...]:
-        """The witness with ``link`` read: every link the run read, ``@ ~> @`` ones too,
-        in both modes (anchored, a run of ``(@ ~> @)* % P`` lists the links its ``@ ~> @``
-        read, as the same pattern's search-mode witness does)."""
+    def _witnessed(self, witness: tuple[tuple, ...], link: tuple) -> tuple[tuple, ...]:
+        """The witness with ``link`` read. Anchored, a link read as ``@ ~> @`` (or an event
+        read as ``@``) is left out: it is the interleaving a search by hand, ``(@ ~> @)* %
+        P``, skips, and would make every witness the whole stream (every token would carry
+        the stream read so far: quadratic time). A search-mode pattern reads ``@`` on
+        purpose, and its witness keeps those links."""
+        if self.mode == "anchored" and link[3] in ("@~>@", "@"):
+            return witness
         return (*witness, link)
 
     def _refuse(self, held: int | None = None, what: str = "tokens") -> None:
