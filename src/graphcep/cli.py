@@ -63,6 +63,7 @@ from graphcep.cli_options import (
     reader_options,
     refuse_overwriting_inputs,
     resolve_master,
+    warn_about_input,
     warn_absent_labels,
 )
 from graphcep.engines.base import StateBoundError
@@ -568,6 +569,7 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases:
     phases.update(stats.phases)
     progress.close()
     warn_absent_labels(job, job.labels_present(result.edges))
+    warn_about_input(job, result.edges)
     return matches, stats, result.lines_read, result.edges
 
 
@@ -580,6 +582,7 @@ def _run_widening(job: ReplayJob, widening: tuple[int, int, int | None], inputs,
     matches, pww = run_widening(job, result.edges, keep=keep, base_us=base_us,
                                 max_duration_us=max_duration_us)
     warn_absent_labels(job, job.labels_present(result.edges))
+    warn_about_input(job, result.edges)
     stats = RunStats(edges=pww.edges, matches=pww.matches, seconds=pww.seconds,
                      extra=pww.as_dict())
     return matches, stats, result.lines_read, result.edges
@@ -655,6 +658,7 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
             matches, stats = run_spark(spark, job, edges, shards=args.shards)
         phases.update(stats.phases)
     with phases.phase("label check and rejects"):
+        warn_about_input(job, edges)
         if rejects_df is None:
             warn_absent_labels(job, job.labels_present(edges))
         else:

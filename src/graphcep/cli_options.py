@@ -307,6 +307,14 @@ def state_bound(args: argparse.Namespace) -> int | None:
     return bound
 
 
+def warn_about_input(job: ReplayJob, edges: Any) -> None:
+    """One line on stderr per thing about the input (an Arrow table or a Spark frame)
+    that the job says silently stops it from matching."""
+    warnings = getattr(job, "input_warnings", None)  # a job without JobBase has none
+    for line in warnings(edges) if warnings is not None else ():
+        print(f"graphcep: warning: query {job.name!r}: {line}", file=sys.stderr)
+
+
 def warn_absent_labels(job: ReplayJob, present: dict[str, set[str]]) -> None:
     """One line on stderr when a query label never occurs: the run's 0 matches then say
     nothing about the pattern, only about the labelling."""

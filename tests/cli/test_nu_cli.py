@@ -149,3 +149,63 @@ def test_a_time_event_sequence_is_for_nu_expressions_only(tmp_path, capsys):
     status, _, err = run(["run", str(EXAMPLES / "triangle.sal"), "--input", str(events),
                           "--engine", "local"], capsys)
     assert status == 2 and "only ν-expressions read it" in err
+
+
+def test_a_regex_file_is_a_nu_expression(tmp_path, capsys):
+    """MaTiNA's ``.regex`` files are ν-expressions whatever they hold: ``a . b`` has no
+    link ``~>``, and would otherwise be read as SAL and refused."""
+    query, events = tmp_path / "pair.regex", tmp_path / "ab.tes"
+    query.write_text("a . <b>[1]\n")
+    events.write_text("a 1 b\n")
+    status, out, err = run(["run", str(query), "--input", str(events), "--anchored",
+                            "--engine", "local", "--summary", "json"], capsys)
+    assert status == 0, err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert (summary["query"], summary["mode"], summary["matches"]) == ("pair", "anchored", 1)
+
+
+def warnings_of(err: str) -> list[str]:
+    return [line for line in err.splitlines() if line.startswith("graphcep: warning:")]
+
+
+@pytest.mark.parametrize(("text", "cause"), [
+    ("X ~> Y . Y ~> X\n", "its names X, Y are constants, which match only nodes of those "
+                          "names: a name is a variable only where the expression allocates "
+                          "or releases it (#X, X!)"),
+    ("X ~> #Y . #X ~> Y\n", "variable X is read where nothing has allocated them"),
+])
+def test_a_pattern_that_cannot_match_as_meant_gets_one_warning(tmp_path, capsys, text, cause):
+    links = tmp_path / "l.csv"
+    links.write_text("src,dst,t\na,b,1\nb,a,2\nc,b,3\n")
+    query = tmp_path / "q.nu"
+    query.write_text(text)
+    status, out, err = run(["run", str(query), "--input", str(links), "--engine", "local",
+                            "--summary", "json"], capsys)
+    assert status == 0, err
+    assert json.loads(out.strip().splitlines()[-1])["matches"] == 0
+    [line] = warnings_of(err)
+    assert line.startswith(f"graphcep: warning: query 'q': {cause}")
+
+
+def test_an_anchored_delay_from_time_0_on_epoch_times_gets_one_warning(tmp_path, capsys):
+    """Anchored, <a ~> b>[0, 5] counts from time 0: on epoch times it has expired before
+    the first link. Search mode, or times from 0, match and say nothing."""
+    query = tmp_path / "q.nu"
+    query.write_text("<a ~> b>[0, 5]\n")
+    results = {}
+    for start in (1_700_000_000, 0):
+        links = tmp_path / f"l{start}.csv"
+        links.write_text(f"src,dst,t\na,b,{start + 1}\n")
+        for flag in ([], ["--anchored"]):
+            status, out, err = run(["run", str(query), "--input", str(links), "--engine",
+                                    "local", "--summary", "json", *flag], capsys)
+            assert status == 0, err
+            results[(start, bool(flag))] = (
+                json.loads(out.strip().splitlines()[-1])["matches"], warnings_of(err))
+    assert results[(0, True)] == results[(0, False)] == results[(1_700_000_000, False)] == (
+        1, [])
+    assert results[(1_700_000_000, True)] == (0, [
+        "graphcep: warning: query 'q': anchored, the delay <a ~> b>[0, 5] that may begin the "
+        "pattern counts from time 0, and the input's first link is at 1700000001 s (epoch "
+        "times?): it has expired before any link; shift the times to start at 0, or run in "
+        "search mode"])

@@ -298,3 +298,4 @@ def test_no_match_holds_fewer_records_than_the_job_says():
             assert len({e["seq"] for e in edges}) >= job.min_records, path.name
             seen += 1
     assert seen > 0
+

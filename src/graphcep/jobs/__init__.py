@@ -65,8 +65,9 @@ KINDS: tuple[JobKind, ...] = (
     JobKind("ddst", "graphcep.jobs.ddst", (".ddst",), "graphcep.lang.ddst:looks_like_ddst",
             "DDST query", ("ddst_engine", "signature_p", "signature_seed", "ddst_report",
                            "max_window_edges")),
-    JobKind("nu", "graphcep.jobs.nu", (".nu", ".autom"), "graphcep.lang.nu:looks_like_nu",
-            "ν-expression", ("max_tokens", "anchored", "nu_engine")),
+    JobKind("nu", "graphcep.jobs.nu", (".nu", ".regex", ".autom"),  # .regex: MaTiNA's
+            "graphcep.lang.nu:looks_like_nu", "ν-expression",
+            ("max_tokens", "anchored", "nu_engine")),
     JobKind("subs", "graphcep.jobs.sequences", (".subs",),
             "graphcep.lang.sequences:looks_like_subscriptions",
             "subscriptions file", ("key", "symbol", "subs_engine")),

@@ -149,6 +149,11 @@ class ReplayJob(Protocol):
         """The stream the query text connects to itself, if any."""
         ...
 
+    def input_warnings(self, edges: Any) -> list[str]:
+        """What about the input (an Arrow table, or a Spark frame of the same columns)
+        would silently stop this query from matching, one line each (no prefix)."""
+        ...
+
     def watch(self, path: str) -> QueryWatch | None:
         """A watch on the query file ``path`` whose changes a stream applies between
         micro-batches (subscriptions), or None: the query is fixed when the stream starts."""
@@ -232,6 +237,9 @@ class JobBase:
 
     def declared_source(self) -> DeclaredSource | None:
         return None
+
+    def input_warnings(self, edges: Any) -> list[str]:
+        return []
 
     def watch(self, path: str) -> QueryWatch | None:
         return None

@@ -24,21 +24,23 @@ Extent(size=5000000, unit='us')
 from __future__ import annotations
 
 import math
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from graphcep.engines.base import Engine
-from graphcep.engines.nu.automaton import compile_pattern
+from graphcep.engines.nu.automaton import compile_pattern, unallocated_reads
 from graphcep.engines.nu.engine import MODES, NuEngine
 from graphcep.engines.nu.tables import ineligibility
 from graphcep.events import format_seconds
 from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import Extent, JobBase
-from graphcep.patterns.nu import NuPattern, NuPatternError
+from graphcep.patterns.nu import NuPattern, NuPatternError, leading_delays
 from graphcep.patterns.nu_autom import AutomatonPattern
 from graphcep.patterns.subgraph import QueryError
 
@@ -76,8 +78,39 @@ def load(path: str, options: Mapping[str, Any]) -> NuJob:
 
     mode = "anchored" if options.get("anchored") else "search"
     parse = parse_autom_file if str(path).lower().endswith(".autom") else parse_nu_file
-    return NuJob(parse(path), mode, options.get("max_tokens"),
-                 options.get("nu_engine") or "auto")
+    job = NuJob(parse(path), mode, options.get("max_tokens"),
+                options.get("nu_engine") or "auto")
+    for line in pattern_warnings(job.pattern):
+        print(f"graphcep: warning: query {job.name!r}: {line}", file=sys.stderr)
+    return job
+
+
+def pattern_warnings(pattern: NuPattern) -> list[str]:
+    """What in the expression itself likely makes it match nothing, one line each: names
+    written like variables that are all constants (nothing allocates or releases them),
+    and variables read where nothing has allocated them.
+
+    >>> from graphcep.lang.nu import parse_nu
+    >>> pattern_warnings(parse_nu("X ~> Y . Y ~> X", "p"))[0][:40]
+    'its names X, Y are constants, which matc'
+    >>> pattern_warnings(parse_nu("X ~> #Y . #X ~> Y", "p"))[0][:40]
+    'variable X is read where nothing has all'
+    """
+    lines = []
+    capitalised = sorted(c for c in pattern.constants() if c[:1].isupper())
+    if (capitalised and not pattern.variables()
+            and not isinstance(pattern, AutomatonPattern)):
+        lines.append(f"its names {', '.join(capitalised)} are constants, which match only "
+                     "nodes of those names: a name is a variable only where the expression "
+                     "allocates or releases it (#X, X!); write #X where an unknown node is "
+                     "first read")
+    unread = unallocated_reads(compile_pattern(pattern))
+    if unread:
+        lines.append(f"{'variable' if len(unread) == 1 else 'variables'} "
+                     f"{', '.join(unread)} {'is' if len(unread) == 1 else 'are'} read where "
+                     "nothing has allocated them (a variable reads a node only after #X "
+                     "has given it one), so those reads never match")
+    return lines
 
 
 def accepts(pattern: Any) -> bool:
@@ -181,6 +214,25 @@ class NuJob(JobBase):
 
     def summary_fields(self) -> dict[str, Any]:
         return {"mode": self.mode, "nu_engine": self.chosen}
+
+    def input_warnings(self, edges: Any) -> list[str]:
+        """Anchored, a delay the pattern may begin with counts from time 0: when the
+        input's first link comes after its upper bound (epoch times, say), it expired
+        before any link, and the run says so rather than report nothing."""
+        bounded = [d for d in leading_delays(self.pattern.expr) if d.high_us is not None]
+        if self.mode != "anchored" or not bounded:
+            return []
+        if isinstance(edges, pa.Table):
+            first = pc.min(edges.column("t")).as_py() if edges.num_rows else None
+        else:  # a Spark frame
+            first = edges.agg({"t": "min"}).first()[0]
+        tightest = min(bounded, key=lambda d: d.high_us)
+        if first is None or first <= tightest.high_us:
+            return []
+        return [f"anchored, the delay {tightest.text()} that may begin the pattern counts "
+                f"from time 0, and the input's first link is at {format_seconds(first)} s "
+                "(epoch times?): it has expired before any link; shift the times to start "
+                "at 0, or run in search mode"]
 
     @property
     def reads_events(self) -> bool:

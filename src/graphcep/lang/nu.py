@@ -12,9 +12,10 @@ Syntax, loosest binding first::
     e . e              concatenation
     e* e+ e?           repetitions
     n ~> n             a link between two nodes
-    <e>[x, y] <e>[x]   delay: e's last link x to y seconds after the match's previous
-                       one (exactly x for <e>[x], as in MaTiNA); y may be inf, and an
-                       upper bound beyond the range of times (2**61 µs) is no bound
+    <e>[x, y] <e>[x]   delay: e's last link x to y seconds after the link its own
+                       part (of a shuffle) read before e (exactly x for <e>[x], as in
+                       MaTiNA); y may be inf, and an upper bound beyond the range of
+                       times (2**61 µs) is no bound
     (e)                grouping
     n                  a node: a name, "any text", @ (any node); #X allocates X and reads
                        it, X! reads X and releases it, #X! both

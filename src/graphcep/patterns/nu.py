@@ -9,9 +9,10 @@ Approach" (PETRI NETS 2018), Table 1. An expression is built from
   interleaves between its two ends, not even under shuffle;
 - the regular operators: concatenation ``e1 . e2``, disjunction ``e1 | e2``, shuffle
   ``e1 % e2`` (the two interleaved, link by link), ``e*``, ``e+``, ``e?``;
-- time: ``<e>[x, y]``: ``e``'s last link comes ``x`` to ``y`` seconds after the link the
-  match read just before ``e`` (after ``e``'s own first link when ``e`` begins the match),
-  in exact integer microseconds;
+- time: ``<e>[x, y]``: ``e``'s last link comes ``x`` to ``y`` seconds after the link
+  read just before ``e`` by ``e``'s own part of the enclosing shuffles (the link before a
+  shuffle while the part has read none in it; ``e``'s own first link when the match has
+  read none), in exact integer microseconds;
 - memory: ``#{X, Y} e`` allocates ``X`` and ``Y`` (puts them in write mode: the next node
   each reads must be *fresh* -- no constant of the pattern and held by no variable) before
   ``e``; ``e {X, Y}!`` releases them after ``e`` (their values are forgotten). ``#X`` is
@@ -143,8 +144,9 @@ class Repeat:
 @dataclass(frozen=True)
 class Delay:
     """``<body>[low, high]``: ``body``'s last link is ``low`` to ``high`` microseconds after
-    the match's previous link (or ``body``'s first, when it begins the match); ``high``
-    None: no upper bound."""
+    the link read before it by its own part of the enclosing shuffles (the link before the
+    shuffle when that part has read none since; ``body``'s first link when the match has
+    read none: time 0 anchored); ``high`` None: no upper bound."""
 
     body: Expr
     low_us: int
@@ -326,3 +328,36 @@ def _unbounded(expr: Expr) -> Expr | None:
         if span_us(child) == math.inf:
             return _unbounded(child) or child
     return expr
+
+
+def leading_delays(expr: Expr) -> list[Delay]:
+    """The delays a match may enter before it reads any link (their clocks start where
+    the match starts: at time 0 anchored), outermost first."""
+    if isinstance(expr, Delay):
+        return [expr, *leading_delays(expr.body)]
+    if isinstance(expr, Alloc | Release | Repeat):
+        return leading_delays(expr.body)
+    if isinstance(expr, Or | Shuffle):  # a shuffle enters all its parts at once
+        return [d for part in expr.parts for d in leading_delays(part)]
+    if isinstance(expr, Concat):
+        found: list[Delay] = []
+        for part in expr.parts:
+            found += leading_delays(part)
+            if consumes_always(part):
+                break
+        return found
+    return []
+
+
+def consumes_always(expr: Expr) -> bool:
+    """Whether every match of ``expr`` holds a link (or an event)."""
+    if isinstance(expr, Const | Var | AnyNode | Node | Link):
+        return True
+    if isinstance(expr, Delay | Alloc | Release):
+        return consumes_always(expr.body)
+    if isinstance(expr, Repeat):
+        return expr.least > 0 and consumes_always(expr.body)
+    if isinstance(expr, Or):
+        return all(consumes_always(p) for p in expr.parts)
+    return any(consumes_always(p) for p in expr.parts)  # Concat, Shuffle
+

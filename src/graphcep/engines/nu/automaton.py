@@ -7,17 +7,28 @@ Thompson's construction, location by location, with what the paper adds:
   other side there -- the link is atomic;
 - **memory**: ``#{X} e`` is an ε-transition allocating ``X`` (write mode) into ``e``,
   ``e {X}!`` an ε-transition releasing ``X`` out of it (Table 2);
-- **time**: ``<e>[x, y]`` gets a clock of its own. The ε-transition into ``e`` starts it
-  at the time of the event the match read last (*pends* it when the match has read
-  nothing yet: the first event of ``e`` then starts it -- every event transition inside
-  ``e`` carries the clocks of its enclosing delays for that); every location of ``e`` has
-  the invariant ``clock <= y``; the ε-transition out of ``e`` is guarded by
-  ``x <= clock <= y``. ε-moves happen at the time of the event they follow, so a delay
-  measures from the match's previous event to ``e``'s last -- as the paper's Fig. 2 resets
-  its clock at the event before the delay -- and nothing after ``e``;
+- **time**: ``<e>[x, y]`` gets a clock of its own, started where the paper's construction
+  resets it. "Our time model is based on timed pattern matching [3], which implies that
+  clock resets can only be on non ε-transitions" (Section 3.2, proof of Proposition 2):
+  its Fig. 2 resets the delay's clock on the transition that reads the event just before
+  the delay (``q1 --νX, X, ρ={c}--> q2``); and "the translation rules for the regular
+  expression constructs are the classical ones" (Section 3.3), so a shuffle is the product
+  of its parts' automata and a part's clock is reset by an event *that part* reads. So a
+  delay counts from the last event read by its own part of the enclosing shuffles -- from
+  the shuffle's entry (the last event before the shuffle) when the part has read none since
+  -- and, when the match has read nothing before it, from time 0 anchored (the paper's
+  initial token) or, in search mode, from ``e``'s own first event. Here the ε-transition
+  into ``e`` starts the clock at the time of the event the match read last (*pends* it
+  when the match has read nothing yet: the first event of ``e`` then starts it -- every
+  event transition inside ``e`` carries the clocks of its enclosing delays for that), and
+  the shuffle product lets a part run its clock ε-moves only where that event is the
+  part's own (:func:`_shuffle`); every location of ``e`` has the invariant
+  ``clock <= y``; the ε-transition out of ``e`` is guarded by ``x <= clock <= y``, run at
+  the time of ``e``'s last event: the time after it never counts;
 - **shuffle** ``e1 % e2``: the product of the two automata, each side moving alone,
   except that a side in a middle location blocks every move of the other: nothing, not
-  even a memory operation, happens inside a link.
+  even a memory operation, happens inside a link; and a side's clock ε-moves (a delay's
+  start, its closing guard) only right after its own event, or at the shuffle's entry.
 
 The automaton has ε-transitions left in; the token game (:mod:`graphcep.engines.nu.engine`)
 follows them after every event, as the paper's ε-closure does.
@@ -27,7 +38,7 @@ Example
 >>> from graphcep.patterns.nu import Alloc, Const, Link, NuPattern, Var
 >>> a = compile_pattern(NuPattern("p", Link(Const("a"), Alloc(("X",), Var("X")))))
 >>> a.describe()[0]
-'5 locations, 5 transitions (2 reading, 3 ε), 0 clocks, variables X, constants a'
+'5 locations, 4 transitions (2 reading, 2 ε), 0 clocks, variables X, constants a'
 """
 
 from __future__ import annotations
@@ -361,19 +372,46 @@ def _repeat(expr: Repeat, b: _Builder, delays, loc) -> tuple[int, int]:
     return s, f
 
 
+#: Which side of a shuffle read the last event: neither since the shuffle's entry, the
+#: left, the right (see :func:`_shuffle`).
+ENTRY, LEFT, RIGHT = 0, 1, 2
+
+
 def _shuffle(left: tuple[int, int], part: Expr, b: _Builder, delays) -> tuple[int, int]:
     """The product of the fragment ``left`` (already in ``b``) and ``part``, as new
-    locations of ``b`` (pairs): each side moves alone, and a side inside a link blocks
-    every move of the other, events and memory operations alike (a link is atomic). ``left``'s own locations are left unreachable (pruned later)."""
+    locations of ``b``: each side moves alone, and a side inside a link blocks every move
+    of the other, events and memory operations alike (a link is atomic). ``left``'s own
+    locations are left unreachable (pruned later).
+
+    A side's clock operations (a delay's start, its closing guard) act at the time of the
+    event that side read last -- or at the shuffle's entry when it has read none -- never
+    at a later event of the other side. The engines run an ε-move at the time of the event
+    the match read last, so a product location also records which side read that event
+    (:data:`ENTRY`, :data:`LEFT`, :data:`RIGHT`) and a side's timed ε-moves are enabled
+    only where it did or neither did. The record is kept only for a side that has timed
+    ε-moves: a shuffle of parts without delays has the plain product's locations."""
     sub = _Builder(b._clocks)
     right = _fragment(part, sub, delays)
     # each side without its plain ε-moves first: the product multiplies locations
     left_out = _contracted(_reachable_out(b.transitions, left[0]), left[1])
     right_out = _contracted(_reachable_out(sub.transitions, right[0]), right[1])
-    pairs: dict[tuple[int, int], int] = {}
-    todo: list[tuple[int, int]] = []
+    left_timed = any(map(_timed, (t for ts in left_out.values() for t in ts)))
+    right_timed = any(map(_timed, (t for ts in right_out.values() for t in ts)))
 
-    def pair(p: tuple[int, int]) -> int:
+    def kept(who: int) -> int:
+        """``who`` as far as it matters: whether each side with timed moves may run them."""
+        if left_timed and right_timed:
+            return who
+        if left_timed:
+            return ENTRY if who != RIGHT else RIGHT
+        if right_timed:
+            return ENTRY if who != LEFT else LEFT
+        return ENTRY
+
+    pairs: dict[tuple[int, int, int], int] = {}
+    todo: list[tuple[int, int, int]] = []
+
+    def pair(p: tuple[int, int, int]) -> int:
         if p not in pairs:
             if b.count >= MAX_LOCATIONS:
                 raise NuPatternError(
@@ -387,17 +425,33 @@ def _shuffle(left: tuple[int, int], part: Expr, b: _Builder, delays) -> tuple[in
             todo.append(p)
         return pairs[p]
 
-    entry = pair((left[0], right[0]))
+    entry = pair((left[0], right[0], ENTRY))
     moves: list[Transition] = []
     while todo:
-        q1, q2 = p = todo.pop()
+        q1, q2, who = p = todo.pop()
         for t in left_out.get(q1, ()) if q2 not in sub.middles else ():
-            moves.append(t.moved(pairs[p], pair((t.target, q2))))
+            if not _timed(t) or who != RIGHT:
+                after = kept(who if t.label is None else LEFT)
+                moves.append(t.moved(pairs[p], pair((t.target, q2, after))))
         for t in right_out.get(q2, ()) if q1 not in b.middles else ():
-            moves.append(t.moved(pairs[p], pair((q1, t.target))))
+            if not _timed(t) or who != LEFT:
+                after = kept(who if t.label is None else RIGHT)
+                moves.append(t.moved(pairs[p], pair((q1, t.target, after))))
     for t in moves:
         b.add(t)
-    return entry, pair((left[1], right[1]))
+    ends = [q for (q1, q2, _), q in pairs.items() if (q1, q2) == (left[1], right[1])]
+    if len(ends) == 1:
+        return entry, ends[0]
+    exit_ = b.location(b.origin[ends[0]])  # one exit, whichever side read last
+    b.invariants[exit_] = set(b.invariants[ends[0]])
+    for q in ends:
+        b.add(Transition(q, exit_))
+    return entry, exit_
+
+
+def _timed(t: Transition) -> bool:
+    """An ε-transition that starts, checks or stops a clock."""
+    return t.label is None and bool(t.guard or t.pend or t.stop)
 
 
 def _plain(t: Transition) -> bool:
@@ -533,10 +587,11 @@ def variable_states(automaton: Automaton) -> dict[int, set[int]] | str:
     return found
 
 
-def variable_step(automaton: Automaton, state: int, transition: Transition
-                  ) -> int | str | None:
+def variable_step(automaton: Automaton, state: int, transition: Transition, *,
+                  sets: bool = False) -> int | str | None:
     """The variable state after ``transition`` (None: never enabled; a variable's name:
-    it reads a fresh node into that variable after it held one)."""
+    it reads a fresh node into that variable after it held one -- unless ``sets``, where
+    the variable then holds a set of nodes and the read goes on)."""
     index = {name: i for i, name in enumerate(automaton.variables)}
     for name in transition.alloc:
         state |= WRITING << (3 * index[name])
@@ -544,7 +599,7 @@ def variable_step(automaton: Automaton, state: int, transition: Transition
     if isinstance(label, Var):
         shift = 3 * index[label.name]
         if state >> shift & WRITING:
-            if state >> shift & HELD:
+            if state >> shift & HELD and not sets:
                 return label.name
             state = (state & ~(WRITING << shift)) | ((HOLDING | HELD) << shift)
         elif not state >> shift & HOLDING:
@@ -552,3 +607,26 @@ def variable_step(automaton: Automaton, state: int, transition: Transition
     for name in transition.release:
         state &= ~((WRITING | HOLDING) << (3 * index[name]))
     return state
+
+
+def unallocated_reads(automaton: Automaton) -> list[str]:
+    """The variables some reachable transition reads where no run has allocated them
+    (nor left them holding a node): that transition can never be taken. Clocks ignored,
+    as in :func:`variable_states`."""
+    out = automaton.outgoing()
+    seen = {(automaton.initial, 0)}
+    todo = [(automaton.initial, 0)]
+    at: dict[int, set[int]] = {}
+    while todo:
+        q, state = todo.pop()
+        at.setdefault(q, set()).add(state)
+        for t in out[q]:
+            after = variable_step(automaton, state, t, sets=True)
+            if after is not None and (t.target, after) not in seen:
+                seen.add((t.target, after))
+                todo.append((t.target, after))
+    never = {t.label.name for t in event_transitions(automaton)
+             if isinstance(t.label, Var) and t.source in at
+             and all(variable_step(automaton, s, t, sets=True) is None for s in at[t.source])}
+    return sorted(never)
+

@@ -18,11 +18,16 @@ is empty is one event on its own (a time-event sequence, :mod:`graphcep.io.tes`)
 nodes of the pattern read such events, and a pattern link reads two in a row.
 
 **Time.** ``<e>[x, y]`` holds when ``e``'s last event comes ``x`` to ``y`` after the
-event the match read just before ``e`` -- the time before ``e``'s first event counts, as
-in timed regular expressions and the paper's Fig. 2 (its clock is reset by the event
-before the delay) -- or, when ``e`` begins the match, after ``e``'s own first event. So
-``a ~> b . <c ~> d>[0, 2]`` is "``c ~> d`` within 2 s of ``a ~> b``", and a delay around
-a whole pattern bounds the pattern's span.
+event read just before ``e`` by ``e``'s own part of the enclosing shuffles -- the time
+before ``e``'s first event counts, as in timed regular expressions and the paper's Fig. 2
+(its clock is reset by the event before the delay); a part that has read nothing since
+its shuffle began counts from the event before the shuffle -- or, when the match has read
+nothing before ``e``, after ``e``'s own first event (anchored: after time 0). So
+``a ~> b . <c ~> d>[0, 2]`` is "``c ~> d`` within 2 s of ``a ~> b``", in
+``(a ~> b . <c ~> d>[0, 2]) % P`` whatever ``P`` reads in between, and a delay around a
+whole pattern bounds the pattern's span. (The automaton enforces the parts: an ε-move runs
+at the time of the event the match read last, and a shuffle lets a part's clock ε-moves
+run only where that event is the part's own; :mod:`graphcep.engines.nu.automaton`.)
 
 **Search mode** (the default): a match may start at any link, and other links may come
 between the links of a match, anywhere but inside a link (what users of the paper's tool
@@ -341,8 +346,9 @@ class NuEngine(EngineBase):
         if not _guarded(clocks, tr.guard, now):
             return None
         if tr.pend or tr.stop:
-            # a delay's clock runs from the event the match read last (None before any:
-            # then from the delay's own first event)
+            # a delay's clock runs from the event the match read last -- its own part's,
+            # as the shuffle product allows (None before any: then from the delay's own
+            # first event)
             clocks = tuple(token.last_t if i in tr.pend else None if i in tr.stop else c
                            for i, c in enumerate(clocks))
         memory = self._released(self._allocated(token.memory, tr.alloc), tr.release)
@@ -418,8 +424,9 @@ class NuEngine(EngineBase):
     def _witnessed(self, witness: tuple[tuple, ...], link: tuple) -> tuple[tuple, ...]:
         """The witness with ``link`` read. Anchored, a link read as ``@ ~> @`` (or an event
         read as ``@``) is left out: it is the interleaving a search by hand, ``(@ ~> @)* %
-        P``, skips, and would make every witness the whole stream. A search-mode pattern
-        reads ``@`` on purpose, and its witness keeps those links."""
+        P``, skips, and would make every witness the whole stream (every token would carry
+        the stream read so far: quadratic time). A search-mode pattern reads ``@`` on
+        purpose, and its witness keeps those links."""
         if self.mode == "anchored" and link[3] in ("@~>@", "@"):
             return witness
         return (*witness, link)
