@@ -374,8 +374,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_draw_parser(sub)
 
-    demo = sub.add_parser("demo", help="generate netflow and run a query of each language on "
-                                       "Spark", **with_examples(DEMO_EXAMPLES))
+    demo = sub.add_parser(
+        "demo", help="generate netflow and run a query of each language on Spark",
+        description="Generates netflow with planted attacks and runs, on Spark, the paper's "
+                    "SAL triangle and watering hole, a DDST event pattern, a ν-expression, "
+                    "subscriptions and window widening: one line of result each, checked "
+                    "against the planted attacks, and the graphcep run command that gives it.",
+        **with_examples(DEMO_EXAMPLES))
     demo.add_argument("--edges", type=count_option(1), default=200_000, metavar="N",
                       help="flows to generate (default 200000, at least 100000)")
     add_spark_arguments(demo)

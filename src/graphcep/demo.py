@@ -219,7 +219,7 @@ def run_demo(edges: int, master: str, workdir: Path) -> int:
     paths = _write_queries(workdir, queries)
     loaded = {q.file: jobs.load(str(paths[q.file]), _job_options(q)) for q in queries}
     with ThreadPoolExecutor(1) as pool:  # numba loads (or, the first time, compiles)
-        pool.submit(_load_kernels, list(loaded.values()))  # the kernels beside the rest
+        kernels = pool.submit(_load_kernels, list(loaded.values()))  # them meanwhile
         table, fast, slow = demo_stream(edges)
         write_edges(table, workdir / "netflow.csv", "vast")
         write_edges(_labelled(table), workdir / "netflow-labelled.parquet")
@@ -231,6 +231,7 @@ def run_demo(edges: int, master: str, workdir: Path) -> int:
         exit_on_interrupt(f"the generated stream stays in {workdir / 'netflow.csv'}")
         print(f"Spark {spark.version} on {master} started in "
               f"{time.perf_counter() - started:.1f} s")
+        kernels.result()  # its error, if any, here
     runs = DemoRuns(spark, workdir)
     checks: dict[str, bool] = {}
     for query in queries:
@@ -241,7 +242,8 @@ def run_demo(edges: int, master: str, workdir: Path) -> int:
         print(f"\n{query.language}: {query.title}\n  {line} ({seconds:.1f} s)\n"
               f"  run it yourself: {run_command(query, workdir)}")
     failed = [name for name, ok in checks.items() if not ok]
-    print(f"\nsummary: {runs.lines:,} lines read, {runs.rejected:,} rejected; "
+    lines, rejected = runs.lines_and_rejects()
+    print(f"\nsummary: {lines:,} lines read, {rejected:,} rejected; "
           f"{len(checks) - len(failed)}/{len(checks)} results as planted or cross-checked"
           + (f" (not: {', '.join(failed)})" if failed else ""))
     _print_next_steps(workdir)
@@ -292,10 +294,10 @@ class DemoRuns:
         self.workdir = workdir
         self.frames: dict[str, Any] = {}
         self.results: dict[str, pa.Table] = {}
-        self.lines = self.rejected = 0
+        self.read: dict[str, tuple[int, Any]] = {}
 
     def frame(self, stream: str) -> Any:
-        """The stream as a cached Spark frame (its lines and rejects counted once)."""
+        """The stream as a cached Spark frame, read when first needed."""
         from graphcep.runtime.spark import read_edges_spark
 
         if stream not in self.frames:
@@ -303,9 +305,14 @@ class DemoRuns:
             edges_df, rejects_df, lines = read_edges_spark(self.spark, self.workdir / stream,
                                                            fmt)
             self.frames[stream] = edges_df.cache()
-            if stream == "netflow.csv":
-                self.lines, self.rejected = lines, rejects_df.count()
+            self.read[stream] = (lines, rejects_df)
         return self.frames[stream]
+
+    def lines_and_rejects(self, stream: str = "netflow.csv") -> tuple[int, int]:
+        """The lines read from the stream and those rejected (counted at the end: the
+        count reads the file once more, the matching reads the cached frame)."""
+        lines, rejects_df = self.read[stream]
+        return lines, rejects_df.count()
 
     def run(self, query: DemoQuery, job: Any) -> tuple[pa.Table, float]:
         """The query's matches and the seconds they took; written as JSONL."""
