@@ -297,13 +297,16 @@ class DemoRuns:
         self.read: dict[str, tuple[int, Any]] = {}
 
     def frame(self, stream: str) -> Any:
-        """The stream as a cached Spark frame, read when first needed."""
+        """The stream as ``graphcep run`` reads it, once: a Parquet file in the driver (an
+        Arrow table), a text file as a cached Spark frame."""
+        from graphcep.io.readers import read_edges
         from graphcep.runtime.spark import read_edges_spark
 
-        if stream not in self.frames:
-            fmt = "parquet" if stream.endswith(".parquet") else "vast"
+        if stream not in self.frames and stream.endswith(".parquet"):
+            self.frames[stream] = read_edges(str(self.workdir / stream), "parquet").edges
+        elif stream not in self.frames:
             edges_df, rejects_df, lines = read_edges_spark(self.spark, self.workdir / stream,
-                                                           fmt)
+                                                           "vast")
             self.frames[stream] = edges_df.cache()
             self.read[stream] = (lines, rejects_df)
         return self.frames[stream]
