@@ -121,7 +121,7 @@ examples:
   graphcep run examples/ddst/web_then_irc.ddst --input demo-output/netflow-labelled.parquet
   graphcep run examples/nu/triangle.nu --input flows.csv --engine local --summary json
   graphcep run examples/subs/probes.subs --input flows.csv --engine local --symbol DestPort
-  graphcep run examples/web_then_irc.sal --input flows.csv --engine local --pww 20000
+  graphcep run examples/web_then_irc_any_pace.sal --input flows.csv --engine local --pww 20000
   graphcep run examples/triangle.sal --input CollegeMsg.txt.gz --format snap --summary json
 """
 
@@ -139,7 +139,7 @@ examples:
   graphcep explain examples/ddst/web_then_irc.ddst
   graphcep explain examples/nu/attack.nu --dot attack.dot
   graphcep explain examples/subs/probes.subs
-  graphcep explain examples/web_then_irc.sal --pww 20000 --pww-max-duration 3600
+  graphcep explain examples/web_then_irc_any_pace.sal --pww 20000 --pww-max-duration 3600
 """
 
 GEN_EXAMPLES = """\
@@ -388,7 +388,7 @@ def build_parser() -> argparse.ArgumentParser:
                       help="directory for what the demo writes: the generated stream "
                            "(netflow.csv, and netflow-labelled.parquet for DDST), the "
                            "queries it runs (queries/) and their matches "
-                           "(matches/QUERY.jsonl); default demo-output")
+                           "(matches/triangle.sal.jsonl, ...); default demo-output")
     demo.set_defaults(handler=cmd_demo)
     return parser
 

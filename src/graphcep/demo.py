@@ -10,8 +10,8 @@
 3. Runs one query of each language on embedded Spark -- SAL (the paper's temporal
    triangle and watering hole), a DDST event pattern, a timed ν-expression, pattern
    subscriptions and progressive window widening -- writes each one's matches
-   (``matches/NAME.jsonl``) and prints one line of result and the ``graphcep run``
-   command that gives the same matches.
+   (``matches/triangle.sal.jsonl``, ...) and prints one line of result and the
+   ``graphcep run`` command that gives the same matches.
 4. Checks each result against what it knows independently: the planted attacks, and the
    SAL triangles for the ν-expression's triangles; ends with next steps.
 
@@ -151,7 +151,8 @@ def demo_queries(vertices: int = VERTICES) -> list[DemoQuery]:
         DemoQuery("subscriptions", "each host's destinations: ping-pong and returns",
                   "probes.subs", PROBES_SUBS),
         DemoQuery("window widening", "web visit, then IRC, at any pace",
-                  "web_then_irc.sal", WEB_THEN_IRC_SAL, options=("--pww", str(PWW_RECORDS), "--engine", "local")),
+                  "web_then_irc_any_pace.sal", WEB_THEN_IRC_SAL,
+                  options=("--pww", str(PWW_RECORDS), "--engine", "local")),
     ]
 
 
@@ -287,7 +288,7 @@ def run_command(query: DemoQuery, workdir: Path) -> str:
 
 class DemoRuns:
     """Runs the demo's queries on Spark over its two streams, each read once, and writes
-    each one's matches to ``matches/NAME.jsonl``."""
+    each one's matches to ``matches/QUERY-FILE.jsonl`` (``matches/triangle.nu.jsonl``)."""
 
     def __init__(self, spark: Any, workdir: Path) -> None:
         self.spark = spark
@@ -330,7 +331,7 @@ class DemoRuns:
         else:
             matches, _ = run_spark(self.spark, job, self.frame(query.stream))
         seconds = time.perf_counter() - started
-        with make_sink(self.workdir / "matches" / f"{Path(query.file).stem}.jsonl",
+        with make_sink(self.workdir / "matches" / f"{query.file}.jsonl",
                        matches=output, whole=True) as sink:
             sink.write(matches)
         self.results[query.file] = matches
@@ -420,7 +421,7 @@ RESULTS: dict[str, Callable[..., Result]] = {
     "web_then_irc.ddst": _ddst_result,
     "triangle.nu": _nu_result,
     "probes.subs": _subs_result,
-    "web_then_irc.sal": _pww_result,
+    "web_then_irc_any_pace.sal": _pww_result,
 }
 
 
@@ -429,7 +430,7 @@ def _print_next_steps(workdir: Path) -> None:
     print("\nnext steps:\n"
           f"  graphcep explain {workdir / 'queries' / 'triangle.sal'}       "
           "the plan of a query\n"
-          f"  graphcep draw {matches / 'triangle.jsonl'} --first 3 -o {workdir / 'pictures'}"
+          f"  graphcep draw {matches / 'triangle.sal.jsonl'} --first 3 -o {workdir / 'pictures'}"
           "   pictures of matches\n"
           f"  graphcep run {workdir / 'queries' / 'triangle.sal'} --input "
           f"{workdir / 'netflow.csv'} --report {workdir / 'report.html'}   a one-page report\n"

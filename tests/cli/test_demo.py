@@ -18,6 +18,8 @@ from tests.paths import EXAMPLES
 
 
 def test_the_demo_runs_the_repositorys_examples():
+    names = [query.file for query in demo.demo_queries()]
+    assert len(set(names)) == len(names)  # one match file each: matches/FILE.jsonl
     for query in demo.demo_queries():
         found = [path for path in EXAMPLES.rglob(query.file) if path.is_file()]
         assert len(found) == 1, query.file
@@ -57,7 +59,7 @@ def workdir_promise() -> list[str]:
     parser = build_parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
     workdir = next(a for a in commands.choices["demo"]._actions if a.dest == "workdir")
-    return re.findall(r"[\w-]+\.(?:csv|parquet)|[\w-]+/(?:QUERY\.jsonl)?", workdir.help)
+    return re.findall(r"[\w-]+/[\w.]+\.jsonl|[\w-]+\.(?:csv|parquet)|[\w-]+/", workdir.help)
 
 
 @pytest.mark.spark
@@ -68,7 +70,8 @@ def test_the_demo_shows_each_language_and_the_commands_give_its_results(spark, t
     assert main(["demo", "--edges", str(demo.MIN_EDGES), "--workdir", str(workdir),
                  "--master", "local[2]"]) == 0
     out = capsys.readouterr().out
-    blocks = re.findall(r"\n(.+): (.+)\n  (.+) \([\d.]+ s\)\n  run it yourself: (.+)\n", out)
+    blocks = re.findall(r"\n([^:\n]+): (.+)\n  (.+) \([\d.]+ s\)\n  run it yourself: (.+)\n",
+                        out)
     queries = demo.demo_queries()
     assert [(lang, title) for lang, title, _, _ in blocks] == [
         (q.language, q.title) for q in queries]
@@ -83,15 +86,17 @@ def test_the_demo_shows_each_language_and_the_commands_give_its_results(spark, t
     # the workdir holds what --workdir's help promises
     promised = workdir_promise()
     assert promised == ["netflow.csv", "netflow-labelled.parquet", "queries/",
-                        "matches/QUERY.jsonl"]
+                        "matches/triangle.sal.jsonl"]
     assert (workdir / "netflow.csv").is_file()
     assert (workdir / "netflow-labelled.parquet").is_file()
     assert sorted(p.name for p in (workdir / "queries").iterdir()) == sorted(
         q.file for q in queries)
+    assert sorted(p.name for p in (workdir / "matches").iterdir()) == sorted(
+        f"{q.file}.jsonl" for q in queries)
     # each command, run in this process, gives the demo's count and its match file
     for query, (_, _, result, command) in zip(queries, blocks, strict=True):
         count = int(result.split()[0].replace(",", ""))
-        written = workdir / "matches" / f"{query.file.rsplit('.', 1)[0]}.jsonl"
+        written = workdir / "matches" / f"{query.file}.jsonl"
         assert len(written.read_text().splitlines()) == count, query.file
         words = shlex.split(command)[1:]
         if "--engine" not in words:

@@ -23,7 +23,7 @@ DRAW_EXAMPLES = """\
 examples:
   graphcep run examples/triangle.sal --input flows.csv --engine local -o matches.jsonl
   graphcep draw matches.jsonl -o pictures/ --first 5
-  graphcep draw demo-output/matches/triangle.jsonl --first 3 -o demo-pictures/
+  graphcep draw demo-output/matches/triangle.sal.jsonl --first 3 -o demo-pictures/
 """
 
 
