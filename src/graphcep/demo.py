@@ -9,7 +9,8 @@
    (``netflow-labelled.parquet``) and the queries it runs (``queries/``) to its workdir.
 3. Runs one query of each language on embedded Spark -- SAL (the paper's temporal
    triangle and watering hole), a DDST event pattern, a timed ν-expression, pattern
-   subscriptions and progressive window widening -- writes each one's matches
+   subscriptions and progressive window widening (in-process: see
+   :meth:`DemoRuns.widened`) -- writes each one's matches
    (``matches/triangle.sal.jsonl``, ...) and prints one line of result and the
    ``graphcep run`` command that gives the same matches.
 4. Checks each result against what it knows independently: the planted attacks, and the
@@ -17,9 +18,9 @@
 
 Decisions
 ---------
-* The queries are the texts of the repository's ``examples/`` files where one exists
-  (``tests/test_demo.py`` compares them), written to the workdir so that the printed
-  commands run wherever the demo ran, installed or in a checkout.
+* The queries are the texts of files of the repository's ``examples/`` (the demo's test
+  compares them), written to the workdir so that the printed commands run wherever the
+  demo ran, installed or in a checkout.
 * The attacks' ports make them visible to the labelled languages without touching the
   background: the planted hosts are new, so they add no triangle.
 """
@@ -337,10 +338,10 @@ class DemoRuns:
         self.results[query.file] = matches
         return matches, seconds
 
-
     def widened(self, query: DemoQuery, job: Any) -> pa.Table:
         """``--pww``: the windows detected in this process (``--engine local``): on Spark
-        every window of every level would travel to the tasks, over a gigabyte here."""
+        every window of every level would travel to the tasks: over 2 GB here, which Spark
+        refuses to serialize."""
         from graphcep.io.readers import read_edges
         from graphcep.runtime.widening import run_widening
 
