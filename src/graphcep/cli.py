@@ -2,7 +2,7 @@
 
 ::
 
-    graphcep demo                                   generate netflow, run the paper's queries on Spark
+    graphcep demo                                   generate netflow, run each language on Spark
     graphcep run QUERY.sal --input PATH [options]   all matches of a query over a stream
     graphcep run QUERY.ddst --input PATH [options]  the same for a DDST event pattern
     graphcep subscribe SUBS --input PATH [options]  run for a subscriptions file (.subs)
@@ -55,6 +55,7 @@ from graphcep.cli_options import (
     add_summary_argument,
     console_limit,
     count_option,
+    group_options,
     job_options,
     master_given,
     path_option,
@@ -65,6 +66,7 @@ from graphcep.cli_options import (
     resolve_master,
     warn_about_input,
     warn_absent_labels,
+    with_examples,
 )
 from graphcep.engines.base import StateBoundError
 from graphcep.engines.difference_bounds import (
@@ -100,6 +102,60 @@ from graphcep.stream_command import add_parser as add_stream_parser
 from graphcep.timing import NESTED, Phases, process_age
 
 FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
+
+# -- the examples that end each command's --help (run from the repository's root; flows.csv
+# -- is the stream the gen example writes, demo-output/ what the demo writes) -------------
+
+MAIN_EXAMPLES = """\
+examples:
+  graphcep demo                          # every language on generated netflow, on Spark
+  graphcep gen netflow --edges 100000 --vertices 2000 -o flows.csv
+  graphcep explain examples/triangle.sal
+  graphcep run examples/triangle.sal --input flows.csv --engine local
+  graphcep run examples/nu/triangle.nu --input flows.csv -o matches.jsonl
+  graphcep motifs --input flows.csv --delta 10,60
+"""
+
+RUN_EXAMPLES = """\
+examples:
+  graphcep run examples/triangle.sal --input flows.csv                 # Spark, local[*]
+  graphcep run examples/triangle.sal --input flows.csv --engine local -o matches.jsonl
+  graphcep run examples/ddst/web_then_irc.ddst --input demo-output/netflow-labelled.parquet
+  graphcep run examples/nu/triangle.nu --input flows.csv --engine local --summary json
+  graphcep run examples/subs/probes.subs --input flows.csv --engine local --symbol DestPort
+  graphcep run examples/web_then_irc_any_pace.sal --input flows.csv --engine local --pww 20000
+  graphcep run examples/triangle.sal --input CollegeMsg.txt.gz --format snap --summary json
+"""
+
+SUBSCRIBE_EXAMPLES = """\
+examples:
+  graphcep subscribe examples/subs/figure3.subs --input examples/subs/figure3.seq
+  graphcep subscribe examples/subs/probes.subs --input flows.csv --key src --symbol DestPort
+  graphcep subscribe examples/subs/probes.subs --input flows.csv -o notifications.jsonl
+"""
+
+EXPLAIN_EXAMPLES = """\
+examples:
+  graphcep explain examples/triangle.sal
+  graphcep explain examples/watering_hole.sal --max-duration 60
+  graphcep explain examples/ddst/web_then_irc.ddst
+  graphcep explain examples/nu/attack.nu --dot attack.dot
+  graphcep explain examples/subs/probes.subs
+  graphcep explain examples/web_then_irc_any_pace.sal --pww 20000 --pww-max-duration 3600
+"""
+
+GEN_EXAMPLES = """\
+examples:
+  graphcep gen netflow --edges 100000 --vertices 2000 -o flows.csv
+  graphcep gen netflow --edges 1000000 --vertices 5000 --rate 10000 --seed 1 -o S2.parquet
+"""
+
+DEMO_EXAMPLES = """\
+examples:
+  graphcep demo
+  graphcep demo --workdir /tmp/demo --master "local[2]"
+  graphcep demo --edges 1000000
+"""
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -234,12 +290,15 @@ class OptionParser(argparse.ArgumentParser):
 def build_parser() -> argparse.ArgumentParser:
     parser = OptionParser(
         prog="graphcep",
-        description="Online pattern matching over streaming temporal graphs.",
+        description="Online pattern matching over streaming temporal graphs. "
+                    "graphcep COMMAND --help: the command's options and examples.",
+        **with_examples(MAIN_EXAMPLES),
     )
     sub = parser.add_subparsers(dest="command", required=True)
 
     run = sub.add_parser("run", help="find every match of a query (SAL, DDST, ν-expression, "
-                                     "subscriptions) in a stream")
+                                     "subscriptions) in a stream",
+                         **with_examples(RUN_EXAMPLES))
     run.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed ν-expression "
                                    "(.nu), timed ν-automaton (.autom) or subscriptions (.subs); "
                                    "the kind is read from the name, else from the text")
@@ -255,13 +314,15 @@ def build_parser() -> argparse.ArgumentParser:
     add_state_bound_argument(run)
     add_pww_arguments(run)
     run.set_defaults(handler=cmd_run)
+    group_options(run)
 
     subscribe = sub.add_parser(
         "subscribe", help="notify every occurrence of a subscriptions file's patterns",
         description="graphcep run for a subscriptions file (.subs): every occurrence of its "
                     "patterns in each key's sequence, read from a plain sequence (.seq: "
                     "symbols, optionally 'KEY: sym sym ...' lines) or from any edge file "
-                    "(--key and --symbol name its fields). In-process unless --engine spark.")
+                    "(--key and --symbol name its fields). In-process unless --engine spark.",
+        **with_examples(SUBSCRIBE_EXAMPLES))
     subscribe.add_argument("query", metavar="SUBS",
                            help="subscriptions file: one 'id: pattern' per line (.subs, or "
                                 "any name whose text reads so; another kind is refused)")
@@ -273,8 +334,10 @@ def build_parser() -> argparse.ArgumentParser:
     add_subscription_arguments(subscribe)
     add_pww_arguments(subscribe)
     subscribe.set_defaults(handler=cmd_subscribe, query_kind="subs")
+    group_options(subscribe)
 
-    explain = sub.add_parser("explain", help="show the parsed query, its extent and plan")
+    explain = sub.add_parser("explain", help="show the parsed query, its extent and plan",
+                             **with_examples(EXPLAIN_EXAMPLES))
     explain.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed "
                                        "ν-expression (.nu), timed ν-automaton (.autom) or "
                                        "subscriptions (.subs)")
@@ -288,10 +351,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help="also write the plan as Graphviz DOT: a ν-expression's automaton, "
                          "a subscriptions file's pattern tree")
     explain.set_defaults(handler=cmd_explain)
+    group_options(explain)
 
-    gen = sub.add_parser("gen", help="generate synthetic streams")
+    gen = sub.add_parser("gen", help="generate synthetic streams", **with_examples(GEN_EXAMPLES))
     gen_sub = gen.add_subparsers(dest="kind", required=True)
-    netflow = gen_sub.add_parser("netflow", help="SAM's random-pool netflow generator")
+    netflow = gen_sub.add_parser("netflow", help="SAM's random-pool netflow generator",
+                                 **with_examples(GEN_EXAMPLES))
     netflow.add_argument("--edges", type=count_option(0, 2**40), required=True, metavar="N",
                          help="number of flows (edges) to write")
     netflow.add_argument("--vertices", type=count_option(2, 2**31), required=True,
@@ -312,13 +377,21 @@ def build_parser() -> argparse.ArgumentParser:
 
     add_draw_parser(sub)
 
-    demo = sub.add_parser("demo", help="generate netflow and run the paper's queries on Spark")
+    demo = sub.add_parser(
+        "demo", help="generate netflow and run a query of each language on Spark",
+        description="Generates netflow with planted attacks and runs, on Spark, the paper's "
+                    "SAL triangle and watering hole, a DDST event pattern, a ν-expression, "
+                    "subscriptions and window widening: one line of result each, checked "
+                    "against the planted attacks, and the graphcep run command that gives it.",
+        **with_examples(DEMO_EXAMPLES))
     demo.add_argument("--edges", type=count_option(1), default=200_000, metavar="N",
                       help="flows to generate (default 200000, at least 100000)")
     add_spark_arguments(demo)
     demo.add_argument("--workdir", default="demo-output", type=path_option,
-                      help="directory for the generated stream and the matches "
-                           "(default demo-output)")
+                      help="directory for what the demo writes: the generated stream "
+                           "(netflow.csv, and netflow-labelled.parquet for DDST), the "
+                           "queries it runs (queries/) and their matches "
+                           "(matches/triangle.sal.jsonl, ...); default demo-output")
     demo.set_defaults(handler=cmd_demo)
     return parser
 

@@ -438,3 +438,70 @@ def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None])
                            if role == "rejects" and str(target) == DEFAULT_REJECTS else "")
                 raise SinkError(f"{role} {str(target)!r} is an input of the run{earlier}; "
                                 "writing it would destroy the input: name another file")
+
+
+# -- help: option groups and examples ---------------------------------------------------
+
+#: How ``--help`` lists the options of ``run``, ``subscribe``, ``explain``, ``stream`` and
+#: ``motifs``: by what they are about, the query kinds each in a group of its own. Keys
+#: are group titles, values option destinations; a command shows the groups it has
+#: options of (:func:`group_options`).
+OPTION_GROUPS: dict[str, tuple[str, ...]] = {
+    "input": ("input", "source", "format", "time_unit", "time_format", "header", "columns"),
+    "output": ("output", "output_format", "dot", "rejects", "late", "limit", "quiet",
+               "summary", "draw", "draw_dir", "timeline", "report", "profile"),
+    "streaming": ("checkpoint", "lateness", "trigger", "max_files_per_trigger", "once",
+                  "run_for"),
+    "the generator as a source (--source generator)": ("rate", "vertices", "seed"),
+    "motif counts": ("delta", "per_vertex"),
+    "SAL queries (.sal)": ("query_name", "window", "max_duration", "homomorphic"),
+    "DDST event patterns (.ddst)": ("ddst_engine", "signature_p", "signature_seed",
+                                    "ddst_report"),
+    "ν-expressions (.nu, .autom)": ("nu_engine", "anchored"),
+    "subscriptions (.subs)": ("key", "symbol", "subs_engine"),
+    "window widening (--pww, for any query kind)": ("pww", "pww_base", "pww_max_duration"),
+    "Spark": ("engine", "master", "shards", "cells", "processes", "matching"),
+    "state bounds (past one, the run stops with exit status 3)": ("max_window_edges",
+                                                                   "max_tokens"),
+}
+
+
+def group_options(parser: argparse.ArgumentParser,
+                  groups: dict[str, tuple[str, ...]] = OPTION_GROUPS) -> None:
+    """List the parser's options in ``--help`` under the titled ``groups``, in their order.
+
+    The options stay defined where they are (the ``add_*_arguments`` functions add them to
+    every command that takes them); a group is only a heading in the help, so each
+    option named in ``groups`` moves from argparse's general list to its group's (its
+    ``_group_actions``: argparse has no public call that moves an option). An option no
+    group names stays under "options"; a group with no option of this command is left
+    out."""
+    actions = {action.dest: action for action in parser._optionals._group_actions}
+    for title, dests in groups.items():
+        present = [actions[dest] for dest in dests if dest in actions]
+        if not present:
+            continue
+        group = parser.add_argument_group(title)
+        for action in present:
+            parser._optionals._group_actions.remove(action)
+            group._group_actions.append(action)
+
+
+#: The heading that opens every command's examples (its ``--help`` epilog).
+EXAMPLES_HEADING = "examples:"
+
+
+class ExamplesHelpFormatter(argparse.HelpFormatter):
+    """argparse's help, with the examples at its end printed as written (one command a
+    line, aligned) and the description still wrapped to the terminal: argparse's
+    RawDescriptionHelpFormatter would keep both as written."""
+
+    def _fill_text(self, text: str, width: int, indent: str) -> str:
+        if text.startswith(EXAMPLES_HEADING):
+            return argparse.RawDescriptionHelpFormatter._fill_text(self, text, width, indent)
+        return super()._fill_text(text, width, indent)
+
+
+def with_examples(examples: str) -> dict[str, Any]:
+    """The ``add_parser`` arguments that end a command's ``--help`` with ``examples``."""
+    return {"epilog": examples, "formatter_class": ExamplesHelpFormatter}

@@ -56,13 +56,25 @@ def delta_list(text: str) -> list[str]:
     return values
 
 
+#: The examples that end ``graphcep motifs --help``.
+MOTIFS_EXAMPLES = """\
+examples:
+  graphcep motifs --input flows.csv --delta 10,60
+  graphcep motifs --input CollegeMsg.txt.gz --format snap --delta 600,3600 -o motifs.json
+  graphcep motifs --input flows.csv --delta 10 -o motifs.png
+  graphcep motifs --input flows.csv --delta 10 --per-vertex --engine spark
+"""
+
+
 def add_parser(sub: Any) -> None:
     """Register ``motifs`` on the CLI's subparsers."""
     from graphcep.cli_options import (
         DEFAULT_REJECTS,
         add_input_arguments,
         add_spark_arguments,
+        group_options,
         path_option,
+        with_examples,
     )
 
     motifs = sub.add_parser(
@@ -70,7 +82,8 @@ def add_parser(sub: Any) -> None:
         description="Counts every 3-event δ-temporal motif on at most 3 vertices "
                     "(Paranjape, Benson, Leskovec, WSDM 2017) with SNAP's semantics, for "
                     "several δ in one pass: the 6x6 table per δ and the two-node, star "
-                    "and triangle totals.")
+                    "and triangle totals.",
+        **with_examples(MOTIFS_EXAMPLES))
     motifs.add_argument("--input", "-i", required=True, nargs="+", action="extend",
                         type=path_option,
                         help="edge file(s) or directory")
@@ -100,6 +113,7 @@ def add_parser(sub: Any) -> None:
                         help="also per-vertex counts (text and json; " + LOCAL_HEADER +
                              "; in text, " + LOCAL_COLUMNS + ")")
     motifs.set_defaults(handler=cmd_motifs)
+    group_options(motifs)
 
 
 def cmd_motifs(args: argparse.Namespace) -> int:

@@ -94,6 +94,17 @@ MAX_CELLS = 1024
 #: ``--source generator``'s settings when not given.
 GENERATOR_DEFAULTS = {"rate": 10_000, "vertices": 5_000, "seed": 1}
 
+#: The examples that end ``graphcep stream --help``.
+STREAM_EXAMPLES = """\
+examples:
+  graphcep stream examples/triangle.sal --source incoming/ --format vast --checkpoint ckpt/ \\
+      --output matches/ --lateness 5
+  graphcep stream examples/triangle.sal --source generator --rate 10000 --checkpoint ckpt/ \\
+      --run-for 30
+  graphcep stream examples/triangle.sal --source incoming/ --checkpoint ckpt/ --once
+  graphcep stream examples/subs/probes.subs --source incoming/ --checkpoint ckpt/
+"""
+
 
 def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers (every value is checked
@@ -110,14 +121,16 @@ def add_parser(sub: Any) -> None:
         add_subscription_arguments,
         add_summary_argument,
         count_option,
+        group_options,
         nonnegative_seconds,
         path_option,
         positive_seconds,
         seconds_option,
+        with_examples,
     )
     stream = sub.add_parser("stream", help="match a query (SAL, DDST, ν-expression, "
                                            "subscriptions) continuously (Structured "
-                                           "Streaming)")
+                                           "Streaming)", **with_examples(STREAM_EXAMPLES))
     stream.add_argument("query", help="query file; a subscriptions file (.subs) or a "
                                       "directory of them is watched, its changes applied "
                                       "between micro-batches")
@@ -190,6 +203,7 @@ def add_parser(sub: Any) -> None:
                              "the rejects")
     add_summary_argument(stream)
     stream.set_defaults(handler=cmd_stream)
+    group_options(stream)
 
 
 def validate_output(args: argparse.Namespace) -> None:

@@ -19,16 +19,26 @@ DEFAULT_FIRST = 10
 _UNSAFE = re.compile(r"[^A-Za-z0-9_.-]")
 
 
+#: The examples that end ``graphcep draw --help``.
+DRAW_EXAMPLES = """\
+examples:
+  graphcep run examples/triangle.sal --input flows.csv --engine local -o matches.jsonl
+  graphcep draw matches.jsonl -o pictures/ --first 5
+  graphcep draw demo-output/matches/triangle.sal.jsonl --first 3 -o demo-pictures/
+"""
+
+
 def add_draw_parser(sub: Any) -> None:
     """The ``draw`` subcommand (``sub``: the command line's subparsers)."""
-    from graphcep.cli_options import count_option
+    from graphcep.cli_options import count_option, with_examples
 
     draw = sub.add_parser(
         "draw", help="draw matches of a match file (JSONL, Parquet) or a stream's output "
                      "directory as PNG pictures",
         description="One PNG per match: its vertices (with the query vertices they host) "
                     "and edges (numbered and coloured by time, with what they match and "
-                    "when), for every kind of match record graphcep writes.")
+                    "when), for every kind of match record graphcep writes.",
+        **with_examples(DRAW_EXAMPLES))
     draw.add_argument("matches", help="a JSONL or Parquet match file (graphcep run -o "
                                       "m.jsonl, -o m.parquet), or a stream's output "
                                       "directory of parts")
