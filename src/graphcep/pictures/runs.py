@@ -7,6 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from graphcep.io.sinks import Sink
@@ -30,21 +31,26 @@ def query_text(query: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def run_timeline_png(edges: Any, matches: pa.Table, target: Any) -> None:
-    """Edges and matches per minute (or per the bin the stream's span calls for)."""
-    plot_run(run_timeline(edge_times(edges), match_times(matches)), target)
+def run_timeline_png(edges: Any, matches: pa.Table | np.ndarray, target: Any) -> None:
+    """Edges and matches per minute (or per the bin the stream's span calls for);
+    ``matches``: the match table, or when each match was complete (µs)."""
+    times = matches if isinstance(matches, np.ndarray) else match_times(matches)
+    plot_run(run_timeline(edge_times(edges), times), target)
 
 
 def run_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
                edges: Any, matches: pa.Table, rejects: pa.Table, draw: int | None,
-               command: str = "run") -> None:
-    """``graphcep run --report`` (or ``subscribe``, the ``command``): the run's page."""
+               command: str = "run", match_times: np.ndarray | None = None) -> None:
+    """``graphcep run --report`` (or ``subscribe``, the ``command``): the run's page.
+    ``match_times``: when each match was complete, when ``matches`` holds only the
+    first ones (a run does not keep every match)."""
     count = draw or REPORT_MATCHES
+    timeline = matches if match_times is None else match_times
     report = Report(
         title=f"graphcep {command}: {summary.get('query', '')}",
         query_text=query_text(query), plan=plan, summary=summary,
         timelines=[("edges and matches over the stream's time",
-                    png(run_timeline_png, edges, matches))],
+                    png(run_timeline_png, edges, timeline))],
         matches=match_pictures(matches.slice(0, count).to_pylist()),
         rejects=rejects.to_pylist(), rejects_total=rejects.num_rows)
     write_report(report, path)
