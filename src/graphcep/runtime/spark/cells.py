@@ -18,7 +18,7 @@ from graphcep.runtime.hypercube import Shares, choose_shares, free_offsets, home
 from graphcep.runtime.spark.tasks import (
     partition_keys,
     received,
-    replay_edges,
+    replay_chunks,
     replay_single,
     spark_schema,
 )
@@ -78,11 +78,11 @@ def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares,
         cell_of = table.column("_cell")
         table = table.drop_columns(["_cell", "_key"])
         for cell in sorted(pc.unique(cell_of).to_pylist()):
-            found = replay_edges(job, table.filter(pc.equal(cell_of, cell)), None,
-                                 timings=timings)
-            if not keyed:  # with one cell per edge, a match found in a cell has it as home
-                found = home_filter(found, shares, cell)
-            yield from found.to_batches()
+            for found in replay_chunks(job, table.filter(pc.equal(cell_of, cell)), None,
+                                       timings=timings):
+                if not keyed:  # with one cell per edge, a match found in a cell is home
+                    found = home_filter(found, shares, cell)
+                yield from found.to_batches()
 
     matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
     extra = {"strategy": "cells", "cells": shares.cells,

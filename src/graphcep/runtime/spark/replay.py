@@ -61,11 +61,12 @@ from graphcep.runtime.spark.cells import (
 from graphcep.runtime.spark.profile import stage_mark, stage_seconds, summed, task_phases
 from graphcep.runtime.spark.session import check_column_names
 from graphcep.runtime.spark.tasks import (
+    batches_of,
     driver_threads,
     ipc_bytes,
     partition_keys,
     received,
-    replay_edges,
+    replay_chunks,
     replay_shard,
     replay_single,
     runs_in_driver,
@@ -374,7 +375,7 @@ def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None, timings: A
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = received(batches, timings)
         if table is not None:
-            yield from replay_edges(job, table, None, timings=timings).to_batches()
+            yield from batches_of(replay_chunks(job, table, None, timings=timings))
 
     matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
     return matches, {"strategy": "keys", "shards": parts, "key": key}
@@ -461,7 +462,7 @@ def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], 
             in_range = pc.and_(pc.greater_equal(everything.column(pos), start - extent),
                                pc.less(everything.column(pos), start))
             warm = everything.filter(in_range)
-        yield from replay_edges(job, own, warm, timings=timings).to_batches()
+        yield from batches_of(replay_chunks(job, own, warm, timings=timings))
 
     matches = edges_df.mapInArrow(run_partition, spark_schema(job)).toArrow()
     return matches, {"strategy": "partitions", "shards": len(starts),
@@ -503,7 +504,7 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
         table = table.drop_columns(["_key"])
         for shard_id in sorted(pc.unique(table.column("_shard")).to_pylist()):
             rows = table.filter(pc.equal(table.column("_shard"), shard_id))
-            yield from replay_shard(job, rows, timings).to_batches()
+            yield from replay_shard(job, rows, timings)
 
     matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
     return matches, {"strategy": "shuffle", "shards": count, "shard_length_us": length}

@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from graphcep.cores import usable_cores
 from graphcep.hashing import spark_hash_long
 from graphcep.jobs.base import ReplayJob
-from graphcep.runtime.local import replay_job
+from graphcep.runtime.local import replay_job_chunks
 from graphcep.timing import Phases
 
 #: What a task (or the driver) spent receiving the rows it replays.
@@ -70,8 +70,8 @@ def replay_single(spark, job: ReplayJob, edges_df, n: int, timings: Any = None):
     def run_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = received(batches, timings)
         if table is not None:
-            yield from replay_edges(job, table, None, threads=threads,
-                                    timings=timings).to_batches()
+            yield from batches_of(replay_chunks(job, table, None, threads=threads,
+                                                timings=timings))
 
     matches = edges_df.coalesce(1).mapInArrow(run_all, spark_schema(job)).toArrow()
     return matches, {"strategy": "single", "shards": 1, "where": "task"}
@@ -108,22 +108,37 @@ def partition_keys(parts: int) -> list[int]:
     return [found[p] for p in range(parts)]
 
 
-def replay_shard(job: ReplayJob, table: pa.Table, timings: Any = None) -> pa.Table:
+def replay_shard(job: ReplayJob, table: pa.Table, timings: Any = None) -> Iterator[pa.RecordBatch]:
     """What one shuffled Spark task runs: warm up on the copied edges, report the shard's own
-    matches."""
+    matches, as record batches of at most one chunk each (:func:`replay_chunks`)."""
     owned_mask = table.column("_owned")
     edges = table.drop_columns(["_shard", "_owned"])
-    return replay_edges(job, edges.filter(owned_mask), edges.filter(pc.invert(owned_mask)),
-                        timings=timings)
+    return batches_of(replay_chunks(job, edges.filter(owned_mask),
+                                    edges.filter(pc.invert(owned_mask)), timings=timings))
+
+
+def replay_chunks(job: ReplayJob, own: pa.Table, warm: pa.Table | None,
+                  threads: int = 1, timings: Any = None) -> Iterator[pa.Table]:
+    """Replay one shard, its matches in chunks as they are found
+    (:func:`~graphcep.runtime.local.replay_job_chunks`): a task holds one chunk of them at
+    a time, never a table of all. Spark runs one task per core, so one thread unless told
+    otherwise. The seconds of its phases go to the accumulator ``timings`` when given
+    (:func:`~graphcep.runtime.spark.profile.task_phases`), once the replay ends."""
+    phases = Phases()
+    yield from replay_job_chunks(job, own, warmup=warm, threads=threads, phases=phases)
+    if timings is not None:
+        timings.add(phases.seconds)
+
+
+def batches_of(tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """The record batches of each table in turn (what a ``mapInArrow`` task yields)."""
+    for table in tables:
+        yield from table.to_batches()
 
 
 def replay_edges(job: ReplayJob, own: pa.Table, warm: pa.Table | None,
                  threads: int = 1, timings: Any = None) -> pa.Table:
-    """Replay one shard; Spark runs one task per core, so one thread unless told otherwise.
-    The seconds of its phases (:func:`~graphcep.runtime.local.replay_job`) go to the
-    accumulator ``timings`` when given (:func:`~graphcep.runtime.spark.profile.task_phases`)."""
-    phases = Phases()
-    matches = replay_job(job, own, warmup=warm, threads=threads, phases=phases)
-    if timings is not None:
-        timings.add(phases.seconds)
-    return matches
+    """:func:`replay_chunks`'s matches in one table (a replay in the driver, whose
+    matches the driver collects anyway)."""
+    parts = list(replay_chunks(job, own, warm, threads=threads, timings=timings))
+    return pa.concat_tables(parts) if parts else job.output.schema.empty_table()
