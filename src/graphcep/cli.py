@@ -370,6 +370,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 # -- run --------------------------------------------------------------------------------
 
+#: The phase of writing a run's matches and rejects (``--profile``).
+WRITING = "writing matches and rejects"
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
@@ -431,7 +434,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             written = bounded(sink)
             stats, lines, edges = _run_local(job, args.input, fmt, options, rejects, phases,
                                              written, args.count)
-        phases.add("writing matches (as they were found)", written.seconds)
+        phases.add(WRITING, written.seconds)  # while matching: the chunks as they came
     else:
         if widening is not None and args.engine == "local":
             with phases.phase("widening (reading and matching)"):
@@ -440,13 +443,12 @@ def cmd_run(args: argparse.Namespace) -> int:
         else:
             matches, stats, lines, edges = _run_spark(job, args, fmt, options, rejects,
                                                       phases, widening)
-        with (phases.phase("writing matches"), writing(args.output),
-              opened_sink() as sink):
+        with phases.phase(WRITING), writing(args.output), opened_sink() as sink:
             written = bounded(sink)
             if not args.count:
                 written.write_all(matches, stats)
         del matches
-    with phases.phase("writing rejects"), writing(args.rejects):
+    with phases.phase(WRITING), writing(args.rejects):
         rejects.write_if_any()
     matches = written.first(output.schema)
     if args.draw:
@@ -677,7 +679,8 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
               "task", file=sys.stderr)
     if widening is None:
         with SparkProgress(spark):
-            matches, stats = run_spark(spark, job, edges, shards=args.shards)
+            matches, stats = run_spark(spark, job, edges, shards=args.shards,
+                                       count=args.count)
         phases.update(stats.phases)
     with phases.phase("label check and rejects"):
         if rejects_df is None:

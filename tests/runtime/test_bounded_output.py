@@ -213,3 +213,43 @@ def test_a_run_with_many_matches_holds_about_one_chunk_of_them():
     assert seen["largest"] <= seen["chunk"] == local.MATCH_CHUNK_ROWS
     assert seen["arrow_peak"] < 100 * 2**20, seen
     assert seen["heap_peak"] < 100 * 2**20, seen
+
+
+def spread_stream(n: int, seed: int) -> pa.Table:
+    """``n`` random edges over 6 vertices in some 200 s: long enough for time shards."""
+    rng = np.random.default_rng(seed)
+    return pa.table({"t": pa.array(np.sort(rng.integers(0, 200 * S, n))),
+                     "src": [f"v{v}" for v in rng.integers(0, 6, n)],
+                     "dst": [f"v{v}" for v in rng.integers(0, 6, n)],
+                     "dur": pa.array(np.zeros(n, dtype=np.int64)),
+                     "seq": pa.array(np.arange(n, dtype=np.int64))})
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("strategy,shards,arrow", [
+    ("single", None, True), ("single", None, False), ("shuffle", 4, False), ("cells", 4, False)])
+def test_spark_tasks_count_what_the_oracle_finds(spark, strategy, shards, arrow):
+    """Counting tasks send one number each (no match rows), for every strategy, and the
+    driver counts a stream it holds itself; cells count only the matches whose home they
+    are."""
+    from graphcep.runtime.spark import run_spark
+
+    stream = spread_stream(600, seed=3)
+    expected = oracle(stream)
+    frame = stream if arrow else spark.createDataFrame(stream.to_pandas())
+    matches, stats = run_spark(spark, as_job(TRIANGLE), frame, strategy=strategy,
+                               shards=shards, count=True)
+    assert stats.matches == len(expected) > 0 and matches.num_rows == 0
+    kept, _ = run_spark(spark, as_job(TRIANGLE), frame, strategy=strategy, shards=shards)
+    assert set(seq_rows([kept])) == expected
+
+
+@pytest.mark.spark
+def test_spark_tasks_count_another_kind(spark):
+    from graphcep.runtime.spark import run_spark
+
+    stream = ddst_stream(300, seed=5)
+    expected = ddst_oracle.reports(DDST, stream.to_pylist())
+    frame = spark.createDataFrame(stream.to_pandas())
+    _, stats = run_spark(spark, DDSTJob(DDST), frame, shards=3, count=True)
+    assert stats.matches == len(expected) > 10
