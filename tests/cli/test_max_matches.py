@@ -154,3 +154,19 @@ def test_a_spark_run_past_max_matches_stops_alike(tmp_path, capsys, spark):
     assert "--max-matches 50" in captured.err.strip().splitlines()[-1]
     assert last_json(captured.out)["stopped"] == "--max-matches 50"
     assert records(target, "jsonl") == 50
+
+
+def test_subscribe_counts_and_stops_alike(tmp_path, capsys):
+    """Subscriptions (another engine, whose pushes return their matches at once): the
+    count equals the records written, and a bound below them stops the run."""
+    subs, seq = EXAMPLES / "subs" / "figure3.subs", EXAMPLES / "subs" / "figure3.seq"
+    base = ["subscribe", str(subs), "--input", str(seq), "--summary", "json",
+            "--rejects", str(tmp_path / "rejects.jsonl")]
+    assert main([*base, "-o", str(tmp_path / "all.jsonl")]) == 0
+    written = records(tmp_path / "all.jsonl", "jsonl")
+    capsys.readouterr()
+    assert main([*base, "--count"]) == 0
+    assert last_json(capsys.readouterr().out)["matches"] == written > 2
+    assert main([*base, "-o", str(tmp_path / "two.jsonl"), "--max-matches", "2"]) == 3
+    assert "--max-matches 2" in capsys.readouterr().err
+    assert records(tmp_path / "two.jsonl", "jsonl") == 2
