@@ -135,13 +135,14 @@ def test_count_of_the_repeated_stream_equals_the_oracle_and_the_records():
     assert count_job(job, stream) == len(records) == len(oracle(stream))
 
 
-DDST = parse_ddst("""
+DDST_TEXT = """
 QUERY relay;
 VERTICES A, B, C;
 EDGES ab: A -> B; bc: B -> C;
 ORDER ab < bc;
-WITHIN 3 s;
-""")
+WITHIN {window};
+"""
+DDST = parse_ddst(DDST_TEXT.format(window="3 s"))
 
 
 def ddst_stream(n: int, seed: int) -> pa.Table:
@@ -245,11 +246,14 @@ def test_spark_tasks_count_what_the_oracle_finds(spark, strategy, shards, arrow)
 
 
 @pytest.mark.spark
-def test_spark_tasks_count_another_kind(spark):
+@pytest.mark.parametrize("window", ["3 s", "6 EDGES"])
+def test_spark_tasks_count_another_kind(spark, window):
+    """DDST in time shards, and in stretches of edge rank for a count window."""
     from graphcep.runtime.spark import run_spark
 
+    query = parse_ddst(DDST_TEXT.format(window=window))
     stream = ddst_stream(300, seed=5)
-    expected = ddst_oracle.reports(DDST, stream.to_pylist())
+    expected = ddst_oracle.reports(query, stream.to_pylist())
     frame = spark.createDataFrame(stream.to_pandas())
-    _, stats = run_spark(spark, DDSTJob(DDST), frame, shards=3, count=True)
+    _, stats = run_spark(spark, DDSTJob(query), frame, shards=3, count=True)
     assert stats.matches == len(expected) > 10

@@ -450,8 +450,8 @@ def _replay_rank_shards(spark, job: ReplayJob, edges_df, extent: Extent, shards,
     shuffle) into ``shards`` stretches of about equal edge counts, then replay in place."""
     if shard_length_us is not None:
         raise ValueError("a count window is cut by edge rank: give shards, not shard_length_us")
-    count = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
-    ordered = edges_df.repartitionByRange(count, "t", "seq")
+    stretches = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
+    ordered = edges_df.repartitionByRange(stretches, "t", "seq")
     with _pinned(ordered, None) as (pinned, parts):
         matches, extra = _replay_in_place(spark, job, pinned, parts, extent, timings, count)
     return matches, {**extra, "strategy": "shuffle"}
@@ -504,18 +504,18 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
         shards = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
         length = shard_length_us or plan_shards(t_min, t_max, extent, shards)
     length = max(length, extent, 1)
-    count = -(-(t_max - t_min + 1) // length)
+    shard_count = -(-(t_max - t_min + 1) // length)
 
     shard = F.floor((F.col("t") - F.lit(t_min)) / F.lit(length)).cast("long")
     owned = edges_df.withColumn("_shard", shard).withColumn("_owned", F.lit(True))
     next_start = F.lit(t_min) + (F.col("_shard") + 1) * F.lit(length)
     copies = (
-        owned.where((F.col("t") >= next_start - F.lit(extent)) & (F.col("_shard") + 1 < count))
+        owned.where((F.col("t") >= next_start - F.lit(extent)) & (F.col("_shard") + 1 < shard_count))
         .withColumn("_shard", F.col("_shard") + 1)
         .withColumn("_owned", F.lit(False))
     )
     sharded = owned.unionByName(copies)
-    nparts = max(1, min(count, spark.sparkContext.defaultParallelism * 2))
+    nparts = max(1, min(shard_count, spark.sparkContext.defaultParallelism * 2))
     keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(nparts)])
     key_of_shard = F.element_at(keys, ((F.col("_shard") % nparts) + 1).cast("int"))
     placed = sharded.withColumn("_key", key_of_shard).repartition(nparts, "_key")
@@ -530,4 +530,4 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
             yield from replay_shard(job, rows, timings, count)
 
     matches = placed.mapInArrow(run_partition, task_schema(job, count)).toArrow()
-    return matches, {"strategy": "shuffle", "shards": count, "shard_length_us": length}
+    return matches, {"strategy": "shuffle", "shards": shard_count, "shard_length_us": length}
