@@ -340,8 +340,8 @@ def run_local(
 
 
 #: ``graphcep run --max-matches``'s default: far more than anyone reads, far fewer than
-#: a query that went wrong finds (a triangle among edges repeated 2,000 times finds
-#: billions), and written in about ten minutes (bench/RESULTS.md).
+#: a query that went wrong finds (a triangle among six edges repeated 2,000 times each
+#: finds billions).
 DEFAULT_MAX_MATCHES = 100_000_000
 
 

@@ -16,7 +16,10 @@ match (those within the query's extent of the newest edge). For every new edge t
 be a match's last edge, a compiled backtracking search (:mod:`subgraph_kernel`) binds the
 other query edges to *earlier* window edges; anchoring at the last edge is what makes each
 match appear once. Work per push is O(window + batch) to regroup the window plus the
-search itself; no Python code runs per edge.
+search itself; no Python code runs per edge. The search fills a buffer of a fixed size,
+hands it out and goes on where it stopped (:meth:`SubgraphEngine.push_chunks`), so a push
+whose edges complete billions of matches holds one buffer of them; :meth:`SubgraphEngine.count`
+counts them with no buffer at all.
 
 From: E. L. Goodman and D. Grunwald, "Streaming Temporal Graphs: Subgraph Matching",
 IEEE Big Data 2019.

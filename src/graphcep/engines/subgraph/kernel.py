@@ -21,7 +21,9 @@ earlier window edges, one query edge per level of an iterative backtracking sear
 level scans the group its plan says (out-edges of a bound vertex, in-edges, edges between
 two bound vertices, or the whole window) restricted by binary search to the time range the
 closed temporal bounds allow; candidates are then checked exactly against the bounds,
-vertex bindings (injective unless homomorphic) and edge distinctness.
+vertex bindings (injective unless homomorphic) and edge distinctness. The backtracking
+state lives in an array the caller keeps, so the search can stop when its output buffer
+is full and go on later from the same place: matches come out in bounded buffers.
 """
 
 from __future__ import annotations
