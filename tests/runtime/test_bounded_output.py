@@ -9,6 +9,7 @@ import json
 import subprocess
 import sys
 import textwrap
+import threading
 
 import numpy as np
 import pyarrow as pa
@@ -104,12 +105,17 @@ def test_chunks_searched_in_threads_come_out_in_one_threads_order(monkeypatch):
 
 
 def test_leaving_a_threaded_search_early_stops_its_threads(monkeypatch):
+    """A consumer that stops taking chunks (``--max-matches``) leaves no thread behind,
+    though the threads of later anchors wait with full queues."""
     monkeypatch.setattr(SubgraphEngine, "_chunks", lambda self, anchors: 3)
-    engine = SubgraphEngine(TRIANGLE, threads=3)
-    chunks = engine.push_chunks(repeated_stream(10), 5)
+    before = threading.active_count()
+    # one match a chunk: the first thread alone has more than the queue holds (20 edges
+    # close 39 triangles), so every thread is still there
+    chunks = SubgraphEngine(TRIANGLE, threads=3).push_chunks(repeated_stream(10), 1)
     next(chunks)
-    chunks.close()  # the producers see the stop and end: nothing hangs
-    assert engine.push(repeated_stream(1).slice(0, 0)).num_rows == 0
+    assert threading.active_count() == before + 3
+    chunks.close()  # the producers see the stop and end
+    assert threading.active_count() == before
 
 
 @pytest.mark.parametrize("homomorphic", [False, True])
