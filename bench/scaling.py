@@ -298,7 +298,7 @@ def run_task(job: SubgraphJob, shares: Shares | None, task: Task, table: pa.Tabl
     if task.kind == "shard":
         from graphcep.runtime.spark import replay_shard
 
-        return replay_shard(job, table)
+        return pa.Table.from_batches(list(replay_shard(job, table)), job.output.schema)
     from graphcep.runtime.hypercube import replay_cell
 
     assert shares is not None

@@ -46,6 +46,7 @@ from graphcep.cli_options import (
     DEFAULT_REJECTS,
     add_ddst_arguments,
     add_input_arguments,
+    add_match_bound_arguments,
     add_nu_arguments,
     add_pww_arguments,
     add_sal_arguments,
@@ -62,6 +63,7 @@ from graphcep.cli_options import (
     positive_rate,
     pww_options,
     reader_options,
+    refuse_count_outputs,
     refuse_overwriting_inputs,
     resolve_master,
     warn_about_input,
@@ -94,7 +96,7 @@ from graphcep.motifs_command import add_parser as add_motifs_parser
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.command import add_draw_parser
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
-from graphcep.runtime.local import RunStats, run_job
+from graphcep.runtime.local import BoundedOutput, RunStats, stream_job
 from graphcep.runtime.spark_start import SparkStartError
 from graphcep.runtime.widening import LevelStats, run_widening
 from graphcep.runtime.widening.report import explain_lines, level_lines, widened_format
@@ -423,6 +425,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
                         help=f"matches printed on the console (default {CONSOLE_LIMIT}; the "
                              "rest are counted)")
     add_summary_argument(parser)
+    add_match_bound_arguments(parser)
     parser.add_argument("--draw", type=count_option(1), metavar="N",
                         help="draw the first N matches as PNG pictures in --draw-dir")
     parser.add_argument("--draw-dir", type=path_option, metavar="DIR",
@@ -443,6 +446,9 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
 
 # -- run --------------------------------------------------------------------------------
 
+#: The phase of writing a run's matches and rejects (``--profile``).
+WRITING = "writing matches and rejects"
+
 
 def cmd_run(args: argparse.Namespace) -> int:
     started = time.perf_counter()
@@ -458,6 +464,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         # the output is checked before any work: a wrong name must not cost a whole run
         out_format = check_target(args.output, args.output_format)
         args.limit = console_limit(args, args.output)
+        refuse_count_outputs(args)
         parts = args.output if out_format != "console" and is_directory_target(
             args.output) else None  # -o DIR/: a directory of part files
         refuse_earlier_parts(parts)
@@ -482,24 +489,46 @@ def cmd_run(args: argparse.Namespace) -> int:
         options = projected(job, args.input, fmt, reader_options(args))
     rejects = RejectLog(args.rejects)
     output = job.output.with_clock(clock_for(args.time_format))
-    if widening is not None and args.engine == "local":
-        with phases.phase("widening (reading and matching)"):
-            matches, stats, lines, edges = _run_widening(job, widening, args.input, fmt,
-                                                         options, rejects)
-    elif args.engine == "local":
-        matches, stats, lines, edges = _run_local(job, args.input, fmt, options, rejects,
-                                                  phases)
-    else:
-        matches, stats, lines, edges = _run_spark(job, args, fmt, options, rejects, phases,
-                                                  widening)
     if widening is not None:
         output = widened_format(output)
-    with phases.phase("writing matches and rejects"):
-        with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
-                                             matches=output, whole=True) as sink:
-            sink.write(matches)
-        with writing(args.rejects):
-            rejects.write_if_any()
+
+    def opened_sink():
+        return make_sink(args.output, out_format, limit=args.limit, matches=output,
+                         whole=True)
+
+    def bounded(sink) -> BoundedOutput:
+        """The sink behind --max-matches, keeping what the pictures draw."""
+        times_column = None
+        if args.timeline is not None or args.report is not None:
+            from graphcep.pictures.records import match_time_column
+
+            times_column = match_time_column(output.schema.names)
+        report = (args.draw or REPORT_MATCHES) if args.report is not None else 0
+        return BoundedOutput(sink, args.max_matches, keep=max(args.draw or 0, report),
+                             times_column=times_column)
+
+    if widening is None and args.engine == "local":  # matches written as they are found
+        with writing(args.output), opened_sink() as sink:
+            written = bounded(sink)
+            stats, lines, edges = _run_local(job, args.input, fmt, options, rejects, phases,
+                                             written, args.count)
+        phases.add(WRITING, written.seconds)  # while matching: the chunks as they came
+    else:
+        if widening is not None and args.engine == "local":
+            with phases.phase("widening (reading and matching)"):
+                matches, stats, lines, edges = _run_widening(job, widening, args.input, fmt,
+                                                             options, rejects)
+        else:
+            matches, stats, lines, edges = _run_spark(job, args, fmt, options, rejects,
+                                                      phases, widening)
+        with phases.phase(WRITING), writing(args.output), opened_sink() as sink:
+            written = bounded(sink)
+            if not args.count:
+                written.write_all(matches, stats)
+        del matches
+    with phases.phase(WRITING), writing(args.rejects):
+        rejects.write_if_any()
+    matches = written.first(output.schema)
     if args.draw:
         with phases.phase("drawing matches"):
             from graphcep.pictures.command import draw_table
@@ -510,9 +539,15 @@ def cmd_run(args: argparse.Namespace) -> int:
     stats.phases = phases.seconds
     summary = _summary(args, job, stats, lines, rejects)
     _print_summary(args, job, stats, summary, rejects)
-    _run_pictures(args, job, widening, summary, edges, matches, rejects, phases)
+    _run_pictures(args, job, widening, summary, edges, matches, rejects, phases,
+                  written.times() if written.times_column else None)
     if args.profile:  # on stderr: stdout stays the matches and the summary
         print(phases.table(process_age() or stats.seconds), file=sys.stderr)
+    if "stopped" in stats.extra:
+        raise StateBoundError(
+            f"more than {args.max_matches:,} matches: the run stopped at --max-matches "
+            f"{args.max_matches} with {written.written:,} written; raise --max-matches, "
+            "narrow the query, or count every match with --count")
     return nothing_accepted(stats.edges, rejects, args.rejects)
 
 
@@ -527,14 +562,16 @@ def nothing_accepted(edges: int, rejects: RejectLog, path: Any) -> int:
 
 def _run_pictures(args: argparse.Namespace, job: ReplayJob,
                   widening: tuple[int, int, int | None] | None, summary: dict[str, Any],
-                  edges: Any, matches: Any, rejects: RejectLog, phases: Phases) -> None:
+                  edges: Any, matches: Any, rejects: RejectLog, phases: Phases,
+                  times: Any = None) -> None:
     """``--timeline`` and ``--report``, after the summary (``--profile`` lists them; the
-    summary, printed before, does not)."""
+    summary, printed before, does not). ``matches``: the first ones, to draw; ``times``:
+    when each match was complete (µs), for the timeline."""
     if args.timeline is not None:
         from graphcep.pictures.runs import run_timeline_png
 
         with phases.phase("drawing the timeline"), writing(args.timeline):
-            run_timeline_png(edges, matches, args.timeline, clock=clock_for(args.time_format))
+            run_timeline_png(edges, times, args.timeline, clock=clock_for(args.time_format))
     if args.report is not None:
         from graphcep.pictures.runs import run_report
 
@@ -543,7 +580,7 @@ def _run_pictures(args: argparse.Namespace, job: ReplayJob,
             run_report(args.report, query=args.query, plan=explain_lines(job, widening),
                        summary=summary, edges=edges, matches=matches,
                        rejects=rejects.table(), draw=args.draw, command=command,
-                       clock=clock_for(args.time_format))
+                       clock=clock_for(args.time_format), match_times=times)
 
 
 def refuse_spark_options(args: argparse.Namespace) -> None:
@@ -625,7 +662,10 @@ def _first_file(inputs: list[str]) -> str:
     return str(expand_paths(inputs)[0])
 
 
-def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases: Phases):
+def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases: Phases,
+               consume: BoundedOutput, count: bool):
+    """Read and match in this process, each chunk of matches to ``consume`` as it is
+    found (``count``: counted instead, none made)."""
     # The engine's kernels load in a thread while the input is read, and on while the
     # run sorts and interns the edges: nothing waits for them until the first compiled
     # call, which numba's compiler lock holds until the thread has loaded that kernel.
@@ -637,13 +677,14 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases:
         beside = f"{NESTED}loading the kernels (beside the reading and the matching's start)"
         phases.add(beside, 0.0)  # listed under the reading
         progress = Progress(result.edges.num_rows)
-        matches, stats = run_job(job, result.edges, on_progress=progress.advance)
+        stats = stream_job(job, result.edges, consume, on_progress=progress.advance,
+                           count=count)
     phases.add(beside, preparing.result()[1])
     phases.update(stats.phases)
     progress.close()
     warn_absent_labels(job, job.labels_present(result.edges))
     warn_about_input(job, result.edges)
-    return matches, stats, result.lines_read, result.edges
+    return stats, result.lines_read, result.edges
 
 
 def _run_widening(job: ReplayJob, widening: tuple[int, int, int | None], inputs, fmt,
@@ -728,7 +769,8 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
               "task", file=sys.stderr)
     if widening is None:
         with SparkProgress(spark):
-            matches, stats = run_spark(spark, job, edges, shards=args.shards)
+            matches, stats = run_spark(spark, job, edges, shards=args.shards,
+                                       count=args.count)
         phases.update(stats.phases)
     with phases.phase("label check and rejects"):
         warn_about_input(job, edges)
@@ -788,6 +830,7 @@ def _summary(args, job: ReplayJob, stats: RunStats, lines: int,
         "edges": stats.edges,
         "rejected": rejects.count,
         "matches": stats.matches,
+        **({"counted": True} if args.count else {}),
         "seconds": round(stats.seconds, 3),
         "edges_per_second": round(stats.edges / stats.seconds) if stats.seconds > 0 else None,
         **stats.extra,
@@ -812,6 +855,11 @@ def _print_summary(args, job: ReplayJob, stats: RunStats, summary: dict[str, Any
         f"({rejects.count:,} rejected) in {stats.seconds:.2f} s "
         f"({summary['edges_per_second'] or 0:,} edges/s, {args.engine})"
     )
+    if args.count:
+        print("(matches counted, none written: --count)")
+    if "stopped" in stats.extra:
+        print(f"stopped at {stats.extra['stopped']}: the first {stats.matches:,} "
+              "matches were written")
     if "pww_levels" in stats.extra:
         print("\n".join(level_lines([LevelStats(**level)
                                      for level in stats.extra["pww_levels"]])))

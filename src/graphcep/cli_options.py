@@ -21,6 +21,7 @@ from graphcep.io.formats import ReaderOptions
 from graphcep.jobs.base import ReplayJob
 from graphcep.jobs.ddst import DDST_ENGINES, DEFAULT_DDST_ENGINE
 from graphcep.patterns.subgraph import MAX_BOUND_US, QueryError
+from graphcep.runtime.local import DEFAULT_MAX_MATCHES
 
 
 def seconds_option(text: str) -> str:
@@ -284,6 +285,32 @@ def add_state_bound_argument(parser: argparse.ArgumentParser) -> None:
                              "50000000, DDST 1000000)")
 
 
+def add_match_bound_arguments(parser: argparse.ArgumentParser) -> None:
+    """How many matches a run may write, and counting them instead (``run``, ``subscribe``)."""
+    parser.add_argument("--max-matches", type=count_option(1), metavar="N",
+                        default=DEFAULT_MAX_MATCHES,
+                        help="output bound: past N matches the run stops, the N written "
+                             "stay, with exit status 3 and a message (default "
+                             f"{DEFAULT_MAX_MATCHES:,}; --count counts any number)")
+    parser.add_argument("--count", action="store_true",
+                        help="count the matches, writing none (no match record is made: "
+                             "the SAL search counts them); the summary gives the count")
+
+
+def refuse_count_outputs(args: argparse.Namespace) -> None:
+    """``--count`` writes no match: an output, pictures or a page of matches beside it
+    would be empty, so they are refused (one line, before any work)."""
+    if not getattr(args, "count", False):
+        return
+    given = [flag for flag, on in (
+        ("--output", args.output not in (None, "-")), ("--draw", bool(args.draw)),
+        ("--timeline", args.timeline is not None), ("--report", args.report is not None),
+    ) if on]
+    if given:
+        raise QueryError(f"--count makes no match records, so {', '.join(given)} would have "
+                         "none: leave out --count to write them (or the other option)")
+
+
 def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
     """The DDST engine and its options (``run``, ``explain`` and ``stream``)."""
     parser.add_argument("--ddst-engine", choices=tuple(DDST_ENGINES),
@@ -448,7 +475,7 @@ def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None])
 #: options of (:func:`group_options`).
 OPTION_GROUPS: dict[str, tuple[str, ...]] = {
     "input": ("input", "source", "format", "time_unit", "time_format", "header", "columns"),
-    "output": ("output", "output_format", "dot", "rejects", "late", "limit", "quiet",
+    "output": ("output", "output_format", "dot", "rejects", "late", "limit", "count", "quiet",
                "summary", "draw", "draw_dir", "timeline", "report", "profile"),
     "streaming": ("checkpoint", "lateness", "trigger", "max_files_per_trigger",
                   "max_records_per_batch", "once", "run_for"),
@@ -464,7 +491,8 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
     "window widening (--pww, for any query kind)": ("pww", "pww_base", "pww_max_duration"),
     "Spark": ("engine", "master", "shards", "cells", "processes", "matching"),
     "state bounds (past one, the run stops with exit status 3)": ("max_window_edges",
-                                                                   "max_tokens"),
+                                                                   "max_tokens",
+                                                                   "max_matches"),
 }
 
 

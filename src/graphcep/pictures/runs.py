@@ -8,6 +8,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from graphcep.io.sinks import Sink
@@ -33,23 +34,28 @@ def query_text(query: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def run_timeline_png(edges: Any, matches: pa.Table, target: Any, *,
+def run_timeline_png(edges: Any, matches: pa.Table | np.ndarray, target: Any, *,
                      clock: Clock = SECONDS) -> None:
-    """Edges and matches per minute (or per the bin the stream's span calls for)."""
-    plot_run(run_timeline(edge_times(edges), match_times(matches)), target, clock)
+    """Edges and matches per minute (or per the bin the stream's span calls for);
+    ``matches``: the match table, or when each match was complete (µs)."""
+    times = matches if isinstance(matches, np.ndarray) else match_times(matches)
+    plot_run(run_timeline(edge_times(edges), times), target, clock)
 
 
 def run_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
                edges: Any, matches: pa.Table, rejects: pa.Table, draw: int | None,
-               command: str = "run", clock: Clock = SECONDS) -> None:
+               command: str = "run", clock: Clock = SECONDS,
+               match_times: np.ndarray | None = None) -> None:
     """``graphcep run --report`` (or ``subscribe``, the ``command``): the run's page,
-    times as ``clock`` writes them."""
+    times as ``clock`` writes them. ``match_times``: when each match was complete, when
+    ``matches`` holds only the first ones (a run does not keep every match)."""
     count = draw or REPORT_MATCHES
+    timeline = matches if match_times is None else match_times
     report = Report(
         title=f"graphcep {command}: {summary.get('query', '')}",
         query_text=query_text(query), plan=plan, summary=summary,
         timelines=[("edges and matches over the stream's time",
-                    png(partial(run_timeline_png, clock=clock), edges, matches))],
+                    png(partial(run_timeline_png, clock=clock), edges, timeline))],
         matches=match_pictures(timed_rows(matches.slice(0, count).to_pylist(), clock)),
         rejects=rejects.to_pylist(), rejects_total=rejects.num_rows)
     write_report(report, path)

@@ -7,9 +7,9 @@ shard is replayed with exactly this loop), so the two runtimes cannot drift apar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -37,6 +37,11 @@ MATCHING = "matching (engine, match records)"
 #: window cost more; much larger ones only cost memory.
 DEFAULT_BATCH_EDGES = 1_000_000
 
+#: The most match records a replay hands on at a time (a SAL search stops when it has
+#: found this many and goes on when they are taken; other engines' pushes shrink until
+#: their output fits): what a run holds of its matches, whatever their number.
+MATCH_CHUNK_ROWS = 65_536
+
 
 @dataclass
 class RunStats:
@@ -60,8 +65,10 @@ def replay(
     batch_edges: int = DEFAULT_BATCH_EDGES,
     on_progress: Callable[[int], None] | None = None,
     phases: Phases | None = None,
+    chunk_rows: int | None = None,
 ) -> Iterator[pa.Table]:
-    """Push ``edges`` (in stream order) through ``engine``, yielding match tables.
+    """Push ``edges`` (in stream order) through ``engine``, yielding match tables of at
+    most ``chunk_rows`` rows (default :data:`MATCH_CHUNK_ROWS`) as they are found.
 
     ``warmup`` edges (all before ``edges`` in stream order) only fill the engine's state
     (``engine.warm``, :class:`~graphcep.engines.base.Engine`): a push reports exactly the
@@ -70,18 +77,150 @@ def replay(
     the matching (the pushes, match records included).
     """
     phases = phases if phases is not None else Phases()
+    _warm(engine, warmup, batch_edges, phases)
+    chunk = chunk_rows or MATCH_CHUNK_ROWS
+    for batch, found in _pushes(engine, edges, batch_edges, chunk, phases):
+        yield from _timed(_slices(found, chunk), phases)
+        if on_progress is not None:
+            on_progress(batch.num_rows)
+
+
+def count_replay(
+    engine: Engine,
+    edges: pa.Table,
+    *,
+    warmup: pa.Table | None = None,
+    batch_edges: int = DEFAULT_BATCH_EDGES,
+    on_progress: Callable[[int], None] | None = None,
+    phases: Phases | None = None,
+) -> int:
+    """How many matches :func:`replay` would yield, none of them kept: an engine that
+    counts (``engine.count``, the SAL search) makes no match record at all; any other
+    engine's are counted push by push, its pushes shrinking as in :func:`replay`."""
+    phases = phases if phases is not None else Phases()
+    _warm(engine, warmup, batch_edges, phases)
+    counting = getattr(engine, "count", None)
+    found = 0
+    if counting is not None:
+        for start in range(0, edges.num_rows, batch_edges):
+            batch = edges.slice(start, batch_edges)
+            with phases.phase(MATCHING):
+                found += counting(batch)
+            if on_progress is not None:
+                on_progress(batch.num_rows)
+        return found
+    for batch, tables in _pushes(engine, edges, batch_edges, MATCH_CHUNK_ROWS, phases):
+        found += sum(table.num_rows for table in tables)
+        if on_progress is not None:
+            on_progress(batch.num_rows)
+    return found
+
+
+def _warm(engine: Engine, warmup: pa.Table | None, batch_edges: int, phases: Phases) -> None:
     if warmup is not None:
         with phases.phase(WARM_UP):
             for start in range(0, warmup.num_rows, batch_edges):
                 engine.warm(warmup.slice(start, batch_edges))
-    for start in range(0, edges.num_rows, batch_edges):
-        batch = edges.slice(start, batch_edges)
+
+
+def _pushes(engine: Engine, edges: pa.Table, batch_edges: int, chunk_rows: int,
+            phases: Phases) -> Iterator[tuple[pa.Table, Iterable[pa.Table]]]:
+    """Each batch pushed and the matches it completes, taken before the next push.
+
+    An engine with ``push_chunks`` (the SAL engine) hands its matches out in chunks as
+    its search finds them. Any other engine's push returns them all at once, so after a
+    push that returned more than ``chunk_rows`` matches the next pushes are smaller, in
+    proportion (down to one edge), and they grow back while their output stays small:
+    what a push holds stays near ``chunk_rows`` matches unless one edge completes more.
+    """
+    chunked = getattr(engine, "push_chunks", None)
+    if chunked is not None:
+        for start in range(0, edges.num_rows, batch_edges):
+            batch = edges.slice(start, batch_edges)
+            with phases.phase(MATCHING):
+                found = chunked(batch, chunk_rows)
+            yield batch, found
+        return
+    size, start = batch_edges, 0
+    while start < edges.num_rows:
+        batch = edges.slice(start, size)
+        start += batch.num_rows
         with phases.phase(MATCHING):
             matches = engine.push(batch)
-        if on_progress is not None:
-            on_progress(batch.num_rows)
-        if matches.num_rows:
-            yield matches
+        yield batch, (matches,)
+        if matches.num_rows > chunk_rows:
+            size = max(1, batch.num_rows * chunk_rows // matches.num_rows)
+        else:
+            size = min(batch_edges, 2 * size)
+
+
+def _slices(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:
+    """The non-empty tables of ``tables``, cut into slices of at most ``rows`` rows."""
+    for table in tables:
+        for start in range(0, table.num_rows, rows):
+            yield table.slice(start, rows)
+
+
+def _timed(tables: Iterator[pa.Table], phases: Phases) -> Iterator[pa.Table]:
+    """``tables``, the seconds spent making each (the search, the records) counted as
+    :data:`MATCHING`; the time its consumer spends (writing) is not."""
+    while True:
+        with phases.phase(MATCHING):
+            table = next(tables, None)
+        if table is None:
+            return
+        yield table
+
+
+def replay_job_chunks(
+    job: ReplayJob,
+    edges: pa.Table,
+    *,
+    warmup: pa.Table | None = None,
+    threads: int | None = 1,
+    on_progress: Callable[[int], None] | None = None,
+    phases: Phases | None = None,
+    chunk_rows: int | None = None,
+) -> Iterator[pa.Table]:
+    """The matches of a (bound) job triggered by ``edges``, after ``warmup``, in one
+    engine, in tables of at most ``chunk_rows`` rows as they are found (:func:`replay`).
+
+    Both tables may be in any order (they are oriented and sorted here). One thread by
+    default: Spark tasks call this, and Spark already runs one task per core. ``phases``
+    gets the seconds of each step (:data:`SORTING`, :data:`ENGINE_START`,
+    :data:`WARM_UP`, :data:`MATCHING`).
+    """
+    phases = phases if phases is not None else Phases()
+    edges, warmup, engine = _started(job, edges, warmup, threads, phases)
+    yield from replay(engine, edges, warmup=warmup, on_progress=on_progress, phases=phases,
+                      chunk_rows=chunk_rows)
+
+
+def count_job(
+    job: ReplayJob,
+    edges: pa.Table,
+    *,
+    warmup: pa.Table | None = None,
+    threads: int | None = 1,
+    on_progress: Callable[[int], None] | None = None,
+    phases: Phases | None = None,
+) -> int:
+    """How many matches :func:`replay_job_chunks` would give, counted (:func:`count_replay`)."""
+    phases = phases if phases is not None else Phases()
+    edges, warmup, engine = _started(job, edges, warmup, threads, phases)
+    return count_replay(engine, edges, warmup=warmup, on_progress=on_progress, phases=phases)
+
+
+def _started(job: ReplayJob, edges: pa.Table, warmup: pa.Table | None, threads: int | None,
+             phases: Phases) -> tuple[pa.Table, pa.Table | None, Engine]:
+    """The edges and warm-up oriented and sorted, and a new engine of the job."""
+    with phases.phase(SORTING):
+        edges = sort_stream(normalize_edges(job.orient(edges)))
+        if warmup is not None:
+            warmup = sort_stream(normalize_edges(job.orient(warmup)))
+    with phases.phase(ENGINE_START):
+        engine = job.new_engine(threads=threads)
+    return edges, warmup, engine
 
 
 def replay_job(
@@ -93,21 +232,10 @@ def replay_job(
     on_progress: Callable[[int], None] | None = None,
     phases: Phases | None = None,
 ) -> pa.Table:
-    """All matches of a (bound) job triggered by ``edges``, after ``warmup``, in one engine.
-
-    Both tables may be in any order (they are oriented and sorted here). One thread by
-    default: Spark tasks call this, and Spark already runs one task per core. ``phases``
-    gets the seconds of each step (:data:`SORTING`, :data:`ENGINE_START`,
-    :data:`WARM_UP`, :data:`MATCHING`).
-    """
-    phases = phases if phases is not None else Phases()
-    with phases.phase(SORTING):
-        edges = sort_stream(normalize_edges(job.orient(edges)))
-        if warmup is not None:
-            warmup = sort_stream(normalize_edges(job.orient(warmup)))
-    with phases.phase(ENGINE_START):
-        engine = job.new_engine(threads=threads)
-    parts = list(replay(engine, edges, warmup=warmup, on_progress=on_progress, phases=phases))
+    """All matches of :func:`replay_job_chunks` in one table (tests, small runs: a run
+    that must stay within memory takes the chunks)."""
+    parts = list(replay_job_chunks(job, edges, warmup=warmup, threads=threads,
+                                   on_progress=on_progress, phases=phases))
     return pa.concat_tables(parts) if parts else job.output.schema.empty_table()
 
 
@@ -120,14 +248,57 @@ def run_job(
     """All matches of ``job`` in ``edges`` in this process, with every core the engine can
     use; bounds the job leaves open default to the data's (:meth:`ReplayJob.bind`). The
     statistics' ``phases`` say where the time went (:func:`replay_job`)."""
+    parts: list[pa.Table] = []
+    stats = stream_job(job, edges, parts.append, on_progress=on_progress)
+    matches = pa.concat_tables(parts) if parts else job.output.schema.empty_table()
+    return matches, stats
+
+
+class MatchLimitReached(Exception):
+    """Raised by a consumer of :func:`stream_job` to stop the run: no more matches are
+    wanted (``--max-matches``). ``reason`` goes to the run's statistics (``"stopped"``);
+    ``rows``: how many of the chunk at hand it took before it stopped."""
+
+    def __init__(self, reason: str, rows: int) -> None:
+        super().__init__(reason)
+        self.reason, self.rows = reason, rows
+
+
+def stream_job(
+    job: ReplayJob,
+    edges: pa.Table,
+    consume: Callable[[pa.Table], None],
+    *,
+    on_progress: Callable[[int], None] | None = None,
+    count: bool = False,
+    chunk_rows: int | None = None,
+) -> RunStats:
+    """Run ``job`` on ``edges`` in this process (as :func:`run_job`), handing each chunk of
+    matches to ``consume`` as it is found: the run holds at most one chunk of matches
+    (``chunk_rows``, default :data:`MATCH_CHUNK_ROWS`). ``count``: count the matches
+    instead, none made (:func:`count_job`); ``consume`` gets nothing. A consumer raising
+    :class:`MatchLimitReached` ends the run early: the statistics then hold the matches
+    consumed and ``extra["stopped"]``, its reason."""
     started = time.perf_counter()
     job.check_columns(edges.column_names)
     job = job.bind(max_duration_of(edges))
     phases = Phases()
-    matches = replay_job(job, edges, threads=None, on_progress=on_progress, phases=phases)
-    stats = RunStats(edges=edges.num_rows, matches=matches.num_rows,
-                     seconds=time.perf_counter() - started, phases=phases.seconds)
-    return matches, stats
+    stats = RunStats(edges=edges.num_rows)
+    if count:
+        stats.matches = count_job(job, edges, threads=None, on_progress=on_progress,
+                                  phases=phases)
+    else:
+        try:
+            for chunk in replay_job_chunks(job, edges, threads=None, on_progress=on_progress,
+                                           phases=phases, chunk_rows=chunk_rows):
+                consume(chunk)
+                stats.matches += chunk.num_rows
+        except MatchLimitReached as stop:
+            stats.matches += stop.rows
+            stats.extra["stopped"] = stop.reason
+    stats.seconds = time.perf_counter() - started
+    stats.phases = phases.seconds
+    return stats
 
 
 def run_local(
@@ -166,3 +337,74 @@ def run_local(
         seconds=time.perf_counter() - started,
     )
     return matches, stats
+
+
+#: ``graphcep run --max-matches``'s default: far more than anyone reads, far fewer than
+#: a query that went wrong finds (a triangle among six edges repeated 2,000 times each
+#: finds billions).
+DEFAULT_MAX_MATCHES = 100_000_000
+
+
+class BoundedOutput:
+    """Where a run's matches go, chunk by chunk as they are found: the sink, at most
+    ``max_matches`` of them in all. The chunk that would pass the bound is written up to
+    it and :class:`MatchLimitReached` stops the run: what is written is complete records.
+
+    It keeps the first ``keep`` matches (``--draw`` and ``--report`` pictures) and, when
+    ``times_column`` is given, that column of every match (``--timeline``: 8 bytes a
+    match); ``seconds`` is the time spent writing.
+    """
+
+    def __init__(self, sink: Any, max_matches: int | None, *, keep: int = 0,
+                 times_column: str | None = None) -> None:
+        self.sink, self.max_matches, self.keep = sink, max_matches, keep
+        self.times_column = times_column
+        self.written = 0
+        self.seconds = 0.0
+        self._first: list[pa.Table] = []
+        self._times: list[Any] = []
+
+    @property
+    def stop_reason(self) -> str:
+        return f"--max-matches {self.max_matches}"
+
+    def __call__(self, table: pa.Table) -> None:
+        """Write ``table`` (a chunk of matches), or as much as the bound leaves room for."""
+        room = None if self.max_matches is None else self.max_matches - self.written
+        if room is not None and table.num_rows > room:
+            self._take(table.slice(0, room))
+            raise MatchLimitReached(self.stop_reason, room)
+        self._take(table)
+
+    def write_all(self, table: pa.Table, stats: RunStats) -> None:
+        """Write a whole match table (a run that collected it: Spark, widening) in chunks;
+        ``stats`` then say how many were written and whether the bound stopped them."""
+        try:
+            for part in _slices((table,), MATCH_CHUNK_ROWS):
+                self(part)
+        except MatchLimitReached as stop:
+            stats.extra["stopped"] = stop.reason
+        stats.matches = self.written
+
+    def first(self, schema: pa.Schema) -> pa.Table:
+        """The first ``keep`` matches written."""
+        return pa.concat_tables(self._first) if self._first else schema.empty_table()
+
+    def times(self) -> Any:
+        """The ``times_column`` of every match written (a numpy array)."""
+        import numpy as np
+
+        return np.concatenate(self._times) if self._times else np.zeros(0, np.int64)
+
+    def _take(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        started = time.perf_counter()
+        self.sink.write(table)
+        self.seconds += time.perf_counter() - started
+        held = sum(part.num_rows for part in self._first)
+        if held < self.keep:
+            self._first.append(table.slice(0, self.keep - held))
+        if self.times_column is not None:
+            self._times.append(table.column(self.times_column).to_numpy())
+        self.written += table.num_rows

@@ -16,7 +16,10 @@ match (those within the query's extent of the newest edge). For every new edge t
 be a match's last edge, a compiled backtracking search (:mod:`subgraph_kernel`) binds the
 other query edges to *earlier* window edges; anchoring at the last edge is what makes each
 match appear once. Work per push is O(window + batch) to regroup the window plus the
-search itself; no Python code runs per edge.
+search itself; no Python code runs per edge. The search fills a buffer of a fixed size,
+hands it out and goes on where it stopped (:meth:`SubgraphEngine.push_chunks`), so a push
+whose edges complete billions of matches holds one buffer of them; :meth:`SubgraphEngine.count`
+counts them with no buffer at all.
 
 From: E. L. Goodman and D. Grunwald, "Streaming Temporal Graphs: Subgraph Matching",
 IEEE Big Data 2019.
@@ -38,9 +41,10 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import queue
+import threading
+from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from itertools import repeat
 from typing import Protocol
 
 import numpy as np
@@ -54,6 +58,7 @@ from graphcep.engines.subgraph.kernel import (
     build_signatures,
     fill_layout,
     group_by,
+    scratch_size,
     search,
 )
 from graphcep.engines.subgraph.plan import (
@@ -101,18 +106,76 @@ def signature_words(edges: int, vertices: int) -> int:
     return words
 
 
-def _search_all(anchors: np.ndarray, plan_args: tuple, shared: tuple, k: int) -> np.ndarray:
-    """All match rows anchored at ``anchors``, growing the output buffer as needed."""
-    buffer = np.empty((max(1024, 2 * len(anchors)), k), dtype=np.int32)
-    parts = []
-    start = 0
-    while start < len(anchors):
-        nxt, rows = search(anchors, start, *plan_args, *shared, buffer)
-        parts.append(buffer[:rows].copy())
-        if nxt < len(anchors):
-            buffer = np.empty((len(buffer) * 4, k), dtype=np.int32)
-        start = nxt
-    return np.concatenate(parts) if parts else np.empty((0, k), dtype=np.int32)
+#: Match rows a search hands out at a time (:meth:`SubgraphEngine.push_chunks`): a push
+#: whose edges complete billions of matches holds at most this many at once.
+MATCH_CHUNK_ROWS = 65_536
+
+
+def _row_blocks(anchors: np.ndarray, plan_args: tuple, shared: tuple, k: int,
+                state_size: int, chunk_rows: int) -> Iterator[np.ndarray]:
+    """Match rows anchored at ``anchors``, in blocks of at most ``chunk_rows``: the search
+    stops when its buffer is full and goes on from where it stopped (:func:`search`)."""
+    scratch = np.empty(state_size, dtype=np.int64)
+    size = min(chunk_rows, max(1024, 2 * len(anchors)))
+    start, resume = 0, False
+    while start < len(anchors) or resume:
+        buffer = np.empty((size, k), dtype=np.int32)
+        start, rows, resume = search(anchors, start, *plan_args, *shared, buffer, scratch,
+                                     resume, False)
+        if rows:
+            yield buffer[:rows]
+        size = min(chunk_rows, size * 4)  # filled up: the next buffer is larger
+
+
+def _count_rows(anchors: np.ndarray, plan_args: tuple, shared: tuple, k: int,
+                state_size: int) -> int:
+    """How many match rows are anchored at ``anchors``, none of them written."""
+    scratch = np.empty(state_size, dtype=np.int64)
+    nothing = np.empty((0, k), dtype=np.int32)
+    return int(search(anchors, 0, *plan_args, *shared, nothing, scratch, False, True)[1])
+
+
+def _in_order(producers: list[Iterator[np.ndarray]], ahead: int = 2) -> Iterator[np.ndarray]:
+    """The blocks of every producer, producer by producer, each producer run in a thread
+    of its own (the compiled search releases the GIL) at most ``ahead`` blocks ahead of
+    what was taken: threads search in parallel, memory stays bounded, and the rows come
+    out in the order one thread would give them. Leaving the loop early stops them."""
+    done = object()
+    stop = threading.Event()
+    queues = [queue.Queue(maxsize=ahead) for _ in producers]
+
+    def put(into: queue.Queue, item: object) -> bool:
+        while not stop.is_set():
+            try:
+                into.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run(blocks: Iterator[np.ndarray], into: queue.Queue) -> None:
+        try:
+            for block in blocks:
+                if not put(into, block):
+                    return
+            put(into, done)
+        except BaseException as err:  # handed to the consumer, raised there
+            put(into, err)
+
+    threads = [threading.Thread(target=run, args=(p, q), daemon=True)
+               for p, q in zip(producers, queues, strict=True)]
+    for thread in threads:
+        thread.start()
+    try:
+        for into in queues:
+            while (item := into.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+    finally:
+        stop.set()
+        for thread in threads:
+            thread.join()
 
 
 def predicate_mask(edges: pa.Table, pred: EdgePredicate,
@@ -213,7 +276,35 @@ class SubgraphEngine(EngineBase):
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Add a batch in stream order; return the matches whose last edge is in it."""
-        return self._ingest(batch, search=True)
+        parts = list(self.push_chunks(batch))
+        if len(parts) == 1:
+            return parts[0]
+        return pa.concat_tables(parts) if parts else empty_matches()
+
+    def push_chunks(self, batch: pa.Table | pa.RecordBatch,
+                    chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
+        """Add a batch in stream order (now); the matches whose last edge is in it come
+        from the iterator returned, at most ``chunk_rows`` at a time, found as they are
+        taken: a batch completing billions of matches runs in bounded memory. Take every
+        chunk before the next push."""
+        start = self._ingest(batch)
+        if start is None:
+            return iter(())
+        return self._match_tables(self._row_stream(start, chunk_rows))
+
+    def count(self, batch: pa.Table | pa.RecordBatch) -> int:
+        """Add a batch in stream order; how many matches its edges complete, counted by
+        the search without one match row or record made (``graphcep run --count``)."""
+        start = self._ingest(batch)
+        if start is None:
+            return 0
+        if self.query.vertex_constraints:  # the features decide per match: rows needed
+            found = sum(int(self._vertex_mask(rows).sum())
+                        for rows in self._row_stream(start, MATCH_CHUNK_ROWS))
+        else:
+            found = self._count(start)
+        self.matches_found += found
+        return found
 
     def warm(self, batch: pa.Table | pa.RecordBatch) -> None:
         """Add a batch as context only: no match whose last edge is in it is looked for.
@@ -221,13 +312,22 @@ class SubgraphEngine(EngineBase):
         Time-sharded replay warms a shard's engine with the edges of the preceding extent,
         whose matches belong to the previous shard.
         """
-        self._ingest(batch, search=False)
+        self._ingest(batch)
 
-    def _ingest(self, batch: pa.Table | pa.RecordBatch, search: bool) -> pa.Table:
+    def _match_tables(self, blocks: Iterator[np.ndarray]) -> Iterator[pa.Table]:
+        for rows in blocks:
+            matches = self._matches_table(rows)
+            if matches.num_rows:
+                self.matches_found += matches.num_rows
+                yield matches
+
+    def _ingest(self, batch: pa.Table | pa.RecordBatch) -> int | None:
+        """Add the batch to the window; the window position of its first edge (None for
+        an empty batch)."""
         if isinstance(batch, pa.RecordBatch):
             batch = pa.Table.from_batches([batch])
         if batch.num_rows == 0:
-            return empty_matches()
+            return None
         if "seq" not in batch.column_names:
             # no arrival numbers given: number edges in push order
             first = self._next_position if "pos" not in batch.column_names else None
@@ -253,12 +353,7 @@ class SubgraphEngine(EngineBase):
                     f"{self.max_window_edges:,}; raise the bound or narrow the query's window"
                 )
         self.edges_seen += batch.num_rows
-        if not search:
-            return empty_matches()
-        rows = self._search(start)
-        matches = self._matches_table(rows)
-        self.matches_found += matches.num_rows
-        return matches
+        return start
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No edge before ``watermark_us`` will come: drop what cannot match any more.
@@ -359,7 +454,40 @@ class SubgraphEngine(EngineBase):
 
     # -- search ---------------------------------------------------------------------
 
-    def _search(self, batch_start: int) -> np.ndarray:
+    def _row_stream(self, batch_start: int, chunk_rows: int) -> Iterator[np.ndarray]:
+        """The match rows (``int32[m, k]``, window positions per query edge) whose last
+        edge is from ``batch_start`` on, in blocks of at most ``chunk_rows``: plan by plan,
+        each plan's anchors split across threads when there are many."""
+        searches, shared = self._searches(batch_start)
+        c = self.compiled
+        state = scratch_size(len(c.vertex_vars), c.k)
+        for anchors, plan_args in searches:
+            slices = np.array_split(anchors, self._chunks(len(anchors)))
+            producers = [_row_blocks(part, plan_args, shared, c.k, state, chunk_rows)
+                         for part in slices]
+            yield from producers[0] if len(producers) == 1 else _in_order(producers)
+
+    def _count(self, batch_start: int) -> int:
+        """How many matches end at an edge from ``batch_start`` on (no rows written)."""
+        searches, shared = self._searches(batch_start)
+        c = self.compiled
+        state = scratch_size(len(c.vertex_vars), c.k)
+        found = 0
+        for anchors, plan_args in searches:
+            slices = np.array_split(anchors, self._chunks(len(anchors)))
+            if len(slices) == 1:
+                found += _count_rows(slices[0], plan_args, shared, c.k, state)
+                continue
+            with ThreadPoolExecutor(len(slices)) as pool:  # the search releases the GIL
+                found += sum(pool.map(
+                    lambda part, args=plan_args: _count_rows(part, args, shared, c.k, state),
+                    slices))
+        return found
+
+    def _searches(self, batch_start: int) -> tuple[list[tuple[np.ndarray, tuple]], tuple]:
+        """Per plan, its anchors (the new edges that may play its first query edge) and
+        its arguments to :func:`search`; and the arguments every plan shares (the window
+        grouped as the plans read it)."""
         c = self.compiled
         nvertices = len(self._ids)
         modes = sorted({int(m) for plan in c.plans for m in plan.mode[1:]})
@@ -384,7 +512,7 @@ class SubgraphEngine(EngineBase):
             seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset, hbits,
             sig_out, sig_in, words, *layout,
         )
-        found = []
+        searches = []
         for plan in c.plans:
             a_q = int(plan.order[0])
             if self.query.edge_predicates:
@@ -396,17 +524,8 @@ class SubgraphEngine(EngineBase):
                 plan.rng_off, plan.rng_var, plan.rng_upper, plan.rng_c,
                 plan.chk_off, plan.chk_x, plan.chk_y, plan.chk_c, plan.sig_side,
             )
-            chunks = np.array_split(anchors, self._chunks(len(anchors)))
-            if len(chunks) == 1:
-                found.append(_search_all(chunks[0], plan_args, shared, c.k))
-            else:
-                # the compiled search releases the GIL: anchors split across threads
-                with ThreadPoolExecutor(len(chunks)) as pool:
-                    found += pool.map(
-                        _search_all, chunks, *(repeat(x) for x in (plan_args, shared, c.k)))
-        if not found:
-            return np.empty((0, c.k), dtype=np.int32)
-        return np.concatenate(found)
+            searches.append((anchors, plan_args))
+        return searches, shared
 
     def _groupings(self, modes: list[int], nvertices: int
                    ) -> tuple[dict[int, tuple], np.ndarray, tuple[np.ndarray, ...]]:

@@ -21,7 +21,9 @@ earlier window edges, one query edge per level of an iterative backtracking sear
 level scans the group its plan says (out-edges of a bound vertex, in-edges, edges between
 two bound vertices, or the whole window) restricted by binary search to the time range the
 closed temporal bounds allow; candidates are then checked exactly against the bounds,
-vertex bindings (injective unless homomorphic) and edge distinctness.
+vertex bindings (injective unless homomorphic) and edge distinctness. The backtracking
+state lives in an array the caller keeps, so the search can stop when its output buffer
+is full and go on later from the same place: matches come out in bounded buffers.
 """
 
 from __future__ import annotations
@@ -189,6 +191,12 @@ def _find_pair(u, v, nvertices, table_keys, table_ids, bitset, hbits) -> int:
         slot = (slot + 1) & mask
 
 
+def scratch_size(nvars: int, k: int) -> int:
+    """Entries of :func:`search`'s ``scratch``: its backtracking state for ``nvars`` query
+    vertices and ``k`` query edges."""
+    return nvars + 8 * k + 1
+
+
 @nb.njit(cache=True, nogil=True)
 def search(
     anchors, start, order, mode, esrc, edst, nvars, iso, dup,
@@ -197,7 +205,7 @@ def search(
     seg_base, out_off, in_off, pair_off, table_keys, table_ids, bitset, hbits,
     sig_out, sig_in, words,
     l_idx, l_t, l_end, l_src, l_dst, l_ok,
-    out_rows,
+    out_rows, scratch, resume, count_only,
 ):
     """Enumerate matches anchored at window edges ``anchors[start:]`` into ``out_rows``.
 
@@ -212,61 +220,91 @@ def search(
     a call that LLVM does not inline with reference-count updates, and with this many
     arrays a helper call per candidate cost more than the search itself.
 
-    Returns ``(next_anchor, rows)``: ``next_anchor < len(anchors)`` means the buffer filled
-    up and the caller must grow it and call again from ``next_anchor``.
+    The search stops when ``out_rows`` is full and can go on where it stopped: the
+    backtracking state lives in ``scratch`` (``int64[scratch_size(nvars, k)]``, kept by
+    the caller between calls), so a batch with billions of matches comes out in buffers
+    of a fixed size. ``resume`` is the third value the previous call returned.
+    ``count_only`` counts matches without writing them (``out_rows`` may then be empty).
+
+    Returns ``(next_anchor, rows, suspended)``: ``rows`` matches were written (counted);
+    ``next_anchor < len(anchors)`` or ``suspended`` means the buffer filled up and the
+    caller must take the rows out and call again from ``next_anchor`` with ``resume`` set
+    to ``suspended`` (True: inside that anchor's search, a match found and not yet
+    written).
     """
     k = order.shape[0]
     cap = out_rows.shape[0]
     rows = 0
-    bind = np.full(nvars, -1, dtype=np.int64)
-    bound_edge = np.full(k, -1, dtype=np.int64)
-    val = np.zeros(2 * k + 1, dtype=np.int64)
-    cur = np.zeros(k, dtype=np.int64)
-    stop = np.zeros(k, dtype=np.int64)
-    hi_t = np.zeros(k, dtype=np.int64)
-    newv = np.full((k, 2), -1, dtype=np.int64)
+    bind = scratch[0:nvars]
+    at = nvars
+    bound_edge = scratch[at:at + k]
+    at += k
+    val = scratch[at:at + 2 * k + 1]
+    at += 2 * k + 1
+    cur = scratch[at:at + k]
+    at += k
+    stop = scratch[at:at + k]
+    at += k
+    hi_t = scratch[at:at + k]
+    at += k
+    newv = scratch[at:at + 2 * k].reshape((k, 2))
+    if not resume:
+        val[:] = 0
     filtered = l_ok.shape[0] > 0
     a_q = order[0]
+    pending = resume
+    depth = 0
+    opening = False
     for ai in range(start, anchors.shape[0]):
         anchor = anchors[ai]
-        rows_before = rows
-        for var in range(nvars):
-            bind[var] = -1
-        for level in range(k):
-            bound_edge[order[level]] = -1
-            newv[level, 0] = -1
-            newv[level, 1] = -1
-        # level 0: the anchor edge itself
-        val[2 * a_q] = t[anchor]
-        val[2 * a_q + 1] = end[anchor]
-        ok = True
-        for j in range(chk_off[0], chk_off[1]):
-            if val[chk_x[j]] - val[chk_y[j]] > chk_c[j]:
-                ok = False
-                break
-        if not ok:
-            continue
-        sv = src[anchor]
-        dv = dst[anchor]
-        if esrc[a_q] == edst[a_q]:
-            if sv != dv:
-                continue
-            bind[esrc[a_q]] = sv
+        if pending:  # back inside the search that filled the previous buffer, at a leaf
+            depth = k - 1
+            opening = False
         else:
-            if iso and sv == dv:
+            for var in range(nvars):
+                bind[var] = -1
+            for level in range(k):
+                bound_edge[order[level]] = -1
+                newv[level, 0] = -1
+                newv[level, 1] = -1
+            # level 0: the anchor edge itself
+            val[2 * a_q] = t[anchor]
+            val[2 * a_q + 1] = end[anchor]
+            ok = True
+            for j in range(chk_off[0], chk_off[1]):
+                if val[chk_x[j]] - val[chk_y[j]] > chk_c[j]:
+                    ok = False
+                    break
+            if not ok:
                 continue
-            bind[esrc[a_q]] = sv
-            bind[edst[a_q]] = dv
-        bound_edge[a_q] = anchor
-        if k == 1:
-            if rows >= cap:
-                return ai, rows_before
-            out_rows[rows, a_q] = anchor
-            rows += 1
-            continue
-        depth = 1
-        opening = True
+            sv = src[anchor]
+            dv = dst[anchor]
+            if esrc[a_q] == edst[a_q]:
+                if sv != dv:
+                    continue
+                bind[esrc[a_q]] = sv
+            else:
+                if iso and sv == dv:
+                    continue
+                bind[esrc[a_q]] = sv
+                bind[edst[a_q]] = dv
+            bound_edge[a_q] = anchor
+            if k == 1:
+                if not count_only:
+                    if rows >= cap:
+                        return ai, rows, False
+                    out_rows[rows, a_q] = anchor
+                rows += 1
+                continue
+            depth = 1
+            opening = True
         while depth >= 1:
+            if pending:  # the match found when the previous buffer was full
+                pending = False
+                for qq in range(k):
+                    out_rows[rows, qq] = bound_edge[qq]
+                rows += 1
+                continue
             q = order[depth]
             if opening:
                 # -- set the scan range of this level from the bindings so far --------
@@ -421,12 +459,15 @@ def search(
                 depth -= 1
                 continue
             if depth == k - 1:
-                if rows >= cap:
-                    return ai, rows_before
+                if count_only:
+                    rows += 1
+                    continue
+                if rows >= cap:  # full: this match goes first in the next buffer
+                    return ai, rows, True
                 for qq in range(k):
                     out_rows[rows, qq] = bound_edge[qq]
                 rows += 1
                 continue
             depth += 1
             opening = True
-    return anchors.shape[0], rows
+    return anchors.shape[0], rows, False

@@ -18,9 +18,9 @@ from graphcep.runtime.hypercube import Shares, choose_shares, free_offsets, home
 from graphcep.runtime.spark.tasks import (
     partition_keys,
     received,
-    replay_edges,
     replay_single,
-    spark_schema,
+    task_rows,
+    task_schema,
 )
 
 
@@ -55,7 +55,7 @@ def cell_budget(spark, shards: int | None) -> int:
 
 
 def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares,
-              timings: Any = None):
+              timings: Any = None, count: bool = False):
     """HyperCube: route every edge to the cells it must reach (in the JVM, see
     :func:`route_spark`), shuffle each cell onto a partition of its own, replay each cell's
     edges in stream order and keep its home matches
@@ -63,7 +63,7 @@ def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares,
     from pyspark.sql import functions as F
 
     if shares.cells == 1:  # no split pays (e.g. the triangle on 2 or 4 cells): one engine
-        matches, extra = replay_single(spark, job, edges_df, n, timings)
+        matches, extra = replay_single(spark, job, edges_df, n, timings, count)
         return matches, {**extra, "strategy": "cells", "cells": 1}
     keyed = one_cell_per_edge(job, shares)
     routed = route_spark(job, shares, edges_df)
@@ -78,13 +78,12 @@ def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares,
         cell_of = table.column("_cell")
         table = table.drop_columns(["_cell", "_key"])
         for cell in sorted(pc.unique(cell_of).to_pylist()):
-            found = replay_edges(job, table.filter(pc.equal(cell_of, cell)), None,
-                                 timings=timings)
-            if not keyed:  # with one cell per edge, a match found in a cell has it as home
-                found = home_filter(found, shares, cell)
-            yield from found.to_batches()
+            # with one cell per edge, a match found in a cell has it as home
+            home = None if keyed else (lambda found, c=cell: home_filter(found, shares, c))
+            yield from task_rows(job, table.filter(pc.equal(cell_of, cell)), None,
+                                 count=count, timings=timings, keep=home)
 
-    matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
+    matches = placed.mapInArrow(run_partition, task_schema(job, count)).toArrow()
     extra = {"strategy": "cells", "cells": shares.cells,
              "grid": "x".join(str(s) for s in shares.shares), "one_cell_per_edge": keyed}
     return matches, extra

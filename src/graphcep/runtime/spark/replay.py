@@ -50,7 +50,7 @@ from graphcep.events import normalize_edges, sort_stream
 from graphcep.jobs.base import Extent, ReplayJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares
-from graphcep.runtime.local import RunStats, replay_job
+from graphcep.runtime.local import RunStats, count_job, replay_job
 from graphcep.runtime.spark.cells import (
     cell_budget,
     cell_routes,
@@ -61,15 +61,17 @@ from graphcep.runtime.spark.cells import (
 from graphcep.runtime.spark.profile import stage_mark, stage_seconds, summed, task_phases
 from graphcep.runtime.spark.session import check_column_names
 from graphcep.runtime.spark.tasks import (
+    COUNT_SCHEMA,
+    counted,
     driver_threads,
     ipc_bytes,
     partition_keys,
     received,
-    replay_edges,
     replay_shard,
     replay_single,
     runs_in_driver,
-    spark_schema,
+    task_rows,
+    task_schema,
 )
 from graphcep.timing import NESTED, Phases
 
@@ -106,6 +108,7 @@ def run_spark(
     shards: int | None = None,
     shard_length_us: int | None = None,
     strategy: str = "auto",
+    count: bool = False,
 ) -> tuple[pa.Table, RunStats]:
     """All matches of the job's query over ``edges_df``, replayed in parallel Spark tasks.
 
@@ -144,6 +147,9 @@ def run_spark(
     ``DRIVER_REPLAY_ROWS`` edges) is then matched there, without the edges' round trip
     through the JVM; any other plan hands the table to Spark first.
 
+    ``count``: the tasks count their matches instead of making them (the SAL search
+    counts in its compiled loop); the statistics hold the count, the table none.
+
     "auto" splits a stream only when each part holds at least ``MIN_SHARD_EDGES`` edges:
     below twice that, the whole stream runs as ``"single"``.
 
@@ -161,10 +167,13 @@ def run_spark(
     started = time.perf_counter()
     phases = Phases()
     if isinstance(edges_df, pa.Table):
-        held = _in_driver(spark, job, edges_df, shards, shard_length_us, strategy, phases)
+        held = _in_driver(spark, job, edges_df, shards, shard_length_us, strategy, phases,
+                          count)
         if held is not None:
             matches, extra, extent = held
-            stats = RunStats(edges=edges_df.num_rows, matches=matches.num_rows,
+            found = counted(matches) if count else matches.num_rows
+            matches = job.output.schema.empty_table() if count else matches
+            stats = RunStats(edges=edges_df.num_rows, matches=found,
                              seconds=time.perf_counter() - started, phases=phases.seconds)
             stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
             return matches, stats
@@ -193,40 +202,47 @@ def run_spark(
     mark = stage_mark(spark)
     with phases.phase(f"spark replay job ({strategy}: tasks, shuffle, collecting matches)"):
         matches, extra = _replay(spark, job, edges_df, strategy, parts, extent, n, shards,
-                                 shard_length_us, keyed, timings)
+                                 shard_length_us, keyed, timings, count)
     phases.update(stage_seconds(spark, mark), NESTED)
     phases.update(summed(timings.value), NESTED)
-    matches = matches.cast(schema) if matches.num_rows else schema.empty_table()
-    stats = RunStats(edges=n, matches=matches.num_rows, seconds=time.perf_counter() - started,
+    found = counted(matches) if count else matches.num_rows
+    matches = matches.cast(schema) if matches.num_rows and not count else schema.empty_table()
+    stats = RunStats(edges=n, matches=found, seconds=time.perf_counter() - started,
                      phases=phases.seconds)
     stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
     return matches, stats
 
 
+def schema_of_run(job: ReplayJob, count: bool) -> pa.Schema:
+    """The Arrow schema of what a run's tasks give: match rows, or counts."""
+    return COUNT_SCHEMA if count else job.output.schema
+
+
 def _replay(spark, job: ReplayJob, edges_df, strategy: str, parts, extent: Extent, n: int,
             shards: int | None, shard_length_us: int | None, keyed: Shares | None,
-            timings: Any):
-    """The matches of one strategy, collected to the driver, and what it reports; the
-    tasks add the seconds of their phases to the accumulator ``timings``."""
+            timings: Any, count: bool = False):
+    """The matches of one strategy (``count``: the tasks' counts), collected to the
+    driver, and what it reports; the tasks add the seconds of their phases to the
+    accumulator ``timings``."""
     if strategy == "single":
-        matches, extra = replay_single(spark, job, edges_df, n, timings)
+        matches, extra = replay_single(spark, job, edges_df, n, timings, count)
     elif strategy == "partitions":
         with _pinned(edges_df, parts) as (pinned, pinned_parts):
             if not _time_ordered(pinned_parts):
                 raise ValueError("strategy 'partitions' needs partitions in increasing time order")
             matches, extra = _replay_in_place(spark, job, pinned, pinned_parts, extent,
-                                              timings)
+                                              timings, count)
     elif strategy == "shuffle" and extent.unit == "edges":
         matches, extra = _replay_rank_shards(spark, job, edges_df, extent, shards,
-                                             shard_length_us, timings)
+                                             shard_length_us, timings, count)
     elif strategy == "shuffle":
         matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent.size, shards,
-                                          shard_length_us, timings)
+                                          shard_length_us, timings, count)
     elif strategy == "cells":
         grid = keyed or choose_shares(job.cell_query(), cell_budget(spark, shards))
-        matches, extra = run_cells(spark, job, edges_df, n, grid, timings)
+        matches, extra = run_cells(spark, job, edges_df, n, grid, timings, count)
     elif strategy == "keys":
-        matches, extra = _replay_keys(spark, job, edges_df, shards, timings)
+        matches, extra = _replay_keys(spark, job, edges_df, shards, timings, count)
     else:
         raise ValueError(
             f"unknown strategy {strategy!r}: auto, single, partitions, shuffle, cells or keys")
@@ -234,7 +250,8 @@ def _replay(spark, job: ReplayJob, edges_df, strategy: str, parts, extent: Exten
 
 
 def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
-               shard_length_us: int | None, strategy: str, phases: Phases):
+               shard_length_us: int | None, strategy: str, phases: Phases,
+               count: bool = False):
     """``(matches, extra, extent)`` when a stream the driver holds runs as one replay in
     the driver (:func:`replay_single`'s rule), its steps' seconds nested in ``phases``;
     None when the plan needs Spark."""
@@ -242,7 +259,7 @@ def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
     if strategy not in ("auto", "single") or not runs_in_driver(table.num_rows):
         return None
     if not table.num_rows:
-        return job.output.schema.empty_table(), {}, job.bind(0).extent()
+        return schema_of_run(job, count).empty_table(), {}, job.bind(0).extent()
     t_min, t_max = pc.min_max(table.column("t")).values()
     d_max = pc.max(table.column("dur")).as_py() if "dur" in table.column_names else 0
     parts = [{"p": 0, "t_min": t_min.as_py(), "t_max": t_max.as_py(), "d_max": d_max,
@@ -255,10 +272,15 @@ def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
     table = table.select(job.needed_columns(table.column_names))
     steps = Phases()
     with phases.phase("replay in the driver (single)"):
-        matches = replay_job(job, table, threads=driver_threads(spark), phases=steps)
+        if count:
+            matches = pa.table({"matches": [count_job(job, table, threads=driver_threads(spark),
+                                                      phases=steps)]}, COUNT_SCHEMA)
+        else:
+            matches = replay_job(job, table, threads=driver_threads(spark), phases=steps)
     phases.update(steps.seconds, NESTED)
-    matches = matches.cast(job.output.schema) if matches.num_rows else (
-        job.output.schema.empty_table())
+    if not count:
+        matches = matches.cast(job.output.schema) if matches.num_rows else (
+            job.output.schema.empty_table())
     return matches, {"strategy": "single", "shards": 1, "where": "driver"}, extent
 
 
@@ -358,7 +380,8 @@ def choose_strategy(parts, extent: Extent, job: ReplayJob, shards, shard_length_
     return "shuffle"
 
 
-def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None, timings: Any = None):
+def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None, timings: Any = None,
+                 count: bool = False):
     """A job whose stream splits by a column (:meth:`ReplayJob.partition_key`): hash the
     edges on it into ``shards`` partitions (default: one per core); each task replays its
     partition in stream order in one engine, which therefore sees every edge of its keys."""
@@ -374,14 +397,14 @@ def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None, timings: A
     def run_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = received(batches, timings)
         if table is not None:
-            yield from replay_edges(job, table, None, timings=timings).to_batches()
+            yield from task_rows(job, table, None, count=count, timings=timings)
 
-    matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
+    matches = placed.mapInArrow(run_partition, task_schema(job, count)).toArrow()
     return matches, {"strategy": "keys", "shards": parts, "key": key}
 
 
 def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent,
-                     timings: Any = None):
+                     timings: Any = None, count: bool = False):
     """Every partition of ``edges_df`` (in increasing stream order) is a shard as it stands.
 
     Its warm-up is the preceding extent: in time, or, for count windows, in edge rank
@@ -389,9 +412,10 @@ def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent,
     """
     if extent.unit == "edges":
         ranked, starts = _ranked(edges_df, parts)
-        return _replay_partitions(spark, job, ranked, starts, extent.size, RANK, timings)
+        return _replay_partitions(spark, job, ranked, starts, extent.size, RANK, timings,
+                                  count)
     starts = {int(r["p"]): int(r["t_min"]) for r in parts}
-    return _replay_partitions(spark, job, edges_df, starts, extent.size, "t", timings)
+    return _replay_partitions(spark, job, edges_df, starts, extent.size, "t", timings, count)
 
 
 def _ranked(edges_df, parts):
@@ -421,20 +445,20 @@ def _ranked(edges_df, parts):
 
 
 def _replay_rank_shards(spark, job: ReplayJob, edges_df, extent: Extent, shards,
-                        shard_length_us, timings: Any = None):
+                        shard_length_us, timings: Any = None, count: bool = False):
     """Count windows with no usable order: range-partition the stream on ``(t, seq)`` (one
     shuffle) into ``shards`` stretches of about equal edge counts, then replay in place."""
     if shard_length_us is not None:
         raise ValueError("a count window is cut by edge rank: give shards, not shard_length_us")
-    count = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
-    ordered = edges_df.repartitionByRange(count, "t", "seq")
+    stretches = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
+    ordered = edges_df.repartitionByRange(stretches, "t", "seq")
     with _pinned(ordered, None) as (pinned, parts):
-        matches, extra = _replay_in_place(spark, job, pinned, parts, extent, timings)
+        matches, extra = _replay_in_place(spark, job, pinned, parts, extent, timings, count)
     return matches, {**extra, "strategy": "shuffle"}
 
 
 def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], extent: int,
-                       pos: str = "t", timings: Any = None):
+                       pos: str = "t", timings: Any = None, count: bool = False):
     """Each partition replays its own edges after a broadcast warm-up: the edges within
     one extent before its first edge, measured on column ``pos`` (``starts``: each
     partition's first value of it)."""
@@ -461,15 +485,15 @@ def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], 
             in_range = pc.and_(pc.greater_equal(everything.column(pos), start - extent),
                                pc.less(everything.column(pos), start))
             warm = everything.filter(in_range)
-        yield from replay_edges(job, own, warm, timings=timings).to_batches()
+        yield from task_rows(job, own, warm, count=count, timings=timings)
 
-    matches = edges_df.mapInArrow(run_partition, spark_schema(job)).toArrow()
+    matches = edges_df.mapInArrow(run_partition, task_schema(job, count)).toArrow()
     return matches, {"strategy": "partitions", "shards": len(starts),
                      "warmup_edges": 0 if tails is None else tails.num_rows}
 
 
 def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards,
-                     shard_length_us, timings: Any = None):
+                     shard_length_us, timings: Any = None, count: bool = False):
     from pyspark.sql import functions as F
 
     t_min = min(int(r["t_min"]) for r in parts)
@@ -480,18 +504,18 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
         shards = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
         length = shard_length_us or plan_shards(t_min, t_max, extent, shards)
     length = max(length, extent, 1)
-    count = -(-(t_max - t_min + 1) // length)
+    shard_count = -(-(t_max - t_min + 1) // length)
 
     shard = F.floor((F.col("t") - F.lit(t_min)) / F.lit(length)).cast("long")
     owned = edges_df.withColumn("_shard", shard).withColumn("_owned", F.lit(True))
     next_start = F.lit(t_min) + (F.col("_shard") + 1) * F.lit(length)
     copies = (
-        owned.where((F.col("t") >= next_start - F.lit(extent)) & (F.col("_shard") + 1 < count))
+        owned.where((F.col("t") >= next_start - F.lit(extent)) & (F.col("_shard") + 1 < shard_count))
         .withColumn("_shard", F.col("_shard") + 1)
         .withColumn("_owned", F.lit(False))
     )
     sharded = owned.unionByName(copies)
-    nparts = max(1, min(count, spark.sparkContext.defaultParallelism * 2))
+    nparts = max(1, min(shard_count, spark.sparkContext.defaultParallelism * 2))
     keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(nparts)])
     key_of_shard = F.element_at(keys, ((F.col("_shard") % nparts) + 1).cast("int"))
     placed = sharded.withColumn("_key", key_of_shard).repartition(nparts, "_key")
@@ -503,7 +527,7 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
         table = table.drop_columns(["_key"])
         for shard_id in sorted(pc.unique(table.column("_shard")).to_pylist()):
             rows = table.filter(pc.equal(table.column("_shard"), shard_id))
-            yield from replay_shard(job, rows, timings).to_batches()
+            yield from replay_shard(job, rows, timings, count)
 
-    matches = placed.mapInArrow(run_partition, spark_schema(job)).toArrow()
-    return matches, {"strategy": "shuffle", "shards": count, "shard_length_us": length}
+    matches = placed.mapInArrow(run_partition, task_schema(job, count)).toArrow()
+    return matches, {"strategy": "shuffle", "shards": shard_count, "shard_length_us": length}

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -13,7 +13,7 @@ import pyarrow.compute as pc
 from graphcep.cores import usable_cores
 from graphcep.hashing import spark_hash_long
 from graphcep.jobs.base import ReplayJob
-from graphcep.runtime.local import replay_job
+from graphcep.runtime.local import count_job, replay_job_chunks
 from graphcep.timing import Phases
 
 #: What a task (or the driver) spent receiving the rows it replays.
@@ -48,7 +48,8 @@ def received(batches: Iterator[pa.RecordBatch], timings: Any = None) -> pa.Table
     return table if table.num_rows else None
 
 
-def replay_single(spark, job: ReplayJob, edges_df, n: int, timings: Any = None):
+def replay_single(spark, job: ReplayJob, edges_df, n: int, timings: Any = None,
+                  count: bool = False):
     """One engine replays everything.
 
     Up to ``DRIVER_REPLAY_ROWS`` edges the engine runs in the driver: Spark collects the
@@ -63,17 +64,20 @@ def replay_single(spark, job: ReplayJob, edges_df, n: int, timings: Any = None):
         table = edges_df.toArrow()
         if timings is not None:
             timings.add({COLLECTING_EDGES: time.perf_counter() - started})
-        matches = (replay_edges(job, table, None, threads=threads, timings=timings)
-                   if table.num_rows else job.output.schema.empty_table())
+        schema = COUNT_SCHEMA if count else job.output.schema
+        matches = (pa.Table.from_batches(list(task_rows(job, table, None, count=count,
+                                                        threads=threads, timings=timings)),
+                                         schema)
+                   if table.num_rows else schema.empty_table())
         return matches, {"strategy": "single", "shards": 1, "where": "driver"}
 
     def run_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = received(batches, timings)
         if table is not None:
-            yield from replay_edges(job, table, None, threads=threads,
-                                    timings=timings).to_batches()
+            yield from task_rows(job, table, None, count=count, threads=threads,
+                                 timings=timings)
 
-    matches = edges_df.coalesce(1).mapInArrow(run_all, spark_schema(job)).toArrow()
+    matches = edges_df.coalesce(1).mapInArrow(run_all, task_schema(job, count)).toArrow()
     return matches, {"strategy": "single", "shards": 1, "where": "task"}
 
 
@@ -108,22 +112,79 @@ def partition_keys(parts: int) -> list[int]:
     return [found[p] for p in range(parts)]
 
 
-def replay_shard(job: ReplayJob, table: pa.Table, timings: Any = None) -> pa.Table:
+def replay_shard(job: ReplayJob, table: pa.Table, timings: Any = None,
+                 count: bool = False) -> Iterator[pa.RecordBatch]:
     """What one shuffled Spark task runs: warm up on the copied edges, report the shard's own
-    matches."""
+    matches, as record batches of at most one chunk each (:func:`task_rows`)."""
     owned_mask = table.column("_owned")
     edges = table.drop_columns(["_shard", "_owned"])
-    return replay_edges(job, edges.filter(owned_mask), edges.filter(pc.invert(owned_mask)),
-                        timings=timings)
+    return task_rows(job, edges.filter(owned_mask), edges.filter(pc.invert(owned_mask)),
+                     count=count, timings=timings)
+
+
+def replay_chunks(job: ReplayJob, own: pa.Table, warm: pa.Table | None,
+                  threads: int = 1, timings: Any = None) -> Iterator[pa.Table]:
+    """Replay one shard, its matches in chunks as they are found
+    (:func:`~graphcep.runtime.local.replay_job_chunks`): a task holds one chunk of them at
+    a time, never a table of all. Spark runs one task per core, so one thread unless told
+    otherwise. The seconds of its phases go to the accumulator ``timings`` when given
+    (:func:`~graphcep.runtime.spark.profile.task_phases`), once the replay ends."""
+    phases = Phases()
+    yield from replay_job_chunks(job, own, warmup=warm, threads=threads, phases=phases)
+    if timings is not None:
+        timings.add(phases.seconds)
+
+
+#: What a counting task yields: one row, how many matches its shard completes.
+COUNT_SCHEMA = pa.schema([("matches", pa.int64())])
+
+
+def task_schema(job: ReplayJob, count: bool = False):
+    """The Spark type of a task's rows: the job's match rows, or one count
+    (:data:`COUNT_SCHEMA`) when the run counts (``graphcep run --count``)."""
+    if not count:
+        return spark_schema(job)
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    return from_arrow_schema(COUNT_SCHEMA)
+
+
+def task_rows(job: ReplayJob, own: pa.Table, warm: pa.Table | None, *, count: bool = False,
+              threads: int = 1, timings: Any = None,
+              keep: Callable[[pa.Table], pa.Table] | None = None) -> Iterator[pa.RecordBatch]:
+    """What a task yields for one shard: its matches, chunk by chunk as they are found
+    (:func:`replay_chunks`), those ``keep`` keeps of each chunk when given; or, when
+    ``count``, one row holding how many there are (counted by the engine, no match made,
+    unless ``keep`` must look at each)."""
+    if not count:
+        chunks = replay_chunks(job, own, warm, threads=threads, timings=timings)
+        yield from batches_of(map(keep, chunks) if keep is not None else chunks)
+        return
+    if keep is not None:
+        found = sum(keep(chunk).num_rows
+                    for chunk in replay_chunks(job, own, warm, threads=threads, timings=timings))
+    else:
+        phases = Phases()
+        found = count_job(job, own, warmup=warm, threads=threads, phases=phases)
+        if timings is not None:
+            timings.add(phases.seconds)
+    yield pa.record_batch([pa.array([found], pa.int64())], schema=COUNT_SCHEMA)
+
+
+def counted(table: pa.Table) -> int:
+    """The matches counted by the tasks of a counting run (their :data:`COUNT_SCHEMA` rows)."""
+    return int(pc.sum(table.column("matches")).as_py() or 0) if table.num_rows else 0
+
+
+def batches_of(tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
+    """The record batches of each table in turn (what a ``mapInArrow`` task yields)."""
+    for table in tables:
+        yield from table.to_batches()
 
 
 def replay_edges(job: ReplayJob, own: pa.Table, warm: pa.Table | None,
                  threads: int = 1, timings: Any = None) -> pa.Table:
-    """Replay one shard; Spark runs one task per core, so one thread unless told otherwise.
-    The seconds of its phases (:func:`~graphcep.runtime.local.replay_job`) go to the
-    accumulator ``timings`` when given (:func:`~graphcep.runtime.spark.profile.task_phases`)."""
-    phases = Phases()
-    matches = replay_job(job, own, warmup=warm, threads=threads, phases=phases)
-    if timings is not None:
-        timings.add(phases.seconds)
-    return matches
+    """:func:`replay_chunks`'s matches in one table (a replay in the driver, whose
+    matches the driver collects anyway)."""
+    parts = list(replay_chunks(job, own, warm, threads=threads, timings=timings))
+    return pa.concat_tables(parts) if parts else job.output.schema.empty_table()

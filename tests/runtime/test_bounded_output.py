@@ -1,0 +1,265 @@
+"""Matching in bounded memory: the SAL search hands out its matches in chunks it caps
+(even when one edge closes more matches than a chunk holds), other engines' pushes shrink
+until their output fits, counting makes no match at all, and a run with many matches
+holds about one chunk of them. Checked against the brute-force oracles."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from graphcep.engines.subgraph.engine import SubgraphEngine
+from graphcep.jobs import as_job
+from graphcep.jobs.ddst import DDSTJob
+from graphcep.lang.ddst import parse_ddst
+from graphcep.lang.sal import parse_query
+from graphcep.runtime import local
+from graphcep.runtime.local import (
+    MatchLimitReached,
+    count_job,
+    replay_job_chunks,
+    stream_job,
+)
+from tests import ddst_oracle
+from tests.oracle import brute_force_matches
+from tests.paths import EXAMPLES, ROOT
+
+S = 1_000_000
+TRIANGLE = parse_query((EXAMPLES / "triangle.sal").read_text())
+#: both orientations of a triangle's three edges: every later edge closes many triangles
+SIX_EDGES = [("a", "b"), ("b", "c"), ("c", "a"), ("b", "a"), ("c", "b"), ("a", "c")]
+
+
+def repeated_stream(reps: int, step_us: int = 1_000) -> pa.Table:
+    """The six edges repeated ``reps`` times, one every ``step_us``; ``seq`` from 0."""
+    pairs = SIX_EDGES * reps
+    n = len(pairs)
+    return pa.table({"t": pa.array(np.arange(n, dtype=np.int64) * step_us),
+                     "src": [s for s, _ in pairs], "dst": [d for _, d in pairs],
+                     "seq": pa.array(np.arange(n, dtype=np.int64))})
+
+
+def triangles_in_order(pairs: list[tuple[str, str]]) -> int:
+    """Temporal triangles of a stream whose edges all lie within 10 s, in strictly
+    increasing times: for each directed 3-cycle on distinct vertices and each of its
+    edges as e1, the subsequences (e1, e2, e3) of the stream following the cycle, counted
+    by dynamic programming over the stream (no engine involved)."""
+    total = 0
+    vertices = sorted({v for pair in pairs for v in pair})
+    for x1 in vertices:
+        for x2 in vertices:
+            for x3 in vertices:
+                if len({x1, x2, x3}) < 3:
+                    continue
+                wanted = [(x1, x2), (x2, x3), (x3, x1)]
+                ways = [1, 0, 0, 0]  # ways[i]: subsequences matching wanted[:i]
+                for pair in pairs:
+                    for i in (2, 1, 0):
+                        if pair == wanted[i]:
+                            ways[i + 1] += ways[i]
+                total += ways[3]
+    return total
+
+
+def seq_rows(tables) -> list[tuple[int, ...]]:
+    """Each match as the seq of its edges in query-edge order."""
+    return [tuple(e["seq"] for e in edges)
+            for table in tables for edges in table.column("edges").to_pylist()]
+
+
+def oracle(stream: pa.Table, homomorphic: bool = False) -> set[tuple[int, ...]]:
+    return brute_force_matches(TRIANGLE, stream.to_pylist(), homomorphic)
+
+
+def test_the_sal_search_caps_its_chunks_even_inside_one_edges_matches():
+    """Chunks of at most 7 matches, while single edges close dozens: the search stops
+    inside an edge's search and goes on where it stopped, losing and repeating none."""
+    stream = repeated_stream(8)
+    expected = oracle(stream)
+    engine = SubgraphEngine(TRIANGLE, threads=1)
+    chunks = list(engine.push_chunks(stream, 7))
+    got = seq_rows(chunks)
+    assert max(t.num_rows for t in chunks) <= 7
+    assert len(got) == len(set(got)) and set(got) == expected
+    assert len(expected) > 7 * 20  # many chunks
+    assert engine.matches_found == len(expected)
+
+
+def test_chunks_searched_in_threads_come_out_in_one_threads_order(monkeypatch):
+    """Anchors split across threads: each thread's blocks wait their turn, so the rows
+    come in the order one thread gives them, every chunk within its cap."""
+    stream = repeated_stream(10)
+    alone = seq_rows(SubgraphEngine(TRIANGLE, threads=1).push_chunks(stream, 5))
+    monkeypatch.setattr(SubgraphEngine, "_chunks", lambda self, anchors: 3)
+    chunks = list(SubgraphEngine(TRIANGLE, threads=3).push_chunks(stream, 5))
+    assert max(t.num_rows for t in chunks) <= 5
+    assert seq_rows(chunks) == alone
+    assert set(alone) == oracle(stream)
+
+
+def test_leaving_a_threaded_search_early_stops_its_threads(monkeypatch):
+    """A consumer that stops taking chunks (``--max-matches``) leaves no thread behind,
+    though the threads of later anchors wait with full queues."""
+    monkeypatch.setattr(SubgraphEngine, "_chunks", lambda self, anchors: 3)
+    before = threading.active_count()
+    # one match a chunk: the first thread alone has more than the queue holds (20 edges
+    # close 39 triangles), so every thread is still there
+    chunks = SubgraphEngine(TRIANGLE, threads=3).push_chunks(repeated_stream(10), 1)
+    next(chunks)
+    assert threading.active_count() == before + 3
+    chunks.close()  # the producers see the stop and end
+    assert threading.active_count() == before
+
+
+@pytest.mark.parametrize("homomorphic", [False, True])
+@pytest.mark.parametrize("seed", [1, 2])
+def test_count_equals_the_oracle_for_sal(seed, homomorphic):
+    rng = np.random.default_rng(seed)
+    n = 160
+    stream = pa.table({"t": pa.array(np.sort(rng.integers(0, 40 * S, n))),
+                       "src": [f"v{v}" for v in rng.integers(0, 6, n)],
+                       "dst": [f"v{v}" for v in rng.integers(0, 6, n)],
+                       "seq": pa.array(np.arange(n, dtype=np.int64))})
+    expected = oracle(stream, homomorphic)
+    engine = SubgraphEngine(TRIANGLE, homomorphic=homomorphic, threads=1)
+    halves = engine.count(stream.slice(0, n // 2)) + engine.count(stream.slice(n // 2))
+    assert halves == len(expected) > 0
+    assert engine.matches_found == len(expected)
+
+
+def test_count_of_the_repeated_stream_equals_the_oracle_and_the_records():
+    stream = repeated_stream(9)
+    job = as_job(TRIANGLE)
+    records = seq_rows(replay_job_chunks(job, stream, chunk_rows=11))
+    assert count_job(job, stream) == len(records) == len(oracle(stream))
+
+
+DDST_TEXT = """
+QUERY relay;
+VERTICES A, B, C;
+EDGES ab: A -> B; bc: B -> C;
+ORDER ab < bc;
+WITHIN {window};
+"""
+DDST = parse_ddst(DDST_TEXT.format(window="3 s"))
+
+
+def ddst_stream(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    return pa.table({"t": pa.array(np.cumsum(rng.integers(0, 400_000, n))),
+                     "src": [f"v{v}" for v in rng.integers(0, 5, n)],
+                     "dst": [f"v{v}" for v in rng.integers(0, 5, n)],
+                     "seq": pa.array(np.arange(1, n + 1), pa.int64())})
+
+
+def test_another_kinds_chunks_and_count_equal_its_oracle():
+    """A DDST engine returns a push's reports at once: the replay shrinks its pushes
+    until they fit a chunk (here 3 reports) and cuts what is left; the count, push by
+    push, equals the oracle's number of reports."""
+    stream = ddst_stream(300, seed=5)
+    expected = ddst_oracle.reports(DDST, stream.to_pylist())
+    chunks = list(replay_job_chunks(DDSTJob(DDST), stream, chunk_rows=3))
+    assert max(t.num_rows for t in chunks) <= 3
+    assert sum(t.num_rows for t in chunks) == len(expected) > 10
+    assert count_job(DDSTJob(DDST), stream) == len(expected)
+
+
+def test_a_consumer_stops_the_run_and_the_statistics_say_so():
+    taken: list[int] = []
+
+    def consume(table: pa.Table) -> None:
+        if sum(taken) + table.num_rows > 30:
+            taken.append(30 - sum(taken))
+            raise MatchLimitReached("--max-matches 30", taken[-1])
+        taken.append(table.num_rows)
+
+    stats = stream_job(as_job(TRIANGLE), repeated_stream(8), consume, chunk_rows=8)
+    assert sum(taken) == stats.matches == 30
+    assert stats.extra["stopped"] == "--max-matches 30"
+
+
+def test_a_run_with_many_matches_holds_about_one_chunk_of_them():
+    """About two million triangle matches (records of some 400 MB if held together)
+    streamed to a consumer that drops them: the process's Arrow memory peaks at a few
+    chunks' worth, and the Python heap (where the search's buffers live) likewise."""
+    script = textwrap.dedent(f"""
+        import json, sys, tracemalloc
+        sys.path[:0] = [{str(ROOT / 'src')!r}]
+        import numpy as np, pyarrow as pa
+        from graphcep.jobs import as_job
+        from graphcep.lang.sal import parse_query
+        from graphcep.runtime.local import stream_job, MATCH_CHUNK_ROWS
+        pairs = {SIX_EDGES!r} * 126
+        n = len(pairs)
+        edges = pa.table({{"t": pa.array(np.arange(n, dtype=np.int64) * 1000),
+                          "src": [s for s, _ in pairs], "dst": [d for _, d in pairs]}})
+        job = as_job(parse_query(open({str(EXAMPLES / "triangle.sal")!r}).read()))
+        largest = [0]
+        def drop(table):
+            largest[0] = max(largest[0], table.num_rows)
+        pool = pa.default_memory_pool()
+        tracemalloc.start()
+        stats = stream_job(job, edges, drop)
+        heap = tracemalloc.get_traced_memory()[1]
+        print(json.dumps({{"matches": stats.matches, "arrow_peak": pool.max_memory(),
+                           "heap_peak": heap, "largest": largest[0],
+                           "chunk": MATCH_CHUNK_ROWS}}))
+    """)
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout.strip().splitlines()[-1])
+    assert seen["matches"] == triangles_in_order(SIX_EDGES * 126) > 1_900_000
+    assert seen["largest"] <= seen["chunk"] == local.MATCH_CHUNK_ROWS
+    assert seen["arrow_peak"] < 100 * 2**20, seen
+    assert seen["heap_peak"] < 100 * 2**20, seen
+
+
+def spread_stream(n: int, seed: int) -> pa.Table:
+    """``n`` random edges over 6 vertices in some 200 s: long enough for time shards."""
+    rng = np.random.default_rng(seed)
+    return pa.table({"t": pa.array(np.sort(rng.integers(0, 200 * S, n))),
+                     "src": [f"v{v}" for v in rng.integers(0, 6, n)],
+                     "dst": [f"v{v}" for v in rng.integers(0, 6, n)],
+                     "dur": pa.array(np.zeros(n, dtype=np.int64)),
+                     "seq": pa.array(np.arange(n, dtype=np.int64))})
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("strategy,shards,arrow", [
+    ("single", None, True), ("single", None, False), ("shuffle", 4, False), ("cells", 4, False)])
+def test_spark_tasks_count_what_the_oracle_finds(spark, strategy, shards, arrow):
+    """Counting tasks send one number each (no match rows), for every strategy, and the
+    driver counts a stream it holds itself; cells count only the matches whose home they
+    are."""
+    from graphcep.runtime.spark import run_spark
+
+    stream = spread_stream(600, seed=3)
+    expected = oracle(stream)
+    frame = stream if arrow else spark.createDataFrame(stream.to_pandas())
+    matches, stats = run_spark(spark, as_job(TRIANGLE), frame, strategy=strategy,
+                               shards=shards, count=True)
+    assert stats.matches == len(expected) > 0 and matches.num_rows == 0
+    kept, _ = run_spark(spark, as_job(TRIANGLE), frame, strategy=strategy, shards=shards)
+    assert set(seq_rows([kept])) == expected
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("window", ["3 s", "6 EDGES"])
+def test_spark_tasks_count_another_kind(spark, window):
+    """DDST in time shards, and in stretches of edge rank for a count window."""
+    from graphcep.runtime.spark import run_spark
+
+    query = parse_ddst(DDST_TEXT.format(window=window))
+    stream = ddst_stream(300, seed=5)
+    expected = ddst_oracle.reports(query, stream.to_pylist())
+    frame = spark.createDataFrame(stream.to_pandas())
+    _, stats = run_spark(spark, DDSTJob(query), frame, shards=3, count=True)
+    assert stats.matches == len(expected) > 10
