@@ -8,6 +8,8 @@ allowed lateness behind the newest edge of an earlier batch).
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pyarrow as pa
 import pytest
@@ -274,3 +276,25 @@ def test_the_flush_line_says_end_of_input_not_a_microsecond_past_the_newest_edge
                                    "state ")
     assert "| watermark 919s |" in first.line()
     assert "| watermark end of input |" in op.flush().line()
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_parts_follow_the_umask(tmp_path, umask, mode):
+    """Match parts, late-edge and reject parts and the operator's state are created as
+    ``open`` creates files under the umask (before: 0600 whatever the umask)."""
+    job = SubgraphJob.create(parse_program(TRIANGLE))
+    previous = os.umask(umask)
+    try:
+        op = StreamOperator(job, lateness_us=0, checkpoint=tmp_path / "ckpt",
+                            sink=JsonlSink(tmp_path / "out", directory=True),
+                            late_sink=PartWriter(tmp_path / "late"))
+        op.process(0, pa.table({"t": [5 * S, 6 * S], "src": ["a", "b"], "dst": ["b", "c"],
+                                "seq": [1, 2]}))
+        op.process(1, pa.table({"t": [1 * S], "src": ["c"], "dst": ["a"], "seq": [3]}))
+    finally:
+        os.umask(previous)
+    written = [*(tmp_path / "out").glob("part-*"), *(tmp_path / "late").glob("part-*"),
+               *(tmp_path / "ckpt" / "state").glob("state-*")]
+    assert len(written) >= 4  # two match parts, a late part, a state
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in written} == {
+        path.name: mode for path in written}

@@ -362,10 +362,30 @@ def _next_part(directory: Path) -> int:
 
 
 def temporary_beside(target: Path) -> Path:
-    """A new empty file in ``target``'s directory, hidden, to write and rename over it."""
+    """A new empty file in ``target``'s directory, hidden, to write and rename over it;
+    its mode is what ``open`` would give under the umask (``mkstemp`` makes it 0600,
+    which the renamed file would keep)."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    finally:
+        os.close(fd)
     return Path(tmp)
+
+
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (changing it
+    for a moment, as the portable way does, would race with other threads' files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
 
 
 def replace_atomically(target: Path, write) -> None:
