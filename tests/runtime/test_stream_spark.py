@@ -144,12 +144,13 @@ def test_socket_source_reads_vast_lines(spark, tmp_path):
     found: list[pa.Table] = []
     job = SubgraphJob.create(parse_program(TRIANGLE), fmt="vast")
     op = StreamOperator(job, on_matches=lambda m, _: found.append(m))
-    query = start_stream(spark, op, SocketSource("127.0.0.1", port), checkpoint=tmp_path / "ck",
-                         on_report=None)
+    source = SocketSource("127.0.0.1", port)
+    query = start_stream(spark, op, source, checkpoint=tmp_path / "ck", on_report=None)
     deadline = time.time() + 60
     while op.totals.lines < 601 and time.time() < deadline:
         time.sleep(0.5)
     query.stop()
+    source.close()
     server.close()
     op.flush()
     assert op.totals.lines == 601 and op.totals.rejected == 1

@@ -389,14 +389,28 @@ def current_umask() -> int:
 
 
 def replace_atomically(target: Path, write) -> None:
-    """Write through a temporary file in the same directory, then rename over ``target``."""
+    """Write through a temporary file in the same directory, then rename over ``target``.
+    A failed write names ``target`` (not the hidden temporary file, nor nothing: a write
+    on an open file says no name)."""
     tmp = str(temporary_beside(target))
     try:
         write(tmp)
         os.replace(tmp, target)
+    except OSError as err:
+        number = err.errno or _arrow_errno(err)  # pyarrow says it in its text only
+        if err.filename not in (None, tmp) or number is None:
+            raise
+        raise OSError(number, err.strerror or os.strerror(number), str(target)) from err
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _arrow_errno(err: OSError) -> int | None:
+    """The errno in a pyarrow ``OSError``'s text (``... Detail: [errno 28] No space
+    left on device``), which it does not set."""
+    found = re.search(r"\[errno (\d+)\]", str(err))
+    return int(found.group(1)) if found else None
 
 
 class _FileSink(Sink):
