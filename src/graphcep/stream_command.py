@@ -14,7 +14,13 @@ exits (for files: the batch-equivalent run, restartable); otherwise the query ru
 interrupted or ``--run-for`` seconds have passed. ``--pww L`` runs the query in progressive
 window widening's windows (:class:`~graphcep.runtime.widening.WidenedJob`): micro-batches
 feed level 0, and the levels' batches are checkpointed with the rest. Progress (one line per micro-batch, with
-the state held) goes to stderr; the summary to stdout (``--summary json``: one JSON line).
+the state held and the pace: matched rate, offered rate and lag where the source knows
+them, :class:`~graphcep.runtime.streaming.Pace`) goes to stderr; the summary to stdout
+(``--summary json``: one JSON line). ``--max-records-per-batch`` caps the generator's rows
+and a socket's lines per micro-batch, so a stream offered more than it can match falls
+behind in batches of bounded size (and says so) instead of ever larger ones; a directory
+is capped by files (``--max-files-per-trigger``). ``--run-for`` stops between
+micro-batches (:class:`~graphcep.runtime.spark_stream.BatchGate`).
 
 ``--matching`` says where the matching runs: in the driver (the operator of
 :mod:`graphcep.runtime.streaming`, every query and source) or in the executors
