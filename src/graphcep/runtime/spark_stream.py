@@ -29,7 +29,9 @@ Sources
     state: a restart matches whatever the socket sends next. At-most-once for the lines
     in flight, which Spark documents for this source; the lines of a micro-batch that a
     crash or interrupt left unfinished are counted and reported at the next start
-    (:func:`socket_lines_lost`).
+    (:func:`socket_lines_lost`). graphcep holds the connection itself and hands the lines
+    on to Spark (:class:`SocketRelay`): a server that goes away is reconnected to with
+    backoff, and a micro-batch takes at most ``--max-records-per-batch`` lines.
 :class:`GeneratorSource`
     The netflow generator as a stream (Spark's ``rate-micro-batch`` source: at most
     ``--max-records-per-batch`` rows a micro-batch, see :meth:`GeneratorSource.stream_df`,
