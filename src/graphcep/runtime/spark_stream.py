@@ -412,12 +412,15 @@ class GeneratorSource:
 
     def interval(self) -> float:
         """Seconds between micro-batches when the stream keeps up: ``--trigger``, else
-        one second, or less where a second's rows would pass :attr:`max_records`.
+        one second -- shortened where its rows would pass :attr:`max_records`, so that the
+        rows stay due at ``rate`` a second.
 
         >>> GeneratorSource(100, rate=2_000_000, max_records=500_000).interval()
         0.25
+        >>> GeneratorSource(100, rate=1_000, max_records=500, trigger_seconds=2).interval()
+        0.5
         """
-        return self.trigger_seconds or min(1.0, self.max_records / self.rate)
+        return min(self.trigger_seconds or 1.0, self.max_records / self.rate)
 
     def rows_per_batch(self) -> int:
         """The rows of one micro-batch: the rate over :meth:`interval`, at most
