@@ -37,6 +37,7 @@ def exit_on_interrupt(note: str, last: Callable[[], str] | None = None) -> None:
     leaving: list[int] = []
 
     def interrupted(signum: int, frame: Any) -> None:
+        _JVM_SILENCED.set()  # the JVM's stderr from now on is dropped (jvm_stderr_relay)
         _hush_jvm()
         ending = ""
         if last is not None and not leaving:
@@ -54,6 +55,34 @@ def exit_on_interrupt(note: str, last: Callable[[], str] | None = None) -> None:
 
     for sig in STOP_SIGNALS:
         signal.signal(sig, interrupted)
+
+
+#: Set on an interrupt: what the JVM writes on stderr after it is not copied to ours.
+_JVM_SILENCED = threading.Event()
+
+
+def jvm_stderr_relay() -> int:
+    """A pipe for the JVM's stderr: a daemon thread copies what comes to graphcep's stderr
+    until an interrupt (:func:`exit_on_interrupt`), then drops it. Returns the write end,
+    for the JVM's ``Popen`` (close it here once the JVM has started).
+
+    Stopped while a micro-batch runs, the JVM goes on for a moment failing its tasks and
+    RPC calls (an ``RpcEnvStoppedException`` trace and more), on the stderr it shares;
+    switching its log off first (:func:`_hush_jvm`) takes a py4j call that a loaded
+    machine may not answer in time. What the JVM writes through this pipe cannot come
+    after graphcep's line, whatever the load.
+    """
+    read, write = os.pipe()
+
+    def relay() -> None:
+        with os.fdopen(read, "rb", buffering=0) as source:
+            while chunk := source.read(65536):
+                if not _JVM_SILENCED.is_set():
+                    with contextlib.suppress(OSError):
+                        os.write(sys.stderr.fileno(), chunk)
+
+    threading.Thread(target=relay, name="jvm-stderr", daemon=True).start()
+    return write
 
 
 def _stop_jvm() -> None:

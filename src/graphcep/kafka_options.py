@@ -14,21 +14,18 @@ from graphcep.io.formats import ReaderOptions
 from graphcep.patterns.subgraph import QueryError
 
 #: The Kafka options and the value each has when not given.
-KAFKA_DEFAULTS = {"starting_offsets": "earliest", "max_records_per_batch": None,
-                  "kafka_option": None, "kafka_jars": None, "time": "field"}
+KAFKA_DEFAULTS = {"starting_offsets": "earliest", "kafka_option": None, "kafka_jars": None,
+                  "time": "field"}
 
 
 def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the Kafka source's options on ``graphcep stream``."""
-    from graphcep.cli_options import count_option, path_option
+    from graphcep.cli_options import path_option
 
     parser.add_argument("--starting-offsets", default="earliest", metavar="WHERE",
                         help="kafka: where a new stream starts reading: earliest "
                              "(default), latest, or an ISO-8601 time (the first record "
                              "at or after it); a restart resumes from its checkpoint")
-    parser.add_argument("--max-records-per-batch", type=count_option(1), metavar="N",
-                        help="kafka: at most N records per micro-batch, over all "
-                             "partitions (default: all that arrived)")
     parser.add_argument("--kafka-option", action="append", metavar="KEY=VALUE",
                         help="kafka: a reader option passed to Spark's Kafka source as "
                              "given, e.g. kafka.security.protocol=SSL or "
@@ -63,8 +60,11 @@ def refuse_kafka_targets(args: argparse.Namespace) -> None:
                              "directory; Kafka is a source only (--source kafka://...)")
 
 
-def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions) -> Any:
-    """The Kafka source ``--source kafka://...`` names, its broker reached."""
+def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
+                 max_records: int) -> Any:
+    """The Kafka source ``--source kafka://...`` names, its broker reached; a micro-batch
+    takes at most ``max_records`` records over all partitions (``--max-records-per-batch``,
+    Spark's ``maxOffsetsPerTrigger``)."""
     from graphcep.runtime.kafka_source import (
         KAFKA_FORMATS,
         KafkaSource,
@@ -84,7 +84,7 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions) ->
                          f"{', '.join(KAFKA_FORMATS)}")
     source = KafkaSource(brokers, topics, fmt, options,
                          starting=starting_offsets(args.starting_offsets),
-                         max_records_per_batch=args.max_records_per_batch,
+                         max_records_per_batch=max_records,
                          extra=kafka_options(args.kafka_option),
                          time_from_kafka=args.time == "kafka",
                          jars_dir=jars_for(args.kafka_jars))

@@ -14,7 +14,13 @@ exits (for files: the batch-equivalent run, restartable); otherwise the query ru
 interrupted or ``--run-for`` seconds have passed. ``--pww L`` runs the query in progressive
 window widening's windows (:class:`~graphcep.runtime.widening.WidenedJob`): micro-batches
 feed level 0, and the levels' batches are checkpointed with the rest. Progress (one line per micro-batch, with
-the state held) goes to stderr; the summary to stdout (``--summary json``: one JSON line).
+the state held and the pace: matched rate, offered rate and lag where the source knows
+them, :class:`~graphcep.runtime.streaming.Pace`) goes to stderr; the summary to stdout
+(``--summary json``: one JSON line). ``--max-records-per-batch`` caps the generator's rows
+and a socket's lines per micro-batch, so a stream offered more than it can match falls
+behind in batches of bounded size (and says so) instead of ever larger ones; a directory
+is capped by files (``--max-files-per-trigger``). ``--run-for`` stops between
+micro-batches (:class:`~graphcep.runtime.spark_stream.BatchGate`).
 
 ``--matching`` says where the matching runs: in the driver (the operator of
 :mod:`graphcep.runtime.streaming`, every query and source) or in the executors
@@ -39,6 +45,7 @@ file arriving for a query that does not read it is quarantined as a reject).
 from __future__ import annotations
 
 import argparse
+import errno
 import hashlib
 import json
 import shutil
@@ -75,8 +82,9 @@ from graphcep.kafka_options import (
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
-from graphcep.runtime.spark_stream import BatchFailure, StreamFailure
+from graphcep.runtime.spark_stream import DEFAULT_MAX_RECORDS, BatchFailure, StreamFailure
 from graphcep.runtime.streaming import (
+    Pace,
     PartWriter,
     StreamOperator,
     print_report,
@@ -154,6 +162,13 @@ def add_parser(sub: Any) -> None:
     stream.add_argument("--max-files-per-trigger", type=count_option(1), metavar="N",
                         help="files source: at most N new files per micro-batch (default: "
                              "all that arrived)")
+    stream.add_argument("--max-records-per-batch", type=count_option(1), metavar="N",
+                        help="generator, socket and Kafka: at most N rows, lines or records per "
+                             "micro-batch; "
+                             "what is due beyond waits at the source, its lag on the "
+                             "progress lines (default "
+                             f"{DEFAULT_MAX_RECORDS:,}; a directory's files are taken whole: "
+                             "--max-files-per-trigger)")
     add_kafka_arguments(stream)
     stream.add_argument("--once", action="store_true",
                         help="process what is there, release the reorder buffer, exit")
@@ -464,7 +479,7 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
     """The stream with the matching in the executors (:mod:`~graphcep.runtime.spark_cells`):
     the same sources, sinks, checkpoint, progress lines and summary as the driver mode."""
     from graphcep.runtime.spark_cells_run import CellsRun
-    from graphcep.runtime.spark_stream import await_query
+    from graphcep.runtime.spark_stream import await_query, stop_between_batches
 
     started, phases = clock
     checkpoint = Path(args.checkpoint)
@@ -481,11 +496,11 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
         try:
             with phases.phase("micro-batches"):
                 query = run.start(spark, source, available_now=args.once,
-                                  trigger_seconds=args.trigger or None)
+                                  trigger_seconds=_trigger(args, source))
                 try:
                     await_query(query, run, None if args.once else args.run_for, source)
                 finally:
-                    query.stop()
+                    stop_between_batches(query, run)
             if args.once:
                 with phases.phase("end-of-input flush"):
                     run.flush(spark)
@@ -497,6 +512,12 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
         return 0
     except (BatchFailure, StreamFailure) as failure:
         return _report_failure(failure)
+
+
+def _trigger(args: argparse.Namespace, source: Any) -> float | None:
+    """Seconds between micro-batches: ``--trigger``, or the generator's pace."""
+    interval = getattr(source, "interval", None)
+    return interval() if interval is not None else args.trigger or None
 
 
 def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
@@ -521,9 +542,23 @@ def _report_failure(failure: Exception) -> int:
     cause = failure.cause
     known = isinstance(cause, (QueryError, StateBoundError, OSError))
     reason = " ".join(str(cause).split()) if known else one_line(cause)
+    if system_failed(cause):  # the file named, as the command line names it
+        reason = _reason(cause)
     print(f"graphcep: micro-batch {failure.batch_id}: {reason} (not committed: the checkpoint "
           f"holds the micro-batches before it, and a restart runs it again)", file=sys.stderr)
-    return 3 if isinstance(cause, StateBoundError) else 2
+    if isinstance(cause, StateBoundError):
+        return 3
+    return 1 if system_failed(cause) else 2
+
+
+#: What makes a failed read or write the system's, not the input's or an option's (exit 1)
+SYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG})
+
+
+def system_failed(err: BaseException) -> bool:
+    """Whether ``err`` is the system failing a read or a write (a full disk...): exit 1,
+    where a path that cannot be written as asked (a directory in a part's place) is 2."""
+    return isinstance(err, OSError) and err.errno in SYSTEM_ERRNOS
 
 
 def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Namespace,
@@ -534,14 +569,15 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
         restart_socket_checkpoint,
         run_available_now,
         start_stream,
+        stop_between_batches,
     )
 
     checkpoint = Path(args.checkpoint)
+    operator.pace = Pace(getattr(source, "rate", None), getattr(source, "max_records", None))
     offset = 0
     if isinstance(source, SocketSource):
-        lost_before = operator.totals.lost
-        offset = restart_socket_checkpoint(operator, checkpoint)
-        if lost := operator.totals.lost - lost_before:
+        offset, lost = restart_socket_checkpoint(operator, checkpoint)
+        if lost:
             print(f"graphcep: warning: {lost:,} lines from {source.describe()} were lost: "
                   "the last run stopped in a micro-batch before matching them, and a socket "
                   "cannot send them again", file=sys.stderr)
@@ -551,11 +587,13 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
         return
     query = start_stream(spark, operator, source, checkpoint=checkpoint,
                          trigger_seconds=args.trigger or None, on_report=on_report,
-                         batch_offset=offset)
+                         batch_offset=offset, pace=operator.pace)
     try:
         await_query(query, operator, args.run_for, source)
-    finally:
-        query.stop()
+    finally:  # --run-for: after the micro-batch under way (a stop inside it breaks it)
+        stop_between_batches(query, operator)
+        if isinstance(source, SocketSource):
+            source.close()
 
 
 #: What a checkpoint records of its stream on first start (``CHECKPOINT/graphcep.json``)
@@ -575,7 +613,11 @@ def claim_checkpoint(checkpoint: Path, source: str, query: str, digest: str) -> 
         _check_claim(checkpoint, record, source, query, digest)
     except QueryError:
         raise
-    except (OSError, ValueError) as err:  # not a directory, unreadable, not our record
+    except OSError as err:
+        if system_failed(err):  # a full disk: exit 1, the file named
+            raise
+        raise QueryError(f"--checkpoint {checkpoint}: cannot be used ({err})") from None
+    except ValueError as err:  # not our record
         raise QueryError(f"--checkpoint {checkpoint}: cannot be used ({err})") from None
 
 
@@ -672,6 +714,7 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
     from graphcep.runtime.spark_stream import FileSource, GeneratorSource, SocketSource
 
     options = reader_options(args)  # --time-unit, --time-format, --header and --columns
+    cap = args.max_records_per_batch or DEFAULT_MAX_RECORDS
     text = args.source
     if not (text or "").startswith("kafka://"):
         refuse_kafka_options(args, text or "the program's VastStream")
@@ -681,28 +724,33 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
                              "declares no stream of its own, such as a SAL program's "
                              "VastStream(\"host\", port))")
         return SocketSource(declared.host, declared.port, args.format or declared.fmt,
-                            options)
+                            options, max_records=cap)
     given = {name: getattr(args, name) for name in GENERATOR_DEFAULTS}
     if text == "generator":
         settings = {name: GENERATOR_DEFAULTS[name] if value is None else value
                     for name, value in given.items()}
-        return GeneratorSource(settings["vertices"], settings["rate"], settings["seed"])
+        return GeneratorSource(settings["vertices"], settings["rate"], settings["seed"],
+                               max_records=cap, trigger_seconds=args.trigger or None)
     flags = [f"--{name}" for name, value in given.items() if value is not None]
     if flags:
         verb = "shapes" if len(flags) == 1 else "shape"
         raise QueryError(f"{', '.join(flags)} {verb} the generator's edges (--source "
                          f"generator); --source {text} brings its own")
     if text.startswith("kafka://"):
-        return kafka_source(args, text, options)
+        return kafka_source(args, text, options, cap)
     if text.startswith("tcp://"):
         host, _, port = text[len("tcp://"):].rpartition(":")
         if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise QueryError(f"--source {text!r}: expected tcp://HOST:PORT, a port from 1 "
                              "to 65535")
-        return SocketSource(host, int(port), args.format or "vast", options)
+        return SocketSource(host, int(port), args.format or "vast", options, max_records=cap)
     if not Path(text).is_dir():
         raise FileNotFoundError(f"--source {text!r}: no such directory (files arrive in a "
                                 "directory; use tcp://HOST:PORT for a socket)")
+    if args.max_records_per_batch is not None:
+        raise QueryError("--max-records-per-batch: a directory's files are taken whole (a "
+                         "micro-batch's files are what a restart reads again): cap them "
+                         "with --max-files-per-trigger N")
     return FileSource(str(Path(text).resolve()), args.format, options, args.max_files_per_trigger)
 
 
@@ -785,6 +833,9 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
         "rejects_dir": str(args.rejects or checkpoint / "rejects"),
         "matching": matching,
     }
+    pace = getattr(operator, "pace", None)
+    if pace is not None:  # records a second, offered and matched, and the lag
+        summary.update(pace.as_dict())
     if args.profile and phases is not None:
         summary["phases"] = {name: round(sec, 3) for name, sec in phases.seconds.items()}
         print(phases.table(seconds) + f"\nmatching: {matching}", file=sys.stderr)
@@ -806,9 +857,30 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
         print(f"late edges: {summary['late_dir']}")
     if totals.rejected:
         print(f"malformed lines: {summary['rejects_dir']}")
+    if pace is not None and pace.records:
+        print(pace_summary(summary))
     if totals.lost:
         print(f"socket lines lost to interrupted micro-batches: {totals.lost:,}")
     return summary
+
+
+def pace_summary(summary: dict[str, Any]) -> str:
+    """The summary's line on the pace: records a second matched, against the offered
+    rate and with the lag where known.
+
+    >>> pace_summary({"matched_rate": 1500.0, "offered_rate": 2000, "lag_s": 4.0,
+    ...               "max_lag_s": 4.5, "backlog": 8000})
+    'pace: 1,500 records/s matched of 2,000/s offered; lag 4.0 s at the end (8,000 records behind), at most 4.5 s'
+    """
+    text = f"pace: {summary['matched_rate'] or 0:,.0f} records/s matched"
+    if summary.get("offered_rate"):
+        text += f" of {summary['offered_rate']:,.0f}/s offered"
+    if summary.get("lag_s") is not None:
+        behind = (f" ({summary['backlog']:,} records behind)"
+                  if summary.get("backlog") is not None else "")
+        text += (f"; lag {summary['lag_s']:.1f} s at the end{behind}, at most "
+                 f"{summary['max_lag_s']:.1f} s")
+    return text
 
 
 def _level_stats(operator: StreamOperator) -> list[Any] | None:

@@ -171,3 +171,41 @@ def test_ctrl_c_in_the_demo_is_one_line_and_keeps_the_generated_stream(tmp_path)
     assert graphcep_lines(done.stderr) == [
         f"graphcep: interrupted; the generated stream stays in {stream}"]
     assert stream.stat().st_size > 0
+
+
+#: Starts graphcep's Spark session, has the JVM write a line on its stderr, then takes
+#: SIGINT under ``exit_on_interrupt`` whose ``last`` step has the JVM write again: as the
+#: JVM does when it is stopped in the middle of a micro-batch (an RpcEnvStoppedException
+#: trace, and more), on a machine too loaded to switch the JVM's log off in time.
+JVM_WRITES_AFTER_THE_INTERRUPT = """
+import os, signal, sys, time
+import graphcep.interrupts as interrupts
+from graphcep.runtime.spark import spark_session
+spark = spark_session("local[1]")
+jvm = spark.sparkContext._jvm
+interrupts._hush_jvm = lambda *args, **kwargs: None  # the JVM too busy to answer
+jvm.System.err.println("JVM before the interrupt")
+time.sleep(1)
+def last():
+    jvm.System.err.println("JVM after the interrupt")
+    jvm.System.err.flush()
+    time.sleep(1)
+    return "; summary printed"
+interrupts.exit_on_interrupt("every finished micro-batch is checkpointed", last=last)
+os.kill(os.getpid(), signal.SIGINT)
+time.sleep(30)
+"""
+
+
+@pytest.mark.slow
+def test_nothing_the_jvm_writes_comes_after_the_interrupted_line():
+    """The JVM's stderr goes through graphcep, which drops it from the interrupt on: the
+    one line is the last, whatever the JVM still writes and however long its log takes
+    to be switched off (before: a JVM stack trace after the line on a busy machine)."""
+    done = subprocess.run([sys.executable, "-c", JVM_WRITES_AFTER_THE_INTERRUPT],
+                          capture_output=True, text=True, timeout=300)
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert "JVM before the interrupt" in done.stderr  # the JVM's stderr is not lost
+    assert "JVM after the interrupt" not in done.stderr, done.stderr[-3000:]
+    assert done.stderr.splitlines()[-1] == (
+        "graphcep: interrupted; every finished micro-batch is checkpointed; summary printed")

@@ -19,6 +19,7 @@ import time
 import zlib
 from pathlib import Path
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -315,7 +316,8 @@ def test_a_socket_stream_restarts_with_what_arrives_next(spark, tmp_path, capsys
     (tmp_path / "all").mkdir()
     payload = vast_bytes(table, tmp_path / "all" / "flows.csv")
     lines = payload.splitlines(keepends=True)
-    port = serve_lines([b"".join(lines[:600]), b"".join(lines[600:])], hold=3)
+    # each connection held past --run-for: a server going away mid-run is reconnected to
+    port = serve_lines([b"".join(lines[:600]), b"".join(lines[600:])], hold=15)
     query = tmp_path / "triangle.sal"
     query.write_text(TRIANGLE)
     command = ["stream", str(query), "--source", f"tcp://127.0.0.1:{port}", "--checkpoint",
@@ -343,8 +345,8 @@ def test_socket_lines_of_an_unfinished_micro_batch_are_counted_lost(tmp_path):
     operator had finished that batch (only Spark's commit was missing)."""
     from graphcep.runtime.spark_stream import restart_socket_checkpoint
 
-    def spark_dir(offset: int) -> Path:
-        root = tmp_path / f"ckpt-{offset}"
+    def spark_dir(offset: int, name: str) -> Path:
+        root = tmp_path / name
         offsets, commits = root / "spark" / "offsets", root / "spark" / "commits"
         offsets.mkdir(parents=True)
         commits.mkdir()
@@ -358,14 +360,47 @@ def test_socket_lines_of_an_unfinished_micro_batch_are_counted_lost(tmp_path):
     job = SubgraphJob.create(parse_program(TRIANGLE))
     edge = pa.table({"t": [5 * S], "src": ["a"], "dst": ["b"], "seq": [1]})
     for operator_batches, lost in ((range(5, 7), 1_800), (range(5, 8), 0)):
-        root = spark_dir(5)
+        root = spark_dir(5, f"ckpt-{lost}")
         op = StreamOperator(job, checkpoint=root)
         for batch in operator_batches:  # operator batch 5 + b is Spark's b
             op.process(batch, edge.slice(0, 0) if batch > 5 else edge)
         fresh = StreamOperator(job, checkpoint=root)
-        assert restart_socket_checkpoint(fresh, root) == operator_batches[-1] + 1
+        assert restart_socket_checkpoint(fresh, root) == (operator_batches[-1] + 1, lost)
         assert fresh.totals.lost == lost
         assert not (root / "spark" / "offsets").exists()
+        # that start fails before its first micro-batch (no server yet): the next one
+        # still counts the lines lost, and once (before: "lost": 0)
+        again = StreamOperator(job, checkpoint=root)
+        assert restart_socket_checkpoint(again, root) == (operator_batches[-1] + 1, 0)
+        assert again.totals.lost == lost
+
+
+def test_socket_lines_lost_are_counted_once_when_a_restart_dies_before_clearing_spark(
+        tmp_path):
+    """A restart killed after recording the lost lines but before removing Spark's
+    offsets meets the same unfinished micro-batch again: it is not counted twice."""
+    from graphcep.runtime.spark_stream import restart_socket_checkpoint
+
+    root = tmp_path / "ckpt"
+    offsets = root / "spark" / "offsets"
+    offsets.mkdir(parents=True)
+    for batch, end in ((0, 99), (1, 349)):
+        (offsets / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{end}')
+    (root / "spark" / "commits").mkdir()
+    (root / "spark" / "commits" / "0").write_text('v1\n{"nextBatchWatermarkMs":0}')
+    (root / "spark" / "graphcep-batch-offset").write_text("0\n")
+    job = SubgraphJob.create(parse_program(TRIANGLE))
+    first = StreamOperator(job, checkpoint=root)
+    first.process(0, pa.table({"t": [S], "src": ["a"], "dst": ["b"], "seq": [1]}))
+    saved = {p.relative_to(root): p.read_bytes() for p in (root / "spark").rglob("*")
+             if p.is_file()}
+    assert restart_socket_checkpoint(StreamOperator(job, checkpoint=root), root)[1] == 250
+    for path, data in saved.items():  # as if the kill came before the offsets went
+        (root / path).parent.mkdir(parents=True, exist_ok=True)
+        (root / path).write_bytes(data)
+    op = StreamOperator(job, checkpoint=root)
+    assert restart_socket_checkpoint(op, root) == (1, 0)
+    assert op.totals.lost == 250
 
 
 # -- Ctrl-C ---------------------------------------------------------------------------------
@@ -523,3 +558,168 @@ def test_a_micro_batch_of_files_in_several_formats_and_a_file_of_no_edges_is_rea
     assert set(protocols[50:]) <= {"tcp", "udp", "6", "17"}
     (reject,) = batch.rejects.to_pylist()
     assert (reject["file"], reject["line"]) == (str(tmp_path / "notes.txt"), 1)
+
+
+# -- overload -------------------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_overloaded_generator_stream_stays_capped_says_it_falls_behind_and_stops_in_time(
+        tmp_path):
+    """The generator offering 100,000 edges/s in micro-batches capped at 2,000 rows (far
+    more than a micro-batch's overhead lets it match): every micro-batch takes exactly
+    2,000 rows (before: each took every row due, and the batches grew geometrically), the
+    lag grows and one warning says so, the summary shows the offered rate above the
+    matched one, --run-for stops the micro-batches within a batch's time of the limit, no
+    JVM trace, and the matches are those of the generated edges the watermark released."""
+    from graphcep.runtime.spark_stream import generated_edges
+
+    run_for = 40  # at least four micro-batches on a loaded machine
+    done = subprocess.run(
+        stream_command(tmp_path, "--source", "generator", "--rate", "100000", "--vertices",
+                       "300", "--max-records-per-batch", "2000", "--run-for", str(run_for),
+                       "--output", str(tmp_path / "out") + "/", "--summary", "json",
+                       "--profile"),
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert_no_traceback(done.stderr)
+    sizes = [int(line.split(":")[1].split()[0].replace(",", ""))
+             for line in done.stderr.splitlines() if line.startswith("batch ")]
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert len(sizes) == summary["batches"] >= 4 and set(sizes) == {2_000}
+    warnings = [line for line in done.stderr.splitlines() if "falling behind" in line]
+    assert len(warnings) >= 1 and warnings[0].startswith(
+        "graphcep: warning: falling behind: the lag grew 3 micro-batches in a row")
+    assert "--max-records-per-batch" in warnings[0]
+    assert summary["offered_rate"] == 100_000
+    assert 0 < summary["matched_rate"] < 100_000
+    assert summary["lag_s"] > 0 and summary["backlog"] > 0
+    # the query's start, then --run-for, then the batch under way (a few seconds at most
+    # here; before: 186 s for --run-for 60)
+    assert summary["phases"]["micro-batches"] <= run_for + 30
+    # exactly the generated rows 0 .. n-1, matched as the batch run matches them
+    edges = generated_edges(np.arange(summary["edges"]), 300, 100_000, 1)
+    released = edges.filter(pa.compute.less(edges.column("t"),
+                                            pa.compute.max(edges.column("t")).as_py()))
+    matches, _ = run_local(SubgraphJob.create(parse_program(TRIANGLE)).query, released)
+    expected = {tuple(e["seq"] for e in m) for m in matches.column("edges").to_pylist()}
+    got = keys_of(jsonl_rows(tmp_path / "out"))
+    assert len(got) == len(set(got)) and set(got) == expected and expected
+
+
+def test_a_directory_is_capped_by_files_and_says_so(tmp_path, capsys):
+    """A directory's files are taken whole (a micro-batch's files are what a restart reads
+    again): --max-records-per-batch there is one line naming --max-files-per-trigger."""
+    from graphcep.cli import main
+
+    (tmp_path / "in").mkdir()
+    command = stream_command(tmp_path, "--source", str(tmp_path / "in"),
+                             "--max-records-per-batch", "100")[3:]
+    assert main(command) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--max-files-per-trigger N" in err
+    assert err.startswith("graphcep: --max-records-per-batch: a directory's files are taken whole")
+
+
+# -- a full disk ----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def full_disk(tmp_path):
+    """A 256 KiB tmpfs at ``tmp_path/full``, filled but for one page (mounting needs root;
+    without it the test is skipped, saying why)."""
+    mount = tmp_path / "full"
+    mount.mkdir()
+    done = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=256k", "tmpfs", str(mount)],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        pytest.skip(f"a small tmpfs cannot be mounted here ({done.stderr.strip()}): a full "
+                    "disk is not simulated")
+    try:
+        with open(mount / ".fill", "wb") as fill:
+            fill.write(b"\0" * (256 - 4) * 1024)
+        yield mount
+    finally:
+        subprocess.run(["umount", str(mount)], check=False)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("full", ["checkpoint", "output"])
+def test_a_full_disk_is_exit_1_naming_the_path(tmp_path, full_disk, full):
+    """The checkpoint on a full disk (Spark's metadata cannot be written), or the output
+    (the first part cannot be): one line naming the path, exit 1 -- the system failed a
+    write (before: exit 2, a Java exception's text, or a traceback)."""
+    checkpoint = full_disk / "ck" if full == "checkpoint" else tmp_path / "ck"
+    output = full_disk / "out" if full == "output" else tmp_path / "out"
+    query = tmp_path / "triangle.sal"
+    query.write_text(TRIANGLE)
+    done = subprocess.run(
+        [sys.executable, "-m", "graphcep.cli", "stream", str(query), "--checkpoint",
+         str(checkpoint), "--master", "local[1]", "--source", "generator", "--rate", "2000",
+         "--vertices", "50", "--output", str(output) + "/", "--run-for", "30", "--quiet"],
+        capture_output=True, text=True, timeout=600)
+    assert done.returncode == 1, done.stderr[-3000:]
+    assert_no_traceback(done.stderr)
+    lines = [line for line in done.stderr.splitlines() if line.startswith("graphcep")]
+    assert len(lines) == 1 and "No space left on device" in lines[0], done.stderr[-3000:]
+    named = str(checkpoint / "spark") if full == "checkpoint" else str(output / "part-")
+    assert named in lines[0]
+
+
+def test_a_socket_server_that_goes_away_is_one_warning_and_is_read_again(spark, tmp_path,
+                                                                          capsys):
+    """The server sends 700 lines and half a line, and goes away; two seconds later it is
+    back on the same port with 500 more. One warning says it went, one line that it is
+    back; every whole line is matched as the batch run matches them, the half line is
+    counted lost, and no micro-batch takes more than --max-records-per-batch lines
+    (before: the stream sat idle after the first connection, saying nothing)."""
+    from graphcep.cli import main
+
+    table = generate_netflow(1_200, 30, 100, seed=5)
+    (tmp_path / "all").mkdir()
+    lines = vast_bytes(table, tmp_path / "all" / "flows.csv").splitlines(keepends=True)
+    first, second = b"".join(lines[:700]) + lines[700][:9], b"".join(lines[700:])
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    server.bind(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+
+    def serve() -> None:
+        nonlocal server
+        for block, hold in ((first, 0.5), (second, 60.0)):  # the second one stays
+            server.listen(1)
+            conn, _ = server.accept()
+            conn.sendall(block)
+            time.sleep(hold)
+            conn.close()
+            server.close()  # gone: nothing listens on the port for two seconds
+            time.sleep(2.0)
+            server = socket.socket()
+            server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            server.bind(("127.0.0.1", port))
+
+    threading.Thread(target=serve, daemon=True).start()
+    query = tmp_path / "triangle.sal"
+    query.write_text(TRIANGLE)
+    code = main(["stream", str(query), "--source", f"tcp://127.0.0.1:{port}", "--checkpoint",
+                 str(tmp_path / "ckpt"), "--output", str(tmp_path / "out") + "/",
+                 "--run-for", "20", "--max-records-per-batch", "100", "--summary", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err[-3000:]
+    summary = json.loads(out.strip().splitlines()[-1])
+    gone = [line for line in err.splitlines() if "went away" in line]
+    assert gone == [f"graphcep: warning: tcp://127.0.0.1:{port} went away after 700 lines; "
+                    "trying it again every 1 s, doubling to 30 s (what it sends meanwhile "
+                    "goes to no one)"]
+    assert f"graphcep: tcp://127.0.0.1:{port} is back: reading it again" in err
+    assert summary["lines"] == 1_200 and summary["lost"] == 1
+    sizes = [int(line.split(":")[1].split()[0].replace(",", ""))
+             for line in err.splitlines() if line.startswith("batch ")]
+    assert sizes and max(sizes) <= 100 and sum(sizes) == 1_200
+    edges = read_edges(tmp_path / "all", "vast").edges
+    newest = pa.compute.max(edges.column("t")).as_py()
+    released = edges.filter(pa.compute.less(edges.column("t"), newest))
+    matches, _ = run_local(SubgraphJob.create(parse_program(TRIANGLE), fmt="vast").query, released)
+    expected = {tuple(e["seq"] for e in m) for m in matches.column("edges").to_pylist()}
+    got = keys_of(jsonl_rows(tmp_path / "out"))
+    assert len(got) == len(set(got)) and set(got) == expected and len(expected) > 5

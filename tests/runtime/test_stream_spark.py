@@ -123,6 +123,48 @@ def test_generator_source_is_the_generated_stream(spark, tmp_path):
     assert set(got) == expected and expected
 
 
+def test_a_capped_generator_stream_restarts_where_it_stopped(spark, tmp_path):
+    """Two starts on one checkpoint, micro-batches capped at 700 rows and stopped between
+    batches: together they read rows 0 .. n-1 of the generated stream once each (the
+    second start resumes from Spark's offsets, whatever its own clock), and their
+    matches are those of the generated edges the watermark released, each once. Kept by
+    batch id, as the sinks' parts are: a stop that lands after a batch but before Spark
+    commits it makes the next start run that batch again, with the same rows."""
+    from graphcep.runtime.spark_stream import (
+        GeneratorSource,
+        generated_edges,
+        start_stream,
+        stop_between_batches,
+    )
+
+    job = SubgraphJob.create(parse_program(TRIANGLE))
+    found: dict[int, pa.Table] = {}
+    sizes: dict[int, int] = {}
+    for target in (2_000, 4_000):
+        op = StreamOperator(job, lateness_us=0, checkpoint=tmp_path / "ckpt",
+                            on_matches=lambda m, batch: found.__setitem__(batch, m))
+        source = GeneratorSource(vertices=200, rate=5_000, seed=3, max_records=700)
+        query = start_stream(spark, op, source, checkpoint=tmp_path / "ckpt",
+                             on_report=lambda r: sizes.__setitem__(r.batch_id, r.edges_in))
+        deadline = time.time() + 120
+        while op.totals.edges < target and time.time() < deadline:
+            time.sleep(0.2)
+        stop_between_batches(query, op)
+        assert op.totals.edges >= target
+    assert sizes and max(sizes.values()) <= 700
+    seen = op.totals.edges
+    assert sum(sizes.values()) == seen and op.totals.batches == len(sizes)
+    edges = generated_edges(pa.array(range(seen)).to_numpy(), 200, 5_000, 3)
+    released = edges.filter(pa.compute.less(edges.column("t"),
+                                            int(edges.column("t")[-1].as_py())))
+    matches, _ = run_local(job.query, released)
+    expected = {tuple(e["seq"] for e in m) for m in matches.column("edges").to_pylist()}
+    got = [tuple(e["seq"] for e in m) for t in found.values()
+           for m in t.column("edges").to_pylist()]
+    assert len(got) == len(set(got))
+    assert set(got) == expected and expected
+
+
 def test_socket_source_reads_vast_lines(spark, tmp_path):
     from graphcep.runtime.spark_stream import SocketSource, start_stream
 
@@ -144,12 +186,13 @@ def test_socket_source_reads_vast_lines(spark, tmp_path):
     found: list[pa.Table] = []
     job = SubgraphJob.create(parse_program(TRIANGLE), fmt="vast")
     op = StreamOperator(job, on_matches=lambda m, _: found.append(m))
-    query = start_stream(spark, op, SocketSource("127.0.0.1", port), checkpoint=tmp_path / "ck",
-                         on_report=None)
+    source = SocketSource("127.0.0.1", port)
+    query = start_stream(spark, op, source, checkpoint=tmp_path / "ck", on_report=None)
     deadline = time.time() + 60
     while op.totals.lines < 601 and time.time() < deadline:
         time.sleep(0.5)
     query.stop()
+    source.close()
     server.close()
     op.flush()
     assert op.totals.lines == 601 and op.totals.rejected == 1

@@ -8,6 +8,8 @@ allowed lateness behind the newest edge of an earlier batch).
 from __future__ import annotations
 
 import json
+import os
+import stat
 
 import pyarrow as pa
 import pytest
@@ -274,3 +276,54 @@ def test_the_flush_line_says_end_of_input_not_a_microsecond_past_the_newest_edge
                                    "state ")
     assert "| watermark 919s |" in first.line()
     assert "| watermark end of input |" in op.flush().line()
+
+
+@pytest.mark.parametrize(("umask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_parts_follow_the_umask(tmp_path, umask, mode):
+    """Match parts, late-edge and reject parts and the operator's state are created as
+    ``open`` creates files under the umask (before: 0600 whatever the umask)."""
+    job = SubgraphJob.create(parse_program(TRIANGLE))
+    previous = os.umask(umask)
+    try:
+        op = StreamOperator(job, lateness_us=0, checkpoint=tmp_path / "ckpt",
+                            sink=JsonlSink(tmp_path / "out", directory=True),
+                            late_sink=PartWriter(tmp_path / "late"))
+        op.process(0, pa.table({"t": [5 * S, 6 * S], "src": ["a", "b"], "dst": ["b", "c"],
+                                "seq": [1, 2]}))
+        op.process(1, pa.table({"t": [1 * S], "src": ["c"], "dst": ["a"], "seq": [3]}))
+    finally:
+        os.umask(previous)
+    written = [*(tmp_path / "out").glob("part-*"), *(tmp_path / "late").glob("part-*"),
+               *(tmp_path / "ckpt" / "state").glob("state-*")]
+    assert len(written) >= 4  # two match parts, a late part, a state
+    assert {path.name: stat.S_IMODE(path.stat().st_mode) for path in written} == {
+        path.name: mode for path in written}
+
+
+def test_pace_warns_once_when_the_lag_grows_three_batches_in_a_row():
+    """The lag growing batch after batch is one warning (at the third growth), not one per
+    batch; a batch that catches up ends the run, and a new run of growth warns again.
+    Rates: records over the wall-clock time since the batch before."""
+    from graphcep.runtime.streaming import GROWING_BATCHES, Pace
+
+    pace = Pace(offered_rate=10_000, cap=500)
+    lags = [1.0, 2.0, 3.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0]  # seconds, after each batch
+    warned = [bool(pace.observe(500, 0.25, int(lag * S), now=0.25 * (i + 1)))
+              for i, lag in enumerate(lags)]
+    # growths: batches 1, 2 | 4, 5, 6, 7, 8 -> the third growth of a run is batch 6
+    assert GROWING_BATCHES == 3
+    assert warned == [False, False, False, False, False, False, True, False, False]
+    assert pace.batch_rate == 2_000  # 500 records in the 0.25 s since the batch before
+    figures = pace.as_dict()
+    assert figures == {"matched_rate": 2_000.0, "offered_rate": 10_000, "lag_s": 6.0,
+                       "max_lag_s": 6.0, "backlog": 60_000}
+    assert pace.line() == "matched 2,000/s, offered 10,000/s, lag 6.0 s (60,000 records behind)"
+
+
+def test_pace_without_a_lag_reports_the_matched_rate_only():
+    from graphcep.runtime.streaming import Pace
+
+    pace = Pace()
+    assert pace.observe(300, 2.0, None, now=10.0) == []
+    assert pace.line() == "matched 150/s"
+    assert pace.as_dict() == {"matched_rate": 150.0}

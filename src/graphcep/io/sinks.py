@@ -410,21 +410,55 @@ def _next_part(directory: Path) -> int:
 
 
 def temporary_beside(target: Path) -> Path:
-    """A new empty file in ``target``'s directory, hidden, to write and rename over it."""
+    """A new empty file in ``target``'s directory, hidden, to write and rename over it;
+    its mode is what ``open`` would give under the umask (``mkstemp`` makes it 0600,
+    which the renamed file would keep)."""
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=target.parent)
-    os.close(fd)
+    try:
+        os.fchmod(fd, 0o666 & ~current_umask())
+    finally:
+        os.close(fd)
     return Path(tmp)
 
 
+def current_umask() -> int:
+    """The process's umask, read without changing it where Linux shows it (changing it
+    for a moment, as the portable way does, would race with other threads' files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
 def replace_atomically(target: Path, write) -> None:
-    """Write through a temporary file in the same directory, then rename over ``target``."""
+    """Write through a temporary file in the same directory, then rename over ``target``.
+    A failed write names ``target`` (not the hidden temporary file, nor nothing: a write
+    on an open file says no name)."""
     tmp = str(temporary_beside(target))
     try:
         write(tmp)
         os.replace(tmp, target)
+    except OSError as err:
+        number = err.errno or _arrow_errno(err)  # pyarrow says it in its text only
+        if err.filename not in (None, tmp) or number is None:
+            raise
+        raise OSError(number, err.strerror or os.strerror(number), str(target)) from err
     finally:
         if os.path.exists(tmp):
             os.unlink(tmp)
+
+
+def _arrow_errno(err: OSError) -> int | None:
+    """The errno in a pyarrow ``OSError``'s text (``... Detail: [errno 28] No space
+    left on device``), which it does not set."""
+    found = re.search(r"\[errno (\d+)\]", str(err))
+    return int(found.group(1)) if found else None
 
 
 class _FileSink(Sink):

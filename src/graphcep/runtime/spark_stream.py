@@ -29,21 +29,35 @@ Sources
     state: a restart matches whatever the socket sends next. At-most-once for the lines
     in flight, which Spark documents for this source; the lines of a micro-batch that a
     crash or interrupt left unfinished are counted and reported at the next start
-    (:func:`socket_lines_lost`).
+    (:func:`socket_lines_lost`). graphcep holds the connection itself and hands the lines
+    on to Spark (:class:`SocketRelay`): a server that goes away is reconnected to with
+    backoff, and a micro-batch takes at most ``--max-records-per-batch`` lines.
 :class:`GeneratorSource`
-    The netflow generator as a stream (Spark's ``rate`` source): edge ``i`` arrives at
+    The netflow generator as a stream (Spark's ``rate-micro-batch`` source: at most
+    ``--max-records-per-batch`` rows a micro-batch, see :meth:`GeneratorSource.stream_df`,
+    its offsets the rows and their due time): edge ``i`` arrives at
     ``i / rate`` seconds of event time, its endpoints drawn as :func:`generate_netflow`
     draws them (uniform source, uniform different destination) but from a counter-based
     hash of ``(seed, i)``, so any micro-batch can be generated on its own and a re-run
-    batch regenerates the same edges. ``arrived_us`` holds the wall-clock time Spark
-    stamped on the row, for latency measurements. Replayable, so exactly-once.
+    batch regenerates the same edges. ``arrived_us`` holds the wall-clock time the row was
+    due, for latency measurements; how long the newest row taken had been due is the
+    stream's lag. Replayable, so exactly-once.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
+import json
 import os
 import re
+import select
 import shutil
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -63,9 +77,15 @@ from graphcep.io.readers import (
     last_second,
     read_edges_bytes,
 )
+from graphcep.io.sinks import replace_atomically
 from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.streaming import BatchReport, StreamOperator, print_report
+from graphcep.runtime.streaming import BatchReport, Pace, StreamOperator, print_report
+
+#: ``--max-records-per-batch`` when not given: about two seconds of matching at the driver
+#: engine's quarter of a million edges a second, so that a stream offered more than it can
+#: match falls behind in batches of bounded size instead of ever larger ones
+DEFAULT_MAX_RECORDS = 500_000
 
 
 @dataclass
@@ -78,6 +98,9 @@ class SourceBatch:
     lines: int = 0
     #: file ordinal (``seq >> 40``) -> name, for late-edge records and warnings
     names: dict[int, str] | None = None
+    #: how long the newest record taken had been due when the batch was read (µs; None:
+    #: the source cannot tell), see :class:`~graphcep.runtime.streaming.Pace`
+    lag_us: int | None = None
 
 
 @dataclass
@@ -184,24 +207,45 @@ class FileSource:
 
 @dataclass
 class SocketSource:
-    """Lines from ``host:port`` (see module docstring)."""
+    """Lines from ``host:port`` (see module docstring), through a :class:`SocketRelay`."""
 
     host: str
     port: int
     fmt: str = "vast"
     options: ReaderOptions = field(default_factory=ReaderOptions)
+    #: the most lines one micro-batch takes (``--max-records-per-batch``)
+    max_records: int = DEFAULT_MAX_RECORDS
+    relay: SocketRelay | None = field(default=None, repr=False, compare=False)
 
     def stream_df(self, spark: Any) -> Any:
+        if self.relay is None:
+            try:
+                self.relay = SocketRelay(self.host, self.port, self.max_records,
+                                         self.describe())
+            except OSError as err:
+                reason = ("connection refused (no server listening there; start it first)"
+                          if isinstance(err, ConnectionRefusedError) else
+                          f"cannot connect ({err.strerror or err})")
+                raise StreamFailure(f"--source {self.describe()}: {reason}") from None
         # one partition: with more, Spark deals the lines out round-robin and their order
         # (which numbers them) would be lost
-        return (spark.readStream.format("socket").option("host", self.host)
-                .option("port", str(self.port)).option("numPartitions", "1").load())
+        return (spark.readStream.format("socket").option("host", "127.0.0.1")
+                .option("port", str(self.relay.port)).option("numPartitions", "1").load())
 
     def describe(self) -> str:
         return f"tcp://{self.host}:{self.port}"
 
+    def close(self) -> None:
+        """End the connection to the server (the stream has stopped)."""
+        if self.relay is not None:
+            self.relay.close()
+            self.relay = None
+
     def read_batch(self, batch_df: Any, operator: StreamOperator) -> SourceBatch:
         lines = batch_df.toArrow().column("value").combine_chunks()
+        if self.relay is not None:
+            self.relay.taken(len(lines))
+            operator.totals.lost += self.relay.lost_since()  # checkpointed with this batch
         if len(lines) == 0:
             return SourceBatch(None)
         first = operator.totals.lines + 1
@@ -212,6 +256,138 @@ class SocketSource:
         name = pa.array([f"{self.host}:{self.port}"] * rejects.num_rows, pa.string())
         rejects = pa.Table.from_arrays([name, *rejects.columns], schema=READ_REJECT_SCHEMA)
         return SourceBatch(edges, rejects, 0, len(lines), {0: f"{self.host}:{self.port}"})
+
+
+def _closed_by_peer(connection: socket.socket) -> bool:
+    """Whether the other end closed ``connection`` (it is readable, and reads nothing)."""
+    try:
+        readable, _, _ = select.select([connection], [], [], 0)
+        return bool(readable) and connection.recv(1, socket.MSG_PEEK) == b""
+    except OSError:
+        return True
+
+
+#: Seconds between attempts to reach a socket server that went away: doubling up to this
+RECONNECT_MAX_S = 30.0
+
+
+class SocketRelay:
+    """Graphcep's connection to a socket server, handed on to Spark's socket source
+    through a port of its own on 127.0.0.1.
+
+    Spark's socket source reads a connection until the server closes it and then says
+    nothing: the stream sat idle, and a restarted server was never contacted. The relay
+    says once that the server went away (one warning line), tries it again after 1, 2, 4
+    ... seconds (at most :data:`RECONNECT_MAX_S`) and goes on with what the new
+    connection sends; a line the server was half-way through when it went is counted
+    lost. It also caps the micro-batches: at most ``cap`` lines are handed to Spark
+    that a finished micro-batch has not taken (:meth:`taken`), so a micro-batch holds at
+    most ``cap`` lines and what the server sends beyond waits in the network's buffers
+    and the server (whose writes then block), not in memory.
+    """
+
+    def __init__(self, host: str, port: int, cap: int, name: str,
+                 connect_timeout: float = 10.0) -> None:
+        self.host, self.port_upstream, self.cap, self.name = host, port, cap, name
+        self.timeout = connect_timeout
+        self.upstream = socket.create_connection((host, port), timeout=connect_timeout)
+        self.upstream.settimeout(None)
+        self.listener = socket.create_server(("127.0.0.1", 0))
+        self.port = self.listener.getsockname()[1]
+        self.lines_relayed = 0
+        self._lost = 0
+        self._in_flight = 0
+        self._credit = threading.Condition()
+        self._closed = threading.Event()
+        threading.Thread(target=self._run, name="socket-relay", daemon=True).start()
+
+    def close(self) -> None:
+        """Stop relaying (the stream has ended): no warning, no attempt to reconnect."""
+        self._closed.set()
+        for end in (self.upstream, self.listener):
+            with contextlib.suppress(OSError):
+                end.shutdown(socket.SHUT_RDWR)
+            with contextlib.suppress(OSError):
+                end.close()
+        with self._credit:
+            self._credit.notify_all()
+
+    def taken(self, lines: int) -> None:
+        """A micro-batch took ``lines`` lines: as many more may go to Spark."""
+        with self._credit:
+            self._in_flight = max(0, self._in_flight - lines)
+            self._credit.notify_all()
+
+    def lost_since(self) -> int:
+        """Lines lost to a server going away since the last call."""
+        with self._credit:
+            lost, self._lost = self._lost, 0
+        return lost
+
+    def _run(self) -> None:
+        try:
+            spark, _ = self.listener.accept()
+        except OSError:  # closed before Spark connected
+            return
+        with spark:
+            while not self._closed.is_set():
+                try:
+                    self._relay_connection(spark)
+                except OSError:  # Spark's end closed: the query stopped
+                    return
+                if not self._closed.is_set() and not _closed_by_peer(spark):
+                    self._reconnect(spark)
+
+    def _relay_connection(self, spark: socket.socket) -> None:
+        """Hand on the current connection's lines until the server closes it."""
+        rest = b""
+        while True:
+            try:
+                data = self.upstream.recv(1 << 16)
+            except OSError:
+                data = b""
+            if not data:
+                if rest and not self._closed.is_set():  # the line the server was writing
+                    with self._credit:
+                        self._lost += 1
+                self.upstream.close()
+                return
+            *lines, rest = (rest + data).split(b"\n")
+            self._hand_on(spark, lines)
+
+    def _hand_on(self, spark: socket.socket, lines: list[bytes]) -> None:
+        done = 0
+        while done < len(lines):
+            with self._credit:
+                while self._in_flight >= self.cap and not self._closed.is_set():
+                    self._credit.wait()
+                if self._closed.is_set():
+                    return
+                count = min(self.cap - self._in_flight, len(lines) - done)
+                self._in_flight += count
+            spark.sendall(b"\n".join(lines[done:done + count]) + b"\n")
+            done += count
+            self.lines_relayed += count
+
+    def _reconnect(self, spark: socket.socket) -> None:
+        print(f"graphcep: warning: {self.name} went away after {self.lines_relayed:,} lines; "
+              f"trying it again every 1 s, doubling to {RECONNECT_MAX_S:.0f} s (what it "
+              "sends meanwhile goes to no one)", file=sys.stderr, flush=True)
+        delay = 1.0
+        while not self._closed.wait(delay):
+            if _closed_by_peer(spark):  # the query stopped: no one to read it for
+                self.close()
+                return
+            try:
+                self.upstream = socket.create_connection((self.host, self.port_upstream),
+                                                         timeout=self.timeout)
+            except OSError:
+                delay = min(RECONNECT_MAX_S, delay * 2)
+                continue
+            self.upstream.settimeout(None)
+            print(f"graphcep: {self.name} is back: reading it again", file=sys.stderr,
+                  flush=True)
+            return
 
 
 @dataclass
@@ -225,13 +401,48 @@ class GeneratorSource:
     #: edges per second of *event* time (default ``rate``): replaying a stream faster or
     #: slower than it happened, e.g. 60k/s of netflow at 250k rows/s
     event_rate: int | None = None
+    #: the most rows one micro-batch takes (``--max-records-per-batch``)
+    max_records: int = DEFAULT_MAX_RECORDS
+    #: seconds between micro-batches (``--trigger``; default: :meth:`interval`)
+    trigger_seconds: float | None = None
 
     def describe(self) -> str:
         return (f"generator (vertices {self.vertices}, rate {self.rate}, seed {self.seed}, "
                 f"event rate {self.event_rate or self.rate})")
 
+    def interval(self) -> float:
+        """Seconds between micro-batches when the stream keeps up: ``--trigger``, else
+        one second -- shortened where its rows would pass :attr:`max_records`, so that the
+        rows stay due at ``rate`` a second.
+
+        >>> GeneratorSource(100, rate=2_000_000, max_records=500_000).interval()
+        0.25
+        >>> GeneratorSource(100, rate=1_000, max_records=500, trigger_seconds=2).interval()
+        0.5
+        """
+        return min(self.trigger_seconds or 1.0, self.max_records / self.rate)
+
+    def rows_per_batch(self) -> int:
+        """The rows of one micro-batch: the rate over :meth:`interval`, at most
+        :attr:`max_records`.
+
+        >>> GeneratorSource(100, rate=2_000_000, max_records=500_000).rows_per_batch()
+        500000
+        """
+        return max(1, min(self.max_records, round(self.rate * self.interval())))
+
     def stream_df(self, spark: Any) -> Any:
-        reader = spark.readStream.format("rate").option("rowsPerSecond", str(self.rate))
+        """Spark's ``rate-micro-batch`` source: :meth:`rows_per_batch` rows a micro-batch,
+        their timestamps :meth:`interval` apart from the stream's first start (when they
+        were due; a restart goes on from the row and time in Spark's offsets), the
+        micro-batches that far apart (:func:`start_stream`) or back to back when slower.
+        Spark's ``rate`` source, whose micro-batch takes every row due since the one
+        before, followed a slow batch by a larger one: they grew geometrically."""
+        interval = self.interval()
+        reader = (spark.readStream.format("rate-micro-batch")
+                  .option("rowsPerBatch", str(self.rows_per_batch()))
+                  .option("advanceMillisPerBatch", str(max(1, round(interval * 1000))))
+                  .option("startTimestamp", str(int(time.time() * 1000))))
         if self.partitions:
             reader = reader.option("numPartitions", str(self.partitions))
         return reader.load()
@@ -244,7 +455,9 @@ class GeneratorSource:
         arrived = pc.cast(rows.column("timestamp"), pa.timestamp("us")).cast(pa.int64())
         edges = generated_edges(index, self.vertices, self.event_rate or self.rate, self.seed)
         edges = edges.append_column("arrived_us", arrived)
-        return SourceBatch(edges, None, 0, rows.num_rows)
+        # the rows' timestamps are when each was due: the newest one's age is the lag
+        lag_us = max(0, int(time.time() * US_PER_SECOND) - int(pc.max(arrived).as_py()))
+        return SourceBatch(edges, None, 0, rows.num_rows, lag_us=lag_us)
 
     def read_part(self, rows: pa.Table) -> SourcePart:
         """One executor task's rows as edges (see :class:`SourcePart`)."""
@@ -313,6 +526,7 @@ def start_stream(
     available_now: bool = False,
     on_report: Any = print_report,
     batch_offset: int = 0,
+    pace: Pace | None = None,
 ) -> Any:
     """Start the streaming query: ``source`` -> ``operator`` per micro-batch.
 
@@ -321,6 +535,8 @@ def start_stream(
     holds now and stops (then call ``operator.flush``, see :func:`run_available_now`).
     The operator numbers Spark's batch ``b`` as ``batch_offset + b`` (a socket source
     starts Spark's numbering afresh at every start, :func:`restart_socket_checkpoint`).
+    ``pace``, when given, notes each batch's records and the source's lag, and adds its
+    figures to the batch's report (and its warning, when the stream falls behind).
 
     A micro-batch that raises fails the query before Spark commits it, so a restart runs
     it again from the state before it; :func:`await_query` raises the error as a
@@ -328,15 +544,25 @@ def start_stream(
     """
 
     operator.failure = None  # a new query: an earlier one's failure is not its own
+    gate = operator.gate = BatchGate()
 
     def on_batch(batch_df: Any, spark_batch_id: int) -> None:
         batch_id = batch_offset + spark_batch_id
+        with gate.batch():
+            take(batch_df, batch_id)
+
+    def take(batch_df: Any, batch_id: int) -> None:
         try:
+            began = time.perf_counter()
             operator.recover(batch_id)  # the source numbers files and lines from the state
             got = source.read_batch(batch_df, operator)
             report: BatchReport = operator.process(batch_id, got.edges, got.rejects,
                                                    files=got.files, lines=got.lines,
                                                    names=got.names)
+            if pace is not None:
+                now = time.perf_counter()
+                report.warnings += pace.observe(got.lines, now - began, got.lag_us, now)
+                report.pace = pace.line()
             if on_report is not None:
                 on_report(report)
         except Exception as err:
@@ -345,6 +571,8 @@ def start_stream(
                 operator.failure = BatchFailure(batch_id, err)
             raise
 
+    if isinstance(source, GeneratorSource):  # its rows are due at this pace
+        trigger_seconds = source.interval()
     discard_unfinished_writes(Path(checkpoint) / "spark")
     writer = (source.stream_df(spark).writeStream.foreachBatch(on_batch)
               .option("checkpointLocation", str(Path(checkpoint) / "spark")))
@@ -352,7 +580,13 @@ def start_stream(
         writer = writer.trigger(availableNow=True)
     elif trigger_seconds:
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
-    return writer.start()
+    try:
+        return writer.start()  # writes the query's metadata into the checkpoint
+    except Exception as err:
+        full = disk_failure(err, Path(checkpoint) / "spark")
+        if full is None:
+            raise
+        raise full from None
 
 
 def discard_unfinished_writes(spark_dir: Path) -> list[Path]:
@@ -373,6 +607,55 @@ def discard_unfinished_writes(spark_dir: Path) -> list[Path]:
     return removed
 
 
+class StopRequested(Exception):
+    """Raised at the start of a micro-batch once the stream is to stop (:class:`BatchGate`):
+    Spark commits nothing of that batch, which the next start runs."""
+
+
+class BatchGate:
+    """Lets a stream stop between micro-batches, never inside one.
+
+    ``StreamingQuery.stop()`` interrupts the micro-batch under way: its Python code is cut
+    short inside a call into the JVM, and Spark then reads the error's text with a
+    regular expression that overflows the JVM's stack on a long traceback (a
+    ``StackOverflowError`` trace of a thousand lines, the query never told). Closed, the
+    gate waits for the batch under way to finish, and a batch that starts after raises
+    :class:`StopRequested` before it reads anything; the query can then be stopped.
+    """
+
+    def __init__(self) -> None:
+        self._closing = threading.Event()
+        self._running = threading.Lock()
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Around one micro-batch (raises :class:`StopRequested` once closed)."""
+        with self._running:
+            if self._closing.is_set():
+                raise StopRequested("the stream is stopping")
+            yield
+
+    def close(self, timeout: float | None = None) -> bool:
+        """No micro-batch starts from now; wait (at most ``timeout`` seconds) for the one
+        under way. Whether it finished."""
+        self._closing.set()
+        if not self._running.acquire(timeout=-1 if timeout is None else timeout):
+            return False
+        self._running.release()
+        return True
+
+
+def stop_between_batches(query: Any, operator: Any) -> None:
+    """Stop a query after its micro-batch under way, if any (:class:`BatchGate`; a query
+    started without one is stopped at once)."""
+    gate = getattr(operator, "gate", None)
+    if gate is not None:
+        gate.close()
+    query.stop()
+    if isinstance(getattr(operator.failure, "cause", None), StopRequested):
+        operator.failure = None  # the batch it kept from starting is the next start's
+
+
 class BatchFailure(Exception):
     """Micro-batch ``batch_id`` raised ``cause``; Spark committed nothing of it, so the
     checkpoint holds the batches before it and a restart runs it again."""
@@ -381,6 +664,23 @@ class BatchFailure(Exception):
         super().__init__(f"micro-batch {batch_id} failed: {one_line(cause)}")
         self.batch_id = batch_id
         self.cause = cause
+
+
+#: What the JVM says when the system fails a write, as the errno Python would give.
+_DISK_ERRORS = {"No space left on device": errno.ENOSPC, "Disk quota exceeded": errno.EDQUOT,
+                "Read-only file system": errno.EROFS, "Input/output error": errno.EIO}
+
+
+def disk_failure(err: BaseException, where: Path) -> OSError | None:
+    """The system's failure to write Spark's checkpoint (a full disk...), which Spark
+    raises as a Java exception, as the ``OSError`` Python would raise for ``where`` (the
+    command line then says it in one line naming the path, exit 1); None for another
+    error."""
+    text = str(getattr(err, "desc", None) or err)
+    for reason, number in _DISK_ERRORS.items():
+        if reason in text:
+            return OSError(number, reason, str(where))
+    return None
 
 
 class StreamFailure(Exception):
@@ -409,10 +709,15 @@ def await_query(query: Any, operator: StreamOperator, timeout: float | None = No
 
 
 def _failure(err: Any, operator: StreamOperator, source: Any) -> Exception:
+    """What :func:`await_query` raises for ``err`` (see there; the system failing a
+    write of Spark's checkpoint: an ``OSError``, :func:`disk_failure`)."""
     if operator.refusal is not None:
         return operator.refusal
     if operator.failure is not None:
         return operator.failure
+    full = disk_failure(err, _checkpoint_of(operator) / "spark")
+    if full is not None:
+        return full
     text = str(getattr(err, "desc", None) or err)
     bound = StateBoundError.found_in(text)  # hit in a cell on an executor
     if bound is not None:
@@ -430,6 +735,13 @@ def _failure(err: Any, operator: StreamOperator, source: Any) -> Exception:
     return StreamFailure(f"the streaming query over {where} stopped: {reason}")
 
 
+def _checkpoint_of(operator: Any) -> Path:
+    """The stream's checkpoint directory (a StreamOperator keeps its state under
+    ``state``, the executor mode's run the checkpoint itself)."""
+    state = getattr(operator, "state_dir", None)
+    return state.parent if state is not None else Path(getattr(operator, "checkpoint", "."))
+
+
 def quiet_query_errors(spark: Any) -> None:
     """Keep Spark from logging a failed streaming query's error (both stack traces, a
     hundred lines or more): :func:`await_query` raises it, and the command line reports
@@ -439,25 +751,54 @@ def quiet_query_errors(spark: Any) -> None:
         "org.apache.spark.sql.execution.streaming", jvm.org.apache.logging.log4j.Level.OFF)
 
 
-def restart_socket_checkpoint(operator: StreamOperator, checkpoint: str | os.PathLike) -> int:
+def restart_socket_checkpoint(operator: StreamOperator,
+                              checkpoint: str | os.PathLike) -> tuple[int, int]:
     """Begin a socket source's Spark checkpoint afresh; return the operator's batch id for
-    Spark's batch 0 (:func:`start_stream`'s ``batch_offset``).
+    Spark's batch 0 (:func:`start_stream`'s ``batch_offset``) and the lines newly counted
+    lost.
 
     Spark's socket offsets count the lines of one connection: restored at a restart they
     make Spark drop the new connection's first lines as done, or fail ("Offsets committed
     out of order"). The lines of a micro-batch the last run left unfinished are counted
-    into the operator's ``lost`` total first (:func:`socket_lines_lost`).
+    into the operator's ``lost`` total first (:func:`socket_lines_lost`), and the total is
+    written to ``CHECKPOINT/socket-lost.json`` before Spark's offsets go: a start that
+    fails before its first micro-batch (no server listening yet) would otherwise take the
+    count with it, the operator's state not being written until a batch finishes.
     """
     spark_dir = Path(checkpoint) / "spark"
     offset = operator.resume() + 1  # loads the state first: the count goes into it
-    operator.totals.lost += socket_lines_lost(spark_dir, operator)
+    record = Path(checkpoint) / _LOST_FILE
+    kept = json.loads(record.read_text()) if record.exists() else {}
+    newly = 0
+    unfinished = _unfinished_batch(spark_dir)
+    if unfinished is not None and unfinished != kept.get("counted"):  # not counted yet
+        newly = socket_lines_lost(spark_dir, operator)
+    lost = max(operator.totals.lost, int(kept.get("lost", 0))) + newly
+    if unfinished is not None:
+        text = json.dumps({"lost": lost, "counted": unfinished}) + "\n"
+        replace_atomically(record, lambda path: Path(path).write_text(text))
+    operator.totals.lost = lost
     shutil.rmtree(spark_dir, ignore_errors=True)
     spark_dir.mkdir(parents=True)
     (spark_dir / _BATCH_OFFSET_FILE).write_text(f"{offset}\n")
-    return offset
+    return offset, newly
 
 
 _BATCH_OFFSET_FILE = "graphcep-batch-offset"
+
+#: The socket lines lost so far, and which Spark run's micro-batch was counted last
+_LOST_FILE = "socket-lost.json"
+
+
+def _unfinished_batch(spark_dir: Path) -> str | None:
+    """Which Spark run (its first operator batch id) and micro-batch the offsets log
+    names last, when Spark did not commit it; None when there is none."""
+    offsets = _batch_files(spark_dir / "offsets")
+    if not offsets or max(offsets) in _batch_files(spark_dir / "commits"):
+        return None
+    marker = spark_dir / _BATCH_OFFSET_FILE
+    start = marker.read_text().strip() if marker.exists() else "0"
+    return f"{start}+{max(offsets)}"
 
 
 def socket_lines_lost(spark_dir: Path, operator: StreamOperator) -> int:

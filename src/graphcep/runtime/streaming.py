@@ -101,6 +101,9 @@ class BatchReport:
     notes: list[str] = field(default_factory=list)
     #: whether this is the end-of-input flush, which releases every edge still held
     final: bool = False
+    #: the stream's pace after this batch (matched rate, and where the source knows them
+    #: the offered rate and the lag), from :class:`Pace`; empty: not measured
+    pace: str = ""
 
     def line(self) -> str:
         """The progress line; the watermark reads ``-`` until it has released an edge (a
@@ -116,7 +119,7 @@ class BatchReport:
             f"{self.late:,} late, {self.rejected:,} rejected, "
             f"{counted_noun(self.matches, 'match', 'matches')} | "
             f"state {counted_noun(held, 'edge')} in window, {self.buffered:,} buffered | watermark {frontier} | "
-            f"took {self.seconds:.2f} s"
+            f"took {self.seconds:.2f} s" + (f" | {self.pace}" if self.pace else "")
         )
 
 
@@ -276,6 +279,12 @@ class StreamOperator:
         self.refusal: QueryError | None = None
         #: the error a micro-batch raised under Spark (see ``spark_stream.start_stream``)
         self.failure: Exception | None = None
+        #: what lets the Spark query driving it stop between micro-batches
+        #: (``spark_stream.BatchGate``), set when one starts
+        self.gate: Any = None
+        #: how the stream keeps up since this start (:class:`Pace`), where its driver
+        #: measures it; the summary shows it
+        self.pace: Pace | None = None
         #: label column -> the query's labels seen there since this start (DDST jobs;
         #: held in memory only, at most the query's own labels)
         self.labels_seen: dict[str, set[str]] = {}
@@ -690,6 +699,112 @@ def _json_value(name: str, value: Any) -> str:
     if name in _TIME_COLUMNS and isinstance(value, int):
         return format_seconds(value)
     return json.dumps(value, default=str)
+
+
+#: Micro-batches in a row whose lag grew before the stream is said to fall behind.
+GROWING_BATCHES = 3
+
+
+class Pace:
+    """How a stream keeps up: the records its micro-batches took against the wall-clock
+    time they took (the matched rate), the rate its source offers, and the lag the source
+    reports after each batch (how long the newest record taken was due; the records due
+    since are the backlog).
+
+    Parameters
+    ----------
+    offered_rate : float or None
+        Records a second the source offers (the generator's ``--rate``); None: unknown.
+    cap : int or None
+        The most records a micro-batch takes (``--max-records-per-batch``), named in the
+        warning.
+
+    Examples
+    --------
+    >>> pace = Pace(offered_rate=1_000, cap=100)
+    >>> [pace.observe(100, 1.0, lag_us, now=1.0 + i) for i, lag_us in
+    ...  enumerate((1_000_000, 2_000_000, 3_000_000))]
+    [[], [], []]
+    >>> pace.line()
+    'matched 100/s, offered 1,000/s, lag 3.0 s (3,000 records behind)'
+    >>> pace.observe(100, 1.0, 4_000_000, now=4.0)[0][:60]
+    'falling behind: the lag grew 3 micro-batches in a row, to 4.'
+    """
+
+    def __init__(self, offered_rate: float | None = None, cap: int | None = None) -> None:
+        self.offered_rate = offered_rate
+        self.cap = cap
+        self.records = 0
+        self.batch_rate = 0.0
+        self.lag_us: int | None = None
+        self.max_lag_us: int | None = None
+        self._first: float | None = None
+        self._last: float | None = None
+        self._growing = 0  # batches in a row whose lag grew
+        self._warned = False
+
+    def observe(self, records: int, seconds: float, lag_us: int | None,
+                now: float) -> list[str]:
+        """Note a micro-batch that took ``records`` in ``seconds`` and ended at ``now``
+        (``time.perf_counter()``) with the source ``lag_us`` behind (None: unknown);
+        return the warning to print, if the lag has grown :data:`GROWING_BATCHES`
+        batches in a row (once for each such run)."""
+        start = self._last if self._last is not None else now - seconds
+        if self._first is None:
+            self._first = start
+        self.records += records
+        self.batch_rate = records / max(now - start, 1e-6)
+        self._last = now
+        return [] if lag_us is None else self._watch_lag(lag_us)
+
+    def _watch_lag(self, lag_us: int) -> list[str]:
+        grew = self.lag_us is not None and lag_us > self.lag_us
+        self.lag_us = lag_us
+        self.max_lag_us = max(self.max_lag_us or 0, lag_us)
+        self._growing = self._growing + 1 if grew else 0
+        if not grew:
+            self._warned = False
+        if self._growing < GROWING_BATCHES or self._warned:
+            return []
+        self._warned = True
+        capped = (f", and a micro-batch takes at most {self.cap:,} records "
+                  "(--max-records-per-batch)" if self.cap else "")
+        return [f"falling behind: the lag grew {GROWING_BATCHES} micro-batches in a row, "
+                f"to {lag_us / 1e6:.1f} s ({self._rates()}); the records due meanwhile "
+                f"wait at the source{capped}"]
+
+    def _rates(self) -> str:
+        offered = f", offered {self.offered_rate:,.0f}/s" if self.offered_rate else ""
+        return f"matched {self.batch_rate:,.0f}/s{offered}"
+
+    def backlog(self) -> int | None:
+        """Records due and not yet taken (the lag at the offered rate), if both are known."""
+        if self.lag_us is None or not self.offered_rate:
+            return None
+        return round(self.lag_us * self.offered_rate / 1e6)
+
+    def line(self) -> str:
+        """The progress line's part: the last batch's matched rate, the offered rate and
+        the lag, where known."""
+        if self.lag_us is None:
+            return self._rates()
+        behind = self.backlog()
+        return (f"{self._rates()}, lag {self.lag_us / 1e6:.1f} s"
+                + (f" ({behind:,} records behind)" if behind is not None else ""))
+
+    def as_dict(self) -> dict[str, Any]:
+        """The summary's figures: records a second over the whole run, offered and
+        matched, and the last and largest lag (seconds) and backlog, where known."""
+        span = (self._last or 0.0) - (self._first or 0.0)
+        figures: dict[str, Any] = {
+            "matched_rate": round(self.records / span, 1) if span > 0 else None}
+        if self.offered_rate:
+            figures["offered_rate"] = self.offered_rate
+        if self.lag_us is not None:
+            figures.update(lag_s=round(self.lag_us / 1e6, 3),
+                           max_lag_s=round((self.max_lag_us or 0) / 1e6, 3),
+                           backlog=self.backlog())
+        return figures
 
 
 def print_report(report: BatchReport) -> None:

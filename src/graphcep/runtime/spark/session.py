@@ -7,7 +7,7 @@ import os
 from concurrent.futures import ThreadPoolExecutor
 
 from graphcep.cores import usable_cores
-from graphcep.interrupts import honour, interrupt_deferred
+from graphcep.interrupts import honour, interrupt_deferred, jvm_stderr_relay
 from graphcep.runtime.spark_start import (
     JavaMissingError,
     SparkStartError,
@@ -68,6 +68,26 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep",
     return session
 
 
+def _get_or_create(builder):
+    """``builder.getOrCreate()``, the JVM (when this starts it) writing its stderr through
+    :func:`~graphcep.interrupts.jvm_stderr_relay`: nothing it writes comes after an
+    interrupted command's one line."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+
+    if SparkContext._gateway is None:
+        conf = SparkConf()
+        for key, value in builder._options.items():  # the JVM's own (driver memory) too
+            conf.set(key, str(value))
+        write = jvm_stderr_relay()
+        try:
+            gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+        finally:
+            os.close(write)
+        SparkContext._ensure_initialized(gateway=gateway)
+    return builder.getOrCreate()
+
+
 def _started_off_main_thread(builder):
     """``builder.getOrCreate()`` in a thread of its own, the main thread waiting for it.
 
@@ -78,7 +98,7 @@ def _started_off_main_thread(builder):
     :func:`~graphcep.interrupts.interrupt_deferred`, then ``exit_on_interrupt``'s).
     """
     with ThreadPoolExecutor(1, thread_name_prefix="spark-start") as pool:
-        session = pool.submit(builder.getOrCreate).result()
+        session = pool.submit(_get_or_create, builder).result()
     # the JVM keeps the active session per thread: make it this thread's, as it would be
     # had it started here (``SparkSession.getActiveSession()``)
     session._jvm.SparkSession.setActiveSession(session._jsparkSession)
