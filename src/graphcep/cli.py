@@ -83,6 +83,7 @@ from graphcep.io.sinks import (
     refuse_files_among_parts,
     writing,
 )
+from graphcep.io.time_text import clock_for
 from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
@@ -406,7 +407,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             raise QueryError(refusal)
         options = projected(job, args.input, fmt, reader_options(args))
     rejects = RejectLog(args.rejects)
-    output = job.output
+    output = job.output.with_clock(clock_for(args.time_format))
     if widening is not None and args.engine == "local":
         with phases.phase("widening (reading and matching)"):
             matches, stats, lines, edges = _run_widening(job, widening, args.input, fmt,
@@ -418,7 +419,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         matches, stats, lines, edges = _run_spark(job, args, fmt, options, rejects, phases,
                                                   widening)
     if widening is not None:
-        output = widened_format(job.output)
+        output = widened_format(output)
     with phases.phase("writing matches and rejects"):
         with writing(args.output), make_sink(args.output, out_format, limit=args.limit,
                                              matches=output, whole=True) as sink:
@@ -429,7 +430,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         with phases.phase("drawing matches"):
             from graphcep.pictures.command import draw_table
 
-            draw_table(matches, args.draw, args.draw_dir or "pictures")
+            draw_table(matches, args.draw, args.draw_dir or "pictures",
+                       clock_for(args.time_format))
     stats.seconds = time.perf_counter() - started
     stats.phases = phases.seconds
     summary = _summary(args, job, stats, lines, rejects)
@@ -458,7 +460,7 @@ def _run_pictures(args: argparse.Namespace, job: ReplayJob,
         from graphcep.pictures.runs import run_timeline_png
 
         with phases.phase("drawing the timeline"), writing(args.timeline):
-            run_timeline_png(edges, matches, args.timeline)
+            run_timeline_png(edges, matches, args.timeline, clock=clock_for(args.time_format))
     if args.report is not None:
         from graphcep.pictures.runs import run_report
 
@@ -466,7 +468,8 @@ def _run_pictures(args: argparse.Namespace, job: ReplayJob,
             command = "subscribe" if getattr(args, "query_kind", None) == "subs" else "run"
             run_report(args.report, query=args.query, plan=explain_lines(job, widening),
                        summary=summary, edges=edges, matches=matches,
-                       rejects=rejects.table(), draw=args.draw, command=command)
+                       rejects=rejects.table(), draw=args.draw, command=command,
+                       clock=clock_for(args.time_format))
 
 
 def refuse_spark_options(args: argparse.Namespace) -> None:

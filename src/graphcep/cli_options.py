@@ -124,8 +124,10 @@ def count_option(least: int, below: int = 2**63) -> Any:
 
 def add_sal_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of SAL queries (``run``, ``explain`` and ``stream``)."""
-    parser.add_argument("--query-name", metavar="NAME",
-                        help="which SUBGRAPH of the SAL program (default: the first)")
+    parser.add_argument("--query-name", metavar="NAME[,NAME...]",
+                        help="which SUBGRAPH statements of the SAL program to run, "
+                             "comma-separated (default: all of them, over one read of the "
+                             "stream; each match names its query)")
     parser.add_argument("--window", type=seconds_option, metavar="SECONDS",
                         help="extent for SAL queries whose constraints do not bound it; a "
                              "query that bounds itself keeps its own bound (a narrower "

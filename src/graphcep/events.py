@@ -30,6 +30,7 @@ or equal with a later arrival.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import json
 import math
@@ -132,6 +133,28 @@ def format_seconds(us: int) -> str:
     if frac == 0:
         return f"{sign}{whole}"
     return f"{sign}{whole}.{frac:06d}".rstrip("0")
+
+
+def format_iso(us: int) -> str:
+    """Microseconds since the Unix epoch as an ISO-8601 date-time in UTC, the fraction
+    exact with trailing zeros trimmed (:func:`format_seconds` for a time outside the
+    years 1 to 9999, which ISO dates do not hold).
+
+    >>> format_iso(1_082_040_961_250_000), format_iso(0), format_iso(-1)
+    ('2004-04-15T14:56:01.25Z', '1970-01-01T00:00:00Z', '1969-12-31T23:59:59.999999Z')
+    """
+    whole, frac = divmod(us, US_PER_SECOND)
+    try:
+        stamp = _EPOCH + datetime.timedelta(seconds=whole)
+    except OverflowError:
+        return f"{format_seconds(us)}s"
+    text = stamp.strftime("%Y-%m-%dT%H:%M:%S")
+    if stamp.year < 1000:  # strftime does not pad every platform's years
+        text = f"{stamp.year:04d}" + text[text.index("-"):]
+    return (f"{text}.{frac:06d}".rstrip("0") if frac else text) + "Z"
+
+
+_EPOCH = datetime.datetime(1970, 1, 1, tzinfo=datetime.UTC)
 
 
 def counted_noun(count: int, noun: str, plural: str | None = None) -> str:

@@ -62,6 +62,7 @@ from graphcep.io.sinks import (
     sink_format,
     writing,
 )
+from graphcep.io.time_text import clock_for
 from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
@@ -385,7 +386,8 @@ def _stream_pictures(args: argparse.Namespace, plan: list[str], summary: dict[st
         with writing(args.report):
             stream_report(args.report, query=args.query, plan=plan, summary=summary,
                           progress=progress, first=sink.rows(),
-                          rejects_dir=summary["rejects_dir"])
+                          rejects_dir=summary["rejects_dir"],
+                          clock=clock_for(getattr(args, "time_format", None)))
 
 
 def matching_mode(args: argparse.Namespace, job: ReplayJob, source: Any,
@@ -728,10 +730,11 @@ def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
 def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
     """Console, or a directory of one part per micro-batch, in the format its name gives
     (:func:`~graphcep.io.sinks.sink_format`), else JSONL."""
+    matches = job.output.with_clock(clock_for(getattr(args, "time_format", None)))
     if args.output in (None, "-"):
-        return make_sink(None, limit=args.limit, matches=job.output)
+        return make_sink(None, limit=args.limit, matches=matches)
     fmt = sink_format(args.output) or "jsonl"
-    return make_sink(args.output, fmt, directory=True, matches=job.output)
+    return make_sink(args.output, fmt, directory=True, matches=matches)
 
 
 def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,

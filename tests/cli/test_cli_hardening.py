@@ -787,8 +787,12 @@ def test_time_format_reads_iso_times_and_keeps_durations_numbers(tmp_path, capsy
     assert last_json(capsys.readouterr().out)["rejected"] == 0
     (match,) = [json.loads(line) for line in out.read_text().splitlines()]
     start = 1_704_067_200  # 2024-01-01T00:00:00Z
-    assert [(e["t"], e["dur"]) for e in match["edges"]] == [
-        (start + 1, 1.5), (start + 2, 1), (start + 3, 2)]
+    # --time-format iso writes times as the input gave them (UTC); auto reads numbers
+    # too, so it writes seconds; durations are seconds either way
+    times = [f"2024-01-01T00:00:0{s}Z" for s in (1, 2, 3)] if time_format == "iso" else \
+        [start + 1, start + 2, start + 3]
+    assert [(e["t"], e["dur"]) for e in match["edges"]] == list(zip(times, [1.5, 1, 2],
+                                                                    strict=True))
 
 
 @pytest.mark.parametrize("constraints", [

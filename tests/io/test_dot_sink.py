@@ -204,7 +204,8 @@ def test_stream_command_picks_the_sink_by_the_directory_name(tmp_path: Path) -> 
     job = DDSTJob(parse_ddst("QUERY q; VERTICES A, B; EDGES x: A -> B; WITHIN 5 s;"))
     for name, kind in (("out.dot/", DotSink), ("out.parquet/", ParquetSink), ("out/", JsonlSink)):
         sink = _sink(Namespace(output=str(tmp_path / name), limit=20), job)
-        assert type(sink) is kind and sink.directory and sink.matches is DDST_MATCHES
+        assert type(sink) is kind and sink.directory and sink.matches == job.output
+        assert sink.matches.with_flat(None) == DDST_MATCHES
 
 
 def test_to_dot_is_what_the_sink_writes(tmp_path: Path) -> None:

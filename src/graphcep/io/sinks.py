@@ -54,7 +54,8 @@ import re
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -62,7 +63,9 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 
 from graphcep.events import MATCH_SCHEMA, counted_noun, format_seconds
+from graphcep.io.flat_columns import FlatColumns, timestamp_schema
 from graphcep.io.json_lines import sal_json_lines
+from graphcep.io.time_text import SECONDS, Clock
 
 _PART = re.compile(r"^part-(\d+)\.")
 _SAFE_ID = re.compile(r"^[A-Za-z0-9_.-]+$")
@@ -141,15 +144,16 @@ class ConsoleSink(Sink):
             self.stream.flush()
 
 
-def format_match(row: dict[str, Any], number: int) -> str:
-    """One match row (a :data:`MATCH_SCHEMA` dict) as a text block."""
-    first, last = format_seconds(row["first_t"]), format_seconds(row["last_t"])
-    lines = [f"match {number}  query={row['query']}  id={row['match_id']}  {first}s .. {last}s"]
+def format_match(row: dict[str, Any], number: int, clock: Clock = SECONDS) -> str:
+    """One match row (a :data:`MATCH_SCHEMA` dict) as a text block, times as ``clock``
+    writes them."""
+    first, last = clock.text(row["first_t"]), clock.text(row["last_t"])
+    lines = [f"match {number}  query={row['query']}  id={row['match_id']}  {first} .. {last}"]
     pairs = " ".join(f"{k}={v}" for k, v in _bindings(row["bindings"]))
     lines.append(f"  bindings: {pairs or '(none)'}")  # a ν-expression without variables
     for edge in row["edges"] or []:
         ends = f"{edge['src']} -> {edge['dst']}" if edge["dst"] else edge["src"]  # an event
-        lines.append(f"  {edge['var']}: {ends} @ {format_seconds(edge['t'])}s")
+        lines.append(f"  {edge['var']}: {ends} @ {clock.text(edge['t'])}")
     return "\n".join(lines) + "\n"
 
 
@@ -162,9 +166,11 @@ class MatchDrawing:
     title: str
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]]
     edges: list[tuple[tuple[str, str | None], tuple[str, str | None], str, int]]
+    #: how the edges' times are written
+    clock: Clock = SECONDS
 
 
-def sal_match_drawing(row: dict[str, Any]) -> MatchDrawing:
+def sal_match_drawing(row: dict[str, Any], clock: Clock = SECONDS) -> MatchDrawing:
     """A SAL match row as a :class:`MatchDrawing` (vertices have no labels here). An
     event (a time-event sequence's row: its ``dst`` empty) is a loop on its one node."""
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
@@ -176,16 +182,17 @@ def sal_match_drawing(row: dict[str, Any]) -> MatchDrawing:
         for end in (src, dst):
             nodes.setdefault((end, None), (end, []))
         edges.append(((src, None), (dst, None), e["var"], e["t"]))
-    title = (f"{row['query']}  id={row['match_id']}  {format_seconds(row['first_t'])}s .. "
-             f"{format_seconds(row['last_t'])}s")
-    return MatchDrawing(title, nodes, edges)
+    title = (f"{row['query']}  id={row['match_id']}  {clock.text(row['first_t'])} .. "
+             f"{clock.text(row['last_t'])}")
+    return MatchDrawing(title, nodes, edges, clock)
 
 
-def match_to_json(row: dict[str, Any]) -> str:
-    """One match row as a JSON object with exact decimal seconds as numbers."""
+def match_to_json(row: dict[str, Any], clock: Clock = SECONDS) -> str:
+    """One match row as a JSON object with exact decimal seconds as numbers (or ISO
+    date-times as ``clock`` writes them; durations stay seconds)."""
     edges = ",".join(
         "{"
-        f'"var":{json.dumps(e["var"])},"t":{format_seconds(e["t"])},'
+        f'"var":{json.dumps(e["var"])},"t":{clock.json(e["t"])},'
         f'"src":{json.dumps(e["src"])},"dst":{json.dumps(e["dst"])},'
         f'"dur":{format_seconds(e["dur"])},"seq":{int(e["seq"])}'
         "}"
@@ -194,13 +201,14 @@ def match_to_json(row: dict[str, Any]) -> str:
     bindings = json.dumps(dict(_bindings(row["bindings"])))
     return (
         f'{{"query":{json.dumps(row["query"])},"match_id":{json.dumps(row["match_id"])},'
-        f'"first_t":{format_seconds(row["first_t"])},"last_t":{format_seconds(row["last_t"])},'
+        f'"first_t":{clock.json(row["first_t"])},"last_t":{clock.json(row["last_t"])},'
         f'"bindings":{bindings},"edges":[{edges}]}}'
     )
 
 
-def _seconds_or_null(us: int | None) -> str:
-    return "null" if us is None else format_seconds(us)
+def _time_or_null(us: int | None, clock: Clock) -> str:
+    """A time as the console writes it (``null``: a window open at the stream's start)."""
+    return "null" if us is None else clock.text(us)
 
 
 #: The console shows at most this many edge pairs of a DDST match, and this many stream
@@ -210,16 +218,16 @@ CONSOLE_EDGE_PAIRS = 25
 CONSOLE_VERTICES = 12
 
 
-def format_ddst_match(row: dict[str, Any], number: int) -> str:
+def format_ddst_match(row: dict[str, Any], number: int, clock: Clock = SECONDS) -> str:
     """One DDST match component (a ``DDST_MATCH_SCHEMA`` dict) as a text block: the
     window, each query vertex with the stream vertices it matches, then the matched edges
     in stream order -- the first :data:`CONSOLE_EDGE_PAIRS` of them, and at most
     :data:`CONSOLE_VERTICES` stream vertices per query vertex, each cut saying how many
     more there are."""
-    start, end = _seconds_or_null(row["window_start"]), format_seconds(row["window_end"])
+    start, end = _time_or_null(row["window_start"], clock), clock.text(row["window_end"])
     vertices, edges = row["vertices"] or [], row["edges"] or []
     lines = [f"match {number}  query={row['query']}  id={row['match_id']}  "
-             f"window {start}s .. {end}s  trigger seq={row['trigger_seq']}  "
+             f"window {start} .. {end}  trigger seq={row['trigger_seq']}  "
              f"({len(vertices)} vertex pairs, {len(edges)} edge pairs)"]
     hosts: dict[str, list[str]] = {}
     for v in vertices:
@@ -230,7 +238,7 @@ def format_ddst_match(row: dict[str, Any], number: int) -> str:
         lines.append(f"  {qvar} -> {', '.join(found[:CONSOLE_VERTICES])}{tail}")
     for e in edges[:CONSOLE_EDGE_PAIRS]:
         lines.append(f"  {e['qedge']}: {e['src']} -> {e['dst']}{_edge_label(e['label'])} "
-                     f"@ {format_seconds(e['t'])}s  seq={e['seq']}")
+                     f"@ {clock.text(e['t'])}  seq={e['seq']}")
     if len(edges) > CONSOLE_EDGE_PAIRS:
         more = counted_noun(len(edges) - CONSOLE_EDGE_PAIRS, "more edge pair")
         lines.append(f"  ... and {more} (all of them in -o FILE.jsonl|.parquet|.dot)")
@@ -248,12 +256,12 @@ def _edge_label(label: str | None) -> str:
     return f" [{label}]" if label else ""
 
 
-def ddst_match_to_json(row: dict[str, Any]) -> str:
+def ddst_match_to_json(row: dict[str, Any], clock: Clock = SECONDS) -> str:
     """One DDST match component as a JSON object with the ``DDST_MATCH_SCHEMA`` keys;
     times are exact decimal seconds, as in :func:`match_to_json`."""
     edges = ",".join(
         "{"
-        f'"qedge":{json.dumps(e["qedge"])},"seq":{int(e["seq"])},"t":{format_seconds(e["t"])},'
+        f'"qedge":{json.dumps(e["qedge"])},"seq":{int(e["seq"])},"t":{clock.json(e["t"])},'
         f'"src":{json.dumps(e["src"])},"dst":{json.dumps(e["dst"])},'
         f'"label":{json.dumps(e["label"])},"src_label":{json.dumps(e["src_label"])},'
         f'"dst_label":{json.dumps(e["dst_label"])}'
@@ -263,13 +271,13 @@ def ddst_match_to_json(row: dict[str, Any]) -> str:
     vertices = json.dumps(row["vertices"] or [], separators=(",", ":"))
     return (
         f'{{"query":{json.dumps(row["query"])},"match_id":{json.dumps(row["match_id"])},'
-        f'"window_start":{_seconds_or_null(row["window_start"])},'
-        f'"window_end":{format_seconds(row["window_end"])},"trigger_seq":{int(row["trigger_seq"])},'
-        f'"first_t":{format_seconds(row["first_t"])},"vertices":{vertices},"edges":[{edges}]}}'
+        f'"window_start":{clock.json(row["window_start"])},'
+        f'"window_end":{clock.json(row["window_end"])},"trigger_seq":{int(row["trigger_seq"])},'
+        f'"first_t":{clock.json(row["first_t"])},"vertices":{vertices},"edges":[{edges}]}}'
     )
 
 
-def ddst_match_drawing(row: dict[str, Any]) -> MatchDrawing:
+def ddst_match_drawing(row: dict[str, Any], clock: Clock = SECONDS) -> MatchDrawing:
     """A DDST match component as a :class:`MatchDrawing`: stream vertices are ``(id,
     label)`` pairs, as the engines match them; a stream edge matching several query edges
     is one edge listing them all, then its label."""
@@ -286,9 +294,9 @@ def ddst_match_drawing(row: dict[str, Any]) -> MatchDrawing:
               ", ".join(qedges) + _edge_label(e["label"]), e["t"])
              for e, qedges in by_seq.values()]
     title = (f"{row['query']}  id={row['match_id']}  window "
-             f"{_seconds_or_null(row['window_start'])}s .. {format_seconds(row['window_end'])}s"
+             f"{_time_or_null(row['window_start'], clock)} .. {clock.text(row['window_end'])}"
              f"  trigger seq={row['trigger_seq']}")
-    return MatchDrawing(title, nodes, edges)
+    return MatchDrawing(title, nodes, edges, clock)
 
 
 def _dot_text(text: str) -> str:
@@ -307,7 +315,7 @@ def dot_cluster(graph: MatchDrawing, number: int) -> str:
         label = text + "\n" + ", ".join(roles)
         lines.append(f"    {ids[key]} [label={_dot_text(label)}];")
     for src, dst, text, t in graph.edges:
-        label = text + "\n" + format_seconds(t) + "s"
+        label = text + "\n" + graph.clock.text(t)
         lines.append(f"    {ids[src]} -> {ids[dst]} [label={_dot_text(label)}];")
     lines.append("  }")
     return "\n".join(lines) + "\n"
@@ -316,7 +324,9 @@ def dot_cluster(graph: MatchDrawing, number: int) -> str:
 @dataclass(frozen=True)
 class MatchFormat:
     """One kind of match record: its Arrow schema, how the console prints a row (given
-    its 1-based number), how JSONL writes it, and the graph DOT draws."""
+    its 1-based number), how JSONL writes it, and the graph DOT draws; the flat columns
+    the JSONL and Parquet files add (:mod:`graphcep.io.flat_columns`), and how times are
+    written (:mod:`graphcep.io.time_text`)."""
 
     schema: pa.Schema
     text: Callable[[dict[str, Any], int], str]
@@ -325,13 +335,51 @@ class MatchFormat:
     #: the JSON lines of a whole table at once, the same text as ``json`` row by row
     #: (None from it: write this table row by row)
     json_lines: Callable[[pa.Table], list[str] | None] | None = None
+    #: the query vertices' and edges' columns (None: none)
+    flat: FlatColumns | None = None
+    clock: Clock = SECONDS
+
+    def with_flat(self, flat: FlatColumns | None) -> MatchFormat:
+        """The format with the flat columns ``flat``."""
+        return replace(self, flat=flat)
+
+    def with_clock(self, clock: Clock) -> MatchFormat:
+        """The format writing times as ``clock`` does (console, JSONL, DOT): each writer
+        given ``clock``; the column-at-once JSON lines write seconds only, so an ISO clock
+        writes row by row."""
+        if clock == self.clock:
+            return self
+        return replace(self, text=partial(self.text, clock=clock),
+                       json=partial(self.json, clock=clock),
+                       graph=partial(self.graph, clock=clock),
+                       json_lines=self.json_lines if clock == SECONDS else None, clock=clock)
 
     def lines(self, table: pa.Table) -> Iterator[str]:
-        """The JSON line of every row of ``table`` (a table of :attr:`schema`)."""
+        """The JSON line of every row of ``table`` (a table of :attr:`schema`), with the
+        flat columns after the record's own keys."""
         lines = self.json_lines(table) if self.json_lines is not None else None
         if lines is None:
-            lines = (self.json(row) for row in _rows(table, self.schema))
-        return iter(lines)
+            lines = [self.json(row) for row in _rows(table, self.schema)]
+        if self.flat is None or not self.flat.names(self.schema.names):
+            return iter(lines)
+        members = self.flat.json_members(table, self.schema.names, self.clock).to_pylist()
+        return (line[:-1] + "," + more + "}" for line, more in zip(lines, members, strict=True))
+
+    def file_schema(self) -> pa.Schema:
+        """What a Parquet file holds: the record with its times as ``timestamp[us,
+        UTC]``, then the flat columns."""
+        schema = timestamp_schema(self.schema)
+        if self.flat is None:
+            return schema
+        return pa.schema([*schema, *self.flat.fields(self.schema.names, timestamps=True)])
+
+    def file_table(self, table: pa.Table) -> pa.Table:
+        """A table of :attr:`schema` as :meth:`file_schema` holds it."""
+        columns = list(table.columns)
+        if self.flat is not None:
+            columns += self.flat.columns(table)
+        schema = self.file_schema()
+        return pa.Table.from_arrays(columns, names=schema.names).cast(schema)
 
 
 #: SAL matches (:data:`MATCH_SCHEMA`), the sinks' default.
@@ -493,8 +541,8 @@ class JsonlSink(_FileSink):
 
 
 class ParquetSink(_FileSink):
-    """Matches as Parquet with their nested schema (:data:`MATCH_SCHEMA` by default);
-    times int64 microseconds."""
+    """Matches as Parquet with their nested schema (:data:`MATCH_SCHEMA` by default),
+    times as ``timestamp[us, UTC]``, then the flat columns (see module docstring)."""
 
     suffix = ".parquet"
 
@@ -502,15 +550,19 @@ class ParquetSink(_FileSink):
                  matches: MatchFormat | None = None, whole: bool = False) -> None:
         super().__init__(path, directory, matches, whole)
         self._writer: pq.ParquetWriter | None = None
-        self._schema = self.matches.schema.with_metadata(_PARQUET_METADATA)
+        self._schema = self.matches.file_schema().with_metadata(_PARQUET_METADATA)
 
     def _write_part(self, table: pa.Table, path: str) -> None:
-        pq.write_table(table.replace_schema_metadata(_PARQUET_METADATA), path)
+        pq.write_table(self._stored(table), path)
 
     def _append(self, table: pa.Table) -> None:
         if self._writer is None:
             self._writer = pq.ParquetWriter(self.path, self._schema)
-        self._writer.write_table(table.replace_schema_metadata(_PARQUET_METADATA))
+        self._writer.write_table(self._stored(table))
+
+    def _stored(self, table: pa.Table) -> pa.Table:
+        """The record as the file holds it: timestamps, flat columns, the unit's note."""
+        return self.matches.file_table(table).replace_schema_metadata(_PARQUET_METADATA)
 
     def _finish(self) -> None:
         """Finish the file (a valid empty file when nothing was written)."""

@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -37,6 +37,7 @@ from graphcep.engines.base import Engine
 from graphcep.engines.ddst.schema import DDST_MATCH_SCHEMA, REPORT_MODES
 from graphcep.events import format_seconds
 from graphcep.hashing import salt64
+from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.sinks import (
     MatchFormat,
     ddst_match_drawing,
@@ -140,7 +141,13 @@ class DDSTJob(JobBase):
     engine: str = DEFAULT_DDST_ENGINE
     options: Mapping[str, Any] = field(default_factory=dict)
 
-    output: ClassVar[MatchFormat] = DDST_MATCHES
+    @property
+    def output(self) -> MatchFormat:
+        """Match components, with per query vertex the list of its stream vertices and
+        per query edge the list of its stream edges' ``seq``."""
+        return DDST_MATCHES.with_flat(FlatColumns(
+            "ddst", tuple(v.name for v in self.query.vertices),
+            tuple(e.name for e in self.query.edges)))
 
     def __post_init__(self) -> None:
         if self.engine not in DDST_ENGINES:

@@ -26,7 +26,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, ClassVar
+from typing import Any
 
 import pyarrow as pa
 
@@ -35,6 +35,7 @@ from graphcep.engines.nu.automaton import compile_pattern
 from graphcep.engines.nu.engine import MODES, NuEngine
 from graphcep.engines.nu.tables import ineligibility
 from graphcep.events import format_seconds
+from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import Extent, JobBase
 from graphcep.patterns.nu import NuPattern, NuPatternError
@@ -104,7 +105,12 @@ class NuJob(JobBase):
     #: sequence one); window widening skips windows with fewer (set on creation)
     min_records: int = field(init=False, default=1, compare=False)
 
-    output: ClassVar[MatchFormat] = SAL_MATCHES
+    @property
+    def output(self) -> MatchFormat:
+        """SAL-shaped match records, with a flat column per variable (a match's links are
+        a path of any length: they stay in ``edges``)."""
+        return SAL_MATCHES.with_flat(FlatColumns("sal", tuple(sorted(
+            self.pattern.variables())), ()))
 
     def __post_init__(self) -> None:
         if self.mode not in MODES:

@@ -33,9 +33,10 @@ import pyarrow as pa
 from graphcep.engines.base import Engine
 from graphcep.engines.sequences.engine import SUBS_MATCH_SCHEMA
 from graphcep.engines.sequences.tree import PatternTree
-from graphcep.events import counted_noun, format_seconds
+from graphcep.events import counted_noun
 from graphcep.io.formats import resolve_field
 from graphcep.io.sinks import MatchDrawing, MatchFormat
+from graphcep.io.time_text import SECONDS, Clock
 from graphcep.jobs.base import Extent, Instances, JobBase
 from graphcep.jobs.key_positions import KeyPositions
 from graphcep.jobs.subscription_watch import SubscriptionWatch
@@ -64,13 +65,14 @@ NOT_FOR = {
 }
 
 
-def format_notification(row: dict[str, Any], number: int) -> str:
-    """A notification on the console: who, where, when, the bindings and edge seqs."""
+def format_notification(row: dict[str, Any], number: int, clock: Clock = SECONDS) -> str:
+    """A notification on the console: who, where, when (as ``clock`` writes times), the
+    bindings and edge seqs."""
     binds = ", ".join(f"@{b['var']}={b['value']}" for b in row["bindings"] or [])
     seqs = ",".join(str(e["seq"]) for e in row["edges"] or [])
     return (f"match {number}  subscription={row['subscription']}  key={_key_text(row)}  "
-            f"positions {row['start']}..{row['end']}  {format_seconds(row['start_t'])}s .. "
-            f"{format_seconds(row['end_t'])}s  {binds}  seqs={seqs}\n")
+            f"positions {row['start']}..{row['end']}  {clock.text(row['start_t'])} .. "
+            f"{clock.text(row['end_t'])}  {binds}  seqs={seqs}\n")
 
 
 def _key_text(row: dict[str, Any]) -> str:
@@ -79,20 +81,21 @@ def _key_text(row: dict[str, Any]) -> str:
     return row["key"] or '""'
 
 
-def notification_to_json(row: dict[str, Any]) -> str:
-    """A notification as one JSON object; times are exact decimal seconds."""
-    edges = ",".join(f'{{"seq":{int(e["seq"])},"t":{format_seconds(e["t"])},'
+def notification_to_json(row: dict[str, Any], clock: Clock = SECONDS) -> str:
+    """A notification as one JSON object; times are exact decimal seconds (or ISO
+    date-times, as ``clock`` writes them)."""
+    edges = ",".join(f'{{"seq":{int(e["seq"])},"t":{clock.json(e["t"])},'
                      f'"src":{json.dumps(e["src"])},"dst":{json.dumps(e["dst"])}}}'
                      for e in row["edges"] or [])
     binds = json.dumps({b["var"]: b["value"] for b in row["bindings"] or []})
     return (f'{{"subscription":{json.dumps(row["subscription"])},"match_id":'
             f'{json.dumps(row["match_id"])},"key":{json.dumps(row["key"])},'
             f'"start":{row["start"]},"end":{row["end"]},"start_t":'
-            f'{format_seconds(row["start_t"])},"end_t":{format_seconds(row["end_t"])},'
+            f'{clock.json(row["start_t"])},"end_t":{clock.json(row["end_t"])},'
             f'"bindings":{binds},"edges":[{edges}]}}')
 
 
-def notification_drawing(row: dict[str, Any]) -> MatchDrawing:
+def notification_drawing(row: dict[str, Any], clock: Clock = SECONDS) -> MatchDrawing:
     """A notification's edges as a small graph, each edge named by its position in the
     key's sequence; the title has the key, the positions and the bindings."""
     nodes: dict[tuple[str, str | None], tuple[str, list[str]]] = {}
@@ -105,7 +108,7 @@ def notification_drawing(row: dict[str, Any]) -> MatchDrawing:
     binds = " ".join(f"@{b['var']}={b['value']}" for b in row["bindings"] or [])
     title = (f"{row['subscription']}  key={_key_text(row)}  id={row['match_id']}  positions "
              f"{row['start']}..{row['end']}" + (f"  {binds}" if binds else ""))
-    return MatchDrawing(title, nodes, edges)
+    return MatchDrawing(title, nodes, edges, clock)
 
 
 #: Notifications on the console, in JSONL and in DOT.

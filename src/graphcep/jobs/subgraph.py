@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
@@ -37,9 +37,11 @@ from graphcep.engines.difference_bounds import (
 )
 from graphcep.engines.subgraph.plan import compile_query
 from graphcep.events import CORE_NAMES, format_seconds, max_duration_of
+from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import DeclaredSource, Extent, JobBase
+from graphcep.jobs.composite import CompositeJob
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import MAX_BOUND_US, EdgePredicate, QueryError, SubgraphQuery
 
@@ -58,27 +60,55 @@ ENGINES: dict[str, tuple[str, str]] = {
 }
 
 
-def load(path: str, options: Mapping[str, Any]) -> SubgraphJob:
+def load(path: str, options: Mapping[str, Any]) -> SubgraphJob | CompositeJob:
     """A SAL file as a job, with the command line's options (``fmt``, ``query_name``,
     ``window_us``, ``max_duration_us``, ``homomorphic``, ``max_window_edges``; ``explain``:
     a job only to be described, which may use features the program leaves undefined, as
-    the paper's listings do)."""
+    the paper's listings do). A program with several SUBGRAPH statements runs them all
+    over one read of the stream (a :class:`~graphcep.jobs.composite.CompositeJob`), or
+    those ``query_name`` lists (``"A,B"``)."""
     from graphcep.lang.sal import parse_file
 
-    job = SubgraphJob.create(
-        parse_file(path),
-        options.get("query_name"),
+    program = parse_file(path)
+    jobs = [SubgraphJob.create(
+        program,
+        name,
         options.get("fmt"),
         window_us=options.get("window_us"),
         homomorphic=bool(options.get("homomorphic")),
         max_duration_us=options.get("max_duration_us"),
         max_window_edges=options.get("max_window_edges"),
         undefined_features=bool(options.get("explain")),
-    )
-    # an unbounded or contradictory query fails here, before any work; under window
-    # widening the windows bound it (SubgraphJob.bounded_by), so only the width is tried
-    (job.bounded_by(MAX_BOUND_US - 1) if options.get("pww") else job).compiled()
-    return job
+    ) for name in selected_queries(program, options.get("query_name"))]
+    for job in jobs:
+        # an unbounded or contradictory query fails here, before any work; under window
+        # widening the windows bound it (SubgraphJob.bounded_by), so only the width is tried
+        (job.bounded_by(MAX_BOUND_US - 1) if options.get("pww") else job).compiled()
+    return jobs[0] if len(jobs) == 1 else CompositeJob(jobs)
+
+
+def selected_queries(program: Program, names: str | None) -> list[str]:
+    """The names of the queries to run: ``names`` (comma-separated, as ``--query-name``
+    gives them), each checked against the program, else every query of the program.
+
+    >>> from graphcep.lang.sal import parse_program
+    >>> program = parse_program("SUBGRAPH A "
+    ...     "{ x e y; } SUBGRAPH B { x e y; }")
+    >>> selected_queries(program, None), selected_queries(program, "B, A")
+    (['A', 'B'], ['B', 'A'])
+    >>> selected_queries(program, "A,C")
+    Traceback (most recent call last):
+    ...
+    graphcep.patterns.subgraph.QueryError: no query named 'C' (the program's queries: A, B)
+    """
+    if names is None:
+        program.query()  # a program without a query: its one-line refusal
+        return [q.name for q in program.queries]
+    wanted = [name.strip() for name in names.split(",")]
+    if "" in wanted:
+        raise QueryError(f"--query-name {names!r} has an empty name: give query names "
+                         "separated by commas (A,B)")
+    return list(dict.fromkeys(program.query(name).name for name in wanted))
 
 
 def accepts(pattern: Any) -> bool:
@@ -86,10 +116,16 @@ def accepts(pattern: Any) -> bool:
     return isinstance(pattern, SubgraphQuery | Program)
 
 
-def from_pattern(pattern: SubgraphQuery | Program, **options: Any) -> SubgraphJob:
-    """A bare query (or program) as a job with default options."""
+def from_pattern(pattern: SubgraphQuery | Program, **options: Any
+                 ) -> SubgraphJob | CompositeJob:
+    """A bare query (or program) as a job with default options: a program's every query
+    (one job per query over one read of the stream, as :func:`load`), or the one
+    ``query_name`` names."""
     program = pattern if isinstance(pattern, Program) else Program(queries=[pattern])
-    return SubgraphJob.create(program, **options)
+    if options.get("query_name") is not None or len(program.queries) < 2:
+        return SubgraphJob.create(program, **options)
+    return CompositeJob([SubgraphJob.create(program, q.name, **options)
+                         for q in program.queries])
 
 
 @dataclass
@@ -107,7 +143,11 @@ class SubgraphJob(JobBase):
     window_us: int | None = None  # --window as given (explain says which bound applies)
     own_extent_us: int | None = None  # the query's own extent, where it has one
 
-    output: ClassVar[MatchFormat] = SAL_MATCHES
+    @property
+    def output(self) -> MatchFormat:
+        """SAL match records, with a flat column per query vertex and edge field."""
+        return SAL_MATCHES.with_flat(FlatColumns("sal", self.query.vertices,
+                                                 self.query.edge_names))
 
     @classmethod
     def create(

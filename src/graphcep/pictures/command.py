@@ -10,7 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from graphcep.io.sinks import MatchDrawing, refuse_files_among_parts
-from graphcep.pictures.records import MatchFileError, drawing_of, read_matches
+from graphcep.io.time_text import SECONDS, Clock
+from graphcep.pictures.records import MatchFileError, drawing_of, read_matches, timed_rows
 from graphcep.pictures.report import check_picture_directory
 
 #: Pictures drawn when neither ``--first`` nor ``--ids`` says.
@@ -84,9 +85,11 @@ def _by_ids(rows: Iterator[dict[str, Any]], ids: list[str], path: str) -> list[d
     return [found[i] for i in wanted]
 
 
-def draw_table(matches: Any, count: int, directory: str | Path) -> list[Path]:
+def draw_table(matches: Any, count: int, directory: str | Path,
+               clock: Clock = SECONDS) -> list[Path]:
     """The first ``count`` matches of a run's match table (Arrow, times in µs) drawn in
-    ``directory`` (``run --draw N``)."""
+    ``directory`` (``run --draw N``), times as ``clock`` writes them."""
     from graphcep.pictures.draw import draw_all
 
-    return draw_all(named_drawings(matches.slice(0, count).to_pylist()), directory)
+    rows = timed_rows(matches.slice(0, count).to_pylist(), clock)
+    return draw_all(named_drawings(rows), directory)

@@ -12,8 +12,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from graphcep.events import format_seconds
 from graphcep.io.sinks import MatchDrawing
+from graphcep.io.time_text import SECONDS, Clock
 
 #: The most edges one picture draws (the earliest ones); the title says how many more.
 MAX_EDGES = 40
@@ -44,9 +44,9 @@ class MatchLayout:
     edges: list[PlacedEdge]
 
 
-def edge_label(order: int, text: str, t_us: int) -> str:
+def edge_label(order: int, text: str, t_us: int, clock: Clock = SECONDS) -> str:
     """The text an edge is drawn with: its order, what it matches, its time."""
-    return f"{order}. {text}\n{format_seconds(t_us)}s"
+    return f"{order}. {text}\n{clock.text(t_us)}"
 
 
 def node_label(text: str, roles: list[str]) -> str:
@@ -84,10 +84,10 @@ def lay_out(drawing: MatchDrawing, max_edges: int = MAX_EDGES) -> MatchLayout:
         keys = list(drawing.nodes)
     positions = dict(zip(keys, circle(len(keys)), strict=True))
     labels = {k: node_label(*drawing.nodes[k]) for k in keys}
-    return MatchLayout(title, positions, labels, _placed(kept))
+    return MatchLayout(title, positions, labels, _placed(kept, drawing.clock))
 
 
-def _placed(kept: list[tuple[int, tuple]]) -> list[PlacedEdge]:
+def _placed(kept: list[tuple[int, tuple]], clock: Clock) -> list[PlacedEdge]:
     """Edges numbered 1.. in time order; the k-th edge between one pair of vertices
     (either direction) bends by an alternating, growing amount."""
     seen: dict[frozenset, int] = {}
@@ -97,5 +97,5 @@ def _placed(kept: list[tuple[int, tuple]]) -> list[PlacedEdge]:
         k = seen.get(pair, 0)
         seen[pair] = k + 1
         bend = 0.0 if k == 0 else 0.45 * ((k + 1) // 2) * (1 if k % 2 else -1)
-        placed.append(PlacedEdge(src, dst, edge_label(order, text, t), order, t, bend))
+        placed.append(PlacedEdge(src, dst, edge_label(order, text, t, clock), order, t, bend))
     return placed

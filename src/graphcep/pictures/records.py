@@ -17,9 +17,14 @@ from decimal import Decimal
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+
 from graphcep.events import TimeFormatError, format_seconds, seconds_to_us
+from graphcep.io.flat_columns import integer_times
 from graphcep.io.formats.schema import InputError
+from graphcep.io.formats.times import _scalar_iso_us as scalar_iso_us
 from graphcep.io.sinks import MatchDrawing, ddst_match_drawing, sal_match_drawing
+from graphcep.io.time_text import ISO, SECONDS, Clock
 
 #: Keys holding times in seconds (a record's and its edges').
 TIME_KEYS = frozenset({"t", "dur", "first_t", "last_t", "window_start", "window_end",
@@ -43,7 +48,9 @@ def record_kind(record: dict[str, Any]) -> str:
 def drawing_of(row: dict[str, Any]) -> MatchDrawing:
     """The graph of one match row (in µs), whatever its kind, with the widening's level
     and delay in the title when the record has them."""
-    drawing = _GRAPHS[record_kind(row)]()(row)
+    kind = record_kind(row)
+    clock = row.get(CLOCK_KEY, SECONDS)
+    drawing = _GRAPHS[kind]()(row, clock=clock)
     if row.get("pww_level") is None:
         return drawing
     delay = row.get("pww_delay_us", row.get("pww_delay"))
@@ -51,9 +58,19 @@ def drawing_of(row: dict[str, Any]) -> MatchDrawing:
                         f"{format_seconds(delay)}s", drawing.nodes, drawing.edges)
 
 
+#: The key of a row read from a file written with ISO times: its drawing writes them so.
+CLOCK_KEY = "__clock"
+
 #: The field holding when a match was complete: its last edge (SAL, ν, subscriptions)
 #: or the edge that triggered it (DDST).
 MATCH_TIME = {"ddst": "window_end", "subs": "end_t", "sal": "last_t"}
+
+
+def timed_rows(rows: list[dict[str, Any]], clock: Clock) -> list[dict[str, Any]]:
+    """Match rows whose drawings write times as ``clock`` does."""
+    if clock == SECONDS:
+        return rows
+    return [{**row, CLOCK_KEY: clock} for row in rows]
 
 
 def match_time_column(names: list[str]) -> str:
@@ -97,7 +114,6 @@ def read_matches(path: str | Path) -> Iterator[dict[str, Any]]:
 
 
 def _parquet_rows(path: str | Path) -> Iterator[dict[str, Any]]:
-    import pyarrow as pa
     import pyarrow.parquet as pq
 
     if not Path(path).exists():
@@ -108,8 +124,8 @@ def _parquet_rows(path: str | Path) -> Iterator[dict[str, Any]]:
         raise MatchFileError(f"{path}: not a Parquet match file ({err})") from None
     if "edges" not in parquet.schema_arrow.names:
         raise MatchFileError(f"{path}: not a match file (no column of edges)")
-    for batch in parquet.iter_batches():
-        yield from batch.to_pylist()
+    for batch in parquet.iter_batches():  # times: timestamps, or µs in older files
+        yield from integer_times(pa.Table.from_batches([batch])).to_pylist()
 
 
 def _row(line: str, where: str) -> dict[str, Any]:
@@ -131,11 +147,22 @@ def _in_us(record: dict[str, Any]) -> dict[str, Any]:
         row["bindings"] = [{"var": k, "value": v} for k, v in record["bindings"].items()]
     if "pww_delay" in row:
         row["pww_delay_us"] = row["pww_delay"]
+    if any(isinstance(record.get(key), str) for key in MATCH_TIME.values()):
+        row[CLOCK_KEY] = ISO  # written with --time-format iso: drawn so too
     return row
 
 
 def _us(key: str, value: Any) -> Any:
-    return seconds_to_us(value) if key in TIME_KEYS and value is not None else value
+    """A time or duration as µs: seconds, or an ISO date-time (``--time-format iso``)."""
+    if key not in TIME_KEYS or value is None:
+        return value
+    return iso_us(value) if isinstance(value, str) else seconds_to_us(value)
+
+
+def iso_us(text: str) -> int:
+    """An ISO-8601 date-time as µs since the epoch (a :class:`TimeFormatError` else): the
+    readers' own rule for one value (their column-at-once one costs milliseconds a call)."""
+    return scalar_iso_us(text)
 
 
 def _subs_graph() -> Callable[[dict[str, Any]], MatchDrawing]:

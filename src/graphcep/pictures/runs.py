@@ -4,12 +4,15 @@ summary, rejects and progress reports)."""
 
 from __future__ import annotations
 
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
 
 from graphcep.io.sinks import Sink
+from graphcep.io.time_text import SECONDS, Clock
+from graphcep.pictures.records import timed_rows
 from graphcep.pictures.report import REPORT_MATCHES, Report, match_pictures, png, write_report
 from graphcep.pictures.timelines import (
     StreamProgress,
@@ -30,22 +33,24 @@ def query_text(query: str) -> str:
     return path.read_text(encoding="utf-8")
 
 
-def run_timeline_png(edges: Any, matches: pa.Table, target: Any) -> None:
+def run_timeline_png(edges: Any, matches: pa.Table, target: Any, *,
+                     clock: Clock = SECONDS) -> None:
     """Edges and matches per minute (or per the bin the stream's span calls for)."""
-    plot_run(run_timeline(edge_times(edges), match_times(matches)), target)
+    plot_run(run_timeline(edge_times(edges), match_times(matches)), target, clock)
 
 
 def run_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
                edges: Any, matches: pa.Table, rejects: pa.Table, draw: int | None,
-               command: str = "run") -> None:
-    """``graphcep run --report`` (or ``subscribe``, the ``command``): the run's page."""
+               command: str = "run", clock: Clock = SECONDS) -> None:
+    """``graphcep run --report`` (or ``subscribe``, the ``command``): the run's page,
+    times as ``clock`` writes them."""
     count = draw or REPORT_MATCHES
     report = Report(
         title=f"graphcep {command}: {summary.get('query', '')}",
         query_text=query_text(query), plan=plan, summary=summary,
         timelines=[("edges and matches over the stream's time",
-                    png(run_timeline_png, edges, matches))],
-        matches=match_pictures(matches.slice(0, count).to_pylist()),
+                    png(partial(run_timeline_png, clock=clock), edges, matches))],
+        matches=match_pictures(timed_rows(matches.slice(0, count).to_pylist(), clock)),
         rejects=rejects.to_pylist(), rejects_total=rejects.num_rows)
     write_report(report, path)
 
@@ -75,15 +80,15 @@ class KeepFirst(Sink):
 
 def stream_report(path: str | Path, *, query: str, plan: list[str], summary: dict[str, Any],
                   progress: StreamProgress, first: list[dict[str, Any]],
-                  rejects_dir: str | Path) -> None:
+                  rejects_dir: str | Path, clock: Clock = SECONDS) -> None:
     """``graphcep stream --report``: the stream's page (the rejects are those in
-    ``rejects_dir``, this start's and earlier ones')."""
+    ``rejects_dir``, this start's and earlier ones'), times as ``clock`` writes them."""
     rejects = read_part_rows(rejects_dir)
     report = Report(
         title=f"graphcep stream: {summary.get('query', '')}",
         query_text=query_text(query), plan=plan, summary=summary,
         timelines=[("the stream's micro-batches", png(plot_stream, progress))],
-        matches=match_pictures(first), rejects=rejects, rejects_total=len(rejects))
+        matches=match_pictures(timed_rows(first, clock)), rejects=rejects, rejects_total=len(rejects))
     write_report(report, path)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from graphcep.events import US_PER_SECOND, format_seconds
+from graphcep.io.time_text import SECONDS, Clock
 
 #: Bin widths tried, in seconds, with their names.
 BIN_SECONDS = ((1, "second"), (10, "10 s"), (60, "minute"), (600, "10 minutes"),
@@ -86,8 +87,10 @@ def match_times(matches: pa.Table) -> np.ndarray:
     return matches.column(match_time_column(matches.column_names)).to_numpy()
 
 
-def plot_run(timeline: RunTimeline, path: str | Path) -> None:
-    """Edges per bin (bars, left axis) against matches per bin (line, right axis)."""
+def plot_run(timeline: RunTimeline, path: str | Path, clock: Clock = SECONDS) -> None:
+    """Edges per bin (bars, left axis) against matches per bin (line, right axis); the
+    axis counts from the first bin's start, written as ``clock`` writes times (a date
+    under ``--time-format iso``)."""
     from graphcep.pictures.draw import pyplot
 
     plt = pyplot()
@@ -100,7 +103,7 @@ def plot_run(timeline: RunTimeline, path: str | Path) -> None:
         left.bar(x, timeline.edges, width=width, align="edge", color="#9db7d5",
                  label=f"edges per {timeline.unit}")
         left.set_ylabel(f"edges per {timeline.unit}")
-        left.set_xlabel(f"{unit_name} after t = {format_seconds(timeline.origin_us)} s")
+        left.set_xlabel(f"{unit_name} after {origin_text(timeline.origin_us, clock)}")
         plain_ticks(left)
         right = left.twinx()
         right.stairs(timeline.matches, np.append(x, x[-1] + width) if x.size else [0],
@@ -162,6 +165,16 @@ def plot_stream(progress: StreamProgress, path: str | Path) -> None:
         fig.savefig(path, format="png", bbox_inches="tight")
     finally:
         plt.close(fig)
+
+
+def origin_text(origin_us: int, clock: Clock = SECONDS) -> str:
+    """Where a time axis starts, in its label: a date under an ISO clock.
+
+    >>> from graphcep.io.time_text import ISO
+    >>> origin_text(1_709_287_200_000_000), origin_text(1_709_287_200_000_000, ISO)
+    ('t = 1709287200 s', '2024-03-01T10:00:00Z')
+    """
+    return clock.text(origin_us) if clock.iso else f"t = {format_seconds(origin_us)} s"
 
 
 def axis_unit(span_s: float) -> tuple[float, str]:

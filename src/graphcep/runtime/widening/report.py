@@ -33,16 +33,17 @@ def widened_format(base: MatchFormat) -> MatchFormat:
     def text(row: dict[str, Any], number: int) -> str:
         return base.text(row, number) + (
             f"  pww: level {row['pww_level']}, reported at "
-            f"{format_seconds(row['pww_report_t'])}s, delay "
+            f"{base.clock.text(row['pww_report_t'])}, delay "
             f"{format_seconds(row['pww_delay_us'])}s\n")
 
     def as_json(row: dict[str, Any]) -> str:
         extra = (f',"pww_level":{row["pww_level"]},"pww_report_t":'
-                 f'{format_seconds(row["pww_report_t"])},"pww_delay":'
+                 f'{base.clock.json(row["pww_report_t"])},"pww_delay":'
                  f'{format_seconds(row["pww_delay_us"])}')
         return base.json(row)[:-1] + extra + "}"
 
-    return MatchFormat(widened_schema(base.schema), text, as_json, base.graph)
+    return MatchFormat(widened_schema(base.schema), text, as_json, base.graph,
+                       flat=base.flat, clock=base.clock)
 
 
 def describe_widening(job: ReplayJob, keep: int, base_us: int,
