@@ -60,10 +60,11 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import functools
 import os
 import re
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -92,6 +93,33 @@ QUERY_OPTIONS: tuple[str, ...] = (
 TIME_UNITS = ("s", "ms", "us")
 
 
+def _api_words(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with the command-line options its errors name (the messages are
+    shared with the command line) written as this API's arguments: ``--window SECONDS``
+    as ``window=SECONDS``, ``--max-tokens`` as ``max_tokens=``."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except ValueError as err:
+            err.args = tuple(_FLAG.sub(_argument, a) if isinstance(a, str) else a
+                             for a in err.args)
+            raise
+
+    return call
+
+
+#: A command-line option in a message, with its value's placeholder if it has one.
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z-]*)(?: ([A-Z]+\b|\d+(?:\.\d+)?\b))?")
+
+
+def _argument(flag: re.Match[str]) -> str:
+    name = flag.group(1).replace("-", "_")
+    return f"{name}={flag.group(2) or ''}" if flag.group(2) else f"{name}="
+
+
+@_api_words
 def load(path: str | os.PathLike[str], **options: Any) -> Query:
     """The query in the file ``path``, of the kind its suffix or text says.
 
@@ -136,6 +164,7 @@ def load(path: str | os.PathLike[str], **options: Any) -> Query:
     return query
 
 
+@_api_words
 def parse(text: str, kind: str = "sal", *, name: str = "query", **options: Any) -> Query:
     """The query ``text`` of ``kind``: ``"sal"``, ``"ddst"``, ``"nu"``, ``"autom"`` or
     ``"subs"``; ``options`` as :func:`load` takes them.
@@ -209,6 +238,7 @@ class Query:
             except ValueError as err:  # name the text, not a file the user never saw
                 raise _renamed(err, str(path), "<query text>") from None
 
+    @_api_words
     def explain(self, pww: int | None = None, pww_base: float | str = 1,
                 pww_max_duration: float | str | None = None) -> str:
         """The parsed query, its extent and plan: the text ``graphcep explain`` prints
@@ -229,6 +259,7 @@ class Query:
             refuse_short_keep(job, widening[0])
         return "\n".join(explain_lines(job, widening))
 
+    @_api_words
     def match(self, data: Any, *, src: str = "src", dst: str = "dst", time: str = "t",
               dur: str | None = None, time_unit: str | None = None,
               columns: Sequence[str] | None = None, pww: int | None = None,

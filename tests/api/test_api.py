@@ -315,6 +315,16 @@ def test_a_spark_dataframe_is_refused_for_now(tri):
         tri.match(spark_frame)
 
 
+def test_query_errors_name_the_api_arguments_not_the_command_line_options(small):
+    pair = graphcep.parse("SUBGRAPH pair { a e1 b; b e2 a; starttime(e1) < starttime(e2); }")
+    with pytest.raises(ValueError, match=r"give a window \(window=SECONDS\) or run it in "
+                                         r"widening windows \(pww=L\)"):
+        pair.match(small, src="s", dst="d", time="sec")
+    with pytest.raises(ValueError, match=r"^window= does not apply to a DDST query"):
+        graphcep.parse("VERTICES A, B; EDGES x: A -> B; WITHIN 5 s", kind="ddst", window=3)
+    assert len(pair.match(small, src="s", dst="d", time="sec", pww=3)) == 0
+
+
 def test_a_query_error_names_the_text_not_a_temporary_file():
     with pytest.raises(ValueError, match=r"^<query text>:1:"):
         graphcep.parse("SUBGRAPH q { x e1 }")
