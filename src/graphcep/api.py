@@ -385,7 +385,9 @@ class _Adapter:
 
 def _adapter(data: Any) -> _Adapter:
     """The adapter of ``data``'s kind, told by its class's module (so that no frame
-    library is imported to look at a frame of another)."""
+    library is imported to look at a frame of another). Every kind here is matched in
+    this process through Arrow; a Spark DataFrame, whose matches must be computed in the
+    executors and stay there, is the kind that will take a path of its own."""
     import pyarrow as pa
 
     root = type(data).__module__.split(".")[0]
