@@ -175,7 +175,10 @@ def empty_edges(extra: pa.Schema | None = None) -> pa.Table:
 def normalize_edges(table: pa.Table) -> pa.Table:
     """Cast and reorder a table to the edge schema: core columns first, then the rest.
 
-    Missing ``dur`` becomes 0 and missing ``seq`` becomes the row order.
+    Missing ``dur`` becomes 0 and missing ``seq`` becomes the 1-based row number, as the
+    readers number rows (the line number of a headerless file, a Parquet file's row): the
+    same edges then have the same ``seq``, hence the same ``match_id``, whether a file was
+    read or a table built in memory.
     """
     if _normalized(table):  # an engine's pushes mostly get what a reader normalized
         return table
@@ -184,7 +187,7 @@ def normalize_edges(table: pa.Table) -> pa.Table:
         table = table.append_column("dur", pa.array(np.zeros(n, np.int64)))
     if "seq" not in table.column_names:
         # from NumPy: a range would make pyarrow import pandas (a quarter second per run)
-        table = table.append_column("seq", pa.array(np.arange(n, dtype=np.int64)))
+        table = table.append_column("seq", pa.array(np.arange(1, n + 1, dtype=np.int64)))
     for name in ("t", "src", "dst"):
         if name not in table.column_names:
             raise ValueError(f"edge table lacks the required column {name!r}")

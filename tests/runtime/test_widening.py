@@ -154,6 +154,6 @@ def test_a_combined_batch_drops_its_middle_and_an_instance_across_it_survives():
     rows[199] = {"t": 9_950_000, "src": "y", "dst": "z"}
     matches, stats = run_widening(as_job(PATH), pa.Table.from_pylist(rows), keep=2,
                                   base_us=S)
-    assert keys_of(matches) == [(0, 199)]
+    assert keys_of(matches) == [(1, 200)]  # seq: the 1-based row number
     assert matches.column("pww_level").to_pylist() == [3]  # 8-s batches: 0 s and 9.95 s adjacent
     assert stats.levels[0].dropped > 0 and all(s.records_held <= 4 for s in stats.levels[1:])

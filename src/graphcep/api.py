@@ -1,0 +1,603 @@
+"""The Python API: a query file or text in, matches of a data frame out.
+
+::
+
+    import graphcep
+    q = graphcep.load("triangle.sal")        # .sal .ddst .nu .autom .subs
+    print(q.explain())                       # the plan, as ``graphcep explain`` prints it
+    m = q.match(df, src="sender", dst="receiver", time="ts")
+
+:func:`load` and :func:`parse` read a query through the registry the command line uses
+(:mod:`graphcep.jobs`); :meth:`Query.match` runs it in this process with the engine of
+``graphcep run --engine local`` (:func:`~graphcep.runtime.local.run_job`), or under
+progressive window widening with ``pww=L``
+(:func:`~graphcep.runtime.widening.run_widening`).
+
+Decisions
+---------
+* **Same type out.** A pandas DataFrame gives a pandas DataFrame, a Polars DataFrame a
+  Polars DataFrame (Polars is imported only for Polars input), an Arrow table an Arrow
+  table. The frame is converted to Arrow and read by the function that reads Parquet
+  files (:func:`~graphcep.io.formats.columns.parse_table`), so a frame and the Parquet
+  file written from it give the same edges.
+* **Same identity.** Edges are numbered ``seq`` = 1, 2, ... in the frame's row order, as
+  the readers number the lines of a headerless file (an integer ``seq`` column the frame
+  has is kept, as the Parquet reader keeps it): the same edges give the same ``match_id``
+  through the API and ``graphcep run``.
+* **Times.** A timestamp column (pandas ``datetime64``, Arrow ``timestamp``, Polars
+  ``Datetime``) is exact whatever its unit; a tz-naive one is read as UTC. Numbers count
+  ``time_unit`` (default seconds); without ``time_unit`` they are checked as the command
+  line checks them (:func:`~graphcep.io.formats.times.implausible_time_unit`): epoch
+  milliseconds read as seconds are refused, naming the unit to pass.
+* **Columns out.** The matches are the record a Parquet match file holds
+  (:meth:`~graphcep.io.sinks.MatchFormat.file_table`): ``query``, ``match_id``,
+  ``first_t`` and ``last_t`` as ``timestamp[us, UTC]``, the nested record, then the flat
+  columns of :mod:`graphcep.io.flat_columns` (one per query vertex, and per query edge
+  ``e1_t``, ``e1_src``, ``e1_dst``, ``e1_dur``, ``e1_seq``): ``q.match(df)`` and
+  ``pd.read_parquet`` of ``graphcep run -o matches.parquet`` have the same columns.
+* **Bad input** raises one :class:`ValueError` (a name, a unit, a value) or
+  :class:`TypeError` (a column's type, an input that is no frame) naming the column and
+  the fix. A Spark DataFrame is refused for now: it would have to be collected on the
+  driver, which is not what a Spark user asks for.
+
+Examples
+--------
+>>> import pyarrow as pa
+>>> q = parse("{ x1 e1 x2; x2 e2 x3; x3 e3 x1; starttime(e1) < starttime(e2); "
+...           "starttime(e2) < starttime(e3); starttime(e3) - starttime(e1) <= 60; }")
+>>> q.kind
+'sal'
+>>> edges = pa.table({"from": ["a", "b", "c"], "to": ["b", "c", "a"],
+...                   "ms": [1_000, 2_000, 3_000]})
+>>> m = q.match(edges, src="from", dst="to", time="ms", time_unit="ms")
+>>> m.num_rows, m.column("x1").to_pylist(), m.column("e3_seq").to_pylist()
+(1, ['a'], [3])
+>>> str(m.column("last_t").type)
+'timestamp[us, tz=UTC]'
+"""
+
+from __future__ import annotations
+
+import argparse
+import difflib
+import functools
+import os
+import re
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from graphcep.jobs.base import ReplayJob
+
+__all__ = ["Query", "load", "parse", "QUERY_KINDS"]
+
+#: The kinds :func:`parse` reads (``.autom`` files are ν-expressions' automata).
+QUERY_KINDS: tuple[str, ...] = ("sal", "ddst", "nu", "autom", "subs")
+
+#: The kinds' file suffixes, for :func:`parse`'s file.
+_SUFFIX = {"sal": ".sal", "ddst": ".ddst", "nu": ".nu", "autom": ".autom", "subs": ".subs"}
+
+#: The job options :func:`load` and :func:`parse` take (the command line's option names,
+#: with ``_``): durations in seconds (numbers or decimal text).
+QUERY_OPTIONS: tuple[str, ...] = (
+    "query_name", "window", "max_duration", "homomorphic", "max_window_edges",
+    "ddst_engine", "signature_p", "signature_seed", "ddst_report", "max_tokens",
+    "anchored", "nu_engine", "key", "symbol", "subs_engine")
+
+#: The units numeric times may count.
+TIME_UNITS = ("s", "ms", "us")
+
+
+def _api_words(function: Callable[..., Any]) -> Callable[..., Any]:
+    """``function`` with the command-line options its errors name (the messages are
+    shared with the command line) written as this API's arguments: ``--window SECONDS``
+    as ``window=SECONDS``, ``--max-tokens`` as ``max_tokens=``."""
+
+    @functools.wraps(function)
+    def call(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return function(*args, **kwargs)
+        except ValueError as err:
+            err.args = tuple(_FLAG.sub(_argument, a) if isinstance(a, str) else a
+                             for a in err.args)
+            raise
+
+    return call
+
+
+#: A command-line option in a message, with its value's placeholder if it has one.
+_FLAG = re.compile(r"(?<![\w-])--([a-z][a-z-]*)(?: ([A-Z]+\b|\d+(?:\.\d+)?\b))?")
+
+
+def _argument(flag: re.Match[str]) -> str:
+    name = flag.group(1).replace("-", "_")
+    return f"{name}={flag.group(2) or ''}" if flag.group(2) else f"{name}="
+
+
+@_api_words
+def load(path: str | os.PathLike[str], **options: Any) -> Query:
+    """The query in the file ``path``, of the kind its suffix or text says.
+
+    Parameters
+    ----------
+    path
+        A ``.sal``, ``.ddst``, ``.nu``, ``.autom`` or ``.subs`` file (a directory is a
+        directory of subscriptions files); another suffix is told by its text, as
+        ``graphcep run`` tells it.
+    **options
+        The command line's query options, named with ``_``: ``window``,
+        ``max_duration`` (seconds), ``query_name``, ``homomorphic``, ``max_window_edges``,
+        ``ddst_engine``, ``max_tokens``, ``anchored``, ``key``, ``symbol``... An option
+        the query's kind does not read is refused.
+
+    Returns
+    -------
+    Query
+
+    Raises
+    ------
+    ValueError
+        The query does not parse or makes no sense (the message says where and why).
+
+    Examples
+    --------
+    >>> import os, tempfile
+    >>> path = os.path.join(tempfile.mkdtemp(), "pair.ddst")
+    >>> _ = open(path, "w").write("VERTICES A, B; EDGES x: A -> B; WITHIN 5 s")
+    >>> load(path).kind
+    'ddst'
+    """
+    from graphcep.jobs import kind_of
+
+    text_path = os.fspath(path)
+    kind = kind_of(text_path).name
+    if kind == "nu" and Path(text_path).suffix.lower() == ".autom":
+        kind = "autom"
+    query = Query(text_path, kind, _checked_options(options))
+    query.job(explain=True, pww=True)  # a query that does not parse fails here (a window
+    # too wide or missing is checked by explain and match: match(pww=L) may bound it)
+    return query
+
+
+@_api_words
+def parse(text: str, kind: str = "sal", *, name: str = "query", **options: Any) -> Query:
+    """The query ``text`` of ``kind``: ``"sal"``, ``"ddst"``, ``"nu"``, ``"autom"`` or
+    ``"subs"``; ``options`` as :func:`load` takes them.
+
+    ``name`` stands for the file name a loaded query would have: the kinds that name a
+    query after its file (DDST, ν-expressions, subscriptions) name it so, and a match's
+    ``match_id`` is salted with its query's name. A query read from ``pair.ddst`` and the
+    same text parsed with ``name="pair"`` give the same matches and ids.
+
+    Examples
+    --------
+    >>> q = parse("VERTICES A, B; EDGES x: A -> B; WITHIN 5 s", kind="ddst", name="pair")
+    >>> q.explain().splitlines()[0]
+    'DDST query pair: 2 vertices, 1 edges'
+    >>> parse("x", kind="cypher")
+    Traceback (most recent call last):
+    ...
+    ValueError: kind='cypher' is no query kind graphcep reads: give one of 'sal', 'ddst', 'nu', 'autom', 'subs'
+    """
+    if kind not in QUERY_KINDS:
+        raise ValueError(f"kind={kind!r} is no query kind graphcep reads: give one of "
+                         f"{', '.join(map(repr, QUERY_KINDS))}")
+    if not name or Path(name).name != name or name.startswith("."):
+        raise ValueError(f"name={name!r}: a query's name is a plain file name, without a "
+                         "directory")
+    query = Query(None, kind, _checked_options(options), text, name)
+    query.job(explain=True, pww=True)  # as load checks it
+    return query
+
+
+def _checked_options(options: Mapping[str, Any]) -> dict[str, Any]:
+    unknown = sorted(set(options) - set(QUERY_OPTIONS))
+    if unknown:
+        raise TypeError(f"unknown query option(s) {unknown}: the options are "
+                        f"{', '.join(QUERY_OPTIONS)}")
+    return dict(options)
+
+
+@dataclass(frozen=True)
+class Query:
+    """A query of any kind, ready to :meth:`explain` and :meth:`match`.
+
+    Made by :func:`load` (``path``) or :func:`parse` (``text``); ``kind`` is one of
+    :data:`QUERY_KINDS`, ``options`` the query options given to them.
+    """
+
+    path: str | None
+    kind: str
+    options: dict[str, Any] = field(default_factory=dict)
+    text: str | None = None
+    name: str = "query"
+
+    def job(self, *, explain: bool = False, pww: bool = False) -> ReplayJob:
+        """The query as the job the runtimes run (:func:`graphcep.jobs.load`, as the
+        command line loads it); ``explain``: only to be described, ``pww``: to run under
+        window widening."""
+        from graphcep.cli_options import job_options
+        from graphcep.jobs import kind_named
+        from graphcep.jobs import load as load_job
+
+        options = {**job_options(argparse.Namespace(**self.options), None),
+                   "explain": explain, "pww": pww}
+        kind = kind_named("nu" if self.kind == "autom" else self.kind)
+        if self.text is None:
+            return load_job(str(self.path), options, kind)
+        with tempfile.TemporaryDirectory(prefix="graphcep-query-") as folder:
+            path = Path(folder) / f"{self.name}{_SUFFIX[self.kind]}"
+            path.write_text(self.text, encoding="utf-8")
+            try:
+                return load_job(str(path), options, kind)
+            except ValueError as err:  # name the text, not a file the user never saw
+                raise _renamed(err, str(path), "<query text>") from None
+
+    @_api_words
+    def explain(self, pww: int | None = None, pww_base: float | str = 1,
+                pww_max_duration: float | str | None = None) -> str:
+        """The parsed query, its extent and plan: the text ``graphcep explain`` prints
+        (under ``pww``, as window widening runs it).
+
+        Examples
+        --------
+        >>> print(parse("SUBGRAPH pair { a e b; }").explain().splitlines()[0])
+        query pair on stream (default) with source(src) and target(dst)
+        """
+        from graphcep.runtime.widening.report import explain_lines
+
+        widening = self._widening(pww, pww_base, pww_max_duration)
+        job = self.job(explain=True, pww=widening is not None)
+        if widening is not None:
+            from graphcep.runtime.widening import refuse_short_keep
+
+            refuse_short_keep(job, widening[0])
+        return "\n".join(explain_lines(job, widening))
+
+    @_api_words
+    def match(self, data: Any, *, src: str = "src", dst: str = "dst", time: str = "t",
+              dur: str | None = None, time_unit: str | None = None,
+              columns: Sequence[str] | None = None, pww: int | None = None,
+              pww_base: float | str = 1, pww_max_duration: float | str | None = None
+              ) -> Any:
+        """All matches of the query in the edges ``data``, one row per match, as a frame
+        of the same kind.
+
+        Parameters
+        ----------
+        data
+            A pandas DataFrame, a Polars DataFrame or a pyarrow Table, one edge per row,
+            in any order (matched in the order of ``time``, rows of equal times in the
+            frame's order).
+        src, dst, time
+            The columns of the edges' source and destination vertices (strings or
+            integers) and start times (timestamps, dates or numbers).
+        dur
+            The column of the edges' durations, in ``time_unit`` (default: a column
+            named ``dur`` if there is one, else 0).
+        time_unit
+            What numeric times count: ``"s"`` (the default), ``"ms"`` or ``"us"``. Not
+            given, the times are checked: numbers that are no epoch time in seconds but
+            all are one in another unit are refused, naming it.
+        columns
+            The other columns to keep as the edges' attributes (the fields predicates,
+            labels and keys read); default all.
+        pww, pww_base, pww_max_duration
+            Progressive window widening (``graphcep run --pww L``): matches of any
+            duration within ``pww`` edges, windows from ``pww_base`` seconds, at most
+            ``pww_max_duration`` seconds.
+
+        Returns
+        -------
+        pandas.DataFrame, polars.DataFrame or pyarrow.Table
+            As :mod:`graphcep.api` says: ``query``, ``match_id``, ``first_t``,
+            ``last_t`` (UTC timestamps), the nested record, the flat columns.
+
+        Raises
+        ------
+        TypeError
+            ``data`` is no frame graphcep reads, or a column's type cannot hold what it
+            is mapped to.
+        ValueError
+            A column named is missing, a unit is wrong or implausible, a row cannot be an
+            edge (a missing time or vertex), or the query needs a field the edges lack.
+        """
+        adapter = _adapter(data)
+        widening = self._widening(pww, pww_base, pww_max_duration)
+        edges = _edge_table(adapter.to_arrow(data),
+                            _Mapping(src=src, dst=dst, time=time, dur=dur),
+                            _checked_unit(time_unit), columns)
+        job = self.job(pww=widening is not None)
+        job.check_columns(edges.column_names)
+        matches, output = _run(job, edges, widening)
+        _warn_absent_labels(job, edges)
+        return adapter.from_arrow(output.file_table(matches))
+
+    def _widening(self, pww: int | None, base: float | str,
+                  most: float | str | None) -> tuple[int, int, int | None] | None:
+        """``(L, T0, D)`` as the command line's ``--pww`` options give them (checked by
+        the same function)."""
+        if pww is None:
+            return None
+        if isinstance(pww, bool) or not isinstance(pww, int) or pww < 1:
+            raise ValueError(f"pww={pww!r}: the number of edges a window holds, an "
+                             "integer of at least 1")
+        from graphcep.cli_options import pww_options
+
+        args = argparse.Namespace(pww=pww, pww_base=str(base),
+                                  pww_max_duration=None if most is None else str(most),
+                                  window=self.options.get("window"))
+        return pww_options(args)
+
+
+def _renamed(err: ValueError, path: str, name: str) -> ValueError:
+    """``err`` saying ``name`` where it said ``path`` (a syntax error's ``source`` too)."""
+    if getattr(err, "source", None) == path:
+        err.source = name  # type: ignore[attr-defined]
+    err.args = tuple(a.replace(path, name) if isinstance(a, str) else a for a in err.args)
+    return err
+
+
+def _run(job: ReplayJob, edges: pa.Table, widening: tuple[int, int, int | None] | None):
+    """The matches of ``job`` in ``edges`` and their format, as ``graphcep run --engine
+    local`` finds them (with ``--pww`` under ``widening``)."""
+    if widening is None:
+        from graphcep.runtime.local import run_job
+
+        return run_job(job, edges)[0], job.output
+    from graphcep.runtime.widening import refuse_short_keep, run_widening
+    from graphcep.runtime.widening.report import widened_format
+
+    keep, base_us, max_duration_us = widening
+    refuse_short_keep(job, keep)
+    matches, _ = run_widening(job, edges, keep=keep, base_us=base_us,
+                              max_duration_us=max_duration_us)
+    return matches, widened_format(job.output)
+
+
+def _warn_absent_labels(job: ReplayJob, edges: pa.Table) -> None:
+    """A warning when a label the query wants is on no edge (its 0 matches then say
+    nothing about the pattern), as the command line warns."""
+    absent = job.absent_labels(job.labels_present(edges))
+    if absent:
+        import warnings
+
+        warnings.warn(f"query {job.name!r}: no edge carries {', '.join(absent)}, so the "
+                      "query edges wanting them cannot match", stacklevel=3)
+
+
+# -- frames in and out ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Adapter:
+    """How one kind of frame becomes an Arrow table and matches become that kind."""
+
+    name: str
+    to_arrow: Any
+    from_arrow: Any
+
+
+def _adapter(data: Any) -> _Adapter:
+    """The adapter of ``data``'s kind, told by its class's module (so that no frame
+    library is imported to look at a frame of another). Every kind here is matched in
+    this process through Arrow; a Spark DataFrame, whose matches must be computed in the
+    executors and stay there, is the kind that will take a path of its own."""
+    import pyarrow as pa
+
+    root = type(data).__module__.split(".")[0]
+    if isinstance(data, pa.Table | pa.RecordBatch):
+        return _Adapter("arrow", _arrow_in, lambda table: table)
+    if root == "pandas" and type(data).__name__ == "DataFrame":
+        return _Adapter("pandas", _pandas_in, _pandas_out)
+    if root == "polars" and type(data).__name__ == "DataFrame":
+        return _Adapter("polars", lambda frame: frame.to_arrow(), _polars_out)
+    if root == "pyspark":
+        raise TypeError("a Spark DataFrame is not yet supported by Query.match: the matches "
+                        "would be collected on the driver; run `graphcep run QUERY --input "
+                        "...` on the data, or pass df.toArrow() (small data) to get an "
+                        "Arrow table of matches")
+    if root == "polars" and type(data).__name__ == "LazyFrame":
+        raise TypeError("a Polars LazyFrame is not supported: pass lazy.collect()")
+    raise TypeError(f"cannot match a {type(data).__module__}.{type(data).__name__}: "
+                    "pass a pandas DataFrame, a Polars DataFrame or a pyarrow Table")
+
+
+def _arrow_in(data: Any) -> pa.Table:
+    import pyarrow as pa
+
+    return pa.Table.from_batches([data]) if isinstance(data, pa.RecordBatch) else data
+
+
+def _pandas_in(frame: Any) -> pa.Table:
+    import pyarrow as pa
+
+    try:
+        return pa.Table.from_pandas(frame, preserve_index=False)
+    except (pa.ArrowTypeError, pa.ArrowInvalid) as err:  # mixed object columns
+        raise TypeError(f"the DataFrame cannot be read as Arrow columns: {err}; give the "
+                        "column one type (df[col].astype(str), pd.to_datetime(df[col]))"
+                        ) from None
+
+
+def _pandas_out(table: pa.Table) -> Any:
+    return table.to_pandas()
+
+
+def _polars_out(table: pa.Table) -> Any:
+    import polars as pl
+
+    return pl.from_arrow(table)
+
+
+# -- the edge table -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Mapping:
+    """The frame's columns of the edges' core fields (``dur`` may be None)."""
+
+    src: str
+    dst: str
+    time: str
+    dur: str | None
+
+    def core(self) -> dict[str, str]:
+        """Edge field -> the frame's column (``t``, ``src``, ``dst``, ``dur``)."""
+        found = {"t": self.time, "src": self.src, "dst": self.dst, "dur": self.dur}
+        return {core: name for core, name in found.items() if name is not None}
+
+    def parameter(self, core: str) -> str:
+        """The argument of :meth:`Query.match` naming the column of ``core``."""
+        return {"t": "time"}.get(core, core)
+
+
+def _checked_unit(time_unit: str | None) -> str | None:
+    if time_unit is not None and time_unit not in TIME_UNITS:
+        raise ValueError(f"time_unit={time_unit!r}: numeric times count 's', 'ms' or 'us' "
+                         "(give datetimes as timestamps: they carry their own unit)")
+    return time_unit
+
+
+def _edge_table(table: pa.Table, mapping: _Mapping, time_unit: str | None,
+                keep: Sequence[str] | None) -> pa.Table:
+    """The frame's rows as edges (:func:`~graphcep.io.formats.columns.parse_table`, the
+    Parquet reader's conversion), after checking its columns; a row that cannot be an
+    edge raises :class:`ValueError` (a frame has no rejects file)."""
+    from graphcep.io.formats.columns import parse_table
+    from graphcep.io.formats.schema import ReaderOptions, SchemaError
+
+    table = _plain_types(table)
+    core = mapping.core()
+    if mapping.dur is None and "dur" in table.column_names:
+        core["dur"] = "dur"
+    _check_names(table, mapping, core, keep)
+    _check_types(table, mapping, core, time_unit)
+    unit = time_unit or _checked_seconds(table.column(core["t"]), core["t"])
+    wanted = {*core.values(), *(table.column_names if keep is None else keep)}
+    table = table.select([name for name in table.column_names if name in wanted])
+    try:
+        edges, rejects = parse_table(table, ReaderOptions(time_unit=unit, columns=core))
+    except SchemaError as err:
+        raise TypeError(str(err)) from None
+    if rejects.num_rows:
+        first = rejects.slice(0, 1).to_pylist()[0]
+        raise ValueError(f"{rejects.num_rows:,} row(s) cannot be edges; the first, at "
+                         f"position {first['line'] - 1}: {first['reason']} (drop or fill "
+                         "them first, e.g. df.dropna(subset=[...]))")
+    return edges
+
+
+def _check_names(table: pa.Table, mapping: _Mapping, core: Mapping[str, str],
+                 keep: Sequence[str] | None) -> None:
+    """Every column named exists, and no other column has an edge field's name (it would
+    shadow the field read from the column named)."""
+    names = table.column_names
+    for field_name, column in core.items():
+        if column not in names:
+            parameter = mapping.parameter(field_name)
+            close = difflib.get_close_matches(column, names, n=1)
+            hint = f"; did you mean {parameter}={close[0]!r}?" if close else ""
+            raise ValueError(f"no column {column!r} ({parameter}={column!r}, the edges' "
+                             f"{_ROLE[field_name]}): the columns are {names}{hint}")
+    for column in keep or ():
+        if column not in names:
+            raise ValueError(f"columns=: no column {column!r}; the columns are {names}")
+    for field_name in ("t", "src", "dst", "dur"):
+        if field_name in names and core.get(field_name) not in (None, field_name) and (
+                keep is None or field_name in keep):
+            parameter = mapping.parameter(field_name)
+            raise ValueError(f"column {field_name!r} has the name of the edges' "
+                             f"{_ROLE[field_name]}, which {parameter}={core[field_name]!r} "
+                             f"reads from column {core[field_name]!r}: rename or drop "
+                             f"column {field_name!r}, or leave it out of columns=")
+
+
+_ROLE = {"t": "start times", "src": "source vertices", "dst": "destination vertices",
+         "dur": "durations"}
+
+
+def _check_types(table: pa.Table, mapping: _Mapping, core: Mapping[str, str],
+                 time_unit: str | None) -> None:
+    """Refuse a column whose type cannot hold what it is mapped to, and ``time_unit``
+    with times that carry their own unit."""
+    import pyarrow as pa
+
+    for field_name, column in core.items():
+        kind = table.schema.field(column).type
+        if pa.types.is_dictionary(kind):
+            kind = kind.value_type
+        parameter = mapping.parameter(field_name)
+        if field_name in ("src", "dst"):
+            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
+                    or pa.types.is_integer(kind)):
+                raise TypeError(f"column {column!r} ({parameter}=) has type {kind}: vertices "
+                                f"are strings or integers (convert it, e.g. "
+                                f"df[{column!r}].astype(str))")
+            continue
+        timestamp = pa.types.is_timestamp(kind) or pa.types.is_date(kind)
+        numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or \
+            pa.types.is_decimal(kind)
+        if field_name == "dur" and (numeric or pa.types.is_duration(kind)):
+            continue
+        if field_name == "t" and timestamp:
+            if time_unit is not None:
+                raise ValueError(f"time_unit={time_unit!r} applies to numeric times; column "
+                                 f"{column!r} holds {kind}, which carry their own unit: "
+                                 "leave time_unit out")
+            continue
+        if field_name == "t" and numeric:
+            continue
+        wanted = ("numbers (in time_unit) or timedeltas" if field_name == "dur" else
+                  "timestamps, dates or numbers (with time_unit=)")
+        fix = (f"pd.to_datetime(df[{column!r}])" if field_name == "t"
+               else f"pd.to_numeric(df[{column!r}])")
+        raise TypeError(f"column {column!r} ({parameter}=) has type {kind}: the edges' "
+                        f"{_ROLE[field_name]} are {wanted} (convert it, e.g. {fix})")
+
+
+def _checked_seconds(column: Any, name: str) -> str:
+    """``"s"``, the unit numeric times are assumed to count, once checked against them as
+    the command line checks them; a :class:`ValueError` when they read as epoch times in
+    another unit only."""
+    import numpy as np
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    from graphcep.io.formats.times import implausible_time_unit
+
+    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
+            or pa.types.is_decimal(column.type)):
+        return "s"
+    bounds = pc.min_max(column.cast(pa.float64()))
+    low, high = bounds["min"].as_py(), bounds["max"].as_py()
+    if low is None or not np.isfinite([low, high]).all():
+        return "s"  # no finite value: the rows are refused one by one
+    message = implausible_time_unit(np.array([np.floor(low), np.floor(high)]), "s")
+    if message is not None:
+        message = re.sub(r"--time-unit (\w+)", r"time_unit='\1'", message)
+        raise ValueError(f"column {name!r} (time=): {message}")
+    return "s"
+
+
+def _plain_types(table: pa.Table) -> pa.Table:
+    """Large strings and string views (Polars' text, pandas' ``string[pyarrow]``) as
+    strings, which the readers produce and the engines' fields read."""
+    import pyarrow as pa
+
+    fields = [f.with_type(pa.string()) if _is_other_text(f.type) else f
+              for f in table.schema]
+    schema = pa.schema(fields, metadata=table.schema.metadata)
+    return table if schema == table.schema else table.cast(schema)
+
+
+def _is_other_text(kind: pa.DataType) -> bool:
+    import pyarrow as pa
+
+    is_view = getattr(pa.types, "is_string_view", lambda _: False)  # pyarrow >= 16
+    return pa.types.is_large_string(kind) or is_view(kind)
