@@ -125,7 +125,10 @@ def prepare_options(
     ]
     if fmt == "snap":
         count = _common_field_count(fmt, [ln for _, ln in data], options)
-        return replace(options, column_names=_positional_names(count, options), header=False)
+        prepared = replace(options, column_names=_positional_names(count, options),
+                           header=False)
+        _check_head_times(fmt, [ln for _, ln in data], prepared, name)
+        return prepared
     first = _split_one(fmt, lines[0], options) if data and data[0][0] == 0 else None
     rest_count = _common_field_count(fmt, [ln for i, ln in data if i > 0], options)
     header = options.header
