@@ -50,3 +50,38 @@ def test_snap_milliseconds_with_their_unit_give_the_count(
     data.write_text("".join(f"{s} {d} {t * 1000}\n" for s, d, t in events))
     assert run(tmp_path, query, [str(data)], "--time-unit", "ms") == 0
     assert summary(capsys.readouterr().out)["matches"] == triangles
+
+
+def write_parquet_frame(path: Path, events, t_of) -> Path:
+    """A Parquet file as pandas writes it: int64 columns src, dst, t, no graphcep unit."""
+    import pandas as pd
+
+    frame = pd.DataFrame(events, columns=["src", "dst", "t"])
+    frame["t"] = t_of(frame["t"])
+    frame.to_parquet(path)
+    return path
+
+
+def test_parquet_relative_integer_times_say_the_unit_they_are_read_in(
+        tmp_path, query, events, triangles, capsys):
+    # seconds from the first message: no epoch time in any unit, so nothing can refuse
+    # them, and read as microseconds they match as if the stream lasted 17 seconds
+    data = write_parquet_frame(tmp_path / "rel.parquet", events, lambda t: t - t.min())
+    assert run(tmp_path, query, [str(data)]) == 0
+    (note,) = capsys.readouterr().err.splitlines()
+    assert note.startswith(f"graphcep: note: {data}: the integer times of column 't' carry "
+                           "no unit and are read as microseconds")
+    assert "pass --time-unit s" in note
+    assert run(tmp_path, query, [str(data)], "--time-unit", "s") == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert summary(captured.out)["matches"] == triangles
+
+
+def test_parquet_epoch_microseconds_without_unit_are_read_without_a_note(
+        tmp_path, query, events, triangles, capsys):
+    data = write_parquet_frame(tmp_path / "us.parquet", events, lambda t: t * 1_000_000)
+    assert run(tmp_path, query, [str(data)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err == ""
+    assert summary(captured.out)["matches"] == triangles

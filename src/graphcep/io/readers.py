@@ -76,7 +76,7 @@ from graphcep.io.formats import (
 )
 from graphcep.io.formats.schema import InputNote
 from graphcep.io.formats.sniff import is_vast_line, shape_of
-from graphcep.io.formats.times import implausible_time_unit
+from graphcep.io.formats.times import EPOCH_SPAN, SECONDS_PER_TICK, implausible_time_unit
 from graphcep.io.rejects import add_format_hint
 from graphcep.io.seq import parse_seq
 from graphcep.io.syscall import parse_syscall
@@ -674,6 +674,8 @@ def _read_parquet_file(
                 times.add(batch)
     if times is not None and (message := times.implausible()) is not None:
         raise InputError(f"{name}: {message}")
+    if times is not None and (note := times.unlabelled()) is not None:
+        warnings.warn(InputNote(f"{name}: {note}"), stacklevel=2)
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
     for index, (parsing, first_row) in enumerate(parsed):
@@ -723,6 +725,19 @@ class _IntegerTimes:
         if self.low is None or self.high is None:
             return None
         return implausible_time_unit(np.array([self.low, self.high], np.int64), self.unit)
+
+    def unlabelled(self) -> str | None:
+        """What to say of times read in a unit nothing names, when they are no epoch
+        times in it (relative times: pandas' integer seconds from 0 read as microseconds
+        would match as if the stream lasted seconds, and nothing in the numbers tells)."""
+        if self.low is None or self.high is None or self.unit != "us":
+            return None
+        per = SECONDS_PER_TICK[self.unit]
+        if EPOCH_SPAN[0] <= self.low * per and self.high * per < EPOCH_SPAN[1]:
+            return None
+        return (f"the integer times of column {self.column!r} carry no unit and are read as "
+                "microseconds (graphcep's own Parquet unit): pass --time-unit s or ms if "
+                "they count seconds or milliseconds")
 
 
 #: Rows per batch of a Parquet read.
