@@ -85,3 +85,28 @@ def test_parquet_epoch_microseconds_without_unit_are_read_without_a_note(
     captured = capsys.readouterr()
     assert captured.err == ""
     assert summary(captured.out)["matches"] == triangles
+
+
+@pytest.mark.parametrize(("header", "order"), [
+    ("timestamp,sender,receiver", "t,src,dst"),
+    ("t,dst,src", "t,dst,src"),
+])
+def test_no_header_on_a_header_placing_the_fields_otherwise_is_refused(
+        tmp_path, query, events, capsys, header, order):
+    data = tmp_path / "named.csv"
+    place = {"t": 2, "src": 0, "dst": 1}
+    rows = [",".join(str(e[place[c]]) for c in order.split(",")) for e in events]
+    data.write_text(header + "\n" + "".join(r + "\n" for r in rows))
+    assert run(tmp_path, query, [str(data)], "--no-header") == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.startswith(f"graphcep: {data}: line 1 (")
+    assert "drop --no-header, or pass --columns " in line
+
+
+def test_no_header_on_a_header_in_the_headerless_places_rejects_line_1_only(
+        tmp_path, query, events, triangles, capsys):
+    data = tmp_path / "named.csv"
+    data.write_text("src,dst,t\n" + "".join(f"{s},{d},{t}\n" for s, d, t in events))
+    assert run(tmp_path, query, [str(data)], "--no-header") == 0
+    result = summary(capsys.readouterr().out)
+    assert (result["rejected"], result["matches"]) == (1, triangles)
