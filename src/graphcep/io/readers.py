@@ -75,7 +75,7 @@ from graphcep.io.formats import (
     too_long_reason,
 )
 from graphcep.io.formats.schema import InputNote
-from graphcep.io.formats.sniff import is_vast_line, shape_of
+from graphcep.io.formats.sniff import is_vast_line, refuse_packed, shape_of
 from graphcep.io.formats.times import EPOCH_SPAN, SECONDS_PER_TICK, implausible_time_unit
 from graphcep.io.rejects import add_format_hint
 from graphcep.io.seq import parse_seq
@@ -522,6 +522,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
                 head = lines.slice(0, HEAD_LINES).to_pylist()
                 head_text = [b[: options.max_line_bytes].decode("utf-8", "replace")
                              for b in head]
+                refuse_packed(head_text, name)
                 prepared = prepare_options(fmt, head_text, options, name)
             good, bad = parse_lines(lines, numbers, fmt, prepared)
             edges.append(good)
