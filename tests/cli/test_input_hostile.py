@@ -171,3 +171,36 @@ def test_spark_refuses_an_archive_or_other_compression_alike(spark, tmp_path, ev
     with pytest.raises(InputError, match=r"^.*college\.\w+: (bzip2-compressed|a tar archive): "
                                          "graphcep reads text"):
         read_edges_spark(spark, data, "snap")
+
+
+def test_a_directory_says_which_subdirectories_and_notes_it_did_not_read(
+        tmp_path, query, events, capsys):
+    folder = tmp_path / "data"
+    (folder / "more").mkdir(parents=True)
+    half = len(events) // 2
+    (folder / "part1.txt").write_text("".join(f"{s} {d} {t}\n" for s, d, t in events[:half]))
+    # the subdirectory's edges are not read: the count is that of the first half alone
+    (folder / "more" / "part2.txt").write_text(
+        "".join(f"{s} {d} {t}\n" for s, d, t in events[half:]))
+    for note in ("NOTES.txt", "checksums.sha256", ".gitkeep", ".hidden"):
+        (folder / note).write_text("a b c\n")
+    assert run(tmp_path, query, [str(folder)]) == 0
+    captured = capsys.readouterr()
+    assert captured.err.splitlines() == [
+        f"graphcep: note: skipped 2 files of the input directories, which hold no snap data: "
+        f"{folder / 'NOTES.txt'}, {folder / 'checksums.sha256'}",
+        "graphcep: note: skipped 1 subdirectory of the input directories (subdirectories are "
+        f"not read; pass them as inputs): {folder / 'more'}/",
+    ]
+    result = summary(captured.out)
+    assert (result["rejected"], result["matches"]) == (0, count_triangles(events[:half], HOUR))
+
+
+def test_a_directory_of_subdirectories_only_is_one_line(tmp_path, query, capsys):
+    folder = tmp_path / "dataset"
+    (folder / "part=0").mkdir(parents=True)
+    (folder / "part=0" / "edges.txt").write_text("1 2 3\n")
+    assert run(tmp_path, query, [str(folder)]) == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert line.endswith("(only part=0/: notes, files of another format and subdirectories "
+                         "are not read)")
