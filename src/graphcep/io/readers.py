@@ -688,7 +688,7 @@ def _read_parquet_file(
                 times.add(batch)
     if times is not None and (message := times.implausible()) is not None:
         raise InputError(f"{name}: {message}")
-    if times is not None and (note := times.unlabelled()) is not None:
+    if times is not None and b"pandas" in metadata and (note := times.unlabelled()):
         warnings.warn(InputNote(f"{name}: {note}"), stacklevel=2)
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
@@ -743,7 +743,9 @@ class _IntegerTimes:
     def unlabelled(self) -> str | None:
         """What to say of times read in a unit nothing names, when they are no epoch
         times in it (relative times: pandas' integer seconds from 0 read as microseconds
-        would match as if the stream lasted seconds, and nothing in the numbers tells)."""
+        would match as if the stream lasted seconds, and nothing in the numbers tells).
+        Said of files pandas wrote (their ``pandas`` metadata): a frame's integer column
+        is far more often seconds than microseconds."""
         if self.low is None or self.high is None or self.unit != "us":
             return None
         per = SECONDS_PER_TICK[self.unit]
