@@ -204,3 +204,14 @@ def test_a_directory_of_subdirectories_only_is_one_line(tmp_path, query, capsys)
     (line,) = capsys.readouterr().err.splitlines()
     assert line.endswith("(only part=0/: notes, files of another format and subdirectories "
                          "are not read)")
+
+
+@pytest.mark.parametrize("options", [("--symbol", "src"), ("--key", "dst", "--symbol", "dst")])
+def test_a_key_and_symbol_of_the_same_field_are_refused(tmp_path, capsys, options):
+    subs = tmp_path / "s.subs"
+    subs.write_text("pp: @a.@b.@a\n")
+    data = tmp_path / "x.csv"
+    data.write_text("src,dst,t\n1,2,1\n2,1,2\n1,2,3\n")
+    assert run(tmp_path, subs, [str(data)], *options, command="subscribe") == 2
+    (line,) = capsys.readouterr().err.splitlines()
+    assert "--key and --symbol name the same field" in line
