@@ -215,3 +215,15 @@ def test_a_key_and_symbol_of_the_same_field_are_refused(tmp_path, capsys, option
     assert run(tmp_path, subs, [str(data)], *options, command="subscribe") == 2
     (line,) = capsys.readouterr().err.splitlines()
     assert "--key and --symbol name the same field" in line
+
+
+@pytest.mark.parametrize("header", ["src , dst , t", "from , to , time"])
+def test_spaces_around_the_commas_are_no_part_of_the_vertex_ids(
+        tmp_path, query, events, triangles, capsys, header):
+    # "1 , 2 , 5" kept "1 " as a source and " 1 " as a destination: two vertices, and no
+    # triangle ever closed (0 matches, exit 0)
+    data = tmp_path / "spaced.csv"
+    data.write_text(header + "\n" + "".join(f"{s} , {d} , {t}\n" for s, d, t in events))
+    assert run(tmp_path, query, [str(data)]) == 0
+    result = summary(capsys.readouterr().out)
+    assert (result["rejected"], result["matches"]) == (0, triangles)
