@@ -244,7 +244,7 @@ def test_a_directory_of_notes_only_is_one_line(tmp_path, query, capsys):
     (tmp_path / "d" / "SOURCE.md").write_text("notes\n")
     assert run(tmp_path, query, [str(tmp_path / "d")]) == 2
     (line,) = capsys.readouterr().err.splitlines()
-    assert "no input files in" in line and "SOURCE.md, which hold no data" in line
+    assert "no input files in" in line and "(only SOURCE.md: notes, files of another format" in line
 
 
 # -- subscriptions options and files ------------------------------------------------------------

@@ -75,8 +75,8 @@ from graphcep.io.formats import (
     too_long_reason,
 )
 from graphcep.io.formats.schema import InputNote
-from graphcep.io.formats.sniff import is_vast_line, shape_of
-from graphcep.io.formats.times import implausible_time_unit
+from graphcep.io.formats.sniff import is_vast_line, refuse_packed, shape_of
+from graphcep.io.formats.times import EPOCH_SPAN, SECONDS_PER_TICK, implausible_time_unit
 from graphcep.io.rejects import add_format_hint
 from graphcep.io.seq import parse_seq
 from graphcep.io.syscall import parse_syscall
@@ -156,12 +156,13 @@ NOTE_SUFFIXES = frozenset({
     ".md", ".markdown", ".rst", ".html", ".htm", ".pdf", ".doc", ".docx", ".json", ".yaml",
     ".yml", ".toml", ".ini", ".cfg", ".py", ".ipynb", ".sh", ".png", ".jpg", ".jpeg",
     ".gif", ".svg", ".crc", ".log", ".sal", ".nu", ".ddst", ".subs", ".sql", ".xml",
+    ".md5", ".sha1", ".sha256", ".sha512", ".asc", ".sig",
 })
 #: Suffixes among :data:`NOTE_SUFFIXES` that a format's data often has (JSON lines named
 #: ``.json``, system-call traces ``.log``).
 _DATA_SUFFIXES = {"jsonl": (".json",), "syscall": (".log",)}
 #: File names (before any suffix, any case) of notes: ``README``, ``LICENSE.txt``.
-NOTE_NAMES = ("readme", "source", "license", "licence", "notice", "copying", "authors",
+NOTE_NAMES = ("readme", "source", "license", "licence", "notice", "copying", "authors", "notes",
               "changelog", "changes", "citation", "manifest", "md5sums", "sha256sums")
 #: Formats a ``.csv`` name may hold (VAST and NetFlow v5 files are comma-separated).
 _CSV_FAMILY = ("csv", "vast", "netflow5")
@@ -189,9 +190,10 @@ def holds_data(path: Path, fmt: str | None = None) -> bool:
 
 def list_inputs(paths: str | os.PathLike | list[str | os.PathLike],
                 fmt: str | None = None) -> tuple[list[Path], list[Path]]:
-    """The files to read and the files of the directories among ``paths`` left out
-    (:func:`holds_data`; hidden ones, ``.x`` and ``_x``, are not listed at all). A file
-    named itself is always read."""
+    """The files to read and the entries of the directories among ``paths`` left out:
+    files that hold no data (:func:`holds_data`) and subdirectories, which are not read
+    (hidden ones, ``.x`` and ``_x``, are not listed at all). A file named itself is
+    always read."""
     items = [paths] if isinstance(paths, str | os.PathLike) else list(paths)
     out: list[Path] = []
     skipped: list[Path] = []
@@ -199,8 +201,11 @@ def list_inputs(paths: str | os.PathLike | list[str | os.PathLike],
         path = Path(item)
         if path.is_dir():
             for found in sorted(p for p in path.iterdir()
-                                if p.is_file() and not p.name.startswith((".", "_"))):
-                (out if holds_data(found, fmt) else skipped).append(found)
+                                if not p.name.startswith((".", "_"))):
+                if found.is_dir():
+                    skipped.append(found)
+                elif found.is_file():
+                    (out if holds_data(found, fmt) else skipped).append(found)
         else:
             out.append(path)
     return out, skipped
@@ -210,12 +215,19 @@ def note_skipped_files(paths: str | os.PathLike | list[str | os.PathLike], fmt: 
     """One :class:`~graphcep.io.formats.schema.InputNote` naming the files of the input
     directories left out as no data for ``fmt`` (:func:`list_inputs`), if any."""
     _, skipped = list_inputs(paths, fmt)
-    if skipped:
-        names = ", ".join(str(p) for p in skipped[:5])
-        more = f" and {len(skipped) - 5} more" if len(skipped) > 5 else ""
-        warnings.warn(InputNote(f"skipped {counted_noun(len(skipped), 'file')} of the input "
+    files = [p for p in skipped if not p.is_dir()]
+    if files:
+        names = ", ".join(str(p) for p in files[:5])
+        more = f" and {len(files) - 5} more" if len(files) > 5 else ""
+        warnings.warn(InputNote(f"skipped {counted_noun(len(files), 'file')} of the input "
                                 f"directories, which hold no {fmt} data: {names}{more}"),
                       stacklevel=2)
+    if folders := [p for p in skipped if p.is_dir()]:
+        names = ", ".join(f"{p}/" for p in folders[:5])
+        more = f" and {len(folders) - 5} more" if len(folders) > 5 else ""
+        warnings.warn(InputNote(f"skipped {counted_noun(len(folders), 'subdirectory', 'subdirectories')} of "
+                                f"the input directories (subdirectories are not read; pass "
+                                f"them as inputs): {names}{more}"), stacklevel=2)
 
 
 def expand_paths(paths: str | os.PathLike | list[str | os.PathLike], *,
@@ -231,8 +243,9 @@ def expand_paths(paths: str | os.PathLike | list[str | os.PathLike], *,
     """
     out, skipped = list_inputs(paths, fmt)
     if not out:
-        extra = (f" (only {', '.join(p.name for p in skipped)}, which hold no data)"
-                 if skipped else "")
+        listed = ", ".join(p.name + ("/" if p.is_dir() else "") for p in skipped)
+        extra = (f" (only {listed}: notes, files of another format and subdirectories are "
+                 "not read)" if skipped else "")
         raise FileNotFoundError(f"no input files in {paths!r}{extra}")
     seen: dict[Path, Path] = {}
     for path in out if once else ():
@@ -522,6 +535,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
                 head = lines.slice(0, HEAD_LINES).to_pylist()
                 head_text = [b[: options.max_line_bytes].decode("utf-8", "replace")
                              for b in head]
+                refuse_packed(head_text, name)
                 prepared = prepare_options(fmt, head_text, options, name)
             good, bad = parse_lines(lines, numbers, fmt, prepared)
             edges.append(good)
@@ -674,6 +688,8 @@ def _read_parquet_file(
                 times.add(batch)
     if times is not None and (message := times.implausible()) is not None:
         raise InputError(f"{name}: {message}")
+    if times is not None and b"pandas" in metadata and (note := times.unlabelled()):
+        warnings.warn(InputNote(f"{name}: {note}"), stacklevel=2)
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
     for index, (parsing, first_row) in enumerate(parsed):
@@ -723,6 +739,21 @@ class _IntegerTimes:
         if self.low is None or self.high is None:
             return None
         return implausible_time_unit(np.array([self.low, self.high], np.int64), self.unit)
+
+    def unlabelled(self) -> str | None:
+        """What to say of times read in a unit nothing names, when they are no epoch
+        times in it (relative times: pandas' integer seconds from 0 read as microseconds
+        would match as if the stream lasted seconds, and nothing in the numbers tells).
+        Said of files pandas wrote (their ``pandas`` metadata): a frame's integer column
+        is far more often seconds than microseconds."""
+        if self.low is None or self.high is None or self.unit != "us":
+            return None
+        per = SECONDS_PER_TICK[self.unit]
+        if EPOCH_SPAN[0] <= self.low * per and self.high * per < EPOCH_SPAN[1]:
+            return None
+        return (f"the integer times of column {self.column!r} carry no unit and are read as "
+                "microseconds (graphcep's own Parquet unit): pass --time-unit s or ms if "
+                "they count seconds or milliseconds")
 
 
 #: Rows per batch of a Parquet read.

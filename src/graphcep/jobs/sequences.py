@@ -195,6 +195,10 @@ class SubscriptionJob(JobBase):
         return [c for c in available if c in wanted]
 
     def check_columns(self, available: list[str]) -> None:
+        if self.key == self.symbol:  # each key's sequence would be the key, repeated
+            raise QueryError(f"--key and --symbol name the same field {self.key!r}: a "
+                             "key's sequence would be the key itself, repeated; give the "
+                             "symbol another field")
         for role, field in (("--key", self.key), ("--symbol", self.symbol)):
             if field not in available:
                 column = resolve_field(None, field)  # a format's own name (SourceIp)

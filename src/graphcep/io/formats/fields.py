@@ -102,6 +102,9 @@ def convert_one(
         rows = np.array(sorted(errors), dtype=np.int64)
         return out, rows, [errors[int(r)] for r in rows]
     if spec.kind in ("src", "dst"):
+        # "1 , 2 , 5": the spaces around a comma are no part of an id (kept, "1 " as src
+        # and " 1 " as dst would be two vertices, and nothing would ever match)
+        raw = pc.utf8_trim(raw, " \t")  # a bare "\r" is text, as a line end is "\n"
         bad = np.flatnonzero(bool_np(pc.equal(raw, "")) & present)
         return pc.fill_null(raw, ""), bad, ["empty vertex id"] * len(bad)
     if spec.kind == "string":

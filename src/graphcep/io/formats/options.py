@@ -125,7 +125,10 @@ def prepare_options(
     ]
     if fmt == "snap":
         count = _common_field_count(fmt, [ln for _, ln in data], options)
-        return replace(options, column_names=_positional_names(count, options), header=False)
+        prepared = replace(options, column_names=_positional_names(count, options),
+                           header=False)
+        _check_head_times(fmt, [ln for _, ln in data], prepared, name)
+        return prepared
     first = _split_one(fmt, lines[0], options) if data and data[0][0] == 0 else None
     rest_count = _common_field_count(fmt, [ln for i, ln in data if i > 0], options)
     header = options.header
@@ -141,6 +144,9 @@ def prepare_options(
         prepared = replace(options, header=True, column_names=names)
         _check_head_times(fmt, [ln for i, ln in data if i > 0], prepared, name)
         return prepared
+    if options.header is False and first is not None and not options.columns \
+            and _first_line_is_header(fmt, lines[0], rest_count, options):
+        _refuse_reordering_header(first, name)
     count = _common_field_count(fmt, [ln for _, ln in data], options)
     prepared = replace(options, header=False, column_names=_positional_names(count, options))
     _check_head_times(fmt, [ln for _, ln in data], prepared, name)
@@ -206,6 +212,24 @@ def _header_columns(names: Sequence[str], options: ReaderOptions, name: str | No
     warnings.warn(InputNote(f"{where}header read by its names as --columns {mapped} "
                             f"(the file's columns are {listed})"), stacklevel=2)
     return replace(options, columns=columns)
+
+
+def _refuse_reordering_header(names: Sequence[str], name: str | None) -> None:
+    """Refuse ``--no-header`` on a file whose line 1 is a header naming t, src and dst
+    (:data:`HEADER_SYNONYMS`) in other places than the positions a headerless file has
+    (src, dst, t): each line would be read with its fields swapped, silently. Line 1
+    naming them in those places is only a reject."""
+    found = {core: [i for i, n in enumerate(names) if n.strip().lower() in _synonyms(core)]
+             for core in ("src", "dst", "t")}
+    places = {core: spots[0] for core, spots in found.items() if len(spots) == 1}
+    if len(places) < 3 or places == {"src": 0, "dst": 1, "t": 2}:
+        return
+    where = f"{name}: " if name else ""
+    listed = ", ".join(map(repr, names))
+    mapped = ",".join(f"{core}={names[i].strip()}" for core, i in places.items())
+    raise SchemaError(f"{where}line 1 ({listed}) is a header placing t, src and dst "
+                      "otherwise than --no-header reads them (src, dst, t): drop "
+                      f"--no-header, or pass --columns {mapped}")
 
 
 def _check_head_times(fmt: str, lines: Sequence[str], options: ReaderOptions,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
-from graphcep.io.formats.schema import NETFLOW5_FIELDS, VAST_FIELDS
+from graphcep.io.formats.schema import NETFLOW5_FIELDS, VAST_FIELDS, InputError
 
 _PARQUET_MAGIC = "PAR1"
 
@@ -18,6 +18,40 @@ def is_vast_line(line: str) -> bool:
     fields = line.split(",")
     named = any(f.strip().lower() == "timeseconds" for f in fields[:2])
     return named or len(fields) in (len(VAST_FIELDS), len(VAST_FIELDS) + 1)
+
+
+#: The first characters (as decoded with replacement) of compressed files graphcep does not
+#: decompress, and what each is.
+_PACKED_MAGIC = (("BZh", "bzip2-compressed"), ("\ufffd7zXZ\x00", "xz-compressed"),
+                 ("PK\x03\x04", "a zip archive"), ("(\ufffd/\ufffd", "zstd-compressed"),
+                 ("7z\ufffd\ufffd", "a 7-zip archive"))
+
+
+def packed_as(head: Sequence[str]) -> str | None:
+    """What a file whose text is no text is (a tar archive, bzip2, xz, zstd or zip
+    compression), from its first lines as decoded with replacement characters, or
+    ``None``. Read as lines such a file is garbage, or (a tar archive) its members'
+    lines with a header glued to each member's first line.
+
+    >>> packed_as(["BZh91AY&SY\ufffd"])
+    'bzip2-compressed'
+    >>> packed_as(["1 2 1082040961"]) is None
+    True
+    """
+    if not head:
+        return None
+    first = head[0]
+    if first[257:262] == "ustar" and "\x00" in first[:257]:
+        return "a tar archive"
+    return next((what for magic, what in _PACKED_MAGIC if first.startswith(magic)), None)
+
+
+def refuse_packed(head: Sequence[str], name: str) -> None:
+    """An :class:`InputError` for a file that is an archive or a compression other than
+    gzip (:func:`packed_as`), before any of its lines is read as edges."""
+    if (what := packed_as(head)) is not None:
+        raise InputError(f"{name}: {what}: graphcep reads text, plain or gzip-compressed: "
+                         "extract it (or recompress it with gzip) and pass the files")
 
 
 def shape_of(head: Sequence[str]) -> str | None:
@@ -54,4 +88,4 @@ def shape_of(head: Sequence[str]) -> str | None:
     return "snap" if len(line.split()) >= 3 else None
 
 
-__all__ = ["is_vast_line", "shape_of"]
+__all__ = ["is_vast_line", "packed_as", "refuse_packed", "shape_of"]

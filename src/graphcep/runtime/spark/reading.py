@@ -32,7 +32,7 @@ from graphcep.io.formats import (
     parse_lines,
     prepare_options,
 )
-from graphcep.io.formats.sniff import shape_of
+from graphcep.io.formats.sniff import refuse_packed, shape_of
 from graphcep.io.readers import (  # the local reader's own pieces: one reading, two engines
     FILE_INDEX_SHIFT,
     HEAD_LINES,
@@ -141,6 +141,8 @@ def read_edges_spark(spark, paths, fmt: str | None = None, options: ReaderOption
         return _read_locally(spark, files, fmt, options)
     split, whole = _split_or_whole(files)
     heads = [_head_lines(f, options) for f in files]
+    for path, head in zip(files, heads, strict=True):
+        refuse_packed(head, str(path))
     layouts = [prepare_options(fmt, head, options, str(f))
                for f, head in zip(files, heads, strict=True)]
     schema = _read_schema(fmt, heads, layouts)
