@@ -458,7 +458,7 @@ def merge_streams(tables: Sequence[pa.Table]) -> pa.Table:
     >>> b = pa.table({"t": [1], "src": ["z"], "dst": ["x"], "label": ["late"]})
     >>> m = merge_streams([a, b])
     >>> m.select(["t", "seq", "label"]).to_pylist()
-    [{'t': 1, 'seq': 1, 'label': None}, {'t': 1, 'seq': 1099511627776, 'label': 'late'}, {'t': 3, 'seq': 0, 'label': None}]
+    [{'t': 1, 'seq': 2, 'label': None}, {'t': 1, 'seq': 1099511627777, 'label': 'late'}, {'t': 3, 'seq': 1, 'label': None}]
     """
     if not tables:
         raise ValueError("nothing to merge")

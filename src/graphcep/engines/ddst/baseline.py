@@ -246,7 +246,7 @@ def ddst_match_graph(query: DDSTQuery, window: pa.Table) -> MatchGraph:
     ...     .before("x", "y").within(10, "s").build()
     >>> w = pa.table({"t": [1, 2, 3], "src": ["a", "b", "c"], "dst": ["b", "a", "d"]})
     >>> sorted(ddst_match_graph(q, w).edge_pairs())
-    [('x', 0), ('y', 1)]
+    [('x', 1), ('y', 2)]
     """
     cols = engine_columns(normalize_edges(window))
     if len(cols["t"]) == 0:
