@@ -49,7 +49,9 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
+import logging
 import os
+import socket
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -69,6 +71,12 @@ CONNECT_TIMEOUT_S = 3.0
 TRANSACTION_TIMEOUT_S = 60.0
 #: The roles a Kafka topic can take, as their options name them.
 ROLES = ("output", "late", "rejects")
+
+
+#: Where the Kafka clients' own log lines go: nowhere (a failure raises, one line).
+_QUIET = logging.getLogger("graphcep.kafka_sink.client")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
 
 
 class KafkaSinkError(OSError):
@@ -130,17 +138,26 @@ def transactional_id(checkpoint: str | os.PathLike, query: str) -> str:
 
 
 def check_reachable(bootstrap: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """One line when no broker of ``bootstrap`` answers within ``timeout_s``."""
-    kafka = confluent()
-    admin = kafka.admin.AdminClient({"bootstrap.servers": bootstrap,
-                                     "socket.connection.setup.timeout.ms":
-                                         int(timeout_s * 1000)})
-    try:
-        admin.list_topics(timeout=timeout_s)
-    except kafka.KafkaException as err:
-        raise QueryError(f"kafka://{bootstrap}: no Kafka broker answers within "
-                         f"{timeout_s:g} s ({_reason(err)}); start the broker or correct "
-                         "the address") from None
+    """One line when no broker of ``bootstrap`` accepts a TCP connection within
+    ``timeout_s`` (the client would retry without end, logging each try)."""
+    from graphcep.runtime.kafka_source import _connect_reason
+
+    reasons = []
+    for address in bootstrap.split(","):
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=timeout_s):
+                return
+        except OSError as err:
+            reasons.append(f"{address} ({_connect_reason(err)})")
+    raise QueryError(f"kafka://{bootstrap}: no Kafka broker answers: {'; '.join(reasons)}; "
+                     "start the broker or correct the address")
+
+
+def _client(**settings: Any) -> dict[str, Any]:
+    """A client's settings, its log lines silenced (its failures raise, said in one line)."""
+    return {**{key.replace("_", "."): value for key, value in settings.items()},
+            "logger": _QUIET}
 
 
 def _reason(err: BaseException) -> str:
@@ -157,6 +174,8 @@ class _Staged:
     records: list[tuple[str, bytes | None, bytes]] = field(default_factory=list)
     #: the match ids among them (a final flush's marker lists them)
     match_ids: list[str] = field(default_factory=list)
+    #: the roles staged (each writes once per attempt at a batch)
+    roles: set[str] = field(default_factory=set)
 
 
 class KafkaTransactions:
@@ -179,10 +198,10 @@ class KafkaTransactions:
         committed marker."""
         kafka = confluent()
         self._create_topics(kafka)
-        self._producer = kafka.Producer({
-            "bootstrap.servers": self.bootstrap, "transactional.id": self.txn_id,
-            "enable.idempotence": True, "linger.ms": 5,
-            "transaction.timeout.ms": int(TRANSACTION_TIMEOUT_S * 1000)})
+        self._producer = kafka.Producer(_client(
+            bootstrap_servers=self.bootstrap, transactional_id=self.txn_id,
+            enable_idempotence=True, linger_ms=5,
+            transaction_timeout_ms=int(TRANSACTION_TIMEOUT_S * 1000)))
         try:
             self._producer.init_transactions(TRANSACTION_TIMEOUT_S)
         except kafka.KafkaException as err:
@@ -191,7 +210,7 @@ class KafkaTransactions:
         self.last = self._last_marker(kafka)
 
     def _create_topics(self, kafka: Any) -> None:
-        admin = kafka.admin.AdminClient({"bootstrap.servers": self.bootstrap})
+        admin = kafka.admin.AdminClient(_client(bootstrap_servers=self.bootstrap))
         have = admin.list_topics(timeout=TRANSACTION_TIMEOUT_S).topics
         wanted = [kafka.admin.NewTopic(name, -1, -1) for name in self.topics.values()
                   if name not in have]
@@ -208,10 +227,9 @@ class KafkaTransactions:
 
     def _last_marker(self, kafka: Any) -> dict[str, Any] | None:
         """The newest committed marker of this stream (None: nothing delivered yet)."""
-        consumer = kafka.Consumer({"bootstrap.servers": self.bootstrap,
-                                   "group.id": self.txn_id, "enable.auto.commit": False,
-                                   "isolation.level": "read_committed",
-                                   "enable.partition.eof": True})
+        consumer = kafka.Consumer(_client(
+            bootstrap_servers=self.bootstrap, group_id=self.txn_id, enable_auto_commit=False,
+            isolation_level="read_committed", enable_partition_eof=True))
         try:
             part = kafka.TopicPartition(self.commits_topic, 0, kafka.OFFSET_BEGINNING)
             _, end = consumer.get_watermark_offsets(part, timeout=TRANSACTION_TIMEOUT_S,
@@ -240,8 +258,9 @@ class KafkaTransactions:
               keys: Iterable[str | None] | None = None) -> None:
         """Hold the records of ``role`` for micro-batch ``batch_id`` until :meth:`commit`."""
         staged = self._staged
-        if staged.batch_id != batch_id:  # a batch begun and left (Spark retries it)
-            self._staged = staged = _Staged(batch_id)
+        if staged.batch_id != batch_id or role in staged.roles:  # a batch begun and left
+            self._staged = staged = _Staged(batch_id)  # (its attempt failed): afresh
+        staged.roles.add(role)
         topic = self.topics[role]
         values = list(values)
         keys = list(keys) if keys is not None else [None] * len(values)
