@@ -49,15 +49,49 @@ def refuse_kafka_options(args: argparse.Namespace, source: str) -> None:
                          f"kafka://BROKERS/TOPICS), not --source {source}")
 
 
-def refuse_kafka_targets(args: argparse.Namespace) -> None:
-    """``--output``, ``--late`` or ``--rejects kafka://...`` is refused in one line: they
-    are directories (or the console), and a name such as ``kafka://b/t`` would otherwise
-    be made a local directory ``kafka:/b/t``."""
-    for role in ("output", "late", "rejects"):
-        target = getattr(args, role, None)
-        if isinstance(target, str) and target.startswith("kafka://"):
-            raise QueryError(f"--{role} {target}: the stream writes to the console or a "
-                             "directory; Kafka is a source only (--source kafka://...)")
+def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
+    """``--output``, ``--late`` and ``--rejects kafka://BROKER/TOPIC`` checked before Spark
+    starts (one topic each, one cluster, a broker answering; see
+    :mod:`graphcep.io.kafka_sink`); role -> text of those that name Kafka."""
+    from graphcep.io.kafka_sink import check_reachable, confluent, kafka_targets_of, parse_targets
+
+    targets = kafka_targets_of(args)
+    if targets:
+        confluent()
+        bootstrap, _ = parse_targets(targets)
+        check_reachable(bootstrap)
+    return targets
+
+
+def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) -> Any:
+    """The started Kafka transactions of the stream's ``kafka://`` outputs (None: none)."""
+    from graphcep.io.kafka_sink import (
+        KafkaTransactions,
+        kafka_targets_of,
+        parse_targets,
+        transactional_id,
+    )
+
+    targets = kafka_targets_of(args)
+    if not targets:
+        return None
+    bootstrap, topics = parse_targets(targets)
+    transactions = KafkaTransactions(bootstrap, topics, transactional_id(checkpoint, query),
+                                     query)
+    transactions.start()
+    return transactions
+
+
+def part_writer(role: str, target: Any, transactions: Any) -> Any:
+    """Where ``role``'s rows (``late``, ``rejects``) go: its Kafka topic, or a directory of
+    parts (``target``)."""
+    from graphcep.runtime.streaming import PartWriter
+
+    if transactions is not None and role in transactions.topics:
+        from graphcep.io.kafka_sink import KafkaPartWriter
+
+        return KafkaPartWriter(transactions, role)
+    return PartWriter(target)
 
 
 def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,

@@ -73,10 +73,12 @@ from graphcep.io.time_text import clock_for
 from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.kafka_options import (
     add_kafka_arguments,
+    check_kafka_targets,
     has_end,
     kafka_source,
+    kafka_transactions,
+    part_writer,
     refuse_kafka_options,
-    refuse_kafka_targets,
     spark_conf,
 )
 from graphcep.lang.errors import QuerySyntaxError
@@ -225,14 +227,14 @@ def validate_output(args: argparse.Namespace) -> None:
     """Check ``--output``, ``--late`` and ``--rejects`` before Spark starts: directories of
     parts (:func:`_sink`) that can be created (``-o /dev/null`` is refused in one line,
     not after start-up)."""
-    refuse_kafka_targets(args)
-    if args.output not in (None, "-"):
+    kafka = check_kafka_targets(args)
+    if args.output not in (None, "-") and "output" not in kafka:
         check_target(args.output, sink_format(args.output) or "jsonl", directory=True)
     from graphcep.cli_options import console_limit
 
     args.limit = console_limit(args, args.output)
     for role in ("late", "rejects"):
-        if getattr(args, role) is not None:
+        if getattr(args, role) is not None and role not in kafka:
             check_target(getattr(args, role), "jsonl", directory=True, role=f"--{role}")
     check_picture_targets(args, None if args.output in (None, "-") else args.output)
 
@@ -320,7 +322,8 @@ def _stream(args: argparse.Namespace) -> int:
     checkpoint = Path(args.checkpoint)
     claim_checkpoint(checkpoint, source.describe(), _query_identity(args, job),
                      _query_digest(args, watched=watch is not None, matching=matching))
-    sink = _sink(args, job)
+    transactions = kafka_transactions(args, checkpoint, job.name)
+    sink = _sink(args, job, transactions)
     if args.report is not None:  # the report draws the first matches
         sink = KeepFirst(sink, REPORT_MATCHES)
     started = time.perf_counter()
@@ -360,8 +363,9 @@ def _stream(args: argparse.Namespace) -> int:
         lateness_us=seconds_to_us(args.lateness),
         checkpoint=checkpoint,
         sink=sink,
-        late_sink=PartWriter(args.late or checkpoint / "late"),
-        reject_sink=PartWriter(args.rejects or checkpoint / "rejects"),
+        late_sink=part_writer("late", args.late or checkpoint / "late", transactions),
+        reject_sink=part_writer("rejects", args.rejects or checkpoint / "rejects", transactions),
+        commit=transactions.commit if transactions is not None else None,
         # the engine runs in the driver: as many search threads as the master has cores
         threads=max(1, min(spark.sparkContext.defaultParallelism, usable_cores())),
         watch=watch,
@@ -454,6 +458,9 @@ def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
         return "--pww runs in the driver"
     if watched:
         return "a watched subscriptions file is applied in the driver"
+    if any(str(getattr(args, role, None)).startswith("kafka://")
+           for role in ("output", "late", "rejects")):
+        return "a Kafka output commits one transaction per micro-batch in the driver"
     try:
         job.cell_query()  # a QueryError for every job but a SAL query the cells can split
     except QueryError as err:
@@ -806,10 +813,15 @@ def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
     return {"cells": args.cells, "processes": args.processes}
 
 
-def _sink(args: argparse.Namespace, job: ReplayJob) -> Any:
-    """Console, or a directory of one part per micro-batch, in the format its name gives
+def _sink(args: argparse.Namespace, job: ReplayJob, transactions: Any = None) -> Any:
+    """Console, a Kafka topic (:mod:`~graphcep.io.kafka_sink`), or a directory of one
+    part per micro-batch, in the format its name gives
     (:func:`~graphcep.io.sinks.sink_format`), else JSONL."""
     matches = job.output.with_clock(clock_for(getattr(args, "time_format", None)))
+    if transactions is not None and "output" in transactions.topics:
+        from graphcep.io.kafka_sink import KafkaMatchSink
+
+        return KafkaMatchSink(transactions, matches)
     if args.output in (None, "-"):
         return make_sink(None, limit=args.limit, matches=matches)
     fmt = sink_format(args.output) or "jsonl"

@@ -20,7 +20,8 @@ number plus the file's arrival ordinal ``<< 40``, so ties in ``t`` keep arrival 
 Exactly-once
 ------------
 After batch ``b`` the operator writes, in this order: the matches (sink part ``b``), the
-late edges and rejected lines (their parts ``b``), then its own state
+late edges and rejected lines (their parts ``b``), calls its ``commit`` hook (a
+transactional sink's commit, :mod:`graphcep.io.kafka_sink`), then writes its own state
 (``<checkpoint>/state/state-<b>.bin``, atomically renamed into place). Spark's file source
 re-delivers exactly the same input for a batch it re-runs after a crash, so whichever step
 a crash interrupts, the rerun starts from the state of batch ``b - 1``, recomputes the same
@@ -55,7 +56,7 @@ import pickle
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -206,6 +207,9 @@ class StreamOperator:
         Receive late edges and rejected lines per batch (see :class:`PartWriter`).
     on_matches : callable or None
         Called with ``(matches, batch_id)`` after the sink.
+    commit : callable or None
+        Called with ``(batch_id, final)`` after every write of a batch and before its
+        state is checkpointed (``final``: the end-of-input flush, not checkpointed).
     threads : int or None
         Engine search threads.
     cells : int or None
@@ -254,6 +258,7 @@ class StreamOperator:
         cells: int | None = None,
         processes: int | None = None,
         watch: QueryWatch | None = None,
+        commit: Callable[[int, bool], None] | None = None,
     ) -> None:
         if lateness_us < 0:
             raise ValueError("lateness must be >= 0")
@@ -273,6 +278,7 @@ class StreamOperator:
         self.cells = cells
         self.processes = processes
         self.watch = watch
+        self.commit = commit
         self._state = _State()
         #: why a micro-batch was refused (a stream lacking fields the query reads); kept
         #: because Spark hands a foreachBatch error back as its own text
@@ -430,6 +436,8 @@ class StreamOperator:
         late = late if late is not None else empty_edges()
         rejects = rejects if rejects is not None else READ_REJECT_SCHEMA.empty_table()
         self._emit(batch_id, matches, late, rejects, names)
+        if self.commit is not None:  # the batch's writes made visible, before its state
+            self.commit(batch_id, final)
         totals = st.totals
         totals.batches += 1
         totals.edges += edges_in
@@ -688,9 +696,15 @@ class PartWriter:
             pq.write_table(table, path)
             return
         with open(path, "w", encoding="utf-8") as out:
-            for row in table.to_pylist():
-                out.write("{" + ", ".join(f"{json.dumps(name)}: {_json_value(name, value)}"
-                                          for name, value in row.items()) + "}\n")
+            out.writelines(line + "\n" for line in record_lines(table))
+
+
+def record_lines(table: pa.Table) -> Iterator[str]:
+    """Each row of ``table`` (late edges, rejected lines) as the JSON object a JSONL part
+    holds (the Kafka sink's record value too)."""
+    for row in table.to_pylist():
+        yield "{" + ", ".join(f"{json.dumps(name)}: {_json_value(name, value)}"
+                              for name, value in row.items()) + "}"
 
 
 def _json_value(name: str, value: Any) -> str:
