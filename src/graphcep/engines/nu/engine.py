@@ -43,8 +43,8 @@ those it read as ``@ ~> @``: the interleaving of a search written by hand, see
 **Witnesses are shared.** A token's witness is a cell ``(link, the witness before it)``
 (None: no link yet): reading a link adds one cell to the source token's witness, so the
 tokens of one run share their earlier links instead of copying them, and the links held
-are at most one cell per token made. A witness is made a list only when a match is reported;
-cells no token holds any more are freed with the last token holding them.
+are at most one cell per token made. A witness is made a list only when a match is
+reported; cells no token holds any more are freed with the last token holding them.
 
 **Anchored mode**: one attempt, from the stream's start at time 0 (the start of a ``.tes``
 sequence), reading every event (nothing interleaves): the paper's semantics, for its
@@ -419,7 +419,7 @@ class NuEngine(EngineBase):
         return keys
 
     def _drop(self, token: Token) -> None:
-        if token not in self._tokens:
+        if token not in self._tokens:  # (its witness may be None: no pop(token, None))
             return
         del self._tokens[token]
         del self._born[token]
