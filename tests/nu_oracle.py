@@ -126,6 +126,18 @@ class Oracle:
             found += [(links[0][0], t, b) for b in sorted(self._accepted(current))]
         return found
 
+    def whole(self, links: list[tuple[int, str, str]], anchored: bool = False) -> set[tuple]:
+        """The ``(first_t, last_t, bindings)`` of reading exactly ``links``, every one,
+        in order (a witness's links; anchored, the stream's prefix read from time 0)."""
+        if not links:
+            return set()
+        prev = 0 if anchored else None
+        current = self._closure({(self.expr, self._empty())}, prev)
+        for t, u, v in links:
+            current = self._step(current, t, u, v, prev)
+            prev = t
+        return {(links[0][0], links[-1][0], b) for b in self._accepted(current)}
+
     def _empty(self) -> State:
         return State(tuple((frozenset(), False) for _ in self.names),
                      tuple(frozenset() for _ in self.names))

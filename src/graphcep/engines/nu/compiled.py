@@ -60,6 +60,10 @@ class CompiledNuEngine(EngineBase):
         it: the same matches, far fewer tokens.
     """
 
+    #: 2: a time-event sequence's state is the interpreted game's, whose witnesses are
+    #: one arena of shared links
+    state_version = 2
+
     def __init__(self, pattern: NuPattern, *, max_tokens: int = 200_000,
                  join: bool = True) -> None:
         super().__init__()

@@ -37,7 +37,14 @@ stream's start or from a link the match does not hold. A match is reported when 
 reaches a final location, once per distinct ``(first time, last time, bindings)``; the
 bindings are, per variable, the nodes it held at any point of the match (a variable
 released and read again lists both); the links listed are one witness's (anchored, less
-those it read as ``@ ~> @``: the interleaving of a search written by hand).
+those it read as ``@ ~> @``: the interleaving of a search written by hand, see
+``_witnessed``).
+
+**Witnesses are shared.** A token's witness is a cell ``(link, the witness before it)``
+(None: no link yet): reading a link adds one cell to the source token's witness, so the
+tokens of one run share their earlier links instead of copying them, and the links held
+are at most one cell per token made. A witness is made a list only when a match is
+reported; cells no token holds any more are freed with the last token holding them.
 
 **Anchored mode**: one attempt, from the stream's start at time 0 (the start of a ``.tes``
 sequence), reading every event (nothing interleaves): the paper's semantics, for its
@@ -71,6 +78,7 @@ import math
 from collections.abc import Iterable
 from typing import NamedTuple
 
+import numpy as np
 import pyarrow as pa
 
 from graphcep.engines.base import EngineBase, StateBoundError
@@ -84,6 +92,12 @@ Memory = tuple[frozenset[str], bool]
 _EMPTY: Memory = (frozenset(), False)
 _ANY = object()  # index key of tokens that any node may advance
 MODES = ("search", "anchored")
+
+#: A link as a witness holds it: ``(t, src, dst, pattern link, seq)``.
+WitnessLink = tuple[int, str, str, str, int]
+#: A witness, shared between tokens: ``(its last link, the witness before it)``, None for
+#: none (a persistent list: a token that reads a link adds one cell, copies nothing).
+Witness = tuple | None
 
 
 class Token(NamedTuple):
@@ -113,6 +127,9 @@ class NuEngine(EngineBase):
         State bound: holding more tokens raises :class:`StateBoundError`.
     """
 
+    #: 2: the tokens' witnesses as one arena of shared links (:func:`witness_arena`)
+    state_version = 2
+
     def __init__(self, pattern: NuPattern, *, mode: str = "search",
                  max_tokens: int = 200_000) -> None:
         super().__init__()
@@ -123,8 +140,8 @@ class NuEngine(EngineBase):
         self.max_tokens = max_tokens
         self.automaton: Automaton = compile_pattern(pattern)
         self._setup()
-        # token -> one witness: the links it read, as (t, src, dst, pattern link, seq)
-        self._tokens: dict[Token, tuple[tuple, ...]] = {}
+        # token -> one witness: the links it read (a shared list, see Witness)
+        self._tokens: dict[Token, Witness] = {}
         self._born: dict[Token, int] = {}  # token -> when it was stored (a fixed order)
         self._deadlines: list[tuple[float, int, Token]] = []
         self._now: int | None = None
@@ -174,8 +191,7 @@ class NuEngine(EngineBase):
 
     def state_size(self) -> dict[str, int]:
         return {"tokens": len(self._tokens), "partial_matches": len(self._tokens),
-                "edges": len({link[-1] for witness in self._tokens.values()
-                              for link in witness})}
+                "edges": len({cell[0][-1] for cell in _cells(self._tokens.values())})}
 
     def describe(self) -> str:
         span = self.pattern.span_us()
@@ -188,23 +204,26 @@ class NuEngine(EngineBase):
                 f"the node they expect); {start}; {bound}")
 
     def state(self) -> dict:
+        """The engine's state; the tokens' witnesses as one arena of shared links
+        (:func:`witness_arena`: nested cells would pickle by recursion, one level a link)."""
+        arena, at = witness_arena(self._tokens.values())
         return {"pattern": self.pattern, "mode": self.mode, "max_tokens": self.max_tokens,
-                "tokens": self._tokens, "now": self._now,
-                "reported": self._reported,
-                "started": self._started}
+                "tokens": dict(zip(self._tokens, at, strict=True)), "witnesses": arena,
+                "now": self._now, "reported": self._reported, "started": self._started}
 
     @classmethod
     def from_state(cls, state: dict) -> NuEngine:
         engine = cls(state["pattern"], mode=state["mode"], max_tokens=state["max_tokens"])
         engine._now, engine._reported = state["now"], state["reported"]
         engine._started = state["started"]
-        for token, witness in state["tokens"].items():
-            engine._store(token, witness)
+        cells = witness_cells(state["witnesses"])
+        for token, at in state["tokens"].items():
+            engine._store(token, cells[at] if at >= 0 else None)
         return engine
 
     # -- one link -------------------------------------------------------------------------
 
-    def _attempts(self, t: int, node: str) -> list[tuple[Token, tuple]]:
+    def _attempts(self, t: int, node: str) -> list[tuple[Token, Witness]]:
         """The tokens that may read ``node`` at ``t``: new attempts (every link in search
         mode, the first in anchored mode) and the stored tokens waiting for it."""
         if t != self._now:
@@ -213,14 +232,14 @@ class NuEngine(EngineBase):
         self._expire(t)
         if self.mode == "search" or not self._started:
             self._started = True
-            attempts = [(tk, ()) for tk in self._starts]
+            attempts = [(tk, None) for tk in self._starts]
         else:
             attempts = []
         return attempts + [(tk, self._tokens[tk]) for tk in self._candidates(node)]
 
     def _read_link(self, t: int, u: str, v: str, seq: int, rows: list[dict]) -> None:
         attempts = self._attempts(t, u)
-        produced: dict[Token, tuple[tuple, ...]] = {}
+        produced: dict[Token, Witness] = {}
         for token, witness in attempts:
             if len(produced) > self.max_tokens:
                 self._refuse(len(produced))
@@ -239,7 +258,7 @@ class NuEngine(EngineBase):
         """One event on its own (a row whose ``dst`` is empty: a time-event sequence):
         tokens may stop inside a pattern link, and must then read the next event."""
         inside = [tk for tk in self._tokens if tk.loc in self.automaton.middles]
-        produced: dict[Token, tuple[tuple, ...]] = {}
+        produced: dict[Token, Witness] = {}
         for token, witness in self._attempts(t, node):
             for after, label in self._read(token, node, t):
                 for end in self._closure(after, t):
@@ -249,7 +268,7 @@ class NuEngine(EngineBase):
             self._drop(token)
         self._settle(produced, t, seq, rows)
 
-    def _settle(self, produced: dict[Token, tuple[tuple, ...]], t: int, seq: int,
+    def _settle(self, produced: dict[Token, Witness], t: int, seq: int,
                 rows: list[dict]) -> None:
         """Report the produced tokens in a final location; keep those that can go on."""
         if self.mode == "anchored":
@@ -370,7 +389,7 @@ class NuEngine(EngineBase):
 
     # -- the stored tokens ----------------------------------------------------------------
 
-    def _store(self, token: Token, witness: tuple[tuple, ...]) -> None:
+    def _store(self, token: Token, witness: Witness) -> None:
         keys = self._keys(token)
         if not keys:
             return  # nothing can advance it
@@ -400,8 +419,9 @@ class NuEngine(EngineBase):
         return keys
 
     def _drop(self, token: Token) -> None:
-        if self._tokens.pop(token, None) is None:
+        if token not in self._tokens:  # (its witness may be None: no pop(token, None))
             return
+        del self._tokens[token]
         del self._born[token]
         for key in self._keys(token):
             bucket = self._index.get(key)
@@ -421,15 +441,17 @@ class NuEngine(EngineBase):
         self._index.clear()
         self._deadlines.clear()
 
-    def _witnessed(self, witness: tuple[tuple, ...], link: tuple) -> tuple[tuple, ...]:
-        """The witness with ``link`` read. Anchored, a link read as ``@ ~> @`` (or an event
-        read as ``@``) is left out: it is the interleaving a search by hand, ``(@ ~> @)* %
-        P``, skips, and would make every witness the whole stream (every token would carry
-        the stream read so far: quadratic time). A search-mode pattern reads ``@`` on
-        purpose, and its witness keeps those links."""
+    def _witnessed(self, witness: Witness, link: WitnessLink) -> Witness:
+        """The witness with ``link`` read: one cell on the source's (shared, not copied).
+        Anchored, a link read as ``@ ~> @`` (or an event read as ``@``) is left out: it is
+        the interleaving of a search by hand, ``(@ ~> @)* % P``, and an anchored run
+        reports every prefix it accepts: listing those links would make the reports of
+        ``(@ ~> @)* % P`` the stream's every prefix, whole (output quadratic in the
+        stream). A search-mode pattern reads ``@`` on purpose, and its witness keeps
+        those links."""
         if self.mode == "anchored" and link[3] in ("@~>@", "@"):
             return witness
-        return (*witness, link)
+        return link, witness
 
     def _refuse(self, held: int | None = None, what: str = "tokens") -> None:
         part = self.pattern.unbounded_part()
@@ -443,7 +465,7 @@ class NuEngine(EngineBase):
 
     # -- reports --------------------------------------------------------------------------
 
-    def _report(self, token: Token, witness: tuple[tuple, ...], now: int, seq: int,
+    def _report(self, token: Token, witness: Witness, now: int, seq: int,
                 rows: list[dict]) -> None:
         bindings = tuple((name, "|".join(sorted(values)))
                          for name, values in zip(self.automaton.variables, token.held,
@@ -455,7 +477,64 @@ class NuEngine(EngineBase):
         if key in self._reported:
             return
         self._reported.add(key)
-        rows.append(match_row(self.pattern.name, token.first_t, now, bindings, witness))
+        rows.append(match_row(self.pattern.name, token.first_t, now, bindings,
+                              witness_links(witness)))
+
+
+def witness_links(witness: Witness) -> list[WitnessLink]:
+    """The links of a witness, in the order they were read."""
+    links = []
+    while witness is not None:
+        link, witness = witness
+        links.append(link)
+    links.reverse()
+    return links
+
+
+def _cells(witnesses: Iterable[Witness]) -> Iterable[tuple]:
+    """Every cell the witnesses hold, once each (a shared cell is walked once)."""
+    seen: set[int] = set()
+    for cell in witnesses:
+        while cell is not None and id(cell) not in seen:
+            seen.add(id(cell))
+            yield cell
+            cell = cell[1]
+
+
+def witness_arena(witnesses: Iterable[Witness]) -> tuple[dict, list[int]]:
+    """The witnesses as one arena, each shared link once, and each witness's place in
+    it (-1: no link). The arena holds a link's time, seq and parent (its place, earlier in
+    the arena; -1 for none) as int64 arrays, and its src, dst and pattern link as lists."""
+    place: dict[int, int] = {}  # id of a cell -> its place (the cells are held meanwhile)
+    links: list[WitnessLink] = []
+    parents: list[int] = []
+    at = []
+    for witness in witnesses:
+        path = []  # the cells not yet placed, last read first
+        cell = witness
+        while cell is not None and id(cell) not in place:
+            path.append(cell)
+            cell = cell[1]
+        for cell in reversed(path):
+            place[id(cell)] = len(links)
+            links.append(cell[0])
+            parents.append(-1 if cell[1] is None else place[id(cell[1])])
+        at.append(-1 if witness is None else place[id(witness)])
+    t, src, dst, var, seq = zip(*links, strict=True) if links else ((),) * 5
+    arena = {"t": np.array(t, dtype=np.int64), "seq": np.array(seq, dtype=np.int64),
+             "parent": np.array(parents, dtype=np.int64),
+             "src": list(src), "dst": list(dst), "var": list(var)}
+    return arena, at
+
+
+def witness_cells(arena: dict) -> list[tuple]:
+    """The cells of an arena (:func:`witness_arena`), by place."""
+    cells: list[tuple] = []
+    for t, u, v, var, seq, parent in zip(arena["t"].tolist(), arena["src"], arena["dst"],
+                                         arena["var"], arena["seq"].tolist(),
+                                         arena["parent"].tolist(), strict=True):
+        cells.append(((t, u, v, var, seq), cells[parent] if parent >= 0 else None))
+    return cells
 
 
 def counted(engine: EngineBase, links: int, rows: list[dict]) -> pa.Table:
@@ -468,7 +547,7 @@ def counted(engine: EngineBase, links: int, rows: list[dict]) -> pa.Table:
 
 
 def match_row(name: str, first_t: int, last_t: int, bindings: tuple[tuple[str, str], ...],
-              witness) -> dict:
+              witness: Iterable[WitnessLink]) -> dict:
     """A match record: its id is a hash of the pattern's name, first and last time and
     bindings (so a run, a rerun and a restored run give the same ids); ``witness`` holds
     ``(t, src, dst, pattern link, seq)`` of the links one run read."""
