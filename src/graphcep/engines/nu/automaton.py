@@ -28,7 +28,9 @@ Thompson's construction, location by location, with what the paper adds:
 - **shuffle** ``e1 % e2``: the product of the two automata, each side moving alone,
   except that a side in a middle location blocks every move of the other: nothing, not
   even a memory operation, happens inside a link; and a side's clock ε-moves (a delay's
-  start, its closing guard) only right after its own event, or at the shuffle's entry.
+  start, its closing guard) only right after its own event, or at the shuffle's entry;
+  a side's memory ε-moves (allocations, releases) commute with its clock ε-moves, so
+  they may also wait for the other side's events (:func:`_timed_first`).
 
 The automaton has ε-transitions left in; the token game (:mod:`graphcep.engines.nu.engine`)
 follows them after every event, as the paper's ε-closure does.
@@ -393,8 +395,9 @@ def _shuffle(left: tuple[int, int], part: Expr, b: _Builder, delays) -> tuple[in
     sub = _Builder(b._clocks)
     right = _fragment(part, sub, delays)
     # each side without its plain ε-moves first: the product multiplies locations
-    left_out = _contracted(_reachable_out(b.transitions, left[0]), left[1])
-    right_out = _contracted(_reachable_out(sub.transitions, right[0]), right[1])
+    left_out = _timed_first(_contracted(_reachable_out(b.transitions, left[0]), left[1]), b)
+    right_out = _timed_first(_contracted(_reachable_out(sub.transitions, right[0]), right[1]),
+                             sub)
     left_timed = any(map(_timed, (t for ts in left_out.values() for t in ts)))
     right_timed = any(map(_timed, (t for ts in right_out.values() for t in ts)))
 
@@ -447,6 +450,45 @@ def _shuffle(left: tuple[int, int], part: Expr, b: _Builder, delays) -> tuple[in
     for q in ends:
         b.add(Transition(q, exit_))
     return entry, exit_
+
+
+def _memory(t: Transition) -> bool:
+    """An ε-transition that only allocates or releases variables."""
+    return (t.label is None and bool(t.alloc or t.release)
+            and not (t.guard or t.pend or t.stop))
+
+
+def _timed_first(out: dict[int, list[Transition]], b: _Builder) -> dict[int, list[Transition]]:
+    """``out`` with every memory ε-move that a clock ε-move follows also run after it.
+
+    The product runs a side's clock ε-moves only right after that side's own event (or at
+    the shuffle's entry), so a side that must hold a memory operation back while the other
+    side reads -- ``<a ~> X!>[0, 0] % (#X ~> a . b)``: the release must wait until the
+    right side has read ``X`` -- would otherwise lose its delay's close (or a delay's
+    start) for good. The two commute: "the allocation of the variables in set ν is
+    performed before checking the consistency between the input and transition label, and
+    before releasing the variables in the set ν̄" (Definition 7) touches memory only, a
+    guard, start or stop touches clocks only, and an ε-move reads no time of its own. So
+    for ``q1 --memory--> q2 --clock--> q3`` a new location ``q'`` gets
+    ``q1 --clock--> q' --memory--> q3``: the clock move at the side's own event, the memory
+    move left free to wait. Until nothing new: a chain of memory moves commutes one by
+    one. Locations inside a link are left alone (no ε-move of a side may wait there)."""
+    out = {q: list(ts) for q, ts in out.items()}
+    made: dict[tuple, int] = {}
+    changed = True
+    while changed:
+        changed = False
+        for q1 in [q for q in out if q not in b.middles]:
+            for m in [t for t in out[q1] if _memory(t) and t.target not in b.middles]:
+                for g in [t for t in out.get(m.target, ()) if _timed(t)]:
+                    key = (q1, m.alloc, m.release, g.target, g.guard, g.pend, g.stop)
+                    if key not in made:
+                        q = made[key] = b.location(b.origin.get(g.target, ""))
+                        b.invariants[q] = set(b.invariants.get(g.target, set()))
+                        out[q1].append(g.moved(q1, q))
+                        out[q] = [m.moved(q, g.target)]
+                        changed = True
+    return out
 
 
 def _timed(t: Transition) -> bool:
