@@ -12,6 +12,7 @@ import contextlib
 import logging
 import os
 import signal
+import subprocess
 import sys
 import threading
 from collections.abc import Callable, Iterator
@@ -85,17 +86,30 @@ def jvm_stderr_relay() -> int:
     return write
 
 
+#: Seconds the JVM may take to stop on an interrupt before it is killed.
+JVM_STOP_SECONDS = 15.0
+
+
 def _stop_jvm() -> None:
     """Ask the JVM to stop now (SIGTERM: its shutdown hooks still remove its temporary
     files), rather than let it notice the lost connection while its tasks fail one by
-    one, each with a stack trace on the stderr it shares with graphcep. A no-op without a
-    gateway process."""
+    one, each with a stack trace on the stderr it shares with graphcep; and wait until it
+    has (SIGKILL after :data:`JVM_STOP_SECONDS`). A JVM that outlived the command could
+    still log a micro-batch's offsets in the checkpoint while the same command, run again
+    at once to continue, starts on it: Spark then stops the new run ("Concurrent update
+    to the log"). A no-op without a gateway process."""
     pyspark = sys.modules.get("pyspark")
     gateway = getattr(getattr(pyspark, "SparkContext", None), "_gateway", None)
     process = getattr(gateway, "proc", None)
-    if process is not None:
-        with contextlib.suppress(Exception):
-            process.terminate()
+    if process is None:
+        return
+    with contextlib.suppress(Exception):
+        process.terminate()
+        try:
+            process.wait(timeout=JVM_STOP_SECONDS)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait(timeout=5)
 
 
 def _hush_jvm(wait: float = 2.0) -> None:

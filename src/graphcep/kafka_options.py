@@ -52,8 +52,13 @@ def refuse_kafka_options(args: argparse.Namespace, source: str) -> None:
 def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     """``--output``, ``--late`` and ``--rejects kafka://BROKER/TOPIC`` checked before Spark
     starts (one topic each, one cluster, a broker answering; see
-    :mod:`graphcep.io.kafka_sink`); role -> text of those that name Kafka."""
-    from graphcep.io.kafka_sink import check_reachable, confluent, kafka_targets_of, parse_targets
+    :mod:`graphcep.runtime.kafka_sink`); role -> text of those that name Kafka."""
+    from graphcep.runtime.kafka_sink import (
+        check_reachable,
+        confluent,
+        kafka_targets_of,
+        parse_targets,
+    )
 
     targets = kafka_targets_of(args)
     if targets:
@@ -65,7 +70,7 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
 
 def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) -> Any:
     """The started Kafka transactions of the stream's ``kafka://`` outputs (None: none)."""
-    from graphcep.io.kafka_sink import (
+    from graphcep.runtime.kafka_sink import (
         KafkaTransactions,
         kafka_targets_of,
         parse_targets,
@@ -88,7 +93,7 @@ def part_writer(role: str, target: Any, transactions: Any) -> Any:
     from graphcep.runtime.streaming import PartWriter
 
     if transactions is not None and role in transactions.topics:
-        from graphcep.io.kafka_sink import KafkaPartWriter
+        from graphcep.runtime.kafka_sink import KafkaPartWriter
 
         return KafkaPartWriter(transactions, role)
     return PartWriter(target)

@@ -814,12 +814,12 @@ def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
 
 
 def _sink(args: argparse.Namespace, job: ReplayJob, transactions: Any = None) -> Any:
-    """Console, a Kafka topic (:mod:`~graphcep.io.kafka_sink`), or a directory of one
+    """Console, a Kafka topic (:mod:`~graphcep.runtime.kafka_sink`), or a directory of one
     part per micro-batch, in the format its name gives
     (:func:`~graphcep.io.sinks.sink_format`), else JSONL."""
     matches = job.output.with_clock(clock_for(getattr(args, "time_format", None)))
     if transactions is not None and "output" in transactions.topics:
-        from graphcep.io.kafka_sink import KafkaMatchSink
+        from graphcep.runtime.kafka_sink import KafkaMatchSink
 
         return KafkaMatchSink(transactions, matches)
     if args.output in (None, "-"):

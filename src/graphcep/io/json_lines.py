@@ -24,12 +24,14 @@ Example
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.events import US_PER_SECOND
+from graphcep.events import US_PER_SECOND, format_seconds
 
 
 def json_text(strings: pa.Array | pa.ChunkedArray) -> pa.Array:
@@ -126,3 +128,23 @@ def _edges_json(lists: pa.ListArray) -> pa.Array | None:
                     ',"dur":', seconds_text(field["dur"]),
                     ',"seq":', pc.cast(field["seq"], pa.string()), "}")
     return _per_row(objects, offsets, ",")
+
+
+#: The columns of a late edge or a rejected line written as seconds.
+RECORD_TIME_COLUMNS = ("t", "dur")
+
+
+def record_lines(table: pa.Table) -> Iterator[str]:
+    """Each row of ``table`` (late edges, rejected lines) as the JSON object a JSONL part
+    holds (the Kafka sink's record value too)."""
+    for row in table.to_pylist():
+        yield "{" + ", ".join(f"{json.dumps(name)}: {_json_value(name, value)}"
+                              for name, value in row.items()) + "}"
+
+
+def _json_value(name: str, value: Any) -> str:
+    """A JSONL value; times as exact decimal seconds (a JSON number; json would print
+    microseconds, or a rounded float)."""
+    if name in RECORD_TIME_COLUMNS and isinstance(value, int):
+        return format_seconds(value)
+    return json.dumps(value, default=str)

@@ -21,7 +21,7 @@ Exactly-once
 ------------
 After batch ``b`` the operator writes, in this order: the matches (sink part ``b``), the
 late edges and rejected lines (their parts ``b``), calls its ``commit`` hook (a
-transactional sink's commit, :mod:`graphcep.io.kafka_sink`), then writes its own state
+transactional sink's commit, :mod:`graphcep.runtime.kafka_sink`), then writes its own state
 (``<checkpoint>/state/state-<b>.bin``, atomically renamed into place). Spark's file source
 re-delivers exactly the same input for a batch it re-runs after a crash, so whichever step
 a crash interrupts, the rerun starts from the state of batch ``b - 1``, recomputes the same
@@ -50,13 +50,12 @@ engine's batch search and its threads work at full speed.
 
 from __future__ import annotations
 
-import json
 import os
 import pickle
 import re
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -67,6 +66,7 @@ import pyarrow.compute as pc
 
 from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import counted_noun, empty_edges, format_seconds, normalize_edges, sort_stream
+from graphcep.io.json_lines import record_lines
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
 from graphcep.jobs.base import QueryWatch, ReplayJob
@@ -666,9 +666,6 @@ def edge_place(seq: int, names: dict[int, str] | None) -> str:
 
 #: Columns of late-edge records holding times: JSONL writes them in seconds, as the
 #: match sinks do (Parquet keeps int64 microseconds)
-_TIME_COLUMNS = ("t", "dur")
-
-
 class PartWriter:
     """Arrow rows (late edges, rejected lines) as one JSONL or Parquet file per batch.
 
@@ -697,22 +694,6 @@ class PartWriter:
             return
         with open(path, "w", encoding="utf-8") as out:
             out.writelines(line + "\n" for line in record_lines(table))
-
-
-def record_lines(table: pa.Table) -> Iterator[str]:
-    """Each row of ``table`` (late edges, rejected lines) as the JSON object a JSONL part
-    holds (the Kafka sink's record value too)."""
-    for row in table.to_pylist():
-        yield "{" + ", ".join(f"{json.dumps(name)}: {_json_value(name, value)}"
-                              for name, value in row.items()) + "}"
-
-
-def _json_value(name: str, value: Any) -> str:
-    """A JSONL value; times as exact decimal seconds (a JSON number; json would print
-    microseconds, or a rounded float)."""
-    if name in _TIME_COLUMNS and isinstance(value, int):
-        return format_seconds(value)
-    return json.dumps(value, default=str)
 
 
 #: Micro-batches in a row whose lag grew before the stream is said to fall behind.

@@ -6,7 +6,7 @@ the JSONL sink writes (:meth:`~graphcep.io.sinks.MatchFormat.lines`), its key th
 id, its headers ``graphcep.query`` (the query's name) and ``graphcep.batch`` (the
 micro-batch id). ``--late`` and ``--rejects kafka://BROKER/TOPIC`` write one record per
 late edge or rejected line, the JSON object their JSONL parts hold
-(:func:`~graphcep.runtime.streaming.record_lines`), with the same headers. All the topics
+(:func:`~graphcep.io.json_lines.record_lines`), with the same headers. All the topics
 of one stream are on one cluster: they share one transaction.
 
 Exactly once, and why
@@ -369,7 +369,7 @@ class KafkaPartWriter:
         self.transactions, self.role = transactions, role
 
     def write(self, table: pa.Table, batch_id: int) -> None:
-        from graphcep.runtime.streaming import record_lines
+        from graphcep.io.json_lines import record_lines
 
         self.transactions.stage(self.role, batch_id, record_lines(table))
 
