@@ -47,11 +47,13 @@ def exit_on_interrupt(note: str, last: Callable[[], str] | None = None) -> None:
                 ending = last()  # the JVM still up: a summary may ask Spark
             except Exception as err:  # the line still comes, and says what was not done
                 ending = f"; {err}"
-        _stop_jvm()
         with contextlib.suppress(Exception):
             sys.stdout.flush()  # matches already printed on the console
+            sys.stderr.flush()
+        stderr = _stderr_to_null()
+        _stop_jvm()
         what = "interrupted" if signum == signal.SIGINT else "terminated"
-        os.write(sys.stderr.fileno(), f"graphcep: {what}; {note}{ending}\n".encode())
+        os.write(stderr, f"graphcep: {what}; {note}{ending}\n".encode())
         os._exit(128 + signum)  # 130 for Ctrl-C, 143 for kill's SIGTERM
 
     for sig in STOP_SIGNALS:
@@ -84,6 +86,18 @@ def jvm_stderr_relay() -> int:
 
     threading.Thread(target=relay, name="jvm-stderr", daemon=True).start()
     return write
+
+
+def _stderr_to_null() -> int:
+    """Send what this process writes on stderr (file descriptor 2) to ``/dev/null`` from
+    now on, and return a descriptor of the real stderr, for the one line. While the JVM
+    stops, PySpark's own threads (its accumulator server, reading from a connection the
+    JVM closes) print tracebacks on stderr: they must not come before that line."""
+    real = os.dup(sys.stderr.fileno())
+    null = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(null, sys.stderr.fileno())
+    os.close(null)
+    return real
 
 
 #: Seconds the JVM may take to stop on an interrupt before it is killed.
