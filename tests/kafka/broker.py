@@ -108,14 +108,39 @@ class KafkaBroker:
                 errors.append(str(err))
 
         times = iter(timestamps_ms) if timestamps_ms is not None else None
+        newest: dict[int, int] = {}
         for partition, value in messages:
-            extra = {"timestamp": next(times)} if times is not None else {}
+            extra = {}
+            if times is not None:
+                extra["timestamp"] = stamp = next(times)
+                newest[partition] = max(stamp, newest.get(partition, stamp))
             producer.produce(topic, value=value, partition=partition, on_delivery=delivered,
                              **extra)
             producer.poll(0)
         left = producer.flush(60)
         if left or errors:
             raise RuntimeError(f"{left} messages not delivered; errors: {errors[:3]}")
+        if timestamps_ms is not None:
+            self._wait_time_indexed(topic, newest)
+
+    def _wait_time_indexed(self, topic: str, newest: dict[int, int]) -> None:
+        """Wait until the broker finds each partition's newest timestamp by time (what a
+        reader starting at a time asks), so a test starts on a settled broker."""
+        from confluent_kafka import Consumer, TopicPartition
+
+        consumer = Consumer({"bootstrap.servers": self.bootstrap, "group.id": "time-index"})
+        try:
+            deadline = time.monotonic() + 30
+            while True:
+                asked = [TopicPartition(topic, p, ts) for p, ts in newest.items()]
+                found = consumer.offsets_for_times(asked, 10)
+                if all(tp.offset >= 0 for tp in found):
+                    return
+                if time.monotonic() > deadline:
+                    raise RuntimeError(f"the broker does not find {topic}'s timestamps: {found}")
+                time.sleep(0.2)
+        finally:
+            consumer.close()
 
     def stop(self) -> None:
         """End the broker (SIGTERM, then SIGKILL after 20 s)."""

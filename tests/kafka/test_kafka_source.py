@@ -48,9 +48,11 @@ def test_the_source_address_and_options_are_checked():
         with pytest.raises(QueryError, match="expected kafka://BROKER"):
             parse_kafka_uri(bad)
     assert starting_offsets("latest") == {"startingOffsets": "latest"}
-    assert starting_offsets("2026-01-01T00:00:01") == {"startingTimestamp": "1767225601000"}
+    latest = {"startingOffsetsByTimestampStrategy": "latest"}
+    assert starting_offsets("2026-01-01T00:00:01") == {"startingTimestamp": "1767225601000",
+                                                        **latest}
     assert starting_offsets("2026-01-01T01:00:00+01:00") == {
-        "startingTimestamp": "1767225600000"}
+        "startingTimestamp": "1767225600000", **latest}
     with pytest.raises(QueryError, match="--starting-offsets 'soon'"):
         starting_offsets("soon")
     assert kafka_options(["kafka.isolation.level=read_committed", "failOnDataLoss=false"]) \
@@ -335,14 +337,15 @@ def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(spark, kafka
 def test_kafka_time_and_a_starting_time(spark, kafka_broker, tmp_path, capsys):
     """``--time kafka --starting-offsets ISO``: JSON lines without a time, one per record,
     records one second apart by their Kafka timestamps; the stream starts at the 200th
-    second. The batch run over the records from then on, each with its timestamp as its
-    time, is the oracle."""
+    second. A third partition holds only older records: it starts at its end. The batch run
+    over the records from then on, each with its timestamp as its time, is the oracle."""
     base = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp())
     edges = random_edges(600, 8, seed=10)
     stamps = [(base + e["t"]) * 1000 for e in edges]
-    messages = [(i % 2, json.dumps({"src": e["src"], "dst": e["dst"]}).encode())
+    messages = [(2 if e["t"] < 150 and i % 3 == 0 else i % 2,
+                 json.dumps({"src": e["src"], "dst": e["dst"]}).encode())
                 for i, e in enumerate(edges)]
-    kafka_broker.create_topic("stamped", partitions=2)
+    kafka_broker.create_topic("stamped", partitions=3)
     kafka_broker.produce("stamped", messages, timestamps_ms=stamps)
     start = 200
     kept = [{**e, "t": base + e["t"]} for e in edges if e["t"] >= start]

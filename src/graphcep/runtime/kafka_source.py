@@ -97,7 +97,11 @@ def _broker(item: str, usage: str) -> tuple[str, int]:
 
 def starting_offsets(text: str) -> dict[str, str]:
     """``--starting-offsets``' reader options: ``earliest``, ``latest``, or an ISO-8601
-    time (UTC when it names no zone) -> Spark's ``startingTimestamp`` in milliseconds."""
+    time (UTC when it names no zone) -> Spark's ``startingTimestamp`` in milliseconds.
+
+    A partition with no record at or after that time starts at its end (Spark's
+    ``startingOffsetsByTimestampStrategy=latest``): it has nothing from then on yet, and
+    Spark's default would stop the whole stream for it."""
     if text in ("earliest", "latest"):
         return {"startingOffsets": text}
     try:
@@ -111,7 +115,7 @@ def starting_offsets(text: str) -> dict[str, str]:
     if millis < 0:
         raise QueryError(f"--starting-offsets {text!r}: before 1970, when Kafka's "
                          "timestamps begin")
-    return {"startingTimestamp": str(millis)}
+    return {"startingTimestamp": str(millis), "startingOffsetsByTimestampStrategy": "latest"}
 
 
 def kafka_options(pairs: list[str] | None) -> dict[str, str]:
