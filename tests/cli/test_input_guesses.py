@@ -21,32 +21,11 @@ import pytest
 
 from graphcep.cli import main
 from graphcep.io.formats import InputError
-from tests.cli.test_college_msg import HOUR, count_triangles, load
+from tests.cli.conftest import COLLEGE
+from tests.cli.test_college_msg import HOUR, count_triangles
 from tests.paths import FIXTURES
 
-COLLEGE = FIXTURES / "CollegeMsg.txt.gz"
 VAST_SAMPLE = FIXTURES / "ctu13_vast_sample.csv"
-TRIANGLE = """{ x1 e1 x2; x2 e2 x3; x3 e3 x1; starttime(e3) - starttime(e1) <= 3600;
-               starttime(e1) < starttime(e2); starttime(e2) < starttime(e3); }"""
-
-
-@pytest.fixture(scope="module")
-def events() -> list[tuple[int, int, int]]:
-    return load(COLLEGE)
-
-
-@pytest.fixture(scope="module")
-def triangles(events) -> int:
-    count = count_triangles(events, HOUR)
-    assert count == 1_653  # the published figure
-    return count
-
-
-@pytest.fixture
-def query(tmp_path: Path) -> Path:
-    path = tmp_path / "triangle.sal"
-    path.write_text(TRIANGLE)
-    return path
 
 
 def run(tmp_path: Path, query: Path, inputs: list[str], *options: str,

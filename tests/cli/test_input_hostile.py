@@ -11,27 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_college_msg import HOUR, count_triangles, load
-from tests.cli.test_input_guesses import COLLEGE, TRIANGLE, run, summary
-
-
-@pytest.fixture(scope="module")
-def events() -> list[tuple[int, int, int]]:
-    return load(COLLEGE)
-
-
-@pytest.fixture(scope="module")
-def triangles(events) -> int:
-    count = count_triangles(events, HOUR)
-    assert count == 1_653  # the published figure
-    return count
-
-
-@pytest.fixture
-def query(tmp_path: Path) -> Path:
-    path = tmp_path / "triangle.sal"
-    path.write_text(TRIANGLE)
-    return path
+from tests.cli.test_college_msg import HOUR, count_triangles
+from tests.cli.test_input_guesses import run, summary
 
 
 def test_snap_milliseconds_read_as_seconds_are_refused_naming_the_unit(

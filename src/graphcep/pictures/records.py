@@ -22,7 +22,7 @@ import pyarrow as pa
 from graphcep.events import TimeFormatError, format_seconds, seconds_to_us
 from graphcep.io.flat_columns import integer_times
 from graphcep.io.formats.schema import InputError
-from graphcep.io.formats.times import _scalar_iso_us as scalar_iso_us
+from graphcep.io.formats.times import scalar_iso_us
 from graphcep.io.sinks import MatchDrawing, ddst_match_drawing, sal_match_drawing
 from graphcep.io.time_text import ISO, SECONDS, Clock
 

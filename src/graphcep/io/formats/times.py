@@ -190,7 +190,7 @@ def iso_to_us(texts: pa.Array) -> tuple[np.ndarray, dict[int, str]]:
     for row in np.flatnonzero(~ok):
         text = texts[int(row)].as_py()
         try:
-            values[row] = _scalar_iso_us(text)
+            values[row] = scalar_iso_us(text)
         except TimeFormatError as exc:
             errors[int(row)] = str(exc)
     return values.astype(np.int64, copy=False), errors
@@ -210,7 +210,7 @@ def _zone_offsets(tz: pa.Array) -> np.ndarray:
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def _scalar_iso_us(text: str | None) -> int:
+def scalar_iso_us(text: str | None) -> int:
     """Slow path of :func:`iso_to_us` for spellings the regular expression does not cover."""
     if text is None:
         raise TimeFormatError("missing value")
