@@ -286,18 +286,24 @@ class JoinProgress(StreamingQueryListener):
                 f"{dropped} rows dropped by watermark")
 
 
-def triangle_join(spark: Any, directory: Path, w_us: int = WINDOW_US) -> Any:
-    """The triangle as chained stream-stream interval joins: a DataFrame of (q1, q2, q3)."""
+def triangle_join(spark: Any, source: Path | Any, w_us: int = WINDOW_US,
+                  lateness_us: int = LATENESS_US) -> Any:
+    """The triangle as chained stream-stream interval joins: a DataFrame of (q1, q2, q3).
+
+    ``source``: a folder of Parquet edge files, or a streaming DataFrame of ``t``, ``src``,
+    ``dst`` and ``seq`` (what a match's edges are named by); ``lateness_us``: every side's
+    watermark delay."""
     from pyspark.sql import functions as F
 
-    edges = spark.readStream.schema(EDGE_SCHEMA).parquet(str(directory))
+    edges = (spark.readStream.schema(EDGE_SCHEMA).parquet(str(source))
+             if isinstance(source, Path) else source)
 
     def side(n: int, src: str, dst: str) -> Any:
         return edges.select(
             F.col("seq").alias(f"q{n}"), F.col("t").alias(f"t{n}"),
             F.timestamp_micros("t").alias(f"ts{n}"), F.col("src").alias(src),
             F.col("dst").alias(dst),
-        ).withWatermark(f"ts{n}", f"{LATENESS_US} microseconds")
+        ).withWatermark(f"ts{n}", f"{lateness_us} microseconds")
 
     w = f"INTERVAL {w_us} MICROSECONDS"
     paths = side(1, "x1", "x2").join(side(2, "s2", "x3"), F.expr(
