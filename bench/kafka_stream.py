@@ -85,7 +85,7 @@ CATCH_UP_TIMEOUT_S = 30.0
 KAFKA = "graphcep stream (Kafka)"
 FILES = "graphcep stream (files)"
 JOIN = "Spark stream-stream join (Kafka)"
-METHODS = {"kafka": KAFKA, "files": FILES, "spark-join": JOIN}
+METHODS = {"kafka": KAFKA, "files": FILES, "spark-join": JOIN, "sink": "sink overhead"}
 
 
 @dataclass
@@ -303,6 +303,75 @@ def run_join(spark: Any, broker: Any, table: pa.Table, rate: int, args: argparse
     return Measured(run, rows, progress.edges)
 
 
+@dataclass
+class Drain:
+    """One ``graphcep stream --once`` process over a filled topic."""
+
+    output: str
+    edges: int
+    seconds: float
+    matches: int
+
+    @property
+    def edges_per_s(self) -> float:
+        return self.edges / self.seconds
+
+
+def drain(broker: Any, topic: str, output: str, workdir: Path) -> Drain:
+    """The whole ``graphcep stream`` process, timed, taking ``topic`` from its start to its
+    end (``--once``); ``output``: a folder, or ``kafka`` for a fresh topic (exactly once,
+    one transaction a micro-batch)."""
+    import subprocess
+
+    from graphcep.runtime import kafka_jars
+
+    target = str(workdir / "out")
+    if output == "kafka":
+        target = f"kafka://{broker.bootstrap}/{new_topic(broker)}"
+    command = [sys.executable, "-m", "graphcep", "stream", str(QUERY_FILE),
+               "--source", f"kafka://{broker.bootstrap}/{topic}", "--format", "csv",
+               "--time-unit", "us", "--lateness", str(LATENESS_US / 1e6), "--once",
+               "--checkpoint", str(workdir / "ckpt"), "--output", target,
+               "--kafka-jars", str(kafka_jars.connector_dir()), "--summary", "json",
+               "--master", "local[2]"]
+    started = time.perf_counter()
+    done = subprocess.run(command, capture_output=True, text=True, check=False)
+    seconds = time.perf_counter() - started
+    if done.returncode != 0:
+        raise RuntimeError(f"graphcep stream failed: {done.stderr[-1500:]}")
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    return Drain(output, summary["edges"], seconds, summary["matches"])
+
+
+def sink_overhead(broker: Any, table: pa.Table, args: argparse.Namespace,
+                  workroot: Path) -> list[str]:
+    """The exactly-once Kafka sink against a folder sink: two whole processes draining the
+    same filled topic (``--drain-edges`` edges)."""
+    from confluent_kafka import Producer
+
+    topic = new_topic(broker)
+    KafkaFeed(table.slice(0, args.drain_edges), broker.bootstrap, topic, 0,
+              args.lines_per_message).produce_all()
+    # a fresh broker creates its transaction log (50 partitions) on the first transaction:
+    # a one-time cost of the broker, not of the sink
+    Producer({"bootstrap.servers": broker.bootstrap,
+              "transactional.id": "bench-warm-up"}).init_transactions(120)
+    runs = []
+    for output in ("folder", "kafka"):
+        with tempfile.TemporaryDirectory(dir=workroot) as tmp:
+            runs.append(drain(broker, topic, output, Path(tmp)))
+        print(json.dumps({**asdict(runs[-1]), "edges_per_s": runs[-1].edges_per_s}), flush=True)
+    folder, kafka = runs
+    overhead = 1 - kafka.edges_per_s / folder.edges_per_s
+    lines = ["| output | edges | matches | process seconds | edges/s |", "|---|---|---|---|---|"]
+    lines += [f"| {r.output} | {r.edges:,} | {r.matches:,} | {r.seconds:.1f} | "
+              f"{r.edges_per_s:,.0f} |" for r in runs]
+    same = folder.matches == kafka.matches
+    return lines + ["", f"Exactly-once sink overhead (target <= 15% of the rate): "
+                    f"{overhead:.0%} -> {'MET' if overhead <= 0.15 else 'NOT MET'}"
+                    + ("" if same else "; MATCH COUNTS DIFFER")]
+
+
 def check(table: pa.Table, result: Measured) -> tuple[bool, str]:
     """A Kafka run's matches against ``run_local`` over the edges it processed."""
     from graphcep.runtime.local import run_local
@@ -338,6 +407,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--history", type=int, default=200_000)
     parser.add_argument("--lines-per-message", type=int, default=100)
+    parser.add_argument("--drain-edges", type=int, default=2_000_000,
+                        help="edges of the topic the sink-overhead processes drain")
     parser.add_argument("--max-records-per-batch", type=int, default=None,
                         help="Kafka records a micro-batch takes (default: graphcep's)")
     parser.add_argument("--master", default="local[2]")
@@ -365,7 +436,7 @@ def run_all(args: argparse.Namespace, table: pa.Table, workroot: Path) -> list[M
     spark = spark_session(args.master, conf=connector_conf(str(kafka_jars.connector_dir())))
     results: list[Measured] = []
     try:
-        for method in args.methods:
+        for method in (m for m in args.methods if m != "sink"):
             rates = args.join_rates if method == "spark-join" else args.rates
             for rate in rates:
                 with tempfile.TemporaryDirectory(dir=workroot) as tmp:
@@ -375,6 +446,8 @@ def run_all(args: argparse.Namespace, table: pa.Table, workroot: Path) -> list[M
                       flush=True)
                 if method == "spark-join" and not result.run.sustained:
                     break
+        if "sink" in args.methods:
+            args.sink_lines = sink_overhead(broker, table, args, workroot)
     finally:
         spark.stop()
         broker.stop()
@@ -396,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = parse_args(argv)
     fastest = max(args.rates + args.join_rates)
-    table = s2_like(args.history + fastest * args.seconds)
+    table = s2_like(max(args.history + fastest * args.seconds, args.drain_edges))
     with tempfile.TemporaryDirectory(prefix="graphcep-kafka-bench-") as tmp:
         results = run_all(args, table, Path(tmp))
     runs = [m.run for m in results]
@@ -404,6 +477,9 @@ def main(argv: list[str] | None = None) -> int:
     text = "\n".join([results_table(runs), "", target_line(runs), "",
                       "Correctness (against run_local on the edges each run processed):",
                       *[line for _, line in checks]])
+    if getattr(args, "sink_lines", None):
+        text += "\n\nWhole processes draining a filled topic (`stream --once`):\n\n" + \
+            "\n".join(args.sink_lines)
     print(text)
     if args.record:
         record("\n".join([
