@@ -77,7 +77,7 @@ from graphcep.io.formats import (
 )
 from graphcep.io.formats.flow_pb import FrameReader
 from graphcep.io.formats.schema import InputNote
-from graphcep.io.formats.sniff import is_vast_line, refuse_packed, shape_of
+from graphcep.io.formats.sniff import is_flow_messages, is_vast_line, refuse_packed, shape_of
 from graphcep.io.formats.times import EPOCH_SPAN, SECONDS_PER_TICK, implausible_time_unit
 from graphcep.io.rejects import add_format_hint
 from graphcep.io.seq import parse_seq
@@ -547,6 +547,8 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
         damage = exc
     if not any(t.num_rows for t in edges):
         shape = shape_of(head_text)
+        if shape is None and is_flow_messages(b"\n".join(head)):
+            shape = "goflow2-pb"
         rejects = [add_format_hint(t, fmt, shape) for t in rejects]
     if damage is not None:
         rejects.append(_damage_rejects(name, damage))
@@ -576,8 +578,10 @@ def _read_record_stream(fh: BinaryIO, name: str, options: ReaderOptions) -> File
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []
     damaged = False
+    head = b""
     try:
         for block in _byte_blocks(fh, options.chunk_bytes):
+            head = head or block[: 64 * 1024]
             if (out := frames.feed(block)) is not None:
                 edges.append(out[0])
                 rejects.append(_with_file(out[1], name))
@@ -593,6 +597,10 @@ def _read_record_stream(fh: BinaryIO, name: str, options: ReaderOptions) -> File
         rejects.append(_with_file(out[1], name))
     # bytes that are no message, or the damage, count as one more "line"
     lines = frames.number - 1 + frames.leftover + int(damaged)
+    if not any(t.num_rows for t in edges):
+        text = head.removeprefix(UTF8_BOM).decode("utf-8", "replace").split("\n")
+        shape = shape_of(text[:HEAD_LINES])
+        rejects = [add_format_hint(t, "goflow2-pb", shape) for t in rejects]
     return FileRead(edges, rejects, lines, damaged=damaged)
 
 
