@@ -527,6 +527,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
     rejects: list[pa.Table] = []
     lines_read = 0
     prepared: ReaderOptions | None = None
+    head: list[bytes] = []
     head_text: list[str] = []
     cutter = _LineCutter(options.max_line_bytes)
     blocks = _line_blocks(fh, options.chunk_bytes, cutter)
@@ -547,7 +548,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
         damage = exc
     if not any(t.num_rows for t in edges):
         shape = shape_of(head_text)
-        if shape is None and is_flow_messages(b"\n".join(head)):
+        if shape is None and head and is_flow_messages(b"\n".join(head)):
             shape = "goflow2-pb"
         rejects = [add_format_hint(t, fmt, shape) for t in rejects]
     if damage is not None:

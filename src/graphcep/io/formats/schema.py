@@ -161,6 +161,12 @@ FORMAT_FIELD_ALIASES: dict[str, dict[str, str]] = {
         "Doctets": "dOctets",
         "TcpFlags": "tcp_flags",
     },
+    # the collectors' names of the flow's addresses (and Zeek's of its ports)
+    "goflow2-pb": {"src_addr": "src", "dst_addr": "dst"},
+    "goflow2-json": {"src_addr": "src", "dst_addr": "dst"},
+    "zeek-conn": {"id.orig_h": "src", "id.resp_h": "dst", "id.orig_p": "orig_p",
+                  "id.resp_p": "resp_p"},
+    "pmacct": {"ip_src": "src", "ip_dst": "dst"},
 }
 
 
