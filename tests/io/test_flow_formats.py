@@ -140,10 +140,9 @@ AFTER = len(encode(GOOD)) + 1  # the 1-based byte where a field appended to GOOD
     (encode({k: v for k, v in GOOD.items() if k != "time_flow_start_ns"}),
      "no flow start time"),
     (encode({**GOOD, "time_flow_end_ns": 10**18 - 1}), "the flow ends before it starts"),
-    (encode({**GOOD, "bytes": 2**63}), "field 9 (bytes): 9223372036854775808 does not fit"),
+    (encode({**GOOD, "bytes": 2**63}), "field 9 (bytes): does not fit a signed 64-bit"),
     (encode({k: v for k, v in GOOD.items() if k != "time_flow_start_ns"})
-     + key(63, 0) + varint(2**62), "field 63 (time_flow_start_ms): 4611686018427387904 is out "
-                                   "of range"),
+     + key(63, 0) + varint(2**62), "field 63 (time_flow_start_ms): out of range"),
     (b"\x00\x01", "field number 0"),
 ])
 def test_a_malformed_message_is_a_reject_and_its_neighbours_decode(message, reason):

@@ -75,6 +75,12 @@ _BYTES_SLOT[list(_BYTES_FIELDS)] = np.arange(len(_BYTES_FIELDS))
 
 # Reject codes of the kernel.
 _OK, _BAD_VARINT, _PAST_END, _GROUP, _FIELD_ZERO, _WRONG_WIRE = 0, 1, 2, 3, 4, 5
+_NO_START, _START_RANGE, _END_RANGE, _END_BEFORE, _BAD_ADDRESS, _ATTR_RANGE = 6, 7, 8, 9, 10, 11
+_START_SLOTS = np.array([_VARINT_SLOT[n] for _, n, _ in _START_FIELDS], np.int64)
+_START_SCALES = np.array([scale for _, _, scale in _START_FIELDS], np.int64)
+_END_SLOTS = np.array([_VARINT_SLOT[n] for _, n, _ in _END_FIELDS], np.int64)
+_END_SCALES = np.array([scale for _, _, scale in _END_FIELDS], np.int64)
+_ATTR_SLOTS = np.array([_VARINT_SLOT[n] for _, n in PB_ATTRIBUTES], np.int64)
 _WIRE_NAMES = ("varint", "fixed64", "length-delimited", "group start", "group end",
                "fixed32", "wire type 6", "wire type 7")
 #: Most bytes an address takes as text: ``::ffff:255.255.255.255`` is 22, a full IPv6 39.
@@ -102,63 +108,132 @@ def _varint(buf: np.ndarray, p: int, end: int) -> tuple[np.uint64, int, bool]:
 
 
 @numba.njit(cache=True, nogil=True)
-def _decode_kernel(buf, starts, ends, varint_slot, bytes_slot, n_varint):
-    n = len(starts)
-    values = np.zeros((n, n_varint), np.uint64)
-    seen = np.zeros((n, n_varint), np.bool_)
-    spans = np.full((n, 3, 2), -1, np.int64)
-    error = np.zeros(n, np.int8)
-    where = np.zeros(n, np.int64)
-    detail = np.zeros((n, 2), np.int64)  # field number, wire type
-    for i in range(n):
-        p = starts[i]
-        end = ends[i]
-        while p < end:
-            at = p
-            key, p, ok = _varint(buf, p, end)
+def _parse_fields(buf, p, end, varint_slot, bytes_slot, vals, seen, span):
+    """Read one message's fields into ``vals``/``seen`` (the kept varints) and ``span``
+    (the kept length-delimited ones): (reject code, its byte, field number, wire type)."""
+    start = p
+    field, wire = np.int64(0), np.int64(0)
+    while p < end:
+        at = p
+        key, p, ok = _varint(buf, p, end)
+        if not ok:
+            return _BAD_VARINT, at - start, field, wire
+        field = np.int64(key >> np.uint64(3))
+        wire = np.int64(key & np.uint64(7))
+        if field == 0:
+            return _FIELD_ZERO, at - start, field, wire
+        kept_varint = field < _MAX_FIELD and varint_slot[field] >= 0
+        kept_bytes = field < _MAX_FIELD and bytes_slot[field] >= 0
+        if (kept_varint and wire != 0) or (kept_bytes and wire != 2):
+            return _WRONG_WIRE, at - start, field, wire
+        if wire == 0:
+            value, p, ok = _varint(buf, p, end)
             if not ok:
-                error[i], where[i] = _BAD_VARINT, at - starts[i]
+                return _BAD_VARINT, at - start, field, wire
+            if kept_varint:
+                vals[varint_slot[field]] = value
+                seen[varint_slot[field]] = True
+        elif wire == 1 or wire == 5:
+            p += 8 if wire == 1 else 4
+            if p > end:
+                return _PAST_END, at - start, field, wire
+        elif wire == 2:
+            length, p, ok = _varint(buf, p, end)
+            if not ok:
+                return _BAD_VARINT, at - start, field, wire
+            if length > np.uint64(end - p):
+                return _PAST_END, at - start, field, wire
+            if kept_bytes:
+                span[bytes_slot[field], 0] = p
+                span[bytes_slot[field], 1] = np.int64(length)
+            p += np.int64(length)
+        else:
+            return _GROUP, at - start, field, wire
+    return _OK, 0, field, wire
+
+
+@numba.njit(cache=True, nogil=True)
+def _half_even_us(ns):
+    us = ns // 1000
+    rem = ns - us * 1000
+    if rem > 500 or (rem == 500 and us % 2 == 1):
+        us += 1
+    return us
+
+
+@numba.njit(cache=True, nogil=True)
+def _first_time(vals, seen, slots, scales):
+    """The first of the time fields present, in ns: (ns, which, out of range)."""
+    for k in range(len(slots)):
+        if seen[slots[k]]:
+            value = vals[slots[k]]
+            if value > np.uint64(_MAX_NS // scales[k]):
+                return np.int64(0), k, True
+            return np.int64(value) * scales[k], k, False
+    return np.int64(0), -1, False
+
+
+@numba.njit(cache=True, nogil=True)
+def _decode_kernel(buf, starts, ends, varint_slot, bytes_slot, n_varint, start_slots,
+                   start_scales, end_slots, end_scales, attr_slots):
+    """Every message's fields, times and attributes, and the first reason to reject it
+    (a code and two details: see :func:`decode_messages`)."""
+    n = len(starts)
+    t = np.zeros(n, np.int64)
+    dur = np.zeros(n, np.int64)
+    attrs = np.zeros((len(attr_slots), n), np.int64)
+    spans = np.full((n, 3, 2), -1, np.int64)
+    code = np.zeros(n, np.int8)
+    detail = np.zeros((n, 3), np.int64)
+    vals = np.zeros(n_varint, np.uint64)
+    seen = np.zeros(n_varint, np.bool_)
+    for i in range(n):
+        vals[:] = 0
+        seen[:] = False
+        c, at, field, wire = _parse_fields(buf, starts[i], ends[i], varint_slot, bytes_slot,
+                                           vals, seen, spans[i])
+        if c != _OK:
+            code[i] = c
+            detail[i, 0], detail[i, 1], detail[i, 2] = at, field, wire
+            continue
+        start_ns, which, too_big = _first_time(vals, seen, start_slots, start_scales)
+        if which < 0 or too_big:
+            code[i] = _NO_START if which < 0 else _START_RANGE
+            detail[i, 0] = which
+            continue
+        end_ns, end_which, too_big = _first_time(vals, seen, end_slots, end_scales)
+        if too_big:
+            code[i], detail[i, 0] = _END_RANGE, end_which
+            continue
+        if end_which < 0:
+            end_ns = start_ns
+        if end_ns < start_ns:
+            code[i] = _END_BEFORE
+            detail[i, 0], detail[i, 1] = end_ns, start_ns
+            continue
+        bad_address = -1
+        for k in range(2):
+            if spans[i, k, 1] != 4 and spans[i, k, 1] != 16:
+                bad_address = k
                 break
-            field = np.int64(key >> np.uint64(3))
-            wire = np.int64(key & np.uint64(7))
-            detail[i, 0], detail[i, 1] = field, wire
-            if field == 0:
-                error[i], where[i] = _FIELD_ZERO, at - starts[i]
+        if bad_address >= 0:
+            code[i] = _BAD_ADDRESS
+            detail[i, 0], detail[i, 1] = bad_address, spans[i, bad_address, 1]
+            continue
+        big = -1
+        for j in range(len(attr_slots)):
+            value = vals[attr_slots[j]]
+            if value >= np.uint64(2**63):
+                big = j
                 break
-            kept_varint = field < _MAX_FIELD and varint_slot[field] >= 0
-            kept_bytes = field < _MAX_FIELD and bytes_slot[field] >= 0
-            if (kept_varint and wire != 0) or (kept_bytes and wire != 2):
-                error[i], where[i] = _WRONG_WIRE, at - starts[i]
-                break
-            if wire == 0:
-                value, p, ok = _varint(buf, p, end)
-                if not ok:
-                    error[i], where[i] = _BAD_VARINT, at - starts[i]
-                    break
-                if kept_varint:
-                    values[i, varint_slot[field]] = value
-                    seen[i, varint_slot[field]] = True
-            elif wire == 1 or wire == 5:
-                p += 8 if wire == 1 else 4
-                if p > end:
-                    error[i], where[i] = _PAST_END, at - starts[i]
-                    break
-            elif wire == 2:
-                length, p, ok = _varint(buf, p, end)
-                if not ok:
-                    error[i], where[i] = _BAD_VARINT, at - starts[i]
-                    break
-                if length > np.uint64(end - p):
-                    error[i], where[i] = _PAST_END, at - starts[i]
-                    break
-                if kept_bytes:
-                    spans[i, bytes_slot[field], 0] = p
-                    spans[i, bytes_slot[field], 1] = np.int64(length)
-                p += np.int64(length)
-            else:
-                error[i], where[i] = _GROUP, at - starts[i]
-                break
-    return values, seen, spans, error, where, detail
+            attrs[j, i] = np.int64(value)
+        if big >= 0:
+            attrs[:, i] = 0
+            code[i], detail[i, 0] = _ATTR_RANGE, big
+            continue
+        t[i] = _half_even_us(start_ns)
+        dur[i] = _half_even_us(end_ns) - t[i]
+    return t, dur, attrs, spans, code, detail
 
 
 @numba.njit(cache=True, nogil=True)
@@ -301,89 +376,53 @@ def decode_messages(buf: np.ndarray, starts: np.ndarray,
     buf = np.ascontiguousarray(buf, dtype=np.uint8)
     starts = np.ascontiguousarray(starts, dtype=np.int64)
     ends = np.ascontiguousarray(ends, dtype=np.int64)
-    values, seen, spans, error, where, detail = _decode_kernel(
-        buf, starts, ends, _VARINT_SLOT, _BYTES_SLOT, len(_VARINT_FIELDS))
-    reasons: dict[int, str] = {}
-    for row in np.flatnonzero(error):
-        reasons[int(row)] = _wire_reason(int(error[row]), int(where[row]), detail[row])
-    start_ns, reasons = _time_ns(values, seen, _START_FIELDS, reasons, required=True)
-    end_ns, reasons = _time_ns(values, seen, _END_FIELDS, reasons, required=False)
-    has_end = np.zeros(len(starts), bool)
-    for _, number, _ in _END_FIELDS:
-        has_end |= seen[:, _VARINT_SLOT[number]]
-    end_ns = np.where(has_end, end_ns, start_ns)
-    for row in np.flatnonzero(end_ns < start_ns):
-        reasons.setdefault(int(row), "the flow ends before it starts "
-                                     f"({int(end_ns[row])} < {int(start_ns[row])} ns)")
-    for slot, name in enumerate(_BYTES_NAMES[:2]):
-        length = spans[:, slot, 1]
-        for row in np.flatnonzero((length != 4) & (length != 16)):
-            what = "absent" if length[row] < 0 else f"{int(length[row])} bytes long"
-            reasons.setdefault(int(row), f"field {_BYTES_FIELDS[slot]} ({name}): {what}, "
-                                         "expected a 4- or 16-byte address")
-    columns: dict[str, pa.Array] = {}
-    for name, number in PB_ATTRIBUTES:
-        raw = values[:, _VARINT_SLOT[number]]
-        for row in np.flatnonzero(raw >= np.uint64(2**63)):
-            reasons.setdefault(int(row), f"field {number} ({name}): {int(raw[row])} does "
-                                         "not fit a signed 64-bit integer")
-        columns[name] = raw
-    keep = np.ones(len(starts), bool)
-    keep[list(reasons)] = False
-    columns = {"t": pa.array(np.where(keep, _ns_to_us(start_ns), 0), pa.int64()),
-               "dur": pa.array(np.where(keep, _ns_to_us(end_ns) - _ns_to_us(start_ns), 0),
-                               pa.int64()),
+    t, dur, attrs, spans, code, detail = _decode_kernel(
+        buf, starts, ends, _VARINT_SLOT, _BYTES_SLOT, len(_VARINT_FIELDS), _START_SLOTS,
+        _START_SCALES, _END_SLOTS, _END_SCALES, _ATTR_SLOTS)
+    rejected = np.flatnonzero(code)
+    reasons = {int(row): _reason(int(code[row]), detail[row]) for row in rejected}
+    keep = code == 0
+    columns = {"t": pa.array(t), "dur": pa.array(dur),
                "src": _strings(*_address_text(buf, spans, 0, keep)),
                "dst": _strings(*_address_text(buf, spans, 1, keep)),
-               **{name: pa.array(np.where(keep, raw, 0).astype(np.int64), pa.int64())
-                  for name, raw in columns.items()},
+               **{name: pa.array(attrs[j]) for j, (name, _) in enumerate(PB_ATTRIBUTES)},
                "sampler_address": _strings(*_address_text(buf, spans, 2, keep))}
     return columns, reasons
 
 
-def _wire_reason(code: int, where: int, detail: np.ndarray) -> str:
+def _reason(code: int, detail: np.ndarray) -> str:
+    """The reject reason of a kernel's ``code`` and ``detail``."""
+    if code <= _WRONG_WIRE:
+        return _wire_reason(code, int(detail[0]), int(detail[1]), int(detail[2]))
+    if code == _NO_START:
+        names = ", ".join(f"{number} ({name})" for name, number, _ in _START_FIELDS)
+        return f"no flow start time: none of the fields {names}, or only zero"
+    if code in (_START_RANGE, _END_RANGE):
+        name, number, _ = (_START_FIELDS if code == _START_RANGE else _END_FIELDS)[detail[0]]
+        return f"field {number} ({name}): out of range (past 2262 in nanoseconds)"
+    if code == _END_BEFORE:
+        return f"the flow ends before it starts ({int(detail[0])} < {int(detail[1])} ns)"
+    if code == _BAD_ADDRESS:
+        slot, length = int(detail[0]), int(detail[1])
+        what = "absent" if length < 0 else f"{length} bytes long"
+        return (f"field {_BYTES_FIELDS[slot]} ({_BYTES_NAMES[slot]}): {what}, expected a "
+                "4- or 16-byte address")
+    name, number = PB_ATTRIBUTES[int(detail[0])]
+    return f"field {number} ({name}): does not fit a signed 64-bit integer"
+
+
+def _wire_reason(code: int, where: int, field: int, wire: int) -> str:
     at = f"at byte {where + 1} of the message"
     if code == _BAD_VARINT:
         return f"not a protobuf FlowMessage: a varint {at} is cut short or over 10 bytes"
     if code == _PAST_END:
-        return f"not a protobuf FlowMessage: field {int(detail[0])} {at} runs past its end"
+        return f"not a protobuf FlowMessage: field {field} {at} runs past its end"
     if code == _FIELD_ZERO:
         return f"not a protobuf FlowMessage: field number 0 {at}"
-    wire = _WIRE_NAMES[int(detail[1])]
     if code == _GROUP:
-        return f"not a protobuf FlowMessage: field {int(detail[0])} {at} has {wire}"
-    return (f"field {int(detail[0])} {at} is {wire}, not the type FlowMessage gives it "
+        return f"not a protobuf FlowMessage: field {field} {at} has {_WIRE_NAMES[wire]}"
+    return (f"field {field} {at} is {_WIRE_NAMES[wire]}, not the type FlowMessage gives it "
             "(is this a goflow2 FlowMessage?)")
-
-
-def _time_ns(values: np.ndarray, seen: np.ndarray, fields: tuple, reasons: dict[int, str],
-             required: bool) -> tuple[np.ndarray, dict[int, str]]:
-    """The first time field present (v2 before v1) in nanoseconds, as int64."""
-    out = np.zeros(len(values), np.int64)
-    found = np.zeros(len(values), bool)
-    for name, number, scale in fields:
-        slot = _VARINT_SLOT[number]
-        use = seen[:, slot] & ~found
-        raw = values[:, slot]
-        limit = np.uint64(_MAX_NS // scale)
-        for row in np.flatnonzero(use & (raw >= limit)):
-            reasons.setdefault(int(row), f"field {number} ({name}): {int(raw[row])} is out "
-                                         "of range")
-        fits = use & (raw < limit)
-        out[fits] = raw[fits].astype(np.int64) * scale
-        found |= use
-    if required:
-        names = ", ".join(f"{number} ({name})" for name, number, _ in fields)
-        for row in np.flatnonzero(~found):
-            reasons.setdefault(int(row), f"no flow start time: none of the fields {names}, "
-                                         "or only zero")
-    return out, reasons
-
-
-def _ns_to_us(ns: np.ndarray) -> np.ndarray:
-    """Nanoseconds to microseconds, rounded half-even (as every time graphcep reads)."""
-    us, rem = np.divmod(ns, 1000)
-    return us + ((rem > 500) | ((rem == 500) & (us % 2 == 1)))
 
 
 @numba.njit(cache=True, nogil=True)
