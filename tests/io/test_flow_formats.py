@@ -337,3 +337,30 @@ def test_what_netflow_v5_cannot_carry_is_refused(column, value, message):
     row = {"t": 10**15, "dur": 0, "src": "1.2.3.4", "dst": "5.6.7.8", column: value}
     with pytest.raises(ExportError, match=message):
         datagrams(pa.Table.from_pylist([row]))
+
+
+def test_graphcep_run_reads_a_goflow2_file(tmp_path, capsys):
+    """The five sample flows hold one triangle, found by hand: 10.0.0.1 -> 10.0.0.2 ->
+    192.168.1.20 -> 10.0.0.1, the first three flows, within a second."""
+    from graphcep.cli import main
+    from tests.paths import EXAMPLES
+
+    out = tmp_path / "m.jsonl"
+    code = main(["run", str(EXAMPLES / "triangle.sal"), "--input",
+                 str(SAMPLES / "goflow2-v2.2.6.bin"), "--format", "goflow2-pb", "--engine",
+                 "local", "--output", str(out)])
+    assert code == 0, capsys.readouterr().err
+    (match,) = [json.loads(line) for line in out.read_text().splitlines()]
+    assert [(e["src"], e["dst"]) for e in match["edges"]] == [
+        ("10.0.0.1", "10.0.0.2"), ("10.0.0.2", "192.168.1.20"), ("192.168.1.20", "10.0.0.1")]
+
+
+def test_goflow2_pb_from_a_socket_is_refused_in_one_line(tmp_path, capsys):
+    from graphcep.cli import main
+    from tests.paths import EXAMPLES
+
+    code = main(["stream", str(EXAMPLES / "triangle.sal"), "--source", "tcp://127.0.0.1:9",
+                 "--format", "goflow2-pb", "--checkpoint", str(tmp_path / "ck")])
+    err = capsys.readouterr().err.strip()
+    assert code == 2 and "\n" not in err
+    assert "--format goflow2-pb holds binary messages, not lines" in err
