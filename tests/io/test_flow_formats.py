@@ -364,3 +364,14 @@ def test_goflow2_pb_from_a_socket_is_refused_in_one_line(tmp_path, capsys):
     err = capsys.readouterr().err.strip()
     assert code == 2 and "\n" not in err
     assert "--format goflow2-pb holds binary messages, not lines" in err
+
+
+def test_an_arriving_goflow2_file_reads_as_a_file_does():
+    """The streaming file source's reader (bytes in memory, gzip or not)."""
+    from graphcep.io.readers import read_edges_bytes
+
+    data = (SAMPLES / "goflow2-v2.2.6.bin").read_bytes()
+    on_disk = read_edges(SAMPLES / "goflow2-v2.2.6.bin", "goflow2-pb").edges
+    for content in (data, gzip.compress(data)):
+        read = read_edges_bytes("flows.bin", content, "goflow2-pb")
+        assert read.edges.equals(on_disk) and read.lines_read == 5
