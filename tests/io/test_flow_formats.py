@@ -375,3 +375,15 @@ def test_an_arriving_goflow2_file_reads_as_a_file_does():
     for content in (data, gzip.compress(data)):
         read = read_edges_bytes("flows.bin", content, "goflow2-pb")
         assert read.edges.equals(on_disk) and read.lines_read == 5
+
+
+def test_a_length_prefix_of_gigabytes_ends_the_read_at_once(tmp_path):
+    """A damaged length prefix claiming 2**40 bytes is no frame (waiting for its bytes
+    would hold the whole file in memory): the messages before it stand."""
+    whole = delimited(encode(GOOD)) + b"\n"
+    path = _file(tmp_path, whole * 2 + varint(2**40) + whole * 3)
+    read = read_edges(path, "goflow2-pb")
+    assert read.edges.num_rows == 2
+    (reason,) = read.rejects.column("reason").to_pylist()
+    assert reason.startswith(f"at byte {2 * len(whole)}: bytes that are no length-prefixed "
+                             "FlowMessage")

@@ -73,6 +73,8 @@ _VARINT_SLOT[list(_VARINT_FIELDS)] = np.arange(len(_VARINT_FIELDS))
 _BYTES_SLOT = np.full(_MAX_FIELD, -1, np.int64)
 _BYTES_SLOT[list(_BYTES_FIELDS)] = np.arange(len(_BYTES_FIELDS))
 
+#: Longest length prefix read as a message (goflow2's are some hundred bytes).
+MAX_MESSAGE_BYTES = 1 << 20
 # Reject codes of the kernel.
 _OK, _BAD_VARINT, _PAST_END, _GROUP, _FIELD_ZERO, _WRONG_WIRE = 0, 1, 2, 3, 4, 5
 _NO_START, _START_RANGE, _END_RANGE, _END_BEFORE, _BAD_ADDRESS, _ATTR_RANGE = 6, 7, 8, 9, 10, 11
@@ -336,11 +338,13 @@ def _strings(offsets: np.ndarray, data: np.ndarray) -> pa.Array:
 
 
 @numba.njit(cache=True, nogil=True)
-def frame_delimited(buf, start, end, separator):
+def frame_delimited(buf, start, end, separator, max_length=MAX_MESSAGE_BYTES):
     """Cut ``buf[start:end]`` into varint-length-prefixed messages (each followed by a
     ``\\n`` when ``separator``): (message starts, ends, where the cut stopped, whether it
     stopped on bytes that cannot be a frame rather than on the end of the data). A frame
-    running past ``end`` stops the cut there (the rest may come in the next block)."""
+    running past ``end`` stops the cut there (the rest may come in the next block); one
+    longer than ``max_length`` is no frame (a FlowMessage is some hundred bytes: a length
+    of gigabytes is damage, and waiting for its bytes would hold the whole stream)."""
     cap = max(16, (end - start) // 8)
     starts = np.empty(cap, np.int64)
     ends = np.empty(cap, np.int64)
@@ -351,6 +355,9 @@ def frame_delimited(buf, start, end, separator):
         length, q, ok = _varint(buf, p, end)
         if not ok:
             broken = q - p >= 10 or q < end  # a varint over 10 bytes; else it is cut short
+            break
+        if length > np.uint64(max_length):
+            broken = True
             break
         if length > np.uint64(end - q) or (separator and length + np.uint64(1) > np.uint64(end - q)):
             break
@@ -518,9 +525,9 @@ class FrameReader:
         if broken:
             self.stopped = True
             rejects = pa.concat_tables([rejects, self._leftover(
-                "bytes that are no length-prefixed FlowMessage (a varint length, the "
-                "message" + (", a '\\n'" if self.separator else "") + "): the rest of the "
-                "stream is not read")])
+                "bytes that are no length-prefixed FlowMessage (a varint length up to "
+                f"{MAX_MESSAGE_BYTES}, the message" + (", a '\\n'" if self.separator else "")
+                + "): the rest of the stream is not read")])
         return edges, rejects
 
     def finish(self) -> tuple[pa.Table, pa.Table] | None:
@@ -544,5 +551,5 @@ class FrameReader:
                          "text": [text]}, schema=REJECT_SCHEMA)
 
 
-__all__ = ["PB_ATTRIBUTES", "FrameReader", "decode_messages", "frame_delimited",
+__all__ = ["MAX_MESSAGE_BYTES", "PB_ATTRIBUTES", "FrameReader", "decode_messages", "frame_delimited",
            "parse_frames", "value_frames"]
