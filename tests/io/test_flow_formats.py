@@ -387,3 +387,25 @@ def test_a_length_prefix_of_gigabytes_ends_the_read_at_once(tmp_path):
     (reason,) = read.rejects.column("reason").to_pylist()
     assert reason.startswith(f"at byte {2 * len(whole)}: bytes that are no length-prefixed "
                              "FlowMessage")
+
+
+def test_a_time_read_by_a_guess_is_said_once_per_file(tmp_path):
+    """pmacct's zone-less text is read as UTC, Zeek's integer ts as milliseconds: each
+    file says so in one note; times naming their zone say nothing."""
+    from graphcep.io.formats.schema import InputNote
+
+    with pytest.warns(InputNote, match="pmacct's timestamp_start names no zone") as notes:
+        read_edges(SAMPLES / "pmacct-1.7.7.json", "pmacct")
+    assert len([n for n in notes if issubclass(n.category, InputNote)]) == 1
+    zeek = tmp_path / "conn.json"
+    zeek.write_text('{"ts":1700000000123,"id.orig_h":"a","id.resp_h":"b"}\n')
+    with pytest.warns(InputNote, match="read as milliseconds"):
+        assert read_edges(zeek, "zeek-conn").edges.column("t").to_pylist() == [
+            1_700_000_000_123_000]
+    zoned = tmp_path / "zoned.json"
+    zoned.write_text('{"ip_src":"a","ip_dst":"b","timestamp_start":"2024-01-31T12:00:00Z"}\n')
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", InputNote)
+        assert read_edges(zoned, "pmacct").edges.num_rows == 1

@@ -35,6 +35,7 @@ which is the text Zeek wrote for six decimals below 2**33 s (year 2242): exact.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -322,4 +323,39 @@ def _attribute(values: pa.Array | None, key: str, kind: str, rows: np.ndarray,
     return converted
 
 
-__all__ = ["LAYOUTS", "FlowJsonLayout", "parse_flow_json"]
+_ZONE = re.compile(r"(?:[Zz]|[+-]\d{2}:?\d{2})$")
+_NUMBER = re.compile(r"^\s*[+-]?(?:\d+\.?\d*|\.\d+)\s*$")
+
+
+def time_guess(fmt: str, head: list[str]) -> str | None:
+    """What reading a collector's times takes for granted, said once per file (or Kafka
+    stream) from its first flow that has a start time; ``None`` when nothing is guessed.
+
+    >>> time_guess("pmacct", ['{"timestamp_start": "2024-01-31 12:00:00.000000"}'])[:38]
+    "pmacct's timestamp_start names no zone"
+    """
+    layout = LAYOUTS[fmt]
+    key = layout.starts[0][0]
+    for line in head:
+        try:
+            obj = json.loads(line)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(obj, dict) and layout.nested and isinstance(obj.get(layout.nested), dict):
+            obj = obj[layout.nested]
+        value = obj.get(key) if isinstance(obj, dict) else None
+        if value is None:
+            continue
+        if fmt == "pmacct" and isinstance(value, str) and not _NUMBER.match(value) \
+                and not _ZONE.search(value.strip()):
+            return (f"pmacct's {key} names no zone ({value!r}): read as UTC, as pmacct "
+                    "writes it with timestamps_utc: true (set it, or timestamps_rfc3339, "
+                    "if the times are the collector's local time)")
+        if fmt == "zeek-conn" and isinstance(value, int):
+            return (f"Zeek's ts is an integer ({value}): read as milliseconds, as Zeek "
+                    "writes it with JSON::TS_MILLIS")
+        return None
+    return None
+
+
+__all__ = ["LAYOUTS", "FlowJsonLayout", "parse_flow_json", "time_guess"]
