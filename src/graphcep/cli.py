@@ -75,7 +75,7 @@ from graphcep.engines.difference_bounds import (
     UnboundedQueryError,
     UnsatisfiableQueryError,
 )
-from graphcep.io.formats import LINE_FORMATS, ReaderOptions
+from graphcep.io.formats import LINE_FORMATS, RECORD_FORMATS, ReaderOptions
 from graphcep.io.readers import WHOLE_FILE_FORMATS, InputError, guess_format, read_edges
 from graphcep.io.rejects import RejectLog, show_input_notes
 from graphcep.io.sinks import (
@@ -103,7 +103,7 @@ from graphcep.runtime.widening.report import explain_lines, level_lines, widened
 from graphcep.stream_command import add_parser as add_stream_parser
 from graphcep.timing import NESTED, Phases, process_age
 
-FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
+FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS, *RECORD_FORMATS)
 
 # -- the examples that end each command's --help (run from the repository's root; flows.csv
 # -- is the stream the gen example writes, demo-output/ what the demo writes) -------------

@@ -119,7 +119,7 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
                          "a Kafka source's micro-batches are cut by --max-records-per-batch")
     fmt = args.format or "jsonl"
     if fmt not in KAFKA_FORMATS:
-        raise QueryError(f"--format {fmt}: a Kafka record holds lines of "
+        raise QueryError(f"--format {fmt}: a Kafka record holds lines or messages of "
                          f"{', '.join(KAFKA_FORMATS)}")
     source = KafkaSource(brokers, topics, fmt, options,
                          starting=starting_offsets(args.starting_offsets),

@@ -58,7 +58,7 @@ from graphcep.cores import usable_cores
 from graphcep.engines.base import StateBoundError
 from graphcep.events import counted_noun, seconds_to_us
 from graphcep.interrupts import exit_on_interrupt, signals_kept
-from graphcep.io.formats import LINE_FORMATS
+from graphcep.io.formats import LINE_FORMATS, RECORD_FORMATS
 from graphcep.io.readers import WHOLE_FILE_FORMATS
 from graphcep.io.sinks import (
     SinkError,
@@ -94,7 +94,7 @@ from graphcep.runtime.streaming import (
 )
 from graphcep.timing import Phases
 
-FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS)
+FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS, *RECORD_FORMATS)
 
 
 #: The most HyperCube cells a stream may ask for: each cell is an engine and a share of
@@ -795,6 +795,10 @@ def _check_format(fmt: str | None, job: ReplayJob, source: Any) -> None:
     if fmt in WHOLE_FILE_FORMATS and not isinstance(source, FileSource):
         raise QueryError(f"--format {fmt} is read a whole file at a time: give --source DIR "
                          f"(files arriving in a directory), not {source.describe()}")
+    if fmt in RECORD_FORMATS and not isinstance(source, FileSource) \
+            and not source.describe().startswith("kafka://"):
+        raise QueryError(f"--format {fmt} holds binary messages, not lines: give --source "
+                         f"DIR or kafka://..., not {source.describe()}")
 
 
 def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:

@@ -61,6 +61,7 @@ import pyarrow.parquet as pq
 from graphcep.cores import usable_cores
 from graphcep.events import EDGE_SCHEMA, US_PER_SECOND, concat_edges, counted_noun
 from graphcep.io.formats import (
+    RECORD_FORMATS,
     REJECT_TEXT_CHARS,
     InputError,
     ReaderOptions,
@@ -74,8 +75,9 @@ from graphcep.io.formats import (
     prepare_options,
     too_long_reason,
 )
+from graphcep.io.formats.flow_pb import FrameReader
 from graphcep.io.formats.schema import InputNote
-from graphcep.io.formats.sniff import is_vast_line, refuse_packed, shape_of
+from graphcep.io.formats.sniff import is_flow_messages, is_vast_line, refuse_packed, shape_of
 from graphcep.io.formats.times import EPOCH_SPAN, SECONDS_PER_TICK, implausible_time_unit
 from graphcep.io.rejects import add_format_hint
 from graphcep.io.seq import parse_seq
@@ -525,6 +527,7 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
     rejects: list[pa.Table] = []
     lines_read = 0
     prepared: ReaderOptions | None = None
+    head: list[bytes] = []
     head_text: list[str] = []
     cutter = _LineCutter(options.max_line_bytes)
     blocks = _line_blocks(fh, options.chunk_bytes, cutter)
@@ -545,11 +548,61 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
         damage = exc
     if not any(t.num_rows for t in edges):
         shape = shape_of(head_text)
+        if shape is None and head and is_flow_messages(b"\n".join(head)):
+            shape = "goflow2-pb"
         rejects = [add_format_hint(t, fmt, shape) for t in rejects]
     if damage is not None:
         rejects.append(_damage_rejects(name, damage))
         lines_read += 1
     return FileRead(edges, rejects, lines_read, damaged=damage is not None)
+
+
+def read_record_file(path: Path, options: ReaderOptions) -> FileRead:
+    """One file of goflow2 protobuf messages (:func:`_read_record_stream`); a file that
+    cannot be opened is one reject, as a damaged one."""
+    try:
+        fh = open_binary(path)
+    except (FileNotFoundError, IsADirectoryError):
+        raise
+    except OSError as exc:
+        damage = DamagedInputError(f"cannot read the file: {exc.strerror or exc}", 0)
+        return FileRead([], [_damage_rejects(str(path), damage)], 1, damaged=True)
+    with fh:
+        return _read_record_stream(fh, str(path), options)
+
+
+def _read_record_stream(fh: BinaryIO, name: str, options: ReaderOptions) -> FileRead:
+    """goflow2's length-prefixed protobuf messages (``-format bin``), in blocks of
+    ``options.chunk_bytes``; a message is a "line" (its number is its ``seq`` and its
+    reject's line). A damaged stream keeps the messages read before the damage."""
+    frames = FrameReader()
+    edges: list[pa.Table] = []
+    rejects: list[pa.Table] = []
+    damaged = False
+    head = b""
+    try:
+        for block in _byte_blocks(fh, options.chunk_bytes):
+            head = head or block[: 64 * 1024]
+            if (out := frames.feed(block)) is not None:
+                edges.append(out[0])
+                rejects.append(_with_file(out[1], name))
+    except _Broken as broken:
+        if (out := frames.feed(broken.tail)) is not None:
+            edges.append(out[0])
+            rejects.append(_with_file(out[1], name))
+        reason = _damage_reason(fh, broken.error, frames.number - 1).replace("line", "message")
+        rejects.append(_damage_rejects(name, DamagedInputError(reason, frames.number - 1)))
+        damaged = True
+    if not damaged and (out := frames.finish()) is not None:
+        edges.append(out[0])
+        rejects.append(_with_file(out[1], name))
+    # bytes that are no message, or the damage, count as one more "line"
+    lines = frames.number - 1 + frames.leftover + int(damaged)
+    if not any(t.num_rows for t in edges):
+        text = head.removeprefix(UTF8_BOM).decode("utf-8", "replace").split("\n")
+        shape = shape_of(text[:HEAD_LINES])
+        rejects = [add_format_hint(t, "goflow2-pb", shape) for t in rejects]
+    return FileRead(edges, rejects, lines, damaged=damaged)
 
 
 def _true_lengths(bad: pa.Table, cutter: _LineCutter, options: ReaderOptions) -> pa.Table:
@@ -811,6 +864,11 @@ def read_edges_bytes(
         if data[:2] == _GZIP_MAGIC:
             stream = gzip.GzipFile(fileobj=stream, mode="rb")  # type: ignore[assignment]
         read = _parse_whole_stream(stream, name, fmt, symbols, after)
+    elif fmt in RECORD_FORMATS:
+        record_stream: BinaryIO = io.BytesIO(data)
+        if data[:2] == _GZIP_MAGIC:
+            record_stream = gzip.GzipFile(fileobj=record_stream, mode="rb")  # type: ignore[assignment]
+        read = _read_record_stream(record_stream, name, options)
     else:
         raw: BinaryIO = io.BytesIO(data)
         if data[:2] == _GZIP_MAGIC:
@@ -874,6 +932,8 @@ def read_edges(
         elif fmt in WHOLE_FILE_FORMATS:  # positions and times run on across files
             read = read_whole_file(path, fmt, sum(t.num_rows for t in edge_parts),
                                    last_second(edge_parts))
+        elif fmt in RECORD_FORMATS:
+            read = read_record_file(path, options)
         else:
             read = read_text_file(path, fmt, options)
         edge_parts.extend(offset_seq(t, index) for t in read.edges)

@@ -5,7 +5,10 @@ its jars come from); its offsets live in Spark's checkpoint, so a micro-batch a 
 unfinished is read again, from the same offsets, at the restart: exactly once, as with
 the files source. Each micro-batch's records are taken in (topic, partition, offset) order;
 a record's value holds one line or several lines (``\\n``-separated) of a line format
-graphcep reads (jsonl by default, csv, tsv, snap, vast, netflow5). All the values of a micro-batch
+graphcep reads (jsonl by default, csv, tsv, snap, vast, netflow5, the flow collectors'
+JSON: goflow2-json, zeek-conn, pmacct), or goflow2 protobuf ``FlowMessage`` s
+(``goflow2-pb``: one plain message, or length-prefixed ones as goflow2's ``-format bin``
+writes them, a message standing for a line). All the values of a micro-batch
 are cut into lines and parsed together by the line parsers of :mod:`graphcep.io.formats`,
 as the socket source parses its lines: no Python call per record. ``seq`` numbers the lines
 from the start of the stream. A line that does not parse is a reject naming its record
@@ -30,13 +33,20 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.io.formats import LINE_FORMATS, ReaderOptions, parse_lines, prepare_options
+from graphcep.io.formats import (
+    LINE_FORMATS,
+    RECORD_FORMATS,
+    ReaderOptions,
+    parse_lines,
+    prepare_options,
+)
+from graphcep.io.formats.flow_pb import parse_frames, value_frames
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime import kafka_jars
 
-#: The formats a record's value may hold: the line formats (the whole-file formats and
-#: Parquet need files).
-KAFKA_FORMATS = LINE_FORMATS
+#: The formats a record's value may hold: the line formats and goflow2's protobuf (the
+#: whole-file formats and Parquet need files).
+KAFKA_FORMATS = (*LINE_FORMATS, *RECORD_FORMATS)
 DEFAULT_PORT = 9092
 #: Seconds to wait for a broker's TCP handshake before the stream is refused.
 CONNECT_TIMEOUT_S = 3.0
@@ -209,7 +219,10 @@ class KafkaSource:
 
     def parse_records(self, rows: pa.Table, first_line: int) -> tuple[pa.Table, pa.Table, int]:
         """Edges and rejects of ``rows`` (topic, partition, offset, timestamp, value), their
-        lines numbered from ``first_line``; and how many lines there were."""
+        lines numbered from ``first_line``; and how many lines there were. A protobuf
+        format's messages stand for lines (:meth:`_parse_messages`)."""
+        if self.fmt in RECORD_FORMATS:
+            return self._parse_messages(rows, first_line)
         lists = _value_lines(rows.column("value").combine_chunks())
         lines = pc.list_flatten(lists)
         owner = pc.list_parent_indices(lists).to_numpy(zero_copy_only=False)
@@ -221,6 +234,19 @@ class KafkaSource:
             edges = self._kafka_times(edges, rows, owner, first_line)
         starts = lists.offsets.to_numpy()[:-1]
         return edges, self._rejects(rejects, rows, owner, starts, first_line), len(lines)
+
+    def _parse_messages(self, rows: pa.Table, first_line: int) -> tuple[pa.Table, pa.Table, int]:
+        """goflow2 protobuf values, each one plain message or length-prefixed ones
+        (:func:`~graphcep.io.formats.flow_pb.value_frames`), all decoded in one pass; a
+        message is numbered as a line is, its reject names its record and its place in
+        the value."""
+        buf, starts, ends, owner = value_frames(rows.column("value").combine_chunks())
+        numbers = np.arange(first_line, first_line + len(starts), dtype=np.int64)
+        edges, rejects = parse_frames(buf, starts, ends, numbers)
+        if self.time_from_kafka and edges.num_rows:
+            edges = self._kafka_times(edges, rows, owner, first_line)
+        firsts = np.searchsorted(owner, np.arange(rows.num_rows))
+        return edges, self._rejects(rejects, rows, owner, firsts, first_line), len(starts)
 
     @property
     def _placeholder_time(self) -> bool:

@@ -127,11 +127,13 @@ from graphcep.io.formats.parse import edge_schema, parse_lines
 from graphcep.io.formats.quoting import quoting_problem, split_quoted
 from graphcep.io.formats.reject_table import empty_rejects
 from graphcep.io.formats.schema import (
+    FLOW_JSON_FORMATS,
     FORMAT_FIELD_ALIASES,
     FORMATS,
     LINE_FORMATS,
     MAX_ABS_US,
     NETFLOW5_FIELDS,
+    RECORD_FORMATS,
     REJECT_SCHEMA,
     REJECT_TEXT_CHARS,
     VAST_ATTRIBUTES,
@@ -150,11 +152,13 @@ from graphcep.io.formats.times import (
 )
 
 __all__ = [
+    "FLOW_JSON_FORMATS",
     "FORMATS",
     "FORMAT_FIELD_ALIASES",
     "LINE_FORMATS",
     "MAX_ABS_US",
     "NETFLOW5_FIELDS",
+    "RECORD_FORMATS",
     "REJECT_SCHEMA",
     "REJECT_TEXT_CHARS",
     "TIME_TYPES",

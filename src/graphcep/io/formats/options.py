@@ -15,6 +15,7 @@ import pyarrow as pa
 
 from graphcep.io.formats.decoding import comment_prefixes
 from graphcep.io.formats.fields import FieldSpec, attribute_type
+from graphcep.io.formats.flow_json import LAYOUTS, time_guess
 from graphcep.io.formats.quoting import quoting_problem, split_quoted
 from graphcep.io.formats.schema import (
     FORMAT_FIELD_ALIASES,
@@ -116,6 +117,8 @@ def prepare_options(
     options = options or ReaderOptions()
     if fmt == "jsonl" and options.column_names is None:
         _check_json_head_times(head, options, name)
+    if fmt in LAYOUTS and (guess := time_guess(fmt, head)) is not None:
+        warnings.warn(InputNote(f"{name}: {guess}" if name else guess), stacklevel=2)
     if fmt not in ("csv", "tsv", "snap") or options.column_names is not None:
         return options
     prefixes = comment_prefixes(fmt, options)

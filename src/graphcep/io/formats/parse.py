@@ -7,12 +7,14 @@ import numpy as np
 import pyarrow as pa
 
 from graphcep.io.formats.decoding import decode, drop_carriage_return, skippable
+from graphcep.io.formats.flow_json import parse_flow_json
 from graphcep.io.formats.jsonl import parse_jsonl
 from graphcep.io.formats.line_parsers import Parsed, parse_netflow5, parse_table_like, parse_vast
 from graphcep.io.formats.options import table_layout
 from graphcep.io.formats.reject_table import Rejects
 from graphcep.io.formats.schema import (
     ARROW_TYPES,
+    FLOW_JSON_FORMATS,
     LINE_FORMATS,
     NETFLOW5_FIELDS,
     VAST_ATTRIBUTES,
@@ -114,6 +116,8 @@ def _parse_rows(
         return parse_vast(text, rows, options, rejects)
     if fmt == "netflow5":
         return parse_netflow5(text, rows, options, rejects)
+    if fmt in FLOW_JSON_FORMATS:
+        return parse_flow_json(fmt, text, rows, options, rejects)
     return parse_jsonl(text, rows, options, rejects)
 
 

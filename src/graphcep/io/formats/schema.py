@@ -8,10 +8,16 @@ from dataclasses import dataclass
 
 import pyarrow as pa
 
+#: Flow collectors' JSON lines (:mod:`graphcep.io.formats.flow_json`).
+FLOW_JSON_FORMATS: tuple[str, ...] = ("goflow2-json", "zeek-conn", "pmacct")
 #: Formats :func:`parse_lines` reads.
-LINE_FORMATS: tuple[str, ...] = ("snap", "csv", "tsv", "vast", "netflow5", "jsonl")
+LINE_FORMATS: tuple[str, ...] = ("snap", "csv", "tsv", "vast", "netflow5", "jsonl",
+                                 *FLOW_JSON_FORMATS)
+#: Binary record formats: goflow2's protobuf (:mod:`graphcep.io.formats.flow_pb`), read
+#: from files and Kafka values, not lines.
+RECORD_FORMATS: tuple[str, ...] = ("goflow2-pb",)
 #: Every format, including the column-based one.
-FORMATS: tuple[str, ...] = (*LINE_FORMATS, "parquet")
+FORMATS: tuple[str, ...] = (*LINE_FORMATS, "parquet", *RECORD_FORMATS)
 
 #: Schema of the rejects table returned next to the edges.
 REJECT_SCHEMA = pa.schema(
@@ -155,6 +161,12 @@ FORMAT_FIELD_ALIASES: dict[str, dict[str, str]] = {
         "Doctets": "dOctets",
         "TcpFlags": "tcp_flags",
     },
+    # the collectors' names of the flow's addresses (and Zeek's of its ports)
+    "goflow2-pb": {"src_addr": "src", "dst_addr": "dst"},
+    "goflow2-json": {"src_addr": "src", "dst_addr": "dst"},
+    "zeek-conn": {"id.orig_h": "src", "id.resp_h": "dst", "id.orig_p": "orig_p",
+                  "id.resp_p": "resp_p"},
+    "pmacct": {"ip_src": "src", "ip_dst": "dst"},
 }
 
 

@@ -7,6 +7,9 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 
+import numpy as np
+
+from graphcep.io.formats.flow_pb import decode_messages, frame_delimited
 from graphcep.io.formats.schema import NETFLOW5_FIELDS, VAST_FIELDS, InputError
 
 _PARQUET_MAGIC = "PAR1"
@@ -59,7 +62,8 @@ def shape_of(head: Sequence[str]) -> str | None:
     none (text that is no edge list).
 
     The first line that is neither blank nor a comment decides: a Parquet file's magic
-    bytes -> ``parquet``; a JSON object -> ``jsonl``; comma-separated, 19 or 20 fields
+    bytes -> ``parquet``; a JSON object -> ``jsonl``, or the collector's format whose
+    flow it is (:func:`json_shape`); comma-separated, 19 or 20 fields
     or a VAST header -> ``vast``, 24 fields -> ``netflow5``, 3 or more -> ``csv``; 3 or
     more tab-separated fields -> ``tsv``; 3 or more whitespace-separated fields -> ``snap``.
 
@@ -76,9 +80,10 @@ def shape_of(head: Sequence[str]) -> str | None:
         return None
     if line.lstrip().startswith("{"):
         try:
-            return "jsonl" if isinstance(json.loads(line), dict) else None
+            obj = json.loads(line)
         except ValueError:
             return None
+        return json_shape(obj) if isinstance(obj, dict) else None
     if line.count(",") >= 2:
         if is_vast_line(line):
             return "vast"
@@ -88,4 +93,36 @@ def shape_of(head: Sequence[str]) -> str | None:
     return "snap" if len(line.split()) >= 3 else None
 
 
-__all__ = ["is_vast_line", "packed_as", "refuse_packed", "shape_of"]
+#: Keys that say which collector wrote a JSON flow, per format.
+_FLOW_KEYS = (("goflow2-json", {"src_addr", "dst_addr"}), ("zeek-conn", {"id.orig_h", "id.resp_h"}),
+              ("zeek-conn", {"id_orig_h", "id_resp_h"}), ("pmacct", {"ip_src", "ip_dst"}))
+
+
+def json_shape(obj: dict) -> str:
+    """The JSON format an object is a record of: a collector's flow (its address keys),
+    a tagged Zeek record (``{"conn": {...}}``), or graphcep's ``jsonl``.
+
+    >>> json_shape({"ip_src": "10.0.0.1", "ip_dst": "10.0.0.2"}), json_shape({"t": 1})
+    ('pmacct', 'jsonl')
+    """
+    if len(obj) == 1 and isinstance(obj.get("conn"), dict):
+        obj = obj["conn"]
+    return next((fmt for fmt, keys in _FLOW_KEYS if keys <= obj.keys()), "jsonl")
+
+
+def is_flow_messages(head: bytes, most: int = 8) -> bool:
+    """Whether a stream opens with goflow2 protobuf messages, length-prefixed (each
+    perhaps followed by a ``\\n``): its first frames (up to ``most``) are whole and
+    decode without a reject."""
+    data = np.frombuffer(head, np.uint8)
+    for separator in (True, False):
+        starts, ends, _, broken = frame_delimited(data, 0, len(data), separator)
+        if len(starts) and not (broken and len(starts) < most):
+            _, reasons = decode_messages(data, starts[:most], ends[:most])
+            if not reasons:
+                return True
+    return False
+
+
+__all__ = ["is_flow_messages", "is_vast_line", "json_shape", "packed_as", "refuse_packed",
+           "shape_of"]

@@ -62,7 +62,7 @@ SPARK_HIDDEN_PREFIXES = ("_", ".")
 
 
 #: Formats the driver reads with the local reader (see :func:`_read_locally`).
-DRIVER_READ_FORMATS = ("parquet", "tes", "seq", "syscall")
+DRIVER_READ_FORMATS = ("parquet", "tes", "seq", "syscall", "goflow2-pb")
 
 
 _GZIP_MAGIC = b"\x1f\x8b"
