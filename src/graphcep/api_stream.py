@@ -47,10 +47,11 @@ Decisions
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -81,14 +82,21 @@ class MatchStream:
     on_report
         Called with the :class:`~graphcep.runtime.streaming.BatchReport` of the
         end-of-input flush too.
+    plain_errors
+        Raise a micro-batch's :class:`ValueError` or :class:`TypeError` (a row, a unit, a
+        field the query reads) as one of that type, as the batch API raises it; otherwise
+        as :class:`~graphcep.runtime.spark_stream.BatchFailure` (the command line's exit
+        status tells them apart).
     """
 
     def __init__(self, query: Any, operator: StreamOperator, source: Any,
-                 on_report: Callable[[BatchReport], None] | None = None) -> None:
+                 on_report: Callable[[BatchReport], None] | None = None,
+                 plain_errors: bool = False) -> None:
         self.query = query
         self.operator = operator
         self.source = source
         self.on_report = on_report
+        self.plain_errors = plain_errors
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.query, name)
@@ -104,12 +112,14 @@ class MatchStream:
 
         What stopped it is raised in one line: a micro-batch's error as
         :class:`~graphcep.runtime.spark_stream.BatchFailure` (nothing of that micro-batch
-        is committed: a restart runs it again), the stream's refusal of its edges (a field
-        the query reads and the frame lacks) as a :class:`ValueError`, anything else as
+        is committed: a restart runs it again; as a :class:`ValueError` or
+        :class:`TypeError` under ``plain_errors``), the stream's refusal of its edges as a
+        :class:`ValueError`, anything else as
         :class:`~graphcep.runtime.spark_stream.StreamFailure`."""
         from graphcep.runtime.spark_stream import await_query
 
-        await_query(self.query, self.operator, timeout, self.source)
+        with _errors_as_the_api_raises(self.plain_errors):
+            await_query(self.query, self.operator, timeout, self.source)
         return not self.query.isActive
 
     def stop(self) -> None:
@@ -134,7 +144,8 @@ def start_matching(spark: Any, operator: StreamOperator, source: Any, *,
                    checkpoint: str | os.PathLike[str], once: bool = False,
                    trigger_seconds: float | None = None,
                    on_report: Callable[[BatchReport], None] | None = None,
-                   batch_offset: int = 0, pace: Pace | None = None) -> MatchStream:
+                   batch_offset: int = 0, pace: Pace | None = None,
+                   plain_errors: bool = False) -> MatchStream:
     """Start matching ``source``'s streaming DataFrame with ``operator``: the one start of
     :func:`stream` and of ``graphcep stream``.
 
@@ -144,18 +155,38 @@ def start_matching(spark: Any, operator: StreamOperator, source: Any, *,
     flush the reorder buffer and return the finished stream (Spark's ``availableNow``
     trigger); otherwise it runs until stopped, a micro-batch every ``trigger_seconds``
     (default: back to back). ``batch_offset``, ``pace``: as
-    :func:`~graphcep.runtime.spark_stream.start_stream` takes them.
+    :func:`~graphcep.runtime.spark_stream.start_stream` takes them; ``plain_errors`` as
+    :class:`MatchStream` takes it.
     """
     from graphcep.runtime.spark_stream import run_available_now, start_stream
 
     if once:
-        query = run_available_now(spark, operator, source, checkpoint=checkpoint,
-                                  on_report=on_report, batch_offset=batch_offset)
+        with _errors_as_the_api_raises(plain_errors):
+            query = run_available_now(spark, operator, source, checkpoint=checkpoint,
+                                      on_report=on_report, batch_offset=batch_offset)
     else:
         query = start_stream(spark, operator, source, checkpoint=checkpoint,
                              trigger_seconds=trigger_seconds, on_report=on_report,
                              batch_offset=batch_offset, pace=pace)
-    return MatchStream(query, operator, source, on_report)
+    return MatchStream(query, operator, source, on_report, plain_errors)
+
+
+@contextlib.contextmanager
+def _errors_as_the_api_raises(plain: bool) -> Iterator[None]:
+    """A micro-batch's :class:`ValueError` or :class:`TypeError`, raised as one of that
+    type when ``plain`` (one line: the micro-batch, the error, and that a restart runs
+    it again)."""
+    from graphcep.runtime.spark_stream import BatchFailure
+
+    try:
+        yield
+    except BatchFailure as failure:
+        cause = failure.cause
+        if not plain or not isinstance(cause, ValueError | TypeError):
+            raise
+        kind = ValueError if isinstance(cause, ValueError) else TypeError
+        raise kind(f"micro-batch {failure.batch_id}: {' '.join(str(cause).split())} "
+                   "(not committed: a restart on the checkpoint runs it again)") from cause
 
 
 @dataclass
@@ -275,7 +306,8 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
                               on_matches=on_matches)
     try:
         return start_matching(data.sparkSession, operator, source, checkpoint=folder,
-                              once=once, trigger_seconds=trigger_s, on_report=on_report)
+                              once=once, trigger_seconds=trigger_s, on_report=on_report,
+                              plain_errors=True)
     finally:
         if once and sink is not None:
             sink.close()
