@@ -87,12 +87,15 @@ class MatchStream:
         field the query reads) as one of that type, as the batch API raises it; otherwise
         as :class:`~graphcep.runtime.spark_stream.BatchFailure` (the command line's exit
         status tells them apart).
+    sink
+        The sink of the matches, closed by :meth:`stop` (None: its owner closes it).
     """
 
     def __init__(self, query: Any, operator: StreamOperator, source: Any,
                  on_report: Callable[[BatchReport], None] | None = None,
-                 plain_errors: bool = False) -> None:
+                 plain_errors: bool = False, sink: Any = None) -> None:
         self.query = query
+        self.sink = sink
         self.operator = operator
         self.source = source
         self.on_report = on_report
@@ -128,6 +131,8 @@ class MatchStream:
         from graphcep.runtime.spark_stream import stop_between_batches
 
         stop_between_batches(self.query, self.operator)
+        if self.sink is not None:
+            self.sink.close()
 
     def flush(self) -> BatchReport:
         """End of input: match the edges the reorder buffer still holds (a finite stream has
@@ -305,12 +310,17 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
                               reject_sink=PartWriter(rejects or folder / "rejects"),
                               on_matches=on_matches)
     try:
-        return start_matching(data.sparkSession, operator, source, checkpoint=folder,
-                              once=once, trigger_seconds=trigger_s, on_report=on_report,
-                              plain_errors=True)
-    finally:
-        if once and sink is not None:
+        running = start_matching(data.sparkSession, operator, source, checkpoint=folder,
+                                 once=once, trigger_seconds=trigger_s, on_report=on_report,
+                                 plain_errors=True)
+    except BaseException:
+        if sink is not None:
             sink.close()
+        raise
+    running.sink = sink
+    if once and sink is not None:
+        sink.close()
+    return running
 
 
 def _check_streaming(data: Any) -> None:
