@@ -156,6 +156,10 @@ def test_late_edges_rejects_and_a_restart_are_those_of_graphcep_stream(spark, tm
     assert [(r["src"], r["dst"], r["seq"]) for r in late] == [("x", "y", 4)]  # 100 s behind
     rejects = json_parts(tmp_path / "ck" / "rejects")
     assert [r["line"] for r in rejects] == [5] and "receiver" in rejects[0]["reason"]
+    other = graphcep.parse(SMALL_TRIANGLE.replace("<= 10", "<= 20"))
+    with pytest.raises(ValueError, match=r"checkpoint .* belongs to query .* give another "
+                                         r"checkpoint="):  # its state is another query's
+        other.stream(small_stream(spark, incoming), **kwargs)
 
 
 def test_a_running_stream_stops_between_micro_batches_and_goes_on_where_it_stopped(
