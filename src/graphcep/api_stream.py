@@ -41,8 +41,8 @@ Decisions
   ``CHECKPOINT/rejects``, one part per micro-batch, ``line`` = the row's ``seq``) and goes
   on. Numbers without ``time_unit`` are checked per micro-batch as ``q.match`` checks a
   frame: epoch milliseconds read as seconds stop the stream with the unit to pass.
-* The window-widening option (``pww``) and HyperCube cells are the command line's for
-  now (``graphcep stream --pww``, ``--cells``).
+* HyperCube cells are the command line's for now (``graphcep stream --cells``,
+  ``--matching executors``).
 """
 
 from __future__ import annotations
@@ -63,7 +63,7 @@ if TYPE_CHECKING:
     from graphcep.runtime.spark_stream import SourceBatch
     from graphcep.runtime.streaming import BatchReport, Pace, StreamOperator, StreamTotals
 
-__all__ = ["DataFrameSource", "MatchStream", "start_matching", "stream"]
+__all__ = ["DataFrameSource", "MatchStream", "start_matching", "stream", "widened_job"]
 
 
 class MatchStream:
@@ -242,8 +242,9 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
            on_matches: Callable[[pa.Table, int], None] | None = None,
            late: str | os.PathLike[str] | None = None,
            rejects: str | os.PathLike[str] | None = None, trigger: float | None = None,
-           once: bool = False,
-           on_report: Callable[[BatchReport], None] | None = None) -> MatchStream:
+           once: bool = False, on_report: Callable[[BatchReport], None] | None = None,
+           pww: int | None = None, pww_base: float | str = 1,
+           pww_max_duration: float | str | None = None) -> MatchStream:
     """Match ``query`` continuously over the streaming Spark DataFrame ``data``.
 
     Parameters
@@ -277,6 +278,10 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
     on_report
         Called with each micro-batch's :class:`~graphcep.runtime.streaming.BatchReport`
         (``print`` its ``line()`` for ``graphcep stream``'s progress lines).
+    pww, pww_base, pww_max_duration
+        Progressive window widening, as :meth:`~graphcep.api.Query.match` takes it
+        (``graphcep stream --pww L``): the micro-batches feed level 0, and the levels'
+        state is checkpointed with the rest.
 
     Returns
     -------
@@ -296,14 +301,15 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
     from graphcep.runtime.streaming import PartWriter, StreamOperator
 
     _check_streaming(data)
-    job = query.job()
+    widening = query._widening(pww, pww_base, pww_max_duration)
+    job = widened_job(query.job(pww=widening is not None), widening)
     mapping = ColumnMapping(src=src, dst=dst, time=time, dur=dur)
     source = _checked_source(data, mapping, checked_unit(time_unit), columns, job)
     lateness_us = _checked_seconds("lateness", lateness, allow_zero=True)
     trigger_s = None if trigger is None else _checked_seconds("trigger", trigger) / 1e6
     folder = Path(checkpoint)
     sink = _match_sink(job, output, on_matches, folder)
-    _claim(folder, source, query, job)
+    _claim(folder, source, query, job, widening)
     operator = StreamOperator(job, lateness_us=lateness_us,
                               checkpoint=folder, sink=sink,
                               late_sink=PartWriter(late or folder / "late"),
@@ -409,7 +415,8 @@ def _match_sink(job: Any, output: str | os.PathLike[str] | None,
         raise ValueError(f"output={os.fspath(output)!r}: {err}") from None
 
 
-def _claim(checkpoint: Path, source: DataFrameSource, query: Any, job: Any) -> None:
+def _claim(checkpoint: Path, source: DataFrameSource, query: Any, job: Any,
+           widening: tuple[int, int, int | None] | None) -> None:
     """Record the stream ``checkpoint`` belongs to, and refuse it to another
     (:func:`~graphcep.runtime.spark_stream.claim_checkpoint`)."""
     from graphcep.patterns.subgraph import QueryError
@@ -419,7 +426,8 @@ def _claim(checkpoint: Path, source: DataFrameSource, query: Any, job: Any) -> N
     digest.update(json.dumps({"kind": query.kind, "options": query.options,
                               "mapping": _described(source.mapping),
                               "time_unit": source.time_unit,
-                              "columns": None if source.keep is None else list(source.keep)},
+                              "columns": None if source.keep is None else list(source.keep),
+                              "pww": widening},
                              sort_keys=True, default=str).encode())
     try:
         claim_checkpoint(checkpoint, source.describe(), f"{query.path or '<query text>'} "
@@ -442,3 +450,16 @@ def _query_text(query: Any) -> str:
     files = sorted(path.glob("*.subs")) if path.is_dir() else [path]
     return "\n".join(f"{file.name}\n{file.read_text(encoding='utf-8', errors='replace')}"
                      for file in files)
+
+
+def widened_job(job: Any, widening: tuple[int, int, int | None] | None) -> Any:
+    """``job`` in progressive window widening's windows (``widening``: ``(L, T0, D)`` as
+    :func:`~graphcep.cli_options.pww_options` gives them), else itself: the job of
+    ``graphcep stream --pww L`` and of ``q.stream(..., pww=L)``."""
+    from graphcep.runtime.widening import WidenedJob, refuse_short_keep
+
+    if widening is None:
+        return job
+    keep, base_us, max_duration_us = widening
+    refuse_short_keep(job, keep)
+    return WidenedJob(job, keep, base_us, max_duration_us)

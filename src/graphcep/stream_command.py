@@ -283,6 +283,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 
 def _stream(args: argparse.Namespace) -> int:
+    from graphcep.api_stream import widened_job
     from graphcep.cli_options import pww_options, warn_absent_labels
     from graphcep.pictures.runs import KeepFirst
     from graphcep.pictures.timelines import StreamProgress
@@ -300,7 +301,7 @@ def _stream(args: argparse.Namespace) -> int:
     if fmt != args.format:  # field names resolve to the columns of the source's format
         job, resumed = _load_job(args, fmt)
     planned = job  # the plan the report shows: explain's, widening included
-    job = _widened(job, widening)
+    job = widened_job(job, widening)
     _check_format(fmt, job, source)
     if args.once and args.run_for is not None:
         raise QueryError("--once stops when the directory's files are read and --run-for "
@@ -529,18 +530,6 @@ def _trigger(args: argparse.Namespace, source: Any) -> float | None:
     """Seconds between micro-batches: ``--trigger``, or the generator's pace."""
     interval = getattr(source, "interval", None)
     return interval() if interval is not None else args.trigger or None
-
-
-def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
-    """The job in progressive window widening's windows under ``--pww L`` (``widening``:
-    :func:`~graphcep.cli_options.pww_options`), else itself."""
-    from graphcep.runtime.widening import WidenedJob, refuse_short_keep
-
-    if widening is None:
-        return job
-    keep, base_us, max_duration_us = widening
-    refuse_short_keep(job, keep)
-    return WidenedJob(job, keep, base_us, max_duration_us)
 
 
 def _report_failure(failure: Exception) -> int:

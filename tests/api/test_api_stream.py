@@ -238,3 +238,28 @@ def test_epoch_milliseconds_read_as_seconds_stop_the_stream_naming_the_unit(spar
         graphcep.parse(SMALL_TRIANGLE).stream(
             small_stream(spark, incoming), src="sender", dst="receiver", time="ts",
             checkpoint=tmp_path / "ck", output=tmp_path / "out", once=True)
+
+
+def test_window_widening_reports_what_graphcep_stream_pww_and_the_batch_run_report(
+        spark, tmp_path, capsys):
+    from tests.runtime.test_widening_spark import slow_stream
+    from tests.runtime.test_widening_stream import (
+        TRIANGLE_SAL,
+        batch_run,
+        instance_keys,
+        jsonl,
+        write_files,
+    )
+
+    query = tmp_path / "triangle.sal"
+    query.write_text(TRIANGLE_SAL)
+    incoming = tmp_path / "in"
+    write_files(slow_stream(3), incoming, 6)
+    expected = batch_run(tmp_path, query, incoming)  # graphcep run --pww 3
+    arriving = (spark.readStream.schema("t decimal(20,6), src string, dst string")
+                .option("header", "true").option("maxFilesPerTrigger", "1").csv(str(incoming)))
+    running = graphcep.load(query).stream(arriving, pww=3, checkpoint=tmp_path / "ck",
+                                          output=tmp_path / "out", once=True)
+    assert len(expected) > 10 and instance_keys(jsonl(tmp_path / "out")) == expected
+    assert running.totals.matches == len(expected)
+    capsys.readouterr()
