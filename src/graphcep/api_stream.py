@@ -41,6 +41,9 @@ Decisions
   ``CHECKPOINT/rejects``, one part per micro-batch, ``line`` = the row's ``seq``) and goes
   on. Numbers without ``time_unit`` are checked per micro-batch as ``q.match`` checks a
   frame: epoch milliseconds read as seconds stop the stream with the unit to pass.
+* **The driver matches**, as ``graphcep stream --matching driver`` does: the micro-batches
+  reach the operator through ``foreachBatch`` in this process, so the session is a
+  classic one (Spark Connect runs ``foreachBatch`` in a process of its own).
 * HyperCube cells are the command line's for now (``graphcep stream --cells``,
   ``--matching executors``).
 """
@@ -102,6 +105,8 @@ class MatchStream:
         self.plain_errors = plain_errors
 
     def __getattr__(self, name: str) -> Any:
+        if name == "query":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
         return getattr(self.query, name)
 
     @property
@@ -314,7 +319,7 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
                               checkpoint=folder, sink=sink,
                               late_sink=PartWriter(late or folder / "late"),
                               reject_sink=PartWriter(rejects or folder / "rejects"),
-                              on_matches=on_matches)
+                              on_matches=on_matches, threads=_driver_threads(data))
     try:
         running = start_matching(data.sparkSession, operator, source, checkpoint=folder,
                                  once=once, trigger_seconds=trigger_s, on_report=on_report,
@@ -327,6 +332,14 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
     if once and sink is not None:
         sink.close()
     return running
+
+
+def _driver_threads(data: Any) -> int:
+    """The engine's search threads: it runs in the driver, as many as the master has
+    cores (as ``graphcep stream`` runs it)."""
+    from graphcep.cores import usable_cores
+
+    return max(1, min(data.sparkSession.sparkContext.defaultParallelism, usable_cores()))
 
 
 def _check_streaming(data: Any) -> None:
