@@ -22,6 +22,10 @@ behind in batches of bounded size (and says so) instead of ever larger ones; a d
 is capped by files (``--max-files-per-trigger``). ``--run-for`` stops between
 micro-batches (:class:`~graphcep.runtime.spark_stream.BatchGate`).
 
+In the driver, the stream starts as ``Query.stream`` starts one
+(:func:`~graphcep.api_stream.start_matching`): each source gives a streaming DataFrame and
+turns its micro-batches into edges, as the API's source turns a user's frame into them.
+
 ``--matching`` says where the matching runs: in the driver (the operator of
 :mod:`graphcep.runtime.streaming`, every query and source) or in the executors
 (:mod:`graphcep.runtime.spark_cells`: HyperCube cells as Spark keys, for SAL queries over a
