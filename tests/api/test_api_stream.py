@@ -263,3 +263,50 @@ def test_window_widening_reports_what_graphcep_stream_pww_and_the_batch_run_repo
     assert len(expected) > 10 and instance_keys(jsonl(tmp_path / "out")) == expected
     assert running.totals.matches == len(expected)
     capsys.readouterr()
+
+
+CHAIN = """QUERY chain;
+VERTICES A, B, C;
+EDGES
+  x: A -> B [call];
+  y: B -> C [sms];
+ORDER x < y;
+WITHIN 1 h;
+"""
+
+
+@pytest.mark.parametrize(("name", "text"), [
+    ("tri.nu", "<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 3600]"),
+    ("probes.subs", "ping_pong: @a.@b.@a\nrepeat: @a.@a\n"),
+    ("chain.ddst", CHAIN),
+])
+def test_every_query_kind_streams_the_matches_of_the_cli_and_of_q_match(
+        spark, college_msg_path, tmp_path, capsys, name, text):
+    """CollegeMsg's first 4,000 messages (labelled call, sms or mail by line number for the
+    DDST query) as a CSV file with a header: the stream finds the matches ``graphcep run``
+    finds in the file, with the ids ``q.match`` gives the same rows."""
+    with gzip.open(college_msg_path, "rt") as fh:
+        rows = [next(fh).split() for _ in range(4000)]
+    labels = ("call", "sms", "mail")
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    data = incoming / "messages.csv"
+    data.write_text("src,dst,t,label\n" + "".join(
+        f"{u},{v},{t},{labels[i % 3]}\n" for i, (u, v, t) in enumerate(rows)))
+    query = tmp_path / name
+    query.write_text(text)
+    out = tmp_path / "cli.jsonl"
+    assert main(["run", str(query), "--input", str(data), "--format", "csv", "--engine",
+                 "local", "-o", str(out)]) == 0
+    cli = json_parts(out)
+    frame = pd.read_csv(data, dtype={"src": str, "dst": str})
+    q = graphcep.load(query)
+    expected = sorted(q.match(frame, time="t")["match_id"])
+    arriving = (spark.readStream.schema("src string, dst string, t long, label string")
+                .option("header", "true").csv(str(incoming)))
+    running = q.stream(arriving, checkpoint=tmp_path / "ck", output=tmp_path / "out",
+                       once=True)
+    streamed = sorted(r["match_id"] for r in json_parts(tmp_path / "out"))
+    capsys.readouterr()
+    assert len(cli) > 10 and len(streamed) == len(cli) == running.totals.matches
+    assert streamed == expected
