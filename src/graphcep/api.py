@@ -59,7 +59,6 @@ Examples
 from __future__ import annotations
 
 import argparse
-import difflib
 import functools
 import os
 import re
@@ -68,6 +67,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from graphcep.frame_edges import ColumnMapping, checked_unit, edge_table
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -88,10 +89,6 @@ QUERY_OPTIONS: tuple[str, ...] = (
     "query_name", "window", "max_duration", "homomorphic", "max_window_edges",
     "ddst_engine", "signature_p", "signature_seed", "ddst_report", "max_tokens",
     "anchored", "nu_engine", "key", "symbol", "subs_engine")
-
-#: The units numeric times may count.
-TIME_UNITS = ("s", "ms", "us")
-
 
 def _api_words(function: Callable[..., Any]) -> Callable[..., Any]:
     """``function`` with the command-line options its errors name (the messages are
@@ -309,14 +306,26 @@ class Query:
         """
         adapter = _adapter(data)
         widening = self._widening(pww, pww_base, pww_max_duration)
-        edges = _edge_table(adapter.to_arrow(data),
-                            _Mapping(src=src, dst=dst, time=time, dur=dur),
-                            _checked_unit(time_unit), columns)
+        edges = edge_table(adapter.to_arrow(data),
+                            ColumnMapping(src=src, dst=dst, time=time, dur=dur),
+                            checked_unit(time_unit), columns)
         job = self.job(pww=widening is not None)
         job.check_columns(edges.column_names)
         matches, output = _run(job, edges, widening)
         _warn_absent_labels(job, edges)
         return adapter.from_arrow(output.file_table(matches))
+
+    @_api_words
+    def stream(self, data: Any, **options: Any) -> Any:
+        """Match the query continuously over the streaming Spark DataFrame ``data``:
+        :func:`graphcep.api_stream.stream` (its arguments: the columns and units as
+        :meth:`match` takes them, ``lateness``, ``checkpoint``, ``output``...), which
+        returns a :class:`~graphcep.api_stream.MatchStream`, Spark's ``StreamingQuery``
+        with graphcep's guarantees (event time, a reorder buffer, late edges written,
+        exactly once)."""
+        from graphcep.api_stream import stream
+
+        return stream(self, data, **options)
 
     def _widening(self, pww: int | None, base: float | str,
                   most: float | str | None) -> tuple[int, int, int | None] | None:
@@ -433,171 +442,3 @@ def _polars_out(table: pa.Table) -> Any:
     import polars as pl
 
     return pl.from_arrow(table)
-
-
-# -- the edge table -------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class _Mapping:
-    """The frame's columns of the edges' core fields (``dur`` may be None)."""
-
-    src: str
-    dst: str
-    time: str
-    dur: str | None
-
-    def core(self) -> dict[str, str]:
-        """Edge field -> the frame's column (``t``, ``src``, ``dst``, ``dur``)."""
-        found = {"t": self.time, "src": self.src, "dst": self.dst, "dur": self.dur}
-        return {core: name for core, name in found.items() if name is not None}
-
-    def parameter(self, core: str) -> str:
-        """The argument of :meth:`Query.match` naming the column of ``core``."""
-        return {"t": "time"}.get(core, core)
-
-
-def _checked_unit(time_unit: str | None) -> str | None:
-    if time_unit is not None and time_unit not in TIME_UNITS:
-        raise ValueError(f"time_unit={time_unit!r}: numeric times count 's', 'ms' or 'us' "
-                         "(give datetimes as timestamps: they carry their own unit)")
-    return time_unit
-
-
-def _edge_table(table: pa.Table, mapping: _Mapping, time_unit: str | None,
-                keep: Sequence[str] | None) -> pa.Table:
-    """The frame's rows as edges (:func:`~graphcep.io.formats.columns.parse_table`, the
-    Parquet reader's conversion), after checking its columns; a row that cannot be an
-    edge raises :class:`ValueError` (a frame has no rejects file)."""
-    from graphcep.io.formats.columns import parse_table
-    from graphcep.io.formats.schema import ReaderOptions, SchemaError
-
-    table = _plain_types(table)
-    core = mapping.core()
-    if mapping.dur is None and "dur" in table.column_names:
-        core["dur"] = "dur"
-    _check_names(table, mapping, core, keep)
-    _check_types(table, mapping, core, time_unit)
-    unit = time_unit or _checked_seconds(table.column(core["t"]), core["t"])
-    wanted = {*core.values(), *(table.column_names if keep is None else keep)}
-    table = table.select([name for name in table.column_names if name in wanted])
-    try:
-        edges, rejects = parse_table(table, ReaderOptions(time_unit=unit, columns=core))
-    except SchemaError as err:
-        raise TypeError(str(err)) from None
-    if rejects.num_rows:
-        first = rejects.slice(0, 1).to_pylist()[0]
-        raise ValueError(f"{rejects.num_rows:,} row(s) cannot be edges; the first, at "
-                         f"position {first['line'] - 1}: {first['reason']} (drop or fill "
-                         "them first, e.g. df.dropna(subset=[...]))")
-    return edges
-
-
-def _check_names(table: pa.Table, mapping: _Mapping, core: Mapping[str, str],
-                 keep: Sequence[str] | None) -> None:
-    """Every column named exists, and no other column has an edge field's name (it would
-    shadow the field read from the column named)."""
-    names = table.column_names
-    for field_name, column in core.items():
-        if column not in names:
-            parameter = mapping.parameter(field_name)
-            close = difflib.get_close_matches(column, names, n=1)
-            hint = f"; did you mean {parameter}={close[0]!r}?" if close else ""
-            raise ValueError(f"no column {column!r} ({parameter}={column!r}, the edges' "
-                             f"{_ROLE[field_name]}): the columns are {names}{hint}")
-    for column in keep or ():
-        if column not in names:
-            raise ValueError(f"columns=: no column {column!r}; the columns are {names}")
-    for field_name in ("t", "src", "dst", "dur"):
-        if field_name in names and core.get(field_name) not in (None, field_name) and (
-                keep is None or field_name in keep):
-            parameter = mapping.parameter(field_name)
-            raise ValueError(f"column {field_name!r} has the name of the edges' "
-                             f"{_ROLE[field_name]}, which {parameter}={core[field_name]!r} "
-                             f"reads from column {core[field_name]!r}: rename or drop "
-                             f"column {field_name!r}, or leave it out of columns=")
-
-
-_ROLE = {"t": "start times", "src": "source vertices", "dst": "destination vertices",
-         "dur": "durations"}
-
-
-def _check_types(table: pa.Table, mapping: _Mapping, core: Mapping[str, str],
-                 time_unit: str | None) -> None:
-    """Refuse a column whose type cannot hold what it is mapped to, and ``time_unit``
-    with times that carry their own unit."""
-    import pyarrow as pa
-
-    for field_name, column in core.items():
-        kind = table.schema.field(column).type
-        if pa.types.is_dictionary(kind):
-            kind = kind.value_type
-        parameter = mapping.parameter(field_name)
-        if field_name in ("src", "dst"):
-            if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)
-                    or pa.types.is_integer(kind)):
-                raise TypeError(f"column {column!r} ({parameter}=) has type {kind}: vertices "
-                                f"are strings or integers (convert it, e.g. "
-                                f"df[{column!r}].astype(str))")
-            continue
-        timestamp = pa.types.is_timestamp(kind) or pa.types.is_date(kind)
-        numeric = pa.types.is_integer(kind) or pa.types.is_floating(kind) or \
-            pa.types.is_decimal(kind)
-        if field_name == "dur" and (numeric or pa.types.is_duration(kind)):
-            continue
-        if field_name == "t" and timestamp:
-            if time_unit is not None:
-                raise ValueError(f"time_unit={time_unit!r} applies to numeric times; column "
-                                 f"{column!r} holds {kind}, which carry their own unit: "
-                                 "leave time_unit out")
-            continue
-        if field_name == "t" and numeric:
-            continue
-        wanted = ("numbers (in time_unit) or timedeltas" if field_name == "dur" else
-                  "timestamps, dates or numbers (with time_unit=)")
-        fix = (f"pd.to_datetime(df[{column!r}])" if field_name == "t"
-               else f"pd.to_numeric(df[{column!r}])")
-        raise TypeError(f"column {column!r} ({parameter}=) has type {kind}: the edges' "
-                        f"{_ROLE[field_name]} are {wanted} (convert it, e.g. {fix})")
-
-
-def _checked_seconds(column: Any, name: str) -> str:
-    """``"s"``, the unit numeric times are assumed to count, once checked against them as
-    the command line checks them; a :class:`ValueError` when they read as epoch times in
-    another unit only."""
-    import numpy as np
-    import pyarrow as pa
-    import pyarrow.compute as pc
-
-    from graphcep.io.formats.times import implausible_time_unit
-
-    if not (pa.types.is_integer(column.type) or pa.types.is_floating(column.type)
-            or pa.types.is_decimal(column.type)):
-        return "s"
-    bounds = pc.min_max(column.cast(pa.float64()))
-    low, high = bounds["min"].as_py(), bounds["max"].as_py()
-    if low is None or not np.isfinite([low, high]).all():
-        return "s"  # no finite value: the rows are refused one by one
-    message = implausible_time_unit(np.array([np.floor(low), np.floor(high)]), "s")
-    if message is not None:
-        message = re.sub(r"--time-unit (\w+)", r"time_unit='\1'", message)
-        raise ValueError(f"column {name!r} (time=): {message}")
-    return "s"
-
-
-def _plain_types(table: pa.Table) -> pa.Table:
-    """Large strings and string views (Polars' text, pandas' ``string[pyarrow]``) as
-    strings, which the readers produce and the engines' fields read."""
-    import pyarrow as pa
-
-    fields = [f.with_type(pa.string()) if _is_other_text(f.type) else f
-              for f in table.schema]
-    schema = pa.schema(fields, metadata=table.schema.metadata)
-    return table if schema == table.schema else table.cast(schema)
-
-
-def _is_other_text(kind: pa.DataType) -> bool:
-    import pyarrow as pa
-
-    is_view = getattr(pa.types, "is_string_view", lambda _: False)  # pyarrow >= 16
-    return pa.types.is_large_string(kind) or is_view(kind)

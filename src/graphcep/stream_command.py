@@ -22,6 +22,10 @@ behind in batches of bounded size (and says so) instead of ever larger ones; a d
 is capped by files (``--max-files-per-trigger``). ``--run-for`` stops between
 micro-batches (:class:`~graphcep.runtime.spark_stream.BatchGate`).
 
+In the driver, the stream starts as ``Query.stream`` starts one
+(:func:`~graphcep.api_stream.start_matching`): each source gives a streaming DataFrame and
+turns its micro-batches into edges, as the API's source turns a user's frame into them.
+
 ``--matching`` says where the matching runs: in the driver (the operator of
 :mod:`graphcep.runtime.streaming`, every query and source) or in the executors
 (:mod:`graphcep.runtime.spark_cells`: HyperCube cells as Spark keys, for SAL queries over a
@@ -45,14 +49,12 @@ file arriving for a query that does not read it is quarantined as a reject).
 from __future__ import annotations
 
 import argparse
-import errno
 import hashlib
 import json
-import shutil
 import sys
 import time
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from graphcep.cores import usable_cores
 from graphcep.engines.base import StateBoundError
@@ -65,7 +67,6 @@ from graphcep.io.sinks import (
     check_target,
     make_sink,
     refuse_files_among_parts,
-    replace_atomically,
     sink_format,
     writing,
 )
@@ -84,7 +85,14 @@ from graphcep.kafka_options import (
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
-from graphcep.runtime.spark_stream import DEFAULT_MAX_RECORDS, BatchFailure, StreamFailure
+from graphcep.runtime.spark_stream import (
+    DEFAULT_MAX_RECORDS,
+    BatchFailure,
+    StreamFailure,
+    claim_checkpoint,
+    has_finished_batches,
+    system_failed,
+)
 from graphcep.runtime.streaming import (
     Pace,
     PartWriter,
@@ -279,6 +287,7 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 
 def _stream(args: argparse.Namespace) -> int:
+    from graphcep.api_stream import widened_job
     from graphcep.cli_options import pww_options, warn_absent_labels
     from graphcep.pictures.runs import KeepFirst
     from graphcep.pictures.timelines import StreamProgress
@@ -296,7 +305,7 @@ def _stream(args: argparse.Namespace) -> int:
     if fmt != args.format:  # field names resolve to the columns of the source's format
         job, resumed = _load_job(args, fmt)
     planned = job  # the plan the report shows: explain's, widening included
-    job = _widened(job, widening)
+    job = widened_job(job, widening)
     _check_format(fmt, job, source)
     if args.once and args.run_for is not None:
         raise QueryError("--once stops when the directory's files are read and --run-for "
@@ -527,18 +536,6 @@ def _trigger(args: argparse.Namespace, source: Any) -> float | None:
     return interval() if interval is not None else args.trigger or None
 
 
-def _widened(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> ReplayJob:
-    """The job in progressive window widening's windows under ``--pww L`` (``widening``:
-    :func:`~graphcep.cli_options.pww_options`), else itself."""
-    from graphcep.runtime.widening import WidenedJob, refuse_short_keep
-
-    if widening is None:
-        return job
-    keep, base_us, max_duration_us = widening
-    refuse_short_keep(job, keep)
-    return WidenedJob(job, keep, base_us, max_duration_us)
-
-
 def _report_failure(failure: Exception) -> int:
     """One line for what stopped the stream; 3 for a state bound, else 2."""
     from graphcep.runtime.spark_stream import BatchFailure, one_line
@@ -558,26 +555,13 @@ def _report_failure(failure: Exception) -> int:
     return 1 if system_failed(cause) else 2
 
 
-#: What makes a failed read or write the system's, not the input's or an option's (exit 1)
-SYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG})
-
-
-def system_failed(err: BaseException) -> bool:
-    """Whether ``err`` is the system failing a read or a write (a full disk...): exit 1,
-    where a path that cannot be written as asked (a directory in a part's place) is 2."""
-    return isinstance(err, OSError) and err.errno in SYSTEM_ERRNOS
-
-
 def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Namespace,
            on_report: Any) -> None:
-    from graphcep.runtime.spark_stream import (
-        SocketSource,
-        await_query,
-        restart_socket_checkpoint,
-        run_available_now,
-        start_stream,
-        stop_between_batches,
-    )
+    """Match ``source`` with ``operator`` through :func:`~graphcep.api_stream.start_matching`
+    (the start ``Query.stream`` uses): ``--once`` to the end of what is there, else until
+    ``--run-for`` or an interrupt, stopping between micro-batches."""
+    from graphcep.api_stream import start_matching
+    from graphcep.runtime.spark_stream import SocketSource, restart_socket_checkpoint
 
     checkpoint = Path(args.checkpoint)
     operator.pace = Pace(getattr(source, "rate", None), getattr(source, "max_records", None))
@@ -588,93 +572,18 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
             print(f"graphcep: warning: {lost:,} lines from {source.describe()} were lost: "
                   "the last run stopped in a micro-batch before matching them, and a socket "
                   "cannot send them again", file=sys.stderr)
+    running = start_matching(spark, operator, source, checkpoint=checkpoint, once=args.once,
+                             trigger_seconds=None if args.once else args.trigger or None,
+                             on_report=on_report, batch_offset=offset,
+                             pace=None if args.once else operator.pace)
     if args.once:
-        run_available_now(spark, operator, source, checkpoint=checkpoint, on_report=on_report,
-                          batch_offset=offset)
         return
-    query = start_stream(spark, operator, source, checkpoint=checkpoint,
-                         trigger_seconds=args.trigger or None, on_report=on_report,
-                         batch_offset=offset, pace=operator.pace)
     try:
-        await_query(query, operator, args.run_for, source)
+        running.awaitTermination(args.run_for)
     finally:  # --run-for: after the micro-batch under way (a stop inside it breaks it)
-        stop_between_batches(query, operator)
+        running.stop()
         if isinstance(source, SocketSource):
             source.close()
-
-
-#: What a checkpoint records of its stream on first start (``CHECKPOINT/graphcep.json``)
-CHECKPOINT_IDENTITY = "graphcep.json"
-
-
-def claim_checkpoint(checkpoint: Path, source: str, query: str, digest: str) -> None:
-    """Record the stream a checkpoint belongs to on first start; refuse it to another.
-
-    A checkpoint's state and totals are those of one query over one source: resumed for
-    another source, Spark fails on the old directory's offsets; for another query (or the
-    same file edited, or options that change the matches) the state would be the wrong
-    one and the totals mixed. A checkpoint written before this record existed is adopted.
-    """
-    record = checkpoint / CHECKPOINT_IDENTITY
-    try:
-        _check_claim(checkpoint, record, source, query, digest)
-    except QueryError:
-        raise
-    except OSError as err:
-        if system_failed(err):  # a full disk: exit 1, the file named
-            raise
-        raise QueryError(f"--checkpoint {checkpoint}: cannot be used ({err})") from None
-    except ValueError as err:  # not our record
-        raise QueryError(f"--checkpoint {checkpoint}: cannot be used ({err})") from None
-
-
-def _check_claim(checkpoint: Path, record: Path, source: str, query: str, digest: str) -> None:
-    """:func:`claim_checkpoint`'s comparison (or first record)."""
-    if record.exists():
-        stored = json.loads(record.read_text(encoding="utf-8"))
-        if not isinstance(stored, dict):
-            raise ValueError(f"{record} is not graphcep's record of the stream")
-        if _same_stream(stored, source, query, digest):
-            return
-        if _has_finished_batches(checkpoint):
-            _refuse_claim(checkpoint, stored, source, query)
-        # no micro-batch ever finished here: the failed start's offsets go with its claim
-        shutil.rmtree(checkpoint / "spark", ignore_errors=True)
-        shutil.rmtree(checkpoint / "cells", ignore_errors=True)
-    checkpoint.mkdir(parents=True, exist_ok=True)
-    text = json.dumps({"source": source, "query": query, "digest": digest}, indent=1)
-    replace_atomically(record, lambda path: Path(path).write_text(text + "\n",
-                                                                    encoding="utf-8"))
-
-
-def _same_stream(stored: dict, source: str, query: str, digest: str) -> bool:
-    return (stored.get("source"), stored.get("query"), stored.get("digest")) == (
-        source, query, digest)
-
-
-def _refuse_claim(checkpoint: Path, stored: dict, source: str, query: str) -> NoReturn:
-    if (stored.get("source"), stored.get("query")) != (source, query):
-        raise QueryError(
-            f"checkpoint {checkpoint} belongs to query {stored.get('query')} over "
-            f"{stored.get('source')}, not to query {query} over {source}: give another "
-            "--checkpoint")
-    raise QueryError(
-        f"checkpoint {checkpoint} belongs to query {query} over {source} as it was "
-        "first started: the query file or an option that changes its matches "
-        "(--query-name, --window, --max-duration, --homomorphic, --format, "
-        "--time-unit, --time-format, --header, --columns, the DDST engine, --pww and its "
-        "options) or "
-        "where its state lives (--matching executors against driver) differs since: give "
-        "another --checkpoint")
-
-
-def _has_finished_batches(checkpoint: Path) -> bool:
-    """Whether a micro-batch finished on this checkpoint (the operator, or the executor
-    mode's totals, saved state): a start that failed before any (no server listening, a
-    typo in --source) leaves it free for the corrected command."""
-    state = checkpoint / "state"
-    return (state.is_dir() and any(state.iterdir())) or any(
-        (checkpoint / "cells").glob("totals-*"))
 
 
 def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
@@ -777,7 +686,7 @@ def _load_job(args: argparse.Namespace, fmt: str | None) -> tuple[ReplayJob, boo
         return jobs.load(args.query, options), False
     except (QuerySyntaxError, OSError):
         if jobs.kind_of(args.query).name != "subs" or args.pww is not None or \
-                not _has_finished_batches(Path(args.checkpoint)):
+                not has_finished_batches(Path(args.checkpoint)):
             raise  # widened subscriptions are read once, not watched (WidenedJob.watch)
     return with_options(SubscriptionSet(Path(args.query).stem, ()), options), True
 

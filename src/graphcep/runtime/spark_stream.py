@@ -60,7 +60,7 @@ import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import numpy as np
 import pyarrow as pa
@@ -838,11 +838,97 @@ def _socket_offset(path: Path) -> int:
 
 def run_available_now(spark: Any, operator: StreamOperator, source: Any, *,
                       checkpoint: str | os.PathLike, on_report: Any = print_report,
-                      batch_offset: int = 0) -> None:
-    """Process everything the source holds now, then flush the reorder buffer."""
+                      batch_offset: int = 0) -> Any:
+    """Process everything the source holds now, then flush the reorder buffer; the
+    finished streaming query."""
     query = start_stream(spark, operator, source, checkpoint=checkpoint, available_now=True,
                          on_report=on_report, batch_offset=batch_offset)
     await_query(query, operator, source=source)
     report = operator.flush()
     if on_report is not None:
         on_report(report)
+    return query
+
+
+#: What makes a failed read or write the system's, not the input's or an option's (exit 1)
+SYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG})
+
+
+def system_failed(err: BaseException) -> bool:
+    """Whether ``err`` is the system failing a read or a write (a full disk...): exit 1,
+    where a path that cannot be written as asked (a directory in a part's place) is 2."""
+    return isinstance(err, OSError) and err.errno in SYSTEM_ERRNOS
+
+
+#: What a checkpoint records of its stream on first start (``CHECKPOINT/graphcep.json``)
+CHECKPOINT_IDENTITY = "graphcep.json"
+
+
+def claim_checkpoint(checkpoint: Path, source: str, query: str, digest: str) -> None:
+    """Record the stream a checkpoint belongs to on first start; refuse it to another.
+
+    A checkpoint's state and totals are those of one query over one source: resumed for
+    another source, Spark fails on the old directory's offsets; for another query (or the
+    same file edited, or options that change the matches) the state would be the wrong
+    one and the totals mixed. A checkpoint written before this record existed is adopted.
+    """
+    record = checkpoint / CHECKPOINT_IDENTITY
+    try:
+        _check_claim(checkpoint, record, source, query, digest)
+    except QueryError:
+        raise
+    except OSError as err:
+        if system_failed(err):  # a full disk: exit 1, the file named
+            raise
+        raise QueryError(f"--checkpoint {checkpoint}: cannot be used ({err})") from None
+    except ValueError as err:  # not our record
+        raise QueryError(f"--checkpoint {checkpoint}: cannot be used ({err})") from None
+
+
+def _check_claim(checkpoint: Path, record: Path, source: str, query: str, digest: str) -> None:
+    """:func:`claim_checkpoint`'s comparison (or first record)."""
+    if record.exists():
+        stored = json.loads(record.read_text(encoding="utf-8"))
+        if not isinstance(stored, dict):
+            raise ValueError(f"{record} is not graphcep's record of the stream")
+        if _same_stream(stored, source, query, digest):
+            return
+        if has_finished_batches(checkpoint):
+            _refuse_claim(checkpoint, stored, source, query)
+        # no micro-batch ever finished here: the failed start's offsets go with its claim
+        shutil.rmtree(checkpoint / "spark", ignore_errors=True)
+        shutil.rmtree(checkpoint / "cells", ignore_errors=True)
+    checkpoint.mkdir(parents=True, exist_ok=True)
+    text = json.dumps({"source": source, "query": query, "digest": digest}, indent=1)
+    replace_atomically(record, lambda path: Path(path).write_text(text + "\n",
+                                                                    encoding="utf-8"))
+
+
+def _same_stream(stored: dict, source: str, query: str, digest: str) -> bool:
+    return (stored.get("source"), stored.get("query"), stored.get("digest")) == (
+        source, query, digest)
+
+
+def _refuse_claim(checkpoint: Path, stored: dict, source: str, query: str) -> NoReturn:
+    if (stored.get("source"), stored.get("query")) != (source, query):
+        raise QueryError(
+            f"checkpoint {checkpoint} belongs to query {stored.get('query')} over "
+            f"{stored.get('source')}, not to query {query} over {source}: give another "
+            "--checkpoint")
+    raise QueryError(
+        f"checkpoint {checkpoint} belongs to query {query} over {source} as it was "
+        "first started: the query file or an option that changes its matches "
+        "(--query-name, --window, --max-duration, --homomorphic, --format, "
+        "--time-unit, --time-format, --header, --columns, the DDST engine, --pww and its "
+        "options) or "
+        "where its state lives (--matching executors against driver) differs since: give "
+        "another --checkpoint")
+
+
+def has_finished_batches(checkpoint: Path) -> bool:
+    """Whether a micro-batch finished on this checkpoint (the operator, or the executor
+    mode's totals, saved state): a start that failed before any (no server listening, a
+    typo in --source) leaves it free for the corrected command."""
+    state = checkpoint / "state"
+    return (state.is_dir() and any(state.iterdir())) or any(
+        (checkpoint / "cells").glob("totals-*"))

@@ -1,0 +1,478 @@
+"""Streaming DataFrames in: :meth:`graphcep.api.Query.stream`, and the start of every stream.
+
+::
+
+    events = spark.readStream.schema("sender string, receiver string, ts timestamp") \\
+                  .json("incoming/")
+    running = q.stream(events, src="sender", dst="receiver", time="ts", lateness=5,
+                       checkpoint="ckpt/", output="matches/")
+    running.awaitTermination()
+
+:func:`stream` takes a streaming Spark DataFrame the user built (any source Spark reads:
+files, Kafka, rate, a table) and matches it with the operator of ``graphcep stream``
+(:class:`~graphcep.runtime.streaming.StreamOperator`): event time, a reorder buffer of
+``lateness`` seconds, late edges written (never dropped silently), rows that cannot be
+edges written as rejects, and exactly once through ``checkpoint``. It returns a
+:class:`MatchStream`, Spark's ``StreamingQuery`` with graphcep's stop and errors.
+
+:func:`start_matching` is the one place a stream starts, for this API and for the command
+line's ``stream`` (:mod:`graphcep.stream_command`): a source gives a streaming DataFrame
+(``source.stream_df``) and turns each micro-batch of it into edges (``source.read_batch``);
+the command line's sources read files, sockets, Kafka and the generator, the API's
+:class:`DataFrameSource` a frame's columns.
+
+Decisions
+---------
+* **Same columns, same rules as** :meth:`~graphcep.api.Query.match`: the frame's schema is
+  checked before the stream starts by the batch API's own checks (a missing column named
+  with a guess, a type that cannot hold what it is mapped to, ``time_unit`` with
+  timestamps); Spark selects the columns needed (the rest never leave the executors) and
+  each micro-batch is converted by the batch API's conversion, so a stream and the same
+  rows given to ``q.match`` give the same edges, bit for bit (floats as their shortest
+  decimal, timestamps whatever their unit).
+* **Same identity.** ``seq`` numbers the rows 1, 2, ... in the stream's order (the
+  micro-batches in order, the rows of one in the order Spark hands them over), as
+  ``q.match`` numbers a frame's rows and the readers a headerless file's lines; an integer
+  ``seq`` column the frame has is kept. Spark keeps a file's rows in order, but deals the
+  files of one micro-batch to partitions by size: a directory of several files read in
+  one micro-batch is numbered in Spark's order (give ``seq``, or ``maxFilesPerTrigger=1``).
+* **Bad rows are rejects, not failures.** A batch frame with a row that cannot be an edge
+  is refused whole; a stream writes such rows to ``rejects`` (default
+  ``CHECKPOINT/rejects``, one part per micro-batch, ``line`` = the row's ``seq``) and goes
+  on. Numbers without ``time_unit`` are checked per micro-batch as ``q.match`` checks a
+  frame: epoch milliseconds read as seconds stop the stream with the unit to pass.
+* **The driver matches**, as ``graphcep stream --matching driver`` does: the micro-batches
+  reach the operator through ``foreachBatch`` in this process, so the session is a
+  classic one (Spark Connect runs ``foreachBatch`` in a process of its own).
+* HyperCube cells are the command line's for now (``graphcep stream --cells``,
+  ``--matching executors``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import json
+import os
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import pyarrow as pa
+
+    from graphcep.frame_edges import ColumnMapping
+    from graphcep.runtime.spark_stream import SourceBatch
+    from graphcep.runtime.streaming import BatchReport, Pace, StreamOperator, StreamTotals
+
+__all__ = ["DataFrameSource", "MatchStream", "start_matching", "stream", "widened_job"]
+
+
+class MatchStream:
+    """A running stream of matches: Spark's ``StreamingQuery`` (its ``id``, ``status``,
+    ``lastProgress``, ``isActive``... are this object's), with graphcep's
+    :meth:`awaitTermination`, :meth:`stop` and :meth:`flush`.
+
+    Parameters
+    ----------
+    query
+        Spark's streaming query that hands the micro-batches to ``operator``.
+    operator
+        The stream's :class:`~graphcep.runtime.streaming.StreamOperator`.
+    source
+        Where the micro-batches come from (named in errors).
+    on_report
+        Called with the :class:`~graphcep.runtime.streaming.BatchReport` of the
+        end-of-input flush too.
+    plain_errors
+        Raise a micro-batch's :class:`ValueError` or :class:`TypeError` (a row, a unit, a
+        field the query reads) as one of that type, as the batch API raises it; otherwise
+        as :class:`~graphcep.runtime.spark_stream.BatchFailure` (the command line's exit
+        status tells them apart).
+    sink
+        The sink of the matches, closed by :meth:`stop` (None: its owner closes it).
+    """
+
+    def __init__(self, query: Any, operator: StreamOperator, source: Any,
+                 on_report: Callable[[BatchReport], None] | None = None,
+                 plain_errors: bool = False, sink: Any = None) -> None:
+        self.query = query
+        self.sink = sink
+        self.operator = operator
+        self.source = source
+        self.on_report = on_report
+        self.plain_errors = plain_errors
+
+    def __getattr__(self, name: str) -> Any:
+        if name == "query":  # not set yet (a copy being made): no recursion
+            raise AttributeError(name)
+        return getattr(self.query, name)
+
+    @property
+    def totals(self) -> StreamTotals:
+        """Edges, matches, late edges, rejects... over the whole stream (restarts
+        included: they are checkpointed)."""
+        return self.operator.totals
+
+    def awaitTermination(self, timeout: float | None = None) -> bool:  # noqa: N802 (Spark's)
+        """Wait until the stream stops (at most ``timeout`` seconds); whether it has.
+
+        What stopped it is raised in one line: a micro-batch's error as
+        :class:`~graphcep.runtime.spark_stream.BatchFailure` (nothing of that micro-batch
+        is committed: a restart runs it again; as a :class:`ValueError` or
+        :class:`TypeError` under ``plain_errors``), the stream's refusal of its edges as a
+        :class:`ValueError`, anything else as
+        :class:`~graphcep.runtime.spark_stream.StreamFailure`."""
+        from graphcep.runtime.spark_stream import await_query
+
+        with _errors_as_the_api_raises(self.plain_errors):
+            await_query(self.query, self.operator, timeout, self.source)
+        return not self.query.isActive
+
+    def stop(self) -> None:
+        """Stop after the micro-batch under way, if any (Spark's own ``stop`` would break
+        into it); what a restart on the same checkpoint goes on from."""
+        from graphcep.runtime.spark_stream import stop_between_batches
+
+        stop_between_batches(self.query, self.operator)
+        if self.sink is not None:
+            self.sink.close()
+
+    def flush(self) -> BatchReport:
+        """End of input: match the edges the reorder buffer still holds (a finite stream has
+        no later edge to move the watermark past them). Written as the micro-batch after
+        the last and not checkpointed: a restart that reads more matches them then,
+        once."""
+        report = self.operator.flush()
+        if self.on_report is not None:
+            self.on_report(report)
+        return report
+
+
+def start_matching(spark: Any, operator: StreamOperator, source: Any, *,
+                   checkpoint: str | os.PathLike[str], once: bool = False,
+                   trigger_seconds: float | None = None,
+                   on_report: Callable[[BatchReport], None] | None = None,
+                   batch_offset: int = 0, pace: Pace | None = None,
+                   plain_errors: bool = False) -> MatchStream:
+    """Start matching ``source``'s streaming DataFrame with ``operator``: the one start of
+    :func:`stream` and of ``graphcep stream``.
+
+    ``source`` gives the streaming DataFrame (``stream_df(spark)``) and each micro-batch's
+    edges (``read_batch(batch_df, operator)``), as the sources of
+    :mod:`graphcep.runtime.spark_stream` do. ``once``: match what the source holds now,
+    flush the reorder buffer and return the finished stream (Spark's ``availableNow``
+    trigger); otherwise it runs until stopped, a micro-batch every ``trigger_seconds``
+    (default: back to back). ``batch_offset``, ``pace``: as
+    :func:`~graphcep.runtime.spark_stream.start_stream` takes them; ``plain_errors`` as
+    :class:`MatchStream` takes it.
+    """
+    from graphcep.runtime.spark_stream import run_available_now, start_stream
+
+    if once:
+        with _errors_as_the_api_raises(plain_errors):
+            query = run_available_now(spark, operator, source, checkpoint=checkpoint,
+                                      on_report=on_report, batch_offset=batch_offset)
+    else:
+        query = start_stream(spark, operator, source, checkpoint=checkpoint,
+                             trigger_seconds=trigger_seconds, on_report=on_report,
+                             batch_offset=batch_offset, pace=pace)
+    return MatchStream(query, operator, source, on_report, plain_errors)
+
+
+@contextlib.contextmanager
+def _errors_as_the_api_raises(plain: bool) -> Iterator[None]:
+    """A micro-batch's :class:`ValueError` or :class:`TypeError`, raised as one of that
+    type when ``plain`` (one line: the micro-batch, the error, and that a restart runs
+    it again)."""
+    from graphcep.runtime.spark_stream import BatchFailure
+
+    try:
+        yield
+    except BatchFailure as failure:
+        cause = failure.cause
+        if not plain or not isinstance(cause, ValueError | TypeError):
+            raise
+        kind = ValueError if isinstance(cause, ValueError) else TypeError
+        raise kind(f"micro-batch {failure.batch_id}: {' '.join(str(cause).split())} "
+                   "(not committed: a restart on the checkpoint runs it again)") from cause
+
+
+@dataclass
+class DataFrameSource:
+    """A streaming DataFrame's rows as edges, its columns mapped as
+    :meth:`~graphcep.api.Query.match` maps a frame's (the module docstring says how).
+
+    Made by :func:`stream`, which checks the mapping against the frame's schema first.
+    """
+
+    frame: Any
+    mapping: ColumnMapping
+    time_unit: str | None
+    keep: Sequence[str] | None
+    #: the frame's columns the edges are read from (core fields and kept columns)
+    selected: tuple[str, ...] = ()
+
+    def stream_df(self, spark: Any) -> Any:
+        """The frame, only the columns the edges read (selected in Spark)."""
+        return self.frame.select(*(f"`{name}`" for name in self.selected))
+
+    def describe(self) -> str:
+        return f"a streaming DataFrame ({_described(self.mapping)})"
+
+    def read_batch(self, batch_df: Any, operator: StreamOperator) -> SourceBatch:
+        """One micro-batch's rows as edges, numbered on from the rows before, and those
+        that cannot be edges as rejects (``file``: the stream's description)."""
+        import pyarrow as pa
+
+        from graphcep.frame_edges import edge_rows
+        from graphcep.io.readers import READ_REJECT_SCHEMA
+        from graphcep.runtime.spark_stream import SourceBatch
+
+        rows = batch_df.toArrow()
+        if rows.num_rows == 0:
+            return SourceBatch(None)
+        edges, rejects = edge_rows(rows, self.mapping, self.time_unit, self.keep,
+                                    row_offset=operator.totals.lines)
+        name = pa.array([self.describe()] * rejects.num_rows, pa.string())
+        rejects = pa.Table.from_arrays([name, *rejects.columns], schema=READ_REJECT_SCHEMA)
+        return SourceBatch(edges, rejects, 0, rows.num_rows)
+
+
+def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: str = "t",
+           dur: str | None = None, time_unit: str | None = None,
+           columns: Sequence[str] | None = None, lateness: float = 0,
+           checkpoint: str | os.PathLike[str], output: str | os.PathLike[str] | None = None,
+           on_matches: Callable[[pa.Table, int], None] | None = None,
+           late: str | os.PathLike[str] | None = None,
+           rejects: str | os.PathLike[str] | None = None, trigger: float | None = None,
+           once: bool = False, on_report: Callable[[BatchReport], None] | None = None,
+           pww: int | None = None, pww_base: float | str = 1,
+           pww_max_duration: float | str | None = None) -> MatchStream:
+    """Match ``query`` continuously over the streaming Spark DataFrame ``data``.
+
+    Parameters
+    ----------
+    query
+        A :class:`graphcep.api.Query` (:func:`graphcep.load`, :func:`graphcep.parse`).
+    data
+        A streaming DataFrame (``spark.readStream...``), one edge per row.
+    src, dst, time, dur, time_unit, columns
+        The columns and units, as :meth:`~graphcep.api.Query.match` reads them.
+    lateness
+        Seconds an edge may trail the newest one and still be matched (the reorder
+        buffer); later edges are written to ``late``.
+    checkpoint
+        Directory of the stream's offsets and state: a restart with the same one goes on
+        exactly where the last stopped (nothing matched twice, nothing lost).
+    output
+        Directory of one part of matches per micro-batch: ``OUT/`` (JSON lines),
+        ``OUT.parquet/`` or ``OUT.dot/``, as ``graphcep stream -o``.
+    on_matches
+        Called with each micro-batch's matches (an Arrow table of the nested record) and
+        its id, after ``output``; one of them is needed.
+    late, rejects
+        Directories of the late edges and of the rows that cannot be edges (default
+        ``CHECKPOINT/late``, ``CHECKPOINT/rejects``).
+    trigger
+        Seconds between micro-batches (default: back to back).
+    once
+        Match what the source holds now, flush the reorder buffer, return the finished
+        stream (files, Kafka: the batch-equivalent run, restartable).
+    on_report
+        Called with each micro-batch's :class:`~graphcep.runtime.streaming.BatchReport`
+        (``print`` its ``line()`` for ``graphcep stream``'s progress lines).
+    pww, pww_base, pww_max_duration
+        Progressive window widening, as :meth:`~graphcep.api.Query.match` takes it
+        (``graphcep stream --pww L``): the micro-batches feed level 0, and the levels'
+        state is checkpointed with the rest.
+
+    Returns
+    -------
+    MatchStream
+        The running (or, ``once``, finished) stream.
+
+    Raises
+    ------
+    TypeError
+        ``data`` is no streaming DataFrame, or a column's type cannot hold what it is
+        mapped to.
+    ValueError
+        A column named is missing, a unit or an option is wrong, the query needs a field
+        the frame lacks, or a directory cannot be written.
+    """
+    from graphcep.frame_edges import ColumnMapping, checked_unit
+    from graphcep.runtime.streaming import PartWriter, StreamOperator
+
+    _check_streaming(data)
+    widening = query._widening(pww, pww_base, pww_max_duration)
+    job = widened_job(query.job(pww=widening is not None), widening)
+    mapping = ColumnMapping(src=src, dst=dst, time=time, dur=dur)
+    source = _checked_source(data, mapping, checked_unit(time_unit), columns, job)
+    lateness_us = _checked_seconds("lateness", lateness, allow_zero=True)
+    trigger_s = None if trigger is None else _checked_seconds("trigger", trigger) / 1e6
+    folder = Path(checkpoint)
+    sink = _match_sink(job, output, on_matches, folder)
+    _claim(folder, source, query, job, widening)
+    operator = StreamOperator(job, lateness_us=lateness_us,
+                              checkpoint=folder, sink=sink,
+                              late_sink=PartWriter(late or folder / "late"),
+                              reject_sink=PartWriter(rejects or folder / "rejects"),
+                              on_matches=on_matches, threads=_driver_threads(data))
+    try:
+        running = start_matching(data.sparkSession, operator, source, checkpoint=folder,
+                                 once=once, trigger_seconds=trigger_s, on_report=on_report,
+                                 plain_errors=True)
+    except BaseException:
+        if sink is not None:
+            sink.close()
+        raise
+    running.sink = sink
+    if once and sink is not None:
+        sink.close()
+    return running
+
+
+def _driver_threads(data: Any) -> int:
+    """The engine's search threads: it runs in the driver, as many as the master has
+    cores (as ``graphcep stream`` runs it)."""
+    from graphcep.cores import usable_cores
+
+    return max(1, min(data.sparkSession.sparkContext.defaultParallelism, usable_cores()))
+
+
+def _check_streaming(data: Any) -> None:
+    if type(data).__module__.split(".")[0] != "pyspark" or not hasattr(data, "isStreaming"):
+        raise TypeError(f"Query.stream takes a streaming Spark DataFrame "
+                        f"(spark.readStream...), not a {type(data).__module__}."
+                        f"{type(data).__name__}: match a frame with Query.match")
+    if not data.isStreaming:
+        raise TypeError("Query.stream takes a streaming DataFrame (spark.readStream...); "
+                        "this one is a batch DataFrame: match it with Query.match")
+
+
+def _checked_source(frame: Any, mapping: ColumnMapping, time_unit: str | None,
+                    keep: Sequence[str] | None, job: Any) -> DataFrameSource:
+    """The frame's source, its schema checked before Spark starts: by the batch API's
+    conversion of no rows of that schema (its checks name the column and the fix), then
+    against the fields the query reads."""
+    from graphcep.frame_edges import edge_rows
+
+    empty = _arrow_schema(frame.schema).empty_table()
+    edges, _ = edge_rows(empty, mapping, time_unit, keep)
+    job.check_columns(edges.column_names)
+    core = set(mapping.core().values())
+    if mapping.dur is None and "dur" in empty.column_names:
+        core.add("dur")
+    wanted = core | set(empty.column_names if keep is None else keep)
+    if "seq" in empty.column_names:
+        wanted.add("seq")  # kept as the rows' numbers, as q.match keeps it
+    selected = tuple(name for name in empty.column_names if name in wanted)
+    return DataFrameSource(frame, mapping, time_unit, keep, selected)
+
+
+def _arrow_schema(schema: Any) -> pa.Schema:
+    """A Spark schema as the Arrow schema of its ``toArrow()`` batches; a column of a type
+    Arrow cannot hold is typed ``null`` (refused by the checks if the edges read it)."""
+    import pyarrow as pa
+    from pyspark.sql.pandas.types import to_arrow_type
+
+    fields = []
+    for column in schema.fields:
+        try:
+            kind = to_arrow_type(column.dataType, timezone="UTC")
+        except Exception:  # a type pyspark does not convert (variant, nested maps...)
+            kind = pa.null()
+        fields.append(pa.field(column.name, kind))
+    return pa.schema(fields)
+
+
+def _checked_seconds(name: str, value: Any, allow_zero: bool = False) -> int:
+    """``value`` seconds as µs (exact through their decimal text), or a
+    :class:`ValueError` naming the argument."""
+    from graphcep.events import seconds_to_us
+
+    least = "0 or more" if allow_zero else "more than 0"
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise ValueError(f"{name}={value!r}: seconds, a number {least}")
+    try:
+        micros = seconds_to_us(value)
+    except (ValueError, TypeError):
+        raise ValueError(f"{name}={value!r}: seconds, a number {least}") from None
+    if micros < 0 or (micros == 0 and not allow_zero):
+        raise ValueError(f"{name}={value!r}: seconds, a number {least}")
+    return micros
+
+
+def _match_sink(job: Any, output: str | os.PathLike[str] | None,
+                on_matches: Callable[..., Any] | None, checkpoint: Path) -> Any:
+    """The directory of match parts ``output`` names (checked before the stream starts),
+    or None when ``on_matches`` takes them."""
+    from graphcep.io.sinks import SinkError, check_target, make_sink, sink_format
+
+    if output is None:
+        if on_matches is None:
+            raise ValueError("give output= (a directory of match parts: OUT/, OUT.parquet/) "
+                             "or on_matches= (a function called with each micro-batch's "
+                             "matches)")
+        return None
+    if Path(output).resolve() == checkpoint.resolve():
+        raise ValueError(f"output={os.fspath(output)!r} is the checkpoint directory, which "
+                         "holds the stream's state: name a directory of its own")
+    fmt = sink_format(output) or "jsonl"
+    try:
+        check_target(output, fmt, directory=True)
+        return make_sink(output, fmt, directory=True, matches=job.output)
+    except SinkError as err:
+        raise ValueError(f"output={os.fspath(output)!r}: {err}") from None
+
+
+def _claim(checkpoint: Path, source: DataFrameSource, query: Any, job: Any,
+           widening: tuple[int, int, int | None] | None) -> None:
+    """Record the stream ``checkpoint`` belongs to, and refuse it to another
+    (:func:`~graphcep.runtime.spark_stream.claim_checkpoint`)."""
+    from graphcep.patterns.subgraph import QueryError
+    from graphcep.runtime.spark_stream import claim_checkpoint
+
+    digest = hashlib.sha256(_query_text(query).encode())
+    digest.update(json.dumps({"kind": query.kind, "options": query.options,
+                              "mapping": _described(source.mapping),
+                              "time_unit": source.time_unit,
+                              "columns": None if source.keep is None else list(source.keep),
+                              "pww": widening},
+                             sort_keys=True, default=str).encode())
+    try:
+        claim_checkpoint(checkpoint, source.describe(), f"{query.path or '<query text>'} "
+                         f"({job.name})", digest.hexdigest())
+    except QueryError as err:
+        raise ValueError(str(err).replace("--checkpoint", "checkpoint=")) from None
+
+
+def _described(mapping: ColumnMapping) -> str:
+    """``src=sender, dst=receiver, time=ts``: the columns the edges are read from."""
+    return ", ".join(f"{mapping.parameter(core)}={column}"
+                     for core, column in mapping.core().items())
+
+
+def _query_text(query: Any) -> str:
+    """The query's text (of its file, or of each ``.subs`` file of its directory)."""
+    if query.text is not None:
+        return query.text
+    path = Path(query.path or "")
+    files = sorted(path.glob("*.subs")) if path.is_dir() else [path]
+    return "\n".join(f"{file.name}\n{file.read_text(encoding='utf-8', errors='replace')}"
+                     for file in files)
+
+
+def widened_job(job: Any, widening: tuple[int, int, int | None] | None) -> Any:
+    """``job`` in progressive window widening's windows (``widening``: ``(L, T0, D)`` as
+    :func:`~graphcep.cli_options.pww_options` gives them), else itself: the job of
+    ``graphcep stream --pww L`` and of ``q.stream(..., pww=L)``."""
+    from graphcep.runtime.widening import WidenedJob, refuse_short_keep
+
+    if widening is None:
+        return job
+    keep, base_us, max_duration_us = widening
+    refuse_short_keep(job, keep)
+    return WidenedJob(job, keep, base_us, max_duration_us)
