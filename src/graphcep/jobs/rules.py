@@ -296,6 +296,44 @@ def rule_counts(matches: pa.Table) -> dict[str, int]:
     return {entry["values"]: entry["counts"] for entry in counted}
 
 
+class CountingSink:
+    """A sink that counts the matches of each rule it writes (``counts``), then writes
+    them to ``sink`` (everything else is the sink's own)."""
+
+    def __init__(self, sink: Any, counts: dict[str, int]) -> None:
+        self.sink = sink
+        self.counts = counts
+
+    def write(self, table: pa.Table, *args: Any, **kwargs: Any) -> Any:
+        for name, count in rule_counts(table).items():
+            self.counts[name] = self.counts.get(name, 0) + count
+        return self.sink.write(table, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
+
+
+#: rules listed one a line in a summary, at most (the most matches first)
+_LISTED = 20
+
+
+def rule_lines(summary: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """A summary's rules (``{"rule": {"kind", "version", "matches", ...}}``) one a line,
+    the most matches first."""
+    ranked = sorted(summary.items(), key=lambda item: (-item[1]["matches"], item[0]))
+    lines = [f"matches by rule ({len(summary):,} rules):"]
+    for name, facts in ranked[:_LISTED]:
+        version = facts["version"] or "removed"
+        since = facts.get("since_s")
+        lines.append(f"  {name} ({facts['kind']}, {version}"
+                     + (f", from {format_seconds(round(since * 1e6))} s" if since is not None
+                        else "") + f"): {facts['matches']:,}")
+    if len(ranked) > _LISTED:
+        lines.append(f"  ... and {len(ranked) - _LISTED:,} more rules "
+                     "(--summary json lists them all)")
+    return lines
+
+
 # -- the job ----------------------------------------------------------------------------
 
 
@@ -413,6 +451,12 @@ class RulesJob(CompositeJob):
     def plan_dot(self) -> str:
         raise QueryError("--dot draws one plan; --rules runs several: explain one rule file")
 
+    def rule_summary(self, counts: Mapping[str, int]) -> dict[str, dict[str, Any]]:
+        """Each rule's kind, version and matches (``counts``), as the run summary has
+        them."""
+        return {rule.name: {"kind": rule.kind, "version": rule.version,
+                            "matches": counts.get(rule.name, 0)} for rule in self.rules}
+
     def watch(self, path: str) -> RulesWatch:
         return RulesWatch(self.directory, self.options)
 
@@ -505,6 +549,28 @@ class RulesEngine:
             self.counts[name] = self.counts.get(name, 0) + count
             self.last_counts[name] = self.last_counts.get(name, 0) + count
         return joined
+
+    def rule_summary(self) -> dict[str, dict[str, Any]]:
+        """Each rule's kind, version (None: removed), effective point (seconds; None: the
+        stream's start) and matches since the stream's start, as the summary has them."""
+        facts: dict[str, dict[str, Any]] = {}
+        for name, live in self.live.items():
+            facts[name] = {"kind": live.rule.kind, "version": live.rule.version,
+                           "since_s": None if live.since == _NEVER else live.since / 1e6,
+                           "matches": self.counts.get(name, 0)}
+        for name, count in self.counts.items():
+            facts.setdefault(name, {"kind": _kind_of_name(name), "version": None,
+                                    "since_s": None, "matches": count})
+        return facts
+
+    def progress(self) -> str:
+        """The progress line's part: the last batch's matches by rule (the most first)."""
+        found = sorted(self.last_counts.items(), key=lambda item: (-item[1], item[0]))
+        if not found:
+            return f"{len(self.live):,} rules"
+        shown = ", ".join(f"{name} {count:,}" for name, count in found[:_SHOWN])
+        more = f" and {len(found) - _SHOWN:,} more" if len(found) > _SHOWN else ""
+        return f"{len(self.live):,} rules, matches by rule: {shown}{more}"
 
     # -- the history --------------------------------------------------------------------
 
@@ -629,6 +695,13 @@ class RulesEngine:
         engine.changes = list(state["changes"])
         engine.columns = state["columns"]
         return engine
+
+
+def _kind_of_name(name: str) -> str:
+    """The kind of a removed rule, from its file's name."""
+    from graphcep import jobs
+
+    return jobs.kind_of(name.split("#")[0]).name
 
 
 def _rebuilt(name: str, file: str, text: str, options: Mapping[str, Any]) -> Rule:
