@@ -246,7 +246,8 @@ def _envelope_text(row: Mapping[str, Any], number: int, clock: Any = SECONDS) ->
 
 def _envelope_json(row: Mapping[str, Any], clock: Any = SECONDS) -> str:
     fmt, record = _record(row, clock)
-    head = json.dumps({"rule": row["rule"], "version": row["version"], "kind": row["kind"]})
+    head = json.dumps({"rule": row["rule"], "version": row["version"], "kind": row["kind"],
+                       "match_id": row["match_id"]})
     return f"{head[:-1]}, \"match\": {fmt.json(record)}}}"
 
 
@@ -258,7 +259,8 @@ def _envelope_graph(row: Mapping[str, Any], clock: Any = SECONDS) -> Any:
 #: Every rule's matches: ``rule``, ``version``, ``kind``, ``match_id``, ``first_t``,
 #: ``last_t`` (µs), and the kind's record in its record kind's column (``sal``: SAL and ν
 #: matches; ``ddst``; ``subs``), the others null. JSONL writes ``{"rule", "version",
-#: "kind", "match": the kind's own JSON record}``.
+#: "kind", "match_id", "match": the kind's own JSON record}``; ``match_id`` is the rule's
+#: name and the identity of the match within the rule (the same wherever it is found).
 RULE_MATCHES = MatchFormat(_envelope_schema(), _envelope_text, _envelope_json,
                            _envelope_graph)
 
