@@ -328,3 +328,14 @@ def test_a_checkpoint_rule_that_no_longer_loads_is_said(tmp_path) -> None:
     rule = file_rules(tmp_path, "pair.sal", TEXTS["pair.sal"])[0]
     with pytest.raises(SnapshotError, match="no longer loads"):
         rules._rebuilt(rule.name, "pair.sal", "{ x e1 y; starttime(e1) < ; }", OPTIONS)
+
+
+def test_the_history_is_bounded(tmp_path) -> None:
+    from graphcep.engines.base import StateBoundError
+
+    (tmp_path / "back.nu").write_text(TEXTS["back.nu"])  # an engine of no edge bound
+    job = rules.load(str(tmp_path), {**OPTIONS, "max_window_edges": 5}, strict=False)
+    operator = StreamOperator(job.live(10 * SECOND, False), watch=job.watch(str(tmp_path)))
+    operator.process(0, edges_table([(t, "a", "b") for t in range(5)]))  # t 0-3 released
+    with pytest.raises(StateBoundError, match="history would hold 7 released edges"):
+        operator.process(1, edges_table([(t, "a", "b") for t in range(5, 8)]))

@@ -68,7 +68,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.engines.base import Engine, SnapshotError
+from graphcep.engines.base import Engine, SnapshotError, StateBoundError
 from graphcep.events import format_seconds, sort_stream
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.io.time_text import SECONDS
@@ -85,6 +85,9 @@ _SNAPSHOT_VERSION = 1
 _NEVER = np.iinfo(np.int64).min
 #: rule names shown in one line, at most
 _SHOWN = 8
+#: The most released edges the history holds unless ``--max-window-edges`` says: the
+#: bound of one SAL engine's window (an edge of history costs about as much).
+DEFAULT_HISTORY_EDGES = 50_000_000
 
 
 def _record_formats() -> dict[str, MatchFormat]:
@@ -594,6 +597,12 @@ class RulesEngine:
         if kept < self.history.num_rows:
             self.history = self.history.filter(keep)
             self.whole_history = False
+        bound = self.options.get("max_window_edges") or DEFAULT_HISTORY_EDGES
+        if kept > bound:
+            raise StateBoundError(
+                f"the rules' history would hold {kept:,} released edges (the last "
+                f"{format_seconds(self.history_us)} s, --history), above {bound:,}: lower "
+                "--history, or raise --max-window-edges")
 
     def misses(self, rule: Rule) -> str | None:
         """What a rule added now would miss, in words (None: nothing, its extent fits the
