@@ -456,6 +456,17 @@ class RulesJob(CompositeJob):
     def plan_dot(self) -> str:
         raise QueryError("--dot draws one plan; --rules runs several: explain one rule file")
 
+    def input_warnings(self, edges: Any) -> list[str]:
+        """The files of the directory not read (no query suffix), and what each rule
+        says about the input."""
+        lines = [f"not read, without a query suffix: {_names(list(self.ignored))}"
+                 ] if self.ignored else []
+        for rule in self.rules:
+            warnings = getattr(rule.job, "input_warnings", None)
+            lines += [f"{rule.name}: {line}" for line in
+                      (warnings(edges) if warnings is not None else ())]
+        return lines
+
     def rule_summary(self, counts: Mapping[str, int]) -> dict[str, dict[str, Any]]:
         """Each rule's kind, version and matches (``counts``), as the run summary has
         them."""
@@ -749,6 +760,7 @@ class RulesWatch:
         self._digest: str | None = None
         #: the broken files' lines, said once per content
         self._said: dict[str, str] = {}
+        self._ignored: list[str] = []
 
     def check(self) -> list[str]:
         """Nothing to say before the first batch: broken files are said when applied."""
@@ -762,10 +774,13 @@ class RulesWatch:
             return []
         self._digest = digest
         try:
-            by_file, broken, _ = read_rules(self.directory, self.options)
+            by_file, broken, ignored = read_rules(self.directory, self.options)
         except QueryError as err:  # the directory itself is gone
             return [f"rules: {err}; keeping the {len(engine.live):,} rules in force"]
         notes = self._broken_notes(broken, engine)
+        if ignored and ignored != self._ignored:
+            notes.append(f"rules: not read, without a query suffix: {_names(ignored)}")
+        self._ignored = ignored
         wanted = {rule.name: rule for rules in by_file.values() for rule in rules}
         for name, live in list(engine.live.items()):
             if live.rule.file in broken:
