@@ -461,7 +461,7 @@ def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
     if getattr(args, "pww", None) is not None:
         return "--pww runs in the driver"
     if watched:
-        return "a watched subscriptions file is applied in the driver"
+        return "a watched query (subscriptions, --rules) is applied in the driver"
     if any(str(getattr(args, role, None)).startswith("kafka://")
            for role in ("output", "late", "rejects")):
         return "a Kafka output commits one transaction per micro-batch in the driver"

@@ -699,7 +699,8 @@ class RulesEngine:
                 state.get("rules") != _SNAPSHOT_VERSION:
             raise SnapshotError("not a snapshot of a rules directory's engines: start from a "
                                 "new checkpoint")
-        engine = cls([], state["history_us"], threads=template.threads,
+        # this start's --history: what the checkpoint's history holds is trimmed to it
+        engine = cls([], template.history_us, threads=template.threads,
                      options=template.options, accept_partial=template.accept_partial)
         now = {(name, live.rule.version): live.rule for name, live in template.live.items()}
         for name, version, _kind, file, text, since, part, features in state["live"]:
