@@ -69,6 +69,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.base import Engine, SnapshotError, StateBoundError
+from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import format_seconds, sort_stream
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.io.time_text import SECONDS
@@ -410,8 +411,18 @@ class RulesJob(CompositeJob):
     def whole_stream(self) -> bool:
         """A rule needing the whole stream, or rules bounding their state in different
         units (time and edge counts), are replayed in one engine."""
-        units = {rule.job.extent().unit for rule in self.rules}
-        return len(units) > 1 or any(job.whole_stream for job in self.members)
+        return len(self._units()) > 1 or any(job.whole_stream for job in self.members)
+
+    def _units(self) -> set[str]:
+        """The units the rules bound their state in (a SAL query bounded only by the
+        data's longest edge counts time before it is bound)."""
+        units = set()
+        for job in self.members:
+            try:
+                units.add(job.extent().unit)
+            except UnboundedQueryError:
+                units.add("us")
+        return units
 
     def extent(self) -> Extent:
         """The widest rule's extent (time extents only when the units differ: such rules
