@@ -132,11 +132,14 @@ def query_suffixes() -> set[str]:
     return {suffix for kind in KINDS for suffix in kind.suffixes}
 
 
-def read_rules(directory: str | Path, options: Mapping[str, Any]
+def read_rules(directory: str | Path, options: Mapping[str, Any],
+               known: dict[tuple[str, str], list[Rule]] | None = None
                ) -> tuple[dict[str, list[Rule]], dict[str, str], list[str]]:
     """The rules of every query file in ``directory``, by file; why each file that
     cannot be read as rules cannot (one line, ``file:line:col`` where it applies); and the
-    names of the files without a query suffix (not read)."""
+    names of the files without a query suffix (not read). ``known``: the rules of files
+    read before, by name and text (a file whose text is the same is not parsed again;
+    the files read now replace its content)."""
     folder = Path(directory)
     if not folder.is_dir():
         raise QueryError(f"--rules {directory}: not a directory of query files")
@@ -144,15 +147,20 @@ def read_rules(directory: str | Path, options: Mapping[str, Any]
     by_file: dict[str, list[Rule]] = {}
     broken: dict[str, str] = {}
     ignored: list[str] = []
+    seen: dict[tuple[str, str], list[Rule]] = {}
     for path in sorted(p for p in folder.iterdir() if p.is_file()):
         if path.name.startswith(".") or path.suffix.lower() not in suffixes:
             ignored.append(path.name)
             continue
         try:
             text = path.read_text(encoding="utf-8-sig")
-            by_file[path.name] = rules_of_file(path, text, options)
+            rules = (known or {}).get((path.name, text)) or rules_of_file(path, text, options)
+            by_file[path.name] = seen[(path.name, text)] = rules
         except (QuerySyntaxError, QueryError, OSError, UnicodeDecodeError) as err:
             broken[path.name] = _one_line(err, path)
+    if known is not None:
+        known.clear()
+        known.update(seen)
     return by_file, broken, ignored
 
 
@@ -349,7 +357,7 @@ class RulesJob(CompositeJob):
     Parameters
     ----------
     rules
-        The rules, at least one.
+        The rules (none: a stream whose directory holds no rule that loads yet).
     directory
         The rules directory (watched while a stream runs).
     options
@@ -773,6 +781,8 @@ class RulesWatch:
         #: the broken files' lines, said once per content
         self._said: dict[str, str] = {}
         self._ignored: list[str] = []
+        #: the rules of the files as last read, by name and text (parsed once)
+        self._known: dict[tuple[str, str], list[Rule]] = {}
 
     def check(self) -> list[str]:
         """Nothing to say before the first batch: broken files are said when applied."""
@@ -786,7 +796,8 @@ class RulesWatch:
             return []
         self._digest = digest
         try:
-            by_file, broken, ignored = read_rules(self.directory, self.options)
+            by_file, broken, ignored = read_rules(self.directory, self.options,
+                                                  self._known)
         except QueryError as err:  # the directory itself is gone
             return [f"rules: {err}; keeping the {len(engine.live):,} rules in force"]
         notes = self._broken_notes(broken, engine)
