@@ -169,3 +169,11 @@ def test_killed_rules_stream_with_rules_changed_while_down_loses_and_repeats_not
         ("back.nu", TEXTS["back.nu"], at, float("inf"))], stream)
     assert envelope_keys(rows) == expected
     assert len({rule for rule, _, _ in expected}) == 4
+
+
+def test_history_without_rules_is_refused_in_one_line(tmp_path, capsys):
+    (tmp_path / "pair.sal").write_text(TEXTS["pair.sal"])
+    status = main(["stream", str(tmp_path / "pair.sal"), "--history", "10", "--source",
+                   str(tmp_path), "--checkpoint", str(tmp_path / "ckpt")])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "--history applies to --rules DIR" in err[0]
