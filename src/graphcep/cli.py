@@ -49,6 +49,7 @@ from graphcep.cli_options import (
     add_match_bound_arguments,
     add_nu_arguments,
     add_pww_arguments,
+    add_rules_arguments,
     add_sal_arguments,
     add_spark_arguments,
     add_state_bound_argument,
@@ -66,6 +67,7 @@ from graphcep.cli_options import (
     refuse_count_outputs,
     refuse_overwriting_inputs,
     resolve_master,
+    rules_in_place_of_query,
     warn_about_input,
     warn_absent_labels,
     with_examples,
@@ -301,9 +303,11 @@ def build_parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="find every match of a query (SAL, DDST, ν-expression, "
                                      "subscriptions) in a stream",
                          **with_examples(RUN_EXAMPLES))
-    run.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed ν-expression "
-                                   "(.nu), timed ν-automaton (.autom) or subscriptions (.subs); "
-                                   "the kind is read from the name, else from the text")
+    run.add_argument("query", nargs="?",
+                     help="query file: SAL (.sal), DDST (.ddst), timed ν-expression "
+                          "(.nu), timed ν-automaton (.autom) or subscriptions (.subs); "
+                          "the kind is read from the name, else from the text (or --rules)")
+    add_rules_arguments(run)
     _add_io_arguments(run)
     run.add_argument("--engine", choices=("spark", "local"),
                      help="spark (default; embedded local[*] unless --master) or in-process "
@@ -461,6 +465,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         phases.add("python start-up", max(age - imports, 0.0))
         phases.add("imports", imports)
     with phases.phase("options and query"):
+        rules_in_place_of_query(args)
         # the output is checked before any work: a wrong name must not cost a whole run
         out_format = check_target(args.output, args.output_format)
         args.limit = console_limit(args, args.output)
@@ -496,8 +501,15 @@ def cmd_run(args: argparse.Namespace) -> int:
         return make_sink(args.output, out_format, limit=args.limit, matches=output,
                          whole=True)
 
+    counts: dict[str, int] | None = {} if getattr(args, "query_kind", None) == "rules" else None
+
     def bounded(sink) -> BoundedOutput:
-        """The sink behind --max-matches, keeping what the pictures draw."""
+        """The sink behind --max-matches, keeping what the pictures draw (--rules: the
+        matches of each rule counted as they are written)."""
+        if counts is not None:
+            from graphcep.jobs.rules import CountingSink
+
+            sink = CountingSink(sink, counts)
         times_column = None
         if args.timeline is not None or args.report is not None:
             from graphcep.pictures.records import match_time_column
@@ -537,6 +549,8 @@ def cmd_run(args: argparse.Namespace) -> int:
                        clock_for(args.time_format))
     stats.seconds = time.perf_counter() - started
     stats.phases = phases.seconds
+    if counts is not None and not args.count:  # --rules: each rule's matches
+        stats.extra["rules"] = job.rule_summary(counts)
     summary = _summary(args, job, stats, lines, rejects)
     _print_summary(args, job, stats, summary, rejects)
     _run_pictures(args, job, widening, summary, edges, matches, rejects, phases,
@@ -863,6 +877,10 @@ def _print_summary(args, job: ReplayJob, stats: RunStats, summary: dict[str, Any
     if "pww_levels" in stats.extra:
         print("\n".join(level_lines([LevelStats(**level)
                                      for level in stats.extra["pww_levels"]])))
+    if "rules" in summary:
+        from graphcep.jobs.rules import rule_lines
+
+        print("\n".join(rule_lines(summary["rules"])))
     if rejects.count:
         print(rejects.summary(args.rejects))
 

@@ -414,6 +414,45 @@ def add_subscription_arguments(parser: argparse.ArgumentParser) -> None:
                              "all report the same notifications")
 
 
+def add_rules_arguments(parser: argparse.ArgumentParser, live: bool = False) -> None:
+    """``--rules DIR`` in place of the query file (``run`` and ``stream``); ``live``: the
+    options of rules that change while a stream runs."""
+    parser.add_argument("--rules", metavar="DIR", type=path_option,
+                        help="every query file in DIR (.sal, .nu, .ddst, .subs; each SUBGRAPH "
+                             "of a SAL program a rule of its own) over one read of the "
+                             "stream; each match names its rule and version"
+                             + ("; the directory is watched: a file added, changed or "
+                                "removed takes effect at the next micro-batch" if live else ""))
+    if not live:
+        return
+    parser.add_argument("--history", type=seconds_option, metavar="SECONDS",
+                        help="--rules: event time of released edges kept to warm a rule "
+                             "added while the stream runs (default: the largest extent "
+                             "among the rules at start); a rule wider is refused")
+    parser.add_argument("--accept-partial", action="store_true",
+                        help="--rules: add a rule wider than --history anyway, with a "
+                             "warning naming the matches it misses")
+
+
+def rules_in_place_of_query(args: argparse.Namespace) -> None:
+    """``--rules DIR`` as the command's query (its kind ``rules``); one of the two must be
+    given, not both."""
+    rules = getattr(args, "rules", None)
+    if rules is None:
+        if args.query is None:
+            raise QueryError("give a query file, or a directory of them with --rules DIR")
+        for flag, given in (("--history", getattr(args, "history", None) is not None),
+                            ("--accept-partial", getattr(args, "accept_partial", False))):
+            if given:
+                raise QueryError(f"{flag} applies to --rules DIR (rules added while the "
+                                 "stream runs)")
+        return
+    if args.query is not None:
+        raise QueryError(f"give a query file or --rules DIR, not both ({args.query} and "
+                         f"--rules {rules})")
+    args.query, args.query_kind = rules, "rules"
+
+
 #: Where rejected lines go without --rejects (in the current directory).
 DEFAULT_REJECTS = "rejects.jsonl"
 
@@ -488,6 +527,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
                                     "ddst_report"),
     "ν-expressions (.nu, .autom)": ("nu_engine", "anchored"),
     "subscriptions (.subs)": ("key", "symbol", "subs_engine"),
+    "many rules (--rules DIR)": ("rules", "history", "accept_partial"),
     "window widening (--pww, for any query kind)": ("pww", "pww_base", "pww_max_duration"),
     "Spark": ("engine", "master", "shards", "cells", "processes", "matching"),
     "state bounds (past one, the run stops with exit status 3)": ("max_window_edges",

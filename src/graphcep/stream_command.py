@@ -133,6 +133,7 @@ def add_parser(sub: Any) -> None:
         add_input_arguments,
         add_nu_arguments,
         add_pww_arguments,
+        add_rules_arguments,
         add_sal_arguments,
         add_spark_arguments,
         add_state_bound_argument,
@@ -149,9 +150,11 @@ def add_parser(sub: Any) -> None:
     stream = sub.add_parser("stream", help="match a query (SAL, DDST, ν-expression, "
                                            "subscriptions) continuously (Structured "
                                            "Streaming)", **with_examples(STREAM_EXAMPLES))
-    stream.add_argument("query", help="query file; a subscriptions file (.subs) or a "
-                                      "directory of them is watched, its changes applied "
-                                      "between micro-batches")
+    stream.add_argument("query", nargs="?",
+                        help="query file; a subscriptions file (.subs) or a directory of "
+                             "them is watched, its changes applied between micro-batches "
+                             "(or --rules)")
+    add_rules_arguments(stream, live=True)
     stream.add_argument("--source", type=path_option, help="DIR (files arriving), tcp://HOST:PORT, "
                                          "kafka://BROKERS/TOPICS, or generator "
                                          "(default: the program's VastStream socket)")
@@ -288,13 +291,14 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def _stream(args: argparse.Namespace) -> int:
     from graphcep.api_stream import widened_job
-    from graphcep.cli_options import pww_options, warn_absent_labels
+    from graphcep.cli_options import pww_options, rules_in_place_of_query, warn_absent_labels
     from graphcep.pictures.runs import KeepFirst
     from graphcep.pictures.timelines import StreamProgress
     from graphcep.runtime.spark import spark_session
     from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
     from graphcep.runtime.widening.report import explain_lines
 
+    rules_in_place_of_query(args)
     validate_output(args)
     widening = pww_options(args)  # --pww-base without --pww: refused before the query
     exit_on_interrupt("nothing was started" + _pictures_note(args, "not written"))
@@ -466,7 +470,7 @@ def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
     if getattr(args, "pww", None) is not None:
         return "--pww runs in the driver"
     if watched:
-        return "a watched subscriptions file is applied in the driver"
+        return "a watched query (subscriptions, --rules) is applied in the driver"
     if any(str(getattr(args, role, None)).startswith("kafka://")
            for role in ("output", "late", "rejects")):
         return "a Kafka output commits one transaction per micro-batch in the driver"
@@ -682,6 +686,8 @@ def _load_job(args: argparse.Namespace, fmt: str | None) -> tuple[ReplayJob, boo
     from graphcep.patterns.sequences import SubscriptionSet
 
     options = job_options(args, fmt)
+    if getattr(args, "query_kind", None) == "rules":
+        return _live_rules(args, options), False
     try:
         return jobs.load(args.query, options), False
     except (QuerySyntaxError, OSError):
@@ -689,6 +695,18 @@ def _load_job(args: argparse.Namespace, fmt: str | None) -> tuple[ReplayJob, boo
                 not has_finished_batches(Path(args.checkpoint)):
             raise  # widened subscriptions are read once, not watched (WidenedJob.watch)
     return with_options(SubscriptionSet(Path(args.query).stem, ()), options), True
+
+
+def _live_rules(args: argparse.Namespace, options: dict[str, Any]) -> ReplayJob:
+    """The rules directory as a job whose rules change while the stream runs: the files
+    that load now (the watch says, at the first micro-batch, which do not)."""
+    from graphcep.jobs import rules
+
+    if args.pww is not None:
+        raise QueryError("--pww widens one query; --rules runs several: run the rule alone "
+                         "to widen it")
+    history = None if args.history is None else seconds_to_us(args.history)
+    return rules.load(args.query, options, strict=False).live(history, args.accept_partial)
 
 
 def _check_format(fmt: str | None, job: ReplayJob, source: Any) -> None:
@@ -767,6 +785,10 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
     if levels is not None:  # L, T0 and D, then what each level did
         summary["pww"] = job.summary_fields()["pww"]
         summary["pww_levels"] = [level.as_dict() for level in levels]
+    rule_summary = getattr(operator.engine if hasattr(operator, "engine") else None,
+                           "rule_summary", None)
+    if rule_summary is not None:  # --rules: each rule's version, kind and matches
+        summary["rules"] = rule_summary()
     if args.summary == "json":
         print(json.dumps(summary))
         return summary
@@ -786,6 +808,10 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
         print(pace_summary(summary))
     if totals.lost:
         print(f"socket lines lost to interrupted micro-batches: {totals.lost:,}")
+    if "rules" in summary:
+        from graphcep.jobs.rules import rule_lines
+
+        print("\n".join(rule_lines(summary["rules"])))
     return summary
 
 

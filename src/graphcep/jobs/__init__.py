@@ -71,6 +71,11 @@ KINDS: tuple[JobKind, ...] = (
     JobKind("subs", "graphcep.jobs.sequences", (".subs",),
             "graphcep.lang.sequences:looks_like_subscriptions",
             "subscriptions file", ("key", "symbol", "subs_engine")),
+    # a directory of query files of every kind (``--rules DIR``): each kind's options
+    JobKind("rules", "graphcep.jobs.rules", (), None, "rules directory",
+            ("ddst_engine", "signature_p", "signature_seed", "ddst_report", "max_tokens",
+             "anchored", "nu_engine", "key", "symbol", "subs_engine", "query_name", "window",
+             "max_duration", "homomorphic", "max_window_edges")),
     JobKind("sal", "graphcep.jobs.subgraph", (".sal",), None, "SAL program",
             ("query_name", "window", "max_duration", "homomorphic", "max_window_edges")),
 )

@@ -45,12 +45,30 @@ def record_kind(record: dict[str, Any]) -> str:
     return "sal"
 
 
+def unwrapped(record: dict[str, Any]) -> dict[str, Any]:
+    """A rule's match (``--rules``: the rule, its version and kind around the kind's own
+    record -- under ``match`` in JSONL, in its record kind's column in Arrow) as the kind's
+    own record, with ``rule`` naming the rule and version; any other record as it is."""
+    if "rule" not in record or "kind" not in record:
+        return record
+    inner = record.get("match")
+    if inner is None:
+        from graphcep.jobs.rules import RECORD_OF
+
+        inner = record[RECORD_OF[record["kind"]]]
+    return {**inner, "rule": f"{record['rule']} {record['version']}"}
+
+
 def drawing_of(row: dict[str, Any]) -> MatchDrawing:
     """The graph of one match row (in µs), whatever its kind, with the widening's level
-    and delay in the title when the record has them."""
+    and delay in the title when the record has them, and the rule (``--rules``)."""
+    row = unwrapped(row)
     kind = record_kind(row)
     clock = row.get(CLOCK_KEY, SECONDS)
     drawing = _GRAPHS[kind]()(row, clock=clock)
+    if "rule" in row:
+        drawing = MatchDrawing(f"{row['rule']}: {drawing.title}", drawing.nodes,
+                               drawing.edges)
     if row.get("pww_level") is None:
         return drawing
     delay = row.get("pww_delay_us", row.get("pww_delay"))
@@ -131,6 +149,8 @@ def _parquet_rows(path: str | Path) -> Iterator[dict[str, Any]]:
 def _row(line: str, where: str) -> dict[str, Any]:
     try:
         record = json.loads(line, parse_float=Decimal)
+        if isinstance(record, dict):
+            record = unwrapped(record)
         if not isinstance(record, dict) or not isinstance(record.get("edges"), list):
             raise MatchFileError(f"{where}: not a match record (no list of edges)")
         return _in_us(record)

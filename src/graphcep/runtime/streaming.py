@@ -105,6 +105,8 @@ class BatchReport:
     #: the stream's pace after this batch (matched rate, and where the source knows them
     #: the offered rate and the lag), from :class:`Pace`; empty: not measured
     pace: str = ""
+    #: what the engine adds to the line (several rules: the batch's matches by rule)
+    detail: str = ""
 
     def line(self) -> str:
         """The progress line; the watermark reads ``-`` until it has released an edge (a
@@ -121,6 +123,7 @@ class BatchReport:
             f"{counted_noun(self.matches, 'match', 'matches')} | "
             f"state {counted_noun(held, 'edge')} in window, {self.buffered:,} buffered | watermark {frontier} | "
             f"took {self.seconds:.2f} s" + (f" | {self.pace}" if self.pace else "")
+            + (f" | {self.detail}" if self.detail else "")
         )
 
 
@@ -451,10 +454,12 @@ class StreamOperator:
         if checkpoint:
             self._checkpoint(batch_id)
         buffered = 0 if st.buffer is None else st.buffer.num_rows
+        progress = getattr(self._engine, "progress", None)  # several rules: by rule
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
                            matches.num_rows, buffered, self._engine.state_size(), st.frontier,
                            time.perf_counter() - started, started=totals.released > 0,
-                           notes=notes, final=final)
+                           notes=notes, final=final,
+                           detail=progress() if progress is not None else "")
 
     def _note_newest(self, on_time: pa.Table, names: dict[int, str] | None) -> None:
         """Move ``max_t`` to the batch's newest edge, remembering where it came from and
