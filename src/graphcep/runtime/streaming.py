@@ -208,8 +208,9 @@ class StreamOperator:
     on_matches : callable or None
         Called with ``(matches, batch_id)`` after the sink.
     commit : callable or None
-        Called with ``(batch_id, final)`` after every write of a batch and before its
-        state is checkpointed (``final``: the end-of-input flush, not checkpointed).
+        Called with ``(batch_id, final, settled)`` after every write of a batch and
+        before its state is checkpointed (``final``: the end-of-input flush, not
+        checkpointed; ``settled``: :meth:`settled_before`).
     threads : int or None
         Engine search threads.
     cells : int or None
@@ -258,7 +259,7 @@ class StreamOperator:
         cells: int | None = None,
         processes: int | None = None,
         watch: QueryWatch | None = None,
-        commit: Callable[[int, bool], None] | None = None,
+        commit: Callable[[int, bool, int | None], None] | None = None,
     ) -> None:
         if lateness_us < 0:
             raise ValueError("lateness must be >= 0")
@@ -382,6 +383,21 @@ class StreamOperator:
             self._load(saved[-1])
         return self._state.last_batch
 
+    def settled_before(self, final: bool = False) -> int | None:
+        """An event time before which every match of the stream so far has been reported
+        (None: none known): at the end-of-input flush (``final``) the frontier, past every
+        edge; else the frontier less the query's extent -- a match's edges are released
+        once the frontier passes them, and it is decided within the extent of its first.
+        A query over the whole stream, or with an extent counted in edges, has none."""
+        frontier = self._state.frontier
+        if frontier == _NEVER:
+            return None
+        if final:
+            return int(frontier)
+        if self.job.whole_stream or self.extent.unit != "us":
+            return None
+        return int(frontier - self.extent.size)
+
     def state_size(self) -> dict[str, int]:
         buffered = 0 if self._state.buffer is None else self._state.buffer.num_rows
         return {**self._engine.state_size(), "buffered": buffered}
@@ -437,7 +453,7 @@ class StreamOperator:
         rejects = rejects if rejects is not None else READ_REJECT_SCHEMA.empty_table()
         self._emit(batch_id, matches, late, rejects, names)
         if self.commit is not None:  # the batch's writes made visible, before its state
-            self.commit(batch_id, final)
+            self.commit(batch_id, final, self.settled_before(final))
         totals = st.totals
         totals.batches += 1
         totals.edges += edges_in
