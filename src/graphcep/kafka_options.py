@@ -40,13 +40,25 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def refuse_kafka_options(args: argparse.Namespace, source: str) -> None:
-    """A Kafka option given with another source is refused, naming it."""
+    """A Kafka option given with another source is refused, naming it -- but the security
+    settings among ``--kafka-option`` pairs when a Kafka output takes them."""
     given = [f"--{name.replace('_', '-')}" for name, default in KAFKA_DEFAULTS.items()
-             if getattr(args, name, default) != default]
+             if getattr(args, name, default) != default
+             and not (name == "kafka_option" and _security_only(args))]
     if given:
         verb = "shapes" if len(given) == 1 else "shape"
         raise QueryError(f"{', '.join(given)} {verb} a Kafka source (--source "
                          f"kafka://BROKERS/TOPICS), not --source {source}")
+
+
+def _security_only(args: argparse.Namespace) -> bool:
+    """Whether every ``--kafka-option`` pair is a security setting and a Kafka output is
+    there to take them."""
+    from graphcep.runtime.kafka_sink import SECURITY_KEYS, kafka_targets_of
+
+    return bool(kafka_targets_of(args)) and all(
+        pair.startswith(tuple(f"kafka.{key}" for key in SECURITY_KEYS))
+        for pair in args.kafka_option or [])
 
 
 def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
@@ -54,7 +66,9 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     starts (one topic each, one cluster, a broker answering; see
     :mod:`graphcep.runtime.kafka_sink`); role -> text of those that name Kafka."""
     from graphcep.runtime.kafka_sink import (
+        check_client_settings,
         check_reachable,
+        client_settings,
         confluent,
         kafka_targets_of,
         parse_targets,
@@ -64,6 +78,7 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     if targets:
         confluent()
         bootstrap, _ = parse_targets(targets)
+        check_client_settings(client_settings(args.kafka_option))
         check_reachable(bootstrap)
     return targets
 
@@ -72,6 +87,7 @@ def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) ->
     """The started Kafka transactions of the stream's ``kafka://`` outputs (None: none)."""
     from graphcep.runtime.kafka_sink import (
         KafkaTransactions,
+        client_settings,
         kafka_targets_of,
         parse_targets,
         transactional_id,
@@ -82,7 +98,7 @@ def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) ->
         return None
     bootstrap, topics = parse_targets(targets)
     transactions = KafkaTransactions(bootstrap, topics, transactional_id(checkpoint, query),
-                                     query)
+                                     query, client_settings(args.kafka_option))
     transactions.start()
     return transactions
 
@@ -104,6 +120,7 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
     """The Kafka source ``--source kafka://...`` names, its broker reached; a micro-batch
     takes at most ``max_records`` records over all partitions (``--max-records-per-batch``,
     Spark's ``maxOffsetsPerTrigger``)."""
+    from graphcep.runtime.kafka_sink import check_topics, client_settings
     from graphcep.runtime.kafka_source import (
         KAFKA_FORMATS,
         KafkaSource,
@@ -129,6 +146,7 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
                          jars_dir=jars_for(args.kafka_jars))
     source.spark_conf()  # a --kafka-jars folder without the connector: refused now
     source.check_reachable()
+    check_topics(source.bootstrap, topics, client_settings(args.kafka_option))
     return source
 
 

@@ -200,8 +200,24 @@ class KafkaSource:
             return SourceBatch(None)
         rows = rows.sort_by([("topic", "ascending"), ("partition", "ascending"),
                              ("offset", "ascending")])
-        edges, rejects, lines = self.parse_records(rows, operator.totals.lines + 1)
-        return SourceBatch(edges, rejects, 0, lines, {0: self.describe()})
+        first = operator.totals.lines + 1
+        edges, rejects, lines = self.parse_records(rows, first)
+        return SourceBatch(edges, rejects, 0, lines, {0: self.describe()},
+                           places=self.places(rows, first))
+
+    @staticmethod
+    def places(rows: pa.Table, first_line: int) -> pa.Table:
+        """Each record's topic, partition and offset, and the ``seq`` of its first line
+        (numbered from ``first_line`` as :meth:`parse_records` numbers them), for the
+        records of late edges (:func:`~graphcep.runtime.streaming.late_records`)."""
+        from graphcep.runtime.streaming import record_places
+
+        counts = pc.list_value_length(_value_lines(rows.column("value").combine_chunks()))
+        starts = first_line + np.concatenate(
+            [[0], np.cumsum(counts.to_numpy(zero_copy_only=False))[:-1]])
+        return record_places(starts, rows.column("topic").combine_chunks(),
+                             rows.column("partition").combine_chunks(),
+                             rows.column("offset").combine_chunks())
 
     def parse_records(self, rows: pa.Table, first_line: int) -> tuple[pa.Table, pa.Table, int]:
         """Edges and rejects of ``rows`` (topic, partition, offset, timestamp, value), their

@@ -98,6 +98,9 @@ class SourceBatch:
     lines: int = 0
     #: file ordinal (``seq >> 40``) -> name, for late-edge records and warnings
     names: dict[int, str] | None = None
+    #: where each line came from, for a source of records (Kafka):
+    #: :func:`~graphcep.runtime.streaming.record_places`
+    places: pa.Table | None = None
     #: how long the newest record taken had been due when the batch was read (µs; None:
     #: the source cannot tell), see :class:`~graphcep.runtime.streaming.Pace`
     lag_us: int | None = None
@@ -558,7 +561,7 @@ def start_stream(
             got = source.read_batch(batch_df, operator)
             report: BatchReport = operator.process(batch_id, got.edges, got.rejects,
                                                    files=got.files, lines=got.lines,
-                                                   names=got.names)
+                                                   names=got.names, places=got.places)
             if pace is not None:
                 now = time.perf_counter()
                 report.warnings += pace.observe(got.lines, now - began, got.lag_us, now)
