@@ -8,6 +8,7 @@ checkpoint is touched), and the topics a metadata request to the real broker lis
 from __future__ import annotations
 
 import argparse
+import json
 import time
 
 import pytest
@@ -95,3 +96,37 @@ def test_an_unknown_topic_is_one_line_before_spark(kafka_broker, tmp_path, capsy
     assert "faults-present" in err.split("topics there: ")[1]
     assert time.monotonic() - started < 15
     assert not (tmp_path / "ck" / "spark").exists()  # Spark never started on it
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_records_deleted_before_they_were_read_are_one_line_naming_them(spark, kafka_broker,
+                                                                         tmp_path, capsys):
+    """The stream reads offsets 0-9, the topic gets 10-19, retention deletes those before
+    15 (``deleteRecords``, as the log cleaner does) before the stream reads them: by
+    default (Spark's ``failOnDataLoss``) the next run stops, in one line naming the
+    topic, the partition and the offsets lost."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    def edges(first: int) -> list[tuple[int, bytes]]:
+        return [(0, json.dumps({"src": f"v{i % 3}", "dst": f"v{(i + 1) % 3}", "t": i + 1})
+                 .encode()) for i in range(first, first + 10)]
+
+    kafka_broker.create_topic("lossy", partitions=1)
+    kafka_broker.produce("lossy", edges(0))
+    command = ["stream", str(TRIANGLE), "--source", f"kafka://{kafka_broker.bootstrap}/lossy",
+               "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out") + "/",
+               "--quiet", "--once"]
+    assert main(command) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    kafka_broker.produce("lossy", edges(10))
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    for future in admin.delete_records([TopicPartition("lossy", 0, 15)]).values():
+        future.result(30)
+    code = main(command)
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert f"micro-batch 1: --source kafka://{kafka_broker.bootstrap}/lossy: records deleted " \
+           "before they were read (retention): topic lossy, partition 0, offsets 10-14; " \
+           "--kafka-option failOnDataLoss=false reads on past them" in err, err

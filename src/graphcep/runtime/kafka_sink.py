@@ -262,6 +262,26 @@ def check_topics(bootstrap: str, topics: list[str], settings: dict[str, str],
                          f"no topic {', '.join(missing)} (topics there: {shown})")
 
 
+def earliest_offset(bootstrap: str, settings: dict[str, str], topic: str, partition: int,
+                    timeout_s: float = CONNECT_TIMEOUT_S) -> int | None:
+    """The earliest offset a partition holds now (None: confluent-kafka absent, or no
+    answer within ``timeout_s``)."""
+    try:
+        kafka = confluent()
+    except QueryError:
+        return None
+    consumer = kafka.Consumer(_client(settings, bootstrap_servers=bootstrap,
+                                      group_id="graphcep-offsets", enable_auto_commit=False))
+    try:
+        low, _ = consumer.get_watermark_offsets(kafka.TopicPartition(topic, partition),
+                                                timeout=timeout_s, cached=False)
+        return int(low)
+    except kafka.KafkaException:
+        return None
+    finally:
+        consumer.close()
+
+
 def _client(given: dict[str, str] | None = None, **settings: Any) -> dict[str, Any]:
     """A client's settings (``given``: as librdkafka names them, the security ones), its
     log lines silenced (its failures raise, said in one line)."""
@@ -581,6 +601,7 @@ __all__ = [
     "check_reachable",
     "check_topics",
     "client_settings",
+    "earliest_offset",
     "is_kafka_target",
     "kafka_targets_of",
     "parse_targets",

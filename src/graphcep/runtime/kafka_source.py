@@ -42,6 +42,9 @@ DEFAULT_PORT = 9092
 CONNECT_TIMEOUT_S = 3.0
 #: Kafka's legal topic names (``[a-zA-Z0-9._-]``, at most 249 characters).
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+#: Spark's words for records of a micro-batch that are gone (``failOnDataLoss``)
+DATA_LOSS = re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic "
+                       r"partition (\S+)-(\d+)\b")
 #: Reader options graphcep sets from its own command-line options.
 OWN_OPTIONS = {"kafka.bootstrap.servers": "the BROKERS of --source",
                "subscribe": "the TOPICS of --source",
@@ -195,7 +198,13 @@ class KafkaSource:
     def read_batch(self, batch_df: Any, operator: Any) -> Any:
         from graphcep.runtime.spark_stream import SourceBatch
 
-        rows = batch_df.toArrow()
+        try:
+            rows = batch_df.toArrow()
+        except Exception as err:  # records gone: said in one line, naming them
+            lost = DATA_LOSS.search(str(err))
+            if lost is None:
+                raise
+            raise QueryError(self._data_loss(*lost.groups())) from None
         if rows.num_rows == 0:
             return SourceBatch(None)
         rows = rows.sort_by([("topic", "ascending"), ("partition", "ascending"),
@@ -204,6 +213,25 @@ class KafkaSource:
         edges, rejects, lines = self.parse_records(rows, first)
         return SourceBatch(edges, rejects, 0, lines, {0: self.describe()},
                            places=self.places(rows, first))
+
+    def _data_loss(self, start: str, until: str, topic: str, partition: str) -> str:
+        """The line for records of ``[start, until)`` that Spark could not read (deleted
+        by retention, or with their topic): the offsets lost, from the partition's
+        earliest offset now where the brokers tell it."""
+        from graphcep.runtime.kafka_sink import client_settings, earliest_offset
+
+        first, end = int(start), int(until)
+        pairs = [f"{key}={value}" for key, value in self.extra.items()]
+        earliest = earliest_offset(self.bootstrap, client_settings(pairs), topic,
+                                   int(partition))
+        if earliest is not None and first < earliest:
+            gone = f"offsets {first}-{min(earliest, end) - 1}" + (
+                " and the rest of the batch's" if earliest > end else "")
+        else:
+            gone = f"offsets from {first} (the batch's went to {end - 1})"
+        return (f"--source {self.describe()}: records deleted before they were read "
+                f"(retention): topic {topic}, partition {partition}, {gone}; "
+                "--kafka-option failOnDataLoss=false reads on past them")
 
     @staticmethod
     def places(rows: pa.Table, first_line: int) -> pa.Table:
