@@ -848,6 +848,8 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
     pace = getattr(operator, "pace", None)
     if pace is not None:  # records a second, offered and matched, and the lag
         summary.update(pace.as_dict())
+    if getattr(operator, "partition_lag", None):  # a Kafka source: records not read yet
+        summary["partition_lag"] = operator.partition_lag
     if args.profile and phases is not None:
         summary["phases"] = {name: round(sec, 3) for name, sec in phases.seconds.items()}
         print(phases.table(seconds) + f"\nmatching: {matching}", file=sys.stderr)
@@ -873,6 +875,10 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
         print(pace_summary(summary))
     if totals.lost:
         print(f"socket lines lost to interrupted micro-batches: {totals.lost:,}")
+    if "partition_lag" in summary:
+        from graphcep.runtime.streaming import lag_text
+
+        print(f"records not read yet, by partition: {lag_text(summary['partition_lag'])}")
     return summary
 
 

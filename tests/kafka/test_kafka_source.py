@@ -293,6 +293,7 @@ def test_kafka_stream_equals_the_batch_run(kind, spark, kafka_broker, tmp_path, 
     assert len(expected) > 5
     assert summary["edges"] == len(edges) and summary["late"] == 0
     assert summary["batches"] >= 3  # the record limit cut the topic into micro-batches
+    assert summary["partition_lag"] == {f"{topic}/0": 0, f"{topic}/1": 0}  # all read
     (reject,) = stream_rows(tmp_path / "ck" / "rejects")
     assert (reject["topic"], reject["partition"], reject["line"]) == (topic, 1, 1)
     assert reject["offset"] == 1 and reject["text"] == bad.decode()
@@ -404,3 +405,30 @@ def test_late_edges_across_partitions_name_their_record(tmp_path):
     assert [(r["t"], r["topic"], r["partition"], r["offset"], r["line"]) for r in late] == [
         (90, "flows", 1, 2, 7), (95, "flows", 1, 2, 8), (110, "flows", 1, 3, 10)]
     assert operator.totals.late == 3 and operator.totals.edges == 10
+
+
+@pytest.mark.slow
+def test_each_partitions_lag_is_its_end_less_what_was_read(kafka_broker, tmp_path):
+    """5 records in partition 0, 3 in partition 1; a micro-batch takes offsets 0-1 of the
+    first and 0-2 of the second: 3 and 0 records not read; the progress line says so."""
+    from graphcep.jobs.subgraph import SubgraphJob
+    from graphcep.lang.sal import parse_program
+    from graphcep.runtime.streaming import StreamOperator
+
+    def edge(t: int) -> bytes:
+        return json.dumps({"src": "a", "dst": "b", "t": t}).encode()
+
+    kafka_broker.create_topic("lagging", partitions=2)
+    kafka_broker.produce("lagging", [(0, edge(t)) for t in range(5)] +
+                         [(1, edge(t)) for t in range(3)])
+    source = KafkaSource(*parse_kafka_uri(f"kafka://{kafka_broker.bootstrap}/lagging"))
+    operator = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE.read_text()),
+                                                 fmt="jsonl"))
+    batch = Batch([(0, 0, edge(0)), (0, 1, edge(1)), (1, 0, edge(0)), (1, 1, edge(1)),
+                   (1, 2, edge(2))])
+    batch.rows = batch.rows.set_column(0, "topic", pa.array(["lagging"] * 5))
+    got = source.read_batch(batch, operator)
+    assert got.partition_lag == {"lagging/0": 3, "lagging/1": 0}
+    report = operator.process(0, got.edges, lines=got.lines)
+    report.partition_lag = got.partition_lag
+    assert report.line().endswith(" | lag lagging/0 3, lagging/1 0")

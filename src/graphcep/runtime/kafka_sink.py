@@ -266,20 +266,37 @@ def earliest_offset(bootstrap: str, settings: dict[str, str], topic: str, partit
                     timeout_s: float = CONNECT_TIMEOUT_S) -> int | None:
     """The earliest offset a partition holds now (None: confluent-kafka absent, or no
     answer within ``timeout_s``)."""
+    found = _watermarks(bootstrap, settings, [(topic, partition)], timeout_s)
+    return None if not found else found[(topic, partition)][0]
+
+
+def end_offsets(bootstrap: str, settings: dict[str, str], partitions: list[tuple[str, int]],
+                timeout_s: float = CONNECT_TIMEOUT_S) -> dict[tuple[str, int], int] | None:
+    """(topic, partition) -> the offset the next record written there will have, for
+    those of ``partitions`` the brokers answer for within ``timeout_s`` (None:
+    confluent-kafka absent)."""
+    found = _watermarks(bootstrap, settings, partitions, timeout_s)
+    return None if found is None else {key: high for key, (_, high) in found.items()}
+
+
+def _watermarks(bootstrap: str, settings: dict[str, str], partitions: list[tuple[str, int]],
+                timeout_s: float) -> dict[tuple[str, int], tuple[int, int]] | None:
     try:
         kafka = confluent()
     except QueryError:
         return None
     consumer = kafka.Consumer(_client(settings, bootstrap_servers=bootstrap,
                                       group_id="graphcep-offsets", enable_auto_commit=False))
+    found = {}
     try:
-        low, _ = consumer.get_watermark_offsets(kafka.TopicPartition(topic, partition),
-                                                timeout=timeout_s, cached=False)
-        return int(low)
-    except kafka.KafkaException:
-        return None
+        for topic, partition in partitions:
+            with contextlib.suppress(kafka.KafkaException):
+                low, high = consumer.get_watermark_offsets(
+                    kafka.TopicPartition(topic, partition), timeout=timeout_s, cached=False)
+                found[(topic, partition)] = (int(low), int(high))
     finally:
         consumer.close()
+    return found
 
 
 def _client(given: dict[str, str] | None = None, **settings: Any) -> dict[str, Any]:
@@ -602,6 +619,7 @@ __all__ = [
     "check_topics",
     "client_settings",
     "earliest_offset",
+    "end_offsets",
     "is_kafka_target",
     "kafka_targets_of",
     "parse_targets",

@@ -148,6 +148,8 @@ class KafkaSource:
     #: a folder of the connector's jars (offline); None: Spark downloads them
     jars_dir: str | None = None
     _prepared: ReaderOptions | None = field(default=None, repr=False)
+    #: (topic, partition) -> the next offset to read, for the partitions this run has read
+    _next_offsets: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -212,17 +214,39 @@ class KafkaSource:
         first = operator.totals.lines + 1
         edges, rejects, lines = self.parse_records(rows, first)
         return SourceBatch(edges, rejects, 0, lines, {0: self.describe()},
-                           places=self.places(rows, first))
+                           places=self.places(rows, first), partition_lag=self.lag(rows))
+
+    def lag(self, rows: pa.Table) -> dict[str, int] | None:
+        """``TOPIC/PARTITION`` -> records not read yet (the partition's end offset less the
+        next offset to read), for each partition this run has read; None when the brokers
+        cannot be asked (no confluent-kafka)."""
+        from graphcep.runtime.kafka_sink import end_offsets
+
+        ends = self._next_offsets
+        grouped = rows.group_by(["topic", "partition"]).aggregate([("offset", "max")])
+        for topic, partition, last in zip(*(grouped.column(n).to_pylist() for n in (
+                "topic", "partition", "offset_max")), strict=True):
+            ends[(topic, partition)] = last + 1
+        latest = end_offsets(self.bootstrap, self._client_settings(), list(ends))
+        if latest is None:
+            return None
+        return {f"{topic}/{partition}": max(0, latest[(topic, partition)] - offset)
+                for (topic, partition), offset in sorted(ends.items())
+                if (topic, partition) in latest}
+
+    def _client_settings(self) -> dict[str, str]:
+        from graphcep.runtime.kafka_sink import client_settings
+
+        return client_settings([f"{key}={value}" for key, value in self.extra.items()])
 
     def _data_loss(self, start: str, until: str, topic: str, partition: str) -> str:
         """The line for records of ``[start, until)`` that Spark could not read (deleted
         by retention, or with their topic): the offsets lost, from the partition's
         earliest offset now where the brokers tell it."""
-        from graphcep.runtime.kafka_sink import client_settings, earliest_offset
+        from graphcep.runtime.kafka_sink import earliest_offset
 
         first, end = int(start), int(until)
-        pairs = [f"{key}={value}" for key, value in self.extra.items()]
-        earliest = earliest_offset(self.bootstrap, client_settings(pairs), topic,
+        earliest = earliest_offset(self.bootstrap, self._client_settings(), topic,
                                    int(partition))
         if earliest is not None and first < earliest:
             gone = f"offsets {first}-{min(earliest, end) - 1}" + (

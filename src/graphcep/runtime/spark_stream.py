@@ -101,6 +101,8 @@ class SourceBatch:
     #: where each line came from, for a source of records (Kafka):
     #: :func:`~graphcep.runtime.streaming.record_places`
     places: pa.Table | None = None
+    #: ``TOPIC/PARTITION`` -> records not read yet, for a source of records (Kafka)
+    partition_lag: dict[str, int] | None = None
     #: how long the newest record taken had been due when the batch was read (µs; None:
     #: the source cannot tell), see :class:`~graphcep.runtime.streaming.Pace`
     lag_us: int | None = None
@@ -562,6 +564,8 @@ def start_stream(
             report: BatchReport = operator.process(batch_id, got.edges, got.rejects,
                                                    files=got.files, lines=got.lines,
                                                    names=got.names, places=got.places)
+            if got.partition_lag is not None:
+                report.partition_lag = operator.partition_lag = got.partition_lag
             if pace is not None:
                 now = time.perf_counter()
                 report.warnings += pace.observe(got.lines, now - began, got.lag_us, now)

@@ -105,6 +105,8 @@ class BatchReport:
     #: the stream's pace after this batch (matched rate, and where the source knows them
     #: the offered rate and the lag), from :class:`Pace`; empty: not measured
     pace: str = ""
+    #: ``TOPIC/PARTITION`` -> records not read yet after this batch (a Kafka source)
+    partition_lag: dict[str, int] | None = None
 
     def line(self) -> str:
         """The progress line; the watermark reads ``-`` until it has released an edge (a
@@ -121,7 +123,17 @@ class BatchReport:
             f"{counted_noun(self.matches, 'match', 'matches')} | "
             f"state {counted_noun(held, 'edge')} in window, {self.buffered:,} buffered | watermark {frontier} | "
             f"took {self.seconds:.2f} s" + (f" | {self.pace}" if self.pace else "")
+            + (f" | lag {lag_text(self.partition_lag)}" if self.partition_lag else "")
         )
+
+
+def lag_text(lag: dict[str, int]) -> str:
+    """``TOPIC/PARTITION`` -> records not read yet, in a line's words.
+
+    >>> lag_text({"flows/0": 1200, "flows/1": 0})
+    'flows/0 1,200, flows/1 0'
+    """
+    return ", ".join(f"{place} {count:,}" for place, count in lag.items())
 
 
 @dataclass
@@ -289,6 +301,9 @@ class StreamOperator:
         #: what lets the Spark query driving it stop between micro-batches
         #: (``spark_stream.BatchGate``), set when one starts
         self.gate: Any = None
+        #: ``TOPIC/PARTITION`` -> records not read yet, after the last batch of a Kafka
+        #: source (for the summary)
+        self.partition_lag: dict[str, int] | None = None
         #: how the stream keeps up since this start (:class:`Pace`), where its driver
         #: measures it; the summary shows it
         self.pace: Pace | None = None
