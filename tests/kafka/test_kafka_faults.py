@@ -130,3 +130,11 @@ def test_records_deleted_before_they_were_read_are_one_line_naming_them(spark, k
     assert f"micro-batch 1: --source kafka://{kafka_broker.bootstrap}/lossy: records deleted " \
            "before they were read (retention): topic lossy, partition 0, offsets 10-14; " \
            "--kafka-option failOnDataLoss=false reads on past them" in err, err
+
+
+def test_settings_only_spark_takes_leave_the_checks_to_spark():
+    """A Java truststore is the Spark source's to use: the topic check and the lag are
+    skipped (no client can be made with it), the source is not refused."""
+    settings = {"ssl.truststore.location": "/etc/trust.jks"}
+    kafka_sink.check_topics("127.0.0.1:1", ["t"], settings)
+    assert kafka_sink.end_offsets("127.0.0.1:1", settings, [("t", 0)]) is None

@@ -243,14 +243,15 @@ def check_topics(bootstrap: str, topics: list[str], settings: dict[str, str],
                  timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """One line, before Spark starts, when the brokers lack a topic of ``topics`` (Spark's
     source says so only once its query runs). Nothing is said here without
-    confluent-kafka, or when the brokers do not answer the metadata request within
-    ``timeout_s``: Spark's source then decides, as it would without the check."""
+    confluent-kafka, with settings only Spark's Java client takes, or when the brokers do
+    not answer the metadata request within ``timeout_s``: Spark's source then decides,
+    as it would without the check."""
     try:
         kafka = confluent()
     except QueryError:
         return
-    admin = kafka.admin.AdminClient(_client(settings, bootstrap_servers=bootstrap))
-    try:
+    try:  # settings only Spark's Java client takes fail here
+        admin = kafka.admin.AdminClient(_client(settings, bootstrap_servers=bootstrap))
         have = admin.list_topics(timeout=timeout_s).topics
     except kafka.KafkaException:
         return
@@ -285,8 +286,12 @@ def _watermarks(bootstrap: str, settings: dict[str, str], partitions: list[tuple
         kafka = confluent()
     except QueryError:
         return None
-    consumer = kafka.Consumer(_client(settings, bootstrap_servers=bootstrap,
-                                      group_id="graphcep-offsets", enable_auto_commit=False))
+    try:
+        consumer = kafka.Consumer(_client(settings, bootstrap_servers=bootstrap,
+                                          group_id="graphcep-offsets",
+                                          enable_auto_commit=False))
+    except kafka.KafkaException:  # settings only Spark's Java client takes
+        return None
     found = {}
     try:
         for topic, partition in partitions:
