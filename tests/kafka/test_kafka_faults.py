@@ -16,8 +16,9 @@ import pytest
 from graphcep.cli import main
 from graphcep.kafka_options import refuse_kafka_options
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime import kafka_sink
-from graphcep.runtime.kafka_sink import check_client_settings, client_settings
+from graphcep.runtime import kafka_client
+from graphcep.runtime.kafka_client import check_client_settings, client_settings
+from graphcep.runtime.kafka_source import kafka_options
 from tests.kafka.test_kafka_source import TRIANGLE
 
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
@@ -31,16 +32,16 @@ def test_security_settings_are_named_as_librdkafka_names_them():
     pairs = ["kafka.security.protocol=SASL_SSL", "kafka.sasl.mechanism=SCRAM-SHA-512",
              f"kafka.sasl.jaas.config={JAAS}", "kafka.ssl.ca.location=/etc/ca.pem",
              "kafka.isolation.level=read_committed", "failOnDataLoss=false"]
-    assert client_settings(pairs) == {
+    assert client_settings(kafka_options(pairs)) == {
         "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
         "sasl.username": "graphcep", "sasl.password": "s3 cret",
         "ssl.ca.location": "/etc/ca.pem"}
-    assert client_settings(None) == {}
+    assert client_settings({}) == {}
     with pytest.raises(QueryError, match="reads username=.* and password="):
-        client_settings(["kafka.sasl.jaas.config=com.example.Module required token=x;"])
-    check_client_settings(client_settings(pairs[:3]))  # librdkafka has every one of them
+        client_settings({"kafka.sasl.jaas.config": "com.example.Module required token=x;"})
+    check_client_settings(client_settings(kafka_options(pairs[:3])))  # librdkafka has every one of them
     with pytest.raises(QueryError, match="refuses the security settings .*ssl.ca.location"):
-        check_client_settings(client_settings(pairs))  # no such file: said before Spark
+        check_client_settings(client_settings(kafka_options(pairs)))  # no such file: said before Spark
     with pytest.raises(QueryError, match=r"^--kafka-option kafka.ssl.no.such: not a setting "
                        "of graphcep's Kafka client, librdkafka$"):
         check_client_settings({"ssl.no.such": "x"})
@@ -49,7 +50,7 @@ def test_security_settings_are_named_as_librdkafka_names_them():
         check_client_settings({"ssl.truststore.location": "/etc/trust.jks"})
     with pytest.raises(QueryError, match="librdkafka, refuses the security settings"):
         check_client_settings({"security.protocol": "carrier-pigeon"})
-    given = kafka_sink._client({"security.protocol": "SSL"}, bootstrap_servers="h:1")
+    given = kafka_client.client_config({"security.protocol": "SSL"}, bootstrap_servers="h:1")
     assert given["security.protocol"] == "SSL" and given["bootstrap.servers"] == "h:1"
 
 
@@ -100,12 +101,13 @@ def test_an_unknown_topic_is_one_line_before_spark(kafka_broker, tmp_path, capsy
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_records_deleted_before_they_were_read_are_one_line_naming_them(spark, kafka_broker,
-                                                                         tmp_path, capsys):
+def test_records_deleted_before_they_were_read_are_named(spark, kafka_broker, tmp_path,
+                                                          capsys):
     """The stream reads offsets 0-9, the topic gets 10-19, retention deletes those before
     15 (``deleteRecords``, as the log cleaner does) before the stream reads them: by
     default (Spark's ``failOnDataLoss``) the next run stops, in one line naming the
-    topic, the partition and the offsets lost."""
+    topic, the partition and the offsets lost; with ``--on-data-loss report`` a warning
+    and the summary name them, and the stream reads on (15-19)."""
     from confluent_kafka import TopicPartition
     from confluent_kafka.admin import AdminClient
 
@@ -130,11 +132,20 @@ def test_records_deleted_before_they_were_read_are_one_line_naming_them(spark, k
     assert f"micro-batch 1: --source kafka://{kafka_broker.bootstrap}/lossy: records deleted " \
            "before they were read (retention): topic lossy, partition 0, offsets 10-14; " \
            "--kafka-option failOnDataLoss=false reads on past them" in err, err
+    code = main([*command, "--on-data-loss", "report", "--summary", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"graphcep: warning: --source kafka://{kafka_broker.bootstrap}/lossy: records " \
+           "deleted before they were read (retention): lossy/0 offsets 10-14; the stream " \
+           "goes on" in err.splitlines(), err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["records_lost"] == {"lossy/0": ["10-14"]}
+    assert summary["edges"] == 15  # 0-9, then 15-19
 
 
 def test_settings_only_spark_takes_leave_the_checks_to_spark():
     """A Java truststore is the Spark source's to use: the topic check and the lag are
     skipped (no client can be made with it), the source is not refused."""
     settings = {"ssl.truststore.location": "/etc/trust.jks"}
-    kafka_sink.check_topics("127.0.0.1:1", ["t"], settings)
-    assert kafka_sink.end_offsets("127.0.0.1:1", settings, [("t", 0)]) is None
+    kafka_client.check_topics("127.0.0.1:1", ["t"], settings)
+    assert kafka_client.end_offsets("127.0.0.1:1", settings, [("t", 0)]) is None

@@ -71,9 +71,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
-import re
 import socket
 import time
 from collections.abc import Iterable, Iterator
@@ -85,24 +83,23 @@ import pyarrow as pa
 
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat, Sink
 from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime.kafka_client import (
+    CONNECT_TIMEOUT_S,
+    client_config,
+    confluent,
+    kafka_reason,
+)
 
 SCHEME = "kafka://"
 #: The commit topic of an output topic ``T`` is ``T`` + this suffix.
 COMMITS_SUFFIX = ".graphcep-batches"
-#: Seconds to wait for a broker at start, and for a transaction's steps.
-CONNECT_TIMEOUT_S = 3.0
+#: Seconds to wait for a transaction's steps.
 TRANSACTION_TIMEOUT_S = 60.0
 #: The roles a Kafka topic can take, as their options name them.
 ROLES = ("output", "late", "rejects")
 #: The most bytes of match ids one record of a flush's ids holds: well under Kafka's
 #: default largest record (1 MB, the broker's ``message.max.bytes``).
 FLUSH_PART_BYTES = 512 * 1024
-
-
-#: Where the Kafka clients' own log lines go: nowhere (a failure raises, one line).
-_QUIET = logging.getLogger("graphcep.kafka_sink.client")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
 
 
 class KafkaSinkError(OSError):
@@ -118,17 +115,6 @@ def kafka_targets_of(args: Any) -> dict[str, str]:
     """role -> ``kafka://...`` text for the roles of ``args`` that name Kafka."""
     return {role: getattr(args, role) for role in ROLES
             if is_kafka_target(getattr(args, role, None))}
-
-
-def confluent() -> Any:
-    """The ``confluent_kafka`` module, or one line saying how to install it."""
-    try:
-        import confluent_kafka
-        import confluent_kafka.admin  # noqa: F401 -- loads the submodule used below
-    except ImportError:
-        raise QueryError("a kafka:// output needs the confluent-kafka package: pip install "
-                         "'graphcep[kafka]'") from None
-    return confluent_kafka
 
 
 def parse_targets(targets: dict[str, str]) -> tuple[str, dict[str, str]]:
@@ -178,143 +164,6 @@ def check_reachable(bootstrap: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Non
             reasons.append(f"{address} ({_connect_reason(err)})")
     raise QueryError(f"kafka://{bootstrap}: no Kafka broker answers: {'; '.join(reasons)}; "
                      "start the broker or correct the address")
-
-
-#: The settings among ``--kafka-option kafka.KEY=VALUE`` that a graphcep Kafka client
-#: (confluent-kafka: the sink's producer, the topic check) takes too: how to reach and
-#: authenticate to the brokers. The consumer's other settings are Spark's alone.
-SECURITY_KEYS = ("security.protocol", "ssl.", "sasl.")
-_JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"([^"]*)"')
-
-
-def client_settings(pairs: list[str] | None) -> dict[str, str]:
-    """The security settings of ``--kafka-option`` pairs (``kafka.security.protocol``,
-    ``kafka.ssl.*``, ``kafka.sasl.*``), named as confluent-kafka (librdkafka) names them:
-    the same names as Spark's Java client, but ``sasl.jaas.config``, whose ``username``
-    and ``password`` become ``sasl.username`` and ``sasl.password``. A setting librdkafka
-    does not have is one line (:func:`check_client_settings`).
-
-    >>> client_settings(["kafka.security.protocol=SASL_SSL", "failOnDataLoss=false",
-    ...     'kafka.sasl.jaas.config=org.apache.kafka.common.security.plain.PlainLoginModule '
-    ...     'required username="u" password="p";', "kafka.isolation.level=read_committed"])
-    {'security.protocol': 'SASL_SSL', 'sasl.username': 'u', 'sasl.password': 'p'}
-    """
-    from graphcep.runtime.kafka_source import kafka_options
-
-    settings: dict[str, str] = {}
-    for key, value in kafka_options(pairs).items():
-        name = key.removeprefix("kafka.")
-        if name == key or not name.startswith(SECURITY_KEYS):
-            continue
-        if name == "sasl.jaas.config":
-            fields = dict(_JAAS_FIELD.findall(value))
-            if set(fields) != {"username", "password"}:
-                raise QueryError("--kafka-option kafka.sasl.jaas.config: a Kafka output or "
-                                 "topic check reads username=\"...\" and password=\"...\" "
-                                 "from it; give kafka.sasl.username and kafka.sasl.password "
-                                 "instead")
-            settings.update({"sasl.username": fields["username"],
-                             "sasl.password": fields["password"]})
-        else:
-            settings[name] = value
-    return settings
-
-
-def check_client_settings(settings: dict[str, str]) -> None:
-    """One line when confluent-kafka refuses the settings: one it does not have (a Java
-    client's own, such as ``ssl.truststore.location``: give ``ssl.ca.location``, a PEM
-    file, instead), or a value it cannot use."""
-    if not settings:
-        return
-    kafka = confluent()
-    try:
-        kafka.Producer({**settings, "logger": _QUIET})
-    except kafka.KafkaException as err:
-        reason = _reason(err)
-        unknown = re.search(r'No such configuration property: "([^"]+)"', reason)
-        if unknown:
-            raise QueryError(f"--kafka-option kafka.{unknown.group(1)}: not a setting of "
-                             "graphcep's Kafka client, librdkafka") from None
-        raise QueryError(f"--kafka-option: graphcep's Kafka client, librdkafka, refuses "
-                         f"the security settings ({reason})") from None
-
-
-def check_topics(bootstrap: str, topics: list[str], settings: dict[str, str],
-                 timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """One line, before Spark starts, when the brokers lack a topic of ``topics`` (Spark's
-    source says so only once its query runs). Nothing is said here without
-    confluent-kafka, with settings only Spark's Java client takes, or when the brokers do
-    not answer the metadata request within ``timeout_s``: Spark's source then decides,
-    as it would without the check."""
-    try:
-        kafka = confluent()
-    except QueryError:
-        return
-    try:  # settings only Spark's Java client takes fail here
-        admin = kafka.admin.AdminClient(_client(settings, bootstrap_servers=bootstrap))
-        have = admin.list_topics(timeout=timeout_s).topics
-    except kafka.KafkaException:
-        return
-    missing = [topic for topic in topics if topic not in have]
-    if missing:
-        known = sorted(name for name in have if not name.startswith("_"))
-        shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "") or "none"
-        raise QueryError(f"--source kafka://{bootstrap}/{','.join(topics)}: the brokers have "
-                         f"no topic {', '.join(missing)} (topics there: {shown})")
-
-
-def earliest_offset(bootstrap: str, settings: dict[str, str], topic: str, partition: int,
-                    timeout_s: float = CONNECT_TIMEOUT_S) -> int | None:
-    """The earliest offset a partition holds now (None: confluent-kafka absent, or no
-    answer within ``timeout_s``)."""
-    found = _watermarks(bootstrap, settings, [(topic, partition)], timeout_s)
-    return None if not found else found[(topic, partition)][0]
-
-
-def end_offsets(bootstrap: str, settings: dict[str, str], partitions: list[tuple[str, int]],
-                timeout_s: float = CONNECT_TIMEOUT_S) -> dict[tuple[str, int], int] | None:
-    """(topic, partition) -> the offset the next record written there will have, for
-    those of ``partitions`` the brokers answer for within ``timeout_s`` (None:
-    confluent-kafka absent)."""
-    found = _watermarks(bootstrap, settings, partitions, timeout_s)
-    return None if found is None else {key: high for key, (_, high) in found.items()}
-
-
-def _watermarks(bootstrap: str, settings: dict[str, str], partitions: list[tuple[str, int]],
-                timeout_s: float) -> dict[tuple[str, int], tuple[int, int]] | None:
-    try:
-        kafka = confluent()
-    except QueryError:
-        return None
-    try:
-        consumer = kafka.Consumer(_client(settings, bootstrap_servers=bootstrap,
-                                          group_id="graphcep-offsets",
-                                          enable_auto_commit=False))
-    except kafka.KafkaException:  # settings only Spark's Java client takes
-        return None
-    found = {}
-    try:
-        for topic, partition in partitions:
-            with contextlib.suppress(kafka.KafkaException):
-                low, high = consumer.get_watermark_offsets(
-                    kafka.TopicPartition(topic, partition), timeout=timeout_s, cached=False)
-                found[(topic, partition)] = (int(low), int(high))
-    finally:
-        consumer.close()
-    return found
-
-
-def _client(given: dict[str, str] | None = None, **settings: Any) -> dict[str, Any]:
-    """A client's settings (``given``: as librdkafka names them, the security ones), its
-    log lines silenced (its failures raise, said in one line)."""
-    return {**(given or {}), **{key.replace("_", "."): value for key, value in settings.items()},
-            "logger": _QUIET}
-
-
-def _reason(err: BaseException) -> str:
-    inner = err.args[0] if err.args else err
-    text = inner.str() if hasattr(inner, "str") else str(inner)
-    return " ".join(text.split())
 
 
 @dataclass
@@ -389,7 +238,7 @@ class KafkaTransactions:
         committed marker."""
         kafka = confluent()
         self._create_topics(kafka)
-        self._producer = kafka.Producer(_client(
+        self._producer = kafka.Producer(client_config(
             self.settings, bootstrap_servers=self.bootstrap, transactional_id=self.txn_id,
             enable_idempotence=True, linger_ms=5,
             transaction_timeout_ms=int(TRANSACTION_TIMEOUT_S * 1000)))
@@ -397,11 +246,11 @@ class KafkaTransactions:
             self._producer.init_transactions(TRANSACTION_TIMEOUT_S)
         except kafka.KafkaException as err:
             raise KafkaSinkError(f"kafka://{self.bootstrap}: the transactional producer "
-                                 f"did not start ({_reason(err)})") from None
+                                 f"did not start ({kafka_reason(err)})") from None
         self.last, self.carry = self._last_marker(kafka)
 
     def _create_topics(self, kafka: Any) -> None:
-        admin = kafka.admin.AdminClient(_client(self.settings, bootstrap_servers=self.bootstrap))
+        admin = kafka.admin.AdminClient(client_config(self.settings, bootstrap_servers=self.bootstrap))
         have = admin.list_topics(timeout=TRANSACTION_TIMEOUT_S).topics
         wanted = [kafka.admin.NewTopic(name, -1, -1) for name in self.topics.values()
                   if name not in have]
@@ -414,7 +263,7 @@ class KafkaTransactions:
             except kafka.KafkaException as err:
                 if err.args[0].code() != kafka.KafkaError.TOPIC_ALREADY_EXISTS:
                     raise KafkaSinkError(f"kafka://{self.bootstrap}/{name}: the topic "
-                                         f"cannot be created ({_reason(err)})") from None
+                                         f"cannot be created ({kafka_reason(err)})") from None
 
     def _last_marker(self, kafka: Any) -> tuple[dict[str, Any] | None, _Carry | None]:
         """The newest committed marker of this stream (None: nothing delivered yet) and
@@ -443,7 +292,7 @@ class KafkaTransactions:
 
     def _commit_records(self, kafka: Any) -> Iterator[tuple[str, dict[str, Any]]]:
         """(key, value) of every committed record of the commit topic, oldest first."""
-        consumer = kafka.Consumer(_client(
+        consumer = kafka.Consumer(client_config(
             self.settings, bootstrap_servers=self.bootstrap, group_id=self.txn_id,
             enable_auto_commit=False,
             isolation_level="read_committed", enable_partition_eof=True))
@@ -556,7 +405,7 @@ class KafkaTransactions:
                 with contextlib.suppress(kafka.KafkaException):
                     producer.abort_transaction(TRANSACTION_TIMEOUT_S)
             why = ("a newer start of this stream took over its transactions" if fenced
-                   else _reason(err))
+                   else kafka_reason(err))
             raise KafkaSinkError(f"kafka://{self.bootstrap}: micro-batch {batch_id} not "
                                  f"delivered: {why}") from None
 
@@ -619,12 +468,7 @@ __all__ = [
     "KafkaPartWriter",
     "KafkaSinkError",
     "KafkaTransactions",
-    "check_client_settings",
     "check_reachable",
-    "check_topics",
-    "client_settings",
-    "earliest_offset",
-    "end_offsets",
     "is_kafka_target",
     "kafka_targets_of",
     "parse_targets",

@@ -19,6 +19,7 @@ its time field (it must still parse), replaced as well.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from dataclasses import dataclass, field
@@ -148,6 +149,9 @@ class KafkaSource:
     #: a folder of the connector's jars (offline); None: Spark downloads them
     jars_dir: str | None = None
     _prepared: ReaderOptions | None = field(default=None, repr=False)
+    #: ``--on-data-loss report``: records gone before they were read are a warning (and
+    #: Spark, its failOnDataLoss false, reads on)
+    report_data_loss: bool = False
     #: (topic, partition) -> the next offset to read, for the partitions this run has read
     _next_offsets: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
 
@@ -213,14 +217,57 @@ class KafkaSource:
                              ("offset", "ascending")])
         first = operator.totals.lines + 1
         edges, rejects, lines = self.parse_records(rows, first)
+        lost = self.gaps(rows, operator) if self.report_data_loss else {}
         return SourceBatch(edges, rejects, 0, lines, {0: self.describe()},
-                           places=self.places(rows, first), partition_lag=self.lag(rows))
+                           places=self.places(rows, first), partition_lag=self.lag(rows),
+                           lost=lost)
+
+    def gaps(self, rows: pa.Table, operator: Any) -> dict[str, str]:
+        """``--on-data-loss report``: ``TOPIC/PARTITION`` -> the offsets (``A-B``) of its
+        records between the batch's start offset (Spark's offsets log) and the first it
+        holds that are gone -- deleted before they were read, the partition's earliest
+        offset now past them (a gap there is otherwise a transaction's marker, or records
+        of an aborted one)."""
+        from graphcep.runtime.kafka_client import earliest_offset
+
+        starts = self._batch_starts(operator)
+        firsts = rows.group_by(["topic", "partition"]).aggregate([("offset", "min")])
+        lost = {}
+        for topic, partition, first in zip(*(firsts.column(n).to_pylist() for n in (
+                "topic", "partition", "offset_min")), strict=True):
+            start = starts.get((topic, partition))
+            if start is None or first <= start:
+                continue
+            earliest = earliest_offset(self.bootstrap, self._client_settings(), topic,
+                                       partition)
+            if earliest is None or earliest <= start:
+                continue
+            lost[f"{topic}/{partition}"] = f"{start}-{min(earliest, first) - 1}"
+        return lost
+
+    @staticmethod
+    def _batch_starts(operator: Any) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the offset the micro-batch under way starts at: the end
+        of the batch before it in Spark's offsets log (empty: none logged)."""
+        state_dir = getattr(operator, "state_dir", None)
+        if state_dir is None:
+            return {}
+        log = state_dir.parent / "spark" / "offsets" / str(operator.resume())
+        if not log.is_file():
+            return {}
+        lines = log.read_text().splitlines()
+        try:  # a version line, the batch's metadata, then the source's offsets
+            offsets = json.loads(lines[2])
+        except (IndexError, ValueError):
+            return {}
+        return {(topic, int(partition)): int(offset)
+                for topic, parts in offsets.items() for partition, offset in parts.items()}
 
     def lag(self, rows: pa.Table) -> dict[str, int] | None:
         """``TOPIC/PARTITION`` -> records not read yet (the partition's end offset less the
         next offset to read), for each partition this run has read; None when the brokers
         cannot be asked (no confluent-kafka)."""
-        from graphcep.runtime.kafka_sink import end_offsets
+        from graphcep.runtime.kafka_client import end_offsets
 
         ends = self._next_offsets
         grouped = rows.group_by(["topic", "partition"]).aggregate([("offset", "max")])
@@ -235,15 +282,15 @@ class KafkaSource:
                 if (topic, partition) in latest}
 
     def _client_settings(self) -> dict[str, str]:
-        from graphcep.runtime.kafka_sink import client_settings
+        from graphcep.runtime.kafka_client import client_settings
 
-        return client_settings([f"{key}={value}" for key, value in self.extra.items()])
+        return client_settings(self.extra)
 
     def _data_loss(self, start: str, until: str, topic: str, partition: str) -> str:
         """The line for records of ``[start, until)`` that Spark could not read (deleted
         by retention, or with their topic): the offsets lost, from the partition's
         earliest offset now where the brokers tell it."""
-        from graphcep.runtime.kafka_sink import earliest_offset
+        from graphcep.runtime.kafka_client import earliest_offset
 
         first, end = int(start), int(until)
         earliest = earliest_offset(self.bootstrap, self._client_settings(), topic,

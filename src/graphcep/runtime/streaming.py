@@ -304,6 +304,9 @@ class StreamOperator:
         #: ``TOPIC/PARTITION`` -> records not read yet, after the last batch of a Kafka
         #: source (for the summary)
         self.partition_lag: dict[str, int] | None = None
+        #: ``TOPIC/PARTITION`` -> offsets ``A-B`` of records deleted before they were read,
+        #: since this start (Kafka's ``--on-data-loss report``; for the summary)
+        self.records_lost: dict[str, list[str]] = {}
         #: how the stream keeps up since this start (:class:`Pace`), where its driver
         #: measures it; the summary shows it
         self.pace: Pace | None = None
