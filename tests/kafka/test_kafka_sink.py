@@ -166,6 +166,8 @@ def test_transactions_abort_skip_and_continue_a_flush(kafka_broker, tmp_path, mo
     fifth = KafkaTransactions(bootstrap, topics, txn, "q")
     fifth.start()
     assert fifth.last["batch"] == 4 and fifth.carry is None
+    fifth.commit(5, final=True, settled=200)  # a flush of no match carries nothing
+    assert fifth.carry is None and "carry" not in fifth.last
     fifth.close()
 
     raw = [m.value() for m in consume(bootstrap, "m-txn", committed=False)]

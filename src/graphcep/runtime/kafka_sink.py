@@ -378,6 +378,8 @@ class KafkaTransactions:
         carry = self.carry
         if final:  # the flush: its ids, and those still carried from an earlier flush
             ids = set(match_ids) | (carry.ids if carry is not None else set())
+            if not ids:  # nothing flushed: nothing can come again
+                return None, []
             parts = id_parts(sorted(ids), FLUSH_PART_BYTES)
             return _Carry(batch_id, settled, ids, len(parts)), parts
         if carry is None or (settled is not None and carry.horizon is not None
