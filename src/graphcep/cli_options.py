@@ -519,7 +519,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
     "streaming": ("checkpoint", "lateness", "trigger", "max_files_per_trigger",
                   "max_records_per_batch", "once", "run_for"),
     "Kafka (--source kafka://BROKERS/TOPICS)": ("starting_offsets", "kafka_option",
-                                                "kafka_jars", "time"),
+                                                "kafka_jars", "time", "on_data_loss"),
     "the generator as a source (--source generator)": ("rate", "vertices", "seed"),
     "motif counts": ("delta", "per_vertex"),
     "SAL queries (.sal)": ("query_name", "window", "max_duration", "homomorphic"),

@@ -15,7 +15,7 @@ from graphcep.patterns.subgraph import QueryError
 
 #: The Kafka options and the value each has when not given.
 KAFKA_DEFAULTS = {"starting_offsets": "earliest", "kafka_option": None, "kafka_jars": None,
-                  "time": "field"}
+                  "time": "field", "on_data_loss": "fail"}
 
 
 def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,55 +34,73 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
                         help="kafka: a directory of Spark's Kafka connector and its "
                              "dependencies (default: $GRAPHCEP_KAFKA_JARS, else the "
                              "fetched cache, else Spark downloads them from Maven Central)")
+    parser.add_argument("--on-data-loss", choices=("fail", "report"), default="fail",
+                        help="kafka: records deleted (retention) before the stream read "
+                             "them stop it, in one line naming them (fail, default), or "
+                             "are reported, a line and a summary entry, and the stream "
+                             "goes on (report)")
     parser.add_argument("--time", choices=("field", "kafka"), default="field",
                         help="kafka: an edge's time is its line's time field (default) or "
                              "its record's Kafka timestamp")
 
 
 def refuse_kafka_options(args: argparse.Namespace, source: str) -> None:
-    """A Kafka option given with another source is refused, naming it."""
+    """A Kafka option given with another source is refused, naming it -- but the security
+    settings among ``--kafka-option`` pairs when a Kafka output takes them."""
     given = [f"--{name.replace('_', '-')}" for name, default in KAFKA_DEFAULTS.items()
-             if getattr(args, name, default) != default]
+             if getattr(args, name, default) != default
+             and not (name == "kafka_option" and _security_only(args))]
     if given:
         verb = "shapes" if len(given) == 1 else "shape"
         raise QueryError(f"{', '.join(given)} {verb} a Kafka source (--source "
                          f"kafka://BROKERS/TOPICS), not --source {source}")
 
 
+def _security_only(args: argparse.Namespace) -> bool:
+    """Whether every ``--kafka-option`` pair is a security setting and a Kafka output is
+    there to take them."""
+    from graphcep.runtime.kafka_client import SECURITY_KEYS
+    from graphcep.runtime.kafka_sink import kafka_targets_of
+
+    return bool(kafka_targets_of(args)) and all(
+        pair.startswith(tuple(f"kafka.{key}" for key in SECURITY_KEYS))
+        for pair in args.kafka_option or [])
+
+
 def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     """``--output``, ``--late`` and ``--rejects kafka://BROKER/TOPIC`` checked before Spark
     starts (one topic each, one cluster, a broker answering; see
     :mod:`graphcep.runtime.kafka_sink`); role -> text of those that name Kafka."""
-    from graphcep.runtime.kafka_sink import (
-        check_reachable,
-        confluent,
-        kafka_targets_of,
-        parse_targets,
-    )
+    from graphcep.runtime.kafka_client import check_client_settings, client_settings, confluent
+    from graphcep.runtime.kafka_sink import check_reachable, kafka_targets_of, parse_targets
+    from graphcep.runtime.kafka_source import kafka_options
 
     targets = kafka_targets_of(args)
     if targets:
         confluent()
         bootstrap, _ = parse_targets(targets)
+        check_client_settings(client_settings(kafka_options(args.kafka_option)))
         check_reachable(bootstrap)
     return targets
 
 
 def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) -> Any:
     """The started Kafka transactions of the stream's ``kafka://`` outputs (None: none)."""
+    from graphcep.runtime.kafka_client import client_settings
     from graphcep.runtime.kafka_sink import (
         KafkaTransactions,
         kafka_targets_of,
         parse_targets,
         transactional_id,
     )
+    from graphcep.runtime.kafka_source import kafka_options
 
     targets = kafka_targets_of(args)
     if not targets:
         return None
     bootstrap, topics = parse_targets(targets)
     transactions = KafkaTransactions(bootstrap, topics, transactional_id(checkpoint, query),
-                                     query)
+                                     query, client_settings(kafka_options(args.kafka_option)))
     transactions.start()
     return transactions
 
@@ -104,6 +122,7 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
     """The Kafka source ``--source kafka://...`` names, its broker reached; a micro-batch
     takes at most ``max_records`` records over all partitions (``--max-records-per-batch``,
     Spark's ``maxOffsetsPerTrigger``)."""
+    from graphcep.runtime.kafka_client import check_topics, client_settings
     from graphcep.runtime.kafka_source import (
         KAFKA_FORMATS,
         KafkaSource,
@@ -121,14 +140,21 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
     if fmt not in KAFKA_FORMATS:
         raise QueryError(f"--format {fmt}: a Kafka record holds lines or messages of "
                          f"{', '.join(KAFKA_FORMATS)}")
+    extra = kafka_options(args.kafka_option)
+    if args.on_data_loss == "report":
+        if "failOnDataLoss" in extra:
+            raise QueryError("--on-data-loss report sets Spark's failOnDataLoss: give one of "
+                             "--on-data-loss and --kafka-option failOnDataLoss")
+        extra["failOnDataLoss"] = "false"
     source = KafkaSource(brokers, topics, fmt, options,
                          starting=starting_offsets(args.starting_offsets),
                          max_records_per_batch=max_records,
-                         extra=kafka_options(args.kafka_option),
+                         extra=extra, report_data_loss=args.on_data_loss == "report",
                          time_from_kafka=args.time == "kafka",
                          jars_dir=jars_for(args.kafka_jars))
     source.spark_conf()  # a --kafka-jars folder without the connector: refused now
     source.check_reachable()
+    check_topics(source.bootstrap, topics, client_settings(extra))
     return source
 
 

@@ -779,6 +779,10 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
     pace = getattr(operator, "pace", None)
     if pace is not None:  # records a second, offered and matched, and the lag
         summary.update(pace.as_dict())
+    if getattr(operator, "partition_lag", None):  # a Kafka source: records not read yet
+        summary["partition_lag"] = operator.partition_lag
+    if getattr(operator, "records_lost", None):  # and those deleted before they were read
+        summary["records_lost"] = operator.records_lost
     if args.profile and phases is not None:
         summary["phases"] = {name: round(sec, 3) for name, sec in phases.seconds.items()}
         print(phases.table(seconds) + f"\nmatching: {matching}", file=sys.stderr)
@@ -812,6 +816,14 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
         from graphcep.jobs.rules import rule_lines
 
         print("\n".join(rule_lines(summary["rules"])))
+    if "partition_lag" in summary:
+        from graphcep.runtime.streaming import lag_text
+
+        print(f"records not read yet, by partition: {lag_text(summary['partition_lag'])}")
+    if "records_lost" in summary:
+        lost = "; ".join(f"{place} offsets {', '.join(ranges)}"
+                         for place, ranges in summary["records_lost"].items())
+        print(f"records deleted before they were read: {lost}")
     return summary
 
 

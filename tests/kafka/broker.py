@@ -178,10 +178,15 @@ def start_broker(workdir: Path) -> KafkaBroker:
 
 
 def _cluster_id() -> str:
-    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding."""
+    """A KRaft cluster id: 16 random bytes, URL-safe base64 without padding -- never one
+    that begins with ``-``, which the storage tool would take for an option (Kafka's own
+    ``Uuid.randomUuid`` draws again for the same reason)."""
     import base64
 
-    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+    while True:
+        text = base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+        if not text.startswith("-"):
+            return text
 
 
 def _wait_ready(broker: KafkaBroker) -> None:

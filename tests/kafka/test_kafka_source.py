@@ -197,11 +197,14 @@ def test_kafka_options_with_another_source_are_refused(tmp_path, capsys):
 
 @pytest.mark.slow
 def test_the_executor_mode_is_refused_for_kafka(kafka_broker, tmp_path, capsys):
-    code = main(["stream", str(TRIANGLE), "--source", f"kafka://{kafka_broker.bootstrap}/t",
-                 "--checkpoint", str(tmp_path / "ck"), "--matching", "executors"])
+    kafka_broker.create_topic("executors", partitions=1)  # a topic the broker has
+    code = main(["stream", str(TRIANGLE), "--source",
+                 f"kafka://{kafka_broker.bootstrap}/executors", "--checkpoint",
+                 str(tmp_path / "ck"), "--matching", "executors"])
     assert code == 2
     assert "--matching executors: the executors read a directory (--source DIR) or the " \
-           f"generator, not kafka://{kafka_broker.bootstrap}/t" in capsys.readouterr().err
+           f"generator, not kafka://{kafka_broker.bootstrap}/executors" \
+           in capsys.readouterr().err
 
 
 def random_edges(count: int, vertices: int, seed: int) -> list[dict]:
@@ -292,6 +295,7 @@ def test_kafka_stream_equals_the_batch_run(kind, spark, kafka_broker, tmp_path, 
     assert len(expected) > 5
     assert summary["edges"] == len(edges) and summary["late"] == 0
     assert summary["batches"] >= 3  # the record limit cut the topic into micro-batches
+    assert summary["partition_lag"] == {f"{topic}/0": 0, f"{topic}/1": 0}  # all read
     (reject,) = stream_rows(tmp_path / "ck" / "rejects")
     assert (reject["topic"], reject["partition"], reject["line"]) == (topic, 1, 1)
     assert reject["offset"] == 1 and reject["text"] == bad.decode()
@@ -358,3 +362,76 @@ def test_kafka_time_and_a_starting_time(spark, kafka_broker, tmp_path, capsys):
     assert json.loads(out.strip().splitlines()[-1])["edges"] == len(kept)
     got = match_keys(stream_rows(tmp_path / "out"))
     assert got == expected and len(expected) > 5
+
+
+class Batch:
+    """A micro-batch's rows as Spark hands them to ``foreachBatch`` (its ``toArrow``)."""
+
+    def __init__(self, rows: list[tuple[int, int, bytes]]) -> None:
+        partitions, offsets, values = zip(*rows, strict=True)
+        self.rows = pa.table({"topic": ["flows"] * len(rows),
+                              "partition": pa.array(partitions, pa.int32()),
+                              "offset": pa.array(offsets, pa.int64()),
+                              "timestamp": pa.array([0] * len(rows), pa.timestamp("us")),
+                              "value": pa.array(values, pa.binary())})
+
+    def toArrow(self) -> pa.Table:  # noqa: N802 -- Spark's name
+        return self.rows
+
+
+def test_late_edges_across_partitions_name_their_record(tmp_path):
+    """Partition 0 runs ahead, partition 1 lags: the reorder buffer and the lateness apply
+    to the stream as a whole, and each late edge's record names its topic, partition and
+    offset. The late edges written out by hand (lateness 5 s)."""
+    from graphcep.jobs.subgraph import SubgraphJob
+    from graphcep.lang.sal import parse_program
+    from graphcep.runtime.streaming import PartWriter, StreamOperator
+
+    def edge(t: int) -> bytes:
+        return json.dumps({"src": "a", "dst": "b", "t": t}).encode()
+
+    job = SubgraphJob.create(parse_program(TRIANGLE.read_text()), fmt="jsonl")
+    operator = StreamOperator(job, lateness_us=5_000_000,
+                              late_sink=PartWriter(tmp_path / "late"))
+    source = KafkaSource([("h", 1)], ["flows"])
+    batches = [
+        [(0, 0, edge(100)), (0, 1, edge(101)), (1, 0, edge(98))],  # frontier 96 after
+        [(0, 2, edge(120) + b"\n" + edge(121)), (1, 1, edge(97)),
+         (1, 2, edge(90) + b"\n" + edge(95))],  # 90 and 95 late; frontier 116 after
+        [(1, 3, edge(110)), (0, 3, edge(130))],  # 110 late
+    ]
+    for batch_id, rows in enumerate(batches):
+        got = source.read_batch(Batch(rows), operator)
+        operator.process(batch_id, got.edges, got.rejects, lines=got.lines, names=got.names,
+                         places=got.places)
+    late = stream_rows(tmp_path / "late")
+    assert [(r["t"], r["topic"], r["partition"], r["offset"], r["line"]) for r in late] == [
+        (90, "flows", 1, 2, 7), (95, "flows", 1, 2, 8), (110, "flows", 1, 3, 10)]
+    assert operator.totals.late == 3 and operator.totals.edges == 10
+
+
+@pytest.mark.slow
+def test_each_partitions_lag_is_its_end_less_what_was_read(kafka_broker, tmp_path):
+    """5 records in partition 0, 3 in partition 1; a micro-batch takes offsets 0-1 of the
+    first and 0-2 of the second: 3 and 0 records not read; the progress line says so."""
+    from graphcep.jobs.subgraph import SubgraphJob
+    from graphcep.lang.sal import parse_program
+    from graphcep.runtime.streaming import StreamOperator
+
+    def edge(t: int) -> bytes:
+        return json.dumps({"src": "a", "dst": "b", "t": t}).encode()
+
+    kafka_broker.create_topic("lagging", partitions=2)
+    kafka_broker.produce("lagging", [(0, edge(t)) for t in range(5)] +
+                         [(1, edge(t)) for t in range(3)])
+    source = KafkaSource(*parse_kafka_uri(f"kafka://{kafka_broker.bootstrap}/lagging"))
+    operator = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE.read_text()),
+                                                 fmt="jsonl"))
+    batch = Batch([(0, 0, edge(0)), (0, 1, edge(1)), (1, 0, edge(0)), (1, 1, edge(1)),
+                   (1, 2, edge(2))])
+    batch.rows = batch.rows.set_column(0, "topic", pa.array(["lagging"] * 5))
+    got = source.read_batch(batch, operator)
+    assert got.partition_lag == {"lagging/0": 3, "lagging/1": 0}
+    report = operator.process(0, got.edges, lines=got.lines)
+    report.partition_lag = got.partition_lag
+    assert report.line().endswith(" | lag lagging/0 3, lagging/1 0")

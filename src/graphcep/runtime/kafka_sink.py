@@ -18,30 +18,52 @@ transaction holding every record of ``b`` -- matches, late edges, rejects -- and
 *marker* record ``{"batch": b, "final": ...}`` in the commit topic ``TOPIC.graphcep-batches``
 (one partition, compacted, keyed by the transactional id). The operator
 (:class:`~graphcep.runtime.streaming.StreamOperator`) commits the transaction after its
-writes and *before* its own state ``state-b`` (its ``commit`` hook), so the steps of a
-batch are: (1) records produced in the open transaction; (2) the transaction committed --
-records and marker visible together, or neither; (3) ``state-b`` written; (4) Spark
-records ``b`` done. At start the sink calls ``init_transactions``, which fences any earlier
-producer of the same id and aborts its open transaction, then reads its last marker
-``L`` (``read_committed``). A SIGKILL
+writes and *before* its own state ``state-b`` (its ``commit`` hook). The steps of a batch:
 
-* before (2): the transaction is aborted at the restart (or when it times out): none of
-  its records is ever seen by a ``read_committed`` consumer. Spark runs ``b`` again from
-  ``state-(b-1)`` with the same input (its offsets or file list are in its checkpoint),
-  the engine is deterministic, and the same records are written in a new transaction;
-* after (2), before (3) or (4): ``b`` runs again from ``state-(b-1)``; the marker says
-  ``b <= L``, so the sink discards the batch's records instead of committing them again
-  (the state and the progress still advance): nothing is repeated;
-* after (4): Spark starts at ``b + 1``.
+0. Spark logs the batch's input (its offsets: files, Kafka offsets) before running it;
+1. the operator loads ``state-(b-1)``, matches, and stages the records;
+2. the transaction commits -- records and marker visible together, or neither;
+3. ``state-b`` is written;
+4. Spark logs ``b`` done, and plans ``b + 1`` (step 0 again).
+
+At start the sink calls ``init_transactions``: the broker fences every earlier producer
+of the id and finishes its open transaction -- aborted if it had not asked to commit,
+committed if it had -- before answering. Only then is the last marker ``L`` read
+(``read_committed``, to the partition's last stable offset), so ``L`` is the last batch
+whose records are visible, and no older process can make another visible. A SIGKILL
+
+* before (0): nothing of ``b`` exists; Spark plans it afresh at the restart;
+* in (1) or (2) before the commit: the transaction is aborted by the restart's
+  ``init_transactions``; none of its records is ever seen by a ``read_committed``
+  consumer. Spark runs ``b`` again with the input it logged in (0), from
+  ``state-(b-1)``; the engine is deterministic (match ids hash the edges' ``seq``), so the
+  same records are written in a new transaction;
+* after (2), before (3) or (4): Spark runs ``b`` again, from ``state-(b-1)``; ``b <= L``,
+  so the sink drops the batch's records instead of committing them again (the state and
+  the progress still advance): nothing is repeated;
+* after (4): Spark starts at ``b + 1``, which ``L`` does not hold yet.
+
+So a batch id always names the same records, and ``L`` says which batch ids were
+delivered: each record is delivered once. Step (2) before (3) matters: the other order
+could lose a batch (state saved, transaction aborted, batch not re-run).
+
+The end of input (``--once``) is the exception: its flush, batch ``F = last + 1`` with
+``"final": true``, reports every match still waiting for the watermark, and is not
+checkpointed. Run again with nothing new, the same flush is found delivered and skipped.
+Run again with new input, Spark's batches go on from ``F`` (``state-(F-1)``), and the
+matches the flush delivered come again as the watermark passes their edges -- in batch
+``F`` or later ones. So the flush's match ids are *carried*: written with the flush, in
+records of at most :data:`FLUSH_PART_BYTES` each (keyed ``TXN/flush/K``; a flush of many
+matches would not fit in one record of Kafka's default largest, 1 MB), named by every later
+marker, and dropped from the output of every later batch, until the operator says the
+stream has settled past the flush (``settled``: every match whose edges lie before the
+flush's last edge has been reported again; a query over the whole stream, or windowed by
+edge counts, carries them until the next flush). A Kafka record cannot be taken back: a
+flushed match that the longer stream does not report (one reported at the end of input
+only) stays.
 
 A zombie (an old process still running) is fenced by the new ``init_transactions``: its
-next commit fails instead of writing. The end-of-input flush of ``--once`` is batch
-``last + 1`` with ``"final": true`` and is not checkpointed: run again with nothing new, the
-same flush is found delivered and skipped; run again with new input, Spark's next real
-batch has the flush's id, and its matches are written less those the flush already
-delivered (their ids are in the flush's marker) -- a Kafka record cannot be taken back, so
-a flushed match that the longer stream would not have reported (a match reported at the
-end of input only) stays.
+next commit fails instead of writing.
 """
 
 from __future__ import annotations
@@ -49,11 +71,10 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import logging
 import os
 import socket
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -62,21 +83,23 @@ import pyarrow as pa
 
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat, Sink
 from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime.kafka_client import (
+    CONNECT_TIMEOUT_S,
+    client_config,
+    confluent,
+    kafka_reason,
+)
 
 SCHEME = "kafka://"
 #: The commit topic of an output topic ``T`` is ``T`` + this suffix.
 COMMITS_SUFFIX = ".graphcep-batches"
-#: Seconds to wait for a broker at start, and for a transaction's steps.
-CONNECT_TIMEOUT_S = 3.0
+#: Seconds to wait for a transaction's steps.
 TRANSACTION_TIMEOUT_S = 60.0
 #: The roles a Kafka topic can take, as their options name them.
 ROLES = ("output", "late", "rejects")
-
-
-#: Where the Kafka clients' own log lines go: nowhere (a failure raises, one line).
-_QUIET = logging.getLogger("graphcep.kafka_sink.client")
-_QUIET.addHandler(logging.NullHandler())
-_QUIET.propagate = False
+#: The most bytes of match ids one record of a flush's ids holds: well under Kafka's
+#: default largest record (1 MB, the broker's ``message.max.bytes``).
+FLUSH_PART_BYTES = 512 * 1024
 
 
 class KafkaSinkError(OSError):
@@ -92,17 +115,6 @@ def kafka_targets_of(args: Any) -> dict[str, str]:
     """role -> ``kafka://...`` text for the roles of ``args`` that name Kafka."""
     return {role: getattr(args, role) for role in ROLES
             if is_kafka_target(getattr(args, role, None))}
-
-
-def confluent() -> Any:
-    """The ``confluent_kafka`` module, or one line saying how to install it."""
-    try:
-        import confluent_kafka
-        import confluent_kafka.admin  # noqa: F401 -- loads the submodule used below
-    except ImportError:
-        raise QueryError("a kafka:// output needs the confluent-kafka package: pip install "
-                         "'graphcep[kafka]'") from None
-    return confluent_kafka
 
 
 def parse_targets(targets: dict[str, str]) -> tuple[str, dict[str, str]]:
@@ -154,16 +166,40 @@ def check_reachable(bootstrap: str, timeout_s: float = CONNECT_TIMEOUT_S) -> Non
                      "start the broker or correct the address")
 
 
-def _client(**settings: Any) -> dict[str, Any]:
-    """A client's settings, its log lines silenced (its failures raise, said in one line)."""
-    return {**{key.replace("_", "."): value for key, value in settings.items()},
-            "logger": _QUIET}
+@dataclass
+class _Carry:
+    """The match ids an end-of-input flush delivered, skipped in the batches after it
+    until the stream has settled past the flush (see the module docstring)."""
+
+    #: the flush's micro-batch id: its ids are the records keyed ``TXN/flush/K`` of it
+    batch: int
+    #: every match whose edges all lie before this time was reported by the flush
+    horizon: int | None
+    ids: set[str]
+    #: how many records hold the ids
+    parts: int = 0
+
+    def reference(self) -> dict[str, Any]:
+        """What a marker says of the carry (the ids stay in their own records)."""
+        return {"batch": self.batch, "horizon": self.horizon, "parts": self.parts}
 
 
-def _reason(err: BaseException) -> str:
-    inner = err.args[0] if err.args else err
-    text = inner.str() if hasattr(inner, "str") else str(inner)
-    return " ".join(text.split())
+def id_parts(ids: Iterable[str], limit: int = FLUSH_PART_BYTES) -> list[list[str]]:
+    """``ids`` cut into lists whose JSON text stays under ``limit`` bytes each.
+
+    >>> id_parts(["a" * 16] * 5, limit=60)
+    [['aaaaaaaaaaaaaaaa', 'aaaaaaaaaaaaaaaa'], ['aaaaaaaaaaaaaaaa', 'aaaaaaaaaaaaaaaa'], ['aaaaaaaaaaaaaaaa']]
+    """
+    parts: list[list[str]] = []
+    size = limit
+    for match_id in ids:
+        cost = len(match_id.encode()) + 4  # quotes, comma, space
+        if size + cost > limit:
+            parts.append([])
+            size = 2
+        parts[-1].append(match_id)
+        size += cost
+    return parts
 
 
 @dataclass
@@ -184,12 +220,16 @@ class KafkaTransactions:
     writers :meth:`stage` records, the operator's hook calls :meth:`commit`."""
 
     def __init__(self, bootstrap: str, topics: dict[str, str], txn_id: str,
-                 query: str) -> None:
+                 query: str, settings: dict[str, str] | None = None) -> None:
         self.bootstrap, self.topics, self.txn_id, self.query = bootstrap, topics, txn_id, query
+        #: the security settings of every client (:func:`client_settings`)
+        self.settings = dict(settings or {})
         self.commits_topic = topics.get("output", next(iter(topics.values()))) + COMMITS_SUFFIX
         self._producer: Any = None
-        #: the last marker committed: batch id, whether a final flush, its match ids
+        #: the last marker committed: its batch id, whether a final flush, its carry
         self.last: dict[str, Any] | None = None
+        #: the ids of the last flush, while the stream has not settled past it
+        self.carry: _Carry | None = None
         self._staged = _Staged()
         self.delivered = 0
 
@@ -198,19 +238,19 @@ class KafkaTransactions:
         committed marker."""
         kafka = confluent()
         self._create_topics(kafka)
-        self._producer = kafka.Producer(_client(
-            bootstrap_servers=self.bootstrap, transactional_id=self.txn_id,
+        self._producer = kafka.Producer(client_config(
+            self.settings, bootstrap_servers=self.bootstrap, transactional_id=self.txn_id,
             enable_idempotence=True, linger_ms=5,
             transaction_timeout_ms=int(TRANSACTION_TIMEOUT_S * 1000)))
         try:
             self._producer.init_transactions(TRANSACTION_TIMEOUT_S)
         except kafka.KafkaException as err:
             raise KafkaSinkError(f"kafka://{self.bootstrap}: the transactional producer "
-                                 f"did not start ({_reason(err)})") from None
-        self.last = self._last_marker(kafka)
+                                 f"did not start ({kafka_reason(err)})") from None
+        self.last, self.carry = self._last_marker(kafka)
 
     def _create_topics(self, kafka: Any) -> None:
-        admin = kafka.admin.AdminClient(_client(bootstrap_servers=self.bootstrap))
+        admin = kafka.admin.AdminClient(client_config(self.settings, bootstrap_servers=self.bootstrap))
         have = admin.list_topics(timeout=TRANSACTION_TIMEOUT_S).topics
         wanted = [kafka.admin.NewTopic(name, -1, -1) for name in self.topics.values()
                   if name not in have]
@@ -223,34 +263,61 @@ class KafkaTransactions:
             except kafka.KafkaException as err:
                 if err.args[0].code() != kafka.KafkaError.TOPIC_ALREADY_EXISTS:
                     raise KafkaSinkError(f"kafka://{self.bootstrap}/{name}: the topic "
-                                         f"cannot be created ({_reason(err)})") from None
+                                         f"cannot be created ({kafka_reason(err)})") from None
 
-    def _last_marker(self, kafka: Any) -> dict[str, Any] | None:
-        """The newest committed marker of this stream (None: nothing delivered yet)."""
-        consumer = kafka.Consumer(_client(
-            bootstrap_servers=self.bootstrap, group_id=self.txn_id, enable_auto_commit=False,
+    def _last_marker(self, kafka: Any) -> tuple[dict[str, Any] | None, _Carry | None]:
+        """The newest committed marker of this stream (None: nothing delivered yet) and
+        the flush ids it still carries, read back from their records."""
+        last, parts = None, {}
+        for key, value in self._commit_records(kafka):
+            if key == self.txn_id:
+                last = value
+            elif key.startswith(self._part_key("")):
+                parts[key] = value
+        reference = (last or {}).get("carry")
+        if reference is None:
+            return last, None
+        ids: set[str] = set()
+        for k in range(reference["parts"]):
+            part = parts.get(self._part_key(k))
+            if part is None or part["batch"] != reference["batch"]:
+                raise KafkaSinkError(f"kafka://{self.bootstrap}/{self.commits_topic}: the "
+                                     f"ids flushed in micro-batch {reference['batch']} are "
+                                     f"missing (record {self._part_key(k)})")
+            ids.update(part["match_ids"])
+        return last, _Carry(reference["batch"], reference["horizon"], ids, reference["parts"])
+
+    def _part_key(self, k: int | str) -> str:
+        return f"{self.txn_id}/flush/{k}"
+
+    def _commit_records(self, kafka: Any) -> Iterator[tuple[str, dict[str, Any]]]:
+        """(key, value) of every committed record of the commit topic, oldest first."""
+        consumer = kafka.Consumer(client_config(
+            self.settings, bootstrap_servers=self.bootstrap, group_id=self.txn_id,
+            enable_auto_commit=False,
             isolation_level="read_committed", enable_partition_eof=True))
         try:
             part = kafka.TopicPartition(self.commits_topic, 0, kafka.OFFSET_BEGINNING)
+            # read_committed: the last stable offset, past every committed transaction
             _, end = consumer.get_watermark_offsets(part, timeout=TRANSACTION_TIMEOUT_S,
                                                     cached=False)
+            if end <= 0:
+                return
             consumer.assign([part])
-            last, deadline = None, time.monotonic() + TRANSACTION_TIMEOUT_S
-            while end > 0 and time.monotonic() < deadline:
+            deadline = time.monotonic() + TRANSACTION_TIMEOUT_S
+            while time.monotonic() < deadline:
                 message = consumer.poll(1.0)
                 if message is None:
                     continue
-                if message.error() is None and message.key() == self.txn_id.encode():
-                    last = json.loads(message.value())
-                position = consumer.position([part])[0].offset
-                if position >= end or (message.error() is not None and
-                                       message.error().code() == kafka.KafkaError._PARTITION_EOF):
-                    return last
-            if end > 0:
-                raise KafkaSinkError(f"kafka://{self.bootstrap}/{self.commits_topic}: its "
-                                     f"records could not be read within "
-                                     f"{TRANSACTION_TIMEOUT_S:g} s")
-            return last
+                error = message.error()
+                if error is None and message.key() is not None:
+                    yield message.key().decode(), json.loads(message.value())
+                if (error is not None and error.code() == kafka.KafkaError._PARTITION_EOF) \
+                        or consumer.position([part])[0].offset >= end:
+                    return
+            raise KafkaSinkError(f"kafka://{self.bootstrap}/{self.commits_topic}: its "
+                                 f"records could not be read within "
+                                 f"{TRANSACTION_TIMEOUT_S:g} s")
         finally:
             consumer.close()
 
@@ -269,33 +336,56 @@ class KafkaTransactions:
         staged.records.extend((topic, None if k is None else k.encode(), v.encode())
                               for k, v in zip(keys, values, strict=True))
 
-    def commit(self, batch_id: int, final: bool = False) -> None:
+    def commit(self, batch_id: int, final: bool = False, settled: int | None = None) -> None:
         """Write micro-batch ``batch_id``'s staged records and its marker in one
-        transaction -- unless it was delivered already (see the module docstring)."""
+        transaction -- unless it was delivered already (see the module docstring).
+
+        ``settled``: every match whose edges all lie before this event time has been
+        reported by this batch or an earlier one (None: no such time is known); at a
+        final flush, the time before which the flush reported everything."""
         staged = self._staged if self._staged.batch_id == batch_id else _Staged(batch_id)
         self._staged = _Staged()
         skip = self._delivered_ids(batch_id, final)
         if skip is None:
             return
+        output = self.topics.get("output")
         records = [r for r in staged.records
-                   if not (skip and r[0] == self.topics.get("output") and r[1] is not None
+                   if not (skip and r[0] == output and r[1] is not None
                            and r[1].decode() in skip)]
+        carry, parts = self._next_carry(batch_id, final, settled, staged.match_ids)
         marker = {"batch": batch_id, "final": final, "query": self.query}
-        if final:
-            marker["match_ids"] = staged.match_ids
+        if carry is not None:
+            marker["carry"] = carry.reference()
+        records += [(self.commits_topic, self._part_key(k).encode(),
+                     json.dumps({"batch": batch_id, "part": k, "match_ids": ids}).encode())
+                    for k, ids in enumerate(parts)]
         self._transaction(batch_id, records, marker)
-        self.last = marker
-        self.delivered += len(records)
+        self.last, self.carry = marker, carry
+        self.delivered += len(records) - len(parts)
 
     def _delivered_ids(self, batch_id: int, final: bool) -> set[str] | None:
-        """None: the batch was delivered, write nothing; else the match ids of it
-        already delivered (a flush's, followed by the stream going on)."""
+        """None: the batch was delivered, write nothing; else the match ids a flush
+        delivered that the stream, gone on past it, may report again."""
         last = self.last
-        if last is None or batch_id > last["batch"]:
-            return set()
-        if batch_id == last["batch"] and last.get("final") and not final:
-            return set(last.get("match_ids", ()))
-        return None
+        if last is not None and (batch_id < last["batch"] or (
+                batch_id == last["batch"] and (final or not last.get("final")))):
+            return None
+        return self.carry.ids if self.carry is not None else set()
+
+    def _next_carry(self, batch_id: int, final: bool, settled: int | None,
+                    match_ids: list[str]) -> tuple[_Carry | None, list[list[str]]]:
+        """The carry after this batch, and the records of ids to write for it (a flush's)."""
+        carry = self.carry
+        if final:  # the flush: its ids, and those still carried from an earlier flush
+            ids = set(match_ids) | (carry.ids if carry is not None else set())
+            if not ids:  # nothing flushed: nothing can come again
+                return None, []
+            parts = id_parts(sorted(ids), FLUSH_PART_BYTES)
+            return _Carry(batch_id, settled, ids, len(parts)), parts
+        if carry is None or (settled is not None and carry.horizon is not None
+                             and settled >= carry.horizon):
+            return None, []  # settled past the flush: none of its matches comes again
+        return carry, []
 
     def _transaction(self, batch_id: int, records: list[tuple[str, bytes | None, bytes]],
                      marker: dict[str, Any]) -> None:
@@ -317,7 +407,7 @@ class KafkaTransactions:
                 with contextlib.suppress(kafka.KafkaException):
                     producer.abort_transaction(TRANSACTION_TIMEOUT_S)
             why = ("a newer start of this stream took over its transactions" if fenced
-                   else _reason(err))
+                   else kafka_reason(err))
             raise KafkaSinkError(f"kafka://{self.bootstrap}: micro-batch {batch_id} not "
                                  f"delivered: {why}") from None
 

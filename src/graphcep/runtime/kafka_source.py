@@ -22,6 +22,7 @@ its time field (it must still parse), replaced as well.
 
 from __future__ import annotations
 
+import json
 import re
 import socket
 from dataclasses import dataclass, field
@@ -52,6 +53,9 @@ DEFAULT_PORT = 9092
 CONNECT_TIMEOUT_S = 3.0
 #: Kafka's legal topic names (``[a-zA-Z0-9._-]``, at most 249 characters).
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
+#: Spark's words for records of a micro-batch that are gone (``failOnDataLoss``)
+DATA_LOSS = re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic "
+                       r"partition (\S+)-(\d+)\b")
 #: Reader options graphcep sets from its own command-line options.
 OWN_OPTIONS = {"kafka.bootstrap.servers": "the BROKERS of --source",
                "subscribe": "the TOPICS of --source",
@@ -159,6 +163,11 @@ class KafkaSource:
     #: a folder of the connector's jars (offline); None: Spark downloads them
     jars_dir: str | None = None
     _prepared: ReaderOptions | None = field(default=None, repr=False)
+    #: ``--on-data-loss report``: records gone before they were read are a warning (and
+    #: Spark, its failOnDataLoss false, reads on)
+    report_data_loss: bool = False
+    #: (topic, partition) -> the next offset to read, for the partitions this run has read
+    _next_offsets: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
 
     @property
     def bootstrap(self) -> str:
@@ -209,13 +218,119 @@ class KafkaSource:
     def read_batch(self, batch_df: Any, operator: Any) -> Any:
         from graphcep.runtime.spark_stream import SourceBatch
 
-        rows = batch_df.toArrow()
+        try:
+            rows = batch_df.toArrow()
+        except Exception as err:  # records gone: said in one line, naming them
+            lost = DATA_LOSS.search(str(err))
+            if lost is None:
+                raise
+            raise QueryError(self._data_loss(*lost.groups())) from None
         if rows.num_rows == 0:
             return SourceBatch(None)
         rows = rows.sort_by([("topic", "ascending"), ("partition", "ascending"),
                              ("offset", "ascending")])
-        edges, rejects, lines = self.parse_records(rows, operator.totals.lines + 1)
-        return SourceBatch(edges, rejects, 0, lines, {0: self.describe()})
+        first = operator.totals.lines + 1
+        edges, rejects, lines = self.parse_records(rows, first)
+        lost = self.gaps(rows, operator) if self.report_data_loss else {}
+        return SourceBatch(edges, rejects, 0, lines, {0: self.describe()},
+                           places=self.places(rows, first), partition_lag=self.lag(rows),
+                           lost=lost)
+
+    def gaps(self, rows: pa.Table, operator: Any) -> dict[str, str]:
+        """``--on-data-loss report``: ``TOPIC/PARTITION`` -> the offsets (``A-B``) of its
+        records between the batch's start offset (Spark's offsets log) and the first it
+        holds that are gone -- deleted before they were read, the partition's earliest
+        offset now past them (a gap there is otherwise a transaction's marker, or records
+        of an aborted one)."""
+        from graphcep.runtime.kafka_client import earliest_offset
+
+        starts = self._batch_starts(operator)
+        firsts = rows.group_by(["topic", "partition"]).aggregate([("offset", "min")])
+        lost = {}
+        for topic, partition, first in zip(*(firsts.column(n).to_pylist() for n in (
+                "topic", "partition", "offset_min")), strict=True):
+            start = starts.get((topic, partition))
+            if start is None or first <= start:
+                continue
+            earliest = earliest_offset(self.bootstrap, self._client_settings(), topic,
+                                       partition)
+            if earliest is None or earliest <= start:
+                continue
+            lost[f"{topic}/{partition}"] = f"{start}-{min(earliest, first) - 1}"
+        return lost
+
+    @staticmethod
+    def _batch_starts(operator: Any) -> dict[tuple[str, int], int]:
+        """(topic, partition) -> the offset the micro-batch under way starts at: the end
+        of the batch before it in Spark's offsets log (empty: none logged)."""
+        state_dir = getattr(operator, "state_dir", None)
+        if state_dir is None:
+            return {}
+        log = state_dir.parent / "spark" / "offsets" / str(operator.resume())
+        if not log.is_file():
+            return {}
+        lines = log.read_text().splitlines()
+        try:  # a version line, the batch's metadata, then the source's offsets
+            offsets = json.loads(lines[2])
+        except (IndexError, ValueError):
+            return {}
+        return {(topic, int(partition)): int(offset)
+                for topic, parts in offsets.items() for partition, offset in parts.items()}
+
+    def lag(self, rows: pa.Table) -> dict[str, int] | None:
+        """``TOPIC/PARTITION`` -> records not read yet (the partition's end offset less the
+        next offset to read), for each partition this run has read; None when the brokers
+        cannot be asked (no confluent-kafka)."""
+        from graphcep.runtime.kafka_client import end_offsets
+
+        ends = self._next_offsets
+        grouped = rows.group_by(["topic", "partition"]).aggregate([("offset", "max")])
+        for topic, partition, last in zip(*(grouped.column(n).to_pylist() for n in (
+                "topic", "partition", "offset_max")), strict=True):
+            ends[(topic, partition)] = last + 1
+        latest = end_offsets(self.bootstrap, self._client_settings(), list(ends))
+        if latest is None:
+            return None
+        return {f"{topic}/{partition}": max(0, latest[(topic, partition)] - offset)
+                for (topic, partition), offset in sorted(ends.items())
+                if (topic, partition) in latest}
+
+    def _client_settings(self) -> dict[str, str]:
+        from graphcep.runtime.kafka_client import client_settings
+
+        return client_settings(self.extra)
+
+    def _data_loss(self, start: str, until: str, topic: str, partition: str) -> str:
+        """The line for records of ``[start, until)`` that Spark could not read (deleted
+        by retention, or with their topic): the offsets lost, from the partition's
+        earliest offset now where the brokers tell it."""
+        from graphcep.runtime.kafka_client import earliest_offset
+
+        first, end = int(start), int(until)
+        earliest = earliest_offset(self.bootstrap, self._client_settings(), topic,
+                                   int(partition))
+        if earliest is not None and first < earliest:
+            gone = f"offsets {first}-{min(earliest, end) - 1}" + (
+                " and the rest of the batch's" if earliest > end else "")
+        else:
+            gone = f"offsets from {first} (the batch's went to {end - 1})"
+        return (f"--source {self.describe()}: records deleted before they were read "
+                f"(retention): topic {topic}, partition {partition}, {gone}; "
+                "--kafka-option failOnDataLoss=false reads on past them")
+
+    @staticmethod
+    def places(rows: pa.Table, first_line: int) -> pa.Table:
+        """Each record's topic, partition and offset, and the ``seq`` of its first line
+        (numbered from ``first_line`` as :meth:`parse_records` numbers them), for the
+        records of late edges (:func:`~graphcep.runtime.streaming.late_records`)."""
+        from graphcep.runtime.streaming import record_places
+
+        counts = pc.list_value_length(_value_lines(rows.column("value").combine_chunks()))
+        starts = first_line + np.concatenate(
+            [[0], np.cumsum(counts.to_numpy(zero_copy_only=False))[:-1]])
+        return record_places(starts, rows.column("topic").combine_chunks(),
+                             rows.column("partition").combine_chunks(),
+                             rows.column("offset").combine_chunks())
 
     def parse_records(self, rows: pa.Table, first_line: int) -> tuple[pa.Table, pa.Table, int]:
         """Edges and rejects of ``rows`` (topic, partition, offset, timestamp, value), their

@@ -98,6 +98,14 @@ class SourceBatch:
     lines: int = 0
     #: file ordinal (``seq >> 40``) -> name, for late-edge records and warnings
     names: dict[int, str] | None = None
+    #: where each line came from, for a source of records (Kafka):
+    #: :func:`~graphcep.runtime.streaming.record_places`
+    places: pa.Table | None = None
+    #: ``TOPIC/PARTITION`` -> records not read yet, for a source of records (Kafka)
+    partition_lag: dict[str, int] | None = None
+    #: ``TOPIC/PARTITION`` -> offsets ``A-B`` of records deleted before they were read,
+    #: the stream going on (Kafka's ``--on-data-loss report``)
+    lost: dict[str, str] = field(default_factory=dict)
     #: how long the newest record taken had been due when the batch was read (µs; None:
     #: the source cannot tell), see :class:`~graphcep.runtime.streaming.Pace`
     lag_us: int | None = None
@@ -558,7 +566,14 @@ def start_stream(
             got = source.read_batch(batch_df, operator)
             report: BatchReport = operator.process(batch_id, got.edges, got.rejects,
                                                    files=got.files, lines=got.lines,
-                                                   names=got.names)
+                                                   names=got.names, places=got.places)
+            if got.partition_lag is not None:
+                report.partition_lag = operator.partition_lag = got.partition_lag
+            for place, offsets in got.lost.items():  # said, counted, and gone on past
+                operator.records_lost.setdefault(place, []).append(offsets)
+                report.warnings.append(f"--source {source.describe()}: records deleted "
+                                       f"before they were read (retention): {place} offsets "
+                                       f"{offsets}; the stream goes on")
             if pace is not None:
                 now = time.perf_counter()
                 report.warnings += pace.observe(got.lines, now - began, got.lag_us, now)

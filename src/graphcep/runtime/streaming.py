@@ -107,6 +107,8 @@ class BatchReport:
     pace: str = ""
     #: what the engine adds to the line (several rules: the batch's matches by rule)
     detail: str = ""
+    #: ``TOPIC/PARTITION`` -> records not read yet after this batch (a Kafka source)
+    partition_lag: dict[str, int] | None = None
 
     def line(self) -> str:
         """The progress line; the watermark reads ``-`` until it has released an edge (a
@@ -124,7 +126,17 @@ class BatchReport:
             f"state {counted_noun(held, 'edge')} in window, {self.buffered:,} buffered | watermark {frontier} | "
             f"took {self.seconds:.2f} s" + (f" | {self.pace}" if self.pace else "")
             + (f" | {self.detail}" if self.detail else "")
+            + (f" | lag {lag_text(self.partition_lag)}" if self.partition_lag else "")
         )
+
+
+def lag_text(lag: dict[str, int]) -> str:
+    """``TOPIC/PARTITION`` -> records not read yet, in a line's words.
+
+    >>> lag_text({"flows/0": 1200, "flows/1": 0})
+    'flows/0 1,200, flows/1 0'
+    """
+    return ", ".join(f"{place} {count:,}" for place, count in lag.items())
 
 
 @dataclass
@@ -211,8 +223,9 @@ class StreamOperator:
     on_matches : callable or None
         Called with ``(matches, batch_id)`` after the sink.
     commit : callable or None
-        Called with ``(batch_id, final)`` after every write of a batch and before its
-        state is checkpointed (``final``: the end-of-input flush, not checkpointed).
+        Called with ``(batch_id, final, settled)`` after every write of a batch and
+        before its state is checkpointed (``final``: the end-of-input flush, not
+        checkpointed; ``settled``: :meth:`settled_before`).
     threads : int or None
         Engine search threads.
     cells : int or None
@@ -261,7 +274,7 @@ class StreamOperator:
         cells: int | None = None,
         processes: int | None = None,
         watch: QueryWatch | None = None,
-        commit: Callable[[int, bool], None] | None = None,
+        commit: Callable[[int, bool, int | None], None] | None = None,
     ) -> None:
         if lateness_us < 0:
             raise ValueError("lateness must be >= 0")
@@ -291,6 +304,12 @@ class StreamOperator:
         #: what lets the Spark query driving it stop between micro-batches
         #: (``spark_stream.BatchGate``), set when one starts
         self.gate: Any = None
+        #: ``TOPIC/PARTITION`` -> records not read yet, after the last batch of a Kafka
+        #: source (for the summary)
+        self.partition_lag: dict[str, int] | None = None
+        #: ``TOPIC/PARTITION`` -> offsets ``A-B`` of records deleted before they were read,
+        #: since this start (Kafka's ``--on-data-loss report``; for the summary)
+        self.records_lost: dict[str, list[str]] = {}
         #: how the stream keeps up since this start (:class:`Pace`), where its driver
         #: measures it; the summary shows it
         self.pace: Pace | None = None
@@ -328,13 +347,16 @@ class StreamOperator:
     def process(
         self, batch_id: int, edges: pa.Table | None, rejects: pa.Table | None = None,
         *, files: int = 0, lines: int = 0, names: dict[int, str] | None = None,
+        places: pa.Table | None = None,
     ) -> BatchReport:
         """Take micro-batch ``batch_id``: buffer, release what the watermark passed, match.
 
         ``files`` and ``lines`` count what the batch read (files advance the ordinal used
         in ``seq``); ``rejects`` are its unparseable lines; ``names`` maps the file
         ordinals of the batch's edges (``seq >> 40``) to the names of their files, for the
-        late-edge records and warnings (``file:line``; without a name: ``seq N``).
+        late-edge records and warnings (``file:line``; without a name: ``seq N``);
+        ``places``, from a source of records, where its lines came from
+        (:func:`record_places`), for the late edges' records.
 
         The report warns (:attr:`BatchReport.warnings`) when edges turn up late behind an
         edge that had moved event time more than the window and the lateness beyond the
@@ -358,7 +380,7 @@ class StreamOperator:
             st.buffer = on_time if st.buffer is None else pa.concat_tables(
                 [st.buffer, on_time], promote_options="permissive")
         report = self._advance(batch_id, started, edges.num_rows, late, rejects, files, lines,
-                               names=names)
+                               names=names, places=places)
         report.warnings = warnings
         return report
 
@@ -384,6 +406,21 @@ class StreamOperator:
         if self._state.last_batch == -1 and (saved := self._saved_batches()):
             self._load(saved[-1])
         return self._state.last_batch
+
+    def settled_before(self, final: bool = False) -> int | None:
+        """An event time before which every match of the stream so far has been reported
+        (None: none known): at the end-of-input flush (``final``) the frontier, past every
+        edge; else the frontier less the query's extent -- a match's edges are released
+        once the frontier passes them, and it is decided within the extent of its first.
+        A query over the whole stream, or with an extent counted in edges, has none."""
+        frontier = self._state.frontier
+        if frontier == _NEVER:
+            return None
+        if final:
+            return int(frontier)
+        if self.job.whole_stream or self.extent.unit != "us":
+            return None
+        return int(frontier - self.extent.size)
 
     def state_size(self) -> dict[str, int]:
         buffered = 0 if self._state.buffer is None else self._state.buffer.num_rows
@@ -415,7 +452,7 @@ class StreamOperator:
     def _advance(self, batch_id: int, started: float, edges_in: int, late: pa.Table | None,
                  rejects: pa.Table | None, files: int, lines: int,
                  checkpoint: bool = True, names: dict[int, str] | None = None,
-                 final: bool = False) -> BatchReport:
+                 final: bool = False, places: pa.Table | None = None) -> BatchReport:
         """Release what the frontier passed, match it (with what the engine reports as
         the frontier passes; at the end of input, ``final``, what its ``flush`` reports
         where it has one), write the batch, checkpoint."""
@@ -438,9 +475,9 @@ class StreamOperator:
             matches = _joined(matches, end())  # an engine that reports at the stream's end
         late = late if late is not None else empty_edges()
         rejects = rejects if rejects is not None else READ_REJECT_SCHEMA.empty_table()
-        self._emit(batch_id, matches, late, rejects, names)
+        self._emit(batch_id, matches, late, rejects, names, places)
         if self.commit is not None:  # the batch's writes made visible, before its state
-            self.commit(batch_id, final)
+            self.commit(batch_id, final, self.settled_before(final))
         totals = st.totals
         totals.batches += 1
         totals.edges += edges_in
@@ -536,18 +573,15 @@ class StreamOperator:
         return edges.filter(is_late), edges.filter(pc.invert(is_late))
 
     def _emit(self, batch_id: int, matches: pa.Table, late: pa.Table, rejects: pa.Table,
-              names: dict[int, str] | None = None) -> None:
+              names: dict[int, str] | None = None, places: pa.Table | None = None) -> None:
         if self.sink is not None:
             self.sink.write(matches, batch_id)
         if self.on_matches is not None and matches.num_rows:
             self.on_matches(matches, batch_id)
         if self.late_sink is not None and late.num_rows:
-            self.late_sink.write(self._late_records(late, names), batch_id)
+            self.late_sink.write(late_records(self.job, late, names, places), batch_id)
         if self.reject_sink is not None and rejects.num_rows:
             self.reject_sink.write(rejects, batch_id)
-
-    def _late_records(self, late: pa.Table, names: dict[int, str] | None) -> pa.Table:
-        return late_records(self.job, late, names)
 
     # -- checkpoints ------------------------------------------------------------------
 
@@ -635,17 +669,37 @@ class StreamOperator:
             self._engine.advance(self._state.frontier)
 
 
-def late_records(job: ReplayJob, late: pa.Table, names: dict[int, str] | None) -> pa.Table:
+def late_records(job: ReplayJob, late: pa.Table, names: dict[int, str] | None,
+                 places: pa.Table | None = None) -> pa.Table:
     """Late edges as the input gave them (endpoints as read), with the file and line they
     came from first (``file`` null where the source has no files; ``names``: file ordinal
-    -> name, as :meth:`StreamOperator.process` takes it)."""
+    -> name, as :meth:`StreamOperator.process` takes it); from a source of records
+    (``places``, :func:`record_places`), each edge's record last: ``topic``, ``partition``,
+    ``offset``."""
     seq = late.column("seq").to_numpy()
     index = seq >> FILE_INDEX_SHIFT
     files = [names.get(int(i)) if names else None for i in index]
     lines = seq & ((1 << FILE_INDEX_SHIFT) - 1) if names else seq
     edges = job.orient(late)  # swapping back: the query's orientation is its own
-    return pa.Table.from_arrays([pa.array(files, pa.string()), pa.array(lines, pa.int64()),
-                                 *edges.columns], names=["file", "line", *edges.column_names])
+    table = pa.Table.from_arrays([pa.array(files, pa.string()), pa.array(lines, pa.int64()),
+                                  *edges.columns], names=["file", "line", *edges.column_names])
+    if places is None or places.num_rows == 0:
+        return table
+    record = np.searchsorted(places.column("first_seq").to_numpy(), seq, side="right") - 1
+    taken = pa.array(record)
+    for name in ("topic", "partition", "offset"):
+        table = table.append_column(name, places.column(name).take(taken))
+    return table
+
+
+def record_places(first_seq: np.ndarray, topic: pa.Array, partition: pa.Array,
+                  offset: pa.Array) -> pa.Table:
+    """Where the lines of a batch from a source of records (Kafka) came from: the ``seq``
+    of each record's first line (ascending), and the record's topic, partition, offset
+    (:func:`late_records` finds a line's record by its ``seq``)."""
+    return pa.table({"first_seq": pa.array(first_seq, pa.int64()),
+                     "topic": topic.cast(pa.string()), "partition": partition.cast(pa.int32()),
+                     "offset": offset.cast(pa.int64())})
 
 
 def _joined(first: pa.Table, more: pa.Table) -> pa.Table:

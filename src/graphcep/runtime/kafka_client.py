@@ -1,0 +1,186 @@
+"""graphcep's own Kafka clients (confluent-kafka, librdkafka): what the Kafka sink
+(:mod:`graphcep.runtime.kafka_sink`) and the checks of the Kafka source
+(:mod:`graphcep.runtime.kafka_source`: its topics, its partitions' lag, records lost)
+share -- the module, the settings from ``--kafka-option`` pairs, quiet clients, offsets.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import re
+from typing import Any
+
+from graphcep.patterns.subgraph import QueryError
+
+#: Seconds to wait for a broker's answer at start, and to the checks' requests.
+CONNECT_TIMEOUT_S = 3.0
+
+#: Where the Kafka clients' own log lines go: nowhere (a failure raises, one line).
+_QUIET = logging.getLogger("graphcep.kafka.client")
+_QUIET.addHandler(logging.NullHandler())
+_QUIET.propagate = False
+
+
+
+def confluent() -> Any:
+    """The ``confluent_kafka`` module, or one line saying how to install it."""
+    try:
+        import confluent_kafka
+        import confluent_kafka.admin  # noqa: F401 -- loads the submodule used below
+    except ImportError:
+        raise QueryError("a kafka:// output needs the confluent-kafka package: pip install "
+                         "'graphcep[kafka]'") from None
+    return confluent_kafka
+
+
+
+#: The settings among ``--kafka-option kafka.KEY=VALUE`` that a graphcep Kafka client
+#: (confluent-kafka: the sink's producer, the topic check) takes too: how to reach and
+#: authenticate to the brokers. The consumer's other settings are Spark's alone.
+SECURITY_KEYS = ("security.protocol", "ssl.", "sasl.")
+_JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"([^"]*)"')
+
+
+def client_settings(options: dict[str, str]) -> dict[str, str]:
+    """The security settings among the reader options of ``--kafka-option`` pairs
+    (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``; the pairs parsed by
+    :func:`~graphcep.runtime.kafka_source.kafka_options`), named as confluent-kafka
+    (librdkafka) names them:
+    the same names as Spark's Java client, but ``sasl.jaas.config``, whose ``username``
+    and ``password`` become ``sasl.username`` and ``sasl.password``. A setting librdkafka
+    does not have is one line (:func:`check_client_settings`).
+
+    >>> client_settings({"kafka.security.protocol": "SASL_SSL", "failOnDataLoss": "false",
+    ...     "kafka.sasl.jaas.config": 'org.apache.kafka.common.security.plain.PlainLoginModule '
+    ...     'required username="u" password="p";', "kafka.isolation.level": "read_committed"})
+    {'security.protocol': 'SASL_SSL', 'sasl.username': 'u', 'sasl.password': 'p'}
+    """
+    settings: dict[str, str] = {}
+    for key, value in options.items():
+        name = key.removeprefix("kafka.")
+        if name == key or not name.startswith(SECURITY_KEYS):
+            continue
+        if name == "sasl.jaas.config":
+            fields = dict(_JAAS_FIELD.findall(value))
+            if set(fields) != {"username", "password"}:
+                raise QueryError("--kafka-option kafka.sasl.jaas.config: a Kafka output or "
+                                 "topic check reads username=\"...\" and password=\"...\" "
+                                 "from it; give kafka.sasl.username and kafka.sasl.password "
+                                 "instead")
+            settings.update({"sasl.username": fields["username"],
+                             "sasl.password": fields["password"]})
+        else:
+            settings[name] = value
+    return settings
+
+
+def check_client_settings(settings: dict[str, str]) -> None:
+    """One line when confluent-kafka refuses the settings: one it does not have (a Java
+    client's own, such as ``ssl.truststore.location``: give ``ssl.ca.location``, a PEM
+    file, instead), or a value it cannot use."""
+    if not settings:
+        return
+    kafka = confluent()
+    try:
+        kafka.Producer({**settings, "logger": _QUIET})
+    except kafka.KafkaException as err:
+        reason = kafka_reason(err)
+        unknown = re.search(r'No such configuration property: "([^"]+)"', reason)
+        if unknown:
+            raise QueryError(f"--kafka-option kafka.{unknown.group(1)}: not a setting of "
+                             "graphcep's Kafka client, librdkafka") from None
+        raise QueryError(f"--kafka-option: graphcep's Kafka client, librdkafka, refuses "
+                         f"the security settings ({reason})") from None
+
+
+def check_topics(bootstrap: str, topics: list[str], settings: dict[str, str],
+                 timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """One line, before Spark starts, when the brokers lack a topic of ``topics`` (Spark's
+    source says so only once its query runs). Nothing is said here without
+    confluent-kafka, with settings only Spark's Java client takes, or when the brokers do
+    not answer the metadata request within ``timeout_s``: Spark's source then decides,
+    as it would without the check."""
+    try:
+        kafka = confluent()
+    except QueryError:
+        return
+    try:  # settings only Spark's Java client takes fail here
+        admin = kafka.admin.AdminClient(client_config(settings, bootstrap_servers=bootstrap))
+        have = admin.list_topics(timeout=timeout_s).topics
+    except kafka.KafkaException:
+        return
+    missing = [topic for topic in topics if topic not in have]
+    if missing:
+        known = sorted(name for name in have if not name.startswith("_"))
+        shown = ", ".join(known[:10]) + (", ..." if len(known) > 10 else "") or "none"
+        raise QueryError(f"--source kafka://{bootstrap}/{','.join(topics)}: the brokers have "
+                         f"no topic {', '.join(missing)} (topics there: {shown})")
+
+
+def earliest_offset(bootstrap: str, settings: dict[str, str], topic: str, partition: int,
+                    timeout_s: float = CONNECT_TIMEOUT_S) -> int | None:
+    """The earliest offset a partition holds now (None: confluent-kafka absent, or no
+    answer within ``timeout_s``)."""
+    found = _watermarks(bootstrap, settings, [(topic, partition)], timeout_s)
+    return None if not found else found[(topic, partition)][0]
+
+
+def end_offsets(bootstrap: str, settings: dict[str, str], partitions: list[tuple[str, int]],
+                timeout_s: float = CONNECT_TIMEOUT_S) -> dict[tuple[str, int], int] | None:
+    """(topic, partition) -> the offset the next record written there will have, for
+    those of ``partitions`` the brokers answer for within ``timeout_s`` (None:
+    confluent-kafka absent)."""
+    found = _watermarks(bootstrap, settings, partitions, timeout_s)
+    return None if found is None else {key: high for key, (_, high) in found.items()}
+
+
+def _watermarks(bootstrap: str, settings: dict[str, str], partitions: list[tuple[str, int]],
+                timeout_s: float) -> dict[tuple[str, int], tuple[int, int]] | None:
+    try:
+        kafka = confluent()
+    except QueryError:
+        return None
+    try:
+        consumer = kafka.Consumer(client_config(settings, bootstrap_servers=bootstrap,
+                                          group_id="graphcep-offsets",
+                                          enable_auto_commit=False))
+    except kafka.KafkaException:  # settings only Spark's Java client takes
+        return None
+    found = {}
+    try:
+        for topic, partition in partitions:
+            with contextlib.suppress(kafka.KafkaException):
+                low, high = consumer.get_watermark_offsets(
+                    kafka.TopicPartition(topic, partition), timeout=timeout_s, cached=False)
+                found[(topic, partition)] = (int(low), int(high))
+    finally:
+        consumer.close()
+    return found
+
+
+def client_config(given: dict[str, str] | None = None, **settings: Any) -> dict[str, Any]:
+    """A client's settings (``given``: as librdkafka names them, the security ones), its
+    log lines silenced (its failures raise, said in one line)."""
+    return {**(given or {}), **{key.replace("_", "."): value for key, value in settings.items()},
+            "logger": _QUIET}
+
+
+def kafka_reason(err: BaseException) -> str:
+    inner = err.args[0] if err.args else err
+    text = inner.str() if hasattr(inner, "str") else str(inner)
+    return " ".join(text.split())
+
+
+__all__ = [
+    "CONNECT_TIMEOUT_S",
+    "SECURITY_KEYS",
+    "check_client_settings",
+    "check_topics",
+    "client_config",
+    "client_settings",
+    "confluent",
+    "earliest_offset",
+    "end_offsets",
+    "kafka_reason",
+]

@@ -1,0 +1,151 @@
+"""Kafka faults met before Spark starts: a topic the brokers lack, security settings the
+Kafka output's client cannot take; the settings it can, passed to it.
+
+Oracle: the lines and exit status the README promises (one line, status 2, before the
+checkpoint is touched), and the topics a metadata request to the real broker lists.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+
+import pytest
+
+from graphcep.cli import main
+from graphcep.kafka_options import refuse_kafka_options
+from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime import kafka_client
+from graphcep.runtime.kafka_client import check_client_settings, client_settings
+from graphcep.runtime.kafka_source import kafka_options
+from tests.kafka.test_kafka_source import TRIANGLE
+
+JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
+        'username="graphcep" password="s3 cret";')
+
+
+# -- without a broker -------------------------------------------------------------------
+
+
+def test_security_settings_are_named_as_librdkafka_names_them():
+    pairs = ["kafka.security.protocol=SASL_SSL", "kafka.sasl.mechanism=SCRAM-SHA-512",
+             f"kafka.sasl.jaas.config={JAAS}", "kafka.ssl.ca.location=/etc/ca.pem",
+             "kafka.isolation.level=read_committed", "failOnDataLoss=false"]
+    assert client_settings(kafka_options(pairs)) == {
+        "security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+        "sasl.username": "graphcep", "sasl.password": "s3 cret",
+        "ssl.ca.location": "/etc/ca.pem"}
+    assert client_settings({}) == {}
+    with pytest.raises(QueryError, match="reads username=.* and password="):
+        client_settings({"kafka.sasl.jaas.config": "com.example.Module required token=x;"})
+    check_client_settings(client_settings(kafka_options(pairs[:3])))  # librdkafka has every one of them
+    with pytest.raises(QueryError, match="refuses the security settings .*ssl.ca.location"):
+        check_client_settings(client_settings(kafka_options(pairs)))  # no such file: said before Spark
+    with pytest.raises(QueryError, match=r"^--kafka-option kafka.ssl.no.such: not a setting "
+                       "of graphcep's Kafka client, librdkafka$"):
+        check_client_settings({"ssl.no.such": "x"})
+    with pytest.raises(QueryError, match=r"Java TrustStores are not supported, use "
+                       "`ssl.ca.location`"):
+        check_client_settings({"ssl.truststore.location": "/etc/trust.jks"})
+    with pytest.raises(QueryError, match="librdkafka, refuses the security settings"):
+        check_client_settings({"security.protocol": "carrier-pigeon"})
+    given = kafka_client.client_config({"security.protocol": "SSL"}, bootstrap_servers="h:1")
+    assert given["security.protocol"] == "SSL" and given["bootstrap.servers"] == "h:1"
+
+
+def test_a_kafka_output_takes_the_security_options_with_another_source():
+    def args(*pairs: str, output: str | None = "kafka://h/m") -> argparse.Namespace:
+        return argparse.Namespace(kafka_option=list(pairs) or None, output=output, late=None,
+                                  rejects=None, starting_offsets="earliest", kafka_jars=None,
+                                  time="field")
+
+    refuse_kafka_options(args("kafka.security.protocol=SSL", "kafka.sasl.username=u"), "dir")
+    with pytest.raises(QueryError, match="--kafka-option shapes a Kafka source"):
+        refuse_kafka_options(args("kafka.security.protocol=SSL", "failOnDataLoss=false"),
+                             "dir")
+    with pytest.raises(QueryError, match="--kafka-option shapes a Kafka source"):
+        refuse_kafka_options(args("kafka.security.protocol=SSL", output="out/"), "dir")
+
+
+def test_a_java_only_setting_for_the_output_is_one_line_before_the_broker(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    code = main(["stream", str(TRIANGLE), "--source", str(tmp_path / "in"), "--checkpoint",
+                 str(tmp_path / "ck"), "--once", "--output", "kafka://127.0.0.1:1/m",
+                 "--kafka-option", "kafka.ssl.truststore.location=/etc/trust.jks"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "--kafka-option: graphcep's Kafka client, librdkafka, refuses the security " \
+           "settings (Java TrustStores are not supported, use `ssl.ca.location`" in err
+    assert not (tmp_path / "ck").exists()
+
+
+# -- with the broker --------------------------------------------------------------------
+
+
+@pytest.mark.slow
+def test_an_unknown_topic_is_one_line_before_spark(kafka_broker, tmp_path, capsys):
+    kafka_broker.create_topic("faults-present", partitions=1)
+    started = time.monotonic()
+    code = main(["stream", str(TRIANGLE), "--source",
+                 f"kafka://{kafka_broker.bootstrap}/faults-present,faults-absent",
+                 "--checkpoint", str(tmp_path / "ck"), "--once"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert f"--source kafka://{kafka_broker.bootstrap}/faults-present,faults-absent: the " \
+           "brokers have no topic faults-absent (topics there: " in err
+    assert "faults-present" in err.split("topics there: ")[1]
+    assert time.monotonic() - started < 15
+    assert not (tmp_path / "ck" / "spark").exists()  # Spark never started on it
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_records_deleted_before_they_were_read_are_named(spark, kafka_broker, tmp_path,
+                                                          capsys):
+    """The stream reads offsets 0-9, the topic gets 10-19, retention deletes those before
+    15 (``deleteRecords``, as the log cleaner does) before the stream reads them: by
+    default (Spark's ``failOnDataLoss``) the next run stops, in one line naming the
+    topic, the partition and the offsets lost; with ``--on-data-loss report`` a warning
+    and the summary name them, and the stream reads on (15-19)."""
+    from confluent_kafka import TopicPartition
+    from confluent_kafka.admin import AdminClient
+
+    def edges(first: int) -> list[tuple[int, bytes]]:
+        return [(0, json.dumps({"src": f"v{i % 3}", "dst": f"v{(i + 1) % 3}", "t": i + 1})
+                 .encode()) for i in range(first, first + 10)]
+
+    kafka_broker.create_topic("lossy", partitions=1)
+    kafka_broker.produce("lossy", edges(0))
+    command = ["stream", str(TRIANGLE), "--source", f"kafka://{kafka_broker.bootstrap}/lossy",
+               "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out") + "/",
+               "--quiet", "--once"]
+    assert main(command) == 0, capsys.readouterr().err
+    capsys.readouterr()
+    kafka_broker.produce("lossy", edges(10))
+    admin = AdminClient({"bootstrap.servers": kafka_broker.bootstrap})
+    for future in admin.delete_records([TopicPartition("lossy", 0, 15)]).values():
+        future.result(30)
+    code = main(command)
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert f"micro-batch 1: --source kafka://{kafka_broker.bootstrap}/lossy: records deleted " \
+           "before they were read (retention): topic lossy, partition 0, offsets 10-14; " \
+           "--kafka-option failOnDataLoss=false reads on past them" in err, err
+    code = main([*command, "--on-data-loss", "report", "--summary", "json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert f"graphcep: warning: --source kafka://{kafka_broker.bootstrap}/lossy: records " \
+           "deleted before they were read (retention): lossy/0 offsets 10-14; the stream " \
+           "goes on" in err.splitlines(), err
+    summary = json.loads(out.strip().splitlines()[-1])
+    assert summary["records_lost"] == {"lossy/0": ["10-14"]}
+    assert summary["edges"] == 15  # 0-9, then 15-19
+
+
+def test_settings_only_spark_takes_leave_the_checks_to_spark():
+    """A Java truststore is the Spark source's to use: the topic check and the lag are
+    skipped (no client can be made with it), the source is not refused."""
+    settings = {"ssl.truststore.location": "/etc/trust.jks"}
+    kafka_client.check_topics("127.0.0.1:1", ["t"], settings)
+    assert kafka_client.end_offsets("127.0.0.1:1", settings, [("t", 0)]) is None
