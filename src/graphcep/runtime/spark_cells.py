@@ -36,6 +36,29 @@ Each cell yields at most one row per micro-batch and kind (``match``, ``late``,
 them as part ``b`` of the sinks in ``foreachBatch``, overwriting on a re-run: exactly once,
 as Spark re-runs a batch from the state before it on the same input.
 
+Engines kept alive
+------------------
+Restoring an engine from its snapshot every micro-batch costs work in proportion to its
+window. So each Python worker keeps the engines it stepped (:class:`LiveCells`, keyed by
+the query's start and the cell): a state carries a random version, new with every step,
+and a worker whose kept engine has the version of the state Spark hands it steps that
+engine as it is. Spark reuses its Python workers (``spark.python.worker.reuse``, on by
+default) and its state store runs a cell where it ran before, so this is the common case;
+when another worker stepped the cell since, or Spark re-runs a batch from the state before
+it (a failed task, a restarted driver), the versions differ and the engine is restored
+from the snapshot, which stays the truth. The snapshot itself is still written whole every
+micro-batch (Spark's state store holds one value per key): ``--profile`` shows it is a
+small share of a batch's time (``bench/RESULTS.md``), Spark's own per-batch work the
+large one.
+
+Profile
+-------
+Each cell's step times its phases (state and rows in, restoring, matching, the snapshot,
+state and matches out) and every task's heartbeat to cell 0 its reading and routing;
+they ride in the ``stats`` rows, and
+:class:`~graphcep.runtime.spark_cells_run.CellsProfile` sums them per batch for
+``--profile``.
+
 End of input
 ------------
 :func:`flush_cells` reads the cells' state as the last committed micro-batch left it
