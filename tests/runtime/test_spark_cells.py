@@ -17,14 +17,17 @@ from graphcep.io.generator import generate_netflow
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.runtime.spark_cells import (
+    PACKED,
     CellState,
     LiveCells,
     cell_attributes,
     cell_grid,
     edges_part,
     flush_cell,
+    packed_rows,
     routed_rows,
     step_cell,
+    unpacked_rows,
 )
 from graphcep.runtime.streaming import StreamOperator
 from tests.oracle import brute_force_matches
@@ -48,13 +51,17 @@ def run_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: i
     shares = cell_grid(job, cells)
     states: dict[int, CellState] = {}
     found, late = [], []
+    attrs = attrs if attrs is not None else pa.schema([])
     for batch in batches:
         step = -(-batch.num_rows // partitions) or 1
-        rows = pa.concat_tables([routed_rows(edges_part(batch.slice(i, step)), job, shares,
-                                             attrs)
-                                 for i in range(0, max(batch.num_rows, 1), step)])
-        for cell in sorted(set(rows.column("_cell").to_pylist())):
-            mine = rows.filter(pc.equal(rows.column("_cell"), cell))
+        # each task's rows packed one Spark row per cell, as the shuffle carries them
+        packed = pa.Table.from_batches([
+            packed_rows(routed_rows(edges_part(batch.slice(i, step)), job, shares, attrs))
+            for i in range(0, max(batch.num_rows, 1), step)], schema=PACKED).to_pandas()
+        for cell in sorted(set(packed["_cell"])):
+            frames = [packed[packed["_cell"] == cell]]
+            mine = unpacked_rows(iter(frames), attrs)
+            assert set(mine.column("_cell").to_pylist()) == {cell}
             result = step_cell(job, shares, lateness, cell, states.get(cell), mine)
             states[cell] = result.state
             found.append(result.matches)

@@ -116,6 +116,8 @@ OUTPUT_DDL = "kind string, rows binary"
 STATE_DDL = "blob binary"
 _KEYS = pa.schema([("_cell", pa.int64()), ("_kind", pa.int32()), ("_file", pa.int64()),
                    ("_meta", pa.binary())])
+#: a task's rows for one cell as Arrow IPC (:func:`packed_rows`)
+PACKED = pa.schema([("_cell", pa.int64()), ("rows", pa.binary())])
 _CORE = pa.schema([("t", pa.int64()), ("src", pa.string()), ("dst", pa.string()),
                    ("dur", pa.int64()), ("seq", pa.int64())])
 _NEVER = int(np.iinfo(np.int64).min)
@@ -174,6 +176,29 @@ def routed_rows(part: SourcePart, job: SubgraphJob, shares: Shares,
          np.zeros(count, np.int64), metas),
     ]
     return pa.concat_tables([_keyed(attrs, *p) for p in parts])
+
+
+def packed_rows(rows: pa.Table) -> pa.RecordBatch:
+    """A task's routed rows as one Spark row per cell (:data:`PACKED`): the cell's rows
+    as Arrow IPC bytes. Spark then shuffles a few rows per task, not a row per copy of
+    an edge, and the cell reads its rows back from Arrow without a pass through pandas."""
+    cells = rows.column("_cell").to_numpy()
+    order = np.argsort(cells, kind="stable")
+    cells = cells[order]
+    rows = rows.take(pa.array(order))
+    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]]) if len(cells) else []
+    stops = np.r_[starts[1:], len(cells)] if len(cells) else []
+    payloads = [_ipc(rows.slice(int(a), int(b - a))) for a, b in zip(starts, stops, strict=True)]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(cells[starts] if len(cells) else [], pa.int64()),
+         pa.array(payloads, pa.binary())], schema=PACKED)
+
+
+def unpacked_rows(frames: Iterator[Any], attrs: pa.Schema) -> pa.Table:
+    """A cell's rows of a micro-batch from the pandas frames of :func:`packed_rows`' rows."""
+    tables = [pa.ipc.open_stream(payload).read_all()
+              for frame in frames for payload in frame["rows"]]
+    return pa.concat_tables(tables) if tables else routed_schema(attrs).empty_table()
 
 
 def _conformed(edges: pa.Table, attrs: pa.Schema) -> tuple[pa.Table, np.ndarray]:
@@ -467,14 +492,12 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table], SourcePart],
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    schema = routed_schema(attrs)
-
     def route_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
             started = time.perf_counter()
             part = read_part(pa.Table.from_batches([batch]))
-            yield from routed_rows(part, job, shares, attrs,
-                                   time.perf_counter() - started).to_batches()
+            yield packed_rows(routed_rows(part, job, shares, attrs,
+                                          time.perf_counter() - started))
 
     run = os.urandom(8).hex()  # this query's start: its cells' live engines are its own
 
@@ -483,9 +506,7 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table], SourcePart],
         with clock.phase("state in"):
             state = pickle.loads(group.get[0]) if group.exists else None
         with clock.phase("rows in"):
-            rows = pa.concat_tables([pa.Table.from_pandas(f, schema=schema,
-                                                          preserve_index=False)
-                                     for f in frames])
+            rows = unpacked_rows(frames, attrs)
         live = live_cells().take((run, cell), state)
         step = step_cell(job, shares, lateness_us, cell, state, rows, live, clock)
         with clock.phase("state out"):
@@ -493,7 +514,7 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table], SourcePart],
         live_cells().keep((run, cell), step)
         yield _output_rows(step, clock)
 
-    routed = stream_df.mapInArrow(route_partition, from_arrow_schema(schema))
+    routed = stream_df.mapInArrow(route_partition, from_arrow_schema(PACKED))
     return routed.groupBy("_cell").applyInPandasWithState(
         run_cell, OUTPUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
 
