@@ -3,8 +3,9 @@
 The driver's streaming operator (:mod:`graphcep.runtime.streaming`) reorders, matches and
 checkpoints in the driver. Here the matching runs in Spark's executors instead: every
 micro-batch is read and routed to the cells of
-:func:`~graphcep.runtime.hypercube.choose_shares`'s grid as Spark rows keyed by cell
-(``mapInArrow``; a source's files are read in the executors too), and
+:func:`~graphcep.runtime.hypercube.choose_shares`'s grid, one Spark row per task and
+cell holding that cell's rows as Arrow IPC (``mapInArrow``, :func:`packed_rows`; a
+source's files are read in the executors too), and
 ``applyInPandasWithState`` hands each cell its rows together with its state -- one
 compact blob: the engine's :meth:`snapshot`, the cell's reorder buffer, the newest time,
 the frontier and the count of files read. Spark checkpoints and recovers that state with
