@@ -285,8 +285,8 @@ def main(argv: list[str] | None = None) -> int:
         print(rows[-1], flush=True)
         if cells is not None:
             profiles.append(profile_row(name, profile))
-            work = profile.busiest + sum(profile.seconds.get(p, 0.0) for p in ("read", "route"))
-            own[cells] = args.edges / work if work else 0.0
+            spent = profile.busiest + sum(profile.seconds.get(p, 0.0) for p in ("read", "route"))
+            own[cells] = args.edges / spent if spent else 0.0
     spark.stop()
     load = os.getloadavg()[0]
     rate_table, summary = [], {}

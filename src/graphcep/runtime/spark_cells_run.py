@@ -71,10 +71,9 @@ class CellsProfile:
     def add(self, batch_id: int, stats: list[dict[str, Any]], wall: float) -> str:
         """Count one micro-batch's cells' stats; its line (per batch, per cell)."""
         spent = {name: sum(s.get(SECONDS + name, 0.0) for s in stats) for name in PHASES}
-        own = [(sum(v for k, v in s.items() if k.startswith(SECONDS)
-                    and k[len(SECONDS):] not in _TASK_PHASES), cell)
-               for cell, s in enumerate(stats)]
-        busiest, where = max(own, default=(0.0, 0))
+        own = [sum(v for k, v in s.items() if k.startswith(SECONDS)
+                   and k[len(SECONDS):] not in _TASK_PHASES) for s in stats]
+        busiest = max(own, default=0.0)
         routing = sum(spent[p] for p in _TASK_PHASES) / max(1, self.tasks)
         rest = max(0.0, wall - busiest - routing)
         restored = sum(s.get("restored", 0) for s in stats)
@@ -89,7 +88,7 @@ class CellsProfile:
         return (f"graphcep: profile: micro-batch {batch_id}: {wall:.3f} s; {len(stats)} "
                 f"cell steps in {len(processes)} Python workers, {restored} restored from "
                 f"snapshots; summed s: {parts}; busiest "
-                f"cell step {busiest:.3f} s (row {where}); Spark and the driver {rest:.3f} s")
+                f"cell step {busiest:.3f} s; Spark and the driver {rest:.3f} s")
 
     def phases(self) -> dict[str, float]:
         """The totals as ``--profile``'s nested phases."""
