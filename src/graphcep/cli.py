@@ -903,7 +903,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
 
         refuse_short_keep(job, widening[0])
     drawing = job.plan_dot() if getattr(args, "dot", None) else None  # refused before the plan
-    print("\n".join(explain_lines(job, widening)))
+    lines = explain_lines(job, widening)
+    if widening is None:  # windows are cut in the driver, not split into cells
+        from graphcep.runtime.hypercube import partitioning_lines
+
+        lines += ["", *partitioning_lines(job)]
+    print("\n".join(lines))
     if drawing is not None:
         with writing(args.dot):  # parent directories created, as for -o
             Path(args.dot).parent.mkdir(parents=True, exist_ok=True)

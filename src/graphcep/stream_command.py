@@ -100,7 +100,7 @@ from graphcep.runtime.streaming import (
     print_report,
     print_warnings,
 )
-from graphcep.timing import Phases
+from graphcep.timing import NESTED, Phases
 
 FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS, *RECORD_FORMATS)
 
@@ -505,7 +505,7 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
     checkpoint = Path(args.checkpoint)
     run = CellsRun(job, cells=args.cells, default_cells=spark.sparkContext.defaultParallelism,
                    lateness_us=seconds_to_us(args.lateness), checkpoint=checkpoint, attrs=attrs,
-                   on_report=on_report,
+                   on_report=on_report, profile=args.profile,
                    sinks={"matches": sink,
                           "late": PartWriter(args.late or checkpoint / "late"),
                           "rejects": PartWriter(args.rejects or checkpoint / "rejects")})
@@ -521,6 +521,8 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
                     await_query(query, run, None if args.once else args.run_for, source)
                 finally:
                     stop_between_batches(query, run)
+            if run.profile is not None:  # the batches' parts, under them
+                phases.update(run.profile.phases(), prefix=NESTED)
             if args.once:
                 with phases.phase("end-of-input flush"):
                     run.flush(spark)

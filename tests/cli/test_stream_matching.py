@@ -96,9 +96,16 @@ def test_executor_mode_equals_the_oracle_and_the_driver_mode(spark, tmp_path, ca
     assert set(match_keys(tmp_path / "driver" / "out")) == want
     for cells in (1, 8, 27):
         work = tmp_path / f"cells-{cells}"
+        profile = ("--profile",) if cells == 8 else ()
         summary = stream(work, source, query, "--matching", "executors", "--cells", str(cells),
-                         capsys=capsys)
+                         *profile, capsys=capsys)
         assert summary["matching"].startswith("executors")
+        if profile:  # the cells' phases under the micro-batches, summed over batches
+            phases = summary["phases"]
+            assert "  cells: matching (summed)" in phases
+            assert "  cells: routing to cells (tasks) (summed)" in phases
+            assert 0 < phases["  Spark and the driver (the rest of the batches)"] \
+                <= phases["micro-batches"]
         got = match_keys(work / "out")
         assert len(got) == len(set(got)), f"{cells} cells: a match written twice"
         assert set(got) == want, f"{cells} cells"

@@ -28,6 +28,8 @@ from graphcep.runtime.hypercube import (
     expected_cell_loads,
     expected_copies,
     home_filter,
+    key_variable,
+    partitioning_lines,
     replay_cells,
     route,
 )
@@ -348,3 +350,37 @@ def test_vertex_hash_is_the_same_in_every_process():
     (first, salted_1), (second, salted_2) = outputs
     assert salted_1 != salted_2  # Python's own hash differs between these processes
     assert first == second == str(vertex_hash(pa.array(values)).tolist())[:-1]
+
+
+@pytest.mark.parametrize(("text", "key"), [
+    ("{ h e1 a; h e2 b; starttime(e1) < starttime(e2); starttime(e2) - starttime(e1) <= 2; }",
+     "h"),
+    ("{ a e1 h; b e2 h; c e3 h; starttime(e1) < starttime(e2); starttime(e2) < starttime(e3);"
+     " starttime(e3) - starttime(e1) <= 2; }", "h"),
+    ("{ x e1 y; y e2 z; starttime(e1) < starttime(e2); starttime(e2) - starttime(e1) <= 2; }",
+     "y"),
+    ("{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2); starttime(e2) < starttime(e3);"
+     " starttime(e3) - starttime(e1) <= 10; }", None),
+])
+def test_explain_names_the_partitioning_and_the_copies_routing_makes(text, key):
+    """Keyed by the variable on every query edge (a star's edge goes to one cell), else
+    HyperCube; the copies per edge ``explain`` prints are what :func:`route` does to random
+    edges between distinct vertices (within 3 %)."""
+    query = parse_query(text)
+    assert key_variable(query) == key
+    lines = partitioning_lines(query, (8, 64))
+    assert (f"keyed by {key}," in lines[0]) if key else ("HyperCube" in lines[0])
+    rng = np.random.default_rng(3)
+    src = rng.integers(0, 100_000, 20_000)
+    dst = (src + rng.integers(1, 100_000, 20_000)) % 100_000
+    edges = pa.table({"t": np.arange(20_000, dtype=np.int64), "src": [f"v{v}" for v in src],
+                      "dst": [f"v{v}" for v in dst]})
+    for count, line in zip((8, 64), lines[1:], strict=True):
+        shares = choose_shares(query, count)
+        assert shares.keyed_on(query) == key
+        _, rows = route(edges, query, shares)
+        measured = len(rows) / edges.num_rows
+        printed = float(line.split(", ")[1].split(" ")[0])
+        assert printed == pytest.approx(measured, rel=0.03), line
+        if key == "h":
+            assert measured == 1.0 and " 1 copy per edge" in line

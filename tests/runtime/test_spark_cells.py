@@ -4,6 +4,8 @@ Spark, across a restart from its checkpoint and a SIGKILL of the driver."""
 
 from __future__ import annotations
 
+import pickle
+
 import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
@@ -15,13 +17,17 @@ from graphcep.io.generator import generate_netflow
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.runtime.spark_cells import (
+    PACKED,
     CellState,
+    LiveCells,
     cell_attributes,
     cell_grid,
     edges_part,
     flush_cell,
+    packed_rows,
     routed_rows,
     step_cell,
+    unpacked_rows,
 )
 from graphcep.runtime.streaming import StreamOperator
 from tests.oracle import brute_force_matches
@@ -45,13 +51,17 @@ def run_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: i
     shares = cell_grid(job, cells)
     states: dict[int, CellState] = {}
     found, late = [], []
+    attrs = attrs if attrs is not None else pa.schema([])
     for batch in batches:
         step = -(-batch.num_rows // partitions) or 1
-        rows = pa.concat_tables([routed_rows(edges_part(batch.slice(i, step)), job, shares,
-                                             attrs)
-                                 for i in range(0, max(batch.num_rows, 1), step)])
-        for cell in sorted(set(rows.column("_cell").to_pylist())):
-            mine = rows.filter(pc.equal(rows.column("_cell"), cell))
+        # each task's rows packed one Spark row per cell, as the shuffle carries them
+        packed = pa.Table.from_batches([
+            packed_rows(routed_rows(edges_part(batch.slice(i, step)), job, shares, attrs))
+            for i in range(0, max(batch.num_rows, 1), step)], schema=PACKED).to_pandas()
+        for cell in sorted(set(packed["_cell"])):
+            frames = [packed[packed["_cell"] == cell]]
+            mine = unpacked_rows(iter(frames), attrs)
+            assert set(mine.column("_cell").to_pylist()) == {cell}
             result = step_cell(job, shares, lateness, cell, states.get(cell), mine)
             states[cell] = result.state
             found.append(result.matches)
@@ -128,6 +138,71 @@ def test_cells_carry_the_attributes_the_predicates_read(cells):
     on_time = [r for r in table.to_pylist() if r["seq"] not in late]
     want = brute_force_matches(job.query, on_time)
     assert want and set(keys(found)) == want and len(keys(found)) == len(want)
+
+
+def run_live_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: int,
+                   workers: list[int], reruns: set[int]) -> tuple[list[pa.Table], int]:
+    """The cells' steps as Spark's Python workers run them: two workers, each keeping the
+    engines it stepped (:class:`LiveCells`), step ``i`` of the run on worker
+    ``workers[i % len(workers)]``; a step whose number is in ``reruns`` is run, then lost
+    (its batch re-run from the state before it: a failed task, a killed driver), then run
+    again on the next worker. The state store keeps the blobs. The matches the committed
+    steps report, flush included, and how many steps found their engine alive."""
+    shares = cell_grid(job, cells)
+    pool, store = [LiveCells(), LiveCells()], {}
+    found, alive, number = [], 0, 0
+    for batch in batches:
+        rows = routed_rows(edges_part(batch), job, shares)
+        for cell in sorted(set(rows.column("_cell").to_pylist())):
+            mine = rows.filter(pc.equal(rows.column("_cell"), cell))
+            for _ in range(2 if number in reruns else 1):
+                live = pool[workers[number % len(workers)]]
+                number += 1
+                state = pickle.loads(store[cell]) if cell in store else None
+                engine = live.take(("run", cell), state)
+                alive += engine is not None
+                step = step_cell(job, shares, lateness, cell, state, mine, engine)
+                live.keep(("run", cell), step)
+            store[cell] = step.state.blob()  # the last run of the batch is committed
+            found.append(step.matches)
+    found.extend(flush_cell(job, shares, cell, pickle.loads(blob)).matches
+                 for cell, blob in store.items())
+    return found, alive
+
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(seed=st.integers(0, 10_000), cells=st.sampled_from([1, 8]),
+       workers=st.lists(st.integers(0, 1), min_size=1, max_size=5),
+       reruns=st.sets(st.integers(0, 30), max_size=6))
+def test_live_engines_match_like_the_oracle_across_workers_and_reruns(seed, cells, workers,
+                                                                     reruns):
+    """An engine kept alive serves only the state its snapshot is in: a cell moved to the
+    other worker, or a batch re-run from the state before it, restores from the blob (a
+    live engine that had already taken the batch would report its matches twice or
+    refuse the edges as out of order)."""
+    table = generate_netflow(120, 8, 20, seed=seed).select(["t", "src", "dst", "dur", "seq"])
+    delays = [((i * 104729 + seed) % 4) * S for i in range(table.num_rows)]
+    batches = arrival_batches(table, delays, [20, 45, 70, 90, 105])
+    job = triangle_job()
+    found, _ = run_live_cells(job, batches, cells, S, workers, reruns)
+    late = late_seqs(batches, S)
+    on_time = [r for r in table.to_pylist() if r["seq"] not in late]
+    got = keys(found)
+    assert len(got) == len(set(got)), "a match was reported twice"
+    assert set(got) == brute_force_matches(job.query, on_time)
+
+
+def test_one_worker_keeps_every_engine_alive_after_the_first_batch():
+    """With one worker and no failure, every step after a cell's first finds its engine
+    alive (no restore), and the matches are the restoring steps' own."""
+    table, batches = stream_batches(400, 80)
+    job = triangle_job()
+    found, alive = run_live_cells(job, batches, 8, 2 * S, [0], set())
+    restored, _ = run_cells(job, batches, 8, 2 * S, partitions=1, flush=True)
+    steps = sum(len(set(routed_rows(edges_part(b), job, cell_grid(job, 8))
+                        .column("_cell").to_pylist())) for b in batches)
+    assert alive == steps - 8  # each of the 8 cells restores nothing at its first step
+    assert sorted(keys(found)) == sorted(keys(restored))
 
 
 # -- on Spark ------------------------------------------------------------------------------

@@ -115,8 +115,9 @@ from graphcep.engines.subgraph.engine import predicate_mask
 from graphcep.events import empty_matches, max_duration_of, normalize_edges
 from graphcep.hashing import vertex_hash
 from graphcep.jobs import as_job
+from graphcep.jobs.base import ReplayJob
 from graphcep.jobs.subgraph import SubgraphJob
-from graphcep.patterns.subgraph import SubgraphQuery
+from graphcep.patterns.subgraph import QueryError, SubgraphQuery
 from graphcep.runtime.local import replay_job
 
 __all__ = [
@@ -127,6 +128,8 @@ __all__ = [
     "free_offsets",
     "home_cells",
     "home_filter",
+    "key_variable",
+    "partitioning_lines",
     "replay_cell",
     "replay_cells",
     "route",
@@ -334,6 +337,56 @@ def _congruence_probability(coords: np.ndarray, shares: np.ndarray,
         ok &= (coords[x] - coords[y]) % math.gcd(int(shares[x]), int(shares[y])) == 0
     lcm = math.lcm(*(int(shares[x]) for x in variables))
     return ok / lcm
+
+
+def key_variable(query: SubgraphQuery) -> str | None:
+    """A vertex variable on every query edge (the first in the query's order), else None:
+    keyed partitioning needs no copies beyond the key's own ends."""
+    return next((v for v in query.vertices
+                 if all(v in (e.src, e.dst) for e in query.edges)), None)
+
+
+def partitioning_lines(job: ReplayJob | SubgraphQuery, counts: tuple[int, ...] = (8, 64)
+                       ) -> list[str]:
+    """How cells split the job's query (``graphcep explain``): keyed by a vertex variable
+    or HyperCube, and for ``counts`` cells the grid, the copies per edge and the busiest
+    cell's share of the stream (:func:`choose_shares`' model: uniform hashes, no skew).
+
+    >>> from graphcep.lang.sal import parse_query
+    >>> print("\\n".join(partitioning_lines(parse_query(
+    ...     "{ h e1 a; h e2 b; starttime(e1) < starttime(e2); starttime(e2) - starttime(e1) <= 2; }"
+    ... ), (8,))))
+    cells (graphcep stream --cells N): keyed by h, on every query edge: an edge goes to the one cell of its h vertex
+      --cells 8: grid h:8 x a:1 x b:1, 1 copy per edge, busiest cell 0.125 of the stream
+    """
+    head = "cells (graphcep stream --cells N)"
+    try:
+        query = as_job(job).cell_query()
+    except QueryError as err:
+        return [f"{head}: none, {' '.join(str(err).split())}: it matches in one engine"]
+    key = key_variable(query)
+    if key is None:
+        how = (f"HyperCube over {', '.join(query.vertices)} (no vertex variable is on every "
+               "query edge): an edge is copied to every cell its ends agree with")
+    elif all(e.src == key for e in query.edges) or all(e.dst == key for e in query.edges):
+        how = f"keyed by {key}, on every query edge: an edge goes to the one cell of its {key} vertex"
+    else:
+        how = (f"keyed by {key}, on every query edge: an edge goes to the cells of its source "
+               f"and its target ({key} is the source of one query edge and the target of another)")
+    lines = [f"{head}: {how}"]
+    for count in counts:
+        shares = choose_shares(query, count)
+        grid = " x ".join(f"{v}:{n}" for v, n in zip(shares.variables, shares.shares,
+                                                      strict=True))
+        copies = shares.expected_copies
+        if shares.cells == 1:
+            lines.append(f"  --cells {count}: one cell (a grid of at most {count} cells "
+                         "would send one cell every edge)")
+            continue
+        lines.append(f"  --cells {count}: grid {grid}, {copies:.3g} "
+                     f"cop{'y' if copies == 1 else 'ies'} per edge, busiest cell "
+                     f"{shares.max_load:.3g} of the stream")
+    return lines
 
 
 # -- routing -------------------------------------------------------------------------

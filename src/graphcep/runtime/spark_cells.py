@@ -3,8 +3,9 @@
 The driver's streaming operator (:mod:`graphcep.runtime.streaming`) reorders, matches and
 checkpoints in the driver. Here the matching runs in Spark's executors instead: every
 micro-batch is read and routed to the cells of
-:func:`~graphcep.runtime.hypercube.choose_shares`'s grid as Spark rows keyed by cell
-(``mapInArrow``; a source's files are read in the executors too), and
+:func:`~graphcep.runtime.hypercube.choose_shares`'s grid, one Spark row per task and
+cell holding that cell's rows as Arrow IPC (``mapInArrow``, :func:`packed_rows`; a
+source's files are read in the executors too), and
 ``applyInPandasWithState`` hands each cell its rows together with its state -- one
 compact blob: the engine's :meth:`snapshot`, the cell's reorder buffer, the newest time,
 the frontier and the count of files read. Spark checkpoints and recovers that state with
@@ -36,6 +37,29 @@ Each cell yields at most one row per micro-batch and kind (``match``, ``late``,
 them as part ``b`` of the sinks in ``foreachBatch``, overwriting on a re-run: exactly once,
 as Spark re-runs a batch from the state before it on the same input.
 
+Engines kept alive
+------------------
+Restoring an engine from its snapshot every micro-batch costs work in proportion to its
+window. So each Python worker keeps the engines it stepped (:class:`LiveCells`, keyed by
+the query's start and the cell): a state carries a random version, new with every step,
+and a worker whose kept engine has the version of the state Spark hands it steps that
+engine as it is. Spark reuses its Python workers (``spark.python.worker.reuse``, on by
+default) and its state store runs a cell where it ran before, so this is the common case;
+when another worker stepped the cell since, or Spark re-runs a batch from the state before
+it (a failed task, a restarted driver), the versions differ and the engine is restored
+from the snapshot, which stays the truth. The snapshot itself is still written whole every
+micro-batch (Spark's state store holds one value per key): ``--profile`` shows it is a
+small share of a batch's time (``bench/RESULTS.md``), Spark's own per-batch work the
+large one.
+
+Profile
+-------
+Each cell's step times its phases (state and rows in, restoring, matching, the snapshot,
+state and matches out) and every task's heartbeat to cell 0 its reading and routing;
+they ride in the ``stats`` rows, and
+:class:`~graphcep.runtime.spark_cells_run.CellsProfile` sums them per batch for
+``--profile``.
+
 End of input
 ------------
 :func:`flush_cells` reads the cells' state as the last committed micro-batch left it
@@ -51,8 +75,12 @@ the input.
 
 from __future__ import annotations
 
+import os
 import pickle
+import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -89,6 +117,8 @@ OUTPUT_DDL = "kind string, rows binary"
 STATE_DDL = "blob binary"
 _KEYS = pa.schema([("_cell", pa.int64()), ("_kind", pa.int32()), ("_file", pa.int64()),
                    ("_meta", pa.binary())])
+#: a task's rows for one cell as Arrow IPC (:func:`packed_rows`)
+PACKED = pa.schema([("_cell", pa.int64()), ("rows", pa.binary())])
 _CORE = pa.schema([("t", pa.int64()), ("src", pa.string()), ("dst", pa.string()),
                    ("dur", pa.int64()), ("seq", pa.int64())])
 _NEVER = int(np.iinfo(np.int64).min)
@@ -118,9 +148,11 @@ def edges_part(rows: pa.Table) -> SourcePart:
 
 
 def routed_rows(part: SourcePart, job: SubgraphJob, shares: Shares,
-                attrs: pa.Schema | None = None) -> pa.Table:
+                attrs: pa.Schema | None = None, read_s: float = 0.0) -> pa.Table:
     """One task's part of a micro-batch as rows keyed by cell (:func:`routed_schema`),
-    heartbeats included (module docstring)."""
+    heartbeats included (module docstring). Cell 0's heartbeat notes the seconds the
+    task spent reading (``read_s``, given) and routing, for ``--profile``."""
+    started = time.perf_counter()
     attrs = attrs if attrs is not None else pa.schema([])
     edges, files = _conformed(part.edges, attrs)
     if edges.num_rows == 0 and not part.files:
@@ -131,7 +163,8 @@ def routed_rows(part: SourcePart, job: SubgraphJob, shares: Shares,
     unrouted = np.setdiff1d(np.arange(edges.num_rows), rows)
     newest = pc.max(edges.column("t")).as_py() if edges.num_rows else _NEVER
     count = shares.cells
-    metas = [_meta(part, full=cell == 0) for cell in range(count)]
+    spent = {"read": read_s, "route": time.perf_counter() - started}
+    metas = [_meta(part, spent if cell == 0 else None) for cell in range(count)]
     beats = pa.table({"t": np.full(count, newest, np.int64), "src": [""] * count,
                       "dst": [""] * count, "dur": np.zeros(count, np.int64),
                       "seq": np.zeros(count, np.int64)})
@@ -144,6 +177,29 @@ def routed_rows(part: SourcePart, job: SubgraphJob, shares: Shares,
          np.zeros(count, np.int64), metas),
     ]
     return pa.concat_tables([_keyed(attrs, *p) for p in parts])
+
+
+def packed_rows(rows: pa.Table) -> pa.RecordBatch:
+    """A task's routed rows as one Spark row per cell (:data:`PACKED`): the cell's rows
+    as Arrow IPC bytes. Spark then shuffles a few rows per task, not a row per copy of
+    an edge, and the cell reads its rows back from Arrow without a pass through pandas."""
+    cells = rows.column("_cell").to_numpy()
+    order = np.argsort(cells, kind="stable")
+    cells = cells[order]
+    rows = rows.take(pa.array(order))
+    starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]]) if len(cells) else []
+    stops = np.r_[starts[1:], len(cells)] if len(cells) else []
+    payloads = [_ipc(rows.slice(int(a), int(b - a))) for a, b in zip(starts, stops, strict=True)]
+    return pa.RecordBatch.from_arrays(
+        [pa.array(cells[starts] if len(cells) else [], pa.int64()),
+         pa.array(payloads, pa.binary())], schema=PACKED)
+
+
+def unpacked_rows(frames: Iterator[Any], attrs: pa.Schema) -> pa.Table:
+    """A cell's rows of a micro-batch from the pandas frames of :func:`packed_rows`' rows."""
+    tables = [pa.ipc.open_stream(payload).read_all()
+              for frame in frames for payload in frame["rows"]]
+    return pa.concat_tables(tables) if tables else routed_schema(attrs).empty_table()
 
 
 def _conformed(edges: pa.Table, attrs: pa.Schema) -> tuple[pa.Table, np.ndarray]:
@@ -169,12 +225,13 @@ def _with_nulls(table: pa.Table, attrs: pa.Schema) -> pa.Table:
     return table
 
 
-def _meta(part: SourcePart, full: bool) -> bytes | None:
+def _meta(part: SourcePart, spent: dict[str, float] | None) -> bytes | None:
     """A heartbeat's note: the files read (every cell numbers them); for cell 0 also the
-    lines read and the rejects."""
+    lines read, the rejects and the task's seconds ``spent`` reading and routing."""
     meta: dict[str, Any] = {"files": part.files} if part.files else {}
-    if full:
+    if spent is not None:
         meta["lines"] = part.lines
+        meta["seconds"] = spent
         if part.rejects is not None and part.rejects.num_rows:
             meta["rejects"] = _ipc(part.rejects)
     return pickle.dumps(meta) if meta else None
@@ -198,6 +255,9 @@ class CellState:
     max_t: int = _NEVER
     frontier: int = _NEVER
     files: int = 0  # files read before this batch: the next file's ordinal
+    #: random bytes new with every step: the engine kept alive with the same version is
+    #: the engine this state's snapshot holds (:class:`LiveCells`)
+    version: bytes = b""
 
     def blob(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -212,14 +272,87 @@ class CellStep:
     late: pa.Table
     rejects: pa.Table | None = None
     stats: dict[str, int] = field(default_factory=dict)
+    engine: Any = None  # the engine after the step, which ``state.engine`` snapshots
+
+
+#: the prefix of a phase's seconds among a step's stats (``s_match``: matching)
+SECONDS = "s_"
+
+
+class Clock:
+    """Seconds per phase of one cell's step, for ``--profile`` (stats ``s_<phase>``)."""
+
+    def __init__(self) -> None:
+        self.seconds: dict[str, float] = {}
+
+    @contextmanager
+    def phase(self, name: str) -> Iterator[None]:
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            self.seconds[name] = self.seconds.get(name, 0.0) + time.perf_counter() - started
+
+    def stats(self) -> dict[str, float]:
+        return {SECONDS + name: seconds for name, seconds in self.seconds.items()}
+
+
+class LiveCells:
+    """Engines kept alive in this process between micro-batches, by run and cell.
+
+    Spark reuses its Python workers (``spark.python.worker.reuse``, on by default) and its
+    state store's affinity usually runs a cell where it ran before, so the worker that
+    stepped a cell last often steps it next: then the engine it kept is the one the state's
+    snapshot holds (same :attr:`CellState.version`) and needs no restoring. Any other
+    version -- another worker stepped the cell since, or Spark re-runs a batch from the
+    state before it after a failure -- restores from the snapshot, which stays the truth.
+    An engine is taken out while it steps: a step that fails leaves nothing behind. At
+    most ``limit`` engines are kept, the least recently used dropped first.
+    """
+
+    def __init__(self, limit: int = 64) -> None:
+        self.limit = limit
+        self._engines: OrderedDict[tuple[str, int], tuple[bytes, Any]] = OrderedDict()
+
+    def take(self, key: tuple[str, int], state: CellState | None) -> Any:
+        """The engine ``state`` snapshots, if this process kept it; else None."""
+        kept = self._engines.pop(key, None)
+        if kept is None or state is None or not state.version or kept[0] != state.version:
+            return None
+        return kept[1]
+
+    def keep(self, key: tuple[str, int], step: CellStep) -> None:
+        """Keep the engine of a finished step, as its state's version."""
+        self._engines[key] = (step.state.version, step.engine)
+        while len(self._engines) > self.limit:
+            self._engines.popitem(last=False)
+
+
+#: this Python worker's live engines (:class:`LiveCells`)
+LIVE = LiveCells()
+
+
+def live_cells() -> LiveCells:
+    """This process's :data:`LIVE`. A cell's function reaches it through this function,
+    which a Spark task unpickles by reference: a closure takes the globals it names by
+    value, so naming :data:`LIVE` there would give every task a new, empty one."""
+    return LIVE
 
 
 def step_cell(job: SubgraphJob, shares: Shares, lateness_us: int, cell: int,
-              state: CellState | None, rows: pa.Table) -> CellStep:
+              state: CellState | None, rows: pa.Table, live: Any = None,
+              clock: Clock | None = None) -> CellStep:
     """Cell ``cell`` takes its rows of one micro-batch (:func:`routed_rows`, any order):
-    late edges out, the rest buffered, what the frontier passed released to its engine."""
+    late edges out, the rest buffered, what the frontier passed released to its engine.
+
+    ``live``: the engine that ``state``'s snapshot holds, kept alive since the step that
+    made it (:class:`LiveCells`); None restores it from the snapshot. ``clock`` times the
+    phases (restoring, matching, the snapshot) into the step's stats."""
     state = state or CellState()
-    engine = _engine(job, state)
+    clock = clock or Clock()
+    restored = int(live is None and state.engine is not None)  # else live, or a new one
+    with clock.phase("restore"):
+        engine = live if live is not None else _engine(job, state)
     kind = rows.column("_kind")
     metas = [pickle.loads(m) for m in rows.filter(pc.equal(kind, HEARTBEAT))
              .column("_meta").to_pylist() if m is not None]
@@ -240,8 +373,11 @@ def step_cell(job: SubgraphJob, shares: Shares, lateness_us: int, cell: int,
     on_time = on_time.drop_columns(["_cell", "_file", "_meta"])
     state.buffer = on_time if state.buffer is None else pa.concat_tables(
         [state.buffer, on_time])
-    matches, released = _release(engine, state)
-    state.engine = engine.snapshot()
+    with clock.phase("match"):
+        matches, released = _release(engine, state)
+    with clock.phase("snapshot"):
+        state.engine = engine.snapshot()
+    state.version = os.urandom(16)
     late = late.drop_columns(["_cell", "_kind", "_file", "_meta"])
     stats = {"edges": pc.sum(counted).as_py() or 0, "late": late.num_rows,
              "lines": sum(m.get("lines", 0) for m in metas),
@@ -249,7 +385,10 @@ def step_cell(job: SubgraphJob, shares: Shares, lateness_us: int, cell: int,
     step = CellStep(state, home_filter(matches, shares, cell),
                     late_records(job, late, names) if late.num_rows else empty_edges(),
                     _rejects(metas))
-    step.stats = {**stats, **_counts(step, engine, released)}
+    step.stats = {**stats, **_counts(step, engine, released), "restored": restored,
+                  "process": os.getpid(),
+                  **clock.stats(), **_routing(metas)}
+    step.engine = engine
     return step
 
 
@@ -315,18 +454,32 @@ def _counts(step: CellStep, engine: Any, released: int) -> dict[str, int]:
             "rejected": 0 if step.rejects is None else step.rejects.num_rows}
 
 
+def _routing(metas: list[dict[str, Any]]) -> dict[str, float]:
+    """The seconds the batch's tasks spent reading and routing (cell 0's notes), summed."""
+    spent: dict[str, float] = {}
+    for meta in metas:
+        for name, seconds in meta.get("seconds", {}).items():
+            spent[SECONDS + name] = spent.get(SECONDS + name, 0.0) + seconds
+    return spent
+
+
 def _rejects(metas: list[dict[str, Any]]) -> pa.Table | None:
     tables = [pa.ipc.open_stream(m["rejects"]).read_all() for m in metas if "rejects" in m]
     return pa.concat_tables(tables) if tables else None
 
 
-def _output_rows(step: CellStep) -> Any:
-    """A cell's step as the rows of :data:`OUTPUT_DDL` (a pandas frame)."""
+def _output_rows(step: CellStep, clock: Clock | None = None) -> Any:
+    """A cell's step as the rows of :data:`OUTPUT_DDL` (a pandas frame); ``clock``: the
+    step's, its Arrow IPC of the output added to the stats."""
     import pandas as pd
 
+    started = time.perf_counter()
     out = [(kind, _ipc(table)) for kind, table in (
         ("match", step.matches), ("late", step.late), ("reject", step.rejects))
         if table is not None and table.num_rows]
+    if clock is not None:
+        step.stats = {**step.stats, **clock.stats(),
+                      SECONDS + "rows out": time.perf_counter() - started}
     out.append(("stats", pickle.dumps(step.stats)))
     return pd.DataFrame({"kind": [k for k, _ in out], "rows": [r for _, r in out]},
                         columns=["kind", "rows"])
@@ -340,22 +493,29 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table], SourcePart],
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    schema = routed_schema(attrs)
-
     def route_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
+            started = time.perf_counter()
             part = read_part(pa.Table.from_batches([batch]))
-            yield from routed_rows(part, job, shares, attrs).to_batches()
+            yield packed_rows(routed_rows(part, job, shares, attrs,
+                                          time.perf_counter() - started))
+
+    run = os.urandom(8).hex()  # this query's start: its cells' live engines are its own
 
     def run_cell(key: tuple, frames: Iterator[Any], group: Any) -> Iterator[Any]:
-        state = pickle.loads(group.get[0]) if group.exists else None
-        rows = pa.concat_tables([pa.Table.from_pandas(f, schema=schema, preserve_index=False)
-                                 for f in frames])
-        step = step_cell(job, shares, lateness_us, int(key[0]), state, rows)
-        group.update((step.state.blob(),))
-        yield _output_rows(step)
+        clock, cell = Clock(), int(key[0])
+        with clock.phase("state in"):
+            state = pickle.loads(group.get[0]) if group.exists else None
+        with clock.phase("rows in"):
+            rows = unpacked_rows(frames, attrs)
+        live = live_cells().take((run, cell), state)
+        step = step_cell(job, shares, lateness_us, cell, state, rows, live, clock)
+        with clock.phase("state out"):
+            group.update((step.state.blob(),))
+        live_cells().keep((run, cell), step)
+        yield _output_rows(step, clock)
 
-    routed = stream_df.mapInArrow(route_partition, from_arrow_schema(schema))
+    routed = stream_df.mapInArrow(route_partition, from_arrow_schema(PACKED))
     return routed.groupBy("_cell").applyInPandasWithState(
         run_cell, OUTPUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
 

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import json
 import re
+import sys
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -24,6 +26,7 @@ from graphcep.io.sinks import replace_atomically
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.spark_cells import (
+    SECONDS,
     CellsOutput,
     cell_attributes,
     cell_grid,
@@ -37,6 +40,63 @@ _TOTALS_FILE = re.compile(r"totals-(\d+)\.json\Z")
 #: the counts of a progress line that add up over the cells
 _SUMMED = ("edges", "late", "rejected", "matches", "released", "buffered", "window", "files",
            "lines")
+
+
+#: the phases of a batch's tasks and cells, as ``--profile`` names them (stats
+#: ``s_<phase>``); reading and routing run in the tasks before the shuffle
+PHASES = {"read": "reading files (tasks)", "route": "routing to cells (tasks)",
+          "state in": "state in (Spark to the cell)", "rows in": "rows in (Arrow to the cell)",
+          "restore": "restoring engines from snapshots", "match": "matching",
+          "snapshot": "snapshots of the engines", "state out": "state out (the blob to Spark)",
+          "rows out": "matches out (Arrow IPC)"}
+_TASK_PHASES = ("read", "route")
+
+
+@dataclass
+class CellsProfile:
+    """Where the executor mode's micro-batches spent their time (``--profile``): each
+    phase of :data:`PHASES` summed over tasks, cells and batches; the busiest cell's own
+    seconds per batch (the cells run side by side, so it sets the batch's pace); and the
+    rest of each batch's wall time -- Spark's scheduling, shuffle and state store, and the
+    driver's writing of the parts -- after the busiest cell and the routing (its sum over
+    tasks spread over ``tasks`` cores)."""
+
+    tasks: int = 1
+    seconds: dict[str, float] = field(default_factory=dict)
+    busiest: float = 0.0
+    rest: float = 0.0
+    steps: int = 0
+    restored: int = 0
+
+    def add(self, batch_id: int, stats: list[dict[str, Any]], wall: float) -> str:
+        """Count one micro-batch's cells' stats; its line (per batch, per cell)."""
+        spent = {name: sum(s.get(SECONDS + name, 0.0) for s in stats) for name in PHASES}
+        own = [sum(v for k, v in s.items() if k.startswith(SECONDS)
+                   and k[len(SECONDS):] not in _TASK_PHASES) for s in stats]
+        busiest = max(own, default=0.0)
+        routing = sum(spent[p] for p in _TASK_PHASES) / max(1, self.tasks)
+        rest = max(0.0, wall - busiest - routing)
+        restored = sum(s.get("restored", 0) for s in stats)
+        for name, value in spent.items():
+            self.seconds[name] = self.seconds.get(name, 0.0) + value
+        self.busiest += busiest
+        self.rest += rest
+        self.steps += len(stats)
+        self.restored += restored
+        parts = ", ".join(f"{name} {value:.3f}" for name, value in spent.items() if value)
+        processes = {s["process"] for s in stats if "process" in s}
+        return (f"graphcep: profile: micro-batch {batch_id}: {wall:.3f} s; {len(stats)} "
+                f"cell steps in {len(processes)} Python workers, {restored} restored from "
+                f"snapshots; summed s: {parts}; busiest "
+                f"cell step {busiest:.3f} s; Spark and the driver {rest:.3f} s")
+
+    def phases(self) -> dict[str, float]:
+        """The totals as ``--profile``'s nested phases."""
+        return {**{f"cells: {PHASES[name]} (summed)": value
+                   for name, value in self.seconds.items()},
+                f"cells: busiest cell per batch ({self.restored} of {self.steps} steps "
+                "restored)": self.busiest,
+                "Spark and the driver (the rest of the batches)": self.rest}
 
 
 class CellsRun:
@@ -60,11 +120,13 @@ class CellsRun:
         Called with each micro-batch's :class:`~graphcep.runtime.streaming.BatchReport`.
     attrs : pa.Schema
         The attribute columns the cells carry (:func:`attributes_for`).
+    profile : bool
+        Time the batches' phases (:class:`CellsProfile`), one line per batch on stderr.
     """
 
     def __init__(self, job: SubgraphJob, *, cells: int | None, lateness_us: int,
                  checkpoint: Path, sinks: dict[str, Any], on_report: Any, attrs: pa.Schema,
-                 default_cells: int = 1) -> None:
+                 default_cells: int = 1, profile: bool = False) -> None:
         self.job = job
         self.checkpoint = Path(checkpoint)
         (self.checkpoint / "cells").mkdir(parents=True, exist_ok=True)
@@ -82,6 +144,7 @@ class CellsRun:
         self._sizes = {"edges": 0, "buffered": 0}
         self._last = -1
         self._clock = time.perf_counter()  # the end of the last batch: a batch's seconds
+        self.profile = CellsProfile() if profile else None
 
     def _recorded_cells(self, cells: int | None, default: int) -> int:
         """The cell budget of this checkpoint (recorded at its first start)."""
@@ -120,6 +183,8 @@ class CellsRun:
         self.failure = None
         self._clock = time.perf_counter()
         tasks = max(1, min(self.shares.cells, spark.sparkContext.defaultParallelism))
+        if self.profile is not None:
+            self.profile.tasks = tasks
         key = "spark.sql.shuffle.partitions"
         before = spark.conf.get(key)
         spark.conf.set(key, str(tasks))
@@ -161,6 +226,9 @@ class CellsRun:
         self._last = batch_id
         if persist:
             self._save(batch_id)
+        if self.profile is not None and persist:
+            print(self.profile.add(batch_id, output.stats, time.perf_counter() - self._clock),
+                  file=sys.stderr)
         if self.on_report is not None:
             self.on_report(BatchReport(
                 batch_id, sums["edges"], sums["late"], sums["rejected"], sums["released"],
