@@ -9,10 +9,11 @@ executors.
 Decisions
 ---------
 * **Nothing on the driver.** :func:`match_spark` checks the columns on the frame's
-  schema (no job), then runs two small aggregates: per partition, its rows, the least
+  schema (no job), then runs one small aggregate: per partition, its rows, the least
   and greatest time and the rows missing a core field (the unit's plausibility, the
-  rows' numbering, missing values refused before any match is made); and the replay's
-  statistics pass (:func:`~graphcep.runtime.spark.replay.plan_spark`). Everything else
+  rows' numbering, missing values refused before any match is made), and the
+  statistics the replay plans with (:func:`~graphcep.runtime.spark.replay.plan_spark`
+  runs its own pass only for a keyed grid's cell counts). Everything else
   -- converting the rows to edges, replaying, making the records -- is a plan that runs
   when the caller acts on the DataFrame (a ``write``, a ``join`` then ``count``...),
   in the executors, once per action as Spark plans are (``cache()`` it to act twice).
@@ -84,37 +85,46 @@ def match_spark(query: Query, frame: Any, mapping: _Mapping, time_unit: str | No
     _check_types(empty, mapping, core, time_unit)
     wanted = {*core.values(), *(schema.names if keep is None else keep)}
     frame = frame.select(*[frame[name] for name in schema.names if name in wanted])
-    parts = _partition_checks(frame, core)
-    unit = time_unit or _checked_seconds(_time_bounds(parts, schema, core["t"]), core["t"])
-    if not _is_number(schema.field(core["t"]).type):
-        unit = None  # timestamps carry their own unit (and refuse one given)
-    offsets = _row_offsets(parts)
-    job = query.job(pww=widening is not None)
+    # numbers count time_unit, else seconds once checked; timestamps carry their own
+    unit = (time_unit or "s") if _is_number(schema.field(core["t"]).type) else None
     edge_schema = _edge_table(empty.select(frame.columns), mapping, unit, keep).schema
+    job = query.job(pww=widening is not None)
     job.check_columns(edge_schema.names)
+
+    def convert(batch: pa.RecordBatch, offset: int = 0) -> pa.Table:
+        return _edge_table(_plain_types(_table(batch)), mapping, unit, keep, offset)
+
+    parts = _partition_checks(frame, core, convert)
+    if time_unit is None:  # the checks' unit, seconds, checked on the bounds
+        _checked_seconds(_time_bounds(parts, schema, core["t"]), core["t"])
+    failed = sorted(r["error"] for r in parts if r["error"] is not None)
+    if failed:  # rows no edge can be made of (the first partition's message)
+        raise ValueError(failed[0])
+    offsets = _row_offsets(parts)
 
     def to_edges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         offset = offsets.get(_task_partition(), 0)  # after the rows of those before it
         for batch in batches:
-            edges = _edge_table(_plain_types(_table(batch)), mapping, unit, keep, offset)
+            edges = convert(batch, offset)
             offset += batch.num_rows
             yield from edges.cast(edge_schema).to_batches()
 
     edges_df = frame.mapInArrow(to_edges, from_arrow_schema(edge_schema))
     if widening is not None:
         return _widened(job, edges_df, widening)
-    return _replayed(frame.sparkSession, job, edges_df)
+    return _replayed(frame.sparkSession, job, edges_df, parts)
 
 
-def _replayed(spark: Any, job: Any, edges_df: Any) -> Any:
-    """The matches of ``job`` over ``edges_df`` by the lazy plan of ``graphcep run``."""
+def _replayed(spark: Any, job: Any, edges_df: Any, parts: list[Any]) -> Any:
+    """The matches of ``job`` over ``edges_df`` by the lazy plan of ``graphcep run``, its
+    statistics those of the checks (``parts``, per partition of ``edges_df``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     from graphcep.runtime.spark.replay import plan_spark
 
     output = job.output
     schema = match_schema(output)
-    run = plan_spark(spark, job, edges_df, lazy=True)
+    run = plan_spark(spark, job, edges_df, lazy=True, parts=parts)
 
     def shaped(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
@@ -165,9 +175,12 @@ def _arrow_schema(frame: Any) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _partition_checks(frame: Any, core: dict[str, str]) -> list[Any]:
-    """Per partition: its id, rows, least and greatest numeric time, and rows missing a
-    core field (one small aggregate); a :class:`ValueError` when any row misses one.
+def _partition_checks(frame: Any, core: dict[str, str], convert: Any) -> list[Any]:
+    """Per partition, in one small aggregate: its id, rows, least and greatest numeric
+    time as given, rows missing a core field, and the statistics the replay plans with
+    (least and greatest edge time in µs, longest duration) from its rows converted by
+    ``convert`` (the unit the checks assume); a :class:`ValueError` when any row misses
+    a core field.
 
     The partition's id is the task's (:func:`_task_partition`), as the numbering of
     :func:`match_spark` reads it: ``spark_partition_id()`` may be folded by the optimizer
@@ -177,23 +190,36 @@ def _partition_checks(frame: Any, core: dict[str, str]) -> list[Any]:
     from pyspark.sql import functions as F
 
     columns = {name: core[name] for name in ("t", "src", "dst")}
+    checks = _checks_schema()
 
     def measure(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         part = _task_partition()
         for batch in batches:
             times = batch.column(columns["t"])
             bounds = pc.min_max(times.cast(pa.float64())) if _is_number(times.type) else None
-            yield pa.RecordBatch.from_pylist([{
-                "p": part, "n": batch.num_rows,
-                "t_min": bounds["min"].as_py() if bounds else None,
-                "t_max": bounds["max"].as_py() if bounds else None,
-                **{name: batch.column(column).null_count for name, column in columns.items()},
-            }], schema=checks)
+            row = {"p": part, "n": batch.num_rows,
+                   "raw_min": bounds["min"].as_py() if bounds else None,
+                   "raw_max": bounds["max"].as_py() if bounds else None,
+                   **{name: batch.column(column).null_count
+                      for name, column in columns.items()}}
+            if not any(row[name] for name in columns):  # else refused in the driver
+                try:
+                    edges = convert(batch)
+                except (ValueError, TypeError) as err:  # said in the driver, once checked
+                    row["error"] = str(err)
+                    yield pa.RecordBatch.from_pylist([row], schema=checks)
+                    continue
+                row.update(t_min=pc.min(edges.column("t")).as_py(),
+                           t_max=pc.max(edges.column("t")).as_py(),
+                           d_max=pc.max(edges.column("dur")).as_py()
+                           if "dur" in edges.column_names else 0)
+            yield pa.RecordBatch.from_pylist([row], schema=checks)
 
-    checks = _checks_schema()
-    rows = (frame.select(*columns.values()).mapInArrow(measure, _spark_type(checks))
-            .groupBy("p").agg(F.sum("n").alias("n"), F.min("t_min").alias("t_min"),
-                              F.max("t_max").alias("t_max"),
+    rows = (frame.mapInArrow(measure, _spark_type(checks))
+            .groupBy("p").agg(F.sum("n").alias("n"), F.min("raw_min").alias("raw_min"),
+                              F.max("raw_max").alias("raw_max"),
+                              F.min("t_min").alias("t_min"), F.max("t_max").alias("t_max"),
+                              F.max("d_max").alias("d_max"), F.min("error").alias("error"),
                               *[F.sum(name).alias(name) for name in columns])
             .collect())
     for name in ("t", "src", "dst"):
@@ -209,9 +235,10 @@ def _partition_checks(frame: Any, core: dict[str, str]) -> list[Any]:
 def _checks_schema() -> pa.Schema:
     import pyarrow as pa
 
-    return pa.schema([("p", pa.int64()), ("n", pa.int64()), ("t_min", pa.float64()),
-                      ("t_max", pa.float64()), ("t", pa.int64()), ("src", pa.int64()),
-                      ("dst", pa.int64())])
+    return pa.schema([("p", pa.int64()), ("n", pa.int64()), ("raw_min", pa.float64()),
+                      ("raw_max", pa.float64()), ("t", pa.int64()), ("src", pa.int64()),
+                      ("dst", pa.int64()), ("t_min", pa.int64()), ("t_max", pa.int64()),
+                      ("d_max", pa.int64()), ("error", pa.string())])
 
 
 def _spark_type(schema: pa.Schema) -> Any:
@@ -236,8 +263,8 @@ def _time_bounds(parts: list[Any], schema: pa.Schema, name: str) -> pa.Array:
 
     if not _is_number(schema.field(name).type):
         return pa.array([], pa.string())  # timestamps carry their unit: nothing to check
-    lows = [r["t_min"] for r in parts if r["t_min"] is not None]
-    highs = [r["t_max"] for r in parts if r["t_max"] is not None]
+    lows = [r["raw_min"] for r in parts if r["raw_min"] is not None]
+    highs = [r["raw_max"] for r in parts if r["raw_max"] is not None]
     return pa.array([min(lows), max(highs)] if lows else [], pa.float64())
 
 

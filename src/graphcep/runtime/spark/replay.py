@@ -288,7 +288,8 @@ def driver_batches(plan: TaskPlan, job: ReplayJob, count: bool, limit: int | Non
 
 def plan_spark(spark, job: ReplayJob | Any, edges_df: Any, *, shards: int | None = None,
                shard_length_us: int | None = None, strategy: str = "auto",
-               count: bool = False, lazy: bool = False) -> SparkRun:
+               count: bool = False, lazy: bool = False,
+               parts: list[Any] | None = None) -> SparkRun:
     """:func:`run_spark`'s run, planned but not replayed: the statistics pass is done (one
     small aggregate), the replay waits for the caller to take its matches
     (:class:`SparkRun`).
@@ -298,6 +299,10 @@ def plan_spark(spark, job: ReplayJob | Any, edges_df: Any, *, shards: int | None
     driver; time-ordered partitions are shuffled into time shards instead of being used
     in place (which collects their warm-ups); count windows run as one replay (their
     shards are ranked and their warm-ups collected). Every plan is exact.
+
+    ``parts``: the statistics pass's rows (per partition of ``edges_df``: ``p``,
+    ``t_min``, ``t_max``, ``d_max``, ``n``), when the caller made them in a pass of its
+    own; the pass then runs only where a keyed grid needs its cells' counts.
     """
     job = _as_job(job)
     started = time.perf_counter()
@@ -316,8 +321,11 @@ def plan_spark(spark, job: ReplayJob | Any, edges_df: Any, *, shards: int | None
     # keyed queries may run as cells: count each cell's edges in the same pass
     auto = strategy == "auto" and shards is None and shard_length_us is None
     keyed = keyed_grid(spark, job) if auto else None
-    with phases.phase("spark statistics pass (reads the input)"):
-        parts, cell_edges = _partition_stats(edges_df, job, keyed)
+    if parts is None or keyed is not None:
+        with phases.phase("spark statistics pass (reads the input)"):
+            parts, cell_edges = _partition_stats(edges_df, job, keyed)
+    else:
+        cell_edges = None
     n = sum(int(r["n"]) for r in parts)
     if n == 0:
         return SparkRun(spark, job.bind(0), count, RunStats(), None, phases, started=started)
