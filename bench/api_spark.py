@@ -148,8 +148,8 @@ def report(args, csv: Path, seconds, counts, planning: list[float], load_start: 
           f"{', '.join(f'{c:,}' for c in sorted(counts[name]))} |"
           for name, runs in seconds.items()],
         "",
-        f"Of q.match's runs, the `match` call itself (its two aggregates: the checks, "
-        f"the replay's statistics pass): {', '.join(f'{s:.2f}' for s in planning)} s.",
+        f"Of q.match's runs, the `match` call itself (its aggregate: the checks and the "
+        f"replay's statistics): {', '.join(f'{s:.2f}' for s in planning)} s.",
         "",
         f"Triangles: {'both rows agree' if agree else 'THE ROWS DISAGREE'}.",
         f"Target: q.match within 10% of graphcep run: {ratio:.2f}x "

@@ -194,6 +194,7 @@ def _partition_checks(frame: Any, core: dict[str, str], convert: Any) -> list[An
 
     def measure(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         part = _task_partition()
+        before = 0  # the partition's rows before the batch
         for batch in batches:
             times = batch.column(columns["t"])
             bounds = pc.min_max(times.cast(pa.float64())) if _is_number(times.type) else None
@@ -204,15 +205,18 @@ def _partition_checks(frame: Any, core: dict[str, str], convert: Any) -> list[An
                       for name, column in columns.items()}}
             if not any(row[name] for name in columns):  # else refused in the driver
                 try:
-                    edges = convert(batch)
+                    edges = convert(batch, before)
                 except (ValueError, TypeError) as err:  # said in the driver, once checked
-                    row["error"] = str(err)
+                    row["error"] = f"partition {part} of the DataFrame (positions counted " \
+                        f"from its first row): {err}"
+                    before += batch.num_rows
                     yield pa.RecordBatch.from_pylist([row], schema=checks)
                     continue
                 row.update(t_min=pc.min(edges.column("t")).as_py(),
                            t_max=pc.max(edges.column("t")).as_py(),
                            d_max=pc.max(edges.column("dur")).as_py()
                            if "dur" in edges.column_names else 0)
+            before += batch.num_rows
             yield pa.RecordBatch.from_pylist([row], schema=checks)
 
     rows = (frame.mapInArrow(measure, _spark_type(checks))

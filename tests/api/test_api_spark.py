@@ -173,6 +173,11 @@ def test_bad_columns_are_one_clear_python_error(spark):
                                                 "t": [1.0, 2.0]}))
     with pytest.raises(ValueError, match=r"1 row\(s\) have no value in column 's' \(src=\)"):
         tri.match(holes, src="s", dst="d")
+    endless = spark.createDataFrame(pd.DataFrame({"s": ["a", "b"], "d": ["b", "c"],
+                                                  "t": [1.0, float("inf")]}))
+    with pytest.raises(ValueError, match=r"^partition \d+ of the DataFrame .*1 row\(s\) "
+                                         r"cannot be edges"):
+        tri.match(endless, src="s", dst="d")
     assert tri.match(frame, src="s", dst="d", time="ms", time_unit="ms").count() == 1
 
 
