@@ -42,7 +42,7 @@ with gzip.open(DATA, "rt") as lines:
     messages = pd.read_csv(lines, sep=" ", names=["sender", "receiver", "unix"])
 triangles = q.match(messages, src="sender", dst="receiver", time="unix")
 print(f"{len(triangles):,} triangles in {len(messages):,} messages")
-print(triangles[["match_id", "first_t", "last_t", "x1", "x2", "x3"]].head())
+print(triangles[["match_id", "first_time", "last_time", "x1", "x2", "x3"]].head())
 
 # %% Matches -> pictures: the first three, drawn as `graphcep draw` draws a match file
 from graphcep.pictures.command import named_drawings  # noqa: E402
@@ -61,10 +61,9 @@ from pyspark.sql import functions as F  # noqa: E402, N812
 spark = SparkSession.builder.master("local[2]").appName("graphcep-tour").getOrCreate()
 schema = "sender string, receiver string, unix long"
 events = spark.read.schema(schema).option("sep", " ").csv(str(DATA))
-# Query.match does not take a Spark DataFrame yet: the edges come to the driver as an
-# Arrow table and the matches go back to Spark (to be replaced by q.match(events, ...)).
-found = q.match(events.toArrow(), src="sender", dst="receiver", time="unix")
-matches = spark.createDataFrame(found.select(["match_id", "x1", "x2", "x3"]).to_pandas())
+# a Spark DataFrame in, a Spark DataFrame of matches out: computed in the executors,
+# lazily (nothing runs until an action), so it joins with other tables as any other
+matches = q.match(events, src="sender", dst="receiver", time="unix")
 sent = events.groupBy("sender").agg(F.count("*").alias("messages_sent"))
 openers = (matches.join(sent, matches.x1 == sent.sender)
            .groupBy("x1", "messages_sent").agg(F.count("*").alias("triangles_opened"))
@@ -84,4 +83,5 @@ print(f"{running.totals.matches:,} triangles in {running.totals.edges:,} streame
       f"messages, {running.totals.late:,} late")
 streamed = {row["match_id"] for row in read_matches(OUT / "matches")}
 print("the same match ids through pandas, Spark and the stream:",
-      streamed == set(triangles["match_id"]) == set(found.column("match_id").to_pylist()))
+      streamed == set(triangles["match_id"])
+      == {row.match_id for row in matches.select("match_id").collect()})

@@ -29,16 +29,19 @@ Decisions
   ``time_unit`` (default seconds); without ``time_unit`` they are checked as the command
   line checks them (:func:`~graphcep.io.formats.times.implausible_time_unit`): epoch
   milliseconds read as seconds are refused, naming the unit to pass.
-* **Columns out.** The matches are the record a Parquet match file holds
-  (:meth:`~graphcep.io.sinks.MatchFormat.file_table`): ``query``, ``match_id``,
-  ``first_t`` and ``last_t`` as ``timestamp[us, UTC]``, the nested record, then the flat
-  columns of :mod:`graphcep.io.flat_columns` (one per query vertex, and per query edge
-  ``e1_t``, ``e1_src``, ``e1_dst``, ``e1_dur``, ``e1_seq``): ``q.match(df)`` and
-  ``pd.read_parquet`` of ``graphcep run -o matches.parquet`` have the same columns.
+* **Columns out**, the same for every kind of frame (:func:`match_table`):
+  ``match_id``, ``query`` (a subscription's name for subscriptions), ``first_time`` and
+  ``last_time`` (``timestamp[us, UTC]``: the match's first edge, and the edge that
+  completed it), the flat columns of :mod:`graphcep.io.flat_columns` (one per query
+  vertex, and per query edge ``e1_t``, ``e1_src``, ``e1_dst``, ``e1_dur``, ``e1_seq``),
+  then ``record``: the whole record as one struct, as a Parquet match file of ``graphcep
+  run -o matches.parquet`` holds it (:meth:`~graphcep.io.sinks.MatchFormat.file_table`).
+* **Spark stays in Spark.** A Spark DataFrame gives a Spark DataFrame of matches,
+  computed in the executors by the plans of ``graphcep run`` on Spark, lazily
+  (:mod:`graphcep.api_spark`).
 * **Bad input** raises one :class:`ValueError` (a name, a unit, a value) or
   :class:`TypeError` (a column's type, an input that is no frame) naming the column and
-  the fix. A Spark DataFrame is refused for now: it would have to be collected on the
-  driver, which is not what a Spark user asks for.
+  the fix.
 
 Examples
 --------
@@ -52,8 +55,10 @@ Examples
 >>> m = q.match(edges, src="from", dst="to", time="ms", time_unit="ms")
 >>> m.num_rows, m.column("x1").to_pylist(), m.column("e3_seq").to_pylist()
 (1, ['a'], [3])
->>> str(m.column("last_t").type)
+>>> str(m.column("last_time").type)
 'timestamp[us, tz=UTC]'
+>>> m.column("record").type.field("bindings").type
+MapType(map<string, string>)
 """
 
 from __future__ import annotations
@@ -73,6 +78,7 @@ from graphcep.frame_edges import ColumnMapping, checked_unit, edge_table
 if TYPE_CHECKING:
     import pyarrow as pa
 
+    from graphcep.io.sinks import MatchFormat
     from graphcep.jobs.base import ReplayJob
 
 __all__ = ["Query", "load", "parse", "QUERY_KINDS"]
@@ -268,9 +274,10 @@ class Query:
         Parameters
         ----------
         data
-            A pandas DataFrame, a Polars DataFrame or a pyarrow Table, one edge per row,
-            in any order (matched in the order of ``time``, rows of equal times in the
-            frame's order).
+            A pandas DataFrame, a Polars DataFrame, a pyarrow Table or a Spark DataFrame,
+            one edge per row, in any order (matched in the order of ``time``, rows of
+            equal times in the frame's order; a Spark DataFrame's order is its
+            partitions', in turn).
         src, dst, time
             The columns of the edges' source and destination vertices (strings or
             integers) and start times (timestamps, dates or numbers).
@@ -291,9 +298,11 @@ class Query:
 
         Returns
         -------
-        pandas.DataFrame, polars.DataFrame or pyarrow.Table
-            As :mod:`graphcep.api` says: ``query``, ``match_id``, ``first_t``,
-            ``last_t`` (UTC timestamps), the nested record, the flat columns.
+        pandas.DataFrame, polars.DataFrame, pyarrow.Table or pyspark.sql.DataFrame
+            As :mod:`graphcep.api` says: ``match_id``, ``query``, ``first_time``,
+            ``last_time`` (UTC timestamps), the flat columns, the ``record`` struct. A
+            Spark DataFrame's matches are a lazy Spark DataFrame
+            (:func:`graphcep.api_spark.match_spark`).
 
         Raises
         ------
@@ -304,16 +313,20 @@ class Query:
             A column named is missing, a unit is wrong or implausible, a row cannot be an
             edge (a missing time or vertex), or the query needs a field the edges lack.
         """
-        adapter = _adapter(data)
         widening = self._widening(pww, pww_base, pww_max_duration)
-        edges = edge_table(adapter.to_arrow(data),
-                            ColumnMapping(src=src, dst=dst, time=time, dur=dur),
-                            checked_unit(time_unit), columns)
+        mapping = ColumnMapping(src=src, dst=dst, time=time, dur=dur)
+        if _is_spark_frame(data):
+            from graphcep.api_spark import match_spark
+
+            return match_spark(self, data, mapping, checked_unit(time_unit), columns,
+                               widening)
+        adapter = _adapter(data)
+        edges = edge_table(adapter.to_arrow(data), mapping, checked_unit(time_unit), columns)
         job = self.job(pww=widening is not None)
         job.check_columns(edges.column_names)
         matches, output = _run(job, edges, widening)
         _warn_absent_labels(job, edges)
-        return adapter.from_arrow(output.file_table(matches))
+        return adapter.from_arrow(match_table(output, matches))
 
     @_api_words
     def stream(self, data: Any, **options: Any) -> Any:
@@ -369,6 +382,59 @@ def _run(job: ReplayJob, edges: pa.Table, widening: tuple[int, int, int | None] 
     return matches, widened_format(job.output)
 
 
+#: The columns every frame of matches starts with (:func:`match_table`).
+FIXED_COLUMNS = ("match_id", "query", "first_time", "last_time")
+
+#: The column holding the whole record, after the flat columns.
+RECORD_COLUMN = "record"
+
+#: Fields of a record shown beside the fixed columns too: what window widening adds.
+PROMOTED = ("pww_level", "pww_report_t", "pww_delay_us")
+
+
+def match_schema(output: MatchFormat) -> pa.Schema:
+    """The schema of :func:`match_table`'s tables for records of ``output``."""
+    import pyarrow as pa
+
+    from graphcep.io.flat_columns import TIMESTAMP
+
+    record = output.file_schema()
+    own = len(output.schema)
+    fixed = [pa.field("match_id", pa.string()), pa.field("query", pa.string()),
+             pa.field("first_time", TIMESTAMP), pa.field("last_time", TIMESTAMP)]
+    fixed += [record.field(name) for name in PROMOTED if name in output.schema.names]
+    return pa.schema([*fixed, *list(record)[own:],
+                      pa.field(RECORD_COLUMN, pa.struct(list(record)[:own]))])
+
+
+def match_table(output: MatchFormat, matches: pa.Table) -> pa.Table:
+    """Matches (a table of ``output.schema``, times in µs) as every frame of the API
+    gives them: :data:`FIXED_COLUMNS` (and, under window widening, :data:`PROMOTED`), the
+    flat columns, and the record as Parquet holds it in the struct column
+    :data:`RECORD_COLUMN`.
+
+    ``first_time`` is the record's ``first_t`` (``start_t`` for subscriptions),
+    ``last_time`` the time of the edge that completed the match (``last_t``, a DDST
+    match's ``window_end``, a subscription's ``end_t``:
+    :func:`~graphcep.pictures.records.match_time_column`)."""
+    import pyarrow as pa
+
+    from graphcep.pictures.records import match_time_column
+
+    record = output.file_table(matches)
+    own = output.schema.names
+    first = "start_t" if "start_t" in own else "first_t"
+    query = "query" if "query" in own else "subscription"
+    whole = pa.StructArray.from_arrays(
+        [record.column(name).combine_chunks() for name in own],
+        fields=list(record.schema)[:len(own)])
+    columns = [record.column(name) for name in
+               ("match_id", query, first, match_time_column(own),
+                *(name for name in PROMOTED if name in own))]
+    columns += record.columns[len(own):] + [whole]
+    return pa.Table.from_arrays(columns, schema=match_schema(output))
+
+
 def _warn_absent_labels(job: ReplayJob, edges: pa.Table) -> None:
     """A warning when a label the query wants is on no edge (its 0 matches then say
     nothing about the pattern), as the command line warns."""
@@ -407,14 +473,20 @@ def _adapter(data: Any) -> _Adapter:
     if root == "polars" and type(data).__name__ == "DataFrame":
         return _Adapter("polars", lambda frame: frame.to_arrow(), _polars_out)
     if root == "pyspark":
-        raise TypeError("a Spark DataFrame is not yet supported by Query.match: the matches "
-                        "would be collected on the driver; run `graphcep run QUERY --input "
-                        "...` on the data, or pass df.toArrow() (small data) to get an "
-                        "Arrow table of matches")
+        raise TypeError(f"cannot match a {type(data).__module__}.{type(data).__name__}: "
+                        "pass a Spark DataFrame (a streaming one goes to Query.stream)")
     if root == "polars" and type(data).__name__ == "LazyFrame":
         raise TypeError("a Polars LazyFrame is not supported: pass lazy.collect()")
     raise TypeError(f"cannot match a {type(data).__module__}.{type(data).__name__}: "
                     "pass a pandas DataFrame, a Polars DataFrame or a pyarrow Table")
+
+
+def _is_spark_frame(data: Any) -> bool:
+    """Whether ``data`` is a batch Spark DataFrame (classic or Connect), told without
+    importing pyspark."""
+    kind = type(data)
+    return (kind.__module__.split(".")[0] == "pyspark" and kind.__name__ == "DataFrame"
+            and not getattr(data, "isStreaming", False))
 
 
 def _arrow_in(data: Any) -> pa.Table:

@@ -525,14 +525,27 @@ def cmd_run(args: argparse.Namespace) -> int:
             stats, lines, edges = _run_local(job, args.input, fmt, options, rejects, phases,
                                              written, args.count)
         phases.add(WRITING, written.seconds)  # while matching: the chunks as they came
+    elif widening is None:  # Spark: the tasks' matches written as the driver takes them
+        from graphcep.interrupts import signals_kept
+
+        with signals_kept():  # the run's Ctrl-C (exit_on_interrupt) until Spark is done
+            run, lines, edges = _run_spark(job, args, fmt, options, rejects, phases)
+            with writing(args.output), opened_sink() as sink:
+                written = bounded(sink)
+                stats = _write_spark_run(run, written, args)
+        phases.update(stats.phases)
+        phases.add(WRITING, written.seconds)
     else:
-        if widening is not None and args.engine == "local":
+        if args.engine == "local":
             with phases.phase("widening (reading and matching)"):
                 matches, stats, lines, edges = _run_widening(job, widening, args.input, fmt,
                                                              options, rejects)
         else:
-            matches, stats, lines, edges = _run_spark(job, args, fmt, options, rejects,
-                                                      phases, widening)
+            from graphcep.interrupts import signals_kept
+
+            with signals_kept():  # the output is written afterwards, with Python's Ctrl-C
+                matches, stats, lines, edges = _spark_matches(job, args, fmt, options,
+                                                              rejects, phases, widening)
         with phases.phase(WRITING), writing(args.output), opened_sink() as sink:
             written = bounded(sink)
             if not args.count:
@@ -731,12 +744,35 @@ def labels_in_frame(job: ReplayJob, edges_df: Any) -> dict[str, set[str]]:
     return {c: set(row[c]) for c in columns}
 
 
-def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases,
-               widening: tuple[int, int, int | None] | None = None):
-    from graphcep.interrupts import signals_kept
+def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases):
+    """The run on Spark planned (:func:`~graphcep.runtime.spark.replay.plan_spark`), its
+    matches not yet taken; the lines read and the edges."""
+    run, _, lines, edges = _spark_matches(job, args, fmt, options, rejects, phases, None)
+    return run, lines, edges
 
-    with signals_kept():  # the output is written afterwards, with Python's Ctrl-C
-        return _spark_matches(job, args, fmt, options, rejects, phases, widening)
+
+def _write_spark_run(run: Any, written: BoundedOutput, args: argparse.Namespace) -> RunStats:
+    """Take the planned run's matches and write them as they come, or count them
+    (``--count``): the driver holds one task's output at a time, each task making at
+    most one match more than ``--max-matches``, enough to tell that the bound was
+    passed (:meth:`~graphcep.runtime.spark.replay.SparkRun.batches`)."""
+    import pyarrow as pa
+
+    from graphcep.runtime.spark.tasks import counted
+
+    with SparkProgress(run.spark), run.replaying(lambda: written.seconds):
+        if args.count:
+            found = sum(counted(pa.Table.from_batches([b])) for b in run.batches())
+        else:
+            tables = (pa.Table.from_batches([b]) for b in
+                      run.batches(limit=args.max_matches + 1))
+            written.write_all(tables, run.stats)
+            found = written.written
+    stopped = run.stats.extra.get("stopped")
+    stats = run.finish(found)
+    if stopped is not None:
+        stats.extra["stopped"] = stopped
+    return stats
 
 
 def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: Phases,
@@ -753,7 +789,7 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
             held = pool.submit(_timed, _read_and_prepare, job, args.input, fmt, options)
         with phases.phase("spark start-up (JVM, session)"):
             from graphcep.interrupts import exit_on_interrupt
-            from graphcep.runtime.spark import read_edges_spark, run_spark, spark_session
+            from graphcep.runtime.spark import plan_spark, read_edges_spark, spark_session
 
             t0 = time.perf_counter()
             spark = spark_session(args.master)
@@ -781,11 +817,10 @@ def _spark_matches(job: ReplayJob, args, fmt, options, rejects: RejectLog, phase
         print(f"graphcep: warning: --shards {args.shards} does not apply to query "
               f"{job.name!r}: it needs the whole stream in one engine, so it runs in one "
               "task", file=sys.stderr)
-    if widening is None:
+    if widening is None:  # planned here, replayed as its matches are written
         with SparkProgress(spark):
-            matches, stats = run_spark(spark, job, edges, shards=args.shards,
-                                       count=args.count)
-        phases.update(stats.phases)
+            matches = plan_spark(spark, job, edges, shards=args.shards, count=args.count)
+        stats = matches.stats
     with phases.phase("label check and rejects"):
         warn_about_input(job, edges)
         if rejects_df is None:

@@ -52,10 +52,11 @@ def checked_unit(time_unit: str | None) -> str | None:
 
 
 def edge_table(table: pa.Table, mapping: ColumnMapping, time_unit: str | None,
-                keep: Sequence[str] | None) -> pa.Table:
-    """The frame's rows as edges (:func:`edge_rows`); a row that cannot be an edge
-    raises :class:`ValueError` (a frame has no rejects file)."""
-    edges, rejects = edge_rows(table, mapping, time_unit, keep)
+               keep: Sequence[str] | None, row_offset: int = 0) -> pa.Table:
+    """The frame's rows as edges (:func:`edge_rows`, rows numbered from ``row_offset + 1``:
+    a Spark partition's rows follow those before it); a row that cannot be an edge raises
+    :class:`ValueError` (a frame has no rejects file)."""
+    edges, rejects = edge_rows(table, mapping, time_unit, keep, row_offset)
     if rejects.num_rows:
         first = rejects.slice(0, 1).to_pylist()[0]
         raise ValueError(f"{rejects.num_rows:,} row(s) cannot be edges; the first, at "
@@ -73,13 +74,13 @@ def edge_rows(table: pa.Table, mapping: ColumnMapping, time_unit: str | None,
     from graphcep.io.formats.columns import parse_table
     from graphcep.io.formats.schema import ReaderOptions, SchemaError
 
-    table = _plain_types(table)
+    table = plain_types(table)
     core = mapping.core()
     if mapping.dur is None and "dur" in table.column_names:
         core["dur"] = "dur"
-    _check_names(table, mapping, core, keep)
-    _check_types(table, mapping, core, time_unit)
-    unit = time_unit or _checked_seconds(table.column(core["t"]), core["t"])
+    check_names(table, mapping, core, keep)
+    check_types(table, mapping, core, time_unit)
+    unit = time_unit or checked_seconds(table.column(core["t"]), core["t"])
     wanted = {*core.values(), *(table.column_names if keep is None else keep)}
     table = table.select([name for name in table.column_names if name in wanted])
     try:
@@ -88,7 +89,7 @@ def edge_rows(table: pa.Table, mapping: ColumnMapping, time_unit: str | None,
         raise TypeError(str(err)) from None
 
 
-def _check_names(table: pa.Table, mapping: ColumnMapping, core: Mapping[str, str],
+def check_names(table: pa.Table, mapping: ColumnMapping, core: Mapping[str, str],
                  keep: Sequence[str] | None) -> None:
     """Every column named exists, and no other column has an edge field's name (it would
     shadow the field read from the column named)."""
@@ -117,7 +118,7 @@ _ROLE = {"t": "start times", "src": "source vertices", "dst": "destination verti
          "dur": "durations"}
 
 
-def _check_types(table: pa.Table, mapping: ColumnMapping, core: Mapping[str, str],
+def check_types(table: pa.Table, mapping: ColumnMapping, core: Mapping[str, str],
                  time_unit: str | None) -> None:
     """Refuse a column whose type cannot hold what it is mapped to, and ``time_unit``
     with times that carry their own unit."""
@@ -156,7 +157,7 @@ def _check_types(table: pa.Table, mapping: ColumnMapping, core: Mapping[str, str
                         f"{_ROLE[field_name]} are {wanted} (convert it, e.g. {fix})")
 
 
-def _checked_seconds(column: Any, name: str) -> str:
+def checked_seconds(column: Any, name: str) -> str:
     """``"s"``, the unit numeric times are assumed to count, once checked against them as
     the command line checks them; a :class:`ValueError` when they read as epoch times in
     another unit only."""
@@ -180,7 +181,7 @@ def _checked_seconds(column: Any, name: str) -> str:
     return "s"
 
 
-def _plain_types(table: pa.Table) -> pa.Table:
+def plain_types(table: pa.Table) -> pa.Table:
     """Large strings and string views (Polars' text, pandas' ``string[pyarrow]``) as
     strings, which the readers produce and the engines' fields read."""
     import pyarrow as pa

@@ -87,8 +87,8 @@ def test_pandas_milliseconds_give_the_cli_matches(college):
     assert [row["x1"], row["x2"], row["x3"]] == [record["bindings"][v] for v in
                                                  ("x1", "x2", "x3")]
     assert [row[f"e{i}_seq"] for i in (1, 2, 3)] == [e["seq"] for e in record["edges"]]
-    assert row["last_t"] == pd.Timestamp(record["last_t"], unit="s", tz="UTC")
-    assert str(m["first_t"].dtype) == "datetime64[us, UTC]"
+    assert row["last_time"] == pd.Timestamp(record["last_t"], unit="s", tz="UTC")
+    assert str(m["first_time"].dtype) == "datetime64[us, UTC]"
 
 
 def test_pandas_datetimes_naive_as_utc_give_the_cli_matches(college):
@@ -111,7 +111,7 @@ def test_arrow_timestamps_give_an_arrow_table_of_the_cli_matches(college):
     assert isinstance(m, pa.Table)
     assert m.num_rows == COLLEGE_TRIANGLES
     assert ids(m.column("match_id").to_pylist()) == ids(r["match_id"] for r in records)
-    assert m.schema.field("last_t").type == pa.timestamp("us", tz="UTC")
+    assert m.schema.field("last_time").type == pa.timestamp("us", tz="UTC")
 
 
 def test_polars_gives_polars_and_the_cli_matches(college):
@@ -308,11 +308,12 @@ def test_what_is_no_frame_is_refused(tri):
         graphcep.parse("MATCH (a)", kind="cypher")
 
 
-def test_a_spark_dataframe_is_refused_for_now(tri):
-    """Told by its class's module, as every frame is (no Spark session needed)."""
-    spark_frame = type("DataFrame", (), {"__module__": "pyspark.sql.classic.dataframe"})()
-    with pytest.raises(TypeError, match="a Spark DataFrame is not yet supported"):
-        tri.match(spark_frame)
+def test_other_spark_objects_are_refused_naming_what_to_pass(tri):
+    """Told by its class's module, as every frame is (no Spark session needed); Spark
+    DataFrames themselves: tests/api/test_api_spark.py."""
+    spark_row = type("Row", (), {"__module__": "pyspark.sql.types"})()
+    with pytest.raises(TypeError, match="pass a Spark DataFrame"):
+        tri.match(spark_row)
 
 
 def test_query_errors_name_the_api_arguments_not_the_command_line_options(small):

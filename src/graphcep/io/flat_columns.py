@@ -16,7 +16,8 @@ subscriptions     none: the key and positions are columns of the record already
 ================  ===============================================================
 
 A flat name that equals a fixed column of the record (``query``, ``match_id``,
-``first_t``...), a field a reader tells record kinds by (``vertices``,
+``first_t``...) or of the Python API's frames (``first_time``, ``last_time``,
+``record``), a field a reader tells record kinds by (``vertices``,
 ``subscription``) or reads as a time (``t``, ``dur``, ``start_t``...), or a name taken
 before it, is prefixed with ``q_`` (a vertex called
 ``query`` is ``q_query``). A run of several queries writes the union of their columns, a
@@ -57,11 +58,15 @@ TIME_FIELDS = frozenset({"first_t", "last_t", "window_start", "window_end", "sta
                          "end_t", "pww_report_t"})
 NESTED_TIME_FIELD = "t"
 
+#: The columns the Python API's frames of matches add to the record's
+#: (:func:`graphcep.api.match_table`): no flat column takes them either.
+API_FIELDS = frozenset({"first_time", "last_time", "record"})
+
 #: Names a reader tells record kinds by or reads as times wherever they are
 #: (:mod:`graphcep.pictures.records`), and the fields progressive window widening adds:
 #: no flat column takes them.
 RESERVED = frozenset({"vertices", "subscription", "pww_level", "pww_report_t", "pww_delay",
-                      "pww_delay_us", NESTED_TIME_FIELD, "dur"}) | TIME_FIELDS
+                      "pww_delay_us", NESTED_TIME_FIELD, "dur"}) | TIME_FIELDS | API_FIELDS
 
 
 @dataclass(frozen=True)

@@ -376,11 +376,13 @@ class BoundedOutput:
             raise MatchLimitReached(self.stop_reason, room)
         self._take(table)
 
-    def write_all(self, table: pa.Table, stats: RunStats) -> None:
-        """Write a whole match table (a run that collected it: Spark, widening) in chunks;
-        ``stats`` then say how many were written and whether the bound stopped them."""
+    def write_all(self, tables: pa.Table | Iterable[pa.Table], stats: RunStats) -> None:
+        """Write a match table (a run that collected it: widening), or tables as a run
+        hands them out (Spark), in chunks; ``stats`` then say how many were written and
+        whether the bound stopped them."""
         try:
-            for part in _slices((table,), MATCH_CHUNK_ROWS):
+            for part in _slices((tables,) if isinstance(tables, pa.Table) else tables,
+                                MATCH_CHUNK_ROWS):
                 self(part)
         except MatchLimitReached as stop:
             stats.extra["stopped"] = stop.reason

@@ -6,6 +6,8 @@
   local reader reads;
 - :mod:`~graphcep.runtime.spark.replay`: :func:`run_spark`, exact replay by time shards
   (or edge rank, for count windows), its strategies and how "auto" picks one;
+  :func:`plan_spark`, the same run planned, its matches a lazy DataFrame or batches the
+  driver takes one task's at a time;
 - :mod:`~graphcep.runtime.spark.cells`: HyperCube cells, routed in the JVM;
 - :mod:`~graphcep.runtime.spark.tasks`: what one replay runs, in the driver or a task;
 - :mod:`~graphcep.runtime.spark.widening`: :func:`run_widening_spark`, progressive window
@@ -16,7 +18,14 @@ The names below are the runtime's public API, importable from this package.
 
 from graphcep.runtime.spark.cells import cell_routes, keyed_grid, one_cell_per_edge, route_spark
 from graphcep.runtime.spark.reading import read_edges_spark
-from graphcep.runtime.spark.replay import CELL_SKEW, choose_strategy, plan_shards, run_spark
+from graphcep.runtime.spark.replay import (
+    CELL_SKEW,
+    SparkRun,
+    choose_strategy,
+    plan_shards,
+    plan_spark,
+    run_spark,
+)
 from graphcep.runtime.spark.session import (
     JavaMissingError,
     check_column_names,
@@ -28,6 +37,7 @@ from graphcep.runtime.spark.widening import run_widening_spark
 
 __all__ = [
     "CELL_SKEW",
+    "SparkRun",
     "DRIVER_REPLAY_ROWS",
     "JavaMissingError",
     "cell_routes",
@@ -37,6 +47,7 @@ __all__ = [
     "keyed_grid",
     "one_cell_per_edge",
     "partition_keys",
+    "plan_spark",
     "plan_shards",
     "read_edges_spark",
     "replay_shard",

@@ -16,11 +16,11 @@ from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import PREDICATE_COMPARISONS, EdgePredicate, QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares, free_offsets, home_filter
 from graphcep.runtime.spark.tasks import (
+    TaskPlan,
     partition_keys,
     received,
     replay_single,
     task_rows,
-    task_schema,
 )
 
 
@@ -55,7 +55,7 @@ def cell_budget(spark, shards: int | None) -> int:
 
 
 def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares,
-              timings: Any = None, count: bool = False):
+              timings: Any = None, count: bool = False, lazy: bool = False) -> TaskPlan:
     """HyperCube: route every edge to the cells it must reach (in the JVM, see
     :func:`route_spark`), shuffle each cell onto a partition of its own, replay each cell's
     edges in stream order and keep its home matches
@@ -63,8 +63,9 @@ def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares,
     from pyspark.sql import functions as F
 
     if shares.cells == 1:  # no split pays (e.g. the triangle on 2 or 4 cells): one engine
-        matches, extra = replay_single(spark, job, edges_df, n, timings, count)
-        return matches, {**extra, "strategy": "cells", "cells": 1}
+        plan = replay_single(spark, job, edges_df, n, timings, count, lazy)
+        plan.extra.update({"strategy": "cells", "cells": 1})
+        return plan
     keyed = one_cell_per_edge(job, shares)
     routed = route_spark(job, shares, edges_df)
     keys = F.array(*[F.lit(k).cast("long") for k in partition_keys(shares.cells)])
@@ -83,10 +84,9 @@ def run_cells(spark, job: SubgraphJob, edges_df, n: int, shares: Shares,
             yield from task_rows(job, table.filter(pc.equal(cell_of, cell)), None,
                                  count=count, timings=timings, keep=home)
 
-    matches = placed.mapInArrow(run_partition, task_schema(job, count)).toArrow()
     extra = {"strategy": "cells", "cells": shares.cells,
              "grid": "x".join(str(s) for s in shares.shares), "one_cell_per_edge": keyed}
-    return matches, extra
+    return TaskPlan(placed, run_partition, extra)
 
 
 def route_spark(job: SubgraphJob, shares: Shares, edges_df):

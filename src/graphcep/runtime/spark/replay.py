@@ -38,8 +38,9 @@ edge than a sort does, so the parallel replay pays for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,7 +51,7 @@ from graphcep.events import normalize_edges, sort_stream
 from graphcep.jobs.base import Extent, ReplayJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.hypercube import Shares, choose_shares
-from graphcep.runtime.local import RunStats, count_job, replay_job
+from graphcep.runtime.local import RunStats, count_job, replay_job_chunks
 from graphcep.runtime.spark.cells import (
     cell_budget,
     cell_routes,
@@ -62,9 +63,12 @@ from graphcep.runtime.spark.profile import stage_mark, stage_seconds, summed, ta
 from graphcep.runtime.spark.session import check_column_names
 from graphcep.runtime.spark.tasks import (
     COUNT_SCHEMA,
+    PACKED_TYPE,
+    TaskPlan,
     counted,
     driver_threads,
     ipc_bytes,
+    packed,
     partition_keys,
     received,
     replay_shard,
@@ -72,6 +76,7 @@ from graphcep.runtime.spark.tasks import (
     runs_in_driver,
     task_rows,
     task_schema,
+    unpacked,
 )
 from graphcep.timing import NESTED, Phases
 
@@ -163,20 +168,150 @@ def run_spark(
     time-ordered input -- is measured in ``bench/RESULTS.md`` ("Spark strategies").
     """
 
+    run = plan_spark(spark, job, edges_df, shards=shards, shard_length_us=shard_length_us,
+                     strategy=strategy, count=count)
+    schema = schema_of_run(run.job, count)
+    with run.replaying():
+        table = run.collected()
+    found = counted(table) if count else table.num_rows
+    if count or not table.num_rows:
+        table = run.job.output.schema.empty_table()
+    else:
+        table = table.cast(schema)
+    return table, run.finish(found)
+
+
+@dataclass
+class SparkRun:
+    """A run :func:`plan_spark` planned: its statistics pass is done, its replay not.
+
+    The matches are taken once, in one of three ways: :meth:`frame` (a lazy Spark
+    DataFrame, the Python API's), :meth:`batches` (record batches as the driver writes
+    them, a bounded number held at a time, the command line's) or :meth:`collected` (one
+    table); then :meth:`finish` gives the run's statistics."""
+
+    spark: Any
+    job: ReplayJob  #: the job, bound to the data
+    count: bool
+    stats: RunStats  #: edges and what the plan did (``extra``); matches once taken
+    plan: TaskPlan | None  #: None: no edge to replay
+    phases: Phases = field(default_factory=Phases)
+    timings: Any = None
+    mark: Any = None
+    started: float = field(default_factory=time.perf_counter)
+
+    def frame(self, shape: Any, schema: Any) -> Any:
+        """The tasks' rows as a lazy DataFrame of the Spark type ``schema``, each task's
+        batches passed through ``shape`` (None when there is no edge: no task to run)."""
+        if self.plan is None:
+            return None
+        return self.plan.mapped(shape, schema)
+
+    def batches(self, limit: int | None = None) -> Iterator[pa.RecordBatch]:
+        """The matches (or counts), batch by batch, the driver holding one task's output
+        at a time, and that on disk until read (:func:`driver_batches`); a task makes at
+        most ``limit`` matches."""
+        if self.plan is not None:
+            try:
+                yield from driver_batches(self.plan, self.job, self.count, limit)
+            finally:
+                self.plan.release()
+
+    def collected(self) -> pa.Table:
+        """Every match (or count) in one table."""
+        schema = schema_of_run(self.job, self.count)
+        if self.plan is None:
+            return schema.empty_table()
+        try:
+            if self.plan.local is not None:
+                return pa.Table.from_batches(list(self.plan.local()), schema)
+            frame = self.plan.mapped(lambda batches: batches, task_schema(self.job, self.count))
+            return frame.toArrow()
+        finally:
+            self.plan.release()
+
+    @contextmanager
+    def replaying(self, besides: Callable[[], float] = lambda: 0.0) -> Iterator[None]:
+        """The phase of the Spark job taking the matches, less the seconds ``besides``
+        says were spent on other work meanwhile (writing them); none for a replay in the
+        driver, which names its own."""
+        started = time.perf_counter()
+        try:
+            yield
+        finally:
+            if self.timings is not None:
+                self.phases.add(f"spark replay job ({self.stats.extra['strategy']}: tasks, "
+                                "shuffle, collecting matches)",
+                                time.perf_counter() - started - besides())
+
+    def finish(self, found: int) -> RunStats:
+        """The run's statistics once its ``found`` matches were taken: the tasks' and
+        stages' seconds nested under the replay's phase."""
+        if self.timings is not None:
+            self.phases.update(stage_seconds(self.spark, self.mark), NESTED)
+            self.phases.update(summed(self.timings.value), NESTED)
+        self.stats.matches = found
+        self.stats.seconds = time.perf_counter() - self.started
+        self.stats.phases = self.phases.seconds
+        return self.stats
+
+
+def driver_batches(plan: TaskPlan, job: ReplayJob, count: bool, limit: int | None
+                   ) -> Iterator[pa.RecordBatch]:
+    """The rows of ``plan`` in the driver, in task order, without holding them all.
+
+    Counts (one row a task) are collected. Matches are not: each task packs its chunks as
+    Arrow IPC bytes, one row a chunk (:func:`~graphcep.runtime.spark.tasks.packed`), the
+    packed rows are persisted on the executors' disks by one job that runs every task in
+    parallel, and the driver then reads them back task by task
+    (``toLocalIterator``): it holds one task's packed chunks at a time (the JVM) and
+    one chunk (Python). ``limit`` caps each task's matches (``--max-matches``: the
+    driver stops after that many anyway)."""
+    if plan.local is not None:
+        yield from plan.local()
+        return
+    if count:
+        yield from plan.mapped(lambda batches: batches, task_schema(job, True)).toArrow(
+            ).to_batches()
+        return
+    from pyspark import StorageLevel
+
+    frame = plan.mapped(lambda batches: packed(batches, limit), PACKED_TYPE)
+    frame = frame.persist(StorageLevel.DISK_ONLY)
+    try:
+        frame.count()  # every task at once; the reads below are of their stored output
+        for row in frame.toLocalIterator():
+            yield from unpacked(row[0])
+    finally:
+        frame.unpersist()
+
+
+def plan_spark(spark, job: ReplayJob | Any, edges_df: Any, *, shards: int | None = None,
+               shard_length_us: int | None = None, strategy: str = "auto",
+               count: bool = False, lazy: bool = False,
+               parts: list[Any] | None = None) -> SparkRun:
+    """:func:`run_spark`'s run, planned but not replayed: the statistics pass is done (one
+    small aggregate), the replay waits for the caller to take its matches
+    (:class:`SparkRun`).
+
+    ``lazy``: no step of the plan may run in the driver or collect there, so the matches
+    can stay a DataFrame (the Python API): a single replay runs in a task, not the
+    driver; time-ordered partitions are shuffled into time shards instead of being used
+    in place (which collects their warm-ups); count windows run as one replay (their
+    shards are ranked and their warm-ups collected). Every plan is exact.
+
+    ``parts``: the statistics pass's rows (per partition of ``edges_df``: ``p``,
+    ``t_min``, ``t_max``, ``d_max``, ``n``), when the caller made them in a pass of its
+    own; the pass then runs only where a keyed grid needs its cells' counts.
+    """
     job = _as_job(job)
     started = time.perf_counter()
     phases = Phases()
     if isinstance(edges_df, pa.Table):
-        held = _in_driver(spark, job, edges_df, shards, shard_length_us, strategy, phases,
-                          count)
+        held = None if lazy else _in_driver(spark, job, edges_df, shards, shard_length_us,
+                                            strategy, phases, count)
         if held is not None:
-            matches, extra, extent = held
-            found = counted(matches) if count else matches.num_rows
-            matches = job.output.schema.empty_table() if count else matches
-            stats = RunStats(edges=edges_df.num_rows, matches=found,
-                             seconds=time.perf_counter() - started, phases=phases.seconds)
-            stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
-            return matches, stats
+            return held
         with phases.phase("handing the edges to Spark (Arrow to the JVM)"):
             edges_df = spark.createDataFrame(edges_df)
     check_column_names(spark, edges_df.columns)
@@ -186,31 +321,37 @@ def run_spark(
     # keyed queries may run as cells: count each cell's edges in the same pass
     auto = strategy == "auto" and shards is None and shard_length_us is None
     keyed = keyed_grid(spark, job) if auto else None
-    with phases.phase("spark statistics pass (reads the input)"):
-        parts, cell_edges = _partition_stats(edges_df, job, keyed)
+    if parts is None or keyed is not None:
+        with phases.phase("spark statistics pass (reads the input)"):
+            parts, cell_edges = _partition_stats(edges_df, job, keyed)
+    else:
+        cell_edges = None
     n = sum(int(r["n"]) for r in parts)
-    schema = job.output.schema
     if n == 0:
-        return schema.empty_table(), RunStats(seconds=time.perf_counter() - started)
+        return SparkRun(spark, job.bind(0), count, RunStats(), None, phases, started=started)
     job = job.bind(max(int(r["d_max"] or 0) for r in parts))
     extent = job.extent()
     # ship only what the engine reads: wide netflow rows would cost transfer time for nothing
     edges_df = edges_df.select(*job.needed_columns(edges_df.columns))
     if strategy == "auto":
         strategy = choose_strategy(parts, extent, job, shards, shard_length_us, cell_edges)
+    if lazy:
+        strategy = _lazy_strategy(strategy, extent)
     timings = task_phases(spark)
     mark = stage_mark(spark)
-    with phases.phase(f"spark replay job ({strategy}: tasks, shuffle, collecting matches)"):
-        matches, extra = _replay(spark, job, edges_df, strategy, parts, extent, n, shards,
-                                 shard_length_us, keyed, timings, count)
-    phases.update(stage_seconds(spark, mark), NESTED)
-    phases.update(summed(timings.value), NESTED)
-    found = counted(matches) if count else matches.num_rows
-    matches = matches.cast(schema) if matches.num_rows and not count else schema.empty_table()
-    stats = RunStats(edges=n, matches=found, seconds=time.perf_counter() - started,
-                     phases=phases.seconds)
-    stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
-    return matches, stats
+    plan = _replay(spark, job, edges_df, strategy, parts, extent, n, shards,
+                   shard_length_us, keyed, timings, count, lazy)
+    stats = RunStats(edges=n)
+    stats.extra.update({f"extent_{extent.unit}": extent.size, **plan.extra})
+    return SparkRun(spark, job, count, stats, plan, phases, timings, mark, started)
+
+
+def _lazy_strategy(strategy: str, extent: Extent) -> str:
+    """The strategy a lazy plan runs for ``strategy``: one that collects nothing in the
+    driver (:func:`plan_spark`)."""
+    if extent.unit == "edges" and strategy in ("partitions", "shuffle"):
+        return "single"
+    return "shuffle" if strategy == "partitions" else strategy
 
 
 def schema_of_run(job: ReplayJob, count: bool) -> pa.Schema:
@@ -220,46 +361,57 @@ def schema_of_run(job: ReplayJob, count: bool) -> pa.Schema:
 
 def _replay(spark, job: ReplayJob, edges_df, strategy: str, parts, extent: Extent, n: int,
             shards: int | None, shard_length_us: int | None, keyed: Shares | None,
-            timings: Any, count: bool = False):
-    """The matches of one strategy (``count``: the tasks' counts), collected to the
-    driver, and what it reports; the tasks add the seconds of their phases to the
-    accumulator ``timings``."""
+            timings: Any, count: bool = False, lazy: bool = False) -> TaskPlan:
+    """The plan of one strategy (``count``: its tasks count); the tasks add the seconds of
+    their phases to the accumulator ``timings``."""
     if strategy == "single":
-        matches, extra = replay_single(spark, job, edges_df, n, timings, count)
-    elif strategy == "partitions":
-        with _pinned(edges_df, parts) as (pinned, pinned_parts):
-            if not _time_ordered(pinned_parts):
-                raise ValueError("strategy 'partitions' needs partitions in increasing time order")
-            matches, extra = _replay_in_place(spark, job, pinned, pinned_parts, extent,
-                                              timings, count)
-    elif strategy == "shuffle" and extent.unit == "edges":
-        matches, extra = _replay_rank_shards(spark, job, edges_df, extent, shards,
-                                             shard_length_us, timings, count)
-    elif strategy == "shuffle":
-        matches, extra = _replay_shuffled(spark, job, edges_df, parts, extent.size, shards,
-                                          shard_length_us, timings, count)
-    elif strategy == "cells":
+        return replay_single(spark, job, edges_df, n, timings, count, lazy)
+    if strategy == "partitions":
+        pinned, pinned_parts, release = _pinned(edges_df, parts)
+        if not _time_ordered(pinned_parts):
+            release()
+            raise ValueError("strategy 'partitions' needs partitions in increasing time order")
+        plan = _replay_in_place(spark, job, pinned, pinned_parts, extent, timings, count)
+        return _released_after(plan, release)
+    if strategy == "shuffle" and extent.unit == "edges":
+        return _replay_rank_shards(spark, job, edges_df, extent, shards, shard_length_us,
+                                   timings, count)
+    if strategy == "shuffle":
+        return _replay_shuffled(spark, job, edges_df, parts, extent.size, shards,
+                                shard_length_us, timings, count)
+    if strategy == "cells":
         grid = keyed or choose_shares(job.cell_query(), cell_budget(spark, shards))
-        matches, extra = run_cells(spark, job, edges_df, n, grid, timings, count)
-    elif strategy == "keys":
-        matches, extra = _replay_keys(spark, job, edges_df, shards, timings, count)
-    else:
-        raise ValueError(
-            f"unknown strategy {strategy!r}: auto, single, partitions, shuffle, cells or keys")
-    return matches, extra
+        return run_cells(spark, job, edges_df, n, grid, timings, count, lazy)
+    if strategy == "keys":
+        return _replay_keys(spark, job, edges_df, shards, timings, count)
+    raise ValueError(
+        f"unknown strategy {strategy!r}: auto, single, partitions, shuffle, cells or keys")
+
+
+def _released_after(plan: TaskPlan, release) -> TaskPlan:
+    """``plan``, running ``release`` too once its rows are taken."""
+    before = plan.release
+
+    def both() -> None:
+        before()
+        release()
+
+    plan.release = both
+    return plan
 
 
 def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
                shard_length_us: int | None, strategy: str, phases: Phases,
-               count: bool = False):
-    """``(matches, extra, extent)`` when a stream the driver holds runs as one replay in
-    the driver (:func:`replay_single`'s rule), its steps' seconds nested in ``phases``;
-    None when the plan needs Spark."""
+               count: bool = False) -> SparkRun | None:
+    """The run of a stream the driver holds when it runs as one replay in the driver
+    (:func:`replay_single`'s rule), its steps' seconds nested in ``phases`` once its
+    matches are taken; None when the plan needs Spark."""
+    started = time.perf_counter()
     job.check_columns(table.column_names)
     if strategy not in ("auto", "single") or not runs_in_driver(table.num_rows):
         return None
     if not table.num_rows:
-        return schema_of_run(job, count).empty_table(), {}, job.bind(0).extent()
+        return SparkRun(spark, job.bind(0), count, RunStats(), None, phases, started=started)
     t_min, t_max = pc.min_max(table.column("t")).values()
     d_max = pc.max(table.column("dur")).as_py() if "dur" in table.column_names else 0
     parts = [{"p": 0, "t_min": t_min.as_py(), "t_max": t_max.as_py(), "d_max": d_max,
@@ -270,18 +422,24 @@ def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
                                               shard_length_us) != "single":
         return None
     table = table.select(job.needed_columns(table.column_names))
-    steps = Phases()
-    with phases.phase("replay in the driver (single)"):
+
+    def in_driver() -> Iterator[pa.RecordBatch]:
+        steps = Phases()
+        threads = driver_threads(spark)
         if count:
-            matches = pa.table({"matches": [count_job(job, table, threads=driver_threads(spark),
-                                                      phases=steps)]}, COUNT_SCHEMA)
+            found = count_job(job, table, threads=threads, phases=steps)
+            yield pa.record_batch([pa.array([found], pa.int64())], schema=COUNT_SCHEMA)
         else:
-            matches = replay_job(job, table, threads=driver_threads(spark), phases=steps)
-    phases.update(steps.seconds, NESTED)
-    if not count:
-        matches = matches.cast(job.output.schema) if matches.num_rows else (
-            job.output.schema.empty_table())
-    return matches, {"strategy": "single", "shards": 1, "where": "driver"}, extent
+            for chunk in replay_job_chunks(job, table, threads=threads, phases=steps):
+                yield from chunk.cast(job.output.schema).to_batches()
+        phases.add("replay in the driver (single)", sum(steps.seconds.values()))
+        phases.update(steps.seconds, NESTED)
+
+    extra = {"strategy": "single", "shards": 1, "where": "driver"}
+    stats = RunStats(edges=table.num_rows)
+    stats.extra.update({f"extent_{extent.unit}": extent.size, **extra})
+    return SparkRun(spark, job, count, stats, TaskPlan(None, None, extra, local=in_driver),
+                    phases, started=started)
 
 
 def _as_job(job: Any) -> ReplayJob:
@@ -291,21 +449,21 @@ def _as_job(job: Any) -> ReplayJob:
     return as_job(job)
 
 
-@contextmanager
 def _pinned(edges_df, parts):
-    """``edges_df`` with partitions that stay the same in every job, and their stats.
+    """``edges_df`` with partitions that stay the same in every job, their stats, and what
+    unpins them (once the plan's rows are taken).
 
     Warm-ups are cut at each partition's start, so every job must see the same
     partitions: an uncached range partitioning would be re-sampled each time.
     """
     if edges_df.storageLevel.useMemory or edges_df.storageLevel.useDisk:
-        yield edges_df, parts
-        return
+        return edges_df, parts, lambda: None
     pinned = edges_df.persist()
     try:
-        yield pinned, _partition_stats(pinned)[0]
-    finally:
+        return pinned, _partition_stats(pinned)[0], pinned.unpersist
+    except BaseException:
         pinned.unpersist()
+        raise
 
 
 def _partition_stats(edges_df, job: ReplayJob | None = None,
@@ -399,8 +557,7 @@ def _replay_keys(spark, job: ReplayJob, edges_df, shards: int | None, timings: A
         if table is not None:
             yield from task_rows(job, table, None, count=count, timings=timings)
 
-    matches = placed.mapInArrow(run_partition, task_schema(job, count)).toArrow()
-    return matches, {"strategy": "keys", "shards": parts, "key": key}
+    return TaskPlan(placed, run_partition, {"strategy": "keys", "shards": parts, "key": key})
 
 
 def _replay_in_place(spark, job: ReplayJob, edges_df, parts, extent: Extent,
@@ -452,9 +609,11 @@ def _replay_rank_shards(spark, job: ReplayJob, edges_df, extent: Extent, shards,
         raise ValueError("a count window is cut by edge rank: give shards, not shard_length_us")
     stretches = shards or max(2, 4 * spark.sparkContext.defaultParallelism)
     ordered = edges_df.repartitionByRange(stretches, "t", "seq")
-    with _pinned(ordered, None) as (pinned, parts):
-        matches, extra = _replay_in_place(spark, job, pinned, parts, extent, timings, count)
-    return matches, {**extra, "strategy": "shuffle"}
+    pinned, parts, release = _pinned(ordered, None)
+    plan = _released_after(_replay_in_place(spark, job, pinned, parts, extent, timings,
+                                            count), release)
+    plan.extra["strategy"] = "shuffle"
+    return plan
 
 
 def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], extent: int,
@@ -487,9 +646,9 @@ def _replay_partitions(spark, job: ReplayJob, edges_df, starts: dict[int, int], 
             warm = everything.filter(in_range)
         yield from task_rows(job, own, warm, count=count, timings=timings)
 
-    matches = edges_df.mapInArrow(run_partition, task_schema(job, count)).toArrow()
-    return matches, {"strategy": "partitions", "shards": len(starts),
-                     "warmup_edges": 0 if tails is None else tails.num_rows}
+    return TaskPlan(edges_df, run_partition,
+                    {"strategy": "partitions", "shards": len(starts),
+                     "warmup_edges": 0 if tails is None else tails.num_rows})
 
 
 def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards,
@@ -529,5 +688,5 @@ def _replay_shuffled(spark, job: ReplayJob, edges_df, parts, extent: int, shards
             rows = table.filter(pc.equal(table.column("_shard"), shard_id))
             yield from replay_shard(job, rows, timings, count)
 
-    matches = placed.mapInArrow(run_partition, task_schema(job, count)).toArrow()
-    return matches, {"strategy": "shuffle", "shards": shard_count, "shard_length_us": length}
+    return TaskPlan(placed, run_partition,
+                    {"strategy": "shuffle", "shards": shard_count, "shard_length_us": length})

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
 from typing import Any
 
 import pyarrow as pa
@@ -48,28 +49,61 @@ def received(batches: Iterator[pa.RecordBatch], timings: Any = None) -> pa.Table
     return table if table.num_rows else None
 
 
+#: What a ``mapInArrow`` task runs: the batches of its partition in, match rows out.
+PartitionRun = Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]
+
+
+@dataclass
+class TaskPlan:
+    """How a strategy finds the matches, before anything runs: the DataFrame whose
+    partitions are the tasks and what each task runs on its partition (``run``), or, for
+    a replay in the driver, ``local`` (a generator of the same record batches, made when
+    it is called); ``extra`` says what the strategy did (the run's statistics).
+
+    A plan is lazy: a caller takes its rows as a DataFrame (:meth:`frame`, the Python
+    API's matches), in bounded chunks (the command line's output), or all at once.
+    ``release`` runs once the rows are taken (frames persisted for the plan)."""
+
+    frame: Any
+    run: PartitionRun | None
+    extra: dict[str, Any]
+    local: Callable[[], Iterator[pa.RecordBatch]] | None = None
+    release: Callable[[], None] = field(default=lambda: None)
+
+    def mapped(self, shape: Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]],
+               schema: Any) -> Any:
+        """The tasks' rows as a lazy DataFrame of ``schema`` (a Spark type), each task's
+        batches passed through ``shape``."""
+        run = self.run
+        if run is None:
+            raise ValueError("a replay in the driver has no DataFrame of matches")
+        return self.frame.mapInArrow(lambda batches: shape(run(batches)), schema)
+
+
 def replay_single(spark, job: ReplayJob, edges_df, n: int, timings: Any = None,
-                  count: bool = False):
+                  count: bool = False, lazy: bool = False) -> TaskPlan:
     """One engine replays everything.
 
-    Up to ``DRIVER_REPLAY_ROWS`` edges the engine runs in the driver: Spark collects the
-    partitions as Arrow in parallel and the driver's engine uses its cores. A single task
-    would instead receive every row through one JVM-to-Python pipe (on the benchmark's 1M
-    edges that pipe alone cost more than collecting and matching together). Larger
-    streams run in one task, so the driver never has to hold them.
+    Up to ``DRIVER_REPLAY_ROWS`` edges the engine runs in the driver (unless ``lazy``:
+    the matches must then stay a DataFrame): Spark collects the partitions as Arrow in
+    parallel and the driver's engine uses its cores. A single task would instead receive
+    every row through one JVM-to-Python pipe (on the benchmark's 1M edges that pipe alone
+    cost more than collecting and matching together). Larger streams run in one task, so
+    the driver never has to hold them.
     """
     threads = driver_threads(spark)
-    if runs_in_driver(n):
-        started = time.perf_counter()
-        table = edges_df.toArrow()
-        if timings is not None:
-            timings.add({COLLECTING_EDGES: time.perf_counter() - started})
-        schema = COUNT_SCHEMA if count else job.output.schema
-        matches = (pa.Table.from_batches(list(task_rows(job, table, None, count=count,
-                                                        threads=threads, timings=timings)),
-                                         schema)
-                   if table.num_rows else schema.empty_table())
-        return matches, {"strategy": "single", "shards": 1, "where": "driver"}
+    if runs_in_driver(n) and not lazy:
+        def in_driver() -> Iterator[pa.RecordBatch]:
+            started = time.perf_counter()
+            table = edges_df.toArrow()
+            if timings is not None:
+                timings.add({COLLECTING_EDGES: time.perf_counter() - started})
+            if table.num_rows:
+                yield from task_rows(job, table, None, count=count, threads=threads,
+                                     timings=timings)
+
+        return TaskPlan(None, None, {"strategy": "single", "shards": 1, "where": "driver"},
+                        local=in_driver)
 
     def run_all(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         table = received(batches, timings)
@@ -77,8 +111,10 @@ def replay_single(spark, job: ReplayJob, edges_df, n: int, timings: Any = None,
             yield from task_rows(job, table, None, count=count, threads=threads,
                                  timings=timings)
 
-    matches = edges_df.coalesce(1).mapInArrow(run_all, task_schema(job, count)).toArrow()
-    return matches, {"strategy": "single", "shards": 1, "where": "task"}
+    # lazy: a shuffle into the one task, not a coalesce, so that the steps before it run
+    # in tasks of their own partitions (the Python API numbers its rows by them)
+    one = edges_df.repartition(1) if lazy else edges_df.coalesce(1)
+    return TaskPlan(one, run_all, {"strategy": "single", "shards": 1, "where": "task"})
 
 
 def runs_in_driver(n: int) -> bool:
@@ -188,3 +224,30 @@ def replay_edges(job: ReplayJob, own: pa.Table, warm: pa.Table | None,
     matches the driver collects anyway)."""
     parts = list(replay_chunks(job, own, warm, threads=threads, timings=timings))
     return pa.concat_tables(parts) if parts else job.output.schema.empty_table()
+
+
+#: The Spark type of packed task output (:func:`packed`): one row per chunk of matches.
+PACKED_TYPE = "chunk binary"
+
+
+def packed(batches: Iterator[pa.RecordBatch], limit: int | None = None
+           ) -> Iterator[pa.RecordBatch]:
+    """A task's match batches as Arrow IPC bytes, one row a batch (:data:`PACKED_TYPE`),
+    at most ``limit`` matches in all: rows the driver takes one at a time
+    (:func:`~graphcep.runtime.spark.replay.driver_batches`), where Spark's rows of the
+    matches themselves would be converted twice (Arrow to Spark rows, then back)."""
+    room = limit
+    for batch in batches:
+        if room is not None:
+            if room <= 0:
+                return
+            batch = batch.slice(0, room)
+            room -= batch.num_rows
+        if batch.num_rows:
+            blob = ipc_bytes(pa.Table.from_batches([batch]))
+            yield pa.record_batch([pa.array([blob], pa.binary())], names=["chunk"])
+
+
+def unpacked(blob: bytes) -> Iterator[pa.RecordBatch]:
+    """The match batches of one :func:`packed` row."""
+    yield from pa.ipc.open_stream(blob).read_all().to_batches()
