@@ -29,7 +29,7 @@ Decisions
   ``time_unit`` (default seconds); without ``time_unit`` they are checked as the command
   line checks them (:func:`~graphcep.io.formats.times.implausible_time_unit`): epoch
   milliseconds read as seconds are refused, naming the unit to pass.
-* **Columns out**, the same for every kind of frame (:func:`match_table`):
+* **Columns out**, the same for every kind of frame (:func:`~graphcep.frame_matches.match_table`):
   ``match_id``, ``query`` (a subscription's name for subscriptions), ``first_time`` and
   ``last_time`` (``timestamp[us, UTC]``: the match's first edge, and the edge that
   completed it), the flat columns of :mod:`graphcep.io.flat_columns` (one per query
@@ -74,11 +74,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphcep.frame_edges import ColumnMapping, checked_unit, edge_table
+from graphcep.frame_matches import match_table, run_edges
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from graphcep.io.sinks import MatchFormat
     from graphcep.jobs.base import ReplayJob
 
 __all__ = ["Query", "load", "parse", "QUERY_KINDS"]
@@ -252,15 +252,9 @@ class Query:
         >>> print(parse("SUBGRAPH pair { a e b; }").explain().splitlines()[0])
         query pair on stream (default) with source(src) and target(dst)
         """
-        from graphcep.runtime.widening.report import explain_lines
-
         widening = self._widening(pww, pww_base, pww_max_duration)
         job = self.job(explain=True, pww=widening is not None)
-        if widening is not None:
-            from graphcep.runtime.widening import refuse_short_keep
-
-            refuse_short_keep(job, widening[0])
-        return "\n".join(explain_lines(job, widening))
+        return "\n".join(plan_lines(job, widening))
 
     @_api_words
     def match(self, data: Any, *, src: str = "src", dst: str = "dst", time: str = "t",
@@ -318,13 +312,13 @@ class Query:
         if _is_spark_frame(data):
             from graphcep.api_spark import match_spark
 
-            return match_spark(self, data, mapping, checked_unit(time_unit), columns,
-                               widening)
+            return match_spark(self.job(pww=widening is not None), data, mapping,
+                               checked_unit(time_unit), columns, widening)
         adapter = _adapter(data)
         edges = edge_table(adapter.to_arrow(data), mapping, checked_unit(time_unit), columns)
         job = self.job(pww=widening is not None)
         job.check_columns(edges.column_names)
-        matches, output = _run(job, edges, widening)
+        matches, output = run_edges(job, edges, widening)
         _warn_absent_labels(job, edges)
         return adapter.from_arrow(match_table(output, matches))
 
@@ -357,82 +351,28 @@ class Query:
         return pww_options(args)
 
 
+def plan_lines(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> list[str]:
+    """What ``graphcep explain`` and :meth:`Query.explain` say of ``job``: the query, its
+    extent and plan (under ``widening``, as window widening runs it, refused when its
+    windows cannot hold the query), and how stream cells would split it."""
+    from graphcep.runtime.widening.report import explain_lines
+
+    if widening is not None:
+        from graphcep.runtime.widening import refuse_short_keep
+
+        refuse_short_keep(job, widening[0])
+        return explain_lines(job, widening)  # windows are cut in the driver, not in cells
+    from graphcep.runtime.hypercube import partitioning_lines
+
+    return [*explain_lines(job, None), "", *partitioning_lines(job)]
+
+
 def _renamed(err: ValueError, path: str, name: str) -> ValueError:
     """``err`` saying ``name`` where it said ``path`` (a syntax error's ``source`` too)."""
     if getattr(err, "source", None) == path:
         err.source = name  # type: ignore[attr-defined]
     err.args = tuple(a.replace(path, name) if isinstance(a, str) else a for a in err.args)
     return err
-
-
-def _run(job: ReplayJob, edges: pa.Table, widening: tuple[int, int, int | None] | None):
-    """The matches of ``job`` in ``edges`` and their format, as ``graphcep run --engine
-    local`` finds them (with ``--pww`` under ``widening``)."""
-    if widening is None:
-        from graphcep.runtime.local import run_job
-
-        return run_job(job, edges)[0], job.output
-    from graphcep.runtime.widening import refuse_short_keep, run_widening
-    from graphcep.runtime.widening.report import widened_format
-
-    keep, base_us, max_duration_us = widening
-    refuse_short_keep(job, keep)
-    matches, _ = run_widening(job, edges, keep=keep, base_us=base_us,
-                              max_duration_us=max_duration_us)
-    return matches, widened_format(job.output)
-
-
-#: The columns every frame of matches starts with (:func:`match_table`).
-FIXED_COLUMNS = ("match_id", "query", "first_time", "last_time")
-
-#: The column holding the whole record, after the flat columns.
-RECORD_COLUMN = "record"
-
-#: Fields of a record shown beside the fixed columns too: what window widening adds.
-PROMOTED = ("pww_level", "pww_report_t", "pww_delay_us")
-
-
-def match_schema(output: MatchFormat) -> pa.Schema:
-    """The schema of :func:`match_table`'s tables for records of ``output``."""
-    import pyarrow as pa
-
-    from graphcep.io.flat_columns import TIMESTAMP
-
-    record = output.file_schema()
-    own = len(output.schema)
-    fixed = [pa.field("match_id", pa.string()), pa.field("query", pa.string()),
-             pa.field("first_time", TIMESTAMP), pa.field("last_time", TIMESTAMP)]
-    fixed += [record.field(name) for name in PROMOTED if name in output.schema.names]
-    return pa.schema([*fixed, *list(record)[own:],
-                      pa.field(RECORD_COLUMN, pa.struct(list(record)[:own]))])
-
-
-def match_table(output: MatchFormat, matches: pa.Table) -> pa.Table:
-    """Matches (a table of ``output.schema``, times in µs) as every frame of the API
-    gives them: :data:`FIXED_COLUMNS` (and, under window widening, :data:`PROMOTED`), the
-    flat columns, and the record as Parquet holds it in the struct column
-    :data:`RECORD_COLUMN`.
-
-    ``first_time`` is the record's ``first_t`` (``start_t`` for subscriptions),
-    ``last_time`` the time of the edge that completed the match (``last_t``, a DDST
-    match's ``window_end``, a subscription's ``end_t``:
-    :func:`~graphcep.pictures.records.match_time_column`)."""
-    import pyarrow as pa
-
-    from graphcep.pictures.records import match_time_column
-
-    record = output.file_table(matches)
-    own = output.schema.names
-    first = "start_t" if "start_t" in own else "first_t"
-    query = "query" if "query" in own else "subscription"
-    whole = pa.StructArray.from_arrays(
-        [record.column(name).combine_chunks() for name in own],
-        fields=list(record.schema)[:len(own)])
-    columns = [record.column(name) for name in
-               ("match_id", query, first, match_time_column(own),
-                *(name for name in PROMOTED if name in own))]
-    columns += record.columns[len(own):] + [whole]
-    return pa.Table.from_arrays(columns, schema=match_schema(output))
 
 
 def _warn_absent_labels(job: ReplayJob, edges: pa.Table) -> None:

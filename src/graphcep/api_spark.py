@@ -29,7 +29,7 @@ Decisions
   stream replayed there, time-ordered partitions' warm-ups, count windows' ranks), the
   lazy plan replays in a task instead. ``pww=`` runs widening in one task (the windows
   of the in-process run, :func:`graphcep.runtime.widening.run_widening`).
-* **Columns out:** those of every frame of the API (:func:`graphcep.api.match_table`),
+* **Columns out:** those of every frame of the API (:func:`graphcep.frame_matches.match_table`),
   made in the task from each chunk of matches, so the DataFrame's rows are converted
   from Arrow once.
 """
@@ -39,7 +39,6 @@ from __future__ import annotations
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
-from graphcep.api import _run, match_schema, match_table
 from graphcep.frame_edges import (
     ColumnMapping,
     check_names,
@@ -48,20 +47,21 @@ from graphcep.frame_edges import (
     edge_table,
     plain_types,
 )
+from graphcep.frame_matches import match_schema, match_table, run_edges
 
 if TYPE_CHECKING:
     import pyarrow as pa
 
-    from graphcep.api import Query
+    from graphcep.jobs.base import ReplayJob
 
 __all__ = ["match_spark"]
 
 
 
-def match_spark(query: Query, frame: Any, mapping: ColumnMapping, time_unit: str | None,
+def match_spark(job: ReplayJob, frame: Any, mapping: ColumnMapping, time_unit: str | None,
                 keep: Sequence[str] | None,
                 widening: tuple[int, int, int | None] | None) -> Any:
-    """The matches of ``query`` in the Spark DataFrame ``frame`` as a lazy Spark
+    """The matches of ``job`` in the Spark DataFrame ``frame`` as a lazy Spark
     DataFrame (module docstring); the arguments as :meth:`graphcep.api.Query.match`
     checked them.
 
@@ -86,7 +86,6 @@ def match_spark(query: Query, frame: Any, mapping: ColumnMapping, time_unit: str
     # numbers count time_unit, else seconds once checked; timestamps carry their own
     unit = (time_unit or "s") if _is_number(schema.field(core["t"]).type) else None
     edge_schema = edge_table(empty.select(frame.columns), mapping, unit, keep).schema
-    job = query.job(pww=widening is not None)
     job.check_columns(edge_schema.names)
 
     def convert(batch: pa.RecordBatch, offset: int = 0) -> pa.Table:
@@ -147,7 +146,7 @@ def _widened(job: Any, edges_df: Any, widening: tuple[int, int, int | None]) -> 
     def widen(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         edges = received(batches)
         if edges is not None:
-            matches, found = _run(job, edges, widening)
+            matches, found = run_edges(job, edges, widening)
             yield from match_table(found, matches).to_batches()
 
     # repartition, not coalesce: the edges' numbering reads each task's input partition

@@ -931,19 +931,12 @@ def cmd_explain(args: argparse.Namespace) -> int:
     if getattr(args, "dot", None):  # checked before any work, as run checks -o
         check_target(args.dot, "dot", directory=False, role="--dot")
         refuse_overwriting_inputs([args.query], {"--dot": args.dot})
+    from graphcep.api import plan_lines
+
     widening = pww_options(args)  # --pww-base without --pww: named before the query's needs
     job = jobs.load(args.query, {**job_options(args, None), "explain": True})
-    if widening is not None:
-        from graphcep.runtime.widening import refuse_short_keep
-
-        refuse_short_keep(job, widening[0])
     drawing = job.plan_dot() if getattr(args, "dot", None) else None  # refused before the plan
-    lines = explain_lines(job, widening)
-    if widening is None:  # windows are cut in the driver, not split into cells
-        from graphcep.runtime.hypercube import partitioning_lines
-
-        lines += ["", *partitioning_lines(job)]
-    print("\n".join(lines))
+    print("\n".join(plan_lines(job, widening)))
     if drawing is not None:
         with writing(args.dot):  # parent directories created, as for -o
             Path(args.dot).parent.mkdir(parents=True, exist_ok=True)

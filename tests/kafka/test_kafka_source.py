@@ -41,6 +41,15 @@ DDST = ("QUERY spread; VERTICES A, B, C;\n"
 # -- without a broker -------------------------------------------------------------------
 
 
+def test_the_connector_is_the_pinned_pyspark_s():
+    """Spark's Kafka connector must be built for the PySpark graphcep pins and runs."""
+    import re
+    from importlib import metadata
+
+    pin = re.search(r'"pyspark==([^"]+)"', (REPO / "pyproject.toml").read_text()).group(1)
+    assert kafka_jars.CONNECTOR_VERSION == pin == metadata.version("pyspark")
+
+
 def test_the_source_address_and_options_are_checked():
     assert parse_kafka_uri("kafka://a:1,b/t1,t.2") == ([("a", 1), ("b", 9092)], ["t1", "t.2"])
     for bad in ("kafka://host", "kafka:///topic", "kafka://h:0/t", "kafka://h:x/t",

@@ -58,9 +58,13 @@ TIME_FIELDS = frozenset({"first_t", "last_t", "window_start", "window_end", "sta
                          "end_t", "pww_report_t"})
 NESTED_TIME_FIELD = "t"
 
-#: The columns the Python API's frames of matches add to the record's
-#: (:func:`graphcep.api.match_table`): no flat column takes them either.
-API_FIELDS = frozenset({"first_time", "last_time", "record"})
+#: The column of the Python API's frames of matches that holds the whole record, a struct
+#: (:func:`graphcep.frame_matches.match_table`; read back by :mod:`graphcep.pictures.records`).
+RECORD_COLUMN = "record"
+
+#: The columns the Python API's frames of matches add to the record's: no flat column
+#: takes them either.
+API_FIELDS = frozenset({"first_time", "last_time", RECORD_COLUMN})
 
 #: Names a reader tells record kinds by or reads as times wherever they are
 #: (:mod:`graphcep.pictures.records`), and the fields progressive window widening adds:

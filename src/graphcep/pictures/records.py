@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 
 from graphcep.events import TimeFormatError, format_seconds, seconds_to_us
-from graphcep.io.flat_columns import integer_times
+from graphcep.io.flat_columns import RECORD_COLUMN, integer_times
 from graphcep.io.formats.schema import InputError
 from graphcep.io.formats.times import scalar_iso_us
 from graphcep.io.sinks import MatchDrawing, ddst_match_drawing, sal_match_drawing
@@ -140,10 +140,26 @@ def _parquet_rows(path: str | Path) -> Iterator[dict[str, Any]]:
         parquet = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as err:
         raise MatchFileError(f"{path}: not a Parquet match file ({err})") from None
-    if "edges" not in parquet.schema_arrow.names:
+    schema = parquet.schema_arrow
+    if "edges" in schema.names:
+        columns = None
+    elif _is_api_frame(schema):
+        columns = [RECORD_COLUMN]  # the Python API's frames: the record in one struct column
+    else:
         raise MatchFileError(f"{path}: not a match file (no column of edges)")
-    for batch in parquet.iter_batches():  # times: timestamps, or µs in older files
-        yield from integer_times(pa.Table.from_batches([batch])).to_pylist()
+    for batch in parquet.iter_batches(columns=columns):  # times: timestamps, or µs (older)
+        table = pa.Table.from_batches([batch])
+        if columns is not None:
+            table = pa.Table.from_struct_array(table.column(RECORD_COLUMN).combine_chunks())
+        yield from integer_times(table).to_pylist()
+
+
+def _is_api_frame(schema: pa.Schema) -> bool:
+    """Whether a Parquet file is a frame of the Python API's matches written as it is."""
+    if RECORD_COLUMN not in schema.names:
+        return False
+    kind = schema.field(RECORD_COLUMN).type
+    return pa.types.is_struct(kind) and kind.get_field_index("edges") >= 0
 
 
 def _row(line: str, where: str) -> dict[str, Any]:

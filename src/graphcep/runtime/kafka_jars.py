@@ -25,8 +25,8 @@ import tempfile
 from pathlib import Path
 
 SCALA_BINARY = "2.13"
-# The newest connector Maven Central serves: 4.3.0 is not served, and the 4.2 connector
-# runs on PySpark 4.3 (the Kafka tests check it end to end against the batch run).
+# The connector of the PySpark graphcep pins (pyproject.toml; a test checks they agree):
+# the newest release whose connector Maven Central serves (4.3.0's is not served).
 CONNECTOR_VERSION = "4.2.0"
 CONNECTOR_ARTIFACT = f"org.apache.spark:spark-sql-kafka-0-10_{SCALA_BINARY}:{CONNECTOR_VERSION}"
 BROKER_VERSION = "4.1.1"
