@@ -178,8 +178,9 @@ WITHIN 1 h;
 """
 
 
-def test_ddst_reads_labels_from_a_frame_column(tmp_path):
-    """Labels are a column of the frame, as of the Parquet file the command line reads."""
+def labelled_calls(tmp_path: Path) -> tuple[pd.DataFrame, Path, list[dict]]:
+    """600 random calls with a label column, as a frame; the DDST chain query; and what
+    ``graphcep run`` reports for the query on the calls as Parquet."""
     rng = np.random.default_rng(7)
     n = 600
     frame = pd.DataFrame({
@@ -196,6 +197,12 @@ def test_ddst_reads_labels_from_a_frame_column(tmp_path):
     query.write_text(DDST)
     records = cli_matches(tmp_path, query, data)
     assert len(records) > 10
+    return frame, query, records
+
+
+def test_ddst_reads_labels_from_a_frame_column(tmp_path):
+    """Labels are a column of the frame, as of the Parquet file the command line reads."""
+    frame, query, records = labelled_calls(tmp_path)
     m = graphcep.load(query).match(frame, src="caller", dst="callee", time="at")
     assert ids(m["match_id"]) == ids(r["match_id"] for r in records)
     assert {"A", "B", "C", "x_seq", "y_seq"} <= set(m.columns)

@@ -20,7 +20,16 @@ import pytest
 
 import graphcep
 from graphcep.cli import main
-from tests.api.test_api import COLLEGE_TRIANGLES, DDST, TRIANGLE, cli_matches, college, ids, slice_  # noqa: F401 (fixtures)
+from tests.api.test_api import (  # noqa: F401 (fixtures)
+    COLLEGE_TRIANGLES,
+    DDST,
+    TRIANGLE,
+    cli_matches,
+    college,
+    ids,
+    labelled_calls,
+    slice_,
+)
 from tests.cli.test_college_msg import HOUR, count_triangles
 from tests.cli.test_college_msg import load as load_events
 
@@ -132,24 +141,7 @@ def test_every_query_kind_gives_the_cli_matches(spark, slice_, tmp_path):  # noq
 
 def test_ddst_labels_and_timestamps_from_spark_columns(spark, tmp_path):
     """Labels are a column of the frame; times are Spark timestamps."""
-    import numpy as np
-
-    rng = np.random.default_rng(7)
-    n = 600
-    frame = pd.DataFrame({
-        "caller": [f"p{i}" for i in rng.integers(0, 25, n)],
-        "callee": [f"p{i}" for i in rng.integers(0, 25, n)],
-        "at": pd.to_datetime(1_700_000_000 + np.sort(rng.integers(0, 86_400, n)), unit="s"),
-        "label": rng.choice(["call", "sms", "mail"], n),
-    })
-    data = tmp_path / "calls.parquet"
-    pq.write_table(pa.table({"t": frame["at"].to_numpy().astype("datetime64[us]"),
-                             "src": frame["caller"], "dst": frame["callee"],
-                             "label": frame["label"]}), data)
-    query = tmp_path / "chain.ddst"
-    query.write_text(DDST)
-    records = cli_matches(tmp_path, query, data)
-    assert len(records) > 10
+    frame, query, records = labelled_calls(tmp_path)
     m = graphcep.load(query).match(spark.createDataFrame(frame), src="caller",
                                    dst="callee", time="at")
     assert spark_ids(m) == ids(r["match_id"] for r in records)

@@ -508,13 +508,9 @@ def _damage_rejects(name: str, damage: DamagedInputError) -> pa.Table:
 def read_text_file(path: Path, fmt: str, options: ReaderOptions) -> FileRead:
     """Parse one text file (see :func:`_read_text_stream`); a file that cannot be opened
     is one reject, as a damaged one."""
-    try:
-        fh = open_binary(path)
-    except (FileNotFoundError, IsADirectoryError):
-        raise
-    except OSError as exc:  # unreadable (permissions ...): reported like a damaged file
-        damage = DamagedInputError(f"cannot read the file: {exc.strerror or exc}", 0)
-        return FileRead([], [_damage_rejects(str(path), damage)], 1, damaged=True)
+    fh = _opened(path)
+    if isinstance(fh, FileRead):
+        return fh
     with fh:
         return _read_text_stream(fh, str(path), fmt, options)
 
@@ -560,15 +556,24 @@ def _read_text_stream(fh: BinaryIO, name: str, fmt: str, options: ReaderOptions)
 def read_record_file(path: Path, options: ReaderOptions) -> FileRead:
     """One file of goflow2 protobuf messages (:func:`_read_record_stream`); a file that
     cannot be opened is one reject, as a damaged one."""
+    fh = _opened(path)
+    if isinstance(fh, FileRead):
+        return fh
+    with fh:
+        return _read_record_stream(fh, str(path), options)
+
+
+def _opened(path: Path) -> BinaryIO | FileRead:
+    """``path`` opened (through gzip when it is gzip), or, when it cannot be read
+    (permissions ...), a :class:`FileRead` of one reject saying why, as for a damaged
+    file; a missing file or a directory raises."""
     try:
-        fh = open_binary(path)
+        return open_binary(path)
     except (FileNotFoundError, IsADirectoryError):
         raise
     except OSError as exc:
         damage = DamagedInputError(f"cannot read the file: {exc.strerror or exc}", 0)
         return FileRead([], [_damage_rejects(str(path), damage)], 1, damaged=True)
-    with fh:
-        return _read_record_stream(fh, str(path), options)
 
 
 def _read_record_stream(fh: BinaryIO, name: str, options: ReaderOptions) -> FileRead:
@@ -636,13 +641,9 @@ def read_whole_file(path: Path, fmt: str, symbols: int = 0, after: int = 0) -> F
     """One file of a format read whole (:func:`parse_whole`), through gzip when it is
     gzip. A damaged one (a truncated gzip) keeps its lines before the damage, plus one
     reject for it, as a line format does; a file that cannot be opened is one reject."""
-    try:
-        fh = open_binary(path)
-    except (FileNotFoundError, IsADirectoryError):
-        raise
-    except OSError as exc:
-        damage = DamagedInputError(f"cannot read the file: {exc.strerror or exc}", 0)
-        return FileRead([], [_damage_rejects(str(path), damage)], 1, damaged=True)
+    fh = _opened(path)
+    if isinstance(fh, FileRead):
+        return fh
     with fh:
         return _parse_whole_stream(fh, str(path), fmt, symbols, after)
 
