@@ -310,8 +310,8 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
     job = widened_job(query.job(pww=widening is not None), widening)
     mapping = ColumnMapping(src=src, dst=dst, time=time, dur=dur)
     source = _checked_source(data, mapping, checked_unit(time_unit), columns, job)
-    lateness_us = _checked_seconds("lateness", lateness, allow_zero=True)
-    trigger_s = None if trigger is None else _checked_seconds("trigger", trigger) / 1e6
+    lateness_us = _seconds_argument("lateness", lateness, allow_zero=True)
+    trigger_s = None if trigger is None else _seconds_argument("trigger", trigger) / 1e6
     folder = Path(checkpoint)
     sink = _match_sink(job, output, on_matches, folder)
     _claim(folder, source, query, job, widening)
@@ -388,7 +388,7 @@ def _arrow_schema(schema: Any) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _checked_seconds(name: str, value: Any, allow_zero: bool = False) -> int:
+def _seconds_argument(name: str, value: Any, allow_zero: bool = False) -> int:
     """``value`` seconds as µs (exact through their decimal text), or a
     :class:`ValueError` naming the argument."""
     from graphcep.events import seconds_to_us
