@@ -75,7 +75,6 @@ from graphcep.io.formats import (
     prepare_options,
     too_long_reason,
 )
-from graphcep.io.formats.flow_pb import FrameReader
 from graphcep.io.formats.schema import InputNote
 from graphcep.io.formats.sniff import is_flow_messages, is_vast_line, refuse_packed, shape_of
 from graphcep.io.formats.times import EPOCH_SPAN, SECONDS_PER_TICK, implausible_time_unit
@@ -580,6 +579,8 @@ def _read_record_stream(fh: BinaryIO, name: str, options: ReaderOptions) -> File
     """goflow2's length-prefixed protobuf messages (``-format bin``), in blocks of
     ``options.chunk_bytes``; a message is a "line" (its number is its ``seq`` and its
     reject's line). A damaged stream keeps the messages read before the damage."""
+    from graphcep.io.formats.flow_pb import FrameReader  # numba: loaded when read
+
     frames = FrameReader()
     edges: list[pa.Table] = []
     rejects: list[pa.Table] = []

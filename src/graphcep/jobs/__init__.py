@@ -130,7 +130,8 @@ def refuse_foreign_options(kind: JobKind, options: Mapping[str, Any],
     """Refuse, in one :class:`QueryError`, options given for other kinds of query: an
     option another kind reads and ``kind`` does not is never silently ignored. ``reasons``
     says what the kind does instead, where it has something to say."""
-    owners = {option: other for other in KINDS for option in other.options}
+    # a rules directory reads every kind's options: the owner named is the file kind's
+    owners = {option: other for other in KINDS if other.suffixes for option in other.options}
     foreign = [option for option in sorted(owners, key=_OPTION_ORDER.index)
                if options.get(option) not in (None, False) and option not in kind.options]
     if not foreign:

@@ -81,6 +81,10 @@ from graphcep.patterns.subgraph import QueryError
 __all__ = ["RULE_MATCHES", "Rule", "RulesEngine", "RulesJob", "RulesWatch", "load",
            "read_rules"]
 
+#: Engines of its own a rules directory has none: each rule runs an engine of its kind's
+#: (the registry's ``ENGINES``, each checked by the engine protocol's tests).
+ENGINES: dict[str, tuple[str, str]] = {}
+
 #: The version of :meth:`RulesEngine.snapshot`'s layout.
 _SNAPSHOT_VERSION = 1
 _NEVER = np.iinfo(np.int64).min

@@ -41,7 +41,6 @@ from graphcep.io.formats import (
     parse_lines,
     prepare_options,
 )
-from graphcep.io.formats.flow_pb import parse_frames, value_frames
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime import kafka_jars
 
@@ -355,6 +354,8 @@ class KafkaSource:
         (:func:`~graphcep.io.formats.flow_pb.value_frames`), all decoded in one pass; a
         message is numbered as a line is, its reject names its record and its place in
         the value."""
+        from graphcep.io.formats.flow_pb import parse_frames, value_frames  # numba
+
         buf, starts, ends, owner = value_frames(rows.column("value").combine_chunks())
         numbers = np.arange(first_line, first_line + len(starts), dtype=np.int64)
         edges, rejects = parse_frames(buf, starts, ends, numbers)

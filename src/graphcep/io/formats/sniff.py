@@ -9,7 +9,6 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from graphcep.io.formats.flow_pb import decode_messages, frame_delimited
 from graphcep.io.formats.schema import NETFLOW5_FIELDS, VAST_FIELDS, InputError
 
 _PARQUET_MAGIC = "PAR1"
@@ -114,6 +113,8 @@ def is_flow_messages(head: bytes, most: int = 8) -> bool:
     """Whether a stream opens with goflow2 protobuf messages, length-prefixed (each
     perhaps followed by a ``\\n``): its first frames (up to ``most``) are whole and
     decode without a reject."""
+    from graphcep.io.formats.flow_pb import decode_messages, frame_delimited  # numba
+
     data = np.frombuffer(head, np.uint8)
     for separator in (True, False):
         starts, ends, _, broken = frame_delimited(data, 0, len(data), separator)
