@@ -732,11 +732,20 @@ def check_source() -> None:
         raise RuntimeError(f"graphcep imported from {graphcep.__file__}, not from {wanted}")
 
 
+def _version(package: str) -> str:
+    """An installed package's version, or that it is not installed (a bench that does not
+    use it runs without it)."""
+    try:
+        return metadata.version(package)
+    except metadata.PackageNotFoundError:
+        return "(not installed)"
+
+
 def machine_info(state: str) -> list[str]:
     model = re.search(r"Model name:\s*(.+)", shell(["lscpu"]))
     mem = re.search(r"MemTotal:\s+(\d+) kB", Path("/proc/meminfo").read_text())
     java = subprocess.run(["java", "-version"], capture_output=True, text=True, check=False)
-    versions = ", ".join(f"{p} {metadata.version(p)}" for p in
+    versions = ", ".join(f"{p} {_version(p)}" for p in
                          ("pyspark", "polars", "duckdb", "pyarrow", "numpy", "numba"))
     status = shell(["git", "status", "--porcelain", "--untracked-files=all", "src"])
     dirty = [line.split(maxsplit=1)[1] for line in status.splitlines() if line.strip()]
