@@ -33,19 +33,11 @@ import pyarrow as pa
 from bench.nu_paper import machine_lines
 from bench.triangles import record
 from graphcep.io.formats.flow_pb import FrameReader, decode_messages, parse_frames, value_frames
+from tests.io.flow_encoding import varint  # the wire format, written from the spec
 
 START_MARK = "<!-- bench.flow_decode:start -->"
 END_MARK = "<!-- bench.flow_decode:end -->"
 DISTINCT = 50_000
-
-
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    while True:
-        low, value = value & 0x7F, value >> 7
-        out.append(low | (0x80 if value else 0))
-        if not value:
-            return bytes(out)
 
 
 def _message(rng: random.Random, i: int) -> bytes:
@@ -60,9 +52,9 @@ def _message(rng: random.Random, i: int) -> bytes:
                16: 24, 17: 16}
     out = bytearray()
     for number, value in varints.items():
-        out += _varint(number << 3) + _varint(value)
+        out += varint(number << 3) + varint(value)
     for number in (6, 7, 11, 12):
-        out += _varint(number << 3 | 2) + b"\x04" + bytes(rng.randrange(256) for _ in range(4))
+        out += varint(number << 3 | 2) + b"\x04" + bytes(rng.randrange(256) for _ in range(4))
     return bytes(out)
 
 
@@ -89,7 +81,7 @@ def measure(count: int, repeat: int) -> list[tuple[str, tuple[float, float], int
     if hasattr(os, "sched_setaffinity"):
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     plain = messages(count)
-    framed = [_varint(len(m)) + m for m in plain]
+    framed = [varint(len(m)) + m for m in plain]
     data = b"".join(framed)
     buf = np.frombuffer(b"".join(plain), np.uint8)
     lengths = np.array([len(m) for m in plain], np.int64)

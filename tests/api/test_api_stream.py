@@ -22,7 +22,7 @@ import pytest
 
 import graphcep
 from graphcep.cli import main
-from tests.api.test_api import COLLEGE_TRIANGLES, TRIANGLE
+from tests.api.test_api import COLLEGE_TRIANGLES, DDST, TRIANGLE
 
 pytestmark = pytest.mark.spark
 
@@ -265,20 +265,12 @@ def test_window_widening_reports_what_graphcep_stream_pww_and_the_batch_run_repo
     capsys.readouterr()
 
 
-CHAIN = """QUERY chain;
-VERTICES A, B, C;
-EDGES
-  x: A -> B [call];
-  y: B -> C [sms];
-ORDER x < y;
-WITHIN 1 h;
-"""
 
 
 @pytest.mark.parametrize(("name", "text"), [
     ("tri.nu", "<#X ~> #Y . Y ~> #Z . Z ~> X>[0, 3600]"),
     ("probes.subs", "ping_pong: @a.@b.@a\nrepeat: @a.@a\n"),
-    ("chain.ddst", CHAIN),
+    ("chain.ddst", DDST),
 ])
 def test_every_query_kind_streams_the_matches_of_the_cli_and_of_q_match(
         spark, college_msg_path, tmp_path, capsys, name, text):
