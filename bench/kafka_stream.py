@@ -4,7 +4,7 @@ writes today over the same topic (Structured Streaming's stream-stream joins).
 
 The stream is :mod:`bench.streaming`'s (the S2 parameters: 25,000 vertices, 60,000 edges
 per second of event time, seed 1; the temporal triangle, W = 10 s). A real Apache Kafka
-broker (one KRaft node from the jars ``graphcep.runtime.kafka_jars`` fetches, started as
+broker (one KRaft node from the jars ``graphcep.runtime.streaming.kafka_jars`` fetches, started as
 the tests start it) holds a fresh two-partition topic per run. The feed
 (:class:`KafkaFeed`) produces ``src,dst,t`` CSV lines (``t`` in integer microseconds),
 ``--lines-per-message`` lines a message (default 100, as a batching exporter sends them;
@@ -196,9 +196,9 @@ def run_kafka(spark: Any, broker: Any, table: pa.Table, rate: int, args: argpars
     from graphcep.io.formats import ReaderOptions
     from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.lang.sal import parse_file
-    from graphcep.runtime.kafka_source import KafkaSource
-    from graphcep.runtime.spark_stream import start_stream
-    from graphcep.runtime.streaming import StreamOperator
+    from graphcep.runtime.streaming.driver import StreamOperator
+    from graphcep.runtime.streaming.kafka_source import KafkaSource
+    from graphcep.runtime.streaming.query import start_stream
 
     history = args.history
     topic = new_topic(broker)
@@ -323,7 +323,7 @@ def drain(broker: Any, topic: str, output: str, workdir: Path) -> Drain:
     one transaction a micro-batch)."""
     import subprocess
 
-    from graphcep.runtime import kafka_jars
+    from graphcep.runtime.streaming import kafka_jars
 
     target = str(workdir / "out")
     if output == "kafka":
@@ -423,13 +423,13 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
 
 
 def run_all(args: argparse.Namespace, table: pa.Table, workroot: Path) -> list[Measured]:
-    from graphcep.runtime.kafka_source import connector_conf
     from graphcep.runtime.spark import spark_session
+    from graphcep.runtime.streaming.kafka_source import connector_conf
     from tests.kafka.broker import start_broker, why_no_kafka
 
     if (why := why_no_kafka()) is not None:
         raise SystemExit(f"bench.kafka_stream: {why}")
-    from graphcep.runtime import kafka_jars
+    from graphcep.runtime.streaming import kafka_jars
 
     (workroot / "broker").mkdir()
     broker = start_broker(workroot / "broker")

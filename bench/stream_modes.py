@@ -1,5 +1,5 @@
 """The two streaming modes side by side: matching in the driver (``StreamOperator`` in
-``foreachBatch``) and in the executors (cells as Spark keys, ``runtime/spark_cells.py``),
+``foreachBatch``) and in the executors (cells as Spark keys, ``runtime/streaming/cells.py``),
 the SAL temporal triangle (W = 10 s) over generated netflow (60k edges/s of event time).
 
 1. *Files* (``--master``, default ``local[2]``): the same Parquet files as a file stream,
@@ -83,10 +83,11 @@ def run_mode(spark, job, source: Path, checkpoint: Path, cells: int | None
              ) -> tuple[float, int, object]:
     """Seconds, matches and (executor mode) the cells' profile of one run: the driver
     mode when ``cells`` is None."""
-    from graphcep.runtime.spark_cells import start_cells_stream
-    from graphcep.runtime.spark_cells_run import CellsProfile
-    from graphcep.runtime.spark_stream import FileSource, run_available_now
-    from graphcep.runtime.streaming import StreamOperator
+    from graphcep.runtime.streaming.cells import start_cells_stream
+    from graphcep.runtime.streaming.cells_run import CellsProfile
+    from graphcep.runtime.streaming.driver import StreamOperator
+    from graphcep.runtime.streaming.query import run_available_now
+    from graphcep.runtime.streaming.sources import FileSource
 
     sink = _Count()
     started = time.perf_counter()
@@ -155,9 +156,10 @@ class _Progress:
 def run_rate(spark, job, work: Path, rate: int, vertices: int, seconds: float,
              cells: int | None) -> dict:
     """One mode at one offered rate: sustained edges/s, p50/p99 latency (s)."""
-    from graphcep.runtime.spark_cells_run import CellsRun
-    from graphcep.runtime.spark_stream import GeneratorSource, start_stream
-    from graphcep.runtime.streaming import StreamOperator
+    from graphcep.runtime.streaming.cells_run import CellsRun
+    from graphcep.runtime.streaming.driver import StreamOperator
+    from graphcep.runtime.streaming.query import start_stream
+    from graphcep.runtime.streaming.sources import GeneratorSource
 
     source = GeneratorSource(vertices, rate, seed=1, event_rate=60_000)
     sink, progress = _Latencies(rate), _Progress()
@@ -225,7 +227,7 @@ def projection(job, per_core: float, counts: list[int], own: float = 0.0) -> lis
     (from ``per_core``, and from ``own``: one cell's rate on its own work alone)."""
     from graphcep.io.generator import generate_netflow
     from graphcep.runtime.hypercube import route
-    from graphcep.runtime.spark_cells import cell_grid
+    from graphcep.runtime.streaming.cells import cell_grid
 
     edges = generate_netflow(200_000, 3_000, 60_000, seed=1).select(
         ["t", "src", "dst", "dur", "seq"])

@@ -225,8 +225,9 @@ def run_graphcep(spark: Any, table: pa.Table, rate: int, seconds: float, master:
     """``graphcep stream`` at ``rate``: the history, the timed feed, then a flush."""
     from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.lang.sal import parse_file
-    from graphcep.runtime.spark_stream import FileSource, start_stream
-    from graphcep.runtime.streaming import StreamOperator
+    from graphcep.runtime.streaming.driver import StreamOperator
+    from graphcep.runtime.streaming.query import start_stream
+    from graphcep.runtime.streaming.sources import FileSource
 
     seen: list[tuple[float, np.ndarray]] = []
     reports: list[Any] = []

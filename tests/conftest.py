@@ -68,7 +68,7 @@ def kafka_connector_conf() -> dict[str, str]:
     """Spark's Kafka connector on the shared session's classpath when its jars have been
     fetched (cheap, and the session is started once), so that in-process streams can read
     Kafka; the Kafka tests skip, saying why, without them."""
-    from graphcep.runtime.kafka_source import connector_conf, jars_for
+    from graphcep.runtime.streaming.kafka_source import connector_conf, jars_for
 
     folder = jars_for(None)
     if folder is None:

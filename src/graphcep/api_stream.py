@@ -10,7 +10,7 @@
 
 :func:`stream` takes a streaming Spark DataFrame the user built (any source Spark reads:
 files, Kafka, rate, a table) and matches it with the operator of ``graphcep stream``
-(:class:`~graphcep.runtime.streaming.StreamOperator`): event time, a reorder buffer of
+(:class:`~graphcep.runtime.streaming.driver.StreamOperator`): event time, a reorder buffer of
 ``lateness`` seconds, late edges written (never dropped silently), rows that cannot be
 edges written as rejects, and exactly once through ``checkpoint``. It returns a
 :class:`MatchStream`, Spark's ``StreamingQuery`` with graphcep's stop and errors.
@@ -63,8 +63,8 @@ if TYPE_CHECKING:
     import pyarrow as pa
 
     from graphcep.frame_edges import ColumnMapping
-    from graphcep.runtime.spark_stream import SourceBatch
-    from graphcep.runtime.streaming import BatchReport, Pace, StreamOperator, StreamTotals
+    from graphcep.runtime.streaming.driver import BatchReport, Pace, StreamOperator, StreamTotals
+    from graphcep.runtime.streaming.sources import SourceBatch
 
 __all__ = ["DataFrameSource", "MatchStream", "start_matching", "stream", "widened_job"]
 
@@ -79,16 +79,16 @@ class MatchStream:
     query
         Spark's streaming query that hands the micro-batches to ``operator``.
     operator
-        The stream's :class:`~graphcep.runtime.streaming.StreamOperator`.
+        The stream's :class:`~graphcep.runtime.streaming.driver.StreamOperator`.
     source
         Where the micro-batches come from (named in errors).
     on_report
-        Called with the :class:`~graphcep.runtime.streaming.BatchReport` of the
+        Called with the :class:`~graphcep.runtime.streaming.driver.BatchReport` of the
         end-of-input flush too.
     plain_errors
         Raise a micro-batch's :class:`ValueError` or :class:`TypeError` (a row, a unit, a
         field the query reads) as one of that type, as the batch API raises it; otherwise
-        as :class:`~graphcep.runtime.spark_stream.BatchFailure` (the command line's exit
+        as :class:`~graphcep.runtime.streaming.query.BatchFailure` (the command line's exit
         status tells them apart).
     sink
         The sink of the matches, closed by :meth:`stop` (None: its owner closes it).
@@ -119,12 +119,12 @@ class MatchStream:
         """Wait until the stream stops (at most ``timeout`` seconds); whether it has.
 
         What stopped it is raised in one line: a micro-batch's error as
-        :class:`~graphcep.runtime.spark_stream.BatchFailure` (nothing of that micro-batch
+        :class:`~graphcep.runtime.streaming.query.BatchFailure` (nothing of that micro-batch
         is committed: a restart runs it again; as a :class:`ValueError` or
         :class:`TypeError` under ``plain_errors``), the stream's refusal of its edges as a
         :class:`ValueError`, anything else as
-        :class:`~graphcep.runtime.spark_stream.StreamFailure`."""
-        from graphcep.runtime.spark_stream import await_query
+        :class:`~graphcep.runtime.streaming.sources.StreamFailure`."""
+        from graphcep.runtime.streaming.query import await_query
 
         with _errors_as_the_api_raises(self.plain_errors):
             await_query(self.query, self.operator, timeout, self.source)
@@ -133,7 +133,7 @@ class MatchStream:
     def stop(self) -> None:
         """Stop after the micro-batch under way, if any (Spark's own ``stop`` would break
         into it); what a restart on the same checkpoint goes on from."""
-        from graphcep.runtime.spark_stream import stop_between_batches
+        from graphcep.runtime.streaming.query import stop_between_batches
 
         stop_between_batches(self.query, self.operator)
         if self.sink is not None:
@@ -161,14 +161,14 @@ def start_matching(spark: Any, operator: StreamOperator, source: Any, *,
 
     ``source`` gives the streaming DataFrame (``stream_df(spark)``) and each micro-batch's
     edges (``read_batch(batch_df, operator)``), as the sources of
-    :mod:`graphcep.runtime.spark_stream` do. ``once``: match what the source holds now,
+    :mod:`graphcep.runtime.streaming.sources` do. ``once``: match what the source holds now,
     flush the reorder buffer and return the finished stream (Spark's ``availableNow``
     trigger); otherwise it runs until stopped, a micro-batch every ``trigger_seconds``
     (default: back to back). ``batch_offset``, ``pace``: as
-    :func:`~graphcep.runtime.spark_stream.start_stream` takes them; ``plain_errors`` as
+    :func:`~graphcep.runtime.streaming.query.start_stream` takes them; ``plain_errors`` as
     :class:`MatchStream` takes it.
     """
-    from graphcep.runtime.spark_stream import run_available_now, start_stream
+    from graphcep.runtime.streaming.query import run_available_now, start_stream
 
     if once:
         with _errors_as_the_api_raises(plain_errors):
@@ -186,7 +186,7 @@ def _errors_as_the_api_raises(plain: bool) -> Iterator[None]:
     """A micro-batch's :class:`ValueError` or :class:`TypeError`, raised as one of that
     type when ``plain`` (one line: the micro-batch, the error, and that a restart runs
     it again)."""
-    from graphcep.runtime.spark_stream import BatchFailure
+    from graphcep.runtime.streaming.query import BatchFailure
 
     try:
         yield
@@ -228,7 +228,7 @@ class DataFrameSource:
 
         from graphcep.frame_edges import edge_rows
         from graphcep.io.readers import READ_REJECT_SCHEMA
-        from graphcep.runtime.spark_stream import SourceBatch
+        from graphcep.runtime.streaming.sources import SourceBatch
 
         rows = batch_df.toArrow()
         if rows.num_rows == 0:
@@ -281,7 +281,7 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
         Match what the source holds now, flush the reorder buffer, return the finished
         stream (files, Kafka: the batch-equivalent run, restartable).
     on_report
-        Called with each micro-batch's :class:`~graphcep.runtime.streaming.BatchReport`
+        Called with each micro-batch's :class:`~graphcep.runtime.streaming.driver.BatchReport`
         (``print`` its ``line()`` for ``graphcep stream``'s progress lines).
     pww, pww_base, pww_max_duration
         Progressive window widening, as :meth:`~graphcep.api.Query.match` takes it
@@ -303,7 +303,7 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
         the frame lacks, or a directory cannot be written.
     """
     from graphcep.frame_edges import ColumnMapping, checked_unit
-    from graphcep.runtime.streaming import PartWriter, StreamOperator
+    from graphcep.runtime.streaming.driver import PartWriter, StreamOperator
 
     _check_streaming(data)
     widening = query._widening(pww, pww_base, pww_max_duration)
@@ -431,9 +431,9 @@ def _match_sink(job: Any, output: str | os.PathLike[str] | None,
 def _claim(checkpoint: Path, source: DataFrameSource, query: Any, job: Any,
            widening: tuple[int, int, int | None] | None) -> None:
     """Record the stream ``checkpoint`` belongs to, and refuse it to another
-    (:func:`~graphcep.runtime.spark_stream.claim_checkpoint`)."""
+    (:func:`~graphcep.runtime.streaming.query.claim_checkpoint`)."""
     from graphcep.patterns.subgraph import QueryError
-    from graphcep.runtime.spark_stream import claim_checkpoint
+    from graphcep.runtime.streaming.query import claim_checkpoint
 
     digest = hashlib.sha256(_query_text(query).encode())
     digest.update(json.dumps({"kind": query.kind, "options": query.options,

@@ -1,5 +1,5 @@
 """``graphcep stream``'s Kafka options: ``--source kafka://BROKERS/TOPICS`` and the
-options that shape it (:mod:`graphcep.runtime.kafka_source` is the source itself).
+options that shape it (:mod:`graphcep.runtime.streaming.kafka_source` is the source itself).
 
 Every value is checked, and the broker's address tried, before Spark starts: a wrong one
 is one line and status 2 within seconds, not a Spark session waiting for a broker.
@@ -59,8 +59,8 @@ def refuse_kafka_options(args: argparse.Namespace, source: str) -> None:
 def _security_only(args: argparse.Namespace) -> bool:
     """Whether every ``--kafka-option`` pair is a security setting and a Kafka output is
     there to take them."""
-    from graphcep.runtime.kafka_client import SECURITY_KEYS
-    from graphcep.runtime.kafka_sink import kafka_targets_of
+    from graphcep.runtime.streaming.kafka_client import SECURITY_KEYS
+    from graphcep.runtime.streaming.kafka_sink import kafka_targets_of
 
     return bool(kafka_targets_of(args)) and all(
         pair.startswith(tuple(f"kafka.{key}" for key in SECURITY_KEYS))
@@ -70,10 +70,18 @@ def _security_only(args: argparse.Namespace) -> bool:
 def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     """``--output``, ``--late`` and ``--rejects kafka://BROKER/TOPIC`` checked before Spark
     starts (one topic each, one cluster, a broker answering; see
-    :mod:`graphcep.runtime.kafka_sink`); role -> text of those that name Kafka."""
-    from graphcep.runtime.kafka_client import check_client_settings, client_settings, confluent
-    from graphcep.runtime.kafka_sink import check_reachable, kafka_targets_of, parse_targets
-    from graphcep.runtime.kafka_source import kafka_options
+    :mod:`graphcep.runtime.streaming.kafka_sink`); role -> text of those that name Kafka."""
+    from graphcep.runtime.streaming.kafka_client import (
+        check_client_settings,
+        client_settings,
+        confluent,
+    )
+    from graphcep.runtime.streaming.kafka_sink import (
+        check_reachable,
+        kafka_targets_of,
+        parse_targets,
+    )
+    from graphcep.runtime.streaming.kafka_source import kafka_options
 
     targets = kafka_targets_of(args)
     if targets:
@@ -86,14 +94,14 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
 
 def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) -> Any:
     """The started Kafka transactions of the stream's ``kafka://`` outputs (None: none)."""
-    from graphcep.runtime.kafka_client import client_settings
-    from graphcep.runtime.kafka_sink import (
+    from graphcep.runtime.streaming.kafka_client import client_settings
+    from graphcep.runtime.streaming.kafka_sink import (
         KafkaTransactions,
         kafka_targets_of,
         parse_targets,
         transactional_id,
     )
-    from graphcep.runtime.kafka_source import kafka_options
+    from graphcep.runtime.streaming.kafka_source import kafka_options
 
     targets = kafka_targets_of(args)
     if not targets:
@@ -108,10 +116,10 @@ def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) ->
 def part_writer(role: str, target: Any, transactions: Any) -> Any:
     """Where ``role``'s rows (``late``, ``rejects``) go: its Kafka topic, or a directory of
     parts (``target``)."""
-    from graphcep.runtime.streaming import PartWriter
+    from graphcep.runtime.streaming.driver import PartWriter
 
     if transactions is not None and role in transactions.topics:
-        from graphcep.runtime.kafka_sink import KafkaPartWriter
+        from graphcep.runtime.streaming.kafka_sink import KafkaPartWriter
 
         return KafkaPartWriter(transactions, role)
     return PartWriter(target)
@@ -122,8 +130,8 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
     """The Kafka source ``--source kafka://...`` names, its broker reached; a micro-batch
     takes at most ``max_records`` records over all partitions (``--max-records-per-batch``,
     Spark's ``maxOffsetsPerTrigger``)."""
-    from graphcep.runtime.kafka_client import check_topics, client_settings
-    from graphcep.runtime.kafka_source import (
+    from graphcep.runtime.streaming.kafka_client import check_topics, client_settings
+    from graphcep.runtime.streaming.kafka_source import (
         KAFKA_FORMATS,
         KafkaSource,
         jars_for,
@@ -160,7 +168,7 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
 
 def has_end(source: Any) -> bool:
     """Whether ``--once`` can read ``source`` to an end (the offsets it holds now)."""
-    from graphcep.runtime.kafka_source import KafkaSource
+    from graphcep.runtime.streaming.kafka_source import KafkaSource
 
     return isinstance(source, KafkaSource)
 

@@ -15,20 +15,20 @@ interrupted or ``--run-for`` seconds have passed. ``--pww L`` runs the query in 
 window widening's windows (:class:`~graphcep.runtime.widening.WidenedJob`): micro-batches
 feed level 0, and the levels' batches are checkpointed with the rest. Progress (one line per micro-batch, with
 the state held and the pace: matched rate, offered rate and lag where the source knows
-them, :class:`~graphcep.runtime.streaming.Pace`) goes to stderr; the summary to stdout
+them, :class:`~graphcep.runtime.streaming.driver.Pace`) goes to stderr; the summary to stdout
 (``--summary json``: one JSON line). ``--max-records-per-batch`` caps the generator's rows
 and a socket's lines per micro-batch, so a stream offered more than it can match falls
 behind in batches of bounded size (and says so) instead of ever larger ones; a directory
 is capped by files (``--max-files-per-trigger``). ``--run-for`` stops between
-micro-batches (:class:`~graphcep.runtime.spark_stream.BatchGate`).
+micro-batches (:class:`~graphcep.runtime.streaming.query.BatchGate`).
 
 In the driver, the stream starts as ``Query.stream`` starts one
 (:func:`~graphcep.api_stream.start_matching`): each source gives a streaming DataFrame and
 turns its micro-batches into edges, as the API's source turns a user's frame into them.
 
 ``--matching`` says where the matching runs: in the driver (the operator of
-:mod:`graphcep.runtime.streaming`, every query and source) or in the executors
-(:mod:`graphcep.runtime.spark_cells`: HyperCube cells as Spark keys, for SAL queries over a
+:mod:`graphcep.runtime.streaming.driver`, every query and source) or in the executors
+(:mod:`graphcep.runtime.streaming.cells`: HyperCube cells as Spark keys, for SAL queries over a
 directory or the generator); ``auto`` picks the driver on ``local[...]``, the executors on
 a cluster. Both share the sources, sinks, checkpoint, progress lines and summary.
 
@@ -85,21 +85,20 @@ from graphcep.kafka_options import (
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
-from graphcep.runtime.spark_stream import (
-    DEFAULT_MAX_RECORDS,
-    BatchFailure,
-    StreamFailure,
-    claim_checkpoint,
-    has_finished_batches,
-    system_failed,
-)
-from graphcep.runtime.streaming import (
+from graphcep.runtime.streaming.driver import (
     Pace,
     PartWriter,
     StreamOperator,
     print_report,
     print_warnings,
 )
+from graphcep.runtime.streaming.query import (
+    BatchFailure,
+    claim_checkpoint,
+    has_finished_batches,
+    system_failed,
+)
+from graphcep.runtime.streaming.sources import DEFAULT_MAX_RECORDS, StreamFailure
 from graphcep.timing import NESTED, Phases
 
 FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS, *RECORD_FORMATS)
@@ -256,7 +255,7 @@ def refuse_writing_into_source(args: argparse.Namespace, source: Any) -> None:
     edges, so the stream would read its own output (or query) as input. Nor may a
     directory of parts be the checkpoint itself, nor hold it, the late edges or the
     rejects (:func:`~graphcep.io.sinks.refuse_files_among_parts`)."""
-    from graphcep.runtime.spark_stream import FileSource
+    from graphcep.runtime.streaming.sources import FileSource
 
     roles = {"--checkpoint": args.checkpoint, "--output": args.output, "--late": args.late,
              "--rejects": args.rejects, "--report": args.report,
@@ -295,7 +294,8 @@ def _stream(args: argparse.Namespace) -> int:
     from graphcep.pictures.runs import KeepFirst
     from graphcep.pictures.timelines import StreamProgress
     from graphcep.runtime.spark import spark_session
-    from graphcep.runtime.spark_stream import FileSource, SocketSource, quiet_query_errors
+    from graphcep.runtime.streaming.query import quiet_query_errors
+    from graphcep.runtime.streaming.sources import FileSource, SocketSource
     from graphcep.runtime.widening.report import explain_lines
 
     rules_in_place_of_query(args)
@@ -465,7 +465,7 @@ def matching_mode(args: argparse.Namespace, job: ReplayJob, source: Any,
 def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
                        watched: bool) -> str | None:
     """Why the executor mode cannot run this stream (None: it can)."""
-    from graphcep.runtime.spark_stream import FileSource, GeneratorSource
+    from graphcep.runtime.streaming.sources import FileSource, GeneratorSource
 
     if getattr(args, "pww", None) is not None:
         return "--pww runs in the driver"
@@ -488,7 +488,7 @@ def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
 
 
 def _cell_attributes(job: ReplayJob, source: Any) -> Any:
-    from graphcep.runtime.spark_cells_run import attributes_for
+    from graphcep.runtime.streaming.cells_run import attributes_for
 
     return attributes_for(job, source)  # type: ignore[arg-type]
 
@@ -496,10 +496,10 @@ def _cell_attributes(job: ReplayJob, source: Any) -> Any:
 def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, sink: Any,
                   attrs: Any, clock: tuple[float, Phases], on_report: Any,
                   ending: tuple[Any, list[tuple[Any, str]]]) -> int:
-    """The stream with the matching in the executors (:mod:`~graphcep.runtime.spark_cells`):
+    """The stream with the matching in the executors (:mod:`~graphcep.runtime.streaming.cells`):
     the same sources, sinks, checkpoint, progress lines and summary as the driver mode."""
-    from graphcep.runtime.spark_cells_run import CellsRun
-    from graphcep.runtime.spark_stream import await_query, stop_between_batches
+    from graphcep.runtime.streaming.cells_run import CellsRun
+    from graphcep.runtime.streaming.query import await_query, stop_between_batches
 
     started, phases = clock
     checkpoint = Path(args.checkpoint)
@@ -544,7 +544,7 @@ def _trigger(args: argparse.Namespace, source: Any) -> float | None:
 
 def _report_failure(failure: Exception) -> int:
     """One line for what stopped the stream; 3 for a state bound, else 2."""
-    from graphcep.runtime.spark_stream import BatchFailure, one_line
+    from graphcep.runtime.streaming.query import BatchFailure, one_line
 
     if not isinstance(failure, BatchFailure):
         print(f"graphcep: {failure}", file=sys.stderr)
@@ -567,7 +567,8 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
     (the start ``Query.stream`` uses): ``--once`` to the end of what is there, else until
     ``--run-for`` or an interrupt, stopping between micro-batches."""
     from graphcep.api_stream import start_matching
-    from graphcep.runtime.spark_stream import SocketSource, restart_socket_checkpoint
+    from graphcep.runtime.streaming.query import restart_socket_checkpoint
+    from graphcep.runtime.streaming.sources import SocketSource
 
     checkpoint = Path(args.checkpoint)
     operator.pace = Pace(getattr(source, "rate", None), getattr(source, "max_records", None))
@@ -633,7 +634,7 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
     """The source named by ``--source`` (or the one the query text declares: a SAL
     program's ``VastStream("host", port)``)."""
     from graphcep.cli_options import reader_options  # one rule for run and stream
-    from graphcep.runtime.spark_stream import FileSource, GeneratorSource, SocketSource
+    from graphcep.runtime.streaming.sources import FileSource, GeneratorSource, SocketSource
 
     options = reader_options(args)  # --time-unit, --time-format, --header and --columns
     cap = args.max_records_per_batch or DEFAULT_MAX_RECORDS
@@ -716,7 +717,7 @@ def _check_format(fmt: str | None, job: ReplayJob, source: Any) -> None:
     ``syscall``) from anything but a directory: a sequence's positions and a trace's times
     run on from file to file, where a socket sends lines."""
     from graphcep.jobs.base import format_refusal
-    from graphcep.runtime.spark_stream import FileSource
+    from graphcep.runtime.streaming.sources import FileSource
 
     refusal = format_refusal(job, fmt)
     if refusal is not None:
@@ -747,12 +748,12 @@ def _cells(args: argparse.Namespace, job: ReplayJob) -> dict[str, int]:
 
 
 def _sink(args: argparse.Namespace, job: ReplayJob, transactions: Any = None) -> Any:
-    """Console, a Kafka topic (:mod:`~graphcep.runtime.kafka_sink`), or a directory of one
+    """Console, a Kafka topic (:mod:`~graphcep.runtime.streaming.kafka_sink`), or a directory of one
     part per micro-batch, in the format its name gives
     (:func:`~graphcep.io.sinks.sink_format`), else JSONL."""
     matches = job.output.with_clock(clock_for(getattr(args, "time_format", None)))
     if transactions is not None and "output" in transactions.topics:
-        from graphcep.runtime.kafka_sink import KafkaMatchSink
+        from graphcep.runtime.streaming.kafka_sink import KafkaMatchSink
 
         return KafkaMatchSink(transactions, matches)
     if args.output in (None, "-"):
@@ -765,7 +766,7 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
                    seconds: float, checkpoint: Path, matching: str,
                    phases: Phases | None = None) -> dict[str, Any]:
     """The summary of a stream (``operator``: a StreamOperator, or the executor mode's
-    :class:`~graphcep.runtime.spark_cells_run.CellsRun`), returned too; ``--profile``'s
+    :class:`~graphcep.runtime.streaming.cells_run.CellsRun`), returned too; ``--profile``'s
     table on stderr."""
     totals = operator.totals
     levels = _level_stats(operator)
@@ -819,7 +820,7 @@ def _print_summary(args: argparse.Namespace, job: ReplayJob, operator: Any,
 
         print("\n".join(rule_lines(summary["rules"])))
     if "partition_lag" in summary:
-        from graphcep.runtime.streaming import lag_text
+        from graphcep.runtime.streaming.driver import lag_text
 
         print(f"records not read yet, by partition: {lag_text(summary['partition_lag'])}")
     if "records_lost" in summary:

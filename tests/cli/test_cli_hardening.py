@@ -624,7 +624,7 @@ def test_a_ddst_label_that_never_occurs_is_warned_about_by_a_stream(tmp_path, ca
 
 
 def test_a_stream_operator_notes_only_the_query_labels_it_sees():
-    from graphcep.runtime.streaming import StreamOperator
+    from graphcep.runtime.streaming.driver import StreamOperator
 
     job = DDSTJob(parse_ddst("VERTICES A:M, B:Q;\nEDGES x: A -> B [congested];\n"
                              "WITHIN 9 s;\n"))

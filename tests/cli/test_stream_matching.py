@@ -149,7 +149,7 @@ def test_a_checkpoint_keeps_the_cells_it_started_with(tmp_path):
     """The cells' state is keyed by their grid: a restart without --cells takes the
     recorded budget, one with another budget is refused."""
     from graphcep.patterns.subgraph import QueryError
-    from graphcep.runtime.spark_cells_run import CellsRun
+    from graphcep.runtime.streaming.cells_run import CellsRun
 
     job = SubgraphJob.create(parse_program(QUERY))
 
@@ -167,7 +167,7 @@ def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(t
     from argparse import Namespace
 
     from graphcep import jobs
-    from graphcep.runtime.spark_stream import FileSource, SocketSource
+    from graphcep.runtime.streaming.sources import FileSource, SocketSource
     from graphcep.stream_command import matching_mode
 
     sal, ddst = ROOT / "examples" / "triangle.sal", ROOT / "examples" / "ddst" / "rumor.ddst"

@@ -21,7 +21,7 @@ from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import run_job
-from graphcep.runtime.streaming import StreamOperator
+from graphcep.runtime.streaming.driver import StreamOperator
 from tests.oracle import brute_force_matches
 
 #: Three queries of different shapes, extents and orientations: the composite's shards

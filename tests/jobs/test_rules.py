@@ -23,7 +23,7 @@ from graphcep.engines.base import SnapshotError
 from graphcep.jobs import rules
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import run_job
-from graphcep.runtime.streaming import StreamOperator
+from graphcep.runtime.streaming.driver import StreamOperator
 
 NEVER = -(2**63)
 #: the interpreted ν engine: the compiled one gives the same matches (its own tests),

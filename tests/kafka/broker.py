@@ -1,6 +1,6 @@
 """A real Apache Kafka broker for the tests: one KRaft node on loopback ports.
 
-The broker runs from the jars ``graphcep.runtime.kafka_jars`` fetches from Maven Central
+The broker runs from the jars ``graphcep.runtime.streaming.kafka_jars`` fetches from Maven Central
 (no Docker, no mock): its storage is formatted with ``kafka.tools.StorageTool`` and the
 server is ``kafka.Kafka`` with a generated ``server.properties``, listening on free ports
 of 127.0.0.1 only. Messages are produced with confluent-kafka (the ``test`` extra).
@@ -16,7 +16,7 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from graphcep.runtime import kafka_jars
+from graphcep.runtime.streaming import kafka_jars
 
 START_TIMEOUT_S = 90.0
 JVM_FLAGS = ["-Xmx512m", "-Xms64m", "-XX:+UseSerialGC", "-XX:TieredStopAtLevel=1",
@@ -38,7 +38,7 @@ def why_no_kafka() -> str | None:
         return "confluent-kafka is not installed (pip install -e '.[test]')"
     if not any(kafka_jars.broker_dir().glob("kafka_*.jar")):
         return (f"no Kafka broker jars in {kafka_jars.broker_dir()} "
-                f"(fetch them: python3 src/graphcep/runtime/kafka_jars.py)")
+                f"(fetch them: python3 src/graphcep/runtime/streaming/kafka_jars.py)")
     if not any(kafka_jars.connector_dir().glob("spark-sql-kafka-0-10_*.jar")):
         return f"no Spark Kafka connector in {kafka_jars.connector_dir()}"
     return None

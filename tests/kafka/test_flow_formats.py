@@ -21,7 +21,7 @@ import pytest
 
 from graphcep.cli import main
 from graphcep.io.netflow_v5 import datagrams, send
-from graphcep.runtime.kafka_source import KafkaSource
+from graphcep.runtime.streaming.kafka_source import KafkaSource
 from tests.io.flow_encoding import delimited, encode
 from tests.kafka.broker import free_port
 from tests.kafka.test_kafka_source import (

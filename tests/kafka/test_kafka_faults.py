@@ -16,9 +16,9 @@ import pytest
 from graphcep.cli import main
 from graphcep.kafka_options import refuse_kafka_options
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime import kafka_client
-from graphcep.runtime.kafka_client import check_client_settings, client_settings
-from graphcep.runtime.kafka_source import kafka_options
+from graphcep.runtime.streaming import kafka_client
+from graphcep.runtime.streaming.kafka_client import check_client_settings, client_settings
+from graphcep.runtime.streaming.kafka_source import kafka_options
 from tests.kafka.test_kafka_source import TRIANGLE
 
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '

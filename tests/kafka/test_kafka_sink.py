@@ -26,8 +26,8 @@ import pytest
 from graphcep.cli import main
 from graphcep.events import Match, MatchedEdge, matches_to_table
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime import kafka_sink
-from graphcep.runtime.kafka_sink import (
+from graphcep.runtime.streaming import kafka_sink
+from graphcep.runtime.streaming.kafka_sink import (
     COMMITS_SUFFIX,
     KafkaMatchSink,
     KafkaPartWriter,
@@ -253,7 +253,7 @@ def run_killed(command: list[str], checkpoint: Path, kills: int, seed: int) -> i
 #: * ``checkpointed``: the state written, before Spark logs the batch done.
 KILLED_AT = """
 import os, signal, sys
-from graphcep.runtime import kafka_sink, streaming
+from graphcep.runtime.streaming import kafka_sink, driver as streaming
 point, batch = sys.argv[1], int(sys.argv[2])
 def die():
     os.killpg(0, signal.SIGKILL)

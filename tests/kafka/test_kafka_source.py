@@ -24,8 +24,8 @@ import pytest
 
 from graphcep.cli import main
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime import kafka_jars
-from graphcep.runtime.kafka_source import (
+from graphcep.runtime.streaming import kafka_jars
+from graphcep.runtime.streaming.kafka_source import (
     KafkaSource,
     kafka_options,
     parse_kafka_uri,
@@ -143,7 +143,7 @@ def test_a_csv_header_is_recognised_in_the_first_records():
 
 def test_the_connector_comes_from_the_option_the_environment_or_the_cache(tmp_path,
                                                                           monkeypatch):
-    from graphcep.runtime.kafka_source import jars_for
+    from graphcep.runtime.streaming.kafka_source import jars_for
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     monkeypatch.delenv(kafka_jars.JARS_ENV, raising=False)
@@ -394,7 +394,7 @@ def test_late_edges_across_partitions_name_their_record(tmp_path):
     offset. The late edges written out by hand (lateness 5 s)."""
     from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.lang.sal import parse_program
-    from graphcep.runtime.streaming import PartWriter, StreamOperator
+    from graphcep.runtime.streaming.driver import PartWriter, StreamOperator
 
     def edge(t: int) -> bytes:
         return json.dumps({"src": "a", "dst": "b", "t": t}).encode()
@@ -425,7 +425,7 @@ def test_each_partitions_lag_is_its_end_less_what_was_read(kafka_broker, tmp_pat
     first and 0-2 of the second: 3 and 0 records not read; the progress line says so."""
     from graphcep.jobs.subgraph import SubgraphJob
     from graphcep.lang.sal import parse_program
-    from graphcep.runtime.streaming import StreamOperator
+    from graphcep.runtime.streaming.driver import StreamOperator
 
     def edge(t: int) -> bytes:
         return json.dumps({"src": "a", "dst": "b", "t": t}).encode()

@@ -15,8 +15,8 @@ from graphcep.events import table_to_matches
 from graphcep.io.generator import generate_netflow
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
-from graphcep.runtime.cell_engines import CellEngines
-from graphcep.runtime.streaming import StreamOperator
+from graphcep.runtime.streaming.cell_engines import CellEngines
+from graphcep.runtime.streaming.driver import StreamOperator
 from tests.oracle import brute_force_matches
 from tests.runtime.test_streaming import FEATURE_QUERY, TRIANGLE, arrival_batches, late_seqs
 

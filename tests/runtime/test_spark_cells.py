@@ -1,4 +1,4 @@
-"""Cells as Spark keys (:mod:`graphcep.runtime.spark_cells`): the per-cell step against the
+"""Cells as Spark keys (:mod:`graphcep.runtime.streaming.cells`): the per-cell step against the
 brute-force matcher and the driver's operator, without Spark; then the streaming query on
 Spark, across a restart from its checkpoint and a SIGKILL of the driver."""
 
@@ -16,7 +16,7 @@ from graphcep.events import table_to_matches
 from graphcep.io.generator import generate_netflow
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
-from graphcep.runtime.spark_cells import (
+from graphcep.runtime.streaming.cells import (
     PACKED,
     CellState,
     LiveCells,
@@ -29,7 +29,7 @@ from graphcep.runtime.spark_cells import (
     step_cell,
     unpacked_rows,
 )
-from graphcep.runtime.streaming import StreamOperator
+from graphcep.runtime.streaming.driver import StreamOperator
 from tests.oracle import brute_force_matches
 from tests.runtime.test_streaming import arrival_batches, late_seqs
 
@@ -212,8 +212,8 @@ def start_cells_query(spark, source, work, cells: int, once: bool, text: str):
     """The stream of the kill test: Parquet parts, one a micro-batch, through ``cells``
     cells; matches, late edges and checkpoint under ``work``."""
     from graphcep.io.sinks import JsonlSink
-    from graphcep.runtime.spark_cells import start_cells_stream
-    from graphcep.runtime.streaming import PartWriter
+    from graphcep.runtime.streaming.cells import start_cells_stream
+    from graphcep.runtime.streaming.driver import PartWriter
 
     edges = (spark.readStream.schema("t long, src string, dst string, dur long, seq long")
              .option("maxFilesPerTrigger", "1").parquet(str(source)))

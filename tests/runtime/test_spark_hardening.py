@@ -20,7 +20,7 @@ from graphcep.io.readers import read_edges
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.runtime.local import run_job
-from graphcep.runtime.streaming import StreamOperator
+from graphcep.runtime.streaming.driver import StreamOperator
 
 pytestmark = pytest.mark.spark
 

@@ -29,7 +29,7 @@ from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.local import run_local
-from graphcep.runtime.streaming import PartWriter, StreamOperator
+from graphcep.runtime.streaming.driver import PartWriter, StreamOperator
 
 pytestmark = pytest.mark.spark
 
@@ -79,7 +79,8 @@ def test_unreadable_files_are_quarantined_and_the_stream_goes_on(spark, tmp_path
     arrive with good files: each is a reject naming it, the good files' matches are all
     written, and a restart with a new file goes on (before: every start died on them)."""
     from graphcep.io.sinks import JsonlSink
-    from graphcep.runtime.spark_stream import FileSource, run_available_now
+    from graphcep.runtime.streaming.query import run_available_now
+    from graphcep.runtime.streaming.sources import FileSource
 
     table = generate_netflow(3_000, 40, 100, seed=8)
     incoming, oracle = tmp_path / "in", tmp_path / "oracle"
@@ -343,7 +344,7 @@ def test_socket_lines_of_an_unfinished_micro_batch_are_counted_lost(tmp_path):
     """Spark's offsets log of a socket run that died in its micro-batch 2 (offsets to
     line 2,999, previous batch to 1,199, no commit): 1,800 lines lost, unless the
     operator had finished that batch (only Spark's commit was missing)."""
-    from graphcep.runtime.spark_stream import restart_socket_checkpoint
+    from graphcep.runtime.streaming.query import restart_socket_checkpoint
 
     def spark_dir(offset: int, name: str) -> Path:
         root = tmp_path / name
@@ -379,7 +380,7 @@ def test_socket_lines_lost_are_counted_once_when_a_restart_dies_before_clearing_
         tmp_path):
     """A restart killed after recording the lost lines but before removing Spark's
     offsets meets the same unfinished micro-batch again: it is not counted twice."""
-    from graphcep.runtime.spark_stream import restart_socket_checkpoint
+    from graphcep.runtime.streaming.query import restart_socket_checkpoint
 
     root = tmp_path / "ckpt"
     offsets = root / "spark" / "offsets"
@@ -538,7 +539,7 @@ def test_a_micro_batch_of_files_in_several_formats_and_a_file_of_no_edges_is_rea
     JSON's string one) and a file no line of which reads, in one micro-batch: every edge
     is kept, the clashing attribute as text, the bad file's line a reject (before: Arrow
     refused to join the tables, and every restart failed on the same micro-batch)."""
-    from graphcep.runtime.spark_stream import FileSource
+    from graphcep.runtime.streaming.sources import FileSource
 
     vast = generate_netflow(50, 10, 10, seed=1)
     write_edges(vast, tmp_path / "a.csv", "vast")
@@ -572,7 +573,7 @@ def test_an_overloaded_generator_stream_stays_capped_says_it_falls_behind_and_st
     lag grows and one warning says so, the summary shows the offered rate above the
     matched one, --run-for stops the micro-batches within a batch's time of the limit, no
     JVM trace, and the matches are those of the generated edges the watermark released."""
-    from graphcep.runtime.spark_stream import generated_edges
+    from graphcep.runtime.streaming.sources import generated_edges
 
     run_for = 40  # at least four micro-batches on a loaded machine
     done = subprocess.run(

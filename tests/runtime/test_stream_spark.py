@@ -27,7 +27,7 @@ from graphcep.io.sinks import JsonlSink
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.runtime.local import run_local
-from graphcep.runtime.streaming import PartWriter, StreamOperator
+from graphcep.runtime.streaming.driver import PartWriter, StreamOperator
 
 pytestmark = pytest.mark.spark
 
@@ -68,7 +68,8 @@ def keys_of(rows: list[dict]) -> list[tuple[int, ...]]:
 
 
 def test_file_source_matches_the_batch_run_and_resumes(spark, tmp_path):
-    from graphcep.runtime.spark_stream import FileSource, run_available_now
+    from graphcep.runtime.streaming.query import run_available_now
+    from graphcep.runtime.streaming.sources import FileSource
 
     table = generate_netflow(4_000, 60, 200, seed=3)
     incoming = tmp_path / "in"
@@ -99,7 +100,8 @@ def test_file_source_matches_the_batch_run_and_resumes(spark, tmp_path):
 
 
 def test_generator_source_is_the_generated_stream(spark, tmp_path):
-    from graphcep.runtime.spark_stream import GeneratorSource, generated_edges, start_stream
+    from graphcep.runtime.streaming.query import start_stream
+    from graphcep.runtime.streaming.sources import GeneratorSource, generated_edges
 
     found: list[pa.Table] = []
     job = SubgraphJob.create(parse_program(TRIANGLE))
@@ -130,12 +132,8 @@ def test_a_capped_generator_stream_restarts_where_it_stopped(spark, tmp_path):
     matches are those of the generated edges the watermark released, each once. Kept by
     batch id, as the sinks' parts are: a stop that lands after a batch but before Spark
     commits it makes the next start run that batch again, with the same rows."""
-    from graphcep.runtime.spark_stream import (
-        GeneratorSource,
-        generated_edges,
-        start_stream,
-        stop_between_batches,
-    )
+    from graphcep.runtime.streaming.query import start_stream, stop_between_batches
+    from graphcep.runtime.streaming.sources import GeneratorSource, generated_edges
 
     job = SubgraphJob.create(parse_program(TRIANGLE))
     found: dict[int, pa.Table] = {}
@@ -166,7 +164,8 @@ def test_a_capped_generator_stream_restarts_where_it_stopped(spark, tmp_path):
 
 
 def test_socket_source_reads_vast_lines(spark, tmp_path):
-    from graphcep.runtime.spark_stream import SocketSource, start_stream
+    from graphcep.runtime.streaming.query import start_stream
+    from graphcep.runtime.streaming.sources import SocketSource
 
     table = generate_netflow(600, 20, 50, seed=4)
     write_edges(table, tmp_path / "flows.csv", "vast")

@@ -22,7 +22,7 @@ from graphcep.io.sinks import JsonlSink
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.lang.sal import parse_program
 from graphcep.patterns.program import Program
-from graphcep.runtime.streaming import PartWriter, StreamOperator
+from graphcep.runtime.streaming.driver import PartWriter, StreamOperator
 from tests.engines.test_subgraph_engine import random_query, random_stream
 from tests.oracle import brute_force_matches
 
@@ -304,7 +304,7 @@ def test_pace_warns_once_when_the_lag_grows_three_batches_in_a_row():
     """The lag growing batch after batch is one warning (at the third growth), not one per
     batch; a batch that catches up ends the run, and a new run of growth warns again.
     Rates: records over the wall-clock time since the batch before."""
-    from graphcep.runtime.streaming import GROWING_BATCHES, Pace
+    from graphcep.runtime.streaming.driver import GROWING_BATCHES, Pace
 
     pace = Pace(offered_rate=10_000, cap=500)
     lags = [1.0, 2.0, 3.0, 2.5, 3.0, 3.5, 4.0, 5.0, 6.0]  # seconds, after each batch
@@ -321,7 +321,7 @@ def test_pace_warns_once_when_the_lag_grows_three_batches_in_a_row():
 
 
 def test_pace_without_a_lag_reports_the_matched_rate_only():
-    from graphcep.runtime.streaming import Pace
+    from graphcep.runtime.streaming.driver import Pace
 
     pace = Pace()
     assert pace.observe(300, 2.0, None, now=10.0) == []

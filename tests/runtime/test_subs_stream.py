@@ -27,7 +27,7 @@ import pytest
 from graphcep.jobs.sequences import SubscriptionJob
 from graphcep.jobs.subscription_watch import SubscriptionWatch
 from graphcep.lang.sequences import parse_subscriptions
-from graphcep.runtime.streaming import StreamOperator
+from graphcep.runtime.streaming.driver import StreamOperator
 from tests.sequences_oracle import occurrences
 
 S = 1_000_000

@@ -19,7 +19,7 @@ import pyarrow as pa
 import pytest
 
 from graphcep.events import format_seconds
-from graphcep.runtime.streaming import StreamOperator
+from graphcep.runtime.streaming.driver import StreamOperator
 from graphcep.runtime.widening import WidenedJob, Widening, run_widening
 from tests.runtime.test_widening_spark import JOBS, slow_stream
 from tests.sequences_oracle import occurrences

@@ -127,7 +127,7 @@ class StreamProgress:
     rows: list[dict[str, float]] = field(default_factory=list)
 
     def record(self, report: Any, now: float) -> None:
-        """Note one :class:`~graphcep.runtime.streaming.BatchReport` finished at ``now``
+        """Note one :class:`~graphcep.runtime.streaming.driver.BatchReport` finished at ``now``
         (``time.perf_counter()``)."""
         self.rows.append({"batch": report.batch_id, "at": now - self.started,
                           "edges_in": report.edges_in, "late": report.late,

@@ -2,7 +2,7 @@
 
 :class:`WidenedJob` wraps any job; its engine is a
 :class:`~graphcep.runtime.widening.runner.Widening` of the job, so the streaming operator
-(:class:`~graphcep.runtime.streaming.StreamOperator`) feeds micro-batches to level 0,
+(:class:`~graphcep.runtime.streaming.driver.StreamOperator`) feeds micro-batches to level 0,
 closes batches and windows by its watermark and checkpoints the widening's snapshot --
 the levels' batches (at most ``2L`` records each above level 0), level 0's open batch
 and the identities of instances already reported -- like any engine's. Everything else

@@ -1,6 +1,6 @@
 """Kafka topics as a ``graphcep stream`` source (``--source kafka://BROKERS/TOPICS``).
 
-Spark's own Kafka connector reads the topics (:mod:`graphcep.runtime.kafka_jars` says where
+Spark's own Kafka connector reads the topics (:mod:`graphcep.runtime.streaming.kafka_jars` says where
 its jars come from); its offsets live in Spark's checkpoint, so a micro-batch a crash left
 unfinished is read again, from the same offsets, at the restart: exactly once, as with
 the files source. Each micro-batch's records are taken in (topic, partition, offset) order;
@@ -42,7 +42,7 @@ from graphcep.io.formats import (
     prepare_options,
 )
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime import kafka_jars
+from graphcep.runtime.streaming import kafka_jars
 
 #: The formats a record's value may hold: the line formats and goflow2's protobuf (the
 #: whole-file formats and Parquet need files).
@@ -215,7 +215,7 @@ class KafkaSource:
         return frame.select("topic", "partition", "offset", "timestamp", "value")
 
     def read_batch(self, batch_df: Any, operator: Any) -> Any:
-        from graphcep.runtime.spark_stream import SourceBatch
+        from graphcep.runtime.streaming.sources import SourceBatch
 
         try:
             rows = batch_df.toArrow()
@@ -241,7 +241,7 @@ class KafkaSource:
         holds that are gone -- deleted before they were read, the partition's earliest
         offset now past them (a gap there is otherwise a transaction's marker, or records
         of an aborted one)."""
-        from graphcep.runtime.kafka_client import earliest_offset
+        from graphcep.runtime.streaming.kafka_client import earliest_offset
 
         starts = self._batch_starts(operator)
         firsts = rows.group_by(["topic", "partition"]).aggregate([("offset", "min")])
@@ -280,7 +280,7 @@ class KafkaSource:
         """``TOPIC/PARTITION`` -> records not read yet (the partition's end offset less the
         next offset to read), for each partition this run has read; None when the brokers
         cannot be asked (no confluent-kafka)."""
-        from graphcep.runtime.kafka_client import end_offsets
+        from graphcep.runtime.streaming.kafka_client import end_offsets
 
         ends = self._next_offsets
         grouped = rows.group_by(["topic", "partition"]).aggregate([("offset", "max")])
@@ -295,7 +295,7 @@ class KafkaSource:
                 if (topic, partition) in latest}
 
     def _client_settings(self) -> dict[str, str]:
-        from graphcep.runtime.kafka_client import client_settings
+        from graphcep.runtime.streaming.kafka_client import client_settings
 
         return client_settings(self.extra)
 
@@ -303,7 +303,7 @@ class KafkaSource:
         """The line for records of ``[start, until)`` that Spark could not read (deleted
         by retention, or with their topic): the offsets lost, from the partition's
         earliest offset now where the brokers tell it."""
-        from graphcep.runtime.kafka_client import earliest_offset
+        from graphcep.runtime.streaming.kafka_client import earliest_offset
 
         first, end = int(start), int(until)
         earliest = earliest_offset(self.bootstrap, self._client_settings(), topic,
@@ -321,8 +321,8 @@ class KafkaSource:
     def places(rows: pa.Table, first_line: int) -> pa.Table:
         """Each record's topic, partition and offset, and the ``seq`` of its first line
         (numbered from ``first_line`` as :meth:`parse_records` numbers them), for the
-        records of late edges (:func:`~graphcep.runtime.streaming.late_records`)."""
-        from graphcep.runtime.streaming import record_places
+        records of late edges (:func:`~graphcep.runtime.streaming.driver.late_records`)."""
+        from graphcep.runtime.streaming.driver import record_places
 
         counts = pc.list_value_length(_value_lines(rows.column("value").combine_chunks()))
         starts = first_line + np.concatenate(

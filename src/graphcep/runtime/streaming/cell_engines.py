@@ -1,6 +1,6 @@
 """Exact partition-parallel streaming: one engine per HyperCube cell, in worker processes.
 
-The streaming operator (:mod:`graphcep.runtime.streaming`) hosts one engine in the driver.
+The streaming operator (:mod:`graphcep.runtime.streaming.driver`) hosts one engine in the driver.
 With ``cells`` it hosts a :class:`CellEngines` instead: each released batch is routed to
 the cells of :func:`~graphcep.runtime.hypercube.choose_shares`'s grid (every edge to every
 cell whose coordinates it agrees with), each cell's engine -- a plain

@@ -1,8 +1,8 @@
-"""``graphcep stream --matching executors``: the cells of :mod:`~graphcep.runtime.spark_cells`
+"""``graphcep stream --matching executors``: the cells of :mod:`~graphcep.runtime.streaming.cells`
 under the stream command's sources, sinks, checkpoint, progress lines and summary.
 
 :class:`CellsRun` stands where the driver mode's
-:class:`~graphcep.runtime.streaming.StreamOperator` stands for the command: it keeps the
+:class:`~graphcep.runtime.streaming.driver.StreamOperator` stands for the command: it keeps the
 stream's totals (one small file per micro-batch under ``CHECKPOINT/cells``, the last two
 kept; a re-run batch starts from the totals before it, so they count each batch once),
 prints one progress line per micro-batch from the cells' counts, and flushes the cells at
@@ -25,7 +25,7 @@ from graphcep.io.readers import read_edges_bytes
 from graphcep.io.sinks import replace_atomically
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.spark_cells import (
+from graphcep.runtime.streaming.cells import (
     SECONDS,
     CellsOutput,
     cell_attributes,
@@ -33,8 +33,9 @@ from graphcep.runtime.spark_cells import (
     flush_cells,
     start_cells_stream,
 )
-from graphcep.runtime.spark_stream import BatchFailure, FileSource
-from graphcep.runtime.streaming import BatchReport, StreamTotals
+from graphcep.runtime.streaming.driver import BatchReport, StreamTotals
+from graphcep.runtime.streaming.query import BatchFailure
+from graphcep.runtime.streaming.sources import FileSource
 
 _TOTALS_FILE = re.compile(r"totals-(\d+)\.json\Z")
 #: the counts of a progress line that add up over the cells
@@ -107,7 +108,7 @@ class CellsRun:
     job : SubgraphJob
         The query (SAL, without vertex features).
     cells : int or None
-        The cell budget (:func:`~graphcep.runtime.spark_cells.cell_grid`); None: the one
+        The cell budget (:func:`~graphcep.runtime.streaming.cells.cell_grid`); None: the one
         the checkpoint's first start recorded, else ``default_cells``. The cells' state is
         keyed by the grid, so a checkpoint keeps the budget it started with.
     lateness_us : int
@@ -117,7 +118,7 @@ class CellsRun:
     sinks : dict
         ``matches``, ``late`` and ``rejects`` sinks (part per micro-batch).
     on_report : callable or None
-        Called with each micro-batch's :class:`~graphcep.runtime.streaming.BatchReport`.
+        Called with each micro-batch's :class:`~graphcep.runtime.streaming.driver.BatchReport`.
     attrs : pa.Schema
         The attribute columns the cells carry (:func:`attributes_for`).
     profile : bool

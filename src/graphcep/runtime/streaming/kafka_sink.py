@@ -17,7 +17,7 @@ restarted gets the same id, another stream another. Each micro-batch ``b`` is on
 transaction holding every record of ``b`` -- matches, late edges, rejects -- and one
 *marker* record ``{"batch": b, "final": ...}`` in the commit topic ``TOPIC.graphcep-batches``
 (one partition, compacted, keyed by the transactional id). The operator
-(:class:`~graphcep.runtime.streaming.StreamOperator`) commits the transaction after its
+(:class:`~graphcep.runtime.streaming.driver.StreamOperator`) commits the transaction after its
 writes and *before* its own state ``state-b`` (its ``commit`` hook). The steps of a batch:
 
 0. Spark logs the batch's input (its offsets: files, Kafka offsets) before running it;
@@ -83,7 +83,7 @@ import pyarrow as pa
 
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat, Sink
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.kafka_client import (
+from graphcep.runtime.streaming.kafka_client import (
     CONNECT_TIMEOUT_S,
     client_config,
     confluent,
@@ -120,7 +120,7 @@ def kafka_targets_of(args: Any) -> dict[str, str]:
 def parse_targets(targets: dict[str, str]) -> tuple[str, dict[str, str]]:
     """The brokers (one ``bootstrap.servers`` text) and role -> topic of ``targets``: one
     topic each, all on one cluster (one transaction holds them)."""
-    from graphcep.runtime.kafka_source import parse_kafka_uri
+    from graphcep.runtime.streaming.kafka_source import parse_kafka_uri
 
     bootstraps, topics = set(), {}
     for role, text in targets.items():
@@ -152,7 +152,7 @@ def transactional_id(checkpoint: str | os.PathLike, query: str) -> str:
 def check_reachable(bootstrap: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
     """One line when no broker of ``bootstrap`` accepts a TCP connection within
     ``timeout_s`` (the client would retry without end, logging each try)."""
-    from graphcep.runtime.kafka_source import _connect_reason
+    from graphcep.runtime.streaming.kafka_source import _connect_reason
 
     reasons = []
     for address in bootstrap.split(","):
@@ -453,7 +453,7 @@ class KafkaMatchSink(Sink):
 
 class KafkaPartWriter:
     """Late edges or rejected lines to their topic (``role``: ``late`` or ``rejects``),
-    as :class:`~graphcep.runtime.streaming.PartWriter` writes them to files."""
+    as :class:`~graphcep.runtime.streaming.driver.PartWriter` writes them to files."""
 
     def __init__(self, transactions: KafkaTransactions, role: str) -> None:
         self.transactions, self.role = transactions, role

@@ -1,6 +1,6 @@
 """graphcep's own Kafka clients (confluent-kafka, librdkafka): what the Kafka sink
-(:mod:`graphcep.runtime.kafka_sink`) and the checks of the Kafka source
-(:mod:`graphcep.runtime.kafka_source`: its topics, its partitions' lag, records lost)
+(:mod:`graphcep.runtime.streaming.kafka_sink`) and the checks of the Kafka source
+(:mod:`graphcep.runtime.streaming.kafka_source`: its topics, its partitions' lag, records lost)
 share -- the module, the settings from ``--kafka-option`` pairs, quiet clients, offsets.
 """
 
@@ -45,7 +45,7 @@ _JAAS_FIELD = re.compile(r'\b(username|password)\s*=\s*"([^"]*)"')
 def client_settings(options: dict[str, str]) -> dict[str, str]:
     """The security settings among the reader options of ``--kafka-option`` pairs
     (``kafka.security.protocol``, ``kafka.ssl.*``, ``kafka.sasl.*``; the pairs parsed by
-    :func:`~graphcep.runtime.kafka_source.kafka_options`), named as confluent-kafka
+    :func:`~graphcep.runtime.streaming.kafka_source.kafka_options`), named as confluent-kafka
     (librdkafka) names them:
     the same names as Spark's Java client, but ``sasl.jaas.config``, whose ``username``
     and ``password`` become ``sasl.username`` and ``sasl.password``. A setting librdkafka

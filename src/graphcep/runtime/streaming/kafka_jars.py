@@ -7,7 +7,7 @@ no directory of jars is given (:func:`connector_packages`). Offline, a directory
 (``--kafka-jars DIR`` or ``GRAPHCEP_KAFKA_JARS``) goes on ``spark.jars`` instead
 (:func:`connector_jars`).
 
-This module also fills such a directory: ``python3 src/graphcep/runtime/kafka_jars.py
+This module also fills such a directory: ``python3 src/graphcep/runtime/streaming/kafka_jars.py
 [CACHE]`` runs Maven's ``dependency:copy-dependencies`` on two small generated POMs, one
 for the connector (with the dependencies Spark does not ship) and one for an
 Apache Kafka broker (KRaft) that the tests start. It imports nothing but the standard
@@ -72,7 +72,7 @@ def connector_jars(directory: str | Path) -> list[Path]:
     if not any(CONNECTOR_CLASS_JAR.match(jar.name) for jar in jars):
         raise ValueError(
             f"Kafka jars: {folder} holds no spark-sql-kafka-0-10 jar "
-            f"(fill it with: python3 -m graphcep.runtime.kafka_jars {folder.parent})"
+            f"(fill it with: python3 -m graphcep.runtime.streaming.kafka_jars {folder.parent})"
         )
     return jars
 

@@ -21,7 +21,7 @@ Exactly-once
 ------------
 After batch ``b`` the operator writes, in this order: the matches (sink part ``b``), the
 late edges and rejected lines (their parts ``b``), calls its ``commit`` hook (a
-transactional sink's commit, :mod:`graphcep.runtime.kafka_sink`), then writes its own state
+transactional sink's commit, :mod:`graphcep.runtime.streaming.kafka_sink`), then writes its own state
 (``<checkpoint>/state/state-<b>.bin``, atomically renamed into place). Spark's file source
 re-delivers exactly the same input for a batch it re-runs after a crash, so whichever step
 a crash interrupts, the rerun starts from the state of batch ``b - 1``, recomputes the same
@@ -230,7 +230,7 @@ class StreamOperator:
         Engine search threads.
     cells : int or None
         Partition the matching over a HyperCube grid of at most this many cells, each an
-        engine in a worker process (:class:`~graphcep.runtime.cell_engines.CellEngines`;
+        engine in a worker process (:class:`~graphcep.runtime.streaming.cell_engines.CellEngines`;
         SAL queries without vertex features). ``None``: one engine in this process.
     processes : int or None
         Worker processes for ``cells`` (default: one per cell, at most the CPU count).
@@ -299,10 +299,10 @@ class StreamOperator:
         #: why a micro-batch was refused (a stream lacking fields the query reads); kept
         #: because Spark hands a foreachBatch error back as its own text
         self.refusal: QueryError | None = None
-        #: the error a micro-batch raised under Spark (see ``spark_stream.start_stream``)
+        #: the error a micro-batch raised under Spark (see ``query.start_stream``)
         self.failure: Exception | None = None
         #: what lets the Spark query driving it stop between micro-batches
-        #: (``spark_stream.BatchGate``), set when one starts
+        #: (``query.BatchGate``), set when one starts
         self.gate: Any = None
         #: ``TOPIC/PARTITION`` -> records not read yet, after the last batch of a Kafka
         #: source (for the summary)
@@ -437,8 +437,8 @@ class StreamOperator:
     def _new_engine(self):
         if self.cells is None:
             return self.job.new_engine(self.threads)
-        from graphcep.runtime.cell_engines import CellEngines  # only where cells are used
         from graphcep.runtime.hypercube import choose_shares
+        from graphcep.runtime.streaming.cell_engines import CellEngines  # only where cells are used
 
         if choose_shares(self.job.query, self.cells).cells == 1:
             # copies would cost more than cells save: one engine, here, is the same grid

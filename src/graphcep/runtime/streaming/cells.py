@@ -1,6 +1,6 @@
 """HyperCube cells as Spark keys: each cell's engine state in Spark's state store.
 
-The driver's streaming operator (:mod:`graphcep.runtime.streaming`) reorders, matches and
+The driver's streaming operator (:mod:`graphcep.runtime.streaming.driver`) reorders, matches and
 checkpoints in the driver. Here the matching runs in Spark's executors instead: every
 micro-batch is read and routed to the cells of
 :func:`~graphcep.runtime.hypercube.choose_shares`'s grid, one Spark row per task and
@@ -57,7 +57,7 @@ Profile
 Each cell's step times its phases (state and rows in, restoring, matching, the snapshot,
 state and matches out) and every task's heartbeat to cell 0 its reading and routing;
 they ride in the ``stats`` rows, and
-:class:`~graphcep.runtime.spark_cells_run.CellsProfile` sums them per batch for
+:class:`~graphcep.runtime.streaming.cells_run.CellsProfile` sums them per batch for
 ``--profile``.
 
 End of input
@@ -98,15 +98,11 @@ from graphcep.events import (
 )
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.jobs.subgraph import SubgraphJob
-from graphcep.runtime.cell_engines import _ipc
 from graphcep.runtime.hypercube import Shares, choose_shares, home_filter, route
-from graphcep.runtime.spark_stream import (
-    SourcePart,
-    discard_unfinished_writes,
-    file_key,
-    local_name,
-)
-from graphcep.runtime.streaming import late_records
+from graphcep.runtime.streaming.cell_engines import _ipc
+from graphcep.runtime.streaming.driver import late_records
+from graphcep.runtime.streaming.query import discard_unfinished_writes
+from graphcep.runtime.streaming.sources import SourcePart, file_key, local_name
 
 #: the core edge columns a cell carries (attributes follow them)
 EDGE_COLUMNS = ("t", "src", "dst", "dur", "seq")
@@ -583,7 +579,7 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
     ``late_sink`` (late edges) and ``reject_sink`` per micro-batch ``b``.
 
     The stream is ``edges_df`` (a streaming DataFrame of edges, read as is) or, when
-    ``edges_df`` is None, a ``source`` of :mod:`graphcep.runtime.spark_stream` (its
+    ``edges_df`` is None, a ``source`` of :mod:`graphcep.runtime.streaming.sources` (its
     ``stream_df``, read in the executors by its ``read_part``). ``attrs``: the attribute
     columns the cells carry (:func:`cell_attributes`). Spark keeps its offsets and the
     cells' state under ``checkpoint``; a restart from it re-runs the unfinished
