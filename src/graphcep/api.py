@@ -74,7 +74,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from graphcep.frame_edges import ColumnMapping, checked_unit, edge_table
-from graphcep.frame_matches import match_table, run_edges
+from graphcep.frame_matches import match_table, run_edges, warn_absent_labels
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -319,7 +319,7 @@ class Query:
         job = self.job(pww=widening is not None)
         job.check_columns(edges.column_names)
         matches, output = run_edges(job, edges, widening)
-        _warn_absent_labels(job, edges)
+        warn_absent_labels(job, job.labels_present(edges), stacklevel=3)
         return adapter.from_arrow(match_table(output, matches))
 
     @_api_words
@@ -373,17 +373,6 @@ def _renamed(err: ValueError, path: str, name: str) -> ValueError:
         err.source = name  # type: ignore[attr-defined]
     err.args = tuple(a.replace(path, name) if isinstance(a, str) else a for a in err.args)
     return err
-
-
-def _warn_absent_labels(job: ReplayJob, edges: pa.Table) -> None:
-    """A warning when a label the query wants is on no edge (its 0 matches then say
-    nothing about the pattern), as the command line warns."""
-    absent = job.absent_labels(job.labels_present(edges))
-    if absent:
-        import warnings
-
-        warnings.warn(f"query {job.name!r}: no edge carries {', '.join(absent)}, so the "
-                      "query edges wanting them cannot match", stacklevel=3)
 
 
 # -- frames in and out ----------------------------------------------------------------------

@@ -36,6 +36,7 @@ Decisions
 
 from __future__ import annotations
 
+import json
 from collections.abc import Iterator, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -47,7 +48,7 @@ from graphcep.frame_edges import (
     edge_table,
     plain_types,
 )
-from graphcep.frame_matches import match_schema, match_table, run_edges
+from graphcep.frame_matches import match_schema, match_table, run_edges, warn_absent_labels
 
 if TYPE_CHECKING:
     import pyarrow as pa
@@ -91,12 +92,13 @@ def match_spark(job: ReplayJob, frame: Any, mapping: ColumnMapping, time_unit: s
     def convert(batch: pa.RecordBatch, offset: int = 0) -> pa.Table:
         return edge_table(plain_types(_table(batch)), mapping, unit, keep, offset)
 
-    parts = _partition_checks(frame, core, convert)
+    parts = _partition_checks(frame, core, convert, job)
     if time_unit is None:  # the checks' unit, seconds, checked on the bounds
         checked_seconds(_time_bounds(parts, schema, core["t"]), core["t"])
     failed = sorted(r["error"] for r in parts if r["error"] is not None)
     if failed:  # rows no edge can be made of (the first partition's message)
         raise ValueError(failed[0])
+    warn_absent_labels(job, _labels_found(parts), stacklevel=4)
     offsets = _row_offsets(parts)
 
     def to_edges(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
@@ -172,12 +174,13 @@ def _arrow_schema(frame: Any) -> pa.Schema:
     return pa.schema(fields)
 
 
-def _partition_checks(frame: Any, core: dict[str, str], convert: Any) -> list[Any]:
+def _partition_checks(frame: Any, core: dict[str, str], convert: Any,
+                      job: ReplayJob) -> list[Any]:
     """Per partition, in one small aggregate: its id, rows, least and greatest numeric
-    time as given, rows missing a core field, and the statistics the replay plans with
+    time as given, rows missing a core field, the statistics the replay plans with
     (least and greatest edge time in µs, longest duration) from its rows converted by
-    ``convert`` (the unit the checks assume); a :class:`ValueError` when any row misses
-    a core field.
+    ``convert`` (the unit the checks assume), and the query's labels its edges carry
+    (:func:`_labels_found`); a :class:`ValueError` when any row misses a core field.
 
     The partition's id is the task's (:func:`_task_partition`), as the numbering of
     :func:`match_spark` reads it: ``spark_partition_id()`` may be folded by the optimizer
@@ -209,7 +212,9 @@ def _partition_checks(frame: Any, core: dict[str, str], convert: Any) -> list[An
                     before += batch.num_rows
                     yield pa.RecordBatch.from_pylist([row], schema=checks)
                     continue
-                row.update(t_min=pc.min(edges.column("t")).as_py(),
+                row.update(labels=json.dumps({column: sorted(found) for column, found
+                                              in job.labels_present(edges).items()}),
+                           t_min=pc.min(edges.column("t")).as_py(),
                            t_max=pc.max(edges.column("t")).as_py(),
                            d_max=pc.max(edges.column("dur")).as_py()
                            if "dur" in edges.column_names else 0)
@@ -221,6 +226,7 @@ def _partition_checks(frame: Any, core: dict[str, str], convert: Any) -> list[An
                               F.max("raw_max").alias("raw_max"),
                               F.min("t_min").alias("t_min"), F.max("t_max").alias("t_max"),
                               F.max("d_max").alias("d_max"), F.min("error").alias("error"),
+                              F.collect_set("labels").alias("labels"),
                               *[F.sum(name).alias(name) for name in columns])
             .collect())
     for name in ("t", "src", "dst"):
@@ -239,7 +245,18 @@ def _checks_schema() -> pa.Schema:
     return pa.schema([("p", pa.int64()), ("n", pa.int64()), ("raw_min", pa.float64()),
                       ("raw_max", pa.float64()), ("t", pa.int64()), ("src", pa.int64()),
                       ("dst", pa.int64()), ("t_min", pa.int64()), ("t_max", pa.int64()),
-                      ("d_max", pa.int64()), ("error", pa.string())])
+                      ("d_max", pa.int64()), ("error", pa.string()), ("labels", pa.string())])
+
+
+def _labels_found(parts: list[Any]) -> dict[str, set[str]]:
+    """The query's labels the frame's edges carry, by label column: the union of what
+    each batch of :func:`_partition_checks` found (a JSON object per batch)."""
+    found: dict[str, set[str]] = {}
+    for part in parts:
+        for text in part["labels"]:
+            for column, labels in json.loads(text).items():
+                found.setdefault(column, set()).update(labels)
+    return found
 
 
 def _spark_type(schema: pa.Schema) -> Any:

@@ -82,3 +82,15 @@ def match_table(output: MatchFormat, matches: pa.Table) -> pa.Table:
                 *(name for name in PROMOTED if name in own))]
     columns += record.columns[len(own):] + [whole]
     return pa.Table.from_arrays(columns, schema=match_schema(output))
+
+
+def warn_absent_labels(job: ReplayJob, present: dict[str, set[str]], stacklevel: int) -> None:
+    """A warning when a label the query wants is on no edge (``present``: the labels found,
+    by column, as :meth:`~graphcep.jobs.base.ReplayJob.labels_present` gives them): its 0
+    matches then say nothing about the pattern, as the command line warns."""
+    absent = job.absent_labels(present)
+    if absent:
+        import warnings
+
+        warnings.warn(f"query {job.name!r}: no edge carries {', '.join(absent)}, so the "
+                      "query edges wanting them cannot match", stacklevel=stacklevel + 1)

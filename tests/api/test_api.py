@@ -374,3 +374,20 @@ def test_the_readme_example_runs_as_written(monkeypatch, capsys):
     assert printed.startswith("query triangle")  # the plan
     assert f"\n{COLLEGE_TRIANGLES}\n" in printed
     assert isinstance(scope["m"], pd.DataFrame) and len(scope["m"]) == COLLEGE_TRIANGLES
+
+
+def test_a_label_on_no_edge_is_a_warning(tmp_path):
+    """The chain wants ``sms`` on its second link: with every sms relabelled as mail no
+    edge carries it, and the 0 matches come with a warning naming the label, as the
+    command line's; with the labels as they are, no warning."""
+    import warnings
+
+    frame, query, _ = labelled_calls(tmp_path)
+    q = graphcep.load(query)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q.match(frame, src="caller", dst="callee", time="at")
+    relabelled = frame.assign(label=frame["label"].replace("sms", "mail"))
+    with pytest.warns(UserWarning, match=r"no edge carries 'sms' \(edge label\)"):
+        m = q.match(relabelled, src="caller", dst="callee", time="at")
+    assert len(m) == 0

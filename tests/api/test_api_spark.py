@@ -147,6 +147,22 @@ def test_ddst_labels_and_timestamps_from_spark_columns(spark, tmp_path):
     assert spark_ids(m) == ids(r["match_id"] for r in records)
 
 
+def test_a_label_on_no_edge_is_a_warning_on_spark(spark, tmp_path):
+    """As on pandas: the labels the edges carry are found by the tasks of the one check
+    aggregate, so a label the query wants on no edge is a warning when ``match`` returns."""
+    import warnings
+
+    frame, query, _ = labelled_calls(tmp_path)
+    q = graphcep.load(query)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        q.match(spark.createDataFrame(frame), src="caller", dst="callee", time="at")
+    relabelled = frame.assign(label=frame["label"].replace("sms", "mail"))
+    with pytest.warns(UserWarning, match=r"no edge carries 'sms' \(edge label\)"):
+        m = q.match(spark.createDataFrame(relabelled), src="caller", dst="callee", time="at")
+    assert m.count() == 0
+
+
 def test_bad_columns_are_one_clear_python_error(spark):
     tri = graphcep.parse(TRIANGLE)
     frame = spark.createDataFrame(pd.DataFrame({
