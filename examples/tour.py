@@ -45,7 +45,7 @@ print(f"{len(triangles):,} triangles in {len(messages):,} messages")
 print(triangles[["match_id", "first_time", "last_time", "x1", "x2", "x3"]].head())
 
 # %% Matches -> pictures: the first three, drawn as `graphcep draw` draws a match file
-from graphcep.pictures.command import named_drawings  # noqa: E402
+from graphcep.cli.draw import named_drawings  # noqa: E402
 from graphcep.pictures.draw import draw_all  # noqa: E402
 from graphcep.pictures.records import read_matches  # noqa: E402
 

@@ -86,7 +86,7 @@ def test_py4j_records_on_the_root_logger_are_dropped():
         "quiet_py4j_records(); quiet_py4j_records()\n"
         "py4j = logging.LogRecord('root', logging.ERROR, '/x/py4j/java_gateway.py', 1,\n"
         "                         'Exception while sending command.', None, None)\n"
-        "mine = logging.LogRecord('root', logging.ERROR, '/x/graphcep/cli.py', 1,\n"
+        "mine = logging.LogRecord('root', logging.ERROR, '/x/graphcep/cli/app.py', 1,\n"
         "                         'kept', None, None)\n"
         "logging.basicConfig(stream=sys.stdout, format='%(message)s')\n"
         "logging.getLogger().handle(py4j)\n"

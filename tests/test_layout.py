@@ -99,11 +99,22 @@ def test_layers_import_downwards_only():
         parts = name.split(".")
         layer = parts[1] if len(parts) > 1 else ""
         if layer not in LAYERS:
-            continue  # the commands (cli, stream_command, demo) may use every layer
+            continue  # the API and the command line may use every layer
         for target in _imports(path, top_level_only=False):
             other = target.split(".")[1] if target.count(".") else ""
-            if other and other != layer and other in {*LAYERS, "cli", "stream_command"}:
+            if other and other != layer and other in {*LAYERS, "cli"}:
                 assert other in LAYERS[layer], f"{name} imports {target}"
+
+
+def test_the_command_line_is_a_layer_over_the_rest():
+    """Nothing but the command line's own modules (and ``python -m graphcep``) imports
+    ``graphcep.cli``: the API and the runtimes never reach up into it."""
+    for name, path in _module_files().items():
+        if name.startswith("graphcep.cli") or name == "graphcep.__main__":
+            continue
+        for target in _imports(path, top_level_only=False):
+            assert target != "graphcep.cli" and not target.startswith("graphcep.cli."), \
+                f"{name} imports {target}"
 
 
 def test_no_isinstance_on_job_kinds_outside_jobs():

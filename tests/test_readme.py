@@ -6,8 +6,7 @@ from __future__ import annotations
 import re
 import shlex
 
-from graphcep import demo
-from graphcep.cli import build_parser
+from graphcep.cli import build_parser, demo
 from tests.paths import ROOT
 
 README = (ROOT / "README.md").read_text(encoding="utf-8")

@@ -63,7 +63,6 @@ MapType(map<string, string>)
 
 from __future__ import annotations
 
-import argparse
 import functools
 import os
 import re
@@ -224,11 +223,11 @@ class Query:
         """The query as the job the runtimes run (:func:`graphcep.jobs.load`, as the
         command line loads it); ``explain``: only to be described, ``pww``: to run under
         window widening."""
-        from graphcep.cli_options import job_options
         from graphcep.jobs import kind_named
         from graphcep.jobs import load as load_job
+        from graphcep.jobs.options import job_options
 
-        options = {**job_options(argparse.Namespace(**self.options), None),
+        options = {**job_options(self.options, None),
                    "explain": explain, "pww": pww}
         kind = kind_named("nu" if self.kind == "autom" else self.kind)
         if self.text is None:
@@ -343,12 +342,11 @@ class Query:
         if isinstance(pww, bool) or not isinstance(pww, int) or pww < 1:
             raise ValueError(f"pww={pww!r}: the number of edges a window holds, an "
                              "integer of at least 1")
-        from graphcep.cli_options import pww_options
+        from graphcep.jobs.options import pww_options
 
-        args = argparse.Namespace(pww=pww, pww_base=str(base),
-                                  pww_max_duration=None if most is None else str(most),
-                                  window=self.options.get("window"))
-        return pww_options(args)
+        return pww_options({"pww": pww, "pww_base": str(base),
+                            "pww_max_duration": None if most is None else str(most),
+                            "window": self.options.get("window")})
 
 
 def plan_lines(job: ReplayJob, widening: tuple[int, int, int | None] | None) -> list[str]:

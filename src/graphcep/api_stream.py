@@ -16,7 +16,7 @@ edges written as rejects, and exactly once through ``checkpoint``. It returns a
 :class:`MatchStream`, Spark's ``StreamingQuery`` with graphcep's stop and errors.
 
 :func:`start_matching` is the one place a stream starts, for this API and for the command
-line's ``stream`` (:mod:`graphcep.stream_command`): a source gives a streaming DataFrame
+line's ``stream`` (:mod:`graphcep.cli.stream`): a source gives a streaming DataFrame
 (``source.stream_df``) and turns each micro-batch of it into edges (``source.read_batch``);
 the command line's sources read files, sockets, Kafka and the generator, the API's
 :class:`DataFrameSource` a frame's columns.
@@ -467,7 +467,7 @@ def _query_text(query: Any) -> str:
 
 def widened_job(job: Any, widening: tuple[int, int, int | None] | None) -> Any:
     """``job`` in progressive window widening's windows (``widening``: ``(L, T0, D)`` as
-    :func:`~graphcep.cli_options.pww_options` gives them), else itself: the job of
+    :func:`~graphcep.jobs.options.pww_options` gives them), else itself: the job of
     ``graphcep stream --pww L`` and of ``q.stream(..., pww=L)``."""
     from graphcep.runtime.widening import WidenedJob, refuse_short_keep
 

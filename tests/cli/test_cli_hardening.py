@@ -16,14 +16,15 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from graphcep import cli, jobs
+from graphcep import jobs
+from graphcep.cli import app as cli
 from graphcep.cli import build_parser, main
-from graphcep.cli_options import job_options
 from graphcep.engines.base import OutOfOrderError
 from graphcep.engines.difference_bounds import build_bounds
 from graphcep.engines.subgraph.engine import SubgraphEngine
 from graphcep.engines.subgraph.plan import compile_query
 from graphcep.jobs.ddst import DDST_ENGINES, DDSTJob
+from graphcep.jobs.options import job_options
 from graphcep.lang.ddst import parse_ddst, parse_ddst_file
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lang.sal import parse_file, parse_query

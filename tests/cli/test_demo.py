@@ -11,8 +11,7 @@ import shlex
 import numpy as np
 import pytest
 
-from graphcep import demo
-from graphcep.cli import build_parser, main
+from graphcep.cli import build_parser, demo, main
 from graphcep.events import US_PER_SECOND
 from tests.paths import EXAMPLES
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from graphcep.cli import build_parser, main
-from graphcep.cli_options import EXAMPLES_HEADING, OPTION_GROUPS
+from graphcep.cli.options import EXAMPLES_HEADING, OPTION_GROUPS
 from tests.paths import EXAMPLES
 
 #: every command and sub-command whose --help is checked
@@ -70,7 +70,7 @@ def test_run_help_groups_its_options_by_query_kind(capsys):
     groups = option_groups(help_text(["run"], capsys))
     assert groups["options"] == ["-h"], (
         "an option of graphcep run is in no group: name its destination in "
-        "graphcep.cli_options.OPTION_GROUPS")
+        "graphcep.cli.options.OPTION_GROUPS")
     expected = {
         "input": ["--input", "--format", "--time-unit", "--time-format", "--header",
                   "--columns"],
@@ -94,7 +94,7 @@ def test_run_help_groups_its_options_by_query_kind(capsys):
 def test_every_option_of_the_query_commands_is_in_a_group(command, capsys):
     assert option_groups(help_text(command, capsys))["options"] == ["-h"], (
         f"an option of graphcep {command[0]} is in no group: name its destination in "
-        "graphcep.cli_options.OPTION_GROUPS")
+        "graphcep.cli.options.OPTION_GROUPS")
 
 
 def test_the_group_table_names_only_options_a_command_has():

@@ -167,8 +167,8 @@ def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(t
     from argparse import Namespace
 
     from graphcep import jobs
+    from graphcep.cli.stream import matching_mode
     from graphcep.runtime.streaming.sources import FileSource, SocketSource
-    from graphcep.stream_command import matching_mode
 
     sal, ddst = ROOT / "examples" / "triangle.sal", ROOT / "examples" / "ddst" / "rumor.ddst"
     files = FileSource(str(tmp_path))

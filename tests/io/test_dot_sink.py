@@ -196,10 +196,10 @@ def test_run_command_writes_dot(tmp_path: Path) -> None:
 def test_stream_command_picks_the_sink_by_the_directory_name(tmp_path: Path) -> None:
     from argparse import Namespace
 
+    from graphcep.cli.stream import _sink
     from graphcep.io.sinks import JsonlSink, ParquetSink
     from graphcep.jobs.ddst import DDSTJob
     from graphcep.lang.ddst import parse_ddst
-    from graphcep.stream_command import _sink
 
     job = DDSTJob(parse_ddst("QUERY q; VERTICES A, B; EDGES x: A -> B; WITHIN 5 s;"))
     for name, kind in (("out.dot/", DotSink), ("out.parquet/", ParquetSink), ("out/", JsonlSink)):

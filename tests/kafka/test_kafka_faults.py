@@ -14,7 +14,7 @@ import time
 import pytest
 
 from graphcep.cli import main
-from graphcep.kafka_options import refuse_kafka_options
+from graphcep.cli.kafka import refuse_kafka_options
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming import kafka_client
 from graphcep.runtime.streaming.kafka_client import check_client_settings, client_settings

@@ -132,7 +132,7 @@ def test_an_interrupted_stream_writes_its_summary_report_and_timeline(tmp_path):
 def test_the_line_says_which_pictures_were_not_written_and_why():
     from argparse import Namespace
 
-    from graphcep.stream_command import _pictures_note, _reason
+    from graphcep.cli.stream import _pictures_note, _reason
 
     both = Namespace(report="r.html", timeline="t.png")
     full = OSError(28, "No space left on device", "r.html")

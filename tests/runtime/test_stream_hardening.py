@@ -171,7 +171,7 @@ def test_a_checkpoint_refuses_another_source_or_query(tmp_path, capsys):
     query = tmp_path / "triangle.sal"
     query.write_text(TRIANGLE)
     ckpt = tmp_path / "ckpt"
-    from graphcep.stream_command import claim_checkpoint
+    from graphcep.cli.stream import claim_checkpoint
 
     claim_checkpoint(ckpt, str(first.resolve()), f"{query.resolve()} (query1)", "digest")
     record = json.loads((ckpt / "graphcep.json").read_text())
@@ -197,7 +197,7 @@ def test_a_checkpoint_no_micro_batch_finished_on_goes_to_the_next_claim(tmp_path
     """A start that failed before its first micro-batch (no server, a typo in --source)
     does not tie the checkpoint: the corrected command takes it, without the failed
     start's Spark offsets; once a micro-batch finished, the claim holds."""
-    from graphcep.stream_command import claim_checkpoint
+    from graphcep.cli.stream import claim_checkpoint
 
     ckpt = tmp_path / "ckpt"
     claim_checkpoint(ckpt, "tcp://127.0.0.1:1", "q.sal (query1)", "d")

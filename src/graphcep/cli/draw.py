@@ -30,7 +30,7 @@ examples:
 
 def add_draw_parser(sub: Any) -> None:
     """The ``draw`` subcommand (``sub``: the command line's subparsers)."""
-    from graphcep.cli_options import count_option, with_examples
+    from graphcep.cli.options import count_option, with_examples
 
     draw = sub.add_parser(
         "draw", help="draw matches of a match file (JSONL, Parquet) or a stream's output "

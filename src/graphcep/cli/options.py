@@ -1,8 +1,9 @@
 """The command line's options, shared by ``run``, ``explain`` and ``stream``.
 
 Every value is checked by its argparse type before any work (before Spark starts, before
-the input is read); :func:`job_options` turns the parsed options into what
-:func:`graphcep.jobs.load` reads, so each command loads a query the same way.
+the input is read); :func:`graphcep.jobs.options.job_options` turns the parsed options into what
+:func:`graphcep.jobs.load` reads, as it turns the Python API's keyword arguments, so
+each command and the API load a query the same way.
 """
 
 from __future__ import annotations
@@ -156,29 +157,6 @@ def add_pww_arguments(parser: argparse.ArgumentParser, *, streaming: bool = Fals
                              "of levels (default: levels are added as the stream grows)")
 
 
-def pww_options(args: argparse.Namespace) -> tuple[int, int, int | None] | None:
-    """``(L, T0, D)`` in records and µs from :func:`add_pww_arguments` (None without --pww)."""
-    if getattr(args, "pww", None) is None:
-        given = [flag for flag, dest in (("--pww-base", "pww_base"),
-                                         ("--pww-max-duration", "pww_max_duration"))
-                 if getattr(args, dest, None) is not None]
-        if given:
-            raise QueryError(f"{', '.join(given)} {'goes' if len(given) == 1 else 'go'} "
-                             "with --pww L (progressive window widening)")
-        return None
-    if getattr(args, "window", None) is not None:
-        raise QueryError("--window bounds how long a match may last, and --pww finds matches "
-                         "of any duration (of at most L records): give one of them")
-    base = seconds_to_us(args.pww_base or "1")
-    if base < 1:
-        raise QueryError("--pww-base must be at least 1 µs")
-    most = None if args.pww_max_duration is None else seconds_to_us(args.pww_max_duration)
-    if most is not None and most < 1:  # no levels could be fixed by a zero duration
-        raise QueryError("--pww-max-duration must be at least 1 µs (leave it out for no "
-                         "bound on an instance's duration)")
-    return args.pww, base, most
-
-
 #: The Spark master when ``--master`` is not given: embedded, every core.
 DEFAULT_MASTER = "local[*]"
 
@@ -326,14 +304,6 @@ def add_ddst_arguments(parser: argparse.ArgumentParser) -> None:
                              "only its pairs no earlier report held")
 
 
-def state_bound(args: argparse.Namespace) -> int | None:
-    """``--max-window-edges``, checked (None: the engine's default)."""
-    bound = getattr(args, "max_window_edges", None)
-    if bound is not None and bound < 1:
-        raise QueryError("--max-window-edges must be at least 1")
-    return bound
-
-
 def warn_about_input(job: ReplayJob, edges: Any) -> None:
     """One line on stderr per thing about the input (an Arrow table or a Spark frame)
     that the job says silently stops it from matching."""
@@ -350,36 +320,6 @@ def warn_absent_labels(job: ReplayJob, present: dict[str, set[str]]) -> None:
         print(f"graphcep: warning: query {job.name!r}: no edge of the input carries "
               f"{', '.join(absent)}, so the query edges wanting them cannot match",
               file=sys.stderr)
-
-
-def job_options(args: argparse.Namespace, fmt: str | None) -> dict[str, Any]:
-    """The options :func:`graphcep.jobs.load` reads, from the parsed command line
-    (seconds as µs; ``fmt`` the input's format, None where it is not known)."""
-    def seconds(name: str) -> int | None:
-        text = getattr(args, name, None)
-        return None if text is None else seconds_to_us(text)
-
-    return {
-        "fmt": fmt,
-        "query_name": getattr(args, "query_name", None),
-        "window": getattr(args, "window", None),
-        "window_us": seconds("window"),
-        "max_duration": getattr(args, "max_duration", None),
-        "max_duration_us": seconds("max_duration"),
-        "homomorphic": getattr(args, "homomorphic", False),
-        "max_window_edges": state_bound(args),
-        "ddst_engine": getattr(args, "ddst_engine", None),
-        "signature_p": getattr(args, "signature_p", None),
-        "signature_seed": getattr(args, "signature_seed", None),
-        "ddst_report": getattr(args, "ddst_report", None),
-        "max_tokens": getattr(args, "max_tokens", None),
-        "anchored": getattr(args, "anchored", False),
-        "nu_engine": getattr(args, "nu_engine", None),
-        "key": getattr(args, "key", None),
-        "symbol": getattr(args, "symbol", None),
-        "subs_engine": getattr(args, "subs_engine", None),
-        "pww": getattr(args, "pww", None) is not None,
-    }
 
 
 def add_nu_arguments(parser: argparse.ArgumentParser) -> None:

@@ -41,7 +41,9 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from graphcep import timing
-from graphcep.cli_options import (
+from graphcep.cli.draw import add_draw_parser
+from graphcep.cli.motifs import add_parser as add_motifs_parser
+from graphcep.cli.options import (
     CONSOLE_LIMIT,
     DEFAULT_REJECTS,
     add_ddst_arguments,
@@ -58,11 +60,9 @@ from graphcep.cli_options import (
     console_limit,
     count_option,
     group_options,
-    job_options,
     master_given,
     path_option,
     positive_rate,
-    pww_options,
     reader_options,
     refuse_count_outputs,
     refuse_overwriting_inputs,
@@ -72,6 +72,7 @@ from graphcep.cli_options import (
     warn_absent_labels,
     with_examples,
 )
+from graphcep.cli.stream import add_parser as add_stream_parser
 from graphcep.engines.base import StateBoundError
 from graphcep.engines.difference_bounds import (
     UnboundedQueryError,
@@ -92,17 +93,15 @@ from graphcep.io.sinks import (
 )
 from graphcep.io.time_text import clock_for
 from graphcep.jobs.base import ReplayJob, format_refusal
+from graphcep.jobs.options import job_options, pww_options
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
-from graphcep.motifs_command import add_parser as add_motifs_parser
 from graphcep.patterns.subgraph import QueryError
-from graphcep.pictures.command import add_draw_parser
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
 from graphcep.runtime.local import BoundedOutput, RunStats, stream_job
 from graphcep.runtime.spark_start import SparkStartError
 from graphcep.runtime.widening import LevelStats, run_widening
 from graphcep.runtime.widening.report import explain_lines, level_lines, widened_format
-from graphcep.stream_command import add_parser as add_stream_parser
 from graphcep.timing import NESTED, Phases, process_age
 
 FORMATS = (*LINE_FORMATS, "parquet", *WHOLE_FILE_FORMATS, *RECORD_FORMATS)
@@ -556,7 +555,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     matches = written.first(output.schema)
     if args.draw:
         with phases.phase("drawing matches"):
-            from graphcep.pictures.command import draw_table
+            from graphcep.cli.draw import draw_table
 
             draw_table(matches, args.draw, args.draw_dir or "pictures",
                        clock_for(args.time_format))
@@ -962,7 +961,7 @@ def cmd_gen_netflow(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
-    from graphcep.demo import MIN_EDGES, RATE, run_demo
+    from graphcep.cli.demo import MIN_EDGES, RATE, run_demo
 
     if args.edges < MIN_EDGES:  # checked here: the demo module loads only for the demo
         raise QueryError(f"--edges: the demo plants its attacks in at least {MIN_EDGES:,} "

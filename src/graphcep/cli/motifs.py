@@ -68,7 +68,7 @@ examples:
 
 def add_parser(sub: Any) -> None:
     """Register ``motifs`` on the CLI's subparsers."""
-    from graphcep.cli_options import (
+    from graphcep.cli.options import (
         DEFAULT_REJECTS,
         add_input_arguments,
         add_spark_arguments,
@@ -118,7 +118,7 @@ def add_parser(sub: Any) -> None:
 
 def cmd_motifs(args: argparse.Namespace) -> int:
     """Run ``graphcep motifs``; bad options and inputs end with one line and status 2."""
-    from graphcep.cli_options import refuse_overwriting_inputs
+    from graphcep.cli.options import refuse_overwriting_inputs
     from graphcep.io.rejects import RejectLog
     from graphcep.io.sinks import SinkError, check_target, writing
 
@@ -141,7 +141,7 @@ def cmd_motifs(args: argparse.Namespace) -> int:
         print(f"graphcep: motifs: {err}", file=sys.stderr)
         return 2
     refuse_overwriting_inputs(args.input, {"output": args.output, "rejects": args.rejects})
-    from graphcep.cli_options import master_given
+    from graphcep.cli.options import master_given
 
     if master_given(args) and args.engine != "spark":
         print("graphcep: motifs: --master says where Spark runs; give --engine spark too "
@@ -277,7 +277,7 @@ __all__ = ["PNG_MAX_DELTAS", "PNG_PER_ROW", "add_parser", "cmd_motifs", "delta_l
 def _counted(args: argparse.Namespace) -> Any:
     """The motif counts of ``args.input``, on Spark under ``--engine spark`` (where Ctrl-C
     is one line, :func:`~graphcep.interrupts.exit_on_interrupt`)."""
-    from graphcep.cli_options import reader_options
+    from graphcep.cli.options import reader_options
     from graphcep.engines.kernel_cache import lean_cache_loads
 
     lean_cache_loads()  # the counters' kernels come from numba's cache

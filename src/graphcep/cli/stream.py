@@ -56,6 +56,16 @@ import time
 from pathlib import Path
 from typing import Any
 
+from graphcep.cli.kafka import (
+    add_kafka_arguments,
+    check_kafka_targets,
+    has_end,
+    kafka_source,
+    kafka_transactions,
+    part_writer,
+    refuse_kafka_options,
+    spark_conf,
+)
 from graphcep.cores import usable_cores
 from graphcep.engines.base import StateBoundError
 from graphcep.events import counted_noun, seconds_to_us
@@ -72,16 +82,6 @@ from graphcep.io.sinks import (
 )
 from graphcep.io.time_text import clock_for
 from graphcep.jobs.base import DeclaredSource, ReplayJob
-from graphcep.kafka_options import (
-    add_kafka_arguments,
-    check_kafka_targets,
-    has_end,
-    kafka_source,
-    kafka_transactions,
-    part_writer,
-    refuse_kafka_options,
-    spark_conf,
-)
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
@@ -126,7 +126,7 @@ examples:
 def add_parser(sub: Any) -> None:
     """Register the ``stream`` subcommand on the CLI's subparsers (every value is checked
     here, before Spark starts)."""
-    from graphcep.cli_options import (
+    from graphcep.cli.options import (
         CONSOLE_LIMIT,
         add_ddst_arguments,
         add_input_arguments,
@@ -240,7 +240,7 @@ def validate_output(args: argparse.Namespace) -> None:
     kafka = check_kafka_targets(args)
     if args.output not in (None, "-") and "output" not in kafka:
         check_target(args.output, sink_format(args.output) or "jsonl", directory=True)
-    from graphcep.cli_options import console_limit
+    from graphcep.cli.options import console_limit
 
     args.limit = console_limit(args, args.output)
     for role in ("late", "rejects"):
@@ -290,7 +290,8 @@ def cmd_stream(args: argparse.Namespace) -> int:
 
 def _stream(args: argparse.Namespace) -> int:
     from graphcep.api_stream import widened_job
-    from graphcep.cli_options import pww_options, rules_in_place_of_query, warn_absent_labels
+    from graphcep.cli.options import rules_in_place_of_query, warn_absent_labels
+    from graphcep.jobs.options import pww_options
     from graphcep.pictures.runs import KeepFirst
     from graphcep.pictures.timelines import StreamProgress
     from graphcep.runtime.spark import spark_session
@@ -633,7 +634,7 @@ def _query_bytes(path: str) -> bytes:
 def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> Any:
     """The source named by ``--source`` (or the one the query text declares: a SAL
     program's ``VastStream("host", port)``)."""
-    from graphcep.cli_options import reader_options  # one rule for run and stream
+    from graphcep.cli.options import reader_options  # one rule for run and stream
     from graphcep.runtime.streaming.sources import FileSource, GeneratorSource, SocketSource
 
     options = reader_options(args)  # --time-unit, --time-format, --header and --columns
@@ -684,7 +685,7 @@ def _load_job(args: argparse.Namespace, fmt: str | None) -> tuple[ReplayJob, boo
     checkpoint holds (an empty set here; the engine's own come from its snapshot) and the
     watch applies the source once it parses."""
     from graphcep import jobs
-    from graphcep.cli_options import job_options
+    from graphcep.jobs.options import job_options
     from graphcep.jobs.sequences import with_options
     from graphcep.patterns.sequences import SubscriptionSet
 

@@ -20,7 +20,7 @@ KAFKA_DEFAULTS = {"starting_offsets": "earliest", "kafka_option": None, "kafka_j
 
 def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the Kafka source's options on ``graphcep stream``."""
-    from graphcep.cli_options import path_option
+    from graphcep.cli.options import path_option
 
     parser.add_argument("--starting-offsets", default="earliest", metavar="WHERE",
                         help="kafka: where a new stream starts reading: earliest "
