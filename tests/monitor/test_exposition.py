@@ -16,6 +16,7 @@ from graphcep.monitor.exposition import metrics_text
 from graphcep.monitor.live import LiveNumbers
 from graphcep.monitor.server import Monitor
 from graphcep.runtime.streaming.driver import StreamOperator
+from tests.monitor.browser import CHROMIUM, Browser
 
 parser = pytest.importorskip("prometheus_client.parser",
                              reason="prometheus_client is in the test extra")
@@ -50,19 +51,25 @@ class Kept:
         self.written.append((batch_id, table.num_rows))
 
 
-def test_a_stream_fed_by_hand_reads_back_through_prometheus_parser():
+def fed() -> LiveNumbers:
+    """The live numbers of a stream fed by hand: two triangles x->y->z->x (t 1, 2, 3) and
+    p->q->r->p (t 4, 5, 6), one late edge, three rejects of two kinds, in three batches."""
     live = LiveNumbers("q")
     operator = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE)), lateness_us=0,
                               sink=live.matches.wrap(Kept()),
                               reject_sink=live.rejects.wrap(Kept()))
     live.follow(operator, "triangle")
-    # two triangles x->y->z->x (t 1, 2, 3) and p->q->r->p (t 4, 5, 6); one late edge; rejects
     batches = [([(1, "x", "y"), (2, "y", "z")], ["missing fields: got 2"]),
                ([(3, "z", "x"), (4, "p", "q"), (5, "q", "r")],
                 ["field 1 (t): not a number: 'a'", "field 1 (t): not a number: 'b'"]),
                ([(6, "r", "p"), (2, "late", "edge"), (20, "s", "t")], [])]
     for batch_id, (rows, reasons) in enumerate(batches):
         live.observe(operator.process(batch_id, edges(rows), rejects(reasons)))
+    return live
+
+
+def test_a_stream_fed_by_hand_reads_back_through_prometheus_parser():
+    live = fed()
     found = samples(metrics_text(live.snapshot()))
     q = (("query", "triangle"),)
     assert found[("graphcep_edges_in_total", q)] == 8
@@ -136,3 +143,33 @@ def test_the_server_answers_each_path():
                 urllib.request.urlopen(base + missing)
     finally:
         monitor.stop()
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary: install Debian's chromium "
+                                              "package (.ci/run does when apt is usable)")
+def test_the_page_shows_the_numbers_in_headless_chromium(tmp_path):
+    monitor = Monitor(fed(), {"--ui-port": 0})
+    monitor.start()
+    try:
+        with Browser(tmp_path / "profile") as browser:
+            browser.call("Page.navigate", url=f"http://127.0.0.1:{monitor.port('--ui-port')}/")
+            browser.wait_for("Number(document.body.dataset.polls) >= 2")
+            browser.wait_for("document.querySelectorAll('#matches img').length == 2 && "
+                             "Array.prototype.every.call(document.querySelectorAll("
+                             "'#matches img'), function (i) { return i.naturalWidth > 0; })")
+            shown = browser.evaluate(
+                "JSON.stringify([Array.prototype.map.call(document.querySelectorAll("
+                "'[data-figure]'), function (e) { return [e.dataset.figure, e.textContent]; }),"
+                "Array.prototype.map.call(document.querySelectorAll('tr[data-reason]'),"
+                "function (r) { return [r.dataset.reason, r.cells[1].textContent]; }),"
+                "document.getElementById('watermark').textContent])")
+            assert browser.errors() == []
+    finally:
+        monitor.stop()
+    figures, reasons, watermark = json.loads(shown)
+    shown_figures = {key: text for key, text in figures if key != "state"}  # the engine's
+    assert shown_figures == {"edges": "8", "late": "1", "rejected": "3", "matches": "2",
+                             "batches": "3", "buffered": "1",  # t = 20 s: at the watermark
+                             "lag": "-"}  # the test's source has no lag to tell
+    assert reasons == [["not a number", "2"], ["missing fields", "1"]]
+    assert watermark == "20 s"
