@@ -198,3 +198,19 @@ def test_a_monitor_port_in_use_is_one_line(tmp_path, capsys):
     assert err.strip().splitlines() == [
         f"graphcep: --ui-port {port}: cannot serve on 127.0.0.1:{port}, in use by another "
         "process: name another port"]
+
+
+@pytest.mark.parametrize(("argv", "said"), [
+    (["--monitor-host", "0.0.0.0"], "graphcep: --monitor-host says where --metrics-port and "
+                                    "--ui-port listen: give one of them"),
+    (["--ui-port", "65536"], "graphcep: stream: argument --ui-port: expected at most 65,535, "
+                             "got 65,536 (see graphcep stream --help)"),
+])
+def test_monitor_options_out_of_place_are_one_line(tmp_path, capsys, argv, said):
+    from graphcep.cli import main
+
+    code = main(["stream", str(EXAMPLES / "triangle.sal"), "--source", str(tmp_path),
+                 "--checkpoint", str(tmp_path / "ckpt"), *argv])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert err == [said]
