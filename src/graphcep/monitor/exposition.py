@@ -101,8 +101,9 @@ def _batch_lines(numbers: dict[str, Any], query: dict[str, str]) -> list[str]:
     bounds = [*histogram["buckets"], float("inf")]
     for bound, count in zip(bounds, histogram["counts"], strict=True):
         cumulative += count
-        samples.append(("graphcep_batch_seconds_bucket", {**query, "le": number_text(bound)
-                        if bound == float("inf") else repr(float(bound))}, cumulative))
+        bound_text = "+Inf" if bound == float("inf") else repr(float(bound))
+        samples.append(("graphcep_batch_seconds_bucket", {**query, "le": bound_text},
+                        cumulative))
     samples += [("graphcep_batch_seconds_sum", query, histogram["sum"]),
                 ("graphcep_batch_seconds_count", query, histogram["count"])]
     lines = family("graphcep_batch_seconds", "histogram",

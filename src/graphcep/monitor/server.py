@@ -149,7 +149,10 @@ def _handler(monitor: Monitor) -> type[BaseHTTPRequestHandler]:
             elif path.startswith("/match/") and path.endswith(".png") and \
                     path[len("/match/"):-len(".png")].isdigit():
                 picture = monitor.picture(int(path[len("/match/"):-len(".png")]))
-                self._send(picture, "image/png") if picture is not None else self._missing()
+                if picture is None:  # never kept, or no longer
+                    self._missing()
+                else:
+                    self._send(picture, "image/png")
             else:
                 self._missing()
 
