@@ -173,3 +173,20 @@ def test_the_page_shows_the_numbers_in_headless_chromium(tmp_path):
                              "lag": "-"}  # the test's source has no lag to tell
     assert reasons == [["not a number", "2"], ["missing fields", "1"]]
     assert watermark == "20 s"
+
+
+def test_the_sources_lag_and_backlog_are_gauges():
+    from graphcep.runtime.streaming.driver import Pace
+
+    live = LiveNumbers("q")
+    operator = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE)))
+    operator.pace = Pace(offered_rate=1_000)
+    live.follow(operator, "triangle")
+    # what the Spark query notes after a batch: 500 records in 0.5 s, the source 2 s behind
+    operator.pace.observe(500, 0.5, 2_000_000, now=10.0)
+    live.observe(operator.process(0, edges([(1, "x", "y")])))
+    found = samples(metrics_text(live.snapshot()))
+    q = (("query", "triangle"),)
+    assert found[("graphcep_source_lag_seconds", q)] == 2.0
+    assert found[("graphcep_source_backlog_records", q)] == 2_000  # 2 s at 1,000/s
+    assert live.snapshot()["series"][-1]["lag_s"] == 2.0  # the page's lag curve
