@@ -39,6 +39,10 @@ N): ...``) or refused edit; the checkpoint accepts the edited file. A restart wh
 source does not parse (or is missing) resumes with the checkpoint's subscriptions, says so
 in one line, and applies the source once it parses.
 
+``--metrics-port`` and ``--ui-port`` serve the stream's numbers while it runs
+(:mod:`graphcep.monitor`): Prometheus metrics and a live page, fed by the same report of
+each micro-batch as the progress lines, in both matching modes.
+
 Files of the whole-file formats (``.seq``, ``.tes``, ``.syscall``) arriving in a directory
 are read as ``graphcep run`` reads them: a plain sequence's positions and a trace's times
 run on from the edges the stream read before. A socket sends lines, not files: these
