@@ -89,6 +89,7 @@ LAYERS = {
     "engines": {"events", "patterns", "features", "hashing"},
     "jobs": {"engines", "patterns", "lang", "features", "io", "events", "hashing"},
     "pictures": {"jobs", "io", "events"},
+    "monitor": {"pictures", "io", "events"},
     "runtime": {"jobs", "engines", "patterns", "lang", "features", "io", "events", "hashing",
                 "timing"},
 }

@@ -458,6 +458,7 @@ OPTION_GROUPS: dict[str, tuple[str, ...]] = {
                "summary", "draw", "draw_dir", "timeline", "report", "profile"),
     "streaming": ("checkpoint", "lateness", "trigger", "max_files_per_trigger",
                   "max_records_per_batch", "once", "run_for"),
+    "watching a stream live": ("metrics_port", "ui_port", "monitor_host"),
     "Kafka (--source kafka://BROKERS/TOPICS)": ("starting_offsets", "kafka_option",
                                                 "kafka_jars", "time", "on_data_loss"),
     "the generator as a source (--source generator)": ("rate", "vertices", "seed"),

@@ -39,6 +39,10 @@ N): ...``) or refused edit; the checkpoint accepts the edited file. A restart wh
 source does not parse (or is missing) resumes with the checkpoint's subscriptions, says so
 in one line, and applies the source once it parses.
 
+``--metrics-port`` and ``--ui-port`` serve the stream's numbers while it runs
+(:mod:`graphcep.monitor`): Prometheus metrics and a live page, fed by the same report of
+each micro-batch as the progress lines, in both matching modes.
+
 Files of the whole-file formats (``.seq``, ``.tes``, ``.syscall``) arriving in a directory
 are read as ``graphcep run`` reads them: a plain sequence's positions and a trace's times
 run on from the edges the stream read before. A socket sends lines, not files: these
@@ -49,10 +53,12 @@ file arriving for a query that does not read it is quarantined as a reject).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import hashlib
 import json
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -229,6 +235,17 @@ def add_parser(sub: Any) -> None:
                              "its plan, the summary, the timeline, the first matches drawn, "
                              "the rejects")
     add_summary_argument(stream)
+    port = count_option(0, 65536)
+    stream.add_argument("--metrics-port", type=port, metavar="PORT",
+                        help="serve Prometheus metrics at http://HOST:PORT/metrics while the "
+                             "stream runs (0: a free port, named on stderr)")
+    stream.add_argument("--ui-port", type=port, metavar="PORT",
+                        help="serve a live page at http://HOST:PORT/: the counts, each "
+                             "rule's, rates and lag over time, rejects by reason, the newest "
+                             "matches drawn")
+    stream.add_argument("--monitor-host", metavar="HOST",
+                        help="the address --metrics-port and --ui-port listen on (default "
+                             "127.0.0.1: this machine only; 0.0.0.0 for every interface)")
     stream.set_defaults(handler=cmd_stream)
     group_options(stream)
 
@@ -284,11 +301,39 @@ def cmd_stream(args: argparse.Namespace) -> int:
     """Run the stream; failures end it with one line on stderr (2: the input, the query or
     the checkpoint; 3: a state bound; 130: interrupted), the checkpoint at the last
     finished micro-batch."""
-    with signals_kept():
-        return _stream(args)
+    with signals_kept(), _watched(args) as live:
+        return _stream(args, live)
 
 
-def _stream(args: argparse.Namespace) -> int:
+@contextlib.contextmanager
+def _watched(args: argparse.Namespace) -> Iterator[Any]:
+    """``--metrics-port`` and ``--ui-port``: the live numbers (a
+    :class:`~graphcep.monitor.live.LiveNumbers`, None without those options), served
+    while the stream runs; the ports are bound first, so one in use is one line before
+    any work (:mod:`graphcep.monitor.server`)."""
+    ports = {option: port for option, port in (("--metrics-port", args.metrics_port),
+                                               ("--ui-port", args.ui_port))
+             if port is not None}
+    if not ports:
+        if args.monitor_host is not None:
+            raise QueryError("--monitor-host says where --metrics-port and --ui-port "
+                             "listen: give one of them")
+        yield None
+        return
+    from graphcep.monitor.live import LiveNumbers
+    from graphcep.monitor.server import DEFAULT_HOST, Monitor
+
+    live = LiveNumbers(Path(args.query or args.rules or "stream").stem)
+    monitor = Monitor(live, ports, args.monitor_host or DEFAULT_HOST)
+    monitor.start()
+    print(f"graphcep: {monitor.describe()}", file=sys.stderr, flush=True)
+    try:
+        yield live
+    finally:
+        monitor.stop()
+
+
+def _stream(args: argparse.Namespace, live: Any = None) -> int:
     from graphcep.api_stream import widened_job
     from graphcep.cli.options import rules_in_place_of_query, warn_absent_labels
     from graphcep.jobs.options import pww_options
@@ -340,13 +385,16 @@ def _stream(args: argparse.Namespace) -> int:
     sink = _sink(args, job, transactions)
     if args.report is not None:  # the report draws the first matches
         sink = KeepFirst(sink, REPORT_MATCHES)
+    if live is not None:  # the live page draws the newest
+        sink = live.matches.wrap(sink)
+        live.matches.clock = clock_for(getattr(args, "time_format", None))
     started = time.perf_counter()
     phases = Phases()
     with phases.phase("spark start-up"):
         spark = spark_session(args.master, conf=spark_conf(source))
     socket = isinstance(source, SocketSource)
     progress = StreamProgress(started)  # the micro-batches, for --timeline and --report
-    on_report = _recording(print_warnings if args.quiet else print_report, progress)
+    on_report = _recording(print_warnings if args.quiet else print_report, progress, live)
     running: list[tuple[Any, str]] = []  # the matching under way, and its description
 
     def pictures(summary: dict[str, Any]) -> None:
@@ -371,14 +419,15 @@ def _stream(args: argparse.Namespace) -> int:
     quiet_query_errors(spark)
     if attrs is not None:
         return _stream_cells(args, job, source, spark, sink, attrs, (started, phases),
-                             on_report, (pictures, running))
+                             on_report, (pictures, running), live)
     operator = StreamOperator(
         job,
         lateness_us=seconds_to_us(args.lateness),
         checkpoint=checkpoint,
         sink=sink,
         late_sink=part_writer("late", args.late or checkpoint / "late", transactions),
-        reject_sink=part_writer("rejects", args.rejects or checkpoint / "rejects", transactions),
+        reject_sink=_counted_rejects(live, part_writer("rejects", args.rejects or checkpoint
+                                                       / "rejects", transactions)),
         commit=transactions.commit if transactions is not None else None,
         # the engine runs in the driver: as many search threads as the master has cores
         threads=max(1, min(spark.sparkContext.defaultParallelism, usable_cores())),
@@ -386,6 +435,8 @@ def _stream(args: argparse.Namespace) -> int:
         **cells,
     )
     mode = "driver" + (f", {cells['cells']} cells in driver processes" if cells else "")
+    if live is not None:
+        live.follow(operator, job.name)
     running.append((operator, mode))
     try:
         try:
@@ -405,14 +456,22 @@ def _stream(args: argparse.Namespace) -> int:
         operator.close()  # after the summary, which reads the cells' state
 
 
-def _recording(on_report: Any, progress: Any) -> Any:
-    """``on_report``, noting each micro-batch in ``progress`` too (for the pictures)."""
+def _recording(on_report: Any, progress: Any, live: Any = None) -> Any:
+    """``on_report``, noting each micro-batch in ``progress`` too (for the pictures) and in
+    ``live`` (the monitor's numbers), if any."""
 
     def report(batch: Any) -> None:
         on_report(batch)
         progress.record(batch, time.perf_counter())
+        if live is not None:
+            live.observe(batch)
 
     return report
+
+
+def _counted_rejects(live: Any, writer: Any) -> Any:
+    """The rejects' writer, counting them by reason for the monitor (``live``), if any."""
+    return writer if live is None else live.rejects.wrap(writer)
 
 
 def _pictures_note(args: argparse.Namespace, outcome: str) -> str:
@@ -496,7 +555,7 @@ def _cell_attributes(job: ReplayJob, source: Any) -> Any:
 
 def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, sink: Any,
                   attrs: Any, clock: tuple[float, Phases], on_report: Any,
-                  ending: tuple[Any, list[tuple[Any, str]]]) -> int:
+                  ending: tuple[Any, list[tuple[Any, str]]], live: Any = None) -> int:
     """The stream with the matching in the executors (:mod:`~graphcep.runtime.streaming.cells`):
     the same sources, sinks, checkpoint, progress lines and summary as the driver mode."""
     from graphcep.runtime.streaming.cells_run import CellsRun
@@ -509,8 +568,11 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
                    on_report=on_report, profile=args.profile,
                    sinks={"matches": sink,
                           "late": PartWriter(args.late or checkpoint / "late"),
-                          "rejects": PartWriter(args.rejects or checkpoint / "rejects")})
+                          "rejects": _counted_rejects(live, PartWriter(
+                              args.rejects or checkpoint / "rejects"))})
     run.resume()
+    if live is not None:
+        live.follow(run, job.name)
     pictures, running = ending  # the pictures' drawing; Ctrl-C's summary reads ``running``
     running.append((run, run.describe()))
     try:
