@@ -153,7 +153,7 @@ def test_the_page_shows_the_numbers_in_headless_chromium(tmp_path):
     try:
         with Browser(tmp_path / "profile") as browser:
             browser.call("Page.navigate", url=f"http://127.0.0.1:{monitor.port('--ui-port')}/")
-            browser.wait_for("Number(document.body.dataset.polls) >= 2")
+            browser.wait_for("document.body && Number(document.body.dataset.polls) >= 2")
             browser.wait_for("document.querySelectorAll('#matches img').length == 2 && "
                              "Array.prototype.every.call(document.querySelectorAll("
                              "'#matches img'), function (i) { return i.naturalWidth > 0; })")
