@@ -133,8 +133,11 @@ def test_wrong_combinations_are_one_line_and_exit_2(tmp_path, capsys):
     sal.write_text(QUERY)
     triangle = ROOT / "examples" / "triangle.sal"
     source = ["--source", str(tmp_path / "in")]
-    assert "is not one" in refused(tmp_path, capsys, ROOT / "examples" / "ddst" /
-                                   "rumor.ddst", *source)
+    assert "match graph" in refused(tmp_path, capsys, ROOT / "examples" / "ddst" /
+                                    "rumor.ddst", *source)
+    anchored = tmp_path / "ping.nu"
+    anchored.write_text("#X ~> #Y . Y ~> X\n")
+    assert "runs anchored" in refused(tmp_path, capsys, anchored, *source, "--anchored")
     assert "tcp://127.0.0.1:9" in refused(tmp_path, capsys, triangle,
                                           "--source", "tcp://127.0.0.1:9")
     assert "--processes" in refused(tmp_path, capsys, triangle, *source, "--cells", "4",
@@ -181,7 +184,7 @@ def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(t
     assert mode(sal, "local[2]") == "driver"
     assert mode(sal, "spark://head:7077") == "executors"
     assert mode(sal, "yarn") == "executors"
-    assert mode(ddst, "spark://head:7077") == "driver"  # not a SAL query
+    assert mode(ddst, "spark://head:7077") == "driver"  # no exact split into cells
     assert mode(sal, "spark://head:7077", SocketSource("127.0.0.1", 9)) == "driver"
 
 

@@ -22,6 +22,7 @@ from graphcep.jobs.sequences import SubscriptionJob
 from graphcep.lang.ddst import parse_ddst
 from graphcep.lang.nu import parse_nu
 from graphcep.lang.sequences import parse_subscriptions
+from graphcep.patterns.sequences import SubscriptionSet
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.cell_plans import KeyedCells, cell_plan, route
 from graphcep.runtime.streaming.driver import StreamOperator
@@ -175,13 +176,13 @@ def subs_keys(tables: list[pa.Table]) -> list[tuple]:
             for t in tables for r in t.to_pylist()]
 
 
-def subs_oracle(job: SubscriptionJob, rows: list[dict]) -> set[tuple]:
-    """Every occurrence in each key's sequence of on-time edges, in stream order."""
+def subs_oracle(subscriptions: SubscriptionSet, rows: list[dict]) -> set[tuple]:
+    """Every occurrence in each key's sequence of the edges ``rows``, in stream order."""
     sequences: dict[str, list[str]] = {}
     for row in sorted(rows, key=lambda r: (r["t"], r["seq"])):
         sequences.setdefault(row["src"], []).append(row["dst"])
     return {(s.id, key, start, start + len(s.pattern) - 1)
-            for s in job.subscriptions.subscriptions
+            for s in subscriptions.subscriptions
             for key, seq in sequences.items()
             for start, _ in occurrences(s.pattern.items, seq)}
 
@@ -198,7 +199,7 @@ def test_subscription_cells_match_like_the_oracle_and_the_driver(cells):
         on_time = [r for r in table.to_pylist() if r["seq"] not in late]
         got = subs_keys(found)
         assert len(got) == len(set(got)), "a notification was reported twice"
-        want = subs_oracle(job, on_time)
+        want = subs_oracle(job.subscriptions, on_time)
         assert want and set(got) == want
         assert sorted(got) == sorted(subs_keys(driver_matches(job, batches, S)))
 
@@ -220,3 +221,18 @@ def test_ddst_is_refused_and_its_components_span_key_nodes():
     last = reports(query, stream)[-1]
     players = {v for q, v, *_ in last[1] if q == "A"}
     assert players == {"a1", "a2"}
+
+
+def test_explain_says_how_each_kind_splits():
+    from graphcep.runtime.hypercube import partitioning_lines
+
+    ping = partitioning_lines(NuJob(parse_nu(NU["ping"][0], "ping")), (8,))
+    assert ping[0].startswith("cells (graphcep stream --matching executors --cells N): "
+                              "keyed by variable X")
+    assert ping[1] == "  --cells 8: 8 cells, 1.88 copies per edge, busiest cell 0.234 of the stream"
+    subs = partitioning_lines(SubscriptionJob(parse_subscriptions(SUBS)), (8,))
+    assert "keyed by the key field 'src'" in subs[0]
+    assert subs[1] == "  --cells 8: 8 cells, 1 copy per edge, busiest cell 0.125 of the stream"
+    (ddst,) = partitioning_lines(DDSTJob(parse_ddst("VERTICES A, B; EDGES x: A -> B; "
+                                                   "WITHIN 10 s")))
+    assert ddst.startswith("cells (graphcep stream --cells N): none, ") and "match graph" in ddst

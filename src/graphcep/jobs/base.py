@@ -72,13 +72,16 @@ class CellSplit:
     ``("column", c)`` the match's column ``c``. The key's cell then holds all the
     records of the match, and the job's engine over that cell's edges (a subsequence of
     the stream in stream order) finds it; it is reported there alone. ``words``: the
-    split in words, for ``graphcep explain``.
+    split in words, for ``graphcep explain``. ``fields``: the fields beyond ``t, src,
+    dst, dur`` the cells' engines read (the cells carry them, their types fixed when the
+    stream starts).
     """
 
     query: SubgraphQuery | None = None
     columns: tuple[str, ...] = ()
     home: tuple[str, str] | None = None
     words: str = ""
+    fields: frozenset[str] = frozenset()
 
 
 class StreamNumbering(Protocol):

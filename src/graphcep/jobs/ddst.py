@@ -55,9 +55,9 @@ from graphcep.patterns.subgraph import QueryError
 #: keyed by the key node's data node would report as two smaller components; and the
 #: degree condition counts each data node's neighbours over the whole window.
 NO_CELLS = ("its match components are the connected components of the window's whole "
-            "match graph, and two nodes playing the key node join one component through a "
-            "node they share (a1 -> b, a2 -> b), which cells keyed by that node would "
-            "report apart")
+            "match graph: two nodes playing one pattern node join one component through a "
+            "node they share (a1 -> b and a2 -> b for A -> B), which cells keyed by that "
+            "pattern node would report apart")
 
 #: DDST match components (:data:`DDST_MATCH_SCHEMA`) on the console, in JSONL and in DOT.
 DDST_MATCHES = MatchFormat(DDST_MATCH_SCHEMA, format_ddst_match, ddst_match_to_json,

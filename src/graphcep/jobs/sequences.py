@@ -179,6 +179,7 @@ class SubscriptionJob(JobBase):
         keeps each key's positions apart (:meth:`partition_key`), so a cell reports its
         keys' notifications as one engine over the whole stream does."""
         return CellSplit(columns=(self.key,), home=("column", "key"),
+                         fields=frozenset({self.key, self.symbol} - {"t", "src", "dst", "dur"}),
                          words=f"keyed by the key field {self.key!r}: each key's sequence "
                                "goes to one cell, an edge to the cell of its key")
 

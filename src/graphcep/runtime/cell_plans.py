@@ -43,7 +43,7 @@ import pyarrow.compute as pc
 
 from graphcep.hashing import vertex_hash
 from graphcep.runtime import hypercube
-from graphcep.runtime.hypercube import Shares, choose_shares
+from graphcep.runtime.hypercube import Shares, choose_shares, keyed_copies
 
 
 @dataclass(frozen=True)
@@ -56,11 +56,10 @@ class KeyedCells:
     home: tuple[str, str]
     words: str = field(default="", compare=False, repr=False)
 
+    @property
     def expected_copies(self) -> float:
-        """Expected cells an edge goes to: one per column, less the chance that two of
-        its values share a cell (distinct values, uniform hashes)."""
-        k, n = len(self.columns), self.cells
-        return n * (1 - (1 - 1 / n) ** k)
+        """Expected cells an edge goes to (:func:`~graphcep.runtime.hypercube.keyed_copies`)."""
+        return keyed_copies(len(self.columns), self.cells)
 
 
 #: how a job's stream is split into cells: a HyperCube grid, or keyed cells
