@@ -68,8 +68,11 @@ the newest one) and writes the matches as the batch after the last -- not commit
 the driver mode's flush: if the stream goes on later, that batch replaces the flush's
 part and the flushed edges are matched once, when the watermark passes them.
 
-Scope: SAL queries without vertex features (a feature counts over the whole stream, which
-no cell sees). Late-edge records carry the columns the cells carry, not every column of
+Scope: every kind whose stream splits into cells exactly
+(:meth:`~graphcep.jobs.base.ReplayJob.cell_split`, :mod:`graphcep.runtime.cell_plans`):
+SAL queries without vertex features (a feature counts over the whole stream, which no
+cell sees) on a HyperCube grid; ν-expressions keyed by the variable on every link, and
+subscriptions by their key, on keyed cells, each cell running the kind's own engine. Late-edge records carry the columns the cells carry, not every column of
 the input.
 """
 
