@@ -700,8 +700,9 @@ def _load_job(args: argparse.Namespace, fmt: str | None) -> tuple[ReplayJob, boo
         return jobs.load(args.query, options), False
     except (QuerySyntaxError, OSError):
         if jobs.kind_of(args.query).name != "subs" or args.pww is not None or \
+                getattr(args, "matching", None) == "executors" or \
                 not has_finished_batches(Path(args.checkpoint)):
-            raise  # widened subscriptions are read once, not watched (WidenedJob.watch)
+            raise  # read once, not watched: widened (WidenedJob.watch), or in the cells
     return with_options(SubscriptionSet(Path(args.query).stem, ()), options), True
 
 

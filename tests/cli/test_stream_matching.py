@@ -186,6 +186,12 @@ def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(t
     assert mode(sal, "yarn") == "executors"
     assert mode(ddst, "spark://head:7077") == "driver"  # no exact split into cells
     assert mode(sal, "spark://head:7077", SocketSource("127.0.0.1", 9)) == "driver"
+    ping = tmp_path / "ping.nu"
+    ping.write_text("<#X ~> #Y . Y ~> X>[0, 3]\n")
+    assert mode(ping, "spark://head:7077") == "executors"  # keyed by X
+    subs = tmp_path / "s.subs"
+    subs.write_text("back: @x.@y.@x\n")
+    assert mode(subs, "spark://head:7077") == "executors"  # keyed by src, when not watched
 
 
 @pytest.mark.spark

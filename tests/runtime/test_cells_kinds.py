@@ -176,11 +176,12 @@ def subs_keys(tables: list[pa.Table]) -> list[tuple]:
             for t in tables for r in t.to_pylist()]
 
 
-def subs_oracle(subscriptions: SubscriptionSet, rows: list[dict]) -> set[tuple]:
+def subs_oracle(subscriptions: SubscriptionSet, rows: list[dict],
+                key: str = "src") -> set[tuple]:
     """Every occurrence in each key's sequence of the edges ``rows``, in stream order."""
     sequences: dict[str, list[str]] = {}
     for row in sorted(rows, key=lambda r: (r["t"], r["seq"])):
-        sequences.setdefault(row["src"], []).append(row["dst"])
+        sequences.setdefault(str(row[key]), []).append(row["dst"])
     return {(s.id, key, start, start + len(s.pattern) - 1)
             for s in subscriptions.subscriptions
             for key, seq in sequences.items()
@@ -202,6 +203,24 @@ def test_subscription_cells_match_like_the_oracle_and_the_driver(cells):
         want = subs_oracle(job.subscriptions, on_time)
         assert want and set(got) == want
         assert sorted(got) == sorted(subs_keys(driver_matches(job, batches, S)))
+
+
+def test_subscription_cells_keyed_by_an_attribute_carry_it():
+    """``--key host``: the cells carry the column (an integer here) and route by it."""
+    from graphcep.runtime.streaming.cells import cell_attributes
+
+    job = SubscriptionJob(parse_subscriptions(SUBS), key="host")
+    table = keyed_table(3)
+    table = table.append_column("host", pa.array([(7, 8, 9)[i % 3] * (1 + (i % 5 == 0))
+                                                  for i in range(table.num_rows)]))
+    attrs = cell_attributes(job, table.schema)
+    assert attrs.names == ["host"] and job.cell_split().fields == {"host"}
+    batches = out_of_order(table, 3)
+    found, late = run_cells(job, batches, 4, S, attrs=attrs, flush=True)
+    on_time = [r for r in table.to_pylist() if r["seq"] not in late]
+    got = subs_keys(found)
+    want = subs_oracle(job.subscriptions, on_time, key="host")
+    assert want and len(got) == len(set(got)) and set(got) == want
 
 
 # -- DDST ------------------------------------------------------------------------------
