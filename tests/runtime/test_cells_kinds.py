@@ -91,11 +91,12 @@ def driver_matches(job, batches: list[pa.Table], lateness: int) -> list[pa.Table
     return found
 
 
-@pytest.mark.parametrize("name", sorted(NU))
-@pytest.mark.parametrize("cells", [1, 3, 8])
-def test_nu_cells_match_like_the_oracle_and_the_driver(name, cells):
+@pytest.mark.parametrize("name, cells, engine", [
+    *((name, cells, "auto") for name in sorted(NU) for cells in (1, 3, 8)),
+    ("ping", 3, "interpreted")])
+def test_nu_cells_match_like_the_oracle_and_the_driver(name, cells, engine):
     text, size, variable, ends = NU[name]
-    job = NuJob(parse_nu(text, name))
+    job = NuJob(parse_nu(text, name), engine=engine)
     plan = cell_plan(job, cells)
     assert plan == KeyedCells(cells, ends, ("bindings", variable))
     found_any = False

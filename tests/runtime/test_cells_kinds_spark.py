@@ -94,7 +94,7 @@ def test_a_killed_nu_cells_stream_restarts_without_losing_or_repeating_a_match(
     and restart it on its checkpoint with ``--once``: the parts written, all together,
     hold exactly the oracle's matches, each once."""
     text, size, _, _ = NU["ping"]
-    links = nu_links(9, n=160)
+    links = nu_links(17, n=160)
     incoming = write_parts(links, tmp_path / "in", 6)
     query = tmp_path / "ping.nu"
     query.write_text(text + "\n")
