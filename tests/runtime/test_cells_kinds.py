@@ -38,6 +38,8 @@ NU = {
     "ping": ("<#X ~> #Y . Y ~> X . X ~> #Z>[0, 3]", 3, "X", ("src", "dst")),
     # X the source of every link: one copy
     "fan": ("<#X ~> #Y . X ~> #Z . X ~> b>[0, 2]", 3, "X", ("src",)),
+    # a choice and a shuffle: Y is on every link (X is not), the target of the first
+    "alt": ("<#X ~> #Y . (Y ~> X | Y ~> #Z % @ ~> Y)>[0, 2]", None, "Y", ("src", "dst")),
 }
 
 
@@ -67,7 +69,7 @@ def nu_keys(tables: list[pa.Table]) -> list[tuple]:
     return [nu_key(r) for t in tables for r in t.to_pylist()]
 
 
-def nu_oracle(text: str, size: int, links: list[tuple[int, str, str]]) -> set[tuple]:
+def nu_oracle(text: str, size: int | None, links: list[tuple[int, str, str]]) -> set[tuple]:
     """The brute-force search-mode matches: each stretch of one span from a link's time,
     matches starting there (a bounded match lies within its span, and a search-mode match
     is decided by its own links)."""
@@ -77,7 +79,8 @@ def nu_oracle(text: str, size: int, links: list[tuple[int, str, str]]) -> set[tu
     found: set[tuple] = set()
     for start in sorted({t for t, _, _ in links}):
         stretch = [link for link in links if start <= link[0] <= start + span]
-        found |= {m for m in oracle.matches(stretch, sizes=[size]) if m[0] == start}
+        sizes = [size] if size is not None else range(1, 4)
+        found |= {m for m in oracle.matches(stretch, sizes=sizes) if m[0] == start}
     return {(a, b, tuple(sorted(binds))) for a, b, binds in found}
 
 
@@ -129,6 +132,17 @@ def test_nu_keyed_routing_sends_each_edge_to_the_cells_of_its_key_ends():
         want = sorted({(int(c), i) for i in range(table.num_rows)
                        for c in ([src[i], dst[i]] if "dst" in plan.columns else [src[i]])})
         assert sorted(zip(cells.tolist(), rows.tolist(), strict=True)) == want
+
+
+@pytest.mark.parametrize("text, key", [
+    ("#X ~> a . (X ~> b)?", ("X", ("src",))),
+    ("(#X ~> a)? . X ~> b", ("X", ("src",))),
+    ("<#X ~> #Y % X ~> #Z>[0, 2]", ("X", ("src",))),
+    ("a ~> #X . X ~> @ . (@ ~> X)*", ("X", ("src", "dst"))),
+])
+def test_nu_key_variables(text, key):
+    split = NuJob(parse_nu(text, "p")).cell_split()
+    assert (split.home[1], split.columns) == key
 
 
 @pytest.mark.parametrize("text, why", [

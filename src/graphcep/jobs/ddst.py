@@ -50,10 +50,11 @@ from graphcep.patterns.subgraph import QueryError
 
 #: Why no cells split a DDST pattern exactly, whatever pattern node keys them: a match
 #: component is a connected component of the match graph of the window's *whole* graph
-#: (the paper's Section 3), and two data nodes playing the key node join one component
-#: through a node they share (``a1 -> b`` and ``a2 -> b`` for ``A -> B``), which cells
-#: keyed by the key node's data node would report as two smaller components; and the
-#: degree condition counts each data node's neighbours over the whole window.
+#: (the paper's preliminaries on match graphs), and two data nodes playing the key
+#: pattern node join one component through a node they share (``a1 -> b`` and
+#: ``a2 -> b`` for ``A -> B``), which cells keyed by the key node's data node would
+#: report as two smaller components; and the degree condition counts each data node's
+#: neighbours over the whole window.
 NO_CELLS = ("its match components are the connected components of the window's whole "
             "match graph: two nodes playing one pattern node join one component through a "
             "node they share (a1 -> b and a2 -> b for A -> B), which cells keyed by that "

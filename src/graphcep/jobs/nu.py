@@ -237,11 +237,12 @@ class NuJob(JobBase):
             key = key_variable(self.pattern.expr)
         except NuPatternError as err:
             raise QueryError(f"{self.name!r}: {err}") from None
-        ends = " or ".join(key.ends)
+        ends = ("the cells of its source and its target" if len(key.ends) > 1
+                else f"the cell of its {'source' if key.ends == ('src',) else 'target'}")
         return CellSplit(columns=key.ends, home=("bindings", key.name),
                          words=f"keyed by variable {key.name}, an end of every link of every "
-                               f"match, holding one node: an edge goes to the cell{'s' if len(key.ends) > 1 else ''} of its "
-                               f"{ends} node{'s' if len(key.ends) > 1 else ''}, a match to the cell of its {key.name} node")
+                               f"match, holding one node: an edge goes to {ends}, a match "
+                               f"to the cell of its {key.name} node")
 
     def input_warnings(self, edges: Any) -> list[str]:
         """Anchored, a delay the pattern may begin with counts from time 0: when the
