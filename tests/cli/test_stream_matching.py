@@ -210,3 +210,22 @@ def test_a_state_bound_hit_in_an_executor_cell_is_one_line_and_status_3(spark, t
             if line.startswith("graphcep: ")]
     assert code == 3
     assert len(ours) == 1 and "above max_window_edges=20" in ours[0], ours
+
+
+def test_subscriptions_in_the_cells_are_read_once_their_text_in_the_checkpoint(tmp_path):
+    """Watched in the driver, an edit is applied (the digest leaves the text out); in
+    the cells it is the query's text, so a checkpoint refuses an edited file."""
+    from argparse import Namespace
+
+    from graphcep.stream_command import _query_digest
+
+    subs = tmp_path / "s.subs"
+    args = Namespace(query=str(subs))
+
+    def digest(text: str, **how) -> str:
+        subs.write_text(text)
+        return _query_digest(args, **how)
+
+    assert digest("a: @x.@x\n", watched=True) == digest("b: @y\n", watched=True)
+    assert digest("a: @x.@x\n", matching="executors") != digest("b: @y\n",
+                                                                 matching="executors")
