@@ -133,8 +133,11 @@ def test_wrong_combinations_are_one_line_and_exit_2(tmp_path, capsys):
     sal.write_text(QUERY)
     triangle = ROOT / "examples" / "triangle.sal"
     source = ["--source", str(tmp_path / "in")]
-    assert "is not one" in refused(tmp_path, capsys, ROOT / "examples" / "ddst" /
-                                   "rumor.ddst", *source)
+    assert "match graph" in refused(tmp_path, capsys, ROOT / "examples" / "ddst" /
+                                    "rumor.ddst", *source)
+    anchored = tmp_path / "ping.nu"
+    anchored.write_text("#X ~> #Y . Y ~> X\n")
+    assert "runs anchored" in refused(tmp_path, capsys, anchored, *source, "--anchored")
     assert "tcp://127.0.0.1:9" in refused(tmp_path, capsys, triangle,
                                           "--source", "tcp://127.0.0.1:9")
     assert "--processes" in refused(tmp_path, capsys, triangle, *source, "--cells", "4",
@@ -181,8 +184,14 @@ def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(t
     assert mode(sal, "local[2]") == "driver"
     assert mode(sal, "spark://head:7077") == "executors"
     assert mode(sal, "yarn") == "executors"
-    assert mode(ddst, "spark://head:7077") == "driver"  # not a SAL query
+    assert mode(ddst, "spark://head:7077") == "driver"  # no exact split into cells
     assert mode(sal, "spark://head:7077", SocketSource("127.0.0.1", 9)) == "driver"
+    ping = tmp_path / "ping.nu"
+    ping.write_text("<#X ~> #Y . Y ~> X>[0, 3]\n")
+    assert mode(ping, "spark://head:7077") == "executors"  # keyed by X
+    subs = tmp_path / "s.subs"
+    subs.write_text("back: @x.@y.@x\n")
+    assert mode(subs, "spark://head:7077") == "executors"  # keyed by src, when not watched
 
 
 @pytest.mark.spark
@@ -201,3 +210,22 @@ def test_a_state_bound_hit_in_an_executor_cell_is_one_line_and_status_3(spark, t
             if line.startswith("graphcep: ")]
     assert code == 3
     assert len(ours) == 1 and "above max_window_edges=20" in ours[0], ours
+
+
+def test_subscriptions_in_the_cells_are_read_once_their_text_in_the_checkpoint(tmp_path):
+    """Watched in the driver, an edit is applied (the digest leaves the text out); in
+    the cells it is the query's text, so a checkpoint refuses an edited file."""
+    from argparse import Namespace
+
+    from graphcep.stream_command import _query_digest
+
+    subs = tmp_path / "s.subs"
+    args = Namespace(query=str(subs))
+
+    def digest(text: str, **how) -> str:
+        subs.write_text(text)
+        return _query_digest(args, **how)
+
+    assert digest("a: @x.@x\n", watched=True) == digest("b: @y\n", watched=True)
+    assert digest("a: @x.@x\n", matching="executors") != digest("b: @y\n",
+                                                                 matching="executors")

@@ -28,11 +28,14 @@ turns its micro-batches into edges, as the API's source turns a user's frame int
 
 ``--matching`` says where the matching runs: in the driver (the operator of
 :mod:`graphcep.runtime.streaming.driver`, every query and source) or in the executors
-(:mod:`graphcep.runtime.streaming.cells`: HyperCube cells as Spark keys, for SAL queries over a
-directory or the generator); ``auto`` picks the driver on ``local[...]``, the executors on
-a cluster. Both share the sources, sinks, checkpoint, progress lines and summary.
+(:mod:`graphcep.runtime.streaming.cells`: cells as Spark keys -- HyperCube for SAL
+queries, keyed for ν-expressions and subscriptions (:mod:`graphcep.runtime.cell_plans`) --
+over a directory or the generator); ``auto`` picks the driver on ``local[...]``, the
+executors on a cluster. Both share the sources, sinks, checkpoint, progress lines and
+summary.
 
-A subscriptions file, or a directory of ``.subs`` files, is watched: its changes are
+A subscriptions file, or a directory of ``.subs`` files, is watched (read once with
+``--matching executors``, whose cells hold its engines): its changes are
 applied between micro-batches (:mod:`graphcep.jobs.subscription_watch`), one line on
 stderr per change set (``graphcep: subscriptions: +2 -1 (s.subs, from stream position
 N): ...``) or refused edit; the checkpoint accepts the edited file. A restart whose
@@ -363,7 +366,9 @@ def _stream(args: argparse.Namespace, live: Any = None) -> int:
     if args.once and not isinstance(source, FileSource) and not has_end(source):
         raise QueryError(f"--once reads what a directory or Kafka topic holds now; "
                          f"{source.describe()} has no end to read to: use --run-for SECONDS")
-    watch = job.watch(args.query)  # subscriptions: changes applied between micro-batches
+    # subscriptions: changes applied between micro-batches, in the driver; the executors'
+    # cells read the file once (the checkpoint then holds its text)
+    watch = None if args.matching == "executors" else job.watch(args.query)
     if watch is not None and resumed:  # the source's trouble, said once
         for note in watch.check():
             print(f"graphcep: {note}", file=sys.stderr)
@@ -535,10 +540,10 @@ def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
            for role in ("output", "late", "rejects")):
         return "a Kafka output commits one transaction per micro-batch in the driver"
     try:
-        job.cell_query()  # a QueryError for every job but a SAL query the cells can split
+        job.cell_split()  # a QueryError where no split into cells is exact
     except QueryError as err:
-        return (f"the cells match SAL queries split by their vertex variables, and "
-                f"{Path(args.query).name} is not one ({' '.join(str(err).split())})")
+        return (f"the cells run a query whose stream splits into them exactly, and "
+                f"{Path(args.query).name} does not ({' '.join(str(err).split())})")
     if not isinstance(source, (FileSource, GeneratorSource)):
         return (f"the executors read a directory (--source DIR) or the generator, not "
                 f"{source.describe()}")
@@ -758,8 +763,9 @@ def _load_job(args: argparse.Namespace, fmt: str | None) -> tuple[ReplayJob, boo
         return jobs.load(args.query, options), False
     except (QuerySyntaxError, OSError):
         if jobs.kind_of(args.query).name != "subs" or args.pww is not None or \
+                getattr(args, "matching", None) == "executors" or \
                 not has_finished_batches(Path(args.checkpoint)):
-            raise  # widened subscriptions are read once, not watched (WidenedJob.watch)
+            raise  # read once, not watched: widened (WidenedJob.watch), or in the cells
     return with_options(SubscriptionSet(Path(args.query).stem, ()), options), True
 
 

@@ -58,6 +58,32 @@ class DeclaredSource:
     port: int
 
 
+@dataclass(frozen=True)
+class CellSplit:
+    """How a job's stream splits *exactly* into cells, each matched by an engine of the
+    job's own on its share of the stream (:meth:`ReplayJob.cell_split`), each match
+    reported by one cell.
+
+    Either HyperCube over ``query``'s vertex variables (SAL,
+    :mod:`graphcep.runtime.hypercube`), or *keyed*: an edge goes to the cell of the value
+    of each of its ``columns`` (``h(value) mod cells``, the vertex hash), and the records
+    of every match share one value in those columns -- the match's *key*, which ``home``
+    reads back from the match: ``("bindings", X)`` the node bound to variable ``X``,
+    ``("column", c)`` the match's column ``c``. The key's cell then holds all the
+    records of the match, and the job's engine over that cell's edges (a subsequence of
+    the stream in stream order) finds it; it is reported there alone. ``words``: the
+    split in words, for ``graphcep explain``. ``fields``: the fields beyond ``t, src,
+    dst, dur`` the cells' engines read (the cells carry them, their types fixed when the
+    stream starts).
+    """
+
+    query: SubgraphQuery | None = None
+    columns: tuple[str, ...] = ()
+    home: tuple[str, str] | None = None
+    words: str = ""
+    fields: frozenset[str] = frozenset()
+
+
 class StreamNumbering(Protocol):
     """What window widening numbers over the whole stream, before it cuts windows, for a
     job whose matches depend on where their records lie in it (a key's sequence
@@ -131,6 +157,11 @@ class ReplayJob(Protocol):
     def cell_query(self) -> SubgraphQuery:
         """The query graph HyperCube splits the job by (one cell per share of its vertex
         variables); a :class:`QueryError` saying why when the job cannot run in cells."""
+        ...
+
+    def cell_split(self) -> CellSplit:
+        """How the stream splits exactly into cells (``--matching executors``); a
+        :class:`QueryError` saying why when no split is exact."""
         ...
 
     def wanted_labels(self) -> dict[str, set[str]]:
@@ -225,6 +256,9 @@ class JobBase:
 
     def cell_query(self) -> SubgraphQuery:
         raise QueryError(f"a {type(self).__name__} is not split by vertex variables")
+
+    def cell_split(self) -> CellSplit:
+        return CellSplit(query=self.cell_query())  # HyperCube, where the kind has a query
 
     def wanted_labels(self) -> dict[str, set[str]]:
         return {}

@@ -42,6 +42,7 @@ import pyarrow as pa
 from graphcep.engines.base import Engine
 from graphcep.io.sinks import MatchFormat
 from graphcep.jobs.base import (
+    CellSplit,
     DeclaredSource,
     Extent,
     Instances,
@@ -186,6 +187,9 @@ class CompositeJob:
     def cell_query(self) -> SubgraphQuery:
         raise QueryError(f"{self.name!r} are several queries, which HyperCube cells do not "
                          "split together; pick one (--query-name)")
+
+    def cell_split(self) -> CellSplit:
+        return CellSplit(query=self.cell_query())  # refused: several queries
 
     def wanted_labels(self) -> dict[str, set[str]]:
         return _merged(self._each("wanted_labels"))

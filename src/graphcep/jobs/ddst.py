@@ -48,6 +48,18 @@ from graphcep.jobs.base import Extent, Instances, JobBase
 from graphcep.patterns.ddst import DDSTQuery
 from graphcep.patterns.subgraph import QueryError
 
+#: Why no cells split a DDST pattern exactly, whatever pattern node keys them: a match
+#: component is a connected component of the match graph of the window's *whole* graph
+#: (the paper's preliminaries on match graphs), and two data nodes playing the key
+#: pattern node join one component through a node they share (``a1 -> b`` and
+#: ``a2 -> b`` for ``A -> B``), which cells keyed by the key node's data node would
+#: report as two smaller components; and the degree condition counts each data node's
+#: neighbours over the whole window.
+NO_CELLS = ("its match components are the connected components of the window's whole "
+            "match graph: two nodes playing one pattern node join one component through a "
+            "node they share (a1 -> b and a2 -> b for A -> B), which cells keyed by that "
+            "pattern node would report apart")
+
 #: DDST match components (:data:`DDST_MATCH_SCHEMA`) on the console, in JSONL and in DOT.
 DDST_MATCHES = MatchFormat(DDST_MATCH_SCHEMA, format_ddst_match, ddst_match_to_json,
                            ddst_match_drawing)
@@ -241,8 +253,7 @@ class DDSTJob(JobBase):
         return {"ddst_engine": self.engine}
 
     def cell_query(self) -> Any:
-        raise QueryError(f"{self.name!r} is a DDST job, whose match components are not "
-                         "split by vertex variables")
+        raise QueryError(f"{self.name!r} is a DDST pattern: {NO_CELLS}")
 
     def new_engine(self, threads: int | None = 1) -> Engine:
         # threads: DDST engines run one thread (Spark runs one task per core)

@@ -39,8 +39,8 @@ from graphcep.engines.nu.tables import ineligibility
 from graphcep.events import format_seconds
 from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
-from graphcep.jobs.base import Extent, JobBase
-from graphcep.patterns.nu import NuPattern, NuPatternError, leading_delays
+from graphcep.jobs.base import CellSplit, Extent, JobBase
+from graphcep.patterns.nu import NuPattern, NuPatternError, key_variable, leading_delays
 from graphcep.patterns.nu_autom import AutomatonPattern
 from graphcep.patterns.subgraph import QueryError
 
@@ -214,6 +214,35 @@ class NuJob(JobBase):
 
     def summary_fields(self) -> dict[str, Any]:
         return {"mode": self.mode, "nu_engine": self.chosen}
+
+    def cell_split(self) -> CellSplit:
+        """Keyed by a variable every link of every match reads, holding one node
+        (:func:`~graphcep.patterns.nu.key_variable`): an edge goes to the cells of its
+        ends that may play it, a match is reported by the cell of its node.
+
+        Exact in search mode: a match is decided by its own links (freshness compares a
+        node with the nodes the match's variables hold, the paper's Definition 7, not
+        with the stream before it; a delay counts between the match's links), so the
+        engine over a cell's edges -- a subsequence of the stream holding every link that
+        touches the cell's nodes -- finds each match binding the variable to one of
+        them, and only matches of the stream. Anchored mode is one attempt from the
+        stream's start reading every link: no subsequence will do."""
+        if self.mode != "search":
+            raise QueryError(f"{self.name!r} runs anchored: one attempt from the stream's "
+                             "start reads every link, which no cell sees")
+        if isinstance(self.pattern, AutomatonPattern):
+            raise QueryError(f"{self.name!r} is a hand-written automaton: its variables "
+                             "are not analysed for one on every link")
+        try:
+            key = key_variable(self.pattern.expr)
+        except NuPatternError as err:
+            raise QueryError(f"{self.name!r}: {err}") from None
+        ends = ("the cells of its source and its target" if len(key.ends) > 1
+                else f"the cell of its {'source' if key.ends == ('src',) else 'target'}")
+        return CellSplit(columns=key.ends, home=("bindings", key.name),
+                         words=f"keyed by variable {key.name}, an end of every link of every "
+                               f"match, holding one node: an edge goes to {ends}, a match "
+                               f"to the cell of its {key.name} node")
 
     def input_warnings(self, edges: Any) -> list[str]:
         """Anchored, a delay the pattern may begin with counts from time 0: when the

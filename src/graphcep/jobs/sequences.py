@@ -37,7 +37,7 @@ from graphcep.events import counted_noun
 from graphcep.io.formats import resolve_field
 from graphcep.io.sinks import MatchDrawing, MatchFormat
 from graphcep.io.time_text import SECONDS, Clock
-from graphcep.jobs.base import Extent, Instances, JobBase
+from graphcep.jobs.base import CellSplit, Extent, Instances, JobBase
 from graphcep.jobs.key_positions import KeyPositions
 from graphcep.jobs.subscription_watch import SubscriptionWatch
 from graphcep.patterns.sequences import SubscriptionSet, filtering_rate, show
@@ -173,6 +173,15 @@ class SubscriptionJob(JobBase):
 
     def partition_key(self) -> str:
         return self.key  # every occurrence lies inside one key's sequence
+
+    def cell_split(self) -> CellSplit:
+        """Keyed by the key field: each key's whole sequence in one cell, whose engine
+        keeps each key's positions apart (:meth:`partition_key`), so a cell reports its
+        keys' notifications as one engine over the whole stream does."""
+        return CellSplit(columns=(self.key,), home=("column", "key"),
+                         fields=frozenset({self.key, self.symbol} - {"t", "src", "dst", "dur"}),
+                         words=f"keyed by the key field {self.key!r}: each key's sequence "
+                               "goes to one cell, an edge to the cell of its key")
 
     @property
     def reads_symbols(self) -> bool:

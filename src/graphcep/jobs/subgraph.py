@@ -40,7 +40,7 @@ from graphcep.events import CORE_NAMES, format_seconds, max_duration_of
 from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
-from graphcep.jobs.base import DeclaredSource, Extent, JobBase
+from graphcep.jobs.base import CellSplit, DeclaredSource, Extent, JobBase
 from graphcep.jobs.composite import CompositeJob
 from graphcep.patterns.program import Program
 from graphcep.patterns.subgraph import MAX_BOUND_US, EdgePredicate, QueryError, SubgraphQuery
@@ -307,6 +307,12 @@ class SubgraphJob(JobBase):
             raise QueryError(f"query {self.name!r} uses vertex features {names}, which "
                              "count the whole stream (no cell sees it)")
         return self.query
+
+    def cell_split(self) -> CellSplit:
+        """HyperCube over the query's vertex variables; the cells carry the fields the
+        predicates read."""
+        fields = {self.field_aliases.get(p.field, p.field) for p in self.query.edge_predicates}
+        return CellSplit(query=self.cell_query(), fields=frozenset(fields - set(CORE_NAMES)))
 
     def declared_source(self) -> DeclaredSource | None:
         """The program's ``VastStream("host", port)`` (or NetflowV5), if it names one."""

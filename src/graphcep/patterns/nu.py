@@ -361,3 +361,63 @@ def consumes_always(expr: Expr) -> bool:
         return all(consumes_always(p) for p in expr.parts)
     return any(consumes_always(p) for p in expr.parts)  # Concat, Shuffle
 
+
+
+@dataclass(frozen=True)
+class KeyVariable:
+    """A variable that holds one node throughout every match and is an end of every link
+    the match reads (:func:`key_variable`); ``ends``: where links read it, ``src``
+    and/or ``dst``."""
+
+    name: str
+    ends: tuple[str, ...]
+
+
+def key_variable(expr: Expr) -> KeyVariable:
+    """The variable every link of every match of ``expr`` reads, holding one node: the
+    first in name order that is an end of every link of the expression and that no path
+    through it allocates twice (an allocation inside a repetition, or two in a row,
+    could give it a second node, ``#X`` adding a fresh one to what it holds). A
+    :class:`NuPatternError` saying why when there is none.
+
+    Every match then reads the node bound to it at every link: the links of the matches
+    binding it to ``v`` all touch ``v``.
+
+    >>> from graphcep.lang.nu import parse_nu
+    >>> key_variable(parse_nu("#X ~> #Y . X ~> b . Y ~> X", "p").expr)
+    KeyVariable(name='X', ends=('src', 'dst'))
+    >>> key_variable(parse_nu("(#X ~> a)+", "p").expr)
+    Traceback (most recent call last):
+    ...
+    graphcep.patterns.nu.NuPatternError: no variable holds one node through every match and is an end of each of its links: X may be allocated more than once (#X inside a repetition, or twice in a row)
+    """
+    if any(isinstance(e, Node) for e in walk(expr)):
+        raise NuPatternError("it reads bare nodes (events), one end of a link at a time")
+    links = [e for e in walk(expr) if isinstance(e, Link)]
+    if not links:
+        raise NuPatternError("it reads no link")
+    shared = set.intersection(*({_variable_of(link.src), _variable_of(link.dst)} - {None}
+                                for link in links))
+    head = "no variable holds one node through every match and is an end of each of its links"
+    if not shared:
+        raise NuPatternError(f"{head}: no variable is on every link")
+    for name in sorted(shared):  # type: ignore[type-var]
+        if _allocations(expr, name) <= 1:
+            ends = tuple(end for end in ("src", "dst")
+                         if any(_variable_of(getattr(link, end)) == name for link in links))
+            return KeyVariable(name, ends)
+    raise NuPatternError(f"{head}: {', '.join(sorted(shared))} may be allocated more than "  # type: ignore[arg-type]
+                         "once (#X inside a repetition, or twice in a row)")
+
+
+def _allocations(expr: Expr, name: str) -> float:
+    """The most allocations of ``name`` a path through ``expr`` makes (``math.inf``:
+    any number, inside a repetition)."""
+    if isinstance(expr, Alloc):
+        return (name in expr.names) + _allocations(expr.body, name)
+    if isinstance(expr, Or):
+        return max(_allocations(p, name) for p in expr.parts)
+    if isinstance(expr, Repeat):
+        inner = _allocations(expr.body, name)
+        return inner if not inner or expr.most == 1 else math.inf
+    return sum(_allocations(c, name) for c in children(expr))  # Concat, Shuffle, Link, ...

@@ -129,6 +129,7 @@ __all__ = [
     "home_cells",
     "home_filter",
     "key_variable",
+    "keyed_copies",
     "partitioning_lines",
     "replay_cell",
     "replay_cells",
@@ -361,9 +362,12 @@ def partitioning_lines(job: ReplayJob | SubgraphQuery, counts: tuple[int, ...] =
     """
     head = "cells (graphcep stream --cells N)"
     try:
-        query = as_job(job).cell_query()
+        split = as_job(job).cell_split()
     except QueryError as err:
         return [f"{head}: none, {' '.join(str(err).split())}: it matches in one engine"]
+    if split.query is None:
+        return _keyed_lines(split.words, len(split.columns), counts)
+    query = split.query
     key = key_variable(query)
     if key is None:
         how = (f"HyperCube over {', '.join(query.vertices)} (no vertex variable is on every "
@@ -386,6 +390,26 @@ def partitioning_lines(job: ReplayJob | SubgraphQuery, counts: tuple[int, ...] =
         lines.append(f"  --cells {count}: grid {grid}, {copies:.3g} "
                      f"cop{'y' if copies == 1 else 'ies'} per edge, busiest cell "
                      f"{shares.max_load:.3g} of the stream")
+    return lines
+
+
+def keyed_copies(columns: int, cells: int) -> float:
+    """Expected cells an edge goes to when keyed by ``columns`` of its values over
+    ``cells`` cells: one per column, less the chance that two values share a cell
+    (distinct values, uniform hashes)."""
+    return cells * (1 - (1 - 1 / cells) ** columns)
+
+
+def _keyed_lines(words: str, columns: int, counts: tuple[int, ...]) -> list[str]:
+    """:func:`partitioning_lines` for keyed cells (a ν-expression, subscriptions): only
+    the executor mode runs them; an edge goes to the cell of each of its ``columns``
+    key values."""
+    lines = [f"cells (graphcep stream --matching executors --cells N): {words}"]
+    for count in counts:
+        copies = keyed_copies(columns, count)
+        lines.append(f"  --cells {count}: {count} cells, {copies:.3g} "
+                     f"cop{'y' if copies == 1 else 'ies'} per edge, busiest cell "
+                     f"{copies / count:.3g} of the stream")
     return lines
 
 

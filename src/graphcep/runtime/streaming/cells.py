@@ -68,8 +68,11 @@ the newest one) and writes the matches as the batch after the last -- not commit
 the driver mode's flush: if the stream goes on later, that batch replaces the flush's
 part and the flushed edges are matched once, when the watermark passes them.
 
-Scope: SAL queries without vertex features (a feature counts over the whole stream, which
-no cell sees). Late-edge records carry the columns the cells carry, not every column of
+Scope: every kind whose stream splits into cells exactly
+(:meth:`~graphcep.jobs.base.ReplayJob.cell_split`, :mod:`graphcep.runtime.cell_plans`):
+SAL queries without vertex features (a feature counts over the whole stream, which no
+cell sees) on a HyperCube grid; ν-expressions keyed by the variable on every link, and
+subscriptions by their key, on keyed cells, each cell running the kind's own engine. Late-edge records carry the columns the cells carry, not every column of
 the input.
 """
 
@@ -98,7 +101,7 @@ from graphcep.events import (
 )
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.jobs.subgraph import SubgraphJob
-from graphcep.runtime.hypercube import Shares, choose_shares, home_filter, route
+from graphcep.runtime.cell_plans import CellPlan, cell_plan, home_filter, route
 from graphcep.runtime.streaming.cell_engines import _ipc
 from graphcep.runtime.streaming.driver import late_records
 from graphcep.runtime.streaming.query import discard_unfinished_writes
@@ -121,9 +124,11 @@ _NEVER = int(np.iinfo(np.int64).min)
 _FILE_MASK = (1 << FILE_INDEX_SHIFT) - 1
 
 
-def cell_grid(job: SubgraphJob, cells: int) -> Shares:
-    """The grid of at most ``cells`` cells the job's query is partitioned over."""
-    return choose_shares(job.cell_query(), cells)
+def cell_grid(job: SubgraphJob, cells: int) -> CellPlan:
+    """The cells, at most ``cells``, the job's stream is split into
+    (:func:`~graphcep.runtime.cell_plans.cell_plan`: a SAL query's HyperCube grid, or
+    keyed cells for a ν-expression or subscriptions)."""
+    return cell_plan(job, cells)
 
 
 def cell_attributes(job: SubgraphJob, sample: pa.Schema) -> pa.Schema:
@@ -143,7 +148,7 @@ def edges_part(rows: pa.Table) -> SourcePart:
     return SourcePart(rows, [], rows.num_rows)
 
 
-def routed_rows(part: SourcePart, job: SubgraphJob, shares: Shares,
+def routed_rows(part: SourcePart, job: SubgraphJob, shares: CellPlan,
                 attrs: pa.Schema | None = None, read_s: float = 0.0) -> pa.Table:
     """One task's part of a micro-batch as rows keyed by cell (:func:`routed_schema`),
     heartbeats included (module docstring). Cell 0's heartbeat notes the seconds the
@@ -335,7 +340,7 @@ def live_cells() -> LiveCells:
     return LIVE
 
 
-def step_cell(job: SubgraphJob, shares: Shares, lateness_us: int, cell: int,
+def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
               state: CellState | None, rows: pa.Table, live: Any = None,
               clock: Clock | None = None) -> CellStep:
     """Cell ``cell`` takes its rows of one micro-batch (:func:`routed_rows`, any order):
@@ -388,7 +393,7 @@ def step_cell(job: SubgraphJob, shares: Shares, lateness_us: int, cell: int,
     return step
 
 
-def flush_cell(job: SubgraphJob, shares: Shares, cell: int, state: CellState) -> CellStep:
+def flush_cell(job: SubgraphJob, shares: CellPlan, cell: int, state: CellState) -> CellStep:
     """End of input for one cell: every buffered edge released (the frontier moves past
     the newest edge), what the engine reports at the end included."""
     engine = _engine(job, state)
@@ -482,7 +487,7 @@ def _output_rows(step: CellStep, clock: Clock | None = None) -> Any:
 
 
 def cell_matches(stream_df: Any, read_part: Callable[[pa.Table], SourcePart],
-                 job: SubgraphJob, shares: Shares, lateness_us: int,
+                 job: SubgraphJob, shares: CellPlan, lateness_us: int,
                  attrs: pa.Schema) -> Any:
     """The streaming DataFrame of the cells' output (:data:`OUTPUT_DDL`) for a streaming
     DataFrame whose tasks' rows ``read_part`` reads (a source's files, or edges)."""
@@ -526,8 +531,10 @@ class CellsOutput:
     stats: list[dict[str, int]]
 
 
-def collect_outputs(batch_df: Any) -> CellsOutput:
-    """A micro-batch of :func:`cell_matches`' output (or :func:`flush_cells`')."""
+def collect_outputs(batch_df: Any, empty: pa.Table | None = None) -> CellsOutput:
+    """A micro-batch of :func:`cell_matches`' output (or :func:`flush_cells`');
+    ``empty``: the job's match records, none of them, for a batch without matches (SAL's
+    when not given)."""
     rows = batch_df.toArrow()
     tables: dict[str, list[Any]] = {"match": [], "late": [], "reject": [], "stats": []}
     for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("rows").to_pylist(),
@@ -535,7 +542,7 @@ def collect_outputs(batch_df: Any) -> CellsOutput:
         tables[kind].append(pickle.loads(payload) if kind == "stats"
                             else pa.ipc.open_stream(payload).read_all())
     matches = (pa.concat_tables(tables["match"]) if tables["match"]
-               else empty_matches())
+               else empty if empty is not None else empty_matches())
     late = pa.concat_tables(tables["late"]) if tables["late"] else empty_edges()
     rejects = (pa.concat_tables(tables["reject"]) if tables["reject"]
                else READ_REJECT_SCHEMA.empty_table())
@@ -543,10 +550,12 @@ def collect_outputs(batch_df: Any) -> CellsOutput:
 
 
 def sort_matches(matches: pa.Table) -> pa.Table:
-    """Matches in a fixed order (by last time, then id): a re-run writes the same part."""
+    """Matches in a fixed order (by last time -- ``end_t`` for subscriptions' records --
+    then id): a re-run writes the same part."""
     if matches.num_rows == 0:
         return matches
-    return matches.sort_by([("last_t", "ascending"), ("match_id", "ascending")])
+    last = "last_t" if "last_t" in matches.column_names else "end_t"
+    return matches.sort_by([(last, "ascending"), ("match_id", "ascending")])
 
 
 @dataclass
@@ -594,8 +603,9 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
     output = cell_matches(stream_df, read_part, job, shares, lateness_us,
                           attrs if attrs is not None else pa.schema([]))
     discard_unfinished_writes(Path(checkpoint))
+    empty = job.output.schema.empty_table()
     writer = (output.writeStream.foreachBatch(
-        lambda batch_df, batch_id: sinks.write(batch_id, collect_outputs(batch_df)))
+        lambda batch_df, batch_id: sinks.write(batch_id, collect_outputs(batch_df, empty)))
         .option("checkpointLocation", str(checkpoint)))
     if available_now:
         writer = writer.trigger(availableNow=True)
@@ -622,7 +632,7 @@ def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | P
     shares = cell_grid(job, cells)
     batch_id = last_committed(checkpoint) + 1
     if batch_id == 0:  # no micro-batch ever finished: no state to flush
-        output = CellsOutput(empty_matches(), empty_edges(),
+        output = CellsOutput(job.output.schema.empty_table(), empty_edges(),
                              READ_REJECT_SCHEMA.empty_table(), [])
         CellSinks(sink, on_batch=on_batch).write(batch_id, output)
         return batch_id
@@ -637,6 +647,7 @@ def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | P
 
     states = (spark.read.format("statestore").load(str(checkpoint))
               .select(F.col("key._cell"), F.col("value.groupState.blob")))
-    output = collect_outputs(states.mapInArrow(flush_partition, OUTPUT_DDL))
+    output = collect_outputs(states.mapInArrow(flush_partition, OUTPUT_DDL),
+                             job.output.schema.empty_table())
     CellSinks(sink, on_batch=on_batch).write(batch_id, output)
     return batch_id

@@ -25,6 +25,7 @@ from graphcep.io.readers import read_edges_bytes
 from graphcep.io.sinks import replace_atomically
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime.cell_plans import plan_words
 from graphcep.runtime.streaming.cells import (
     SECONDS,
     CellsOutput,
@@ -106,7 +107,8 @@ class CellsRun:
     Parameters
     ----------
     job : SubgraphJob
-        The query (SAL, without vertex features).
+        The query: a kind whose stream splits exactly into cells
+        (:meth:`~graphcep.jobs.base.ReplayJob.cell_split`).
     cells : int or None
         The cell budget (:func:`~graphcep.runtime.streaming.cells.cell_grid`); None: the one
         the checkpoint's first start recorded, else ``default_cells``. The cells' state is
@@ -171,10 +173,8 @@ class CellsRun:
         return dict(self._sizes)
 
     def describe(self) -> str:
-        grid = "x".join(map(str, self.shares.shares))
-        over = ", ".join(self.shares.variables)
         cells = self.shares.cells
-        return f"executors, {cells} cell{'' if cells == 1 else 's'} (grid {grid} over {over})"
+        return f"executors, {cells} cell{'' if cells == 1 else 's'} ({plan_words(self.shares)})"
 
     def start(self, spark: Any, source: Any, *, available_now: bool = False,
               trigger_seconds: float | None = None) -> Any:
@@ -270,11 +270,11 @@ class CellsRun:
 
 
 def attributes_for(job: SubgraphJob, source: Any) -> pa.Schema:
-    """The attribute columns the cells carry for ``job`` over ``source``, their types from
-    the first file the source holds now (Spark's plan fixes them for the query's life);
-    one line if the query reads a field they lack."""
-    wanted = {job.field_aliases.get(p.field, p.field) for p in job.query.edge_predicates}
-    wanted -= {"t", "src", "dst", "dur", "seq"}
+    """The attribute columns the cells carry for ``job`` over ``source`` (the fields its
+    split reads, :attr:`~graphcep.jobs.base.CellSplit.fields`), their types from the
+    first file the source holds now (Spark's plan fixes them for the query's life); one
+    line if the query reads a field they lack."""
+    wanted = set(job.cell_split().fields) - {"t", "src", "dst", "dur", "seq"}
     if not wanted:
         return pa.schema([])
     sample = _sample_schema(source) if isinstance(source, FileSource) else None

@@ -115,6 +115,9 @@ class WidenedJob:
     def cell_query(self) -> Any:
         raise QueryError("window widening runs each window in one engine of its own")
 
+    def cell_split(self) -> Any:
+        return self.cell_query()  # refused: not the job's own split
+
     def partition_key(self) -> str | None:
         return None
 
