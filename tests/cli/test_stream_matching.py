@@ -217,7 +217,7 @@ def test_subscriptions_in_the_cells_are_read_once_their_text_in_the_checkpoint(t
     the cells it is the query's text, so a checkpoint refuses an edited file."""
     from argparse import Namespace
 
-    from graphcep.stream_command import _query_digest
+    from graphcep.cli.stream import _query_digest
 
     subs = tmp_path / "s.subs"
     args = Namespace(query=str(subs))
