@@ -44,8 +44,14 @@ Decisions
 * **The driver matches**, as ``graphcep stream --matching driver`` does: the micro-batches
   reach the operator through ``foreachBatch`` in this process, so the session is a
   classic one (Spark Connect runs ``foreachBatch`` in a process of its own).
-* HyperCube cells are the command line's for now (``graphcep stream --cells``,
-  ``--matching executors``).
+* **In the executors**, :func:`match_stream` (``Query.match`` on a streaming DataFrame)
+  returns a streaming DataFrame of matches made by the HyperCube cells of ``graphcep
+  stream --matching executors``: :func:`cells_output` makes those cells for both, and
+  :func:`start_cells` is the command line's executor-mode start. Each task converts its
+  rows as :meth:`DataFrameSource.read_batch` converts a micro-batch and numbers them
+  within its chunk; the cells number the chunks in the order ``toArrow`` would hand them
+  to the driver (:attr:`~graphcep.runtime.streaming.sources.SourcePart.chunks`), so the
+  ``seq`` and ``match_id`` are this module's.
 """
 
 from __future__ import annotations

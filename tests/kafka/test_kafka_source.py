@@ -205,15 +205,14 @@ def test_kafka_options_with_another_source_are_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_the_executor_mode_is_refused_for_kafka(kafka_broker, tmp_path, capsys):
-    kafka_broker.create_topic("executors", partitions=1)  # a topic the broker has
+def test_the_executor_mode_refuses_what_only_the_driver_does(kafka_broker, tmp_path, capsys):
+    kafka_broker.create_topic("executors-loss", partitions=1)  # a topic the broker has
     code = main(["stream", str(TRIANGLE), "--source",
-                 f"kafka://{kafka_broker.bootstrap}/executors", "--checkpoint",
-                 str(tmp_path / "ck"), "--matching", "executors"])
+                 f"kafka://{kafka_broker.bootstrap}/executors-loss", "--checkpoint",
+                 str(tmp_path / "ck"), "--matching", "executors", "--on-data-loss", "report"])
     assert code == 2
-    assert "--matching executors: the executors read a directory (--source DIR) or the " \
-           f"generator, not kafka://{kafka_broker.bootstrap}/executors" \
-           in capsys.readouterr().err
+    assert "--matching executors: --on-data-loss report compares each micro-batch's " \
+           "offsets in the driver; use --matching driver" in capsys.readouterr().err
 
 
 def random_edges(count: int, vertices: int, seed: int) -> list[dict]:
@@ -310,19 +309,65 @@ def test_kafka_stream_equals_the_batch_run(kind, spark, kafka_broker, tmp_path, 
     assert reject["offset"] == 1 and reject["text"] == bad.decode()
 
 
+def match_seqs(rows: list[dict]) -> set[tuple]:
+    """Each match's id and its edges' ``seq``: the stream's identity of a match."""
+    return {(row["match_id"], tuple(e["seq"] for e in row["edges"])) for row in rows}
+
+
 @pytest.mark.slow
 @pytest.mark.spark
-def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(spark, kafka_broker,
-                                                                   tmp_path, capsys):
+def test_kafka_in_the_executors_equals_the_batch_run_and_the_driver_mode(
+        spark, kafka_broker, tmp_path, capsys):
+    """The triangle over two partitions, several lines per message, one malformed
+    message, in several micro-batches: ``--matching executors`` reports the batch run's
+    matches, with the driver mode's match ids and ``seq`` (lines numbered from the start
+    of the stream in (topic, partition, offset) order), and the same reject naming its
+    record."""
+    edges = random_edges(900, 8, seed=11)
+    bad = b'{"src": "v1", "dst": '
+    produce_edges(kafka_broker, "in-executors", edges, "jsonl", seed=12, bad=bad)
+    expected = batch_run(TRIANGLE, edges, "jsonl", tmp_path, capsys)
+    found, rejects = {}, {}
+    for mode, extra in (("driver", ()), ("executors", ("--cells", "4"))):
+        work = tmp_path / mode
+        work.mkdir()
+        code = main(stream_command(TRIANGLE, kafka_broker, "in-executors", work, "jsonl",
+                                   "--once", "--max-records-per-batch", "150",
+                                   "--lateness", "30", "--matching", mode, *extra))
+        out, err = capsys.readouterr()
+        assert code == 0, err[-2000:]
+        summary = json.loads(out.strip().splitlines()[-1])
+        assert summary["matching"].startswith(mode)
+        assert (summary["edges"], summary["late"], summary["rejected"]) == (len(edges), 0, 1)
+        assert summary["batches"] >= 3  # the record limit cut the topic into micro-batches
+        rows = stream_rows(work / "out")
+        assert match_keys(rows) == expected, mode
+        found[mode] = match_seqs(rows)
+        (reject,) = stream_rows(work / "ck" / "rejects")
+        rejects[mode] = reject
+    assert len(expected) > 5 and found["executors"] == found["driver"]
+    assert rejects["executors"] == rejects["driver"]
+    reject = rejects["executors"]
+    assert (reject["topic"], reject["partition"], reject["offset"], reject["line"]) == \
+        ("in-executors", 1, 1, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("matching", ["driver", "executors"])
+def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(matching, spark,
+                                                                   kafka_broker, tmp_path,
+                                                                   capsys):
     """SIGKILL ``graphcep stream`` once a micro-batch was written, restart it from its
     checkpoint (``--once``, in this process): the matches equal the batch run's, none
-    written twice."""
+    written twice, in either matching mode."""
     edges = random_edges(1200, 8, seed=8)
-    produce_edges(kafka_broker, "killed", edges, "jsonl", seed=9)
+    topic = f"killed-{matching}"
+    produce_edges(kafka_broker, topic, edges, "jsonl", seed=9)
     expected = batch_run(TRIANGLE, edges, "jsonl", tmp_path, capsys)
-    command = stream_command(TRIANGLE, kafka_broker, "killed", tmp_path, "jsonl",
+    command = stream_command(TRIANGLE, kafka_broker, topic, tmp_path, "jsonl",
                              "--max-records-per-batch", "100", "--lateness", "30",
-                             "--master", "local[1]")
+                             "--master", "local[1]", "--matching", matching)
     env = {**os.environ, kafka_jars.JARS_ENV: str(kafka_jars.connector_dir()),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"),
                                                        os.environ.get("PYTHONPATH")]))}

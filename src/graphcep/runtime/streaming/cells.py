@@ -21,7 +21,12 @@ batch by batch: an edge with ``t < F`` (the frontier before its batch) is late, 
 buffered edges with ``t < F`` (after it) are released in stream order ``(t, seq)``. And
 every cell sees all files of the batch: it numbers them in name order after the files of
 the batches before, so each edge's ``seq`` (line plus file ordinal ``<< 40``) is the
-driver mode's. A late edge is reported once, by the first cell it is routed to; an edge
+driver mode's. A source numbered by lines in stream order (Kafka records in (topic,
+partition, offset) order, a streaming DataFrame's rows in ``toArrow`` order) numbers
+each task's lines within chunks instead (:attr:`SourcePart.chunks`), the heartbeat
+naming each chunk's order and size: every cell numbers the batch's chunks in that
+order after the lines of the batches before (:func:`_in_stream_order`), as the driver
+numbers the whole batch. A late edge is reported once, by the first cell it is routed to; an edge
 that can play no query edge goes to cell 0 only to be checked for lateness and counted.
 A cell reports only the matches whose home it is
 (:func:`~graphcep.runtime.hypercube.home_filter`), so each match is reported once. Cell 0
