@@ -38,7 +38,8 @@ Decisions
   run -o matches.parquet`` holds it (:meth:`~graphcep.io.sinks.MatchFormat.file_table`).
 * **Spark stays in Spark.** A Spark DataFrame gives a Spark DataFrame of matches,
   computed in the executors by the plans of ``graphcep run`` on Spark, lazily
-  (:mod:`graphcep.api_spark`).
+  (:mod:`graphcep.api_spark`); a streaming one, for a SAL query, a streaming DataFrame
+  of matches made by the executor mode's cells (:func:`graphcep.api_stream.match_stream`).
 * **Bad input** raises one :class:`ValueError` (a name, a unit, a value) or
   :class:`TypeError` (a column's type, an input that is no frame) naming the column and
   the fix.
