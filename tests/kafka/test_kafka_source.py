@@ -105,6 +105,61 @@ def test_records_are_cut_into_lines_and_bad_lines_name_their_record():
     assert rejects.column("reason").to_pylist()[1] == "missing field t"
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_executor_tasks_number_lines_as_the_driver_numbers_the_batch(seed):
+    """A micro-batch's records over three partitions cut into task parts at random (a
+    part may hold the end of one partition and the start of the next), read by separate
+    copies of the source in a random order, numbered by the cells from the parts'
+    chunks: the edges, their ``seq`` and the rejects are those the driver mode gets by
+    parsing the whole batch in (topic, partition, offset) order after 40 earlier lines."""
+    from graphcep.runtime.streaming.cells import CellState, _in_stream_order
+
+    rng = random.Random(seed)
+    values, partitions = [], []
+    for _ in range(60):
+        lines = [json.dumps({"src": f"v{rng.randrange(5)}", "dst": f"v{rng.randrange(5)}",
+                             "t": rng.randrange(1000)}) for _ in range(rng.randint(1, 3))]
+        if rng.random() < 0.1:
+            lines.insert(rng.randrange(len(lines) + 1), "not json")
+        values.append(None if rng.random() < 0.05 else "\n".join(lines).encode())
+        partitions.append(rng.randrange(3))
+    rows = records(values, partitions, [0] * len(values))
+    rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    cuts = sorted(rng.sample(range(1, rows.num_rows), 5))
+    parts = [rows.slice(a, b - a)
+             for a, b in zip([0, *cuts], [*cuts, rows.num_rows], strict=True)]
+    rng.shuffle(parts)
+    read = [KafkaSource([("h", 1)], ["flows"]).read_part(part) for part in parts]
+    state = CellState(lines=40)
+    edges = _in_stream_order(pa.concat_tables([p.edges for p in read]),
+                             [{"chunks": p.chunks} for p in read], state)
+    driver_edges, driver_rejects, lines = KafkaSource([("h", 1)], ["flows"]).parse_records(
+        rows, 41)
+    assert state.lines == 40 + lines == 40 + sum(p.lines for p in read)
+    assert sorted(edges.select(["seq", "t", "src", "dst"]).to_pylist(),
+                  key=lambda e: e["seq"]) == driver_edges.select(
+        ["seq", "t", "src", "dst"]).to_pylist()
+    rejects = pa.concat_tables([p.rejects for p in read])
+    assert sorted(rejects.to_pylist(), key=lambda r: (r["partition"], r["offset"])) == \
+        driver_rejects.to_pylist()
+
+
+def test_executors_over_kafka_refuse_a_query_reading_more_fields_in_one_line():
+    """The cells fix the types of the fields the query reads when the stream starts,
+    and Kafka records cannot be sampled then."""
+    from graphcep.jobs.subgraph import SubgraphJob
+    from graphcep.lang.sal import parse_program
+    from graphcep.runtime.streaming.cells_run import attributes_for
+
+    source = KafkaSource([("h", 1)], ["flows"])
+    plain = SubgraphJob.create(parse_program("SUBGRAPH pair { a e b; b f c; }"))
+    assert attributes_for(plain, source).names == []
+    job = SubgraphJob.create(parse_program("SUBGRAPH big { a e b; e.bytes > 100; }"))
+    with pytest.raises(QueryError, match=r"lacks bytes: use --matching driver") as caught:
+        attributes_for(job, source)
+    assert "Kafka records, which cannot be sampled" in str(caught.value)
+
+
 def test_a_binary_message_is_a_reject_and_the_rest_is_read():
     rows = records([b'\xff\xfe{"src":1}', b'{"src":"a","dst":"b","t":1}'], [0, 0], [0, 0])
     edges, rejects, _ = KafkaSource([("h", 1)], ["flows"]).parse_records(rows, 1)
