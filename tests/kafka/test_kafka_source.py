@@ -447,25 +447,29 @@ def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(matching, sp
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_kafka_time_and_a_starting_time(spark, kafka_broker, tmp_path, capsys):
+@pytest.mark.parametrize("matching", ["driver", "executors"])
+def test_kafka_time_and_a_starting_time(matching, spark, kafka_broker, tmp_path, capsys):
     """``--time kafka --starting-offsets ISO``: JSON lines without a time, one per record,
     records one second apart by their Kafka timestamps; the stream starts at the 200th
     second. A third partition holds only older records: it starts at its end. The batch run
-    over the records from then on, each with its timestamp as its time, is the oracle."""
+    over the records from then on, each with its timestamp as its time, is the oracle, in
+    either matching mode."""
     base = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp())
     edges = random_edges(600, 8, seed=10)
     stamps = [(base + e["t"]) * 1000 for e in edges]
     messages = [(2 if e["t"] < 150 and i % 3 == 0 else i % 2,
                  json.dumps({"src": e["src"], "dst": e["dst"]}).encode())
                 for i, e in enumerate(edges)]
-    kafka_broker.create_topic("stamped", partitions=3)
-    kafka_broker.produce("stamped", messages, timestamps_ms=stamps)
+    topic = f"stamped-{matching}"
+    kafka_broker.create_topic(topic, partitions=3)
+    kafka_broker.produce(topic, messages, timestamps_ms=stamps)
     start = 200
     kept = [{**e, "t": base + e["t"]} for e in edges if e["t"] >= start]
     expected = batch_run(TRIANGLE, kept, "jsonl", tmp_path, capsys)
     when = dt.datetime.fromtimestamp(base + start, dt.UTC).isoformat()
-    code = main(stream_command(TRIANGLE, kafka_broker, "stamped", tmp_path, "jsonl", "--once",
-                               "--time", "kafka", "--starting-offsets", when))
+    code = main(stream_command(TRIANGLE, kafka_broker, topic, tmp_path, "jsonl", "--once",
+                               "--time", "kafka", "--starting-offsets", when,
+                               "--matching", matching))
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     assert json.loads(out.strip().splitlines()[-1])["edges"] == len(kept)
