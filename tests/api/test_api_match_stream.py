@@ -117,3 +117,35 @@ def test_a_kind_the_executors_do_not_run_names_q_stream(spark, tmp_path):
         q.match(events, src="sendr", dst="receiver", time="unix")
     with pytest.raises(ValueError, match="apply to a streaming DataFrame"):
         q.match(pd.DataFrame({"src": ["a"], "dst": ["b"], "t": [1]}), lateness=5)
+
+
+def test_a_restart_on_the_writers_checkpoint_goes_on_from_the_cells_state(spark, tmp_path):
+    """The matches written to Parquet by two starts on one checkpoint, the second after
+    more files arrived: a triangle whose edges span both starts is found (the cells'
+    state came back from Spark's checkpoint), each match once, with the ids of
+    ``q.match`` on all the rows."""
+    first = "sender,receiver,ts\na,b,100\nb,c,102\n"
+    second = "sender,receiver,ts\nc,a,104\nb,c,105\nc,a,107\nz,w,400\n"
+    written_in_order(tmp_path / "in", [first], "csv")
+    q = graphcep.parse(SMALL_TRIANGLE)
+
+    def start() -> None:
+        events = (spark.readStream.schema("sender string, receiver string, ts long")
+                  .option("header", "true").option("maxFilesPerTrigger", "1")
+                  .csv(str(tmp_path / "in")))
+        matches = q.match(events, src="sender", dst="receiver", time="ts", cells=2)
+        (matches.writeStream.format("parquet").option("path", str(tmp_path / "out"))
+         .option("checkpointLocation", str(tmp_path / "ck")).trigger(availableNow=True)
+         .start().awaitTermination())
+
+    start()
+    path = tmp_path / "in" / "1.csv"
+    path.write_text(second)
+    os.utime(path, (1_000_001, 1_000_001))
+    start()
+    got = spark.read.parquet(str(tmp_path / "out")).toPandas()
+    rows = [line.split(",") for text in (first, second) for line in text.splitlines()[1:]]
+    frame = pd.DataFrame(rows, columns=["sender", "receiver", "ts"]).astype({"ts": "int64"})
+    expected = from_flat(q.match(frame, src="sender", dst="receiver", time="ts"))
+    assert {seqs for _, seqs in expected} == {(1, 2, 3), (1, 2, 5), (1, 4, 5)}
+    assert from_flat(got) == expected and len(got) == len(expected)
