@@ -156,6 +156,7 @@ class _Progress:
 def run_rate(spark, job, work: Path, rate: int, vertices: int, seconds: float,
              cells: int | None) -> dict:
     """One mode at one offered rate: sustained edges/s, p50/p99 latency (s)."""
+    from graphcep.api_stream import start_cells
     from graphcep.runtime.streaming.cells_run import CellsRun
     from graphcep.runtime.streaming.driver import StreamOperator
     from graphcep.runtime.streaming.query import start_stream
@@ -170,7 +171,7 @@ def run_rate(spark, job, work: Path, rate: int, vertices: int, seconds: float,
         run = CellsRun(job, cells=cells, lateness_us=0, checkpoint=work, attrs=pa.schema([]),
                        on_report=progress, sinks={"matches": sink, "late": None,
                                                   "rejects": None})
-        query = run.start(spark, source)
+        query = start_cells(spark, run, source)
     sink.started = time.time()
     progress.points[0] = (sink.started, 0)
     query.awaitTermination(seconds)

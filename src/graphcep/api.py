@@ -38,7 +38,8 @@ Decisions
   run -o matches.parquet`` holds it (:meth:`~graphcep.io.sinks.MatchFormat.file_table`).
 * **Spark stays in Spark.** A Spark DataFrame gives a Spark DataFrame of matches,
   computed in the executors by the plans of ``graphcep run`` on Spark, lazily
-  (:mod:`graphcep.api_spark`).
+  (:mod:`graphcep.api_spark`); a streaming one, for a SAL query, a streaming DataFrame
+  of matches made by the executor mode's cells (:func:`graphcep.api_stream.match_stream`).
 * **Bad input** raises one :class:`ValueError` (a name, a unit, a value) or
   :class:`TypeError` (a column's type, an input that is no frame) naming the column and
   the fix.
@@ -259,8 +260,8 @@ class Query:
     def match(self, data: Any, *, src: str = "src", dst: str = "dst", time: str = "t",
               dur: str | None = None, time_unit: str | None = None,
               columns: Sequence[str] | None = None, pww: int | None = None,
-              pww_base: float | str = 1, pww_max_duration: float | str | None = None
-              ) -> Any:
+              pww_base: float | str = 1, pww_max_duration: float | str | None = None,
+              lateness: float | None = None, cells: int | None = None) -> Any:
         """All matches of the query in the edges ``data``, one row per match, as a frame
         of the same kind.
 
@@ -270,7 +271,8 @@ class Query:
             A pandas DataFrame, a Polars DataFrame, a pyarrow Table or a Spark DataFrame,
             one edge per row, in any order (matched in the order of ``time``, rows of
             equal times in the frame's order; a Spark DataFrame's order is its
-            partitions', in turn).
+            partitions', in turn); or a streaming Spark DataFrame
+            (:func:`graphcep.api_stream.match_stream`, SAL queries).
         src, dst, time
             The columns of the edges' source and destination vertices (strings or
             integers) and start times (timestamps, dates or numbers).
@@ -288,6 +290,10 @@ class Query:
             Progressive window widening (``graphcep run --pww L``): matches of any
             duration within ``pww`` edges, windows from ``pww_base`` seconds, at most
             ``pww_max_duration`` seconds.
+        lateness, cells
+            For a streaming DataFrame only: seconds an edge may trail the newest one and
+            still be matched (default 0), and the HyperCube cells the executors match in
+            (default: the session's default parallelism).
 
         Returns
         -------
@@ -295,7 +301,8 @@ class Query:
             As :mod:`graphcep.api` says: ``match_id``, ``query``, ``first_time``,
             ``last_time`` (UTC timestamps), the flat columns, the ``record`` struct. A
             Spark DataFrame's matches are a lazy Spark DataFrame
-            (:func:`graphcep.api_spark.match_spark`).
+            (:func:`graphcep.api_spark.match_spark`), a streaming one's a streaming
+            DataFrame to write with ``writeStream``.
 
         Raises
         ------
@@ -308,6 +315,17 @@ class Query:
         """
         widening = self._widening(pww, pww_base, pww_max_duration)
         mapping = ColumnMapping(src=src, dst=dst, time=time, dur=dur)
+        if _is_spark_frame(data) and getattr(data, "isStreaming", False):
+            from graphcep.api_stream import match_stream
+
+            if widening is not None:
+                raise ValueError("pww= on a streaming DataFrame: window widening streams "
+                                 "in the driver, match it with Query.stream(..., pww=)")
+            return match_stream(self, data, mapping, checked_unit(time_unit), columns,
+                                lateness, cells)
+        if lateness is not None or cells is not None:
+            raise ValueError("lateness= and cells= apply to a streaming DataFrame "
+                             "(spark.readStream...); this data is a batch frame")
         if _is_spark_frame(data):
             from graphcep.api_spark import match_spark
 
@@ -409,11 +427,10 @@ def _adapter(data: Any) -> _Adapter:
 
 
 def _is_spark_frame(data: Any) -> bool:
-    """Whether ``data`` is a batch Spark DataFrame (classic or Connect), told without
-    importing pyspark."""
+    """Whether ``data`` is a Spark DataFrame (classic or Connect, batch or streaming),
+    told without importing pyspark."""
     kind = type(data)
-    return (kind.__module__.split(".")[0] == "pyspark" and kind.__name__ == "DataFrame"
-            and not getattr(data, "isStreaming", False))
+    return kind.__module__.split(".")[0] == "pyspark" and kind.__name__ == "DataFrame"
 
 
 def _arrow_in(data: Any) -> pa.Table:

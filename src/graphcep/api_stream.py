@@ -44,8 +44,14 @@ Decisions
 * **The driver matches**, as ``graphcep stream --matching driver`` does: the micro-batches
   reach the operator through ``foreachBatch`` in this process, so the session is a
   classic one (Spark Connect runs ``foreachBatch`` in a process of its own).
-* HyperCube cells are the command line's for now (``graphcep stream --cells``,
-  ``--matching executors``).
+* **In the executors**, :func:`match_stream` (``Query.match`` on a streaming DataFrame)
+  returns a streaming DataFrame of matches made by the HyperCube cells of ``graphcep
+  stream --matching executors``: :func:`cells_output` makes those cells for both, and
+  :func:`start_cells` is the command line's executor-mode start. Each task converts its
+  rows as :meth:`DataFrameSource.read_batch` converts a micro-batch and numbers them
+  within its chunk; the cells number the chunks in the order ``toArrow`` would hand them
+  to the driver (:attr:`~graphcep.runtime.streaming.sources.SourcePart.chunks`), so the
+  ``seq`` and ``match_id`` are this module's.
 """
 
 from __future__ import annotations
@@ -64,9 +70,10 @@ if TYPE_CHECKING:
 
     from graphcep.frame_edges import ColumnMapping
     from graphcep.runtime.streaming.driver import BatchReport, Pace, StreamOperator, StreamTotals
-    from graphcep.runtime.streaming.sources import SourceBatch
+    from graphcep.runtime.streaming.sources import SourceBatch, SourcePart
 
-__all__ = ["DataFrameSource", "MatchStream", "start_matching", "stream", "widened_job"]
+__all__ = ["DataFrameSource", "MatchStream", "cells_output", "match_stream", "start_cells",
+           "start_matching", "stream", "widened_job"]
 
 
 class MatchStream:
@@ -214,6 +221,11 @@ class DataFrameSource:
     #: the frame's columns the edges are read from (core fields and kept columns)
     selected: tuple[str, ...] = ()
 
+    def __getstate__(self) -> dict[str, Any]:
+        """Without the frame, which lives in the driver: an executor task that reads its
+        rows (:meth:`read_part`) gets the mapping only."""
+        return {**self.__dict__, "frame": None}
+
     def stream_df(self, spark: Any) -> Any:
         """The frame, only the columns the edges read (selected in Spark)."""
         return self.frame.select(*(f"`{name}`" for name in self.selected))
@@ -238,6 +250,29 @@ class DataFrameSource:
         name = pa.array([self.describe()] * rejects.num_rows, pa.string())
         rejects = pa.Table.from_arrays([name, *rejects.columns], schema=READ_REJECT_SCHEMA)
         return SourceBatch(edges, rejects, 0, rows.num_rows)
+
+    def read_part(self, rows: pa.Table, place: tuple[int, int]) -> SourcePart:
+        """One executor task's rows as edges (executor mode, :func:`match_stream`): one
+        chunk of the micro-batch at ``place`` (the task's partition, the Arrow batch's
+        number in it), so that the cells number the rows on from the rows before, in the
+        order ``toArrow`` hands a micro-batch to the driver mode (an integer ``seq``
+        column the frame has is kept instead); rows that cannot be edges are counted
+        (:func:`match_stream`)."""
+        import numpy as np
+        import pyarrow as pa
+
+        from graphcep.frame_edges import edge_rows
+        from graphcep.io.readers import READ_REJECT_SCHEMA
+        from graphcep.runtime.streaming.sources import SourcePart
+
+        edges, rejects = edge_rows(rows, self.mapping, self.time_unit, self.keep)
+        name = pa.array([self.describe()] * rejects.num_rows, pa.string())
+        rejects = pa.Table.from_arrays([name, *rejects.columns], schema=READ_REJECT_SCHEMA)
+        if "seq" in self.selected:  # numbered by the frame
+            return SourcePart(edges, [], rows.num_rows, rejects)
+        key = (place[0] << 32) | place[1]  # one chunk per Arrow batch of a task
+        edges = edges.append_column("_file", pa.array(np.full(edges.num_rows, key, np.int64)))
+        return SourcePart(edges, [], rows.num_rows, rejects, [(place, key, rows.num_rows)])
 
 
 def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: str = "t",
@@ -476,3 +511,110 @@ def widened_job(job: Any, widening: tuple[int, int, int | None] | None) -> Any:
     keep, base_us, max_duration_us = widening
     refuse_short_keep(job, keep)
     return WidenedJob(job, keep, base_us, max_duration_us)
+
+
+def cells_output(spark: Any, job: Any, source: Any, *, cells: int, lateness_us: int,
+                 attrs: pa.Schema) -> Any:
+    """The streaming DataFrame of the executor mode's cells
+    (:func:`~graphcep.runtime.streaming.cells.cell_matches`, rows of
+    :data:`~graphcep.runtime.streaming.cells.OUTPUT_DDL`) over ``source``'s streaming
+    DataFrame, its tasks' rows read by ``source.read_part``: the one making of the cells,
+    for :func:`match_stream` (a user's frame) and :func:`start_cells` (``graphcep stream
+    --matching executors``: files, Kafka, the generator)."""
+    from graphcep.runtime.streaming.cells import cell_grid, cell_matches
+
+    return cell_matches(source.stream_df(spark), source.read_part, job,
+                        cell_grid(job, cells), lateness_us, attrs)
+
+
+def start_cells(spark: Any, run: Any, source: Any, *, once: bool = False,
+                trigger_seconds: float | None = None) -> Any:
+    """Start matching ``source`` in the executors: the executor mode's counterpart of
+    :func:`start_matching`, the start of ``graphcep stream --matching executors``. ``run``
+    (a :class:`~graphcep.runtime.streaming.cells_run.CellsRun`) writes the
+    :func:`cells_output` to its sinks, part per micro-batch, and keeps the totals;
+    ``once``: what the source holds now (Spark's ``availableNow``)."""
+    output = cells_output(spark, run.job, source, cells=run.cells,
+                          lateness_us=run.lateness_us, attrs=run.attrs)
+    return run.start(spark, output, available_now=once, trigger_seconds=trigger_seconds)
+
+
+#: the name of a streaming DataFrame of matches' observed metrics (:func:`match_stream`)
+METRICS = "graphcep"
+
+
+def match_stream(query: Any, data: Any, mapping: ColumnMapping, time_unit: str | None,
+                 keep: Sequence[str] | None, lateness: float | None,
+                 cells: int | None) -> Any:
+    """``Query.match`` on a streaming DataFrame: a streaming DataFrame of matches, with
+    the columns of ``Query.match`` on a batch frame
+    (:func:`~graphcep.frame_matches.match_table`), computed in the executors by the cells
+    of ``graphcep stream --matching executors`` (:func:`cells_output`).
+
+    ``lateness`` seconds: the reorder buffer, as :func:`stream` takes it; ``cells``: the
+    HyperCube cells (default: the session's default parallelism). A match is a row once
+    the watermark (the newest time less ``lateness``) has passed its edges; a streaming
+    DataFrame has no end, so the edges within ``lateness`` of the newest stay buffered
+    until later edges arrive. Late edges and rows that cannot be edges are not matched:
+    each micro-batch counts them, with the edges and the matches, in the query's observed
+    metrics :data:`METRICS` (``query.lastProgress["observedMetrics"]["graphcep"]``:
+    ``edges``, ``matches``, ``late``, ``rejected``); :func:`stream` writes them.
+
+    Raises
+    ------
+    ValueError
+        The query is of a kind the executors do not run (``Query.stream`` runs it), or
+        an argument or column is wrong.
+    TypeError
+        As :meth:`~graphcep.api.Query.match` raises it.
+    """
+    from pyspark.sql import functions as F
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    from graphcep.frame_edges import edge_rows
+    from graphcep.frame_matches import match_schema, match_table
+    from graphcep.patterns.subgraph import QueryError
+    from graphcep.runtime.streaming.cells import cell_attributes
+
+    job = query.job()
+    try:
+        job.cell_query()
+    except QueryError as err:
+        raise ValueError(f"Query.match runs a streaming DataFrame in Spark's executors, "
+                         f"which match SAL queries split by their vertex variables, and "
+                         f"this {query.kind} query is not one ({' '.join(str(err).split())}): "
+                         "match the stream with Query.stream, which runs every kind in "
+                         "the driver") from None
+    lateness_us = _seconds_argument("lateness", 0 if lateness is None else lateness,
+                                    allow_zero=True)
+    spark = data.sparkSession
+    count = spark.sparkContext.defaultParallelism if cells is None else _cell_count(cells)
+    source = _checked_source(data, mapping, time_unit, keep, job)
+    selected = _arrow_schema(data.schema).empty_table().select(list(source.selected))
+    edges, _ = edge_rows(selected, mapping, time_unit, keep)
+    output = cells_output(spark, job, source, cells=count, lateness_us=lateness_us,
+                          attrs=cell_attributes(job, edges.schema))
+    counted = [F.sum(F.when(F.col("kind") == kind, F.col("count")).otherwise(0)).alias(name)
+               for name, kind in (("edges", "stats"), ("matches", "match"), ("late", "late"),
+                                  ("rejected", "reject"))]
+    form = job.output
+
+    def shaped(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        import pyarrow as pa
+
+        for batch in batches:
+            for kind, payload in zip(batch.column("kind").to_pylist(),
+                                     batch.column("rows").to_pylist(), strict=True):
+                if kind == "match":
+                    found = pa.ipc.open_stream(payload).read_all()
+                    yield from match_table(form, found).to_batches()
+
+    return output.observe(METRICS, *counted).mapInArrow(
+        shaped, from_arrow_schema(match_schema(form)))
+
+
+def _cell_count(cells: Any) -> int:
+    if isinstance(cells, bool) or not isinstance(cells, int) or cells < 1:
+        raise ValueError(f"cells={cells!r}: the number of HyperCube cells, an integer "
+                         "of 1 or more")
+    return cells

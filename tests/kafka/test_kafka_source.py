@@ -105,6 +105,61 @@ def test_records_are_cut_into_lines_and_bad_lines_name_their_record():
     assert rejects.column("reason").to_pylist()[1] == "missing field t"
 
 
+@pytest.mark.parametrize("seed", range(6))
+def test_executor_tasks_number_lines_as_the_driver_numbers_the_batch(seed):
+    """A micro-batch's records over three partitions cut into task parts at random (a
+    part may hold the end of one partition and the start of the next), read by separate
+    copies of the source in a random order, numbered by the cells from the parts'
+    chunks: the edges, their ``seq`` and the rejects are those the driver mode gets by
+    parsing the whole batch in (topic, partition, offset) order after 40 earlier lines."""
+    from graphcep.runtime.streaming.cells import CellState, _in_stream_order
+
+    rng = random.Random(seed)
+    values, partitions = [], []
+    for _ in range(60):
+        lines = [json.dumps({"src": f"v{rng.randrange(5)}", "dst": f"v{rng.randrange(5)}",
+                             "t": rng.randrange(1000)}) for _ in range(rng.randint(1, 3))]
+        if rng.random() < 0.1:
+            lines.insert(rng.randrange(len(lines) + 1), "not json")
+        values.append(None if rng.random() < 0.05 else "\n".join(lines).encode())
+        partitions.append(rng.randrange(3))
+    rows = records(values, partitions, [0] * len(values))
+    rows = rows.sort_by([("partition", "ascending"), ("offset", "ascending")])
+    cuts = sorted(rng.sample(range(1, rows.num_rows), 5))
+    parts = [rows.slice(a, b - a)
+             for a, b in zip([0, *cuts], [*cuts, rows.num_rows], strict=True)]
+    rng.shuffle(parts)
+    read = [KafkaSource([("h", 1)], ["flows"]).read_part(part) for part in parts]
+    state = CellState(lines=40)
+    edges = _in_stream_order(pa.concat_tables([p.edges for p in read]),
+                             [{"chunks": p.chunks} for p in read], state)
+    driver_edges, driver_rejects, lines = KafkaSource([("h", 1)], ["flows"]).parse_records(
+        rows, 41)
+    assert state.lines == 40 + lines == 40 + sum(p.lines for p in read)
+    assert sorted(edges.select(["seq", "t", "src", "dst"]).to_pylist(),
+                  key=lambda e: e["seq"]) == driver_edges.select(
+        ["seq", "t", "src", "dst"]).to_pylist()
+    rejects = pa.concat_tables([p.rejects for p in read])
+    assert sorted(rejects.to_pylist(), key=lambda r: (r["partition"], r["offset"])) == \
+        driver_rejects.to_pylist()
+
+
+def test_executors_over_kafka_refuse_a_query_reading_more_fields_in_one_line():
+    """The cells fix the types of the fields the query reads when the stream starts,
+    and Kafka records cannot be sampled then."""
+    from graphcep.jobs.subgraph import SubgraphJob
+    from graphcep.lang.sal import parse_program
+    from graphcep.runtime.streaming.cells_run import attributes_for
+
+    source = KafkaSource([("h", 1)], ["flows"])
+    plain = SubgraphJob.create(parse_program("SUBGRAPH pair { a e b; b f c; }"))
+    assert attributes_for(plain, source).names == []
+    job = SubgraphJob.create(parse_program("SUBGRAPH big { a e b; e.bytes > 100; }"))
+    with pytest.raises(QueryError, match=r"lacks bytes: use --matching driver") as caught:
+        attributes_for(job, source)
+    assert "Kafka records, which cannot be sampled" in str(caught.value)
+
+
 def test_a_binary_message_is_a_reject_and_the_rest_is_read():
     rows = records([b'\xff\xfe{"src":1}', b'{"src":"a","dst":"b","t":1}'], [0, 0], [0, 0])
     edges, rejects, _ = KafkaSource([("h", 1)], ["flows"]).parse_records(rows, 1)
@@ -205,15 +260,14 @@ def test_kafka_options_with_another_source_are_refused(tmp_path, capsys):
 
 
 @pytest.mark.slow
-def test_the_executor_mode_is_refused_for_kafka(kafka_broker, tmp_path, capsys):
-    kafka_broker.create_topic("executors", partitions=1)  # a topic the broker has
+def test_the_executor_mode_refuses_what_only_the_driver_does(kafka_broker, tmp_path, capsys):
+    kafka_broker.create_topic("executors-loss", partitions=1)  # a topic the broker has
     code = main(["stream", str(TRIANGLE), "--source",
-                 f"kafka://{kafka_broker.bootstrap}/executors", "--checkpoint",
-                 str(tmp_path / "ck"), "--matching", "executors"])
+                 f"kafka://{kafka_broker.bootstrap}/executors-loss", "--checkpoint",
+                 str(tmp_path / "ck"), "--matching", "executors", "--on-data-loss", "report"])
     assert code == 2
-    assert "--matching executors: the executors read a directory (--source DIR) or the " \
-           f"generator, not kafka://{kafka_broker.bootstrap}/executors" \
-           in capsys.readouterr().err
+    assert "--matching executors: --on-data-loss report compares each micro-batch's " \
+           "offsets in the driver; use --matching driver" in capsys.readouterr().err
 
 
 def random_edges(count: int, vertices: int, seed: int) -> list[dict]:
@@ -310,19 +364,65 @@ def test_kafka_stream_equals_the_batch_run(kind, spark, kafka_broker, tmp_path, 
     assert reject["offset"] == 1 and reject["text"] == bad.decode()
 
 
+def match_seqs(rows: list[dict]) -> set[tuple]:
+    """Each match's id and its edges' ``seq``: the stream's identity of a match."""
+    return {(row["match_id"], tuple(e["seq"] for e in row["edges"])) for row in rows}
+
+
 @pytest.mark.slow
 @pytest.mark.spark
-def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(spark, kafka_broker,
-                                                                   tmp_path, capsys):
+def test_kafka_in_the_executors_equals_the_batch_run_and_the_driver_mode(
+        spark, kafka_broker, tmp_path, capsys):
+    """The triangle over two partitions, several lines per message, one malformed
+    message, in several micro-batches: ``--matching executors`` reports the batch run's
+    matches, with the driver mode's match ids and ``seq`` (lines numbered from the start
+    of the stream in (topic, partition, offset) order), and the same reject naming its
+    record."""
+    edges = random_edges(900, 8, seed=11)
+    bad = b'{"src": "v1", "dst": '
+    produce_edges(kafka_broker, "in-executors", edges, "jsonl", seed=12, bad=bad)
+    expected = batch_run(TRIANGLE, edges, "jsonl", tmp_path, capsys)
+    found, rejects = {}, {}
+    for mode, extra in (("driver", ()), ("executors", ("--cells", "4"))):
+        work = tmp_path / mode
+        work.mkdir()
+        code = main(stream_command(TRIANGLE, kafka_broker, "in-executors", work, "jsonl",
+                                   "--once", "--max-records-per-batch", "150",
+                                   "--lateness", "30", "--matching", mode, *extra))
+        out, err = capsys.readouterr()
+        assert code == 0, err[-2000:]
+        summary = json.loads(out.strip().splitlines()[-1])
+        assert summary["matching"].startswith(mode)
+        assert (summary["edges"], summary["late"], summary["rejected"]) == (len(edges), 0, 1)
+        assert summary["batches"] >= 3  # the record limit cut the topic into micro-batches
+        rows = stream_rows(work / "out")
+        assert match_keys(rows) == expected, mode
+        found[mode] = match_seqs(rows)
+        (reject,) = stream_rows(work / "ck" / "rejects")
+        rejects[mode] = reject
+    assert len(expected) > 5 and found["executors"] == found["driver"]
+    assert rejects["executors"] == rejects["driver"]
+    reject = rejects["executors"]
+    assert (reject["topic"], reject["partition"], reject["offset"], reject["line"]) == \
+        ("in-executors", 1, 1, 1)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("matching", ["driver", "executors"])
+def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(matching, spark,
+                                                                   kafka_broker, tmp_path,
+                                                                   capsys):
     """SIGKILL ``graphcep stream`` once a micro-batch was written, restart it from its
     checkpoint (``--once``, in this process): the matches equal the batch run's, none
-    written twice."""
+    written twice, in either matching mode."""
     edges = random_edges(1200, 8, seed=8)
-    produce_edges(kafka_broker, "killed", edges, "jsonl", seed=9)
+    topic = f"killed-{matching}"
+    produce_edges(kafka_broker, topic, edges, "jsonl", seed=9)
     expected = batch_run(TRIANGLE, edges, "jsonl", tmp_path, capsys)
-    command = stream_command(TRIANGLE, kafka_broker, "killed", tmp_path, "jsonl",
+    command = stream_command(TRIANGLE, kafka_broker, topic, tmp_path, "jsonl",
                              "--max-records-per-batch", "100", "--lateness", "30",
-                             "--master", "local[1]")
+                             "--master", "local[1]", "--matching", matching)
     env = {**os.environ, kafka_jars.JARS_ENV: str(kafka_jars.connector_dir()),
            "PYTHONPATH": os.pathsep.join(filter(None, [str(REPO / "src"),
                                                        os.environ.get("PYTHONPATH")]))}
@@ -347,25 +447,29 @@ def test_a_killed_kafka_stream_restarts_without_losing_or_repeating(spark, kafka
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_kafka_time_and_a_starting_time(spark, kafka_broker, tmp_path, capsys):
+@pytest.mark.parametrize("matching", ["driver", "executors"])
+def test_kafka_time_and_a_starting_time(matching, spark, kafka_broker, tmp_path, capsys):
     """``--time kafka --starting-offsets ISO``: JSON lines without a time, one per record,
     records one second apart by their Kafka timestamps; the stream starts at the 200th
     second. A third partition holds only older records: it starts at its end. The batch run
-    over the records from then on, each with its timestamp as its time, is the oracle."""
+    over the records from then on, each with its timestamp as its time, is the oracle, in
+    either matching mode."""
     base = int(dt.datetime(2026, 1, 1, tzinfo=dt.UTC).timestamp())
     edges = random_edges(600, 8, seed=10)
     stamps = [(base + e["t"]) * 1000 for e in edges]
     messages = [(2 if e["t"] < 150 and i % 3 == 0 else i % 2,
                  json.dumps({"src": e["src"], "dst": e["dst"]}).encode())
                 for i, e in enumerate(edges)]
-    kafka_broker.create_topic("stamped", partitions=3)
-    kafka_broker.produce("stamped", messages, timestamps_ms=stamps)
+    topic = f"stamped-{matching}"
+    kafka_broker.create_topic(topic, partitions=3)
+    kafka_broker.produce(topic, messages, timestamps_ms=stamps)
     start = 200
     kept = [{**e, "t": base + e["t"]} for e in edges if e["t"] >= start]
     expected = batch_run(TRIANGLE, kept, "jsonl", tmp_path, capsys)
     when = dt.datetime.fromtimestamp(base + start, dt.UTC).isoformat()
-    code = main(stream_command(TRIANGLE, kafka_broker, "stamped", tmp_path, "jsonl", "--once",
-                               "--time", "kafka", "--starting-offsets", when))
+    code = main(stream_command(TRIANGLE, kafka_broker, topic, tmp_path, "jsonl", "--once",
+                               "--time", "kafka", "--starting-offsets", when,
+                               "--matching", matching))
     out, err = capsys.readouterr()
     assert code == 0, err[-2000:]
     assert json.loads(out.strip().splitlines()[-1])["edges"] == len(kept)

@@ -30,7 +30,7 @@ turns its micro-batches into edges, as the API's source turns a user's frame int
 :mod:`graphcep.runtime.streaming.driver`, every query and source) or in the executors
 (:mod:`graphcep.runtime.streaming.cells`: cells as Spark keys -- HyperCube for SAL
 queries, keyed for ν-expressions and subscriptions (:mod:`graphcep.runtime.cell_plans`) --
-over a directory or the generator); ``auto`` picks the driver on ``local[...]``, the
+over a directory, Kafka or the generator); ``auto`` picks the driver on ``local[...]``, the
 executors on a cluster. Both share the sources, sinks, checkpoint, progress lines and
 summary.
 
@@ -220,7 +220,7 @@ def add_parser(sub: Any) -> None:
                         help="where the matching runs: driver (one engine, or --cells in "
                              "driver processes), executors (--cells N HyperCube cells as "
                              "Spark keys, their state in Spark's state store; SAL queries "
-                             "without features over --source DIR or generator) or auto "
+                             "without features over --source DIR, kafka:// or generator) or auto "
                              "(default: driver on local[...], executors on a cluster master "
                              "where the query and source allow)")
     stream.add_argument("--profile", action="store_true",
@@ -530,6 +530,7 @@ def matching_mode(args: argparse.Namespace, job: ReplayJob, source: Any,
 def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
                        watched: bool) -> str | None:
     """Why the executor mode cannot run this stream (None: it can)."""
+    from graphcep.runtime.streaming.kafka_source import KafkaSource
     from graphcep.runtime.streaming.sources import FileSource, GeneratorSource
 
     if getattr(args, "pww", None) is not None:
@@ -544,9 +545,11 @@ def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
     except QueryError as err:
         return (f"the cells run a query whose stream splits into them exactly, and "
                 f"{Path(args.query).name} does not ({' '.join(str(err).split())})")
-    if not isinstance(source, (FileSource, GeneratorSource)):
-        return (f"the executors read a directory (--source DIR) or the generator, not "
-                f"{source.describe()}")
+    if not isinstance(source, (FileSource, GeneratorSource, KafkaSource)):
+        return (f"the executors read a directory (--source DIR), Kafka or the generator, "
+                f"not {source.describe()}")
+    if getattr(source, "report_data_loss", False):
+        return "--on-data-loss report compares each micro-batch's offsets in the driver"
     if args.processes is not None:
         return "--processes sets driver processes; in the executors each cell is a Spark task"
     return None
@@ -561,8 +564,11 @@ def _cell_attributes(job: ReplayJob, source: Any) -> Any:
 def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, sink: Any,
                   attrs: Any, clock: tuple[float, Phases], on_report: Any,
                   ending: tuple[Any, list[tuple[Any, str]]], live: Any = None) -> int:
-    """The stream with the matching in the executors (:mod:`~graphcep.runtime.streaming.cells`):
-    the same sources, sinks, checkpoint, progress lines and summary as the driver mode."""
+    """The stream with the matching in the executors (:mod:`~graphcep.runtime.streaming.cells`),
+    started by :func:`~graphcep.api_stream.start_cells` (the cells ``Query.match`` runs on
+    a streaming DataFrame): the same sources, sinks, checkpoint, progress lines and
+    summary as the driver mode."""
+    from graphcep.api_stream import start_cells
     from graphcep.runtime.streaming.cells_run import CellsRun
     from graphcep.runtime.streaming.query import await_query, stop_between_batches
 
@@ -583,8 +589,8 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
     try:
         try:
             with phases.phase("micro-batches"):
-                query = run.start(spark, source, available_now=args.once,
-                                  trigger_seconds=_trigger(args, source))
+                query = start_cells(spark, run, source, once=args.once,
+                                    trigger_seconds=_trigger(args, source))
                 try:
                     await_query(query, run, None if args.once else args.run_for, source)
                 finally:

@@ -21,7 +21,12 @@ batch by batch: an edge with ``t < F`` (the frontier before its batch) is late, 
 buffered edges with ``t < F`` (after it) are released in stream order ``(t, seq)``. And
 every cell sees all files of the batch: it numbers them in name order after the files of
 the batches before, so each edge's ``seq`` (line plus file ordinal ``<< 40``) is the
-driver mode's. A late edge is reported once, by the first cell it is routed to; an edge
+driver mode's. A source numbered by lines in stream order (Kafka records in (topic,
+partition, offset) order, a streaming DataFrame's rows in ``toArrow`` order) numbers
+each task's lines within chunks instead (:attr:`SourcePart.chunks`), the heartbeat
+naming each chunk's order and size: every cell numbers the batch's chunks in that
+order after the lines of the batches before (:func:`_in_stream_order`), as the driver
+numbers the whole batch. A late edge is reported once, by the first cell it is routed to; an edge
 that can play no query edge goes to cell 0 only to be checked for lateness and counted.
 A cell reports only the matches whose home it is
 (:func:`~graphcep.runtime.hypercube.home_filter`), so each match is reported once. Cell 0
@@ -105,14 +110,16 @@ from graphcep.runtime.cell_plans import CellPlan, cell_plan, home_filter, route
 from graphcep.runtime.streaming.cell_engines import _ipc
 from graphcep.runtime.streaming.driver import late_records
 from graphcep.runtime.streaming.query import discard_unfinished_writes
-from graphcep.runtime.streaming.sources import SourcePart, file_key, local_name
+from graphcep.runtime.streaming.sources import Place, SourcePart, file_key, local_name
 
 #: the core edge columns a cell carries (attributes follow them)
 EDGE_COLUMNS = ("t", "src", "dst", "dur", "seq")
 #: ``_kind`` of a routed row: a copy of an edge; the copy that also reports it if late; a
 #: heartbeat (``t``: the newest time of its task); an edge only checked for lateness
 COPY, FIRST_COPY, HEARTBEAT, CHECK_ONLY = 0, 1, 2, 3
-OUTPUT_DDL = "kind string, rows binary"
+#: a cell's output row: its kind, the table (Arrow IPC; pickled for ``stats``) and a count
+#: Spark can sum (rows of the table; for ``stats`` the stream's edges the cell counted)
+OUTPUT_DDL = "kind string, rows binary, count long"
 STATE_DDL = "blob binary"
 _KEYS = pa.schema([("_cell", pa.int64()), ("_kind", pa.int32()), ("_file", pa.int64()),
                    ("_meta", pa.binary())])
@@ -143,8 +150,8 @@ def routed_schema(attrs: pa.Schema) -> pa.Schema:
     return pa.schema([*_KEYS, *_CORE, *attrs])
 
 
-def edges_part(rows: pa.Table) -> SourcePart:
-    """A task's rows of a streaming DataFrame of edges, as a part (no files)."""
+def edges_part(rows: pa.Table, place: Place = (0, 0)) -> SourcePart:
+    """A task's rows of a streaming DataFrame of edges (their own ``seq``), as a part."""
     return SourcePart(rows, [], rows.num_rows)
 
 
@@ -156,7 +163,7 @@ def routed_rows(part: SourcePart, job: SubgraphJob, shares: CellPlan,
     started = time.perf_counter()
     attrs = attrs if attrs is not None else pa.schema([])
     edges, files = _conformed(part.edges, attrs)
-    if edges.num_rows == 0 and not part.files:
+    if edges.num_rows == 0 and not part.files and not part.chunks:
         return routed_schema(attrs).empty_table()
     cells, rows = route(edges, job, shares)
     kind = np.full(len(rows), COPY, dtype=np.int32)
@@ -230,6 +237,8 @@ def _meta(part: SourcePart, spent: dict[str, float] | None) -> bytes | None:
     """A heartbeat's note: the files read (every cell numbers them); for cell 0 also the
     lines read, the rejects and the task's seconds ``spent`` reading and routing."""
     meta: dict[str, Any] = {"files": part.files} if part.files else {}
+    if part.chunks:  # every cell numbers the batch's lines (:func:`_in_stream_order`)
+        meta["chunks"] = part.chunks
     if spent is not None:
         meta["lines"] = part.lines
         meta["seconds"] = spent
@@ -256,6 +265,7 @@ class CellState:
     max_t: int = _NEVER
     frontier: int = _NEVER
     files: int = 0  # files read before this batch: the next file's ordinal
+    lines: int = 0  # lines of chunks (:attr:`SourcePart.chunks`) before this batch
     #: random bytes new with every step: the engine kept alive with the same version is
     #: the engine this state's snapshot holds (:class:`LiveCells`)
     version: bytes = b""
@@ -360,7 +370,8 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     uris = sorted({u for m in metas for u in m.get("files", ())})
     names = {state.files + i: local_name(u) for i, u in enumerate(uris)}
     state.files += len(uris)
-    edges = job.orient(_numbered(rows.filter(pc.not_equal(kind, HEARTBEAT)), names))
+    edges = _in_stream_order(rows.filter(pc.not_equal(kind, HEARTBEAT)), metas, state)
+    edges = job.orient(_numbered(edges, names))
     kind = edges.column("_kind")
     late_mask = pc.less(edges.column("t"), state.frontier)
     counted = pc.is_in(kind, pa.array([FIRST_COPY, CHECK_ONLY], pa.int32()))
@@ -427,6 +438,27 @@ def _numbered(edges: pa.Table, names: dict[int, str]) -> pa.Table:
                             pa.array(seq, pa.int64()))
 
 
+def _in_stream_order(edges: pa.Table, metas: list[dict[str, Any]],
+                     state: CellState) -> pa.Table:
+    """``seq`` of edges numbered within their chunk (:attr:`SourcePart.chunks`, by the
+    ``_file`` key) as the driver mode numbers the stream's lines: the batch's chunks in
+    their order, after the lines of the batches before (``state.lines``, moved on)."""
+    chunks = sorted(chunk for meta in metas for chunk in meta.get("chunks", ()))
+    if not chunks:
+        return edges
+    keys = np.array([key for _, key, _ in chunks], np.int64)
+    sizes = np.array([lines for _, _, lines in chunks], np.int64)
+    bases = state.lines + np.concatenate([[0], np.cumsum(sizes)[:-1]])
+    state.lines += int(sizes.sum())
+    if edges.num_rows == 0:
+        return edges
+    order = np.argsort(keys)
+    where = np.searchsorted(keys[order], edges.column("_file").to_numpy())
+    seq = edges.column("seq").to_numpy() + bases[order][np.minimum(where, len(keys) - 1)]
+    return edges.set_column(edges.schema.get_field_index("seq"), "seq",
+                            pa.array(seq, pa.int64()))
+
+
 def _release(engine: Any, state: CellState, final: bool = False) -> tuple[pa.Table, int]:
     """Push the buffered edges the frontier passed, in stream order; the matches and how
     many of the edges were first copies (edges of the stream, not copies)."""
@@ -481,23 +513,31 @@ def _output_rows(step: CellStep, clock: Clock | None = None) -> Any:
     if clock is not None:
         step.stats = {**step.stats, **clock.stats(),
                       SECONDS + "rows out": time.perf_counter() - started}
+    counts = [table.num_rows for kind, table in (
+        ("match", step.matches), ("late", step.late), ("reject", step.rejects))
+        if table is not None and table.num_rows]
     out.append(("stats", pickle.dumps(step.stats)))
-    return pd.DataFrame({"kind": [k for k, _ in out], "rows": [r for _, r in out]},
-                        columns=["kind", "rows"])
+    counts.append(int(step.stats.get("edges", 0)))
+    return pd.DataFrame({"kind": [k for k, _ in out], "rows": [r for _, r in out],
+                         "count": counts}, columns=["kind", "rows", "count"])
 
 
-def cell_matches(stream_df: Any, read_part: Callable[[pa.Table], SourcePart],
+def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePart],
                  job: SubgraphJob, shares: CellPlan, lateness_us: int,
                  attrs: pa.Schema) -> Any:
     """The streaming DataFrame of the cells' output (:data:`OUTPUT_DDL`) for a streaming
-    DataFrame whose tasks' rows ``read_part`` reads (a source's files, or edges)."""
+    DataFrame whose tasks' rows ``read_part`` reads (a source's files, Kafka records, a
+    frame's rows, or edges), told where in the micro-batch they lie."""
+    from pyspark import TaskContext
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
     def route_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        for batch in batches:
+        task = TaskContext.get()
+        partition = task.partitionId() if task is not None else 0
+        for number, batch in enumerate(batches):
             started = time.perf_counter()
-            part = read_part(pa.Table.from_batches([batch]))
+            part = read_part(pa.Table.from_batches([batch]), (partition, number))
             yield packed_rows(routed_rows(part, job, shares, attrs,
                                           time.perf_counter() - started))
 
@@ -535,7 +575,7 @@ def collect_outputs(batch_df: Any, empty: pa.Table | None = None) -> CellsOutput
     """A micro-batch of :func:`cell_matches`' output (or :func:`flush_cells`');
     ``empty``: the job's match records, none of them, for a batch without matches (SAL's
     when not given)."""
-    rows = batch_df.toArrow()
+    rows = batch_df.select("kind", "rows").toArrow()
     tables: dict[str, list[Any]] = {"match": [], "late": [], "reject": [], "stats": []}
     for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("rows").to_pylist(),
                              strict=True):
@@ -602,8 +642,19 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
         stream_df, read_part = edges_df, edges_part
     output = cell_matches(stream_df, read_part, job, shares, lateness_us,
                           attrs if attrs is not None else pa.schema([]))
+    return write_cells_stream(output, sinks, checkpoint=checkpoint,
+                              empty=job.output.schema.empty_table(),
+                              available_now=available_now, trigger_seconds=trigger_seconds)
+
+
+def write_cells_stream(output: Any, sinks: CellSinks, *, checkpoint: str,
+                       empty: pa.Table | None = None, available_now: bool = False,
+                       trigger_seconds: float | None = None) -> Any:
+    """Start writing the cells' output (:func:`cell_matches`) to ``sinks``, part ``b`` per
+    micro-batch ``b`` in ``foreachBatch``, Spark's offsets and the cells' state under
+    ``checkpoint`` (:func:`start_cells_stream`); ``empty``: the job's match records, none
+    of them (:func:`collect_outputs`)."""
     discard_unfinished_writes(Path(checkpoint))
-    empty = job.output.schema.empty_table()
     writer = (output.writeStream.foreachBatch(
         lambda batch_df, batch_id: sinks.write(batch_id, collect_outputs(batch_df, empty)))
         .option("checkpointLocation", str(checkpoint)))

@@ -28,13 +28,15 @@ from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.cell_plans import plan_words
 from graphcep.runtime.streaming.cells import (
     SECONDS,
+    CellSinks,
     CellsOutput,
     cell_attributes,
     cell_grid,
     flush_cells,
-    start_cells_stream,
+    write_cells_stream,
 )
 from graphcep.runtime.streaming.driver import BatchReport, StreamTotals
+from graphcep.runtime.streaming.kafka_source import KafkaSource
 from graphcep.runtime.streaming.query import BatchFailure
 from graphcep.runtime.streaming.sources import FileSource
 
@@ -176,11 +178,13 @@ class CellsRun:
         cells = self.shares.cells
         return f"executors, {cells} cell{'' if cells == 1 else 's'} ({plan_words(self.shares)})"
 
-    def start(self, spark: Any, source: Any, *, available_now: bool = False,
+    def start(self, spark: Any, output: Any, *, available_now: bool = False,
               trigger_seconds: float | None = None) -> Any:
-        """Start the streaming query over ``source`` (read in the executors), its cells in
-        at most as many Spark tasks as the master has cores (Spark keeps that number in
-        the checkpoint for later starts; the session's setting is left as it was)."""
+        """Start the streaming query writing ``output``, the cells' streaming DataFrame
+        (:func:`graphcep.api_stream.start_cells` makes it as ``Query.match`` does for a
+        streaming DataFrame), its cells in at most as many Spark tasks as the master has
+        cores (Spark keeps that number in the checkpoint for later starts; the session's
+        setting is left as it was)."""
         self.failure = None
         self._clock = time.perf_counter()
         tasks = max(1, min(self.shares.cells, spark.sparkContext.defaultParallelism))
@@ -190,12 +194,12 @@ class CellsRun:
         before = spark.conf.get(key)
         spark.conf.set(key, str(tasks))
         try:
-            return start_cells_stream(
-                spark, None, self.job, cells=self.cells, lateness_us=self.lateness_us,
-                checkpoint=str(self.checkpoint / "spark"), sink=self.sinks["matches"],
-                late_sink=self.sinks["late"], reject_sink=self.sinks["rejects"],
-                source=source, attrs=self.attrs, on_batch=self._on_batch,
-                available_now=available_now, trigger_seconds=trigger_seconds)
+            sinks = CellSinks(self.sinks["matches"], self.sinks["late"],
+                              self.sinks["rejects"], self._on_batch)
+            return write_cells_stream(output, sinks, checkpoint=str(self.checkpoint / "spark"),
+                                      empty=self.job.output.schema.empty_table(),
+                                      available_now=available_now,
+                                      trigger_seconds=trigger_seconds)
         finally:
             spark.conf.set(key, before)
 
@@ -282,6 +286,8 @@ def attributes_for(job: SubgraphJob, source: Any) -> pa.Schema:
     if missing := sorted(wanted - set(attrs.names)):
         where = ("the first file in --source" if sample is not None else
                  "a file in --source (none there yet)" if isinstance(source, FileSource)
+                 else "Kafka records, which cannot be sampled before the stream starts"
+                 if isinstance(source, KafkaSource)
                  else "the generator's edges (t, src, dst, dur)")
         raise QueryError(f"--matching executors fixes the types of the fields the query reads "
                          f"({', '.join(sorted(wanted))}) when it starts, from {where}, which "

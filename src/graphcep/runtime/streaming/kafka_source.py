@@ -235,6 +235,32 @@ class KafkaSource:
                            places=self.places(rows, first), partition_lag=self.lag(rows),
                            lost=lost)
 
+    def read_part(self, rows: pa.Table, place: Any = None) -> Any:
+        """One executor task's records (``--matching executors``) parsed as
+        :meth:`read_batch` parses a micro-batch's: each partition's run of records is a
+        chunk (:class:`~graphcep.runtime.streaming.sources.SourcePart`) ordered by (topic,
+        partition, first offset), so the cells number its lines as the driver mode does:
+        from the start of the stream, in (topic, partition, offset) order."""
+        from graphcep.events import concat_edges, empty_edges
+        from graphcep.runtime.streaming.sources import SourcePart, file_key
+
+        rows = rows.sort_by([("topic", "ascending"), ("partition", "ascending"),
+                             ("offset", "ascending")])
+        edges, rejects, chunks, lines = [], [], [], 0
+        for run in _partition_runs(rows):
+            topic, partition = run.column("topic")[0].as_py(), run.column("partition")[0].as_py()
+            first = run.column("offset")[0].as_py()
+            order = (topic, partition, first)
+            key = file_key(f"{topic}/{partition}@{first}")
+            found, refused, count = self.parse_records(run, 1)
+            edges.append(found.append_column("_file", pa.array(
+                np.full(found.num_rows, key, np.int64))))
+            rejects.append(refused)
+            chunks.append((order, key, count))
+            lines += count
+        return SourcePart(concat_edges(edges) if edges else empty_edges(), [], lines,
+                          pa.concat_tables(rejects) if rejects else None, chunks)
+
     def gaps(self, rows: pa.Table, operator: Any) -> dict[str, str]:
         """``--on-data-loss report``: ``TOPIC/PARTITION`` -> the offsets (``A-B``) of its
         records between the batch's start offset (Spark's offsets log) and the first it
@@ -406,6 +432,19 @@ class KafkaSource:
         return pa.table([place, pa.array(index - starts[record] + 1, pa.int64()),
                          rejects.column("reason"), text, topic, partition, offset],
                         schema=KAFKA_REJECT_SCHEMA)
+
+
+def _partition_runs(rows: pa.Table) -> list[pa.Table]:
+    """Records sorted by (topic, partition, offset) cut where the partition changes (a
+    Spark task of the Kafka source holds one partition's range; one run, then)."""
+    if rows.num_rows == 0:
+        return []
+    topic = rows.column("topic").combine_chunks()
+    partition = rows.column("partition").combine_chunks()
+    changed = pc.or_(pc.not_equal(topic.slice(1), topic.slice(0, len(topic) - 1)),
+                     pc.not_equal(partition.slice(1), partition.slice(0, len(partition) - 1)))
+    cuts = [0, *(np.flatnonzero(changed.to_numpy(zero_copy_only=False)) + 1), rows.num_rows]
+    return [rows.slice(a, b - a) for a, b in zip(cuts[:-1], cuts[1:], strict=True)]
 
 
 def _value_lines(values: pa.Array) -> pa.ListArray:

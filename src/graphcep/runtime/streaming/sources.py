@@ -120,6 +120,17 @@ class SourcePart:
     files: list[str] = field(default_factory=list)
     lines: int = 0
     rejects: pa.Table | None = None
+    #: for a source numbered by lines in stream order (Kafka records, a streaming
+    #: DataFrame's rows), which the whole micro-batch decides, not a task: the part's
+    #: chunks as ``(order, key, lines)`` -- the edges of a chunk carry its ``key`` as
+    #: ``_file`` and ``seq`` 1, 2, ... within it; the cells number the batch's chunks in
+    #: ``order`` after the lines of the batches before (the driver mode's numbering)
+    chunks: list[tuple[tuple[Any, ...], int, int]] = field(default_factory=list)
+
+
+#: where a task's rows lie in its micro-batch: the task's partition and the number of the
+#: Arrow batch in it (``read_part``'s ``place``, for a source numbered in Spark's order)
+Place = tuple[int, int]
 
 
 def file_key(name: str) -> int:
@@ -171,7 +182,7 @@ class FileSource:
         rejects = [r.cast(READ_REJECT_SCHEMA) for r in rejects]  # one nullability for all
         return SourceBatch(table, pa.concat_tables(rejects), len(paths), lines, names)
 
-    def read_part(self, rows: pa.Table) -> SourcePart:
+    def read_part(self, rows: pa.Table, place: Place = (0, 0)) -> SourcePart:
         """The files of one executor task (see :class:`SourcePart`), read as
         :meth:`read_batch` reads them."""
         uris = sorted(rows.column("path").to_pylist())
@@ -464,7 +475,7 @@ class GeneratorSource:
         lag_us = max(0, int(time.time() * US_PER_SECOND) - int(pc.max(arrived).as_py()))
         return SourceBatch(edges, None, 0, rows.num_rows, lag_us=lag_us)
 
-    def read_part(self, rows: pa.Table) -> SourcePart:
+    def read_part(self, rows: pa.Table, place: Place = (0, 0)) -> SourcePart:
         """One executor task's rows as edges (see :class:`SourcePart`)."""
         index = rows.column("value").to_numpy().astype(np.int64)
         edges = generated_edges(index, self.vertices, self.event_rate or self.rate, self.seed)
