@@ -800,6 +800,9 @@ class RulesWatch:
         self._ignored: list[str] = []
         #: the rules of the files as last read, by name and text (parsed once)
         self._known: dict[tuple[str, str], list[Rule]] = {}
+        #: the engine the directory was last applied to: another one (restored from a
+        #: checkpoint to re-run a micro-batch) gets the directory applied whatever it holds
+        self._applied_to: RulesEngine | None = None
 
     def check(self) -> list[str]:
         """Nothing to say before the first batch: broken files are said when applied."""
@@ -809,9 +812,9 @@ class RulesWatch:
         """Re-read the directory if any file changed and bring ``engine`` to its rules;
         one line per change applied, rule refused or file broken."""
         digest = self._content_digest()
-        if digest == self._digest:
+        if digest == self._digest and engine is self._applied_to:
             return []
-        self._digest = digest
+        self._digest, self._applied_to = digest, engine
         try:
             by_file, broken, ignored = read_rules(self.directory, self.options,
                                                   self._known)
