@@ -176,3 +176,13 @@ def test_stream_rules_from_a_control_topic_on_the_command_line(spark, kafka_brok
         ("pair.sal", TEXTS["pair.sal"], NEVER, float("inf")),
         ("back.nu", TEXTS["back.nu"], NEVER, float("inf"))], stream)
     assert envelope_keys(rows) == expected and len({r for r, _, _ in expected}) == 2
+
+
+def test_run_refuses_a_control_topic_in_one_line(tmp_path, capsys) -> None:
+    from graphcep.cli import main
+
+    (tmp_path / "e.snap").write_text("a b 0\n")
+    status = main(["run", "--rules", "kafka://localhost:1/rules", "-i",
+                   str(tmp_path / "e.snap"), "--engine", "local"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and "graphcep stream" in err[0], err

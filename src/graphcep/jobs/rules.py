@@ -145,6 +145,9 @@ def read_rules(directory: str | Path, options: Mapping[str, Any],
     read before, by name and text (a file whose text is the same is not parsed again;
     the files read now replace its content)."""
     folder = Path(directory)
+    if str(directory).startswith("kafka://"):
+        raise QueryError(f"--rules {directory}: a control topic holds the rules of a stream "
+                         "(graphcep stream); give run a directory of query files")
     if not folder.is_dir():
         raise QueryError(f"--rules {directory}: not a directory of query files")
     suffixes = query_suffixes()
