@@ -17,7 +17,9 @@ twenty ``graphcep run RULE ...`` one after the other, with ``--engine`` (default
 the ``--rules`` summary equals its own run's.
 
 Run: ``python -m bench.rules [--engine local|spark] [--edges N]``; prints one markdown
-table (bench/RESULTS.md keeps the figures).
+table row (bench/RESULTS.md keeps the figures): wall seconds and their ratio, CPU seconds
+(user and system of the ``graphcep`` processes, JVMs included: on a loaded machine the
+ratio to read) and theirs, and the load average at the end.
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import tempfile
@@ -47,15 +50,22 @@ def write_rules(folder: Path) -> None:
         (folder / f"s{w}.subs").write_text(SUBS[w - 1] + "\n")
 
 
-def graphcep(args: list[str]) -> tuple[float, dict]:
-    """Run ``graphcep ARGS --summary json``: wall seconds and the summary."""
-    started = time.perf_counter()
+def graphcep(args: list[str]) -> tuple[float, float, dict]:
+    """Run ``graphcep ARGS --summary json``: wall seconds, CPU seconds (user and system,
+    of the process and its children: what a loaded machine does not inflate) and the
+    summary."""
+    started, cpu = time.perf_counter(), _children_cpu()
     done = subprocess.run([sys.executable, "-m", "graphcep", *args, "--summary", "json"],
                           capture_output=True, text=True, env={**os.environ}, check=False)
-    seconds = time.perf_counter() - started
+    seconds, cpu = time.perf_counter() - started, _children_cpu() - cpu
     if done.returncode != 0:
         raise SystemExit(f"graphcep {' '.join(args)}: {done.stderr.strip()[-500:]}")
-    return seconds, json.loads(done.stdout.strip().splitlines()[-1])
+    return seconds, cpu, json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def _children_cpu() -> float:
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def main() -> None:
@@ -73,16 +83,20 @@ def main() -> None:
         common = ["-i", str(flows), "-o", "/dev/null", "--output-format", "jsonl",
                   "--engine", args.engine,
                   *(["--master", "local[2]"] if args.engine == "spark" else [])]
-        together, summary = graphcep(["run", "--rules", str(folder), *common])
-        apart, counts = 0.0, {}
+        together, together_cpu, summary = graphcep(["run", "--rules", str(folder), *common])
+        apart, apart_cpu, counts = 0.0, 0.0, {}
         for path in sorted(folder.iterdir()):
-            seconds, alone = graphcep(["run", str(path), *common])
+            seconds, cpu, alone = graphcep(["run", str(path), *common])
             apart += seconds
+            apart_cpu += cpu
             counts[path.name] = alone["matches"]
         rules = {name: facts["matches"] for name, facts in summary["rules"].items()}
         assert rules == counts, (rules, counts)
+    load = os.getloadavg()[0]
     print(f"| {args.engine} | {args.edges:,} | 20 | {sum(counts.values()):,} | "
-          f"{together:.1f} | {apart:.1f} | {apart / together:.2f}x |")
+          f"{together:.1f} | {apart:.1f} | {apart / together:.2f}x | "
+          f"{together_cpu:.1f} | {apart_cpu:.1f} | {apart_cpu / together_cpu:.2f}x | "
+          f"{load:.1f} |")
 
 
 if __name__ == "__main__":

@@ -285,6 +285,37 @@ def test_restart_continues_with_the_checkpoint_rules_and_applies_changes_made_wh
                                                   "back.nu"}
 
 
+def test_a_re_run_micro_batch_applies_the_directory_to_the_restored_rules(tmp_path) -> None:
+    """A micro-batch run again (the operator restores the state of the batch before it)
+    applies the directory's change again: the restored engine holds the rules before it."""
+    folder, checkpoint = tmp_path / "rules", tmp_path / "ckpt"
+    folder.mkdir()
+    (folder / "pair.sal").write_text(TEXTS["pair.sal"])
+    stream = edges_table([((7 * i) % 23, "abcd"[i % 4], "abcd"[(3 * i + 1) % 4])
+                          for i in range(40)])
+    chunks = cut(stream, [0.3, 0.6])
+    marks = watermarks(chunks)
+    run = LiveRun(folder, 10 * SECOND, checkpoint)
+    run.batch(0, chunks[0])
+    (folder / "pair.sal").write_text(CHANGED["pair.sal"])
+    run.batch(1, chunks[1])
+    written = len(run.found)
+    run.batch(1, chunks[1])
+    assert written == 2 and len(run.found) == 3  # each run of batch 1 has matches
+    del run.found[1]  # the first run's output, which the re-run rewrites
+    run.batch(2, chunks[2])
+    run.flush()
+    spare = tmp_path / "oracle"
+    spare.mkdir()
+    expected: Counter = Counter()
+    for text, since, until in ((TEXTS["pair.sal"], NEVER, marks[1]),
+                               (CHANGED["pair.sal"], marks[1], float("inf"))):
+        for rule in file_rules(spare, "pair.sal", text):
+            expected += batch_oracle(rule, stream, since, until)
+    assert run.reported() == expected
+    assert len({version for _, version, _ in expected}) == 2
+
+
 def test_a_hundred_rules_and_one_more_added_live(tmp_path) -> None:
     folder = tmp_path / "rules"
     folder.mkdir()

@@ -5,6 +5,7 @@ writes decodable, non-blank PNGs and refuses bad files and unknown ids in one li
 from __future__ import annotations
 
 import json
+import re
 from decimal import Decimal
 
 import pytest
@@ -291,3 +292,62 @@ def test_a_directory_of_pictures_shows_the_latest_drawing_only(tmp_path, capsys)
     assert (out / "mine.png").exists()
     assert sorted(p.name.split("-")[2][:-4] for p in out.glob("match-*.png")) == \
         sorted({first[0], *second})
+
+
+#: One rule of each kind, and a stream on which each has matches.
+RULE_TEXTS = {
+    "pair.sal": "{ x e1 y; y e2 x; starttime(e1) < starttime(e2); "
+                "starttime(e2) - starttime(e1) <= 5; }",
+    "back.nu": "<#X ~> #Y . Y ~> X>[0, 5]",
+    "back.ddst": "VERTICES A, B; EDGES x: A -> B; y: B -> A; ORDER x < y; WITHIN 5 s",
+    "echo.subs": "pp: @a.@b.@a\n",
+}
+RULE_STREAM = "t,src,dst\n1,a,b\n2,b,a\n3,c,a\n4,a,c\n5,b,c\n7,a,b\n9,c,b\n"
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_rule_matches_draw_as_their_kind_draws_them(tmp_path, capsys, suffix):
+    """Each match of ``run --rules`` is drawn as the run of its rule alone draws the same
+    match (the oracle: that run's own record), titled with the rule and its version; the
+    pictures are named by the rule-qualified ids, which ``--ids`` takes."""
+    folder, stream = tmp_path / "rules", tmp_path / "s.csv"
+    folder.mkdir()
+    for name, text in RULE_TEXTS.items():
+        (folder / name).write_text(text)
+    stream.write_text(RULE_STREAM)
+    common = ["-i", str(stream), "--engine", "local"]
+    together = tmp_path / f"m.{suffix}"
+    assert main(["run", "--rules", str(folder), *common, "-o", str(together)]) == 0
+    alone = {}
+    for name in RULE_TEXTS:
+        out = tmp_path / f"{name}.jsonl"
+        assert main(["run", str(folder / name), *common, "-o", str(out)]) == 0
+        alone[name] = {row["match_id"]: drawing_of(row) for row in read_matches(out)}
+    assert all(alone.values())  # every kind has matches to draw
+
+    rows = list(read_matches(together))
+    drawn = {}
+    for row in rows:
+        own = alone[row["rule"]][_inner(row)["match_id"]]
+        assert drawing_of(row) == MatchDrawing(
+            f"{row['rule']} {row['version']}: {own.title}", own.nodes, own.edges)
+        drawn[row["rule"], _inner(row)["match_id"]] = row["match_id"]
+    assert set(drawn) == {(name, i) for name, found in alone.items() for i in found}
+
+    pictures = tmp_path / "pics"
+    assert main(["draw", str(together), "-o", str(pictures), "--first", "100"]) == 0
+    names = sorted(p.name for p in pictures.glob("*.png"))
+    assert names == [f"match-{n:03d}-{re.sub(r'[^A-Za-z0-9_.-]', '_', row['match_id'])}.png"
+                     for n, row in enumerate(rows, 1)]
+    assert all(row["match_id"].startswith(row["rule"] + "/") for row in rows)
+    wanted = [rows[-1]["match_id"], rows[0]["match_id"]]
+    assert main(["draw", str(together), "-o", str(tmp_path / "ids"), "--ids", *wanted]) == 0
+    assert len(list((tmp_path / "ids").glob("*.png"))) == 2
+
+
+def _inner(row: dict) -> dict:
+    """A rule's match record as its kind writes it (JSONL: under ``match``; Parquet: in
+    its record kind's column)."""
+    from graphcep.jobs.rules import RECORD_OF
+
+    return row.get("match") or row[RECORD_OF[row["kind"]]]

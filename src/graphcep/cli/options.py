@@ -362,7 +362,10 @@ def add_rules_arguments(parser: argparse.ArgumentParser, live: bool = False) -> 
                              "of a SAL program a rule of its own) over one read of the "
                              "stream; each match names its rule and version"
                              + ("; the directory is watched: a file added, changed or "
-                                "removed takes effect at the next micro-batch" if live else ""))
+                                "removed takes effect at the next micro-batch; or "
+                                "kafka://BROKER/TOPIC, a control topic whose records are "
+                                "the files (key: the name, value: the text, null: removed)"
+                                if live else ""))
     if not live:
         return
     parser.add_argument("--history", type=seconds_option, metavar="SECONDS",

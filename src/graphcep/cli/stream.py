@@ -668,7 +668,8 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
 
 
 def _query_identity(args: argparse.Namespace, job: ReplayJob) -> str:
-    return f"{Path(args.query).resolve()} ({job.name})"
+    where = args.query if args.query.startswith("kafka://") else Path(args.query).resolve()
+    return f"{where} ({job.name})"
 
 
 def _query_digest(args: argparse.Namespace, watched: bool = False,
@@ -784,6 +785,13 @@ def _live_rules(args: argparse.Namespace, options: dict[str, Any]) -> ReplayJob:
         raise QueryError("--pww widens one query; --rules runs several: run the rule alone "
                          "to widen it")
     history = None if args.history is None else seconds_to_us(args.history)
+    if args.query.startswith("kafka://"):  # a control topic: its records are the files
+        from graphcep.runtime.streaming.kafka_client import client_settings
+        from graphcep.runtime.streaming.kafka_source import kafka_options
+        from graphcep.runtime.streaming.rules_topic import live_job
+
+        settings = client_settings(kafka_options(args.kafka_option))
+        return live_job(args.query, options, history, args.accept_partial, settings)
     return rules.load(args.query, options, strict=False).live(history, args.accept_partial)
 
 

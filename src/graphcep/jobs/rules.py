@@ -59,7 +59,7 @@ import hashlib
 import json
 import pickle
 import tempfile
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -145,6 +145,9 @@ def read_rules(directory: str | Path, options: Mapping[str, Any],
     read before, by name and text (a file whose text is the same is not parsed again;
     the files read now replace its content)."""
     folder = Path(directory)
+    if str(directory).startswith("kafka://"):
+        raise QueryError(f"--rules {directory}: a control topic holds the rules of a stream "
+                         "(graphcep stream); give run a directory of query files")
     if not folder.is_dir():
         raise QueryError(f"--rules {directory}: not a directory of query files")
     suffixes = query_suffixes()
@@ -388,13 +391,19 @@ class RulesJob(CompositeJob):
         self.ignored = tuple(ignored)
         #: whether the rules change while a stream runs (:meth:`live`)
         self.changing = False
+        #: the watch of rules read from elsewhere than ``directory`` (a Kafka control
+        #: topic folded into it); None: the directory's own
+        self.watch_factory: Callable[[], RulesWatch] | None = None
+        #: where the rules come from, when not ``directory`` (``kafka://BROKER/TOPIC``)
+        self.origin: str | None = None
 
     def _like(self, members: list[ReplayJob]) -> RulesJob:
         rules = [replace(rule, job=job) for rule, job in zip(self.rules, members, strict=True)]
         job = RulesJob(rules, directory=self.directory, options=self.options,
                        history_us=self.history_us, accept_partial=self.accept_partial,
                        ignored=self.ignored)
-        job.changing = self.changing
+        job.changing, job.watch_factory = self.changing, self.watch_factory
+        job.origin = self.origin
         return job
 
     def live(self, history_us: int | None, accept_partial: bool) -> RulesJob:
@@ -417,7 +426,7 @@ class RulesJob(CompositeJob):
 
     @property
     def name(self) -> str:
-        return f"rules in {self.directory.name or self.directory}"
+        return f"rules in {self.origin or self.directory.name or self.directory}"
 
     @property
     def whole_stream(self) -> bool:
@@ -497,6 +506,8 @@ class RulesJob(CompositeJob):
                             "matches": counts.get(rule.name, 0)} for rule in self.rules}
 
     def watch(self, path: str) -> RulesWatch:
+        if self.watch_factory is not None:
+            return self.watch_factory()
         return RulesWatch(self.directory, self.options)
 
 
@@ -539,6 +550,9 @@ class RulesEngine:
         self.changes: list[tuple[int, str]] = []
         #: the stream's fields, once an edge was pushed (a rule added later must find its own)
         self.columns: list[str] | None = None
+        #: what the watch has read of a control topic (offsets and the files they made),
+        #: checkpointed with the rules; None: a watched directory
+        self.control: dict[str, Any] | None = None
 
     # -- the engine protocol ------------------------------------------------------------
 
@@ -706,7 +720,8 @@ class RulesEngine:
         return pickle.dumps({"rules": _SNAPSHOT_VERSION, "live": rules, "history": history,
                              "whole_history": self.whole_history, "watermark": self.watermark,
                              "history_us": self.history_us, "counts": self.counts,
-                             "changes": self.changes, "columns": self.columns}, protocol=pickle.HIGHEST_PROTOCOL)
+                             "changes": self.changes, "columns": self.columns,
+                             "control": self.control}, protocol=pickle.HIGHEST_PROTOCOL)
 
     def restore_context(self) -> dict[str, Any]:
         return {"template": self}
@@ -740,6 +755,7 @@ class RulesEngine:
         engine.counts = dict(state["counts"])
         engine.changes = list(state["changes"])
         engine.columns = state["columns"]
+        engine.control = state.get("control")
         return engine
 
 
@@ -787,6 +803,9 @@ class RulesWatch:
         self._ignored: list[str] = []
         #: the rules of the files as last read, by name and text (parsed once)
         self._known: dict[tuple[str, str], list[Rule]] = {}
+        #: the engine the directory was last applied to: another one (restored from a
+        #: checkpoint to re-run a micro-batch) gets the directory applied whatever it holds
+        self._applied_to: RulesEngine | None = None
 
     def check(self) -> list[str]:
         """Nothing to say before the first batch: broken files are said when applied."""
@@ -796,9 +815,9 @@ class RulesWatch:
         """Re-read the directory if any file changed and bring ``engine`` to its rules;
         one line per change applied, rule refused or file broken."""
         digest = self._content_digest()
-        if digest == self._digest:
+        if digest == self._digest and engine is self._applied_to:
             return []
-        self._digest = digest
+        self._digest, self._applied_to = digest, engine
         try:
             by_file, broken, ignored = read_rules(self.directory, self.options,
                                                   self._known)

@@ -49,7 +49,7 @@ def unwrapped(record: dict[str, Any]) -> dict[str, Any]:
     """A rule's match (``--rules``: the rule, its version and kind around the kind's own
     record -- under ``match`` in JSONL, in its record kind's column in Arrow) as the kind's
     own record, with ``rule`` naming the rule and version; any other record as it is."""
-    if "rule" not in record or "kind" not in record:
+    if not is_rule_match(record):
         return record
     inner = record.get("match")
     if inner is None:
@@ -57,6 +57,11 @@ def unwrapped(record: dict[str, Any]) -> dict[str, Any]:
 
         inner = record[RECORD_OF[record["kind"]]]
     return {**inner, "rule": f"{record['rule']} {record['version']}"}
+
+
+def is_rule_match(record: dict[str, Any]) -> bool:
+    """Whether a record is a rule's match in its envelope (``run --rules``)."""
+    return "rule" in record and "kind" in record
 
 
 def drawing_of(row: dict[str, Any]) -> MatchDrawing:
@@ -141,7 +146,7 @@ def _parquet_rows(path: str | Path) -> Iterator[dict[str, Any]]:
     except (pa.ArrowException, OSError) as err:
         raise MatchFileError(f"{path}: not a Parquet match file ({err})") from None
     schema = parquet.schema_arrow
-    if "edges" in schema.names:
+    if "edges" in schema.names or _is_rules_envelope(schema):
         columns = None
     elif _is_api_frame(schema):
         columns = [RECORD_COLUMN]  # the Python API's frames: the record in one struct column
@@ -152,6 +157,18 @@ def _parquet_rows(path: str | Path) -> Iterator[dict[str, Any]]:
         if columns is not None:
             table = pa.Table.from_struct_array(table.column(RECORD_COLUMN).combine_chunks())
         yield from integer_times(table).to_pylist()
+
+
+def _is_rules_envelope(schema: pa.Schema) -> bool:
+    """Whether a Parquet file holds rules' matches (``run --rules -o m.parquet``): the
+    rule, its kind and the kinds' record columns, each a struct with edges."""
+    from graphcep.jobs.rules import RECORD_OF
+
+    records = set(RECORD_OF.values())
+    return ({"rule", "kind", "match_id"} <= set(schema.names)
+            and any(name in schema.names and pa.types.is_struct(schema.field(name).type)
+                    and schema.field(name).type.get_field_index("edges") >= 0
+                    for name in records))
 
 
 def _is_api_frame(schema: pa.Schema) -> bool:
@@ -165,11 +182,12 @@ def _is_api_frame(schema: pa.Schema) -> bool:
 def _row(line: str, where: str) -> dict[str, Any]:
     try:
         record = json.loads(line, parse_float=Decimal)
-        if isinstance(record, dict):
-            record = unwrapped(record)
-        if not isinstance(record, dict) or not isinstance(record.get("edges"), list):
+        # a rule's match keeps its envelope (its rule-qualified id names its picture)
+        inner = (record.get("match") if isinstance(record, dict) and is_rule_match(record)
+                 else record)
+        if not isinstance(inner, dict) or not isinstance(inner.get("edges"), list):
             raise MatchFileError(f"{where}: not a match record (no list of edges)")
-        return _in_us(record)
+        return _in_us(inner) if inner is record else {**record, "match": _in_us(inner)}
     except (json.JSONDecodeError, UnicodeDecodeError) as err:
         raise MatchFileError(f"{where}: not JSON ({err})") from None
     except (TimeFormatError, KeyError, TypeError, AttributeError) as err:
