@@ -28,7 +28,7 @@ from graphcep.runtime.local import (
     stream_job,
 )
 from tests import ddst_oracle
-from tests.oracle import brute_force_matches
+from tests.oracle import brute_force_matches, cycles_in_order
 from tests.paths import EXAMPLES, ROOT
 
 S = 1_000_000
@@ -48,24 +48,8 @@ def repeated_stream(reps: int, step_us: int = 1_000) -> pa.Table:
 
 def triangles_in_order(pairs: list[tuple[str, str]]) -> int:
     """Temporal triangles of a stream whose edges all lie within 10 s, in strictly
-    increasing times: for each directed 3-cycle on distinct vertices and each of its
-    edges as e1, the subsequences (e1, e2, e3) of the stream following the cycle, counted
-    by dynamic programming over the stream (no engine involved)."""
-    total = 0
-    vertices = sorted({v for pair in pairs for v in pair})
-    for x1 in vertices:
-        for x2 in vertices:
-            for x3 in vertices:
-                if len({x1, x2, x3}) < 3:
-                    continue
-                wanted = [(x1, x2), (x2, x3), (x3, x1)]
-                ways = [1, 0, 0, 0]  # ways[i]: subsequences matching wanted[:i]
-                for pair in pairs:
-                    for i in (2, 1, 0):
-                        if pair == wanted[i]:
-                            ways[i + 1] += ways[i]
-                total += ways[3]
-    return total
+    increasing times (:func:`tests.oracle.cycles_in_order`)."""
+    return cycles_in_order(pairs, 3)
 
 
 def seq_rows(tables) -> list[tuple[int, ...]]:
@@ -263,3 +247,4 @@ def test_spark_tasks_count_another_kind(spark, window):
     frame = spark.createDataFrame(stream.to_pandas())
     _, stats = run_spark(spark, DDSTJob(query), frame, shards=3, count=True)
     assert stats.matches == len(expected) > 10
+
