@@ -270,3 +270,20 @@ def test_rules_count_equals_the_records_they_write_and_the_brute_force(tmp_path,
     assert counted["counted"] is True
     assert counted["matches"] == len(written) == sum(expected.values())
 
+
+def test_a_nu_run_stops_at_max_matches_within_bounded_memory(tmp_path):
+    """40,000 questions, then 40,000 answers each closing all of them, in one push:
+    1,600,000,000 matches, which the game hands out between links."""
+    (tmp_path / "back.nu").write_text("<#X ~> #Y . Y ~> X>[0, 10]")
+    pairs = [("a", "b")] * 40_000 + [("b", "a")] * 40_000
+    (tmp_path / "links.txt").write_text(
+        "".join(f"{s} {d} {i / 10_000:.4f}\n" for i, (s, d) in enumerate(pairs)))
+    target = tmp_path / "m.jsonl"
+    done = run_under_a_memory_limit(
+        ["run", str(tmp_path / "back.nu"), "-i", str(tmp_path / "links.txt"), "--engine",
+         "local", "--max-matches", "1000", "-o", str(target), "--summary", "json",
+         "--rejects", str(tmp_path / "rejects.jsonl")])
+    assert done.returncode == 3, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert "--max-matches 1000" in line
+    assert last_json(done.stdout)["matches"] == records(target, "jsonl") == 1000

@@ -15,10 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from graphcep.engines.nu.compiled import CompiledNuEngine
+from graphcep.engines.nu.engine import NuEngine
 from graphcep.engines.subgraph.engine import SubgraphEngine
 from graphcep.jobs import as_job
 from graphcep.jobs.ddst import DDSTJob
 from graphcep.lang.ddst import parse_ddst
+from graphcep.lang.nu import parse_nu
 from graphcep.lang.sal import parse_query
 from graphcep.runtime import local
 from graphcep.runtime.local import (
@@ -247,4 +250,34 @@ def test_spark_tasks_count_another_kind(spark, window):
     frame = spark.createDataFrame(stream.to_pandas())
     _, stats = run_spark(spark, DDSTJob(query), frame, shards=3, count=True)
     assert stats.matches == len(expected) > 10
+
+
+#: a link answered within 10 s: each answer closes every token its question left open
+BACK = parse_nu("<#X ~> #Y . Y ~> X>[0, 10]", "back")
+
+
+def questions_and_answers(pairs: list[tuple[str, str]]) -> pa.Table:
+    """``pairs`` as links 1 ms apart (all within the pattern's 10 s)."""
+    n = len(pairs)
+    return pa.table({"t": pa.array(np.arange(n, dtype=np.int64) * 1_000),
+                     "src": [s for s, _ in pairs], "dst": [d for _, d in pairs]})
+
+
+@pytest.mark.parametrize("engine_class", [CompiledNuEngine, NuEngine])
+def test_a_nu_game_hands_out_its_matches_between_links(engine_class):
+    """One push whose answers close 30 tokens each: the game stops once a chunk's 7
+    matches are made, at the end of the link it reads, and goes on when they are taken:
+    the same matches in the same order as one whole push, those of the oracle."""
+    pairs = ([("a", "b")] * 30 + [("c", "d")] * 10 + [("b", "a")] * 20 + [("d", "c")] * 5
+             + [("a", "b")] * 5 + [("b", "a")] * 5)
+    links = questions_and_answers(pairs)
+    whole = engine_class(BACK).push(links)
+    engine = engine_class(BACK)
+    chunks = list(engine.push_chunks(links, 7))
+    most_one_link_closes = 35
+    assert max(t.num_rows for t in chunks) < 7 + most_one_link_closes
+    assert len(chunks) > 20
+    assert pa.concat_tables(chunks).equals(whole)
+    assert whole.num_rows == cycles_in_order(pairs, 2) == engine.matches_found
+    assert engine.edges_seen == len(pairs)
 
