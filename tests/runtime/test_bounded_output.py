@@ -281,3 +281,68 @@ def test_a_nu_game_hands_out_its_matches_between_links(engine_class):
     assert whole.num_rows == cycles_in_order(pairs, 2) == engine.matches_found
     assert engine.edges_seen == len(pairs)
 
+
+def test_a_stream_writes_a_batchs_matches_chunk_by_chunk_into_one_part(tmp_path,
+                                                                       monkeypatch):
+    """A micro-batch whose edges close hundreds of triangles: the operator hands the
+    sink chunks of at most 7 as the search finds them, and the batch's part holds them
+    all, those of the oracle, once."""
+    from graphcep.engines import base
+    from graphcep.io.sinks import JsonlSink
+    from graphcep.runtime.streaming.driver import StreamOperator
+
+    monkeypatch.setattr(base, "MATCH_CHUNK_ROWS", 7)
+    stream = repeated_stream(8)
+    sizes: list[int] = []
+    with JsonlSink(tmp_path / "out", directory=True) as sink:
+        operator = StreamOperator(as_job(TRIANGLE), checkpoint=tmp_path / "ck", sink=sink,
+                                  on_matches=lambda table, _: sizes.append(table.num_rows))
+        operator.process(0, stream)
+        report = operator.flush()
+    parts = sorted((tmp_path / "out").iterdir())
+    records = [json.loads(line) for part in parts for line in part.read_text().splitlines()]
+    got = [tuple(edge["seq"] for edge in record["edges"]) for record in records]
+    assert len(got) == len(set(got)) and set(got) == oracle(stream)
+    assert max(sizes) <= 7 and sum(sizes) == len(got) > 7 * 20
+    assert operator.totals.matches == len(got)
+    assert [p.name for p in parts] == [f"part-{b:08d}.jsonl" for b in range(report.batch_id + 1)]
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet", "dot"])
+def test_a_part_written_in_chunks_replaces_the_batchs_part_only_when_whole(tmp_path,
+                                                                            suffix):
+    """Exactly once: a batch written again replaces its part; one that fails between two
+    chunks leaves the part written before as it was, and no temporary file."""
+    from graphcep.io.sinks import make_sink
+
+    stream = repeated_stream(3)
+    found = list(SubgraphEngine(TRIANGLE, threads=1).push_chunks(stream, 5))
+    target = tmp_path / "out"
+    target.mkdir()
+
+    def failing():
+        yield found[0]
+        raise RuntimeError("the engine failed")
+
+    with make_sink(str(target) + "/", suffix) as sink:
+        assert sink.write_chunks(iter(found[:2]), 4) == found[0].num_rows + found[1].num_rows
+        assert sink.write_chunks(iter(found), 4) == sum(t.num_rows for t in found)
+        before = {p.name: p.read_bytes() for p in target.iterdir()}
+        with pytest.raises(RuntimeError):
+            sink.write_chunks(failing(), 4)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    (part,) = before
+    assert part == f"part-00000004.{suffix}"
+    assert parts_records(target / part, suffix) == sum(t.num_rows for t in found) > 10
+
+
+def parts_records(path, suffix: str) -> int:
+    if suffix == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).num_rows
+    text = path.read_text()
+    if suffix == "dot":
+        assert text.startswith("digraph") and text.endswith("}\n")
+        return text.count("subgraph \"cluster_")
+    return len([json.loads(line) for line in text.splitlines()])

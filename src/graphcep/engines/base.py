@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pickle
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -293,8 +293,9 @@ class ChunkedPushes:
     33
     """
 
-    def __init__(self, engine: Any, chunk_rows: int = MATCH_CHUNK_ROWS) -> None:
-        self.engine, self.chunk_rows = engine, chunk_rows
+    def __init__(self, engine: Any, chunk_rows: int | None = None) -> None:
+        self.engine = engine
+        self.chunk_rows = chunk_rows or MATCH_CHUNK_ROWS
         self._slice: int | None = None  # edges per push; None: the whole batch
 
     def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
@@ -324,6 +325,33 @@ class ChunkedPushes:
             elif self._slice is not None:
                 self._slice = 2 * self._slice
             yield matches
+
+
+def coalesced(tables: Iterable[pa.Table], rows: int | None = None) -> Iterator[pa.Table]:
+    """The non-empty ``tables`` joined into chunks of at most ``rows`` rows (default
+    :data:`MATCH_CHUNK_ROWS`) where they fit, in order: a batch whose matches come in
+    small pieces (a push's, then an advance's) is one chunk; a table larger than
+    ``rows`` stays whole.
+
+    Examples
+    --------
+    >>> parts = [pa.table({"n": list(range(k))}) for k in (2, 0, 3, 4, 9, 1)]
+    >>> [t.num_rows for t in coalesced(parts, 5)]
+    [5, 4, 9, 1]
+    """
+    rows = rows or MATCH_CHUNK_ROWS
+    held: list[pa.Table] = []
+    size = 0
+    for table in tables:
+        if not table.num_rows:
+            continue
+        if held and size + table.num_rows > rows:
+            yield held[0] if len(held) == 1 else pa.concat_tables(held)
+            held, size = [], 0
+        held.append(table)
+        size += table.num_rows
+    if held:
+        yield held[0] if len(held) == 1 else pa.concat_tables(held)
 
 
 def numbered_batch(batch: pa.Table | pa.RecordBatch, next_seq: int) -> pa.Table | None:
