@@ -287,3 +287,14 @@ def test_a_nu_run_stops_at_max_matches_within_bounded_memory(tmp_path):
     (line,) = done.stderr.strip().splitlines()
     assert "--max-matches 1000" in line
     assert last_json(done.stdout)["matches"] == records(target, "jsonl") == 1000
+
+
+def test_a_stream_counts_its_matches_in_the_driver_only(tmp_path, capsys):
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    code = main(["stream", str(TRIANGLE), "--source", str(incoming), "--checkpoint",
+                 str(tmp_path / "ck"), "--output", str(tmp_path / "out") + "/", "--once",
+                 "--matching", "executors", "--max-matches", "5"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert "--matching executors" in line and "--max-matches" in line

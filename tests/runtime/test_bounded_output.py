@@ -346,3 +346,39 @@ def parts_records(path, suffix: str) -> int:
         assert text.startswith("digraph") and text.endswith("}\n")
         return text.count("subgraph \"cluster_")
     return len([json.loads(line) for line in text.splitlines()])
+
+
+def test_a_stream_past_max_matches_commits_nothing_of_the_batch_that_passes_it(tmp_path):
+    """The bound is the stream's total, kept in the checkpoint: the batch that would pass
+    it raises before its part is in place and before its checkpoint, so a restart with
+    the same bound stops again, and one with a higher bound loses and repeats nothing."""
+    from graphcep.engines.base import StateBoundError
+    from graphcep.io.sinks import JsonlSink
+    from graphcep.runtime.streaming.driver import StreamOperator
+
+    stream = repeated_stream(4)
+    # batch 0 releases the edges before its newest (lateness 0): the first 11
+    bound = len(oracle(stream.slice(0, 11)))
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+
+    def operator(max_matches: int | None) -> StreamOperator:
+        return StreamOperator(as_job(TRIANGLE), checkpoint=checkpoint, max_matches=max_matches,
+                              sink=JsonlSink(out, directory=True))
+
+    first = operator(bound)
+    assert first.process(0, stream.slice(0, 12)).matches == bound > 0
+    with pytest.raises(StateBoundError, match=f"--max-matches {bound} \\({bound:,} written"):
+        first.process(1, stream.slice(12))
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000000.jsonl"]
+    again = operator(bound)
+    assert again.resume() == 0 and again.totals.matches == bound
+    with pytest.raises(StateBoundError):
+        again.process(1, stream.slice(12))
+    raised = operator(None)
+    raised.resume()
+    raised.process(1, stream.slice(12))
+    raised.flush()
+    records = [json.loads(line) for part in sorted(out.iterdir())
+               for line in part.read_text().splitlines()]
+    got = [tuple(edge["seq"] for edge in record["edges"]) for record in records]
+    assert len(got) == len(set(got)) and set(got) == oracle(stream)

@@ -65,7 +65,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.engines.base import ChunkedPushes, coalesced
+from graphcep.engines.base import ChunkedPushes, StateBoundError, coalesced
 from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import counted_noun, empty_edges, format_seconds, normalize_edges, sort_stream
 from graphcep.io.json_lines import record_lines
@@ -239,6 +239,10 @@ class StreamOperator:
         SAL queries without vertex features). ``None``: one engine in this process.
     processes : int or None
         Worker processes for ``cells`` (default: one per cell, at most the CPU count).
+    max_matches : int or None
+        The most matches over the whole stream (its totals are in the checkpoint): the
+        micro-batch whose matches would pass it raises :class:`StateBoundError` before
+        its part is in place, its state and checkpoint not changed (``--max-matches``).
     watch : QueryWatch or None
         The query file, re-read before each batch, its changes applied to the engine
         (module docstring); the lines it gives go into :attr:`BatchReport.notes`.
@@ -280,6 +284,7 @@ class StreamOperator:
         processes: int | None = None,
         watch: QueryWatch | None = None,
         commit: Callable[[int, bool, int | None], None] | None = None,
+        max_matches: int | None = None,
     ) -> None:
         if lateness_us < 0:
             raise ValueError("lateness must be >= 0")
@@ -300,6 +305,7 @@ class StreamOperator:
         self.processes = processes
         self.watch = watch
         self.commit = commit
+        self.max_matches = max_matches
         self._state = _State()
         #: why a micro-batch was refused (a stream lacking fields the query reads); kept
         #: because Spark hands a foreachBatch error back as its own text
@@ -585,6 +591,15 @@ class StreamOperator:
             self._pushes = ChunkedPushes(self._engine)
         return self._pushes
 
+    def _check_match_bound(self, batch_id: int, batch_matches: int) -> None:
+        """Refuse a batch whose matches would bring the stream's past ``max_matches``."""
+        before = self._state.totals.matches
+        if self.max_matches is not None and before + batch_matches > self.max_matches:
+            raise StateBoundError(
+                f"more than {self.max_matches:,} matches over the stream: micro-batch "
+                f"{batch_id} would pass --max-matches {self.max_matches} ({before:,} "
+                "written before it); raise --max-matches")
+
     def _emit(self, batch_id: int, matches: Iterator[pa.Table], late: pa.Table,
               rejects: pa.Table, names: dict[int, str] | None = None,
               places: pa.Table | None = None) -> int:
@@ -597,6 +612,7 @@ class StreamOperator:
         def taken() -> Iterator[pa.Table]:
             nonlocal written
             for table in coalesced(matches):
+                self._check_match_bound(batch_id, written + table.num_rows)
                 written += table.num_rows
                 yield table
                 if self.on_matches is not None:
