@@ -382,3 +382,47 @@ def test_a_stream_past_max_matches_commits_nothing_of_the_batch_that_passes_it(t
                for line in part.read_text().splitlines()]
     got = [tuple(edge["seq"] for edge in record["edges"]) for record in records]
     assert len(got) == len(set(got)) and set(got) == oracle(stream)
+
+
+@pytest.mark.spark
+def test_the_driver_reads_the_tasks_chunks_in_parts_of_bounded_bytes(spark):
+    """Chunks of two tasks, regrouped into parts of at most 100 bytes (a larger chunk
+    alone): the parts hold every chunk once, in the tasks' order."""
+    from graphcep.runtime.spark.replay import _split_by_bytes
+
+    rng = np.random.default_rng(4)
+    blobs = [bytes([i]) * int(size) for i, size in enumerate(rng.integers(1, 140, 40))]
+    rows = spark.sparkContext.parallelize(blobs, 2)
+    sizes = rows.mapPartitions(lambda part: [[len(b) for b in part]]).collect()
+    parts = _split_by_bytes(rows, sizes, 100).glom().collect()
+    assert [blob for part in parts for blob in part] == blobs
+    assert all(sum(map(len, part)) <= 100 or len(part) == 1 for part in parts)
+    assert len(parts) > 10
+
+
+@pytest.mark.spark
+def test_a_spark_run_read_in_parts_writes_the_oracles_matches_in_task_order(spark,
+                                                                             monkeypatch):
+    """Parts of one chunk each (a bound of one byte): the driver writes the same records,
+    in the same order, as the tasks' output read whole, and those of the oracle."""
+    from graphcep.runtime.spark import replay
+    from graphcep.runtime.spark.replay import plan_spark
+
+    stream = spread_stream(600, seed=3)
+    expected = oracle(stream)
+    whole = plan_spark(spark, as_job(TRIANGLE), stream, strategy="shuffle",
+                       shards=4).collected()
+    parts: list[int] = []
+    split = replay._split_by_bytes
+
+    def counted(rows, sizes, bound):
+        parts.append(sum(len(task) for task in sizes))
+        return split(rows, sizes, bound)
+
+    monkeypatch.setattr(replay, "DRIVER_PART_BYTES", 1)
+    monkeypatch.setattr(replay, "_split_by_bytes", counted)
+    run = plan_spark(spark, as_job(TRIANGLE), stream, strategy="shuffle", shards=4)
+    got = pa.Table.from_batches(list(run.batches()))
+    assert parts and parts[0] > 1  # several chunks, one part each
+    assert seq_rows([got]) == seq_rows([whole])
+    assert set(seq_rows([got])) == expected
