@@ -112,3 +112,24 @@ def _constraints_hold(query: SubgraphQuery, chosen: list[dict]) -> bool:
         if max(times) - min(times) > query.window_us:
             return False
     return True
+
+
+def cycles_in_order(pairs: list[tuple[str, str]], length: int) -> int:
+    """Temporal cycles of ``length`` edges (on distinct vertices) in a stream of ``pairs``
+    whose edges all lie within the query's window, in strictly increasing times: for each
+    directed cycle and each of its edges as the first, the subsequences of the stream
+    that follow the cycle, counted by dynamic programming over the stream (a count the
+    brute force above could not enumerate)."""
+    from itertools import permutations
+
+    total = 0
+    vertices = sorted({v for pair in pairs for v in pair})
+    for cycle in permutations(vertices, length):
+        wanted = [(cycle[i], cycle[(i + 1) % length]) for i in range(length)]
+        ways = [1] + [0] * length  # ways[i]: subsequences matching wanted[:i]
+        for pair in pairs:
+            for i in reversed(range(length)):
+                if pair == wanted[i]:
+                    ways[i + 1] += ways[i]
+        total += ways[length]
+    return total

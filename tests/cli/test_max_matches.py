@@ -5,6 +5,8 @@ gives the number of records a run writes, and the oracle's."""
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -13,8 +15,8 @@ import pytest
 from graphcep.cli import main
 from graphcep.lang.sal import parse_query
 from graphcep.runtime import local
-from tests.oracle import brute_force_matches
-from tests.paths import EXAMPLES
+from tests.oracle import brute_force_matches, cycles_in_order
+from tests.paths import EXAMPLES, ROOT
 
 TRIANGLE = EXAMPLES / "triangle.sal"
 SIX_EDGES = [("a", "b"), ("b", "c"), ("c", "a"), ("b", "a"), ("c", "b"), ("a", "c")]
@@ -170,3 +172,129 @@ def test_subscribe_counts_and_stops_alike(tmp_path, capsys):
     assert main([*base, "-o", str(tmp_path / "two.jsonl"), "--max-matches", "2"]) == 3
     assert "--max-matches 2" in capsys.readouterr().err
     assert records(tmp_path / "two.jsonl", "jsonl") == 2
+
+
+#: two SUBGRAPHs of one program: the triangle, and a link answered within 10 s
+TWO_QUERIES = """
+SUBGRAPH triangle {
+    x1 e1 x2; x2 e2 x3; x3 e3 x1;
+    starttime(e3) - starttime(e1) <= 10;
+    starttime(e1) < starttime(e2);
+    starttime(e2) < starttime(e3);
+}
+SUBGRAPH answer {
+    x1 e1 x2; x2 e2 x1;
+    starttime(e1) < starttime(e2);
+    starttime(e2) - starttime(e1) <= 10;
+}
+"""
+
+#: the run in a process whose address space cannot hold one push's matches as records
+UNDER_A_MEMORY_LIMIT = """
+import resource, sys
+resource.setrlimit(resource.RLIMIT_AS, (3 * 2**30, 3 * 2**30))
+sys.path[:0] = [{src!r}]
+from graphcep.cli import main
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def run_under_a_memory_limit(args: list[str]) -> subprocess.CompletedProcess:
+    script = UNDER_A_MEMORY_LIMIT.format(src=str(ROOT / "src"))
+    return subprocess.run([sys.executable, "-c", script, *args], capture_output=True,
+                          text=True, timeout=600)
+
+
+def several_queries(tmp_path: Path, how: str) -> tuple[list[str], int]:
+    """The queries' arguments (a program of two SUBGRAPHs, or a rules directory of them
+    and the triangle) and how many matches the six edges repeated 400 times give them all:
+    64,480,000, records of gigabytes, every edge within one push."""
+    if how == "program":
+        (tmp_path / "two.sal").write_text(TWO_QUERIES)
+        return [str(tmp_path / "two.sal")], cycles_in_order(SIX_EDGES * 400, 3) + \
+            cycles_in_order(SIX_EDGES * 400, 2)
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "triangle.sal").write_text(TRIANGLE.read_text())
+    return ["--rules", str(rules)], cycles_in_order(SIX_EDGES * 400, 3)
+
+
+@pytest.mark.parametrize("how", ["program", "rules"])
+def test_several_queries_stop_at_max_matches_within_bounded_memory(tmp_path, how):
+    """Each query's engine hands its matches out in chunks: the bound is checked chunk by
+    chunk, not after one push made every match (which this process cannot hold)."""
+    queries, total = several_queries(tmp_path, how)
+    write_repeated(tmp_path / "edges.txt", 400)
+    target = tmp_path / "m.jsonl"
+    done = run_under_a_memory_limit(
+        ["run", *queries, "-i", str(tmp_path / "edges.txt"), "--engine", "local",
+         "--max-matches", "1000", "-o", str(target), "--summary", "json",
+         "--rejects", str(tmp_path / "rejects.jsonl")])
+    assert done.returncode == 3, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert "--max-matches 1000" in line and "1,000 written" in line
+    assert last_json(done.stdout)["matches"] == records(target, "jsonl") == 1000 < total
+
+
+@pytest.mark.parametrize("how", ["program", "rules"])
+def test_several_queries_count_what_the_oracle_counts_within_bounded_memory(tmp_path, how):
+    queries, total = several_queries(tmp_path, how)
+    write_repeated(tmp_path / "edges.txt", 400)
+    done = run_under_a_memory_limit(
+        ["run", *queries, "-i", str(tmp_path / "edges.txt"), "--engine", "local",
+         "--count", "--summary", "json", "--rejects", str(tmp_path / "rejects.jsonl")])
+    assert done.returncode == 0, done.stderr[-2000:]
+    summary = last_json(done.stdout)
+    assert summary["counted"] is True and summary["matches"] == total
+
+
+def test_rules_count_equals_the_records_they_write_and_the_brute_force(tmp_path, capsys):
+    """A rules directory of two kinds: the count equals the records the rules write, each
+    rule's those of the brute-force oracle (SAL) and of dynamic programming (ν)."""
+    rules = tmp_path / "rules"
+    rules.mkdir()
+    (rules / "triangle.sal").write_text(TRIANGLE.read_text())
+    (rules / "answer.nu").write_text("<#X ~> #Y . Y ~> X>[0, 10]")
+    edges = write_repeated(tmp_path / "edges.txt", 7)
+    expected = {"triangle.sal": len(brute_force_matches(parse_query(TRIANGLE.read_text()),
+                                                        edges)),
+                "answer.nu": cycles_in_order(SIX_EDGES * 7, 2)}
+    base = ["run", "--rules", str(rules), "-i", str(tmp_path / "edges.txt"), "--engine",
+            "local", "--summary", "json", "--rejects", str(tmp_path / "rejects.jsonl")]
+    assert main([*base, "--count"]) == 0
+    counted = last_json(capsys.readouterr().out)
+    assert main([*base, "-o", str(tmp_path / "m.jsonl")]) == 0
+    written = [json.loads(line)["rule"]
+               for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert {name: written.count(name) for name in expected} == expected
+    assert counted["counted"] is True
+    assert counted["matches"] == len(written) == sum(expected.values())
+
+
+def test_a_nu_run_stops_at_max_matches_within_bounded_memory(tmp_path):
+    """40,000 questions, then 40,000 answers each closing all of them, in one push:
+    1,600,000,000 matches, which the game hands out between links."""
+    (tmp_path / "back.nu").write_text("<#X ~> #Y . Y ~> X>[0, 10]")
+    pairs = [("a", "b")] * 40_000 + [("b", "a")] * 40_000
+    (tmp_path / "links.txt").write_text(
+        "".join(f"{s} {d} {i / 10_000:.4f}\n" for i, (s, d) in enumerate(pairs)))
+    target = tmp_path / "m.jsonl"
+    done = run_under_a_memory_limit(
+        ["run", str(tmp_path / "back.nu"), "-i", str(tmp_path / "links.txt"), "--engine",
+         "local", "--max-matches", "1000", "-o", str(target), "--summary", "json",
+         "--rejects", str(tmp_path / "rejects.jsonl")])
+    assert done.returncode == 3, done.stderr[-2000:]
+    (line,) = done.stderr.strip().splitlines()
+    assert "--max-matches 1000" in line
+    assert last_json(done.stdout)["matches"] == records(target, "jsonl") == 1000
+
+
+def test_a_stream_counts_its_matches_in_the_driver_only(tmp_path, capsys):
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    code = main(["stream", str(TRIANGLE), "--source", str(incoming), "--checkpoint",
+                 str(tmp_path / "ck"), "--output", str(tmp_path / "out") + "/", "--once",
+                 "--matching", "executors", "--max-matches", "5"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 2
+    assert "--matching executors" in line and "--max-matches" in line

@@ -15,10 +15,13 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from graphcep.engines.nu.compiled import CompiledNuEngine
+from graphcep.engines.nu.engine import NuEngine
 from graphcep.engines.subgraph.engine import SubgraphEngine
 from graphcep.jobs import as_job
 from graphcep.jobs.ddst import DDSTJob
 from graphcep.lang.ddst import parse_ddst
+from graphcep.lang.nu import parse_nu
 from graphcep.lang.sal import parse_query
 from graphcep.runtime import local
 from graphcep.runtime.local import (
@@ -28,7 +31,7 @@ from graphcep.runtime.local import (
     stream_job,
 )
 from tests import ddst_oracle
-from tests.oracle import brute_force_matches
+from tests.oracle import brute_force_matches, cycles_in_order
 from tests.paths import EXAMPLES, ROOT
 
 S = 1_000_000
@@ -48,24 +51,8 @@ def repeated_stream(reps: int, step_us: int = 1_000) -> pa.Table:
 
 def triangles_in_order(pairs: list[tuple[str, str]]) -> int:
     """Temporal triangles of a stream whose edges all lie within 10 s, in strictly
-    increasing times: for each directed 3-cycle on distinct vertices and each of its
-    edges as e1, the subsequences (e1, e2, e3) of the stream following the cycle, counted
-    by dynamic programming over the stream (no engine involved)."""
-    total = 0
-    vertices = sorted({v for pair in pairs for v in pair})
-    for x1 in vertices:
-        for x2 in vertices:
-            for x3 in vertices:
-                if len({x1, x2, x3}) < 3:
-                    continue
-                wanted = [(x1, x2), (x2, x3), (x3, x1)]
-                ways = [1, 0, 0, 0]  # ways[i]: subsequences matching wanted[:i]
-                for pair in pairs:
-                    for i in (2, 1, 0):
-                        if pair == wanted[i]:
-                            ways[i + 1] += ways[i]
-                total += ways[3]
-    return total
+    increasing times (:func:`tests.oracle.cycles_in_order`)."""
+    return cycles_in_order(pairs, 3)
 
 
 def seq_rows(tables) -> list[tuple[int, ...]]:
@@ -263,3 +250,179 @@ def test_spark_tasks_count_another_kind(spark, window):
     frame = spark.createDataFrame(stream.to_pandas())
     _, stats = run_spark(spark, DDSTJob(query), frame, shards=3, count=True)
     assert stats.matches == len(expected) > 10
+
+
+#: a link answered within 10 s: each answer closes every token its question left open
+BACK = parse_nu("<#X ~> #Y . Y ~> X>[0, 10]", "back")
+
+
+def questions_and_answers(pairs: list[tuple[str, str]]) -> pa.Table:
+    """``pairs`` as links 1 ms apart (all within the pattern's 10 s)."""
+    n = len(pairs)
+    return pa.table({"t": pa.array(np.arange(n, dtype=np.int64) * 1_000),
+                     "src": [s for s, _ in pairs], "dst": [d for _, d in pairs]})
+
+
+@pytest.mark.parametrize("engine_class", [CompiledNuEngine, NuEngine])
+def test_a_nu_game_hands_out_its_matches_between_links(engine_class):
+    """One push whose answers close 30 tokens each: the game stops once a chunk's 7
+    matches are made, at the end of the link it reads, and goes on when they are taken:
+    the same matches in the same order as one whole push, those of the oracle."""
+    pairs = ([("a", "b")] * 30 + [("c", "d")] * 10 + [("b", "a")] * 20 + [("d", "c")] * 5
+             + [("a", "b")] * 5 + [("b", "a")] * 5)
+    links = questions_and_answers(pairs)
+    whole = engine_class(BACK).push(links)
+    engine = engine_class(BACK)
+    chunks = list(engine.push_chunks(links, 7))
+    most_one_link_closes = 35
+    assert max(t.num_rows for t in chunks) < 7 + most_one_link_closes
+    assert len(chunks) > 20
+    assert pa.concat_tables(chunks).equals(whole)
+    assert whole.num_rows == cycles_in_order(pairs, 2) == engine.matches_found
+    assert engine.edges_seen == len(pairs)
+
+
+def test_a_stream_writes_a_batchs_matches_chunk_by_chunk_into_one_part(tmp_path,
+                                                                       monkeypatch):
+    """A micro-batch whose edges close hundreds of triangles: the operator hands the
+    sink chunks of at most 7 as the search finds them, and the batch's part holds them
+    all, those of the oracle, once."""
+    from graphcep.engines import base
+    from graphcep.io.sinks import JsonlSink
+    from graphcep.runtime.streaming.driver import StreamOperator
+
+    monkeypatch.setattr(base, "MATCH_CHUNK_ROWS", 7)
+    stream = repeated_stream(8)
+    sizes: list[int] = []
+    with JsonlSink(tmp_path / "out", directory=True) as sink:
+        operator = StreamOperator(as_job(TRIANGLE), checkpoint=tmp_path / "ck", sink=sink,
+                                  on_matches=lambda table, _: sizes.append(table.num_rows))
+        operator.process(0, stream)
+        report = operator.flush()
+    parts = sorted((tmp_path / "out").iterdir())
+    records = [json.loads(line) for part in parts for line in part.read_text().splitlines()]
+    got = [tuple(edge["seq"] for edge in record["edges"]) for record in records]
+    assert len(got) == len(set(got)) and set(got) == oracle(stream)
+    assert max(sizes) <= 7 and sum(sizes) == len(got) > 7 * 20
+    assert operator.totals.matches == len(got)
+    assert [p.name for p in parts] == [f"part-{b:08d}.jsonl" for b in range(report.batch_id + 1)]
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet", "dot"])
+def test_a_part_written_in_chunks_replaces_the_batchs_part_only_when_whole(tmp_path,
+                                                                            suffix):
+    """Exactly once: a batch written again replaces its part; one that fails between two
+    chunks leaves the part written before as it was, and no temporary file."""
+    from graphcep.io.sinks import make_sink
+
+    stream = repeated_stream(3)
+    found = list(SubgraphEngine(TRIANGLE, threads=1).push_chunks(stream, 5))
+    target = tmp_path / "out"
+    target.mkdir()
+
+    def failing():
+        yield found[0]
+        raise RuntimeError("the engine failed")
+
+    with make_sink(str(target) + "/", suffix) as sink:
+        assert sink.write_chunks(iter(found[:2]), 4) == found[0].num_rows + found[1].num_rows
+        assert sink.write_chunks(iter(found), 4) == sum(t.num_rows for t in found)
+        before = {p.name: p.read_bytes() for p in target.iterdir()}
+        with pytest.raises(RuntimeError):
+            sink.write_chunks(failing(), 4)
+    assert {p.name: p.read_bytes() for p in target.iterdir()} == before
+    (part,) = before
+    assert part == f"part-00000004.{suffix}"
+    assert parts_records(target / part, suffix) == sum(t.num_rows for t in found) > 10
+
+
+def parts_records(path, suffix: str) -> int:
+    if suffix == "parquet":
+        import pyarrow.parquet as pq
+
+        return pq.read_table(path).num_rows
+    text = path.read_text()
+    if suffix == "dot":
+        assert text.startswith("digraph") and text.endswith("}\n")
+        return text.count("subgraph \"cluster_")
+    return len([json.loads(line) for line in text.splitlines()])
+
+
+def test_a_stream_past_max_matches_commits_nothing_of_the_batch_that_passes_it(tmp_path):
+    """The bound is the stream's total, kept in the checkpoint: the batch that would pass
+    it raises before its part is in place and before its checkpoint, so a restart with
+    the same bound stops again, and one with a higher bound loses and repeats nothing."""
+    from graphcep.engines.base import StateBoundError
+    from graphcep.io.sinks import JsonlSink
+    from graphcep.runtime.streaming.driver import StreamOperator
+
+    stream = repeated_stream(4)
+    # batch 0 releases the edges before its newest (lateness 0): the first 11
+    bound = len(oracle(stream.slice(0, 11)))
+    out, checkpoint = tmp_path / "out", tmp_path / "ck"
+
+    def operator(max_matches: int | None) -> StreamOperator:
+        return StreamOperator(as_job(TRIANGLE), checkpoint=checkpoint, max_matches=max_matches,
+                              sink=JsonlSink(out, directory=True))
+
+    first = operator(bound)
+    assert first.process(0, stream.slice(0, 12)).matches == bound > 0
+    with pytest.raises(StateBoundError, match=f"--max-matches {bound} \\({bound:,} written"):
+        first.process(1, stream.slice(12))
+    assert sorted(p.name for p in out.iterdir()) == ["part-00000000.jsonl"]
+    again = operator(bound)
+    assert again.resume() == 0 and again.totals.matches == bound
+    with pytest.raises(StateBoundError):
+        again.process(1, stream.slice(12))
+    raised = operator(None)
+    raised.resume()
+    raised.process(1, stream.slice(12))
+    raised.flush()
+    records = [json.loads(line) for part in sorted(out.iterdir())
+               for line in part.read_text().splitlines()]
+    got = [tuple(edge["seq"] for edge in record["edges"]) for record in records]
+    assert len(got) == len(set(got)) and set(got) == oracle(stream)
+
+
+@pytest.mark.spark
+def test_the_driver_reads_the_tasks_chunks_in_parts_of_bounded_bytes(spark):
+    """Chunks of two tasks, regrouped into parts of at most 100 bytes (a larger chunk
+    alone): the parts hold every chunk once, in the tasks' order."""
+    from graphcep.runtime.spark.replay import _split_by_bytes
+
+    rng = np.random.default_rng(4)
+    blobs = [bytes([i]) * int(size) for i, size in enumerate(rng.integers(1, 140, 40))]
+    rows = spark.sparkContext.parallelize(blobs, 2)
+    sizes = rows.mapPartitions(lambda part: [[len(b) for b in part]]).collect()
+    parts = _split_by_bytes(rows, sizes, 100).glom().collect()
+    assert [blob for part in parts for blob in part] == blobs
+    assert all(sum(map(len, part)) <= 100 or len(part) == 1 for part in parts)
+    assert len(parts) > 10
+
+
+@pytest.mark.spark
+def test_a_spark_run_read_in_parts_writes_the_oracles_matches_in_task_order(spark,
+                                                                             monkeypatch):
+    """Parts of one chunk each (a bound of one byte): the driver writes the same records,
+    in the same order, as the tasks' output read whole, and those of the oracle."""
+    from graphcep.runtime.spark import replay
+    from graphcep.runtime.spark.replay import plan_spark
+
+    stream = spread_stream(600, seed=3)
+    expected = oracle(stream)
+    whole = plan_spark(spark, as_job(TRIANGLE), stream, strategy="shuffle",
+                       shards=4).collected()
+    parts: list[int] = []
+    split = replay._split_by_bytes
+
+    def counted(rows, sizes, bound):
+        parts.append(sum(len(task) for task in sizes))
+        return split(rows, sizes, bound)
+
+    monkeypatch.setattr(replay, "DRIVER_PART_BYTES", 1)
+    monkeypatch.setattr(replay, "_split_by_bytes", counted)
+    run = plan_spark(spark, as_job(TRIANGLE), stream, strategy="shuffle", shards=4)
+    got = pa.Table.from_batches(list(run.batches()))
+    assert parts and parts[0] > 1  # several chunks, one part each
+    assert seq_rows([got]) == seq_rows([whole])
+    assert set(seq_rows([got])) == expected

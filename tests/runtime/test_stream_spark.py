@@ -348,3 +348,23 @@ def test_a_stream_killed_while_spark_wrote_its_first_offsets_restarts(
     assert got == sorted(tuple(e["seq"] for e in edges) for edges in
                          want.column("edges").to_pylist())
     assert len(got) > 0
+
+
+def test_a_stream_past_max_matches_stops_with_one_line_and_exit_3(spark, tmp_path, capsys):
+    """``graphcep stream --max-matches``: the micro-batch that would pass the bound is not
+    committed, one line names the option and the count, exit status 3."""
+    from graphcep.cli import main
+    from tests.paths import EXAMPLES
+
+    incoming = tmp_path / "in"
+    incoming.mkdir()
+    pairs = [("a", "b"), ("b", "c"), ("c", "a"), ("b", "a"), ("c", "b"), ("a", "c")] * 4
+    (incoming / "edges.txt").write_text(
+        "".join(f"{s} {d} {i / 1000:.3f}\n" for i, (s, d) in enumerate(pairs)))
+    code = main(["stream", str(EXAMPLES / "triangle.sal"), "--source", str(incoming),
+                 "--checkpoint", str(tmp_path / "ck"), "--output", str(tmp_path / "out") + "/",
+                 "--once", "--quiet", "--max-matches", "5"])
+    (line,) = capsys.readouterr().err.strip().splitlines()
+    assert code == 3
+    assert "--max-matches 5" in line and "(0 written before it)" in line
+    assert not [p for p in (tmp_path / "out").iterdir() if p.read_text()]

@@ -275,6 +275,15 @@ def add_match_bound_arguments(parser: argparse.ArgumentParser) -> None:
                              "the SAL search counts them); the summary gives the count")
 
 
+def add_stream_match_bound_argument(parser: argparse.ArgumentParser) -> None:
+    """How many matches a stream may write over its whole life (``stream``)."""
+    parser.add_argument("--max-matches", type=count_option(1), metavar="N",
+                        help="output bound over the whole stream, kept in the checkpoint: "
+                             "the micro-batch that would pass N matches is not committed "
+                             "and the stream stops with exit status 3 and a message "
+                             "(default: no bound)")
+
+
 def refuse_count_outputs(args: argparse.Namespace) -> None:
     """``--count`` writes no match: an output, pictures or a page of matches beside it
     would be empty, so they are refused (one line, before any work)."""

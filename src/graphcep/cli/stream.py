@@ -145,6 +145,7 @@ def add_parser(sub: Any) -> None:
         add_sal_arguments,
         add_spark_arguments,
         add_state_bound_argument,
+    add_stream_match_bound_argument,
         add_subscription_arguments,
         add_summary_argument,
         count_option,
@@ -208,6 +209,7 @@ def add_parser(sub: Any) -> None:
     add_nu_arguments(stream)
     add_subscription_arguments(stream)
     add_state_bound_argument(stream)
+    add_stream_match_bound_argument(stream)
     add_pww_arguments(stream, streaming=True)
     stream.add_argument("--cells", type=count_option(1, MAX_CELLS + 1), metavar="N",
                         help="match on a HyperCube grid of at most N cells (1 to "
@@ -437,6 +439,7 @@ def _stream(args: argparse.Namespace, live: Any = None) -> int:
         # the engine runs in the driver: as many search threads as the master has cores
         threads=max(1, min(spark.sparkContext.defaultParallelism, usable_cores())),
         watch=watch,
+        max_matches=args.max_matches,
         **cells,
     )
     mode = "driver" + (f", {cells['cells']} cells in driver processes" if cells else "")
@@ -533,6 +536,8 @@ def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
     from graphcep.runtime.streaming.kafka_source import KafkaSource
     from graphcep.runtime.streaming.sources import FileSource, GeneratorSource
 
+    if getattr(args, "max_matches", None) is not None:
+        return "--max-matches counts the stream's matches in the driver"
     if getattr(args, "pww", None) is not None:
         return "--pww runs in the driver"
     if watched:

@@ -4,6 +4,8 @@
 
     engine = SomeEngine(pattern, **options)
     engine.push(batch)        -> matches completed by this time-ordered batch of edges
+    engine.push_chunks(batch, rows) -> the same, handed out at most ``rows`` at a time
+                                 (optional: :class:`ChunkedPushes` gives any engine's)
     engine.advance(watermark) -> matches/timeouts due once event time reaches the watermark;
                                  drops state that can no longer take part in a match
     engine.warm(batch)        -> fill state from edges before a shard (reports nothing)
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import pickle
 import re
+from collections.abc import Iterable, Iterator
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -105,6 +108,10 @@ class SnapshotError(ValueError):
     """A snapshot this version of graphcep cannot read (another engine, another state
     version, or bytes that are no engine snapshot)."""
 
+
+#: The most match rows a push hands out at a time (``push_chunks``, :class:`ChunkedPushes`):
+#: a push whose edges complete billions of matches holds about this many at once.
+MATCH_CHUNK_ROWS = 65_536
 
 #: The envelope's own layout; the engines' state versions are their ``state_version``.
 SNAPSHOT_FORMAT = 1
@@ -253,6 +260,98 @@ class EngineBase:
         seq = table.column("seq").to_numpy().astype(np.int64)
         self._check_order(t, seq)
         return table, t, seq
+
+
+class ChunkedPushes:
+    """An engine's pushes, each push's matches handed out in chunks of about
+    ``chunk_rows`` as they are found: what a caller holds of one push's matches, however
+    many its edges complete.
+
+    An engine with ``push_chunks`` (the SAL search, a composite of engines) hands its
+    chunks out itself. Any other engine's push returns its matches at once, so after a
+    push that returned more than ``chunk_rows`` the next batches are pushed in slices,
+    smaller in proportion (down to one edge), which grow back while their output stays
+    small: one push then holds near ``chunk_rows`` matches unless one edge completes
+    more. The slice size carries over from batch to batch, so keep one instance per
+    engine. As with ``push_chunks``, take every chunk of a batch before the next.
+
+    Examples
+    --------
+    >>> import pyarrow as pa
+    >>> class Pairs:  # each edge completes one match per edge before it
+    ...     seen = 0
+    ...     def push(self, batch):
+    ...         rows = sum(range(self.seen, self.seen + batch.num_rows))
+    ...         self.seen += batch.num_rows
+    ...         return pa.table({"n": list(range(rows))})
+    >>> pushes = ChunkedPushes(Pairs(), chunk_rows=10)
+    >>> [t.num_rows for t in pushes(pa.table({"t": list(range(8))}))]
+    [28]
+    >>> [t.num_rows for t in pushes(pa.table({"t": list(range(8))}))]
+    [17, 10, 23, 13, 14, 15]
+    >>> pushes.count(pa.table({"t": list(range(2))}))
+    33
+    """
+
+    def __init__(self, engine: Any, chunk_rows: int | None = None) -> None:
+        self.engine = engine
+        self.chunk_rows = chunk_rows or MATCH_CHUNK_ROWS
+        self._slice: int | None = None  # edges per push; None: the whole batch
+
+    def __call__(self, batch: pa.Table) -> Iterator[pa.Table]:
+        """The matches ``batch`` completes, in chunks, the engine pushed as they are taken
+        (an engine's own ``push_chunks`` takes the batch at once)."""
+        chunked = getattr(self.engine, "push_chunks", None)
+        if chunked is not None:
+            return iter(chunked(batch, self.chunk_rows))
+        return self._sliced(batch)
+
+    def count(self, batch: pa.Table) -> int:
+        """How many matches ``batch`` completes: the engine's own ``count`` when it has
+        one (none made), else its chunks counted and dropped one by one."""
+        counting = getattr(self.engine, "count", None)
+        if counting is not None:
+            return int(counting(batch))
+        return sum(table.num_rows for table in self(batch))
+
+    def _sliced(self, batch: pa.Table) -> Iterator[pa.Table]:
+        start = 0
+        while start < batch.num_rows:
+            part = batch.slice(start, self._slice or batch.num_rows)
+            start += part.num_rows
+            matches = self.engine.push(part)
+            if matches.num_rows > self.chunk_rows:
+                self._slice = max(1, part.num_rows * self.chunk_rows // matches.num_rows)
+            elif self._slice is not None:
+                self._slice = 2 * self._slice
+            yield matches
+
+
+def coalesced(tables: Iterable[pa.Table], rows: int | None = None) -> Iterator[pa.Table]:
+    """The non-empty ``tables`` joined into chunks of at most ``rows`` rows (default
+    :data:`MATCH_CHUNK_ROWS`) where they fit, in order: a batch whose matches come in
+    small pieces (a push's, then an advance's) is one chunk; a table larger than
+    ``rows`` stays whole.
+
+    Examples
+    --------
+    >>> parts = [pa.table({"n": list(range(k))}) for k in (2, 0, 3, 4, 9, 1)]
+    >>> [t.num_rows for t in coalesced(parts, 5)]
+    [5, 4, 9, 1]
+    """
+    rows = rows or MATCH_CHUNK_ROWS
+    held: list[pa.Table] = []
+    size = 0
+    for table in tables:
+        if not table.num_rows:
+            continue
+        if held and size + table.num_rows > rows:
+            yield held[0] if len(held) == 1 else pa.concat_tables(held)
+            held, size = [], 0
+        held.append(table)
+        size += table.num_rows
+    if held:
+        yield held[0] if len(held) == 1 else pa.concat_tables(held)
 
 
 def numbered_batch(batch: pa.Table | pa.RecordBatch, next_seq: int) -> pa.Table | None:

@@ -53,7 +53,7 @@ import os
 import re
 import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
@@ -90,6 +90,17 @@ class Sink:
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
         raise NotImplementedError
+
+    def write_chunks(self, tables: Iterable[pa.Table],
+                     batch_id: int | str | None = None) -> int:
+        """Write one batch's matches, handed out in chunks, as :meth:`write` writes one
+        table; how many rows. This default joins the chunks and writes them once (a sink
+        whose batch is one unit, a Kafka transaction); the console and file sinks write
+        each chunk as it comes."""
+        found = [table for table in tables if table.num_rows]
+        if found:
+            self.write(pa.concat_tables(found), batch_id)
+        return sum(table.num_rows for table in found)
 
     def close(self) -> None:
         """Flush and release resources (idempotent)."""
@@ -131,6 +142,15 @@ class ConsoleSink(Sink):
             self.printed += 1
             self.stream.write(self.matches.text(row, self.printed))
         self.stream.flush()
+
+    def write_chunks(self, tables: Iterable[pa.Table],
+                     batch_id: int | str | None = None) -> int:
+        """Print each chunk as it comes; how many rows."""
+        rows = 0
+        for table in tables:
+            self.write(table, batch_id)
+            rows += table.num_rows
+        return rows
 
     def close(self) -> None:
         """Report matches not printed because of ``limit``."""
@@ -523,23 +543,45 @@ class _FileSink(Sink):
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> None:
         """Write a match table (see module docstring for ``batch_id``)."""
+        self.write_chunks((table,), batch_id)
+
+    def write_chunks(self, tables: Iterable[pa.Table],
+                     batch_id: int | str | None = None) -> int:
+        """Write one batch's matches chunk by chunk as they come, holding one chunk at a
+        time: a directory's part is written to a temporary file and renamed into place
+        once the last chunk is in (a re-run batch replaces it whole); a single file
+        appends them (a repeated ``batch_id`` is ignored). How many rows are written."""
         if self._closed:
             raise ValueError("sink is closed")
-        schema = self.matches.schema
-        table = table.select(schema.names).cast(schema)
+        chunks = self._conformed(tables)
+        written = 0
         if self.directory:
             part_id = _next_part(self.path) if batch_id is None else batch_id
             target = self.path / _part_name(part_id, self.suffix)
-            replace_atomically(target, lambda tmp: self._write_part(table, tmp))
+
+            def write_part(tmp: str) -> None:
+                nonlocal written
+                written = self._write_part(chunks, tmp)
+
+            replace_atomically(target, write_part)
         elif batch_id is None or batch_id not in self._seen:
-            self._append(table)
+            for table in chunks:
+                self._append(table)
+                written += table.num_rows
         else:
-            return
+            return 0
         if batch_id is not None:
             self._seen.add(batch_id)
-        self.rows_written += table.num_rows
+        self.rows_written += written
+        return written
 
-    def _write_part(self, table: pa.Table, path: str) -> None:
+    def _conformed(self, tables: Iterable[pa.Table]) -> Iterator[pa.Table]:
+        schema = self.matches.schema
+        for table in tables:
+            yield table.select(schema.names).cast(schema)
+
+    def _write_part(self, tables: Iterator[pa.Table], path: str) -> int:
+        """Write the chunks as one part at ``path``; how many rows."""
         raise NotImplementedError
 
     def _append(self, table: pa.Table) -> None:
@@ -556,9 +598,13 @@ class JsonlSink(_FileSink):
         super().__init__(path, directory, matches, whole)
         self._out: TextIO | None = None
 
-    def _write_part(self, table: pa.Table, path: str) -> None:
+    def _write_part(self, tables: Iterator[pa.Table], path: str) -> int:
+        rows = 0
         with open(path, "w", encoding="utf-8") as out:
-            out.writelines(line + "\n" for line in self.matches.lines(table))
+            for table in tables:
+                out.writelines(line + "\n" for line in self.matches.lines(table))
+                rows += table.num_rows
+        return rows
 
     def _append(self, table: pa.Table) -> None:
         if self._out is None:
@@ -586,8 +632,14 @@ class ParquetSink(_FileSink):
         self._writer: pq.ParquetWriter | None = None
         self._schema = self.matches.file_schema().with_metadata(_PARQUET_METADATA)
 
-    def _write_part(self, table: pa.Table, path: str) -> None:
-        pq.write_table(self._stored(table), path)
+    def _write_part(self, tables: Iterator[pa.Table], path: str) -> int:
+        """One row group a chunk (a valid empty file for none)."""
+        rows = 0
+        with pq.ParquetWriter(path, self._schema) as writer:
+            for table in tables:
+                writer.write_table(self._stored(table))
+                rows += table.num_rows
+        return rows
 
     def _append(self, table: pa.Table) -> None:
         if self._writer is None:
@@ -662,9 +714,15 @@ class DotSink(_FileSink):
     def _clusters(self, table: pa.Table, first: int) -> str:
         return _dot_clusters(_rows(table, self.matches.schema), self.matches.graph, first)
 
-    def _write_part(self, table: pa.Table, path: str) -> None:
+    def _write_part(self, tables: Iterator[pa.Table], path: str) -> int:
+        rows = 0
         with open(path, "w", encoding="utf-8") as out:
-            out.write(_DOT_HEAD + self._clusters(table, 1) + "}\n")
+            out.write(_DOT_HEAD)
+            for table in tables:
+                out.write(self._clusters(table, rows + 1))
+                rows += table.num_rows
+            out.write("}\n")
+        return rows
 
     def _append(self, table: pa.Table) -> None:
         if self._out is None:

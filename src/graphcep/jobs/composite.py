@@ -34,12 +34,13 @@ Example
 from __future__ import annotations
 
 import pickle
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from itertools import chain
 from typing import Any
 
 import pyarrow as pa
 
-from graphcep.engines.base import Engine
+from graphcep.engines.base import MATCH_CHUNK_ROWS, ChunkedPushes, Engine
 from graphcep.io.sinks import MatchFormat
 from graphcep.jobs.base import (
     CellSplit,
@@ -223,11 +224,13 @@ def _merged(dicts: list[dict[str, set[str]]]) -> dict[str, set[str]]:
 
 class CompositeEngine:
     """One engine per member job, each pushed every batch (oriented as its job reads it);
-    their matches come back in one table, member by member."""
+    their matches come back member by member: in one table (:meth:`push`), or in chunks
+    as each member finds them (:meth:`push_chunks`)."""
 
     def __init__(self, jobs: Sequence[ReplayJob], engines: Sequence[Engine]) -> None:
         self.jobs = tuple(jobs)
         self.engines = list(engines)
+        self._pushes: list[ChunkedPushes] = []
 
     def _joined(self, tables: list[pa.Table]) -> pa.Table:
         found = [table for table in tables if table.num_rows]
@@ -236,8 +239,31 @@ class CompositeEngine:
         return found[0] if len(found) == 1 else pa.concat_tables(found)
 
     def push(self, batch: pa.Table) -> pa.Table:
-        return self._joined([engine.push(job.orient(batch))
-                             for job, engine in zip(self.jobs, self.engines, strict=True)])
+        return self._joined(list(self.push_chunks(batch)))
+
+    def push_chunks(self, batch: pa.Table,
+                    chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
+        """The matches ``batch`` completes, member by member, in each member's chunks of
+        about ``chunk_rows`` (:class:`~graphcep.engines.base.ChunkedPushes`): a member is
+        pushed when the chunks of the one before are taken, so one push's matches are
+        never all made at once. Take every chunk before the next push."""
+        pushes = self._pushes_of(chunk_rows)
+        return chain.from_iterable(push(job.orient(batch))
+                                   for job, push in zip(self.jobs, pushes, strict=True))
+
+    def count(self, batch: pa.Table) -> int:
+        """How many matches ``batch`` completes, each member counting its own (a SAL
+        search without making one match)."""
+        pushes = self._pushes_of(MATCH_CHUNK_ROWS)
+        return sum(push.count(job.orient(batch))
+                   for job, push in zip(self.jobs, pushes, strict=True))
+
+    def _pushes_of(self, chunk_rows: int) -> list[ChunkedPushes]:
+        """The members' :class:`ChunkedPushes`, kept from push to push (they remember how
+        finely to slice a batch)."""
+        if not self._pushes or self._pushes[0].chunk_rows != chunk_rows:
+            self._pushes = [ChunkedPushes(engine, chunk_rows) for engine in self.engines]
+        return self._pushes
 
     def warm(self, batch: pa.Table) -> None:
         for job, engine in zip(self.jobs, self.engines, strict=True):

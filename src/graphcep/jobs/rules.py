@@ -59,7 +59,7 @@ import hashlib
 import json
 import pickle
 import tempfile
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -68,7 +68,13 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.engines.base import Engine, SnapshotError, StateBoundError
+from graphcep.engines.base import (
+    MATCH_CHUNK_ROWS,
+    ChunkedPushes,
+    Engine,
+    SnapshotError,
+    StateBoundError,
+)
 from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import format_seconds, sort_stream
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
@@ -553,14 +559,50 @@ class RulesEngine:
         #: what the watch has read of a control topic (offsets and the files they made),
         #: checkpointed with the rules; None: a watched directory
         self.control: dict[str, Any] | None = None
+        #: each rule's pushes in chunks (they remember how finely to slice a batch)
+        self._pushes: dict[str, ChunkedPushes] = {}
 
     # -- the engine protocol ------------------------------------------------------------
 
     def push(self, batch: pa.Table) -> pa.Table:
-        tables = [enveloped(live.rule, live.engine.push(live.rule.job.orient(batch)))
-                  for live in self.live.values()]
+        found = list(self.push_chunks(batch))
+        return pa.concat_tables(found) if found else RULE_MATCHES.schema.empty_table()
+
+    def push_chunks(self, batch: pa.Table,
+                    chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
+        """The matches ``batch`` completes, rule by rule, in chunks of about
+        ``chunk_rows`` as each rule's engine finds them (:class:`ChunkedPushes`), counted
+        as they are taken. Take every chunk before the next push."""
+        self.last_counts = {}
         self._remember(batch)
-        return self._counted(tables)
+        return self._counted_chunks(batch, chunk_rows)
+
+    def count(self, batch: pa.Table) -> int:
+        """How many matches ``batch`` completes, counted by each rule's engine (a SAL
+        search makes none) and added to the rules' counts."""
+        self.last_counts = {}
+        self._remember(batch)
+        total = 0
+        for live in list(self.live.values()):
+            found = self._pushes_of(live, MATCH_CHUNK_ROWS).count(live.rule.job.orient(batch))
+            for counts in (self.counts, self.last_counts) if found else ():
+                counts[live.rule.name] = counts.get(live.rule.name, 0) + found
+            total += found
+        return total
+
+    def _counted_chunks(self, batch: pa.Table, chunk_rows: int) -> Iterator[pa.Table]:
+        for live in list(self.live.values()):
+            for table in self._pushes_of(live, chunk_rows)(live.rule.job.orient(batch)):
+                if table.num_rows:
+                    yield self._counted([enveloped(live.rule, table)], more=True)
+
+    def _pushes_of(self, live: LiveRule, chunk_rows: int) -> ChunkedPushes:
+        """The rule's pushes in chunks, kept while its engine and the chunk size are."""
+        pushes = self._pushes.get(live.rule.name)
+        if pushes is None or pushes.engine is not live.engine or \
+                pushes.chunk_rows != chunk_rows:
+            pushes = self._pushes[live.rule.name] = ChunkedPushes(live.engine, chunk_rows)
+        return pushes
 
     def warm(self, batch: pa.Table) -> None:
         for live in self.live.values():

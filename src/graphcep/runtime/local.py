@@ -13,7 +13,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from graphcep.engines.base import Engine
+from graphcep.engines import base as engine_base
+from graphcep.engines.base import ChunkedPushes, Engine
 from graphcep.events import (
     empty_matches,
     max_duration_of,
@@ -40,7 +41,7 @@ DEFAULT_BATCH_EDGES = 1_000_000
 #: The most match records a replay hands on at a time (a SAL search stops when it has
 #: found this many and goes on when they are taken; other engines' pushes shrink until
 #: their output fits): what a run holds of its matches, whatever their number.
-MATCH_CHUNK_ROWS = 65_536
+MATCH_CHUNK_ROWS = engine_base.MATCH_CHUNK_ROWS
 
 
 @dataclass
@@ -95,22 +96,16 @@ def count_replay(
     phases: Phases | None = None,
 ) -> int:
     """How many matches :func:`replay` would yield, none of them kept: an engine that
-    counts (``engine.count``, the SAL search) makes no match record at all; any other
-    engine's are counted push by push, its pushes shrinking as in :func:`replay`."""
+    counts (``engine.count``: the SAL search, a composite of them) makes no match record
+    at all; any other engine's are counted chunk by chunk (:meth:`ChunkedPushes.count`)."""
     phases = phases if phases is not None else Phases()
     _warm(engine, warmup, batch_edges, phases)
-    counting = getattr(engine, "count", None)
+    pushes = ChunkedPushes(engine, MATCH_CHUNK_ROWS)
     found = 0
-    if counting is not None:
-        for start in range(0, edges.num_rows, batch_edges):
-            batch = edges.slice(start, batch_edges)
-            with phases.phase(MATCHING):
-                found += counting(batch)
-            if on_progress is not None:
-                on_progress(batch.num_rows)
-        return found
-    for batch, tables in _pushes(engine, edges, batch_edges, MATCH_CHUNK_ROWS, phases):
-        found += sum(table.num_rows for table in tables)
+    for start in range(0, edges.num_rows, batch_edges):
+        batch = edges.slice(start, batch_edges)
+        with phases.phase(MATCHING):
+            found += pushes.count(batch)
         if on_progress is not None:
             on_progress(batch.num_rows)
     return found
@@ -125,33 +120,15 @@ def _warm(engine: Engine, warmup: pa.Table | None, batch_edges: int, phases: Pha
 
 def _pushes(engine: Engine, edges: pa.Table, batch_edges: int, chunk_rows: int,
             phases: Phases) -> Iterator[tuple[pa.Table, Iterable[pa.Table]]]:
-    """Each batch pushed and the matches it completes, taken before the next push.
-
-    An engine with ``push_chunks`` (the SAL engine) hands its matches out in chunks as
-    its search finds them. Any other engine's push returns them all at once, so after a
-    push that returned more than ``chunk_rows`` matches the next pushes are smaller, in
-    proportion (down to one edge), and they grow back while their output stays small:
-    what a push holds stays near ``chunk_rows`` matches unless one edge completes more.
-    """
-    chunked = getattr(engine, "push_chunks", None)
-    if chunked is not None:
-        for start in range(0, edges.num_rows, batch_edges):
-            batch = edges.slice(start, batch_edges)
-            with phases.phase(MATCHING):
-                found = chunked(batch, chunk_rows)
-            yield batch, found
-        return
-    size, start = batch_edges, 0
-    while start < edges.num_rows:
-        batch = edges.slice(start, size)
-        start += batch.num_rows
+    """Each batch pushed and the matches it completes, in chunks of about ``chunk_rows``
+    as the engine finds them (:class:`~graphcep.engines.base.ChunkedPushes`), taken
+    before the next push."""
+    pushes = ChunkedPushes(engine, chunk_rows)
+    for start in range(0, edges.num_rows, batch_edges):
+        batch = edges.slice(start, batch_edges)
         with phases.phase(MATCHING):
-            matches = engine.push(batch)
-        yield batch, (matches,)
-        if matches.num_rows > chunk_rows:
-            size = max(1, batch.num_rows * chunk_rows // matches.num_rows)
-        else:
-            size = min(batch_edges, 2 * size)
+            found = pushes(batch)
+        yield batch, found
 
 
 def _slices(tables: Iterable[pa.Table], rows: int) -> Iterator[pa.Table]:

@@ -26,11 +26,13 @@ Example (the directed triangle among fresh hosts within 10 s)
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.engines.base import EngineBase
+from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase
 from graphcep.engines.nu import kernel
 from graphcep.engines.nu.engine import NuEngine, Token, match_id
 from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
@@ -89,20 +91,30 @@ class CompiledNuEngine(EngineBase):
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Read a batch of links in stream order; the matches they complete."""
+        found = list(self.push_chunks(batch))
+        if len(found) == 1:
+            return found[0]
+        return pa.concat_tables(found) if found else empty_matches()
+
+    def push_chunks(self, batch: pa.Table | pa.RecordBatch,
+                    chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
+        """Read a batch of links in stream order (now, its order checked); the matches
+        they complete come from the iterator returned, as the links are read: the game
+        stops between two links once ``chunk_rows`` reports are made, hands them out and
+        goes on when they are taken, so a chunk holds at most ``chunk_rows`` plus one
+        link's reports (as many as the tokens that link closes: ``max_tokens`` bounds
+        them). Take every chunk before the next push."""
         accepted = self._accepted(batch)
         if accepted is None:
-            return empty_matches()
+            return iter(())
         batch, t, seq = accepted
         dst = batch.column("dst")
         if self._events or pc.any(pc.equal(dst, "")).as_py():
-            return self._push_events(batch)
+            return iter((self._push_events(batch),))
         us, vs = (ids.astype(np.int64) for ids in
                   self._ids.encode_many([batch.column("src"), dst], threads=False))
-        found = self._read(t, us, vs, seq)
-        out = pa.concat_tables(found) if found else empty_matches()
         self.edges_seen += batch.num_rows
-        self.matches_found += out.num_rows
-        return out
+        return self._read(t, us, vs, seq, chunk_rows)
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No link before ``watermark_us`` will come: tokens it makes too late are gone."""
@@ -181,10 +193,10 @@ class CompiledNuEngine(EngineBase):
 
     # -- reading --------------------------------------------------------------------------
 
-    def _read(self, t: np.ndarray, us: np.ndarray, vs: np.ndarray, seq: np.ndarray
-              ) -> list[pa.Table]:
-        rows: list[pa.Table] = []
+    def _read(self, t: np.ndarray, us: np.ndarray, vs: np.ndarray, seq: np.ndarray,
+              chunk_rows: int) -> Iterator[pa.Table]:
         begin = 0
+        self._counters[kernel.REPORTS_AT] = chunk_rows
         while True:
             kernel.read_links(t, us, vs, seq, begin, self.max_tokens, self.tables.arrays,
                               self._starts, self._tok, self._deadline, self._stamp, self._born,
@@ -192,12 +204,17 @@ class CompiledNuEngine(EngineBase):
                               self._pkeys, self._scratch, self._cand, self._pairs,
                               self._hist, self._hkeys, self._hbits,
                               self._reports, self._counters)
-            self._drain(rows)
+            found = self._drain()
+            if found is not None:
+                self.matches_found += found.num_rows
+                yield found
             status = int(self._counters[kernel.STATUS])
             if status == kernel.DONE:
                 self._now = int(t[-1])
-                return rows
+                return
             begin = int(self._counters[kernel.RESUME])
+            if status == kernel.REPORTS_READY:  # handed out: the next link is read now
+                continue
             at = int(t[begin - 1]) if status == kernel.OVER_LIMIT else int(t[begin])
             self._now = max(at, self._now if self._now is not None else at)
             if status == kernel.WITNESS_FULL:
@@ -242,16 +259,16 @@ class CompiledNuEngine(EngineBase):
                                       self._counters[kernel.N_HISTORY]),
                                   "tokens and links kept for the closing join")
 
-    def _drain(self, out: list[pa.Table]) -> None:
+    def _drain(self) -> pa.Table | None:
         """The reports the kernel left, as a table of match rows (the first of each first
-        time, last time and bindings), built column by column."""
+        time, last time and bindings), built column by column (None: none new)."""
         count = int(self._counters[kernel.N_REPORTS])
         self._counters[kernel.N_REPORTS] = 0
         if not count:
-            return
+            return None
         rows = self._first_reports(self._reports[:count])
         if not len(rows):
-            return
+            return None
         reports = self._reports[rows]
         variables = self.tables.variables
         held0 = 4 + self.tables.clocks + len(variables)
@@ -269,10 +286,10 @@ class CompiledNuEngine(EngineBase):
             pairs = tuple((v, names[n]) for v, n in zip(variables, nodes, strict=True)
                           if n >= 0)
             ids.append(match_id(self.pattern.name, first, last, pairs))
-        out.append(pa.Table.from_arrays(
+        return pa.Table.from_arrays(
             [pa.array([self.pattern.name] * len(rows), pa.string()), pa.array(ids, pa.string()),
              pa.array(reports[:, 1]), pa.array(reports[:, 2]), bindings,
-             self._witnesses(reports)], schema=MATCH_SCHEMA))
+             self._witnesses(reports)], schema=MATCH_SCHEMA)
 
     def _first_reports(self, reports: np.ndarray) -> np.ndarray:
         """The rows of ``reports`` (in time order) each first with its first time, last

@@ -75,13 +75,13 @@ from __future__ import annotations
 
 import heapq
 import math
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
 import numpy as np
 import pyarrow as pa
 
-from graphcep.engines.base import EngineBase, StateBoundError
+from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError
 from graphcep.engines.nu.automaton import Automaton, Transition, compile_pattern
 from graphcep.events import MATCH_SCHEMA, empty_matches
 from graphcep.hashing import salt64
@@ -170,18 +170,41 @@ class NuEngine(EngineBase):
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Read a batch of links in stream order; the matches they complete."""
+        found = list(self.push_chunks(batch))
+        if len(found) == 1:
+            return found[0]
+        return pa.concat_tables(found) if found else empty_matches()
+
+    def push_chunks(self, batch: pa.Table | pa.RecordBatch,
+                    chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
+        """Read a batch of links in stream order (its order checked now); the matches
+        they complete come from the iterator returned as the links are read, handed out
+        once ``chunk_rows`` are found (between two links: a chunk holds at most
+        ``chunk_rows`` plus one link's matches, which ``max_tokens`` bounds). Take every
+        chunk before the next push."""
         accepted = self._accepted(batch)
         if accepted is None:
-            return empty_matches()
-        batch, t, seq = accepted
+            return iter(())
+        return self._read_all(*accepted, chunk_rows)
+
+    def _read_all(self, batch: pa.Table, t: np.ndarray, seq: np.ndarray,
+                  chunk_rows: int) -> Iterator[pa.Table]:
         rows: list[dict] = []
+        read = 0
         for ti, u, v, si in zip(t.tolist(), batch.column("src").to_pylist(),
                                 batch.column("dst").to_pylist(), seq.tolist(), strict=True):
             if v == "":
                 self._read_event(ti, u, si, rows)
             else:
                 self._read_link(ti, u, v, si, rows)
-        return counted(self, batch.num_rows, rows)
+            read += 1
+            if len(rows) >= chunk_rows:
+                yield counted(self, read, rows)
+                rows, read = [], 0
+        if rows or read:
+            found = counted(self, read, rows)
+            if found.num_rows:
+                yield found
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No link before ``watermark_us`` will come: drop the tokens it makes too late."""

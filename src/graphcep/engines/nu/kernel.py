@@ -93,12 +93,13 @@ from graphcep.engines.nu.tables import (
 LOC, FIRST, LAST, WMASK, CLOCK0 = 0, 1, 2, 3, 4
 
 # what read_links stopped on (counters[STATUS]); the first four undo the link at RESUME,
-# NEED_HISTORY stops before it
+# NEED_HISTORY and REPORTS_READY stop before it
 (DONE, NEED_TOKENS, NEED_ENTRIES, NEED_SCRATCH, NEED_REPORTS, OVER_LIMIT, WITNESS_FULL,
- NEED_HISTORY) = range(8)
-# the counters array
+ NEED_HISTORY, REPORTS_READY) = range(9)
+# the counters array; REPORTS_AT: the reports at which read_links stops between two links
+# so that its caller hands them out (0: never)
 (N_TOKENS, N_ENTRIES, LINK_NO, N_REPORTS, STATUS, RESUME, N_BUCKETS, NEEDED, N_HISTORY,
- N_WAITING, N_CHUNKS, FREE_CHUNK) = range(12)
+ N_WAITING, N_CHUNKS, FREE_CHUNK, REPORTS_AT) = range(13)
 # the columns of an index entry: the token's place, the next entry of its list, how long
 # the token is kept (what a walk needs without reading the token)
 ENT_SLOT, ENT_NEXT, ENT_KEEP = range(3)
@@ -821,8 +822,9 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
                hbits, reports, counters):
     """Read links ``begin ..`` (node ids ``us``/``vs``): every start row and every
     stored token waiting for the source tries the link, then the closing join pairs it
-    with the history; stops when the stored tokens and history links pass ``limit``. See
-    the module docstring."""
+    with the history; stops when the stored tokens and history links pass ``limit``, and
+    before a link once ``counters[REPORTS_AT]`` reports are made. See the module
+    docstring."""
     keys = np.empty(tab[tab[SHAPE] + SH_NEXT], np.int64)
     todo = np.empty(scratch.shape[0], np.int64)
     outs = np.empty(scratch.shape[0], np.int64)
@@ -839,6 +841,10 @@ def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp
             constant_starts = constant_starts and tab[tab[EV_KIND] + tr] == KIND_CONST
     counters[STATUS] = DONE
     for i in range(begin, ts.shape[0]):
+        if 0 < counters[REPORTS_AT] <= counters[N_REPORTS]:
+            counters[STATUS] = REPORTS_READY
+            counters[RESUME] = i
+            return
         if joining and counters[N_HISTORY] >= hist.shape[0]:
             counters[STATUS] = NEED_HISTORY
             counters[RESUME] = i

@@ -52,7 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.cores import usable_cores
-from graphcep.engines.base import EngineBase, StateBoundError
+from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError
 from graphcep.engines.subgraph.kernel import (
     build_pair_index,
     build_signatures,
@@ -104,11 +104,6 @@ def signature_words(edges: int, vertices: int) -> int:
     while words * 64 < 16 * edges / max(vertices, 1) and words < 64:
         words *= 2
     return words
-
-
-#: Match rows a search hands out at a time (:meth:`SubgraphEngine.push_chunks`): a push
-#: whose edges complete billions of matches holds at most this many at once.
-MATCH_CHUNK_ROWS = 65_536
 
 
 def _row_blocks(anchors: np.ndarray, plan_args: tuple, shared: tuple, k: int,

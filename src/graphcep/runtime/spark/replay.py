@@ -263,9 +263,10 @@ def driver_batches(plan: TaskPlan, job: ReplayJob, count: bool, limit: int | Non
     Counts (one row a task) are collected. Matches are not: each task packs its chunks as
     Arrow IPC bytes, one row a chunk (:func:`~graphcep.runtime.spark.tasks.packed`), the
     packed rows are persisted on the executors' disks by one job that runs every task in
-    parallel, and the driver then reads them back task by task
-    (``toLocalIterator``): it holds one task's packed chunks at a time (the JVM) and
-    one chunk (Python). ``limit`` caps each task's matches (``--max-matches``: the
+    parallel and sends the driver each chunk's size; the chunks are then regrouped, in
+    order, into parts of at most :data:`DRIVER_PART_BYTES` (or one chunk), which the
+    driver reads back one by one (``toLocalIterator``): it holds one part at a time (the
+    JVM) and one chunk (Python), however many chunks one task made. ``limit`` caps each task's matches (``--max-matches``: the
     driver stops after that many anyway)."""
     if plan.local is not None:
         yield from plan.local()
@@ -279,11 +280,53 @@ def driver_batches(plan: TaskPlan, job: ReplayJob, count: bool, limit: int | Non
     frame = plan.mapped(lambda batches: packed(batches, limit), PACKED_TYPE)
     frame = frame.persist(StorageLevel.DISK_ONLY)
     try:
-        frame.count()  # every task at once; the reads below are of their stored output
-        for row in frame.toLocalIterator():
-            yield from unpacked(row[0])
+        rows = frame.rdd.map(lambda row: row[0])
+        # every task at once (their output stays on disk); the driver gets the sizes
+        sizes = rows.mapPartitions(lambda blobs: [[len(blob) for blob in blobs]]).collect()
+        for blob in _split_by_bytes(rows, sizes, DRIVER_PART_BYTES).toLocalIterator():
+            yield from unpacked(blob)
     finally:
         frame.unpersist()
+
+
+#: The most packed bytes one read of the driver fetches (a part of the tasks' output, cut
+#: at chunk boundaries; a chunk larger than this is a part of its own).
+DRIVER_PART_BYTES = 64 * 2**20
+
+
+def part_starts(sizes: list[int], bound: int) -> list[int]:
+    """The ordinals (in stream order over all chunks) where each part starts, parts cut
+    at chunk boundaries so that each holds at most ``bound`` bytes, or one chunk.
+
+    Examples
+    --------
+    >>> part_starts([5, 5, 5, 20, 1, 1], 10)
+    [0, 2, 3, 4]
+    """
+    starts, held = [], bound + 1
+    for ordinal, size in enumerate(sizes):
+        if held + size > bound:
+            starts.append(ordinal)
+            held = 0
+        held += size
+    return starts
+
+
+def _split_by_bytes(rows: Any, sizes: list[list[int]], bound: int) -> Any:
+    """The tasks' packed chunks (``rows``, an RDD of bytes, one partition a task whose
+    chunk sizes are ``sizes``) regrouped, in the same order, into partitions of at most
+    ``bound`` bytes each (:func:`part_starts`): what ``toLocalIterator`` fetches at once."""
+    import bisect
+
+    offsets = np.concatenate([[0], np.cumsum([len(task) for task in sizes])]).tolist()
+    starts = part_starts([size for task in sizes for size in task], bound)
+    if not starts:
+        return rows
+    numbered = rows.mapPartitionsWithIndex(
+        lambda task, blobs: enumerate(blobs, offsets[task]))
+    return numbered.partitionBy(
+        len(starts), lambda ordinal: bisect.bisect_right(starts, ordinal) - 1
+    ).mapPartitions(lambda pairs: (blob for _, blob in sorted(pairs, key=lambda p: p[0])))
 
 
 def plan_spark(spark, job: ReplayJob | Any, edges_df: Any, *, shards: int | None = None,

@@ -55,8 +55,9 @@ import pickle
 import re
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -64,6 +65,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines.base import ChunkedPushes, StateBoundError, coalesced
 from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import counted_noun, empty_edges, format_seconds, normalize_edges, sort_stream
 from graphcep.io.json_lines import record_lines
@@ -216,12 +218,15 @@ class StreamOperator:
         Directory for the operator's state (one file per batch, the last two kept).
         ``None`` keeps state in memory only (no recovery).
     sink : Sink or None
-        Where matches go, written with the batch id (directory sinks overwrite part
-        ``b``, which makes re-runs idempotent).
+        Where matches go, written with the batch id chunk by chunk as the engine hands
+        them out (``Sink.write_chunks``; directory sinks write part ``b`` under a
+        temporary name and rename it over the part once whole, which makes re-runs
+        idempotent).
     late_sink, reject_sink : Sink-like or None
         Receive late edges and rejected lines per batch (see :class:`PartWriter`).
     on_matches : callable or None
-        Called with ``(matches, batch_id)`` after the sink.
+        Called with ``(matches, batch_id)`` after the sink, once a batch with matches,
+        or once per chunk of a batch holding more than a chunk (65,536).
     commit : callable or None
         Called with ``(batch_id, final, settled)`` after every write of a batch and
         before its state is checkpointed (``final``: the end-of-input flush, not
@@ -234,6 +239,10 @@ class StreamOperator:
         SAL queries without vertex features). ``None``: one engine in this process.
     processes : int or None
         Worker processes for ``cells`` (default: one per cell, at most the CPU count).
+    max_matches : int or None
+        The most matches over the whole stream (its totals are in the checkpoint): the
+        micro-batch whose matches would pass it raises :class:`StateBoundError` before
+        its part is in place, its state and checkpoint not changed (``--max-matches``).
     watch : QueryWatch or None
         The query file, re-read before each batch, its changes applied to the engine
         (module docstring); the lines it gives go into :attr:`BatchReport.notes`.
@@ -275,6 +284,7 @@ class StreamOperator:
         processes: int | None = None,
         watch: QueryWatch | None = None,
         commit: Callable[[int, bool, int | None], None] | None = None,
+        max_matches: int | None = None,
     ) -> None:
         if lateness_us < 0:
             raise ValueError("lateness must be >= 0")
@@ -295,6 +305,7 @@ class StreamOperator:
         self.processes = processes
         self.watch = watch
         self.commit = commit
+        self.max_matches = max_matches
         self._state = _State()
         #: why a micro-batch was refused (a stream lacking fields the query reads); kept
         #: because Spark hands a foreachBatch error back as its own text
@@ -458,7 +469,7 @@ class StreamOperator:
         where it has one), write the batch, checkpoint."""
         st = self._state
         notes = self.watch.changes(self._engine) if self.watch is not None else []
-        matches = self.job.output.schema.empty_table()
+        found: list[Iterable[pa.Table]] = []  # the batch's matches, made as they are written
         released = 0
         if st.buffer is not None and st.frontier != _NEVER:
             # strictly before: an edge at F may still arrive, and with any seq
@@ -467,15 +478,16 @@ class StreamOperator:
             st.buffer = st.buffer.filter(pc.invert(due))
             released = ready.num_rows
             if released:
-                matches = self._engine.push(ready)
+                found.append(self._chunked_pushes()(ready))
                 if checkpoint:
                     self._log_released(batch_id, ready)
-            matches = _joined(matches, self._engine.advance(st.frontier))
+            found.append(_later(self._engine.advance, st.frontier))
         if final and (end := getattr(self._engine, "flush", None)) is not None:
-            matches = _joined(matches, end())  # an engine that reports at the stream's end
+            found.append(_later(end))  # an engine that reports at the stream's end
         late = late if late is not None else empty_edges()
         rejects = rejects if rejects is not None else READ_REJECT_SCHEMA.empty_table()
-        self._emit(batch_id, matches, late, rejects, names, places)
+        matches = self._emit(batch_id, chain.from_iterable(found), late, rejects, names,
+                             places)
         if self.commit is not None:  # the batch's writes made visible, before its state
             self.commit(batch_id, final, self.settled_before(final))
         totals = st.totals
@@ -483,7 +495,7 @@ class StreamOperator:
         totals.edges += edges_in
         totals.late += late.num_rows
         totals.rejected += rejects.num_rows
-        totals.matches += matches.num_rows
+        totals.matches += matches
         totals.files += files
         totals.lines += lines
         totals.released += released
@@ -493,7 +505,7 @@ class StreamOperator:
         buffered = 0 if st.buffer is None else st.buffer.num_rows
         progress = getattr(self._engine, "progress", None)  # several rules: by rule
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
-                           matches.num_rows, buffered, self._engine.state_size(), st.frontier,
+                           matches, buffered, self._engine.state_size(), st.frontier,
                            time.perf_counter() - started, started=totals.released > 0,
                            notes=notes, final=final,
                            detail=progress() if progress is not None else "")
@@ -572,16 +584,50 @@ class StreamOperator:
         is_late = pc.less(edges.column("t"), self._state.frontier)
         return edges.filter(is_late), edges.filter(pc.invert(is_late))
 
-    def _emit(self, batch_id: int, matches: pa.Table, late: pa.Table, rejects: pa.Table,
-              names: dict[int, str] | None = None, places: pa.Table | None = None) -> None:
+    def _chunked_pushes(self) -> ChunkedPushes:
+        """The engine's pushes in chunks (one :class:`ChunkedPushes` per engine: it
+        remembers how finely to slice a batch)."""
+        if getattr(self, "_pushes", None) is None or self._pushes.engine is not self._engine:
+            self._pushes = ChunkedPushes(self._engine)
+        return self._pushes
+
+    def _check_match_bound(self, batch_id: int, batch_matches: int) -> None:
+        """Refuse a batch whose matches would bring the stream's past ``max_matches``."""
+        before = self._state.totals.matches
+        if self.max_matches is not None and before + batch_matches > self.max_matches:
+            raise StateBoundError(
+                f"more than {self.max_matches:,} matches over the stream: micro-batch "
+                f"{batch_id} would pass --max-matches {self.max_matches} ({before:,} "
+                "written before it); raise --max-matches")
+
+    def _emit(self, batch_id: int, matches: Iterator[pa.Table], late: pa.Table,
+              rejects: pa.Table, names: dict[int, str] | None = None,
+              places: pa.Table | None = None) -> int:
+        """Write the batch's matches chunk by chunk as the engine hands them out, joined
+        into chunks of up to 65,536 (one part of a directory, renamed into place once
+        whole), ``on_matches`` getting each chunk after the sink; then its late edges and
+        rejects. How many matches."""
+        written = 0
+
+        def taken() -> Iterator[pa.Table]:
+            nonlocal written
+            for table in coalesced(matches):
+                self._check_match_bound(batch_id, written + table.num_rows)
+                written += table.num_rows
+                yield table
+                if self.on_matches is not None:
+                    self.on_matches(table, batch_id)
+
+        chunks = taken()
         if self.sink is not None:
-            self.sink.write(matches, batch_id)
-        if self.on_matches is not None and matches.num_rows:
-            self.on_matches(matches, batch_id)
+            self.sink.write_chunks(chunks, batch_id)
+        for _ in chunks:  # a sink that skipped the batch: the engine still reads it
+            pass
         if self.late_sink is not None and late.num_rows:
             self.late_sink.write(late_records(self.job, late, names, places), batch_id)
         if self.reject_sink is not None and rejects.num_rows:
             self.reject_sink.write(rejects, batch_id)
+        return written
 
     # -- checkpoints ------------------------------------------------------------------
 
@@ -702,11 +748,9 @@ def record_places(first_seq: np.ndarray, topic: pa.Array, partition: pa.Array,
                      "offset": offset.cast(pa.int64())})
 
 
-def _joined(first: pa.Table, more: pa.Table) -> pa.Table:
-    """Two match tables of one schema as one (either itself when the other is empty)."""
-    if not more.num_rows:
-        return first
-    return pa.concat_tables([first, more]) if first.num_rows else more
+def _later(method: Callable[..., pa.Table], *args: Any) -> Iterator[pa.Table]:
+    """``method(*args)``'s table, called when it is taken (after the chunks before it)."""
+    yield method(*args)
 
 
 def _write_ipc(table: pa.Table, path: str) -> None:
