@@ -306,7 +306,8 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
         ``OUT.parquet/`` or ``OUT.dot/``, as ``graphcep stream -o``.
     on_matches
         Called with each micro-batch's matches (an Arrow table of the nested record) and
-        its id, after ``output``; one of them is needed.
+        its id, after ``output``; one of them is needed. A micro-batch of more than
+        65,536 matches comes in several calls with the same id, one per chunk.
     late, rejects
         Directories of the late edges and of the rows that cannot be edges (default
         ``CHECKPOINT/late``, ``CHECKPOINT/rejects``).
