@@ -105,6 +105,7 @@ def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) ->
     """The started Kafka transactions of the stream's ``kafka://`` outputs (None: none)."""
     from graphcep.runtime.streaming.kafka_client import client_settings
     from graphcep.runtime.streaming.kafka_sink import (
+        BROKER_WAIT_S,
         KafkaTransactions,
         kafka_targets_of,
         parse_targets,
@@ -118,8 +119,7 @@ def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) ->
     bootstrap, topics = parse_targets(targets)
     transactions = KafkaTransactions(bootstrap, topics, transactional_id(checkpoint, query),
                                      query, client_settings(kafka_options(args.kafka_option)),
-                                     **({"wait_s": args.broker_wait}
-                                        if getattr(args, "broker_wait", None) else {}))
+                                     getattr(args, "broker_wait", None) or BROKER_WAIT_S)
     transactions.start()
     return transactions
 

@@ -93,6 +93,17 @@ def test_a_java_only_setting_for_the_output_is_one_line_before_the_broker(tmp_pa
     assert not (tmp_path / "ck").exists()
 
 
+def test_broker_wait_without_a_kafka_output_is_one_line(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    code = main(["stream", str(TRIANGLE), "--source", str(tmp_path / "in"), "--checkpoint",
+                 str(tmp_path / "ck"), "--once", "--broker-wait", "5"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "--broker-wait sets how long a Kafka output (--output, --late or --rejects " \
+           "kafka://BROKER/TOPIC) waits for its brokers: there is none" in err
+    assert not (tmp_path / "ck").exists()
+
+
 # -- with the broker --------------------------------------------------------------------
 
 
