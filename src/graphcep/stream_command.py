@@ -569,6 +569,7 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
     Kafka output's, if any (a socket stream numbers its batches and lines after the last
     micro-batch it delivered)."""
     from graphcep.api_stream import start_matching
+    from graphcep.runtime.streaming.kafka_source import KafkaSource
     from graphcep.runtime.streaming.query import restart_socket_checkpoint
     from graphcep.runtime.streaming.sources import SocketSource
 
@@ -595,13 +596,14 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
                              trigger_seconds=None if args.once else args.trigger or None,
                              on_report=on_report, batch_offset=offset,
                              pace=None if args.once else operator.pace)
-    if args.once:
-        return
     try:
-        running.awaitTermination(args.run_for)
-    finally:  # --run-for: after the micro-batch under way (a stop inside it breaks it)
-        running.stop()
-        if isinstance(source, SocketSource):
+        if not args.once:
+            try:
+                running.awaitTermination(args.run_for)
+            finally:  # --run-for: after the micro-batch under way (a stop inside breaks it)
+                running.stop()
+    finally:  # a socket's connection, a Kafka source's offsets client
+        if isinstance(source, (SocketSource, KafkaSource)):
             source.close()
 
 
