@@ -298,7 +298,7 @@ from graphcep.cli import main
 sys.exit(main(sys.argv[3:]))
 """
 
-#: The kill points of :data:`KILLED_AT` the shorter kill test tries, once each (a kill at
+#: The kill points of :data:`KILLED_AT` the kill test tries, once each (a kill at
 #: ``batch-start`` is one before the commit, as ``open`` is, with less written).
 KILL_POINTS = ("start-up", "open", "committed", "checkpointed")
 
@@ -378,17 +378,14 @@ def twice(got: list, bootstrap: str, topic: str) -> str:
 
 @pytest.mark.slow
 @pytest.mark.spark
-def test_a_stream_killed_three_times_delivers_each_match_once(kafka_broker, tmp_path,
-                                                              capsys):
-    check_stream_against_the_batch_run(kafka_broker, tmp_path, capsys, kills=3, seed=21,
-                                       files=24, points=KILL_POINTS)
-
-
-@pytest.mark.slow
-@pytest.mark.spark
-def test_a_stream_killed_ten_times_delivers_each_match_once(kafka_broker, tmp_path, capsys):
+def test_a_stream_killed_ten_times_and_at_each_risky_moment_delivers_each_match_once(
+        kafka_broker, tmp_path, capsys):
+    """Ten SIGKILLs at random moments (the first in start-up), then one at each kill
+    point, each followed by a restart, on one stream: one Spark start per kill and one to
+    finish (two streams, one killed three times and at the points, the other ten times
+    and after a commit, started Spark five times more for the same kills)."""
     check_stream_against_the_batch_run(kafka_broker, tmp_path, capsys, kills=10, seed=22,
-                                       files=40)
+                                       files=48, points=KILL_POINTS)
 
 
 # -- a socket source: not replayable ----------------------------------------------------
