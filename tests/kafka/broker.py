@@ -72,11 +72,14 @@ def _properties(data: Path, port: int, controller_port: int) -> str:
 
 @dataclass
 class KafkaBroker:
-    """A running single-node broker; :meth:`stop` ends it."""
+    """A running single-node broker; :meth:`stop` ends it, :meth:`start_again` starts it
+    again on the same ports and log directories (a broker that went down and came back)."""
 
     bootstrap: str
     process: subprocess.Popen
     log: Path
+    #: the command line that starts the server (``java ... kafka.Kafka server.properties``)
+    command: list[str]
 
     def create_topic(self, name: str, partitions: int = 2) -> None:
         """Create ``name`` and wait until its partitions have a leader."""
@@ -152,6 +155,24 @@ class KafkaBroker:
                 self.process.kill()
                 self.process.wait(10)
 
+    def kill(self) -> None:
+        """End the broker at once (SIGKILL): a machine gone, no controlled shutdown."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait(10)
+
+    def start_again(self) -> None:
+        """Start the stopped broker again, with its storage as it left it, and wait until
+        it answers."""
+        assert self.process.poll() is not None, "the broker is still running"
+        with self.log.open("ab") as out:
+            self.process = subprocess.Popen(self.command, stdout=out, stderr=subprocess.STDOUT)
+        try:
+            _wait_ready(self)
+        except BaseException:
+            self.stop()
+            raise
+
 
 def start_broker(workdir: Path) -> KafkaBroker:
     """Format a KRaft storage under ``workdir`` and start a broker on free loopback ports."""
@@ -165,10 +186,10 @@ def start_broker(workdir: Path) -> KafkaBroker:
     subprocess.run([*java, "kafka.tools.StorageTool", "format", "-t", cluster_id,
                     "-c", str(props)], check=True, capture_output=True, timeout=120)
     log = workdir / "broker.log"
+    command = [*java, "kafka.Kafka", str(props)]
     with log.open("wb") as out:
-        process = subprocess.Popen([*java, "kafka.Kafka", str(props)], stdout=out,
-                                   stderr=subprocess.STDOUT)
-    broker = KafkaBroker(f"127.0.0.1:{port}", process, log)
+        process = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT)
+    broker = KafkaBroker(f"127.0.0.1:{port}", process, log, command)
     try:
         _wait_ready(broker)
     except BaseException:

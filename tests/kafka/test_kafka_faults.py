@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
+import subprocess
+import sys
 import time
+from pathlib import Path
 
 import pytest
 
@@ -19,7 +23,16 @@ from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming import kafka_client
 from graphcep.runtime.streaming.kafka_client import check_client_settings, client_settings
 from graphcep.runtime.streaming.kafka_source import kafka_options
-from tests.kafka.test_kafka_source import TRIANGLE
+from tests.kafka.broker import running_broker, why_no_kafka
+from tests.kafka.test_kafka_sink import (
+    child_env,
+    consume,
+    newest_state,
+    stream_command,
+    twice,
+    write_files,
+)
+from tests.kafka.test_kafka_source import TRIANGLE, batch_run, match_keys, random_edges
 
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
         'username="graphcep" password="s3 cret";')
@@ -77,6 +90,17 @@ def test_a_java_only_setting_for_the_output_is_one_line_before_the_broker(tmp_pa
     assert code == 2 and err.strip().count("\n") == 0, err
     assert "--kafka-option: graphcep's Kafka client, librdkafka, refuses the security " \
            "settings (Java TrustStores are not supported, use `ssl.ca.location`" in err
+    assert not (tmp_path / "ck").exists()
+
+
+def test_broker_wait_without_a_kafka_output_is_one_line(tmp_path, capsys):
+    (tmp_path / "in").mkdir()
+    code = main(["stream", str(TRIANGLE), "--source", str(tmp_path / "in"), "--checkpoint",
+                 str(tmp_path / "ck"), "--once", "--broker-wait", "5"])
+    err = capsys.readouterr().err
+    assert code == 2 and err.strip().count("\n") == 0, err
+    assert "--broker-wait sets how long a Kafka output (--output, --late or --rejects " \
+           "kafka://BROKER/TOPIC) waits for its brokers: there is none" in err
     assert not (tmp_path / "ck").exists()
 
 
@@ -149,3 +173,88 @@ def test_settings_only_spark_takes_leave_the_checks_to_spark():
     settings = {"ssl.truststore.location": "/etc/trust.jks"}
     kafka_client.check_topics("127.0.0.1:1", ["t"], settings)
     assert kafka_client.end_offsets("127.0.0.1:1", settings, [("t", 0)]) is None
+
+
+# -- a broker of its own, stopped mid-stream ----------------------------------------------
+
+
+@pytest.fixture
+def own_broker(tmp_path_factory):
+    """A broker for one test alone (stopped and started again: the shared one stays up)."""
+    reason = why_no_kafka()
+    if reason is not None:
+        pytest.skip(f"no Kafka broker: {reason}")
+    yield from running_broker(tmp_path_factory.mktemp("own-broker"))
+
+
+def start_stream(command: list[str], log: Path) -> subprocess.Popen:
+    with open(log, "wb") as err:  # a file: a pipe nobody reads would stall the stream
+        return subprocess.Popen([sys.executable, "-m", "graphcep.cli", *command],
+                                env=child_env(), start_new_session=True,
+                                stdout=subprocess.DEVNULL, stderr=err)
+
+
+def kill_broker_mid_stream(broker, proc: subprocess.Popen, checkpoint: Path, log: Path,
+                           files: int) -> None:
+    """Wait until the stream has checkpointed a micro-batch, then SIGKILL the broker,
+    the stream still far from its end."""
+    deadline = time.monotonic() + 240
+    while newest_state(checkpoint) < 0 and time.monotonic() < deadline:
+        assert proc.poll() is None, log.read_text()[-2000:]
+        time.sleep(0.05)
+    broker.kill()
+    assert 0 <= newest_state(checkpoint) < files - 4, "the outage did not land mid-stream"
+
+
+def read_back(broker, topic: str) -> list:
+    """The matches a read_committed consumer sees on ``topic``, each once."""
+    got = consume(broker.bootstrap, topic)
+    ids = [m.key().decode() for m in got]
+    assert len(ids) == len(set(ids)), twice(got, broker.bootstrap, topic)
+    return match_keys([json.loads(m.value()) for m in got])
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+def test_a_broker_stopped_mid_stream_is_waited_for_or_one_line_and_a_restart(
+        own_broker, tmp_path, capsys):
+    """The broker SIGKILLed while a stream writes to it (a micro-batch per file), and
+    started again on the same port and storage. An outage shorter than ``--broker-wait``:
+    the stream waits and ends normally. A longer one: the stream stops in one line
+    naming the brokers and the batch, exit 1; run again once the broker is back, it
+    delivers the rest. Oracle: the batch run's matches, each once, for a read_committed
+    consumer of either stream's topic."""
+    files = 24
+    edges = random_edges(files * 60, 8, seed=41)
+    source = write_files(edges, tmp_path / "in", files)
+    expected = batch_run(TRIANGLE, edges, "jsonl", tmp_path, capsys)
+    assert len(expected) > 20
+
+    short = stream_command(source, own_broker.bootstrap, tmp_path / "short", "outage-short")
+    (tmp_path / "short").mkdir()
+    log = tmp_path / "short.err"
+    proc = start_stream([*short, "--broker-wait", "300"], log)
+    kill_broker_mid_stream(own_broker, proc, tmp_path / "short" / "ck", log, files)
+    time.sleep(2)
+    own_broker.start_again()
+    assert proc.poll() is None, log.read_text()[-2000:]  # it waited for the broker
+    assert proc.wait(300) == 0, log.read_text()[-2000:]
+    assert read_back(own_broker, "outage-short") == expected
+
+    long = [*stream_command(source, own_broker.bootstrap, tmp_path / "long", "outage-long"),
+            "--broker-wait", "5"]
+    (tmp_path / "long").mkdir()
+    log = tmp_path / "long.err"
+    proc = start_stream(long, log)
+    kill_broker_mid_stream(own_broker, proc, tmp_path / "long" / "ck", log, files)
+    assert proc.wait(120) == 1, log.read_text()[-2000:]
+    said = [line for line in log.read_text().splitlines() if line.startswith("graphcep")]
+    assert len(said) == 1 and log.read_text().rstrip().endswith(said[0]), said
+    assert re.fullmatch(
+        rf"graphcep: micro-batch \d+: kafka://{own_broker.bootstrap}: the brokers did not "
+        r"answer for 5 s \(--broker-wait\), micro-batch \d+ not delivered \(.*\) \(not "
+        r"committed: the checkpoint holds the micro-batches before it, and a restart runs "
+        r"it again\)", said[0]), said[0]
+    own_broker.start_again()
+    assert main(long) == 0, capsys.readouterr().err[-2000:]
+    assert read_back(own_broker, "outage-long") == expected

@@ -20,7 +20,7 @@ KAFKA_DEFAULTS = {"starting_offsets": "earliest", "kafka_option": None, "kafka_j
 
 def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
     """Register the Kafka source's options on ``graphcep stream``."""
-    from graphcep.cli.options import path_option
+    from graphcep.cli.options import path_option, positive_seconds
 
     parser.add_argument("--starting-offsets", default="earliest", metavar="WHERE",
                         help="kafka: where a new stream starts reading: earliest "
@@ -39,6 +39,11 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
                              "them stop it, in one line naming them (fail, default), or "
                              "are reported, a line and a summary entry, and the stream "
                              "goes on (report)")
+    parser.add_argument("--broker-wait", type=positive_seconds, metavar="SECONDS",
+                        help="kafka output: how long a micro-batch's transaction waits "
+                             "for brokers that stopped answering before the stream stops "
+                             "(one line, exit 1; a restart delivers the batch once); "
+                             "default 60")
     parser.add_argument("--time", choices=("field", "kafka"), default="field",
                         help="kafka: an edge's time is its line's time field (default) or "
                              "its record's Kafka timestamp")
@@ -84,6 +89,10 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     from graphcep.runtime.streaming.kafka_source import kafka_options
 
     targets = kafka_targets_of(args)
+    if getattr(args, "broker_wait", None) is not None and not targets:
+        raise QueryError("--broker-wait sets how long a Kafka output (--output, --late or "
+                         "--rejects kafka://BROKER/TOPIC) waits for its brokers: there is "
+                         "none")
     if targets:
         confluent()
         bootstrap, _ = parse_targets(targets)
@@ -96,6 +105,7 @@ def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) ->
     """The started Kafka transactions of the stream's ``kafka://`` outputs (None: none)."""
     from graphcep.runtime.streaming.kafka_client import client_settings
     from graphcep.runtime.streaming.kafka_sink import (
+        BROKER_WAIT_S,
         KafkaTransactions,
         kafka_targets_of,
         parse_targets,
@@ -108,7 +118,8 @@ def kafka_transactions(args: argparse.Namespace, checkpoint: Any, query: str) ->
         return None
     bootstrap, topics = parse_targets(targets)
     transactions = KafkaTransactions(bootstrap, topics, transactional_id(checkpoint, query),
-                                     query, client_settings(kafka_options(args.kafka_option)))
+                                     query, client_settings(kafka_options(args.kafka_option)),
+                                     getattr(args, "broker_wait", None) or BROKER_WAIT_S)
     transactions.start()
     return transactions
 

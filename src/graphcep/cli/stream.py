@@ -449,7 +449,7 @@ def _stream(args: argparse.Namespace, live: Any = None) -> int:
     try:
         try:
             with phases.phase("micro-batches"):
-                _drive(spark, operator, source, args, on_report)
+                _drive(spark, operator, source, args, on_report, transactions)
         finally:
             sink.close()
         running.clear()  # from here the ordinary summary and pictures
@@ -641,11 +641,14 @@ def _report_failure(failure: Exception) -> int:
 
 
 def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Namespace,
-           on_report: Any) -> None:
+           on_report: Any, transactions: Any = None) -> None:
     """Match ``source`` with ``operator`` through :func:`~graphcep.api_stream.start_matching`
     (the start ``Query.stream`` uses): ``--once`` to the end of what is there, else until
-    ``--run-for`` or an interrupt, stopping between micro-batches."""
+    ``--run-for`` or an interrupt, stopping between micro-batches. ``transactions``: the
+    Kafka output's, if any (a socket stream numbers its batches and lines after the last
+    micro-batch it delivered)."""
     from graphcep.api_stream import start_matching
+    from graphcep.runtime.streaming.kafka_source import KafkaSource
     from graphcep.runtime.streaming.query import restart_socket_checkpoint
     from graphcep.runtime.streaming.sources import SocketSource
 
@@ -653,8 +656,18 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
     operator.pace = Pace(getattr(source, "rate", None), getattr(source, "max_records", None))
     offset = 0
     if isinstance(source, SocketSource):
-        offset, lost = restart_socket_checkpoint(operator, checkpoint)
-        if lost:
+        delivered = transactions.delivered_batch() if transactions is not None else None
+        # the sink delivered a batch whose state was not saved: its lines are passed over
+        ahead = delivered is not None and delivered > operator.resume()
+        offset, lost = restart_socket_checkpoint(
+            operator, checkpoint, delivered,
+            transactions.delivered_lines() if transactions is not None else None)
+        if lost and ahead:
+            print(f"graphcep: warning: {lost:,} lines from {source.describe()} were lost "
+                  f"for later matches: micro-batch {delivered} delivered their matches, "
+                  "but the last run stopped before saving its state, and a socket cannot "
+                  "send them again", file=sys.stderr)
+        elif lost:
             print(f"graphcep: warning: {lost:,} lines from {source.describe()} were lost: "
                   "the last run stopped in a micro-batch before matching them, and a socket "
                   "cannot send them again", file=sys.stderr)
@@ -662,13 +675,14 @@ def _drive(spark: Any, operator: StreamOperator, source: Any, args: argparse.Nam
                              trigger_seconds=None if args.once else args.trigger or None,
                              on_report=on_report, batch_offset=offset,
                              pace=None if args.once else operator.pace)
-    if args.once:
-        return
     try:
-        running.awaitTermination(args.run_for)
-    finally:  # --run-for: after the micro-batch under way (a stop inside it breaks it)
-        running.stop()
-        if isinstance(source, SocketSource):
+        if not args.once:
+            try:
+                running.awaitTermination(args.run_for)
+            finally:  # --run-for: after the micro-batch under way (a stop inside breaks it)
+                running.stop()
+    finally:  # a socket's connection, a Kafka source's offsets client
+        if isinstance(source, (SocketSource, KafkaSource)):
             source.close()
 
 

@@ -153,7 +153,7 @@ class StreamTotals:
     files: int = 0
     lines: int = 0
     released: int = 0  # edges handed to the engine
-    lost: int = 0  # socket lines a crash or interrupt took before they were matched
+    lost: int = 0  # socket lines a crash or interrupt took from the matching or the state
 
     def as_dict(self) -> dict[str, int]:
         # by field, not __dict__: a state pickled before a field existed lacks it
@@ -283,7 +283,7 @@ class StreamOperator:
         cells: int | None = None,
         processes: int | None = None,
         watch: QueryWatch | None = None,
-        commit: Callable[[int, bool, int | None], None] | None = None,
+        commit: Callable[..., None] | None = None,
         max_matches: int | None = None,
     ) -> None:
         if lateness_us < 0:
@@ -418,6 +418,18 @@ class StreamOperator:
             self._load(saved[-1])
         return self._state.last_batch
 
+    def pass_over(self, batch_id: int, lines: int) -> None:
+        """Go on after micro-batch ``batch_id``, which a transactional sink delivered but
+        whose state was never saved (the process died between the two) and whose input
+        cannot be read again (a socket's): the stream has read ``lines`` lines through it,
+        so the lines that follow get numbers -- and match ids -- of their own, and the
+        next batch an id the sink has not delivered. Checkpointed at once, the counters
+        with it."""
+        self.resume()
+        self._state.totals.lines = max(self._state.totals.lines, lines)
+        self._state.last_batch = batch_id
+        self._checkpoint(batch_id)
+
     def settled_before(self, final: bool = False) -> int | None:
         """An event time before which every match of the stream so far has been reported
         (None: none known): at the end-of-input flush (``final``) the frontier, past every
@@ -489,7 +501,8 @@ class StreamOperator:
         matches = self._emit(batch_id, chain.from_iterable(found), late, rejects, names,
                              places)
         if self.commit is not None:  # the batch's writes made visible, before its state
-            self.commit(batch_id, final, self.settled_before(final))
+            self.commit(batch_id, final, self.settled_before(final),
+                        lines=st.totals.lines + lines)
         totals = st.totals
         totals.batches += 1
         totals.edges += edges_in

@@ -64,11 +64,26 @@ only) stays.
 
 A zombie (an old process still running) is fenced by the new ``init_transactions``: its
 next commit fails instead of writing.
+
+A source that cannot be read again (a socket) breaks "a batch id always names the same
+records": killed after (2) and before (3), the restart cannot run ``b`` again, and a new
+batch numbered ``b`` would be dropped as delivered. Such a restart therefore numbers its
+batches after ``L`` (:meth:`KafkaTransactions.delivered_batch`), and its lines after
+``b``'s (match ids hash them; the marker holds the stream's line count): see
+:func:`~graphcep.runtime.streaming.query.restart_socket_checkpoint`.
+
+Brokers that stop answering: a transaction waits for them ``wait_s`` seconds
+(``--broker-wait``; the producer's ``transaction.timeout.ms`` and ``message.timeout.ms``
+too), then the batch fails with :class:`BrokerLost` -- not aborted by the producer (the
+brokers are not there to hear it): the broker aborts it after its timeout, or the next
+start's ``init_transactions`` does. The batch was not committed, so it is the case
+"in (1) or (2) before the commit" above.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import hashlib
 import json
 import os
@@ -93,8 +108,11 @@ from graphcep.runtime.streaming.kafka_client import (
 SCHEME = "kafka://"
 #: The commit topic of an output topic ``T`` is ``T`` + this suffix.
 COMMITS_SUFFIX = ".graphcep-batches"
-#: Seconds to wait for a transaction's steps.
+#: Seconds to wait for the steps of the start (topics, fencing, the last marker).
 TRANSACTION_TIMEOUT_S = 60.0
+#: Seconds a micro-batch's transaction waits for brokers that stopped answering, by
+#: default (``--broker-wait``): longer, the stream fails (:class:`BrokerLost`).
+BROKER_WAIT_S = 60.0
 #: The roles a Kafka topic can take, as their options name them.
 ROLES = ("output", "late", "rejects")
 #: The most bytes of match ids one record of a flush's ids holds: well under Kafka's
@@ -104,6 +122,18 @@ FLUSH_PART_BYTES = 512 * 1024
 
 class KafkaSinkError(OSError):
     """A Kafka write that failed (a broker gone, a producer fenced by a newer start)."""
+
+
+class BrokerLost(KafkaSinkError):
+    """The brokers did not answer a micro-batch's transaction within the wait: a fault of
+    the system (``ETIMEDOUT``: the command line exits 1), not of the input. The batch was
+    not delivered; a restart, the brokers back, delivers it once."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.ETIMEDOUT, message)
+
+    def __str__(self) -> str:
+        return self.strerror
 
 
 def is_kafka_target(target: object) -> bool:
@@ -220,8 +250,11 @@ class KafkaTransactions:
     writers :meth:`stage` records, the operator's hook calls :meth:`commit`."""
 
     def __init__(self, bootstrap: str, topics: dict[str, str], txn_id: str,
-                 query: str, settings: dict[str, str] | None = None) -> None:
+                 query: str, settings: dict[str, str] | None = None,
+                 wait_s: float = BROKER_WAIT_S) -> None:
         self.bootstrap, self.topics, self.txn_id, self.query = bootstrap, topics, txn_id, query
+        #: how long a micro-batch's transaction waits for brokers that stopped answering
+        self.wait_s = wait_s
         #: the security settings of every client (:func:`client_settings`)
         self.settings = dict(settings or {})
         self.commits_topic = topics.get("output", next(iter(topics.values()))) + COMMITS_SUFFIX
@@ -241,7 +274,10 @@ class KafkaTransactions:
         self._producer = kafka.Producer(client_config(
             self.settings, bootstrap_servers=self.bootstrap, transactional_id=self.txn_id,
             enable_idempotence=True, linger_ms=5,
-            transaction_timeout_ms=int(TRANSACTION_TIMEOUT_S * 1000)))
+            # a record not acknowledged within the wait fails the transaction, which the
+            # broker aborts by itself after it (if no restart fenced it first)
+            transaction_timeout_ms=int(self.wait_s * 1000),
+            message_timeout_ms=int(self.wait_s * 1000)))
         try:
             self._producer.init_transactions(TRANSACTION_TIMEOUT_S)
         except kafka.KafkaException as err:
@@ -321,6 +357,18 @@ class KafkaTransactions:
         finally:
             consumer.close()
 
+    def delivered_batch(self) -> int | None:
+        """The last micro-batch of input whose records are delivered, as read at
+        :meth:`start` (None: none). Not a final flush's id: the stream goes on with it."""
+        if self.last is None:
+            return None
+        return self.last["batch"] - 1 if self.last.get("final") else self.last["batch"]
+
+    def delivered_lines(self) -> int | None:
+        """How many lines the stream had read through the last micro-batch delivered, as
+        its marker says (None: nothing delivered, or a marker without the count)."""
+        return None if self.last is None else self.last.get("lines")
+
     def stage(self, role: str, batch_id: int, values: Iterable[str],
               keys: Iterable[str | None] | None = None) -> None:
         """Hold the records of ``role`` for micro-batch ``batch_id`` until :meth:`commit`."""
@@ -336,13 +384,16 @@ class KafkaTransactions:
         staged.records.extend((topic, None if k is None else k.encode(), v.encode())
                               for k, v in zip(keys, values, strict=True))
 
-    def commit(self, batch_id: int, final: bool = False, settled: int | None = None) -> None:
+    def commit(self, batch_id: int, final: bool = False, settled: int | None = None,
+               lines: int | None = None) -> None:
         """Write micro-batch ``batch_id``'s staged records and its marker in one
         transaction -- unless it was delivered already (see the module docstring).
 
         ``settled``: every match whose edges all lie before this event time has been
         reported by this batch or an earlier one (None: no such time is known); at a
-        final flush, the time before which the flush reported everything."""
+        final flush, the time before which the flush reported everything. ``lines``: the
+        lines the stream has read through this batch, kept in the marker (a socket
+        stream's restart numbers its lines after them)."""
         staged = self._staged if self._staged.batch_id == batch_id else _Staged(batch_id)
         self._staged = _Staged()
         skip = self._delivered_ids(batch_id, final)
@@ -354,6 +405,8 @@ class KafkaTransactions:
                            and r[1].decode() in skip)]
         carry, parts = self._next_carry(batch_id, final, settled, staged.match_ids)
         marker = {"batch": batch_id, "final": final, "query": self.query}
+        if lines is not None:
+            marker["lines"] = lines
         if carry is not None:
             marker["carry"] = carry.reference()
         records += [(self.commits_topic, self._part_key(k).encode(),
@@ -399,13 +452,19 @@ class KafkaTransactions:
                 self._produce(producer, topic, key, value, headers)
             self._produce(producer, self.commits_topic, self.txn_id.encode(),
                           json.dumps(marker).encode(), headers)
-            producer.commit_transaction(TRANSACTION_TIMEOUT_S)
+            producer.commit_transaction(self.wait_s)
         except kafka.KafkaException as err:
             fenced = err.args[0].fatal() or err.args[0].code() in (
                 kafka.KafkaError._FENCED, kafka.KafkaError.PRODUCER_FENCED)
+            if not fenced and _no_answer(kafka, err.args[0].code()):
+                # no abort: it would wait for the same brokers; the broker aborts the
+                # transaction after its timeout, or the next start fences it
+                raise BrokerLost(f"kafka://{self.bootstrap}: the brokers did not answer "
+                                 f"for {self.wait_s:g} s (--broker-wait), micro-batch "
+                                 f"{batch_id} not delivered ({kafka_reason(err)})") from None
             if not fenced:
                 with contextlib.suppress(kafka.KafkaException):
-                    producer.abort_transaction(TRANSACTION_TIMEOUT_S)
+                    producer.abort_transaction(self.wait_s)
             why = ("a newer start of this stream took over its transactions" if fenced
                    else kafka_reason(err))
             raise KafkaSinkError(f"kafka://{self.bootstrap}: micro-batch {batch_id} not "
@@ -428,6 +487,14 @@ class KafkaTransactions:
         if self._producer is not None:
             self._producer.flush(5)
             self._producer = None
+
+
+def _no_answer(kafka: Any, code: int) -> bool:
+    """Whether librdkafka's error ``code`` says the brokers did not answer in time (or at
+    all)."""
+    error = kafka.KafkaError
+    return code in (error._TIMED_OUT, error._MSG_TIMED_OUT, error._TRANSPORT,
+                    error._ALL_BROKERS_DOWN, error._TIMED_OUT_QUEUE, error.REQUEST_TIMED_OUT)
 
 
 class KafkaMatchSink(Sink):
@@ -465,7 +532,9 @@ class KafkaPartWriter:
 
 
 __all__ = [
+    "BROKER_WAIT_S",
     "COMMITS_SUFFIX",
+    "BrokerLost",
     "KafkaMatchSink",
     "KafkaPartWriter",
     "KafkaSinkError",

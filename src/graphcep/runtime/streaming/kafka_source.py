@@ -167,6 +167,8 @@ class KafkaSource:
     report_data_loss: bool = False
     #: (topic, partition) -> the next offset to read, for the partitions this run has read
     _next_offsets: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
+    #: the client asking the partitions' end offsets after every batch (kept: see there)
+    _offsets: Any = field(default=None, repr=False, compare=False)
 
     @property
     def bootstrap(self) -> str:
@@ -306,19 +308,28 @@ class KafkaSource:
         """``TOPIC/PARTITION`` -> records not read yet (the partition's end offset less the
         next offset to read), for each partition this run has read; None when the brokers
         cannot be asked (no confluent-kafka)."""
-        from graphcep.runtime.streaming.kafka_client import end_offsets
+        from graphcep.runtime.streaming.kafka_client import OffsetsClient, end_offsets
 
+        if self._offsets is None:
+            self._offsets = OffsetsClient(self.bootstrap, self._client_settings())
         ends = self._next_offsets
         grouped = rows.group_by(["topic", "partition"]).aggregate([("offset", "max")])
         for topic, partition, last in zip(*(grouped.column(n).to_pylist() for n in (
                 "topic", "partition", "offset_max")), strict=True):
             ends[(topic, partition)] = last + 1
-        latest = end_offsets(self.bootstrap, self._client_settings(), list(ends))
+        latest = end_offsets(self.bootstrap, self._client_settings(), list(ends),
+                             client=self._offsets)
         if latest is None:
             return None
         return {f"{topic}/{partition}": max(0, latest[(topic, partition)] - offset)
                 for (topic, partition), offset in sorted(ends.items())
                 if (topic, partition) in latest}
+
+    def close(self) -> None:
+        """Release the client the lag is asked with (the stream has stopped)."""
+        if self._offsets is not None:
+            self._offsets.close()
+            self._offsets = None
 
     def _client_settings(self) -> dict[str, str]:
         from graphcep.runtime.streaming.kafka_client import client_settings

@@ -271,8 +271,9 @@ def quiet_query_errors(spark: Any) -> None:
         "org.apache.spark.sql.execution.streaming", jvm.org.apache.logging.log4j.Level.OFF)
 
 
-def restart_socket_checkpoint(operator: StreamOperator,
-                              checkpoint: str | os.PathLike) -> tuple[int, int]:
+def restart_socket_checkpoint(operator: StreamOperator, checkpoint: str | os.PathLike,
+                              delivered: int | None = None,
+                              delivered_lines: int | None = None) -> tuple[int, int]:
     """Begin a socket source's Spark checkpoint afresh; return the operator's batch id for
     Spark's batch 0 (:func:`start_stream`'s ``batch_offset``) and the lines newly counted
     lost.
@@ -284,20 +285,36 @@ def restart_socket_checkpoint(operator: StreamOperator,
     written to ``CHECKPOINT/socket-lost.json`` before Spark's offsets go: a start that
     fails before its first micro-batch (no server listening yet) would otherwise take the
     count with it, the operator's state not being written until a batch finishes.
+
+    ``delivered``: the last micro-batch a transactional sink (Kafka) delivered, and
+    ``delivered_lines`` the lines the stream had read through it (its marker's count;
+    None: not known, then Spark's offsets tell). A run killed after the sink's commit and
+    before the operator saved the batch's state leaves the sink one batch ahead of the
+    state: that batch's id and its lines' numbers are taken (the sink skips a batch id it
+    delivered; match ids hash the lines' numbers), so the operator passes over them
+    (:meth:`StreamOperator.pass_over`) and the new run's batches are numbered after it.
+    Its lines count as lost too: their matches with the lines before them were
+    delivered, but they are not in the state for the lines after.
     """
     spark_dir = Path(checkpoint) / "spark"
-    offset = operator.resume() + 1  # loads the state first: the count goes into it
+    done = operator.resume()  # loads the state first: the count goes into it
+    ahead = delivered is not None and delivered > done
+    offset = (delivered if ahead else done) + 1
     record = Path(checkpoint) / _LOST_FILE
     kept = json.loads(record.read_text()) if record.exists() else {}
     newly = 0
     unfinished = _unfinished_batch(spark_dir)
-    if unfinished is not None and unfinished != kept.get("counted"):  # not counted yet
+    if ahead and delivered_lines is not None:
+        newly = max(0, delivered_lines - operator.totals.lines)
+    elif unfinished is not None and unfinished != kept.get("counted"):  # not counted yet
         newly = socket_lines_lost(spark_dir, operator)
     lost = max(operator.totals.lost, int(kept.get("lost", 0))) + newly
+    operator.totals.lost = lost
+    if ahead:  # checkpointed with the count: a kill after it counts nothing twice
+        operator.pass_over(delivered, lines=operator.totals.lines + newly)
     if unfinished is not None:
         text = json.dumps({"lost": lost, "counted": unfinished}) + "\n"
         replace_atomically(record, lambda path: Path(path).write_text(text))
-    operator.totals.lost = lost
     shutil.rmtree(spark_dir, ignore_errors=True)
     spark_dir.mkdir(parents=True)
     (spark_dir / _BATCH_OFFSET_FILE).write_text(f"{offset}\n")
@@ -370,8 +387,10 @@ def run_available_now(spark: Any, operator: StreamOperator, source: Any, *,
     return query
 
 
-#: What makes a failed read or write the system's, not the input's or an option's (exit 1)
-SYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG})
+#: What makes a failed read or write the system's, not the input's or an option's (exit 1):
+#: a full disk...; a write nobody answered in time (Kafka brokers gone mid-stream)
+SYSTEM_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EIO, errno.EROFS, errno.EFBIG,
+                           errno.ETIMEDOUT})
 
 
 def system_failed(err: BaseException) -> bool:
