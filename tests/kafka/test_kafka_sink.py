@@ -16,7 +16,6 @@ import signal
 import socket
 import subprocess
 import sys
-import threading
 import time
 import uuid
 from pathlib import Path
@@ -37,6 +36,7 @@ from graphcep.runtime.streaming.kafka_sink import (
     transactional_id,
 )
 from tests.kafka.test_kafka_source import TRIANGLE, as_line, batch_run, match_keys, random_edges
+from tests.runtime.test_stream_hardening import serve_lines
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -435,30 +435,6 @@ def test_a_socket_restart_passes_over_a_batch_delivered_without_its_state(tmp_pa
                                      10) == (1, 0)
 
 
-def serve_until_closed(blocks: list[bytes]) -> int:
-    """A server on 127.0.0.1 sending ``blocks[i]`` to its ``i``-th connection and holding
-    it open until the other end closes it (a stream killed, or ended); the port."""
-    server = socket.socket()
-    server.bind(("127.0.0.1", 0))
-    server.listen(1)
-    server.settimeout(300)
-
-    def serve() -> None:
-        with server:
-            for block in blocks:
-                try:
-                    conn, _ = server.accept()
-                except OSError:
-                    return
-                with conn:
-                    conn.sendall(block)
-                    while conn.recv(4096):
-                        pass
-
-    threading.Thread(target=serve, daemon=True).start()
-    return server.getsockname()[1]
-
-
 @pytest.mark.slow
 @pytest.mark.spark
 def test_a_socket_stream_killed_after_the_commit_loses_no_later_match(kafka_broker,
@@ -474,7 +450,7 @@ def test_a_socket_stream_killed_after_the_commit_loses_no_later_match(kafka_brok
     later_edges = [{**e, "t": e["t"] + 10_000} for e in random_edges(300, 8, seed=32)]
     blocks = ["".join(as_line(e, "jsonl") + "\n" for e in edges).encode()
               for edges in (first_edges, later_edges)]
-    port = serve_until_closed(blocks)
+    port = serve_lines(blocks, None, timeout=300)
     expected_first = set(batch_run(TRIANGLE, first_edges, "jsonl", tmp_path, capsys))
     expected_later = batch_run(TRIANGLE, later_edges[:-1], "jsonl", tmp_path, capsys)
     topic = "socket-matches"

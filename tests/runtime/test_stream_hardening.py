@@ -283,13 +283,15 @@ def test_a_socket_without_a_server_is_one_line(tmp_path):
 # -- sockets ------------------------------------------------------------------------------
 
 
-def serve_lines(blocks: list[bytes], hold: float) -> int:
+def serve_lines(blocks: list[bytes], hold: float | None, timeout: float = 120) -> int:
     """A server on 127.0.0.1 sending ``blocks[i]`` to its ``i``-th connection, holding
-    each open ``hold`` seconds; it stops by itself after the last (or after 120 s)."""
+    each open ``hold`` seconds (None: until the other end closes it, a stream killed or
+    ended); it stops by itself after the last (or after ``timeout`` s without one); the
+    port."""
     server = socket.socket()
     server.bind(("127.0.0.1", 0))
     server.listen(1)
-    server.settimeout(120)
+    server.settimeout(timeout)
 
     def serve() -> None:
         with server:
@@ -300,7 +302,11 @@ def serve_lines(blocks: list[bytes], hold: float) -> int:
                     return
                 with conn:
                     conn.sendall(block)
-                    time.sleep(hold)
+                    if hold is not None:
+                        time.sleep(hold)
+                        continue
+                    while conn.recv(4096):
+                        pass
 
     threading.Thread(target=serve, daemon=True).start()
     return server.getsockname()[1]
