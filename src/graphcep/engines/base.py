@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import pickle
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar, Protocol
 
 import numpy as np
@@ -325,6 +325,15 @@ class ChunkedPushes:
             elif self._slice is not None:
                 self._slice = 2 * self._slice
             yield matches
+
+
+def joined_chunks(chunks: Iterable[pa.Table], empty: Callable[[], pa.Table]) -> pa.Table:
+    """The chunks an engine's ``push_chunks`` hands out as one table, for its ``push``
+    (one chunk as it is, none as ``empty()``)."""
+    found = list(chunks)
+    if len(found) == 1:
+        return found[0]
+    return pa.concat_tables(found) if found else empty()
 
 
 def coalesced(tables: Iterable[pa.Table], rows: int | None = None) -> Iterator[pa.Table]:

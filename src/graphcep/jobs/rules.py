@@ -74,6 +74,7 @@ from graphcep.engines.base import (
     Engine,
     SnapshotError,
     StateBoundError,
+    joined_chunks,
 )
 from graphcep.engines.difference_bounds import UnboundedQueryError
 from graphcep.events import format_seconds, sort_stream
@@ -565,8 +566,7 @@ class RulesEngine:
     # -- the engine protocol ------------------------------------------------------------
 
     def push(self, batch: pa.Table) -> pa.Table:
-        found = list(self.push_chunks(batch))
-        return pa.concat_tables(found) if found else RULE_MATCHES.schema.empty_table()
+        return joined_chunks(self.push_chunks(batch), RULE_MATCHES.schema.empty_table)
 
     def push_chunks(self, batch: pa.Table,
                     chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:

@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase
+from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, joined_chunks
 from graphcep.engines.nu import kernel
 from graphcep.engines.nu.engine import NuEngine, Token, match_id
 from graphcep.engines.nu.tables import LINK_FIELDS, NONE, kernel_tables
@@ -91,10 +91,7 @@ class CompiledNuEngine(EngineBase):
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Read a batch of links in stream order; the matches they complete."""
-        found = list(self.push_chunks(batch))
-        if len(found) == 1:
-            return found[0]
-        return pa.concat_tables(found) if found else empty_matches()
+        return joined_chunks(self.push_chunks(batch), empty_matches)
 
     def push_chunks(self, batch: pa.Table | pa.RecordBatch,
                     chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:

@@ -81,7 +81,7 @@ from typing import NamedTuple
 import numpy as np
 import pyarrow as pa
 
-from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError
+from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError, joined_chunks
 from graphcep.engines.nu.automaton import Automaton, Transition, compile_pattern
 from graphcep.events import MATCH_SCHEMA, empty_matches
 from graphcep.hashing import salt64
@@ -170,10 +170,7 @@ class NuEngine(EngineBase):
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Read a batch of links in stream order; the matches they complete."""
-        found = list(self.push_chunks(batch))
-        if len(found) == 1:
-            return found[0]
-        return pa.concat_tables(found) if found else empty_matches()
+        return joined_chunks(self.push_chunks(batch), empty_matches)
 
     def push_chunks(self, batch: pa.Table | pa.RecordBatch,
                     chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:

@@ -52,7 +52,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.cores import usable_cores
-from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError
+from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError, joined_chunks
 from graphcep.engines.subgraph.kernel import (
     build_pair_index,
     build_signatures,
@@ -271,10 +271,7 @@ class SubgraphEngine(EngineBase):
 
     def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
         """Add a batch in stream order; return the matches whose last edge is in it."""
-        parts = list(self.push_chunks(batch))
-        if len(parts) == 1:
-            return parts[0]
-        return pa.concat_tables(parts) if parts else empty_matches()
+        return joined_chunks(self.push_chunks(batch), empty_matches)
 
     def push_chunks(self, batch: pa.Table | pa.RecordBatch,
                     chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
