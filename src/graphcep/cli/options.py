@@ -447,6 +447,8 @@ def refuse_overwriting_inputs(inputs: list[str], targets: dict[str, str | None])
     if not existing:
         return
     for path in expand_paths(inputs, once=False):  # the query file may be among them
+        if not os.path.exists(path):  # a Kafka topic, a file missing (said where it is read)
+            continue
         for role, target in existing.items():
             if os.path.samefile(path, target):
                 # the rejects file's default lands in the current directory: run from
