@@ -190,3 +190,27 @@ def test_the_sources_lag_and_backlog_are_gauges():
     assert found[("graphcep_source_lag_seconds", q)] == 2.0
     assert found[("graphcep_source_backlog_records", q)] == 2_000  # 2 s at 1,000/s
     assert live.snapshot()["series"][-1]["lag_s"] == 2.0  # the page's lag curve
+
+
+def test_the_newest_matches_of_a_batch_written_in_chunks_pass_through_chunk_by_chunk():
+    """Watching a stream keeps its output bounded: the sink under the page's tee gets a
+    batch's chunks one by one (never the batch joined), and the page keeps the batch's
+    newest rows across chunks."""
+    import pyarrow as pa
+
+    from graphcep.monitor.live import NewestMatches
+
+    class Inner:
+        def __init__(self) -> None:
+            self.sizes: list[int] = []
+
+        def write_chunks(self, tables, batch_id=None):
+            self.sizes += [table.num_rows for table in tables]
+            return sum(self.sizes)
+
+    newest, inner = NewestMatches(3), Inner()
+    chunks = [pa.table({"match_id": [f"{c}-{i}" for i in range(n)]})
+              for c, n in enumerate((5, 4, 1))]
+    assert newest.wrap(inner).write_chunks(iter(chunks), 7) == 10
+    assert inner.sizes == [5, 4, 1]
+    assert [c["match_id"] for c in newest.captions()] == ["2-0", "1-3", "1-2"]

@@ -20,7 +20,7 @@ from __future__ import annotations
 import threading
 import time
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
 import pyarrow as pa
@@ -171,8 +171,9 @@ class NewestMatches(Sink):
         self.clock: Any = None  # how the pictures write times (None: seconds)
 
     def wrap(self, inner: Any) -> Sink:
-        """``inner``, which now also hands each batch of matches here."""
-        return _Tee(inner, self.keep)
+        """``inner``, which now also hands each batch of matches here (of a batch written
+        in chunks, its newest rows: the sink still holds one chunk at a time)."""
+        return _Tee(inner, self.keep, tail=self.count)
 
     def keep(self, table: pa.Table, batch_id: int | str | None) -> None:
         rows = table.slice(max(table.num_rows - self.count, 0)).to_pylist()
@@ -233,14 +234,36 @@ class RejectReasons:
 
 
 class _Tee(Sink):
-    """A sink (or part writer) that also hands every written table to ``also``."""
+    """A sink (or part writer) that also hands every written table to ``also``; of a
+    batch written in chunks, one table of its newest chunks holding at least ``tail``
+    rows (None: every chunk), so the tee holds no more of a batch than that."""
 
-    def __init__(self, inner: Any, also: Callable[[pa.Table, Any], None]) -> None:
-        self.inner, self.also = inner, also
+    def __init__(self, inner: Any, also: Callable[[pa.Table, Any], None],
+                 tail: int | None = None) -> None:
+        self.inner, self.also, self.tail = inner, also, tail
 
     def write(self, table: pa.Table, batch_id: int | str | None = None) -> Any:
         written = self.inner.write(table, batch_id)
         self.also(table, batch_id)
+        return written
+
+    def write_chunks(self, tables: Iterable[pa.Table],
+                     batch_id: int | str | None = None) -> int:
+        if getattr(self.inner, "write_chunks", None) is None:  # a plain writer: joined
+            return super().write_chunks(tables, batch_id)
+        newest: list[pa.Table] = []
+
+        def passed_on() -> Iterator[pa.Table]:
+            for table in tables:
+                newest.append(table)
+                while (self.tail is not None and len(newest) > 1
+                       and sum(t.num_rows for t in newest[1:]) >= self.tail):
+                    newest.pop(0)
+                yield table
+
+        written = self.inner.write_chunks(passed_on(), batch_id)
+        if newest:
+            self.also(pa.concat_tables(newest, promote_options="permissive"), batch_id)
         return written
 
     def close(self) -> None:
