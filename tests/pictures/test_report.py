@@ -220,6 +220,34 @@ def test_a_stream_report_keeps_the_first_matches_once_each():
     assert inner.rows == 9  # every batch passed on, the re-run too
 
 
+def test_the_report_keeps_the_first_matches_of_batches_written_in_chunks():
+    """A stream writes a batch's matches in chunks: the report's keeper passes them on
+    one by one (the sink never gets the batch joined) and keeps the first rows it has
+    room for; a batch written again replaces what it gave."""
+    import pyarrow as pa
+
+    from graphcep.pictures.runs import KeepFirst
+
+    class Chunked:
+        def __init__(self):
+            self.sizes = []
+
+        def write_chunks(self, tables, batch_id=None):
+            self.sizes += [table.num_rows for table in tables]
+            return sum(self.sizes)
+
+    def chunks(*runs):
+        return iter(pa.table({"x": list(run)}) for run in runs)
+
+    inner = Chunked()
+    keep = KeepFirst(inner, 5)
+    keep.write_chunks(chunks([1, 2], [3]), 0)
+    keep.write_chunks(chunks([9]), 1)
+    keep.write_chunks(chunks([4], [5, 6], [7]), 1)  # batch 1 run again, other matches
+    assert [r["x"] for r in keep.rows()] == [1, 2, 3, 4, 5]
+    assert inner.sizes == [2, 1, 1, 1, 2, 1]
+
+
 @pytest.mark.parametrize("option", ["--report", "--timeline"])
 def test_a_report_or_timeline_naming_an_input_is_refused(tmp_path, capsys, option):
     # a subscriptions file named as the picture would be (subscribe reads any name)

@@ -4,6 +4,7 @@ summary, rejects and progress reports)."""
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Iterator
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,29 @@ class KeepFirst(Sink):
         held = sum(t.num_rows for b, t in self.kept.items() if b != batch_id)
         if batch_id in self.kept or (held < self.count and table.num_rows):
             self.kept[batch_id] = table.slice(0, max(self.count - held, 0))
+
+    def write_chunks(self, tables: Iterable[pa.Table],
+                     batch_id: int | str | None = None) -> int:
+        """Pass a batch written in chunks on chunk by chunk (the sink holds one at a
+        time), keeping its first rows the report still has room for."""
+        if getattr(self.inner, "write_chunks", None) is None:  # a plain writer: joined
+            return super().write_chunks(tables, batch_id)
+        self.kept.pop(batch_id, None)  # written again: what it gave before is replaced
+        room = self.count - sum(t.num_rows for t in self.kept.values())
+        first: list[pa.Table] = []
+
+        def passed_on() -> Iterator[pa.Table]:
+            nonlocal room
+            for table in tables:
+                if room > 0 and table.num_rows:
+                    first.append(table.slice(0, room))
+                    room -= first[-1].num_rows
+                yield table
+
+        written = self.inner.write_chunks(passed_on(), batch_id)
+        if first:
+            self.kept[batch_id] = pa.concat_tables(first, promote_options="permissive")
+        return written
 
     def close(self) -> None:
         self.inner.close()
