@@ -13,8 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from graphcep.engines import base as engine_base
-from graphcep.engines.base import ChunkedPushes, Engine
+from graphcep.engines.base import MATCH_CHUNK_ROWS, ChunkedPushes, Engine
 from graphcep.events import (
     empty_matches,
     max_duration_of,
@@ -37,11 +36,6 @@ MATCHING = "matching (engine, match records)"
 #: Edges per push. Each push regroups the window, so batches much smaller than the
 #: window cost more; much larger ones only cost memory.
 DEFAULT_BATCH_EDGES = 1_000_000
-
-#: The most match records a replay hands on at a time (a SAL search stops when it has
-#: found this many and goes on when they are taken; other engines' pushes shrink until
-#: their output fits): what a run holds of its matches, whatever their number.
-MATCH_CHUNK_ROWS = engine_base.MATCH_CHUNK_ROWS
 
 
 @dataclass
