@@ -8,7 +8,8 @@ broker (one KRaft node from the jars ``graphcep.runtime.streaming.kafka_jars`` f
 the tests start it) holds a fresh two-partition topic per run. The feed
 (:class:`KafkaFeed`) produces ``src,dst,t`` CSV lines (``t`` in integer microseconds),
 ``--lines-per-message`` lines a message (default 100, as a batching exporter sends them;
-``1`` is goflow2's one flow a message), the messages alternating between the partitions,
+``1`` is goflow2's one flow a message; a comma list runs the ``kafka`` method once per
+value, the others take the first), the messages alternating between the partitions,
 every 100 ms at a sustained wall-clock rate, and notes when each 100 ms chunk was
 acknowledged by the broker. A match's latency runs from the acknowledgement of the chunk
 holding its last edge to the moment the match reached the sink.
@@ -39,7 +40,7 @@ Targets (issue text): >= 250,000 edges/s sustained from Kafka at p99 <= 2 s on
 
 Run: ``python -m bench.kafka_stream [--methods kafka,files,spark-join] [--rates
 100000,250000,400000] [--join-rates 1000,2500] [--seconds 15] [--history 200000]
-[--lines-per-message 100] [--record]``.
+[--lines-per-message 100,1] [--record]``.
 """
 
 from __future__ import annotations
@@ -406,7 +407,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--join-rates", default="1000,2500")
     parser.add_argument("--seconds", type=float, default=15.0)
     parser.add_argument("--history", type=int, default=200_000)
-    parser.add_argument("--lines-per-message", type=int, default=100)
+    parser.add_argument("--lines-per-message", default="100",
+                        help="lines a message; a comma list: the kafka method once per value")
     parser.add_argument("--drain-edges", type=int, default=2_000_000,
                         help="edges of the topic the sink-overhead processes drain")
     parser.add_argument("--max-records-per-batch", type=int, default=None,
@@ -419,6 +421,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"--methods: a comma list of {', '.join(METHODS)}")
     args.rates = [int(r) for r in args.rates.split(",")]
     args.join_rates = [int(r) for r in args.join_rates.split(",")]
+    args.message_sizes = [int(n) for n in args.lines_per_message.split(",")]
+    args.lines_per_message = args.message_sizes[0]
     return args
 
 
@@ -438,9 +442,11 @@ def run_all(args: argparse.Namespace, table: pa.Table, workroot: Path) -> list[M
     try:
         for method in (m for m in args.methods if m != "sink"):
             rates = args.join_rates if method == "spark-join" else args.rates
-            for rate in rates:
+            sizes = args.message_sizes if method == "kafka" else args.message_sizes[:1]
+            for size, rate in ((size, rate) for size in sizes for rate in rates):
+                sized = argparse.Namespace(**{**vars(args), "lines_per_message": size})
                 with tempfile.TemporaryDirectory(dir=workroot) as tmp:
-                    result = run_method(method, spark, broker, table, rate, args, Path(tmp))
+                    result = run_method(method, spark, broker, table, rate, sized, Path(tmp))
                 results.append(result)
                 print(json.dumps({**asdict(result.run), "edges_per_s": result.run.edges_per_s}),
                       flush=True)
