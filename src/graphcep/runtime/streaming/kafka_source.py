@@ -18,6 +18,11 @@ With ``time_from_kafka`` (``--time kafka``) an edge's ``t`` is its record's Kafk
 (producer or broker time, per the topic's ``message.timestamp.type``): a JSON line then
 needs no ``t`` of its own, and any it has is replaced; a line of the other formats keeps
 its time field (it must still parse), replaced as well.
+
+Brokers that stop answering mid-stream are waited for ``broker_wait_s`` seconds
+(``--broker-wait``: Spark's clients' timeouts, :func:`broker_wait_options`); longer, the
+micro-batch fails with :class:`~graphcep.runtime.streaming.kafka_client.BrokerLost`
+(:meth:`KafkaSource.brokers_lost`), before Spark commits it: the restart reads it again.
 """
 
 from __future__ import annotations
@@ -57,9 +62,10 @@ TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 DATA_LOSS = re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic "
                        r"partition (\S+)-(\d+)\b")
 #: What Spark's Kafka clients raise when the brokers did not answer within their wait: the
-#: admin client planning a micro-batch's offsets, or a consumer reading its records
-NO_ANSWER = re.compile(r"(?:org\.apache\.kafka\.common\.errors|java\.util\.concurrent)"
-                       r"\.TimeoutException: ([^\n]*)")
+#: admin client planning a micro-batch's offsets (Kafka's exception), or a consumer reading
+#: its records (Spark's words; Java's exception alone may be another wait of Spark's)
+NO_ANSWER = re.compile(r"org\.apache\.kafka\.common\.errors\.TimeoutException: ([^\n]*)|"
+                       r"java\.util\.concurrent\.TimeoutException: (Cannot fetch record[^\n]*)")
 #: Reader options graphcep sets from its own command-line options.
 OWN_OPTIONS = {"kafka.bootstrap.servers": "the BROKERS of --source",
                "subscribe": "the TOPICS of --source",
@@ -239,7 +245,8 @@ class KafkaSource:
         found = NO_ANSWER.search(text)
         if found is None:
             return None
-        reason = re.sub(r"\s*SQLSTATE: \w+\s*$", "", found.group(1))  # Spark's error code
+        said = found.group(1) or found.group(2)
+        reason = re.sub(r"\s*SQLSTATE: \w+\s*$", "", said)  # Spark's error code
         return BrokerLost(f"kafka://{self.bootstrap}: the brokers did not answer for "
                           f"{self.broker_wait_s:g} s (--broker-wait), micro-batch {batch_id} "
                           f"not read ({reason.strip()})")
