@@ -8,6 +8,7 @@ checkpoint is touched), and the topics a metadata request to the real broker lis
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import re
 import subprocess
@@ -22,7 +23,7 @@ from graphcep.cli.kafka import refuse_kafka_options
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming import kafka_client
 from graphcep.runtime.streaming.kafka_client import check_client_settings, client_settings
-from graphcep.runtime.streaming.kafka_source import kafka_options
+from graphcep.runtime.streaming.kafka_source import KafkaSource, kafka_options
 from tests.kafka.broker import running_broker, why_no_kafka
 from tests.kafka.test_kafka_sink import (
     child_env,
@@ -32,7 +33,15 @@ from tests.kafka.test_kafka_sink import (
     twice,
     write_files,
 )
-from tests.kafka.test_kafka_source import TRIANGLE, batch_run, match_keys, random_edges
+from tests.kafka.test_kafka_source import (
+    TRIANGLE,
+    batch_run,
+    match_keys,
+    produce_edges,
+    random_edges,
+    stream_rows,
+)
+from tests.kafka.test_kafka_source import stream_command as source_command
 
 JAAS = ('org.apache.kafka.common.security.scram.ScramLoginModule required '
         'username="graphcep" password="s3 cret";')
@@ -93,15 +102,54 @@ def test_a_java_only_setting_for_the_output_is_one_line_before_the_broker(tmp_pa
     assert not (tmp_path / "ck").exists()
 
 
-def test_broker_wait_without_a_kafka_output_is_one_line(tmp_path, capsys):
+def test_broker_wait_without_a_kafka_source_or_output_is_one_line(tmp_path, capsys):
     (tmp_path / "in").mkdir()
     code = main(["stream", str(TRIANGLE), "--source", str(tmp_path / "in"), "--checkpoint",
                  str(tmp_path / "ck"), "--once", "--broker-wait", "5"])
     err = capsys.readouterr().err
     assert code == 2 and err.strip().count("\n") == 0, err
-    assert "--broker-wait sets how long a Kafka output (--output, --late or --rejects " \
-           "kafka://BROKER/TOPIC) waits for its brokers: there is none" in err
+    assert "--broker-wait sets how long a Kafka source (--source kafka://BROKERS/TOPICS) " \
+           "or output (--output, --late or --rejects kafka://BROKER/TOPIC) waits for its " \
+           "brokers: there is none" in err
     assert not (tmp_path / "ck").exists()
+
+
+def test_broker_wait_sets_the_source_clients_timeouts_and_kafka_options_win():
+    """``--broker-wait 5`` is 5000 ms for Spark's admin client (one attempt, not Spark's
+    three), its consumers' polls and requests; a ``--kafka-option`` naming one of them,
+    in any case, is passed as given and the wait's is dropped."""
+    source = KafkaSource([("h", 9092)], ["t"], broker_wait_s=5,
+                         extra={"FetchOffset.NumRetries": "4",
+                                "kafka.request.timeout.ms": "2000"})
+    assert source.reader_options() == {
+        "startingOffsets": "earliest", "kafka.default.api.timeout.ms": "5000",
+        "kafkaConsumer.pollTimeoutMs": "5000", "FetchOffset.NumRetries": "4",
+        "kafka.request.timeout.ms": "2000"}
+    assert KafkaSource([("h", 9092)], ["t"]).reader_options()[
+        "kafka.request.timeout.ms"] == "30000"  # Kafka's own, under the 60 s wait
+
+
+def test_a_timeout_of_sparks_kafka_clients_is_the_brokers_lost():
+    """What Spark's admin client raises planning a batch with the brokers gone (seen on
+    the test broker SIGKILLed), and what its consumer raises reading one, are one line
+    naming the brokers and the batch, a fault of the system (``ETIMEDOUT``: exit 1);
+    another failure (another of Spark's waits) is not taken for it."""
+    source = KafkaSource([("k1", 9092), ("k2", 9093)], ["t"], broker_wait_s=7.5)
+    planning = ("[STREAM_FAILED] Query [id = 1, runId = 2] terminated with exception: "
+                "org.apache.kafka.common.errors.TimeoutException: Timed out waiting for a "
+                "node assignment. Call: listNodes SQLSTATE: XXKST\n\tat org.apache...")
+    lost = source.brokers_lost(planning, 3)
+    assert str(lost) == ("kafka://k1:9092,k2:9093: the brokers did not answer for 7.5 s "
+                         "(--broker-wait), micro-batch 3 not read (Timed out waiting for a "
+                         "node assignment. Call: listNodes)")
+    assert lost.errno == errno.ETIMEDOUT
+    reading = ("Caused by: java.util.concurrent.TimeoutException: Cannot fetch record for "
+               "offset 80 in 5000 milliseconds\n\tat org.apache.spark...")
+    assert "micro-batch 4 not read (Cannot fetch record for offset 80 in 5000 " \
+           "milliseconds)" in str(source.brokers_lost(reading, 4))
+    for other in ("java.lang.OutOfMemoryError: Java heap space",
+                  "java.util.concurrent.TimeoutException: Futures timed out after [300 s]"):
+        assert source.brokers_lost(other, 3) is None
 
 
 # -- with the broker --------------------------------------------------------------------
@@ -199,11 +247,18 @@ def kill_broker_mid_stream(broker, proc: subprocess.Popen, checkpoint: Path, log
     """Wait until the stream has checkpointed a micro-batch, then SIGKILL the broker,
     the stream still far from its end."""
     deadline = time.monotonic() + 240
-    while newest_state(checkpoint) < 0 and time.monotonic() < deadline:
+    while newest_batch(checkpoint) < 0 and time.monotonic() < deadline:
         assert proc.poll() is None, log.read_text()[-2000:]
         time.sleep(0.05)
     broker.kill()
-    assert 0 <= newest_state(checkpoint) < files - 4, "the outage did not land mid-stream"
+    assert 0 <= newest_batch(checkpoint) < files - 4, "the outage did not land mid-stream"
+
+
+def newest_batch(checkpoint: Path) -> int:
+    """The newest micro-batch checkpointed (-1: none yet): the operator's state, or the
+    executor mode's totals."""
+    totals = [int(p.stem.split("-")[1]) for p in (checkpoint / "cells").glob("totals-*.json")]
+    return max([newest_state(checkpoint), *totals])
 
 
 def read_back(broker, topic: str) -> list:
@@ -258,3 +313,63 @@ def test_a_broker_stopped_mid_stream_is_waited_for_or_one_line_and_a_restart(
     own_broker.start_again()
     assert main(long) == 0, capsys.readouterr().err[-2000:]
     assert read_back(own_broker, "outage-long") == expected
+
+
+def parts_read_once(out: Path) -> list:
+    """The matches of every part of the folder ``out``, none written twice (by id)."""
+    rows = stream_rows(out)
+    ids = [row["match_id"] for row in rows]
+    assert len(ids) == len(set(ids)), "a match was written twice"
+    return match_keys(rows)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("matching", ["driver", "executors"])
+def test_a_source_broker_stopped_mid_stream_is_waited_for_or_one_line_and_a_restart(
+        matching, own_broker, tmp_path, capsys):
+    """The brokers of a Kafka *source* SIGKILLed while a stream reads them (``--once``, a
+    micro-batch per 40 records, matches to a folder), and started again on the same port
+    and storage. An outage shorter than ``--broker-wait``: the stream waits and ends
+    normally. A longer one: one line naming the brokers and the batch, exit 1; run again
+    once the broker is back, it reads on from its checkpoint. In either matching mode.
+    Oracle: the batch run's matches, each once (by match id) over all the output's
+    parts."""
+    edges = random_edges(24 * 60, 8, seed=43)
+    produce_edges(own_broker, "outage-in", edges, "jsonl", seed=44)
+    expected = batch_run(TRIANGLE, edges, "jsonl", tmp_path, capsys)
+    assert len(expected) > 20
+
+    def command(work: Path, wait: str) -> list[str]:
+        work.mkdir()
+        return source_command(TRIANGLE, own_broker, "outage-in", work, "jsonl", "--once",
+                              "--max-records-per-batch", "40", "--lateness", "30",
+                              "--master", "local[1]", "--matching", matching,
+                              "--broker-wait", wait)
+
+    short = command(tmp_path / "short", "300")
+    log = tmp_path / "short.err"
+    proc = start_stream(short, log)
+    kill_broker_mid_stream(own_broker, proc, tmp_path / "short" / "ck", log, 10)
+    time.sleep(2)
+    own_broker.start_again()
+    assert proc.poll() is None, log.read_text()[-2000:]  # it waited for the broker
+    assert proc.wait(300) == 0, log.read_text()[-2000:]
+    assert parts_read_once(tmp_path / "short" / "out") == expected
+
+    long = command(tmp_path / "long", "5")
+    log = tmp_path / "long.err"
+    proc = start_stream(long, log)
+    kill_broker_mid_stream(own_broker, proc, tmp_path / "long" / "ck", log, 10)
+    assert proc.wait(120) == 1, log.read_text()[-2000:]
+    said = [line for line in log.read_text().splitlines() if line.startswith("graphcep")]
+    assert len(said) == 1 and log.read_text().rstrip().endswith(said[0]), said
+    assert re.fullmatch(
+        rf"graphcep: micro-batch (\d+): kafka://{own_broker.bootstrap}: the brokers did not "
+        r"answer for 5 s \(--broker-wait\), micro-batch \1 not read \(.+\) \(not "
+        r"committed: the checkpoint holds the micro-batches before it, and a restart runs "
+        r"it again\)", said[0]), said[0]
+    own_broker.start_again()
+    log = tmp_path / "restart.err"  # a process of its own: its Spark session has the connector
+    assert start_stream(long, log).wait(300) == 0, log.read_text()[-2000:]
+    assert parts_read_once(tmp_path / "long" / "out") == expected

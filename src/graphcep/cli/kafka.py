@@ -40,10 +40,12 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
                              "are reported, a line and a summary entry, and the stream "
                              "goes on (report)")
     parser.add_argument("--broker-wait", type=positive_seconds, metavar="SECONDS",
-                        help="kafka output: how long a micro-batch's transaction waits "
-                             "for brokers that stopped answering before the stream stops "
-                             "(one line, exit 1; a restart delivers the batch once); "
-                             "default 60")
+                        help="kafka source or output: how long a micro-batch waits for "
+                             "brokers that stopped answering (a Kafka output's "
+                             "transaction, a Kafka source's reads) before the stream "
+                             "stops (one line, exit 1; a restart runs the batch once); "
+                             "default 60; a --kafka-option setting one of the source's "
+                             "timeouts wins over it")
     parser.add_argument("--time", choices=("field", "kafka"), default="field",
                         help="kafka: an edge's time is its line's time field (default) or "
                              "its record's Kafka timestamp")
@@ -89,10 +91,11 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     from graphcep.runtime.streaming.kafka_source import kafka_options
 
     targets = kafka_targets_of(args)
-    if getattr(args, "broker_wait", None) is not None and not targets:
-        raise QueryError("--broker-wait sets how long a Kafka output (--output, --late or "
-                         "--rejects kafka://BROKER/TOPIC) waits for its brokers: there is "
-                         "none")
+    kafka_in = (getattr(args, "source", None) or "").startswith("kafka://")
+    if getattr(args, "broker_wait", None) is not None and not (targets or kafka_in):
+        raise QueryError("--broker-wait sets how long a Kafka source (--source "
+                         "kafka://BROKERS/TOPICS) or output (--output, --late or --rejects "
+                         "kafka://BROKER/TOPIC) waits for its brokers: there is none")
     if targets:
         confluent()
         bootstrap, _ = parse_targets(targets)
@@ -141,7 +144,11 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
     """The Kafka source ``--source kafka://...`` names, its broker reached; a micro-batch
     takes at most ``max_records`` records over all partitions (``--max-records-per-batch``,
     Spark's ``maxOffsetsPerTrigger``)."""
-    from graphcep.runtime.streaming.kafka_client import check_topics, client_settings
+    from graphcep.runtime.streaming.kafka_client import (
+        BROKER_WAIT_S,
+        check_topics,
+        client_settings,
+    )
     from graphcep.runtime.streaming.kafka_source import (
         KAFKA_FORMATS,
         KafkaSource,
@@ -170,7 +177,8 @@ def kafka_source(args: argparse.Namespace, text: str, options: ReaderOptions,
                          max_records_per_batch=max_records,
                          extra=extra, report_data_loss=args.on_data_loss == "report",
                          time_from_kafka=args.time == "kafka",
-                         jars_dir=jars_for(args.kafka_jars))
+                         jars_dir=jars_for(args.kafka_jars),
+                         broker_wait_s=getattr(args, "broker_wait", None) or BROKER_WAIT_S)
     source.spark_conf()  # a --kafka-jars folder without the connector: refused now
     source.check_reachable()
     check_topics(source.bootstrap, topics, client_settings(extra))

@@ -7,6 +7,7 @@ share -- the module, the settings from ``--kafka-option`` pairs, quiet clients, 
 from __future__ import annotations
 
 import contextlib
+import errno
 import logging
 import re
 from typing import Any
@@ -15,6 +16,10 @@ from graphcep.patterns.subgraph import QueryError
 
 #: Seconds to wait for a broker's answer at start, and to the checks' requests.
 CONNECT_TIMEOUT_S = 3.0
+#: Seconds a stream waits for brokers that stopped answering mid-stream, by default
+#: (``--broker-wait``): a Kafka output's transaction, a Kafka source's reads; longer, the
+#: stream fails (:class:`BrokerLost`).
+BROKER_WAIT_S = 60.0
 
 #: Where the Kafka clients' own log lines go: nowhere (a failure raises, one line).
 _QUIET = logging.getLogger("graphcep.kafka.client")
@@ -207,6 +212,19 @@ def client_config(given: dict[str, str] | None = None, **settings: Any) -> dict[
             "logger": _QUIET}
 
 
+class BrokerLost(OSError):
+    """The brokers did not answer a micro-batch within the wait (``--broker-wait``): a
+    Kafka output's transaction, or a Kafka source's reads. A fault of the system
+    (``ETIMEDOUT``: the command line exits 1), not of the input; the batch was not
+    committed, and a restart, the brokers back, runs it once."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(errno.ETIMEDOUT, message)
+
+    def __str__(self) -> str:
+        return self.strerror
+
+
 def kafka_reason(err: BaseException) -> str:
     inner = err.args[0] if err.args else err
     text = inner.str() if hasattr(inner, "str") else str(inner)
@@ -214,7 +232,9 @@ def kafka_reason(err: BaseException) -> str:
 
 
 __all__ = [
+    "BROKER_WAIT_S",
     "CONNECT_TIMEOUT_S",
+    "BrokerLost",
     "OffsetsClient",
     "SECURITY_KEYS",
     "check_client_settings",

@@ -83,7 +83,6 @@ start's ``init_transactions`` does. The batch was not committed, so it is the ca
 from __future__ import annotations
 
 import contextlib
-import errno
 import hashlib
 import json
 import os
@@ -99,7 +98,9 @@ import pyarrow as pa
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat, Sink
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming.kafka_client import (
+    BROKER_WAIT_S,
     CONNECT_TIMEOUT_S,
+    BrokerLost,
     client_config,
     confluent,
     kafka_reason,
@@ -110,9 +111,6 @@ SCHEME = "kafka://"
 COMMITS_SUFFIX = ".graphcep-batches"
 #: Seconds to wait for the steps of the start (topics, fencing, the last marker).
 TRANSACTION_TIMEOUT_S = 60.0
-#: Seconds a micro-batch's transaction waits for brokers that stopped answering, by
-#: default (``--broker-wait``): longer, the stream fails (:class:`BrokerLost`).
-BROKER_WAIT_S = 60.0
 #: The roles a Kafka topic can take, as their options name them.
 ROLES = ("output", "late", "rejects")
 #: The most bytes of match ids one record of a flush's ids holds: well under Kafka's
@@ -122,18 +120,6 @@ FLUSH_PART_BYTES = 512 * 1024
 
 class KafkaSinkError(OSError):
     """A Kafka write that failed (a broker gone, a producer fenced by a newer start)."""
-
-
-class BrokerLost(KafkaSinkError):
-    """The brokers did not answer a micro-batch's transaction within the wait: a fault of
-    the system (``ETIMEDOUT``: the command line exits 1), not of the input. The batch was
-    not delivered; a restart, the brokers back, delivers it once."""
-
-    def __init__(self, message: str) -> None:
-        super().__init__(errno.ETIMEDOUT, message)
-
-    def __str__(self) -> str:
-        return self.strerror
 
 
 def is_kafka_target(target: object) -> bool:

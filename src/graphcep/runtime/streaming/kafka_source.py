@@ -18,6 +18,11 @@ With ``time_from_kafka`` (``--time kafka``) an edge's ``t`` is its record's Kafk
 (producer or broker time, per the topic's ``message.timestamp.type``): a JSON line then
 needs no ``t`` of its own, and any it has is replaced; a line of the other formats keeps
 its time field (it must still parse), replaced as well.
+
+Brokers that stop answering mid-stream are waited for ``broker_wait_s`` seconds
+(``--broker-wait``: Spark's clients' timeouts, :func:`broker_wait_options`); longer, the
+micro-batch fails with :class:`~graphcep.runtime.streaming.kafka_client.BrokerLost`
+(:meth:`KafkaSource.brokers_lost`), before Spark commits it: the restart reads it again.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from graphcep.io.formats import (
 )
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming import kafka_jars
+from graphcep.runtime.streaming.kafka_client import BROKER_WAIT_S, BrokerLost
 
 #: The formats a record's value may hold: the line formats and goflow2's protobuf (the
 #: whole-file formats and Parquet need files).
@@ -55,6 +61,11 @@ TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 #: Spark's words for records of a micro-batch that are gone (``failOnDataLoss``)
 DATA_LOSS = re.compile(r"Could not read records in offset \[(\d+), (\d+)\) for topic "
                        r"partition (\S+)-(\d+)\b")
+#: What Spark's Kafka clients raise when the brokers did not answer within their wait: the
+#: admin client planning a micro-batch's offsets (Kafka's exception), or a consumer reading
+#: its records (Spark's words; Java's exception alone may be another wait of Spark's)
+NO_ANSWER = re.compile(r"org\.apache\.kafka\.common\.errors\.TimeoutException: ([^\n]*)|"
+                       r"java\.util\.concurrent\.TimeoutException: (Cannot fetch record[^\n]*)")
 #: Reader options graphcep sets from its own command-line options.
 OWN_OPTIONS = {"kafka.bootstrap.servers": "the BROKERS of --source",
                "subscribe": "the TOPICS of --source",
@@ -169,6 +180,8 @@ class KafkaSource:
     _next_offsets: dict[tuple[str, int], int] = field(default_factory=dict, repr=False)
     #: the client asking the partitions' end offsets after every batch (kept: see there)
     _offsets: Any = field(default=None, repr=False, compare=False)
+    #: seconds Spark's clients wait for brokers that stopped answering (``--broker-wait``)
+    broker_wait_s: float = BROKER_WAIT_S
 
     @property
     def bootstrap(self) -> str:
@@ -201,7 +214,7 @@ class KafkaSource:
         reader = (spark.readStream.format("kafka")
                   .option("kafka.bootstrap.servers", self.bootstrap)
                   .option("subscribe", ",".join(self.topics)))
-        for key, value in {**self.starting, **self.extra}.items():
+        for key, value in self.reader_options().items():
             reader = reader.option(key, value)
         if self.max_records_per_batch:
             reader = reader.option("maxOffsetsPerTrigger", str(self.max_records_per_batch))
@@ -215,6 +228,28 @@ class KafkaSource:
                     f"{kafka_jars.JARS_ENV} before Spark starts") from None
             raise
         return frame.select("topic", "partition", "offset", "timestamp", "value")
+
+    def reader_options(self) -> dict[str, str]:
+        """Spark's reader options but the brokers and topics: where to start, the waits
+        of :func:`broker_wait_options`, then the ``--kafka-option`` pairs, which win over
+        a wait of the same name (Spark's option names ignore case)."""
+        given = {key.lower() for key in self.extra}
+        waits = {key: value for key, value in broker_wait_options(self.broker_wait_s).items()
+                 if key.lower() not in given}
+        return {**self.starting, **waits, **self.extra}
+
+    def brokers_lost(self, text: str, batch_id: int) -> BrokerLost | None:
+        """Micro-batch ``batch_id``'s failure ``text`` (Spark's, Java's) as the brokers not
+        answering within the wait, in one line naming them and the batch; None for
+        another failure."""
+        found = NO_ANSWER.search(text)
+        if found is None:
+            return None
+        said = found.group(1) or found.group(2)
+        reason = re.sub(r"\s*SQLSTATE: \w+\s*$", "", said)  # Spark's error code
+        return BrokerLost(f"kafka://{self.bootstrap}: the brokers did not answer for "
+                          f"{self.broker_wait_s:g} s (--broker-wait), micro-batch {batch_id} "
+                          f"not read ({reason.strip()})")
 
     def read_batch(self, batch_df: Any, operator: Any) -> Any:
         from graphcep.runtime.streaming.sources import SourceBatch
@@ -443,6 +478,22 @@ class KafkaSource:
         return pa.table([place, pa.array(index - starts[record] + 1, pa.int64()),
                          rejects.column("reason"), text, topic, partition, offset],
                         schema=KAFKA_REJECT_SCHEMA)
+
+
+def broker_wait_options(wait_s: float) -> dict[str, str]:
+    """The reader options that make Spark's Kafka clients wait ``wait_s`` seconds for
+    brokers that stopped answering, then fail: the driver's admin client, which asks the
+    offsets each micro-batch plans (``kafka.default.api.timeout.ms``, in one attempt:
+    ``fetchOffset.numRetries``, where Spark's default makes three attempts of 60 s), and
+    the executors' consumers, which read the records (``kafkaConsumer.pollTimeoutMs``, and
+    the same API timeout for their offset requests). Within the wait a request that got
+    no answer is sent again (``kafka.request.timeout.ms``: Kafka's 30 s, or the wait when
+    shorter -- the admin client takes no request timeout over its API timeout)."""
+    wait_ms = max(1, round(wait_s * 1000))
+    return {"kafka.default.api.timeout.ms": str(wait_ms),
+            "kafka.request.timeout.ms": str(min(wait_ms, 30_000)),
+            "kafkaConsumer.pollTimeoutMs": str(wait_ms),
+            "fetchOffset.numRetries": "1"}
 
 
 def _partition_runs(rows: pa.Table) -> list[pa.Table]:

@@ -93,7 +93,8 @@ def start_stream(
         except Exception as err:
             # kept: Spark hands the error back as a py4j text with both stack traces
             if operator.failure is None:
-                operator.failure = BatchFailure(batch_id, err)
+                operator.failure = BatchFailure(batch_id,
+                                                _source_failure(source, err, batch_id) or err)
             raise
 
     if isinstance(source, GeneratorSource):  # its rows are due at this pace
@@ -243,6 +244,10 @@ def _failure(err: Any, operator: StreamOperator, source: Any) -> Exception:
     if bound is not None:
         return StateBoundError(f"{bound} (in a cell on an executor; the checkpoint holds "
                                "the micro-batches before it, and a restart runs it again)")
+    batch_id = _next_batch(_checkpoint_of(operator) / "spark")
+    lost = _source_failure(source, err, batch_id)
+    if lost is not None:  # the source's brokers gone while planning a batch's offsets
+        return BatchFailure(batch_id, lost)
     where = source.describe() if source is not None else "the source"
     if "Connection refused" in text or "ConnectException" in text:
         return StreamFailure(f"--source {where}: connection refused (no server listening "
@@ -253,6 +258,20 @@ def _failure(err: Any, operator: StreamOperator, source: Any) -> Exception:
     reason = re.sub(r"^.*terminated with exception: ", "", first)
     reason = re.sub(r"\s*SQLSTATE: \w+\s*$", "", reason)
     return StreamFailure(f"the streaming query over {where} stopped: {reason}")
+
+
+def _source_failure(source: Any, err: BaseException, batch_id: int) -> Exception | None:
+    """``err`` as the source says it, when it knows it (a Kafka source's brokers that did
+    not answer within ``--broker-wait``); None otherwise."""
+    said = getattr(source, "brokers_lost", None)
+    return None if said is None else said(str(getattr(err, "desc", None) or err), batch_id)
+
+
+def _next_batch(spark_dir: Path) -> int:
+    """The micro-batch Spark runs next on ``spark_dir``: the one after the last it
+    committed (the one failing when the query fails before committing it)."""
+    commits = _batch_files(spark_dir / "commits")
+    return max(commits) + 1 if commits else 0
 
 
 def _checkpoint_of(operator: Any) -> Path:
