@@ -190,3 +190,33 @@ def test_run_refuses_a_control_topic_in_one_line(tmp_path, capsys, monkeypatch) 
                    str(tmp_path / "e.snap"), "--engine", "local"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "graphcep stream" in err[0], err
+
+
+def closed_loopback_port() -> int:
+    """A loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_control_topic_is_one_line_and_status_2_within_seconds(
+        tmp_path, capsys) -> None:
+    """As the Kafka source's unreachable broker: the address and what to check, not the
+    client library's words."""
+    import time
+
+    from graphcep.cli import main
+
+    port = closed_loopback_port()
+    (tmp_path / "in").mkdir()
+    started = time.monotonic()
+    status = main(["stream", "--rules", f"kafka://127.0.0.1:{port}/rules", "--source",
+                   str(tmp_path / "in"), "--checkpoint", str(tmp_path / "ck"), "--once"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1, err
+    assert time.monotonic() - started < 15
+    assert err[0] == (f"graphcep: --rules kafka://127.0.0.1:{port}/rules: no Kafka broker "
+                      f"answers: 127.0.0.1:{port} (Connection refused); start the broker or "
+                      "correct the address"), err

@@ -78,11 +78,12 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     :mod:`graphcep.runtime.streaming.kafka_sink`); role -> text of those that name Kafka."""
     from graphcep.runtime.streaming.kafka_client import (
         check_client_settings,
+        check_reachable,
         client_settings,
         confluent,
     )
     from graphcep.runtime.streaming.kafka_sink import (
-        check_reachable,
+        bootstrap_brokers,
         kafka_targets_of,
         parse_targets,
     )
@@ -97,7 +98,7 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
         confluent()
         bootstrap, _ = parse_targets(targets)
         check_client_settings(client_settings(kafka_options(args.kafka_option)))
-        check_reachable(bootstrap)
+        check_reachable(bootstrap_brokers(bootstrap), f"kafka://{bootstrap}")
     return targets
 
 
