@@ -227,12 +227,10 @@ def counted(table: pa.Table) -> int:
 def counted_parts(table: pa.Table) -> dict[str, int]:
     """Each part's matches among the rows of a counting run's tasks (:func:`count_batch`;
     none for a job of one part)."""
-    parts: dict[str, int] = {}
-    for part, count in zip(table.column("part").to_pylist(),
-                           table.column("matches").to_pylist(), strict=True):
-        if part is not None:
-            parts[part] = parts.get(part, 0) + count
-    return parts
+    named = table.filter(pc.is_valid(table.column("part")))
+    summed = named.group_by("part").aggregate([("matches", "sum")])
+    return dict(zip(summed.column("part").to_pylist(),
+                    summed.column("matches_sum").to_pylist(), strict=True))
 
 
 def batches_of(tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:
