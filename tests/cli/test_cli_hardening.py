@@ -823,12 +823,15 @@ def test_an_unbounded_query_names_a_gap_and_each_suggested_fix_closes_it(constra
         assert gap <= 10_000_000, fix  # at most the suggested 10 s
 
 
-def test_the_program_ends_with_everything_written(tmp_path, capsys):
+def test_the_program_ends_with_everything_written(tmp_path, capsys, monkeypatch):
     """Run as the program, a local command ends the process without the interpreter's
     teardown: its files, its console output (more than a pipe holds) and its status must
-    be what the same command writes when it returns normally."""
+    be what the same command writes when it returns normally. In ``tmp_path``: the runs
+    without ``--rejects`` write the default rejects file in the current directory."""
     import subprocess
     import sys
+
+    monkeypatch.chdir(tmp_path)
 
     lines = ["t,src,dst", "not an edge"]
     lines += [f"{3 * i + j},v{i}_{j},v{i}_{(j + 1) % 3}" for i in range(400) for j in range(3)]
@@ -858,6 +861,9 @@ def test_the_program_ends_with_everything_written(tmp_path, capsys):
         assert (tmp_path / name).read_text() == (
             tmp_path / f"{stem}-returned.{suffix}").read_text().replace("-returned", "")
     assert len((tmp_path / "file.jsonl").read_text().splitlines()) == 400
+    # the second line of the input, by the default rejects file in the current directory
+    rejected = (tmp_path / "rejects.jsonl").read_text().splitlines()
+    assert [(r["line"], r["text"]) for r in map(json.loads, rejected)] == [(2, "not an edge")]
 
 
 @pytest.mark.parametrize("option", ["--draw", "--limit", "--pww"])

@@ -374,3 +374,25 @@ def test_the_history_is_bounded(tmp_path) -> None:
     operator.process(0, edges_table([(t, "a", "b") for t in range(5)]))  # t 0-3 released
     with pytest.raises(StateBoundError, match="history would hold 7 released edges"):
         operator.process(1, edges_table([(t, "a", "b") for t in range(5, 8)]))
+
+
+def test_each_rule_state_is_its_own_engine_state(tmp_path) -> None:
+    """``rule_state_size`` (the live page's per-rule state) is what an engine of that rule
+    alone holds after the same edges; a removed rule holds nothing."""
+    from graphcep.monitor.live import rule_numbers
+
+    chosen = [rule for name in ("back.nu", "path.nu", "back.ddst")
+              for rule in file_rules(tmp_path, name, TEXTS[name])]
+    stream = edges_table([(t, "abc"[t % 3], "abc"[(t + 1) % 3]) for t in range(12)])
+    engine = rules.RulesEngine(chosen, None, options=OPTIONS)
+    engine.push(stream)
+    alone = {}
+    for rule in chosen:
+        own = rule.job.new_engine(1)
+        own.push(rule.job.orient(stream))
+        alone[rule.name] = own.state_size()
+    assert any(alone.values())  # pending partial matches: the comparison can tell rules apart
+    assert {rule.name: engine.rule_state_size(rule.name) for rule in chosen} == alone
+    assert {name: facts["state"] for name, facts in rule_numbers(engine).items()} == alone
+    engine.remove("back.nu")
+    assert engine.rule_state_size("back.nu") == {}

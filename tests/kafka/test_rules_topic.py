@@ -190,3 +190,60 @@ def test_run_refuses_a_control_topic_in_one_line(tmp_path, capsys, monkeypatch) 
                    str(tmp_path / "e.snap"), "--engine", "local"])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "graphcep stream" in err[0], err
+
+
+def closed_loopback_port() -> int:
+    """A loopback port nothing listens on."""
+    import socket
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_an_unreachable_control_topic_is_one_line_and_status_2_within_seconds(
+        tmp_path, capsys) -> None:
+    """As the Kafka source's unreachable broker: the address and what to check, not the
+    client library's words."""
+    import time
+
+    from graphcep.cli import main
+
+    port = closed_loopback_port()
+    (tmp_path / "in").mkdir()
+    started = time.monotonic()
+    status = main(["stream", "--rules", f"kafka://127.0.0.1:{port}/rules", "--source",
+                   str(tmp_path / "in"), "--checkpoint", str(tmp_path / "ck"), "--once"])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1, err
+    assert time.monotonic() - started < 15
+    assert err[0] == (f"graphcep: --rules kafka://127.0.0.1:{port}/rules: no Kafka broker "
+                      f"answers: 127.0.0.1:{port} (Connection refused); start the broker or "
+                      "correct the address"), err
+
+
+@pytest.mark.parametrize("options, rules_at, says", [
+    # a security setting goes to the control topic's client, which then finds no broker
+    (["kafka.security.protocol=PLAINTEXT"], "kafka", "no Kafka broker answers"),
+    # and the client's checks see it: librdkafka has no Java trust store
+    (["kafka.ssl.truststore.location=/nowhere.jks"], "kafka",
+     "librdkafka, refuses the security settings (Java TrustStores are not supported"),
+    # a reader option of Spark's Kafka source has no Kafka source to shape
+    (["failOnDataLoss=false"], "kafka", "--kafka-option shapes a Kafka source"),
+    # nothing is Kafka
+    (["kafka.security.protocol=PLAINTEXT"], "dir", "--kafka-option shapes a Kafka source"),
+])
+def test_kafka_security_options_go_to_the_control_topic(tmp_path, capsys, options, rules_at,
+                                                        says) -> None:
+    from graphcep.cli import main
+
+    port = closed_loopback_port()
+    (tmp_path / "in").mkdir()
+    (tmp_path / "rules").mkdir()
+    (tmp_path / "rules" / "back.nu").write_text(TEXTS["back.nu"])
+    rules_of = {"kafka": f"kafka://127.0.0.1:{port}/rules", "dir": str(tmp_path / "rules")}
+    status = main(["stream", "--rules", rules_of[rules_at], "--source", str(tmp_path / "in"),
+                   "--checkpoint", str(tmp_path / "ck"), "--once",
+                   *(f"--kafka-option={pair}" for pair in options)])
+    err = capsys.readouterr().err.strip().splitlines()
+    assert status == 2 and len(err) == 1 and says in err[0], err

@@ -89,6 +89,53 @@ def test_run_rules_reports_each_rules_own_matches_locally_and_on_spark(spark, tm
                                          "back.nu", "back.ddst", "echo.subs"}
 
 
+@pytest.mark.spark
+def test_run_rules_count_gives_each_rules_count_locally_and_on_spark(spark, tmp_path, capsys):
+    """``run --rules DIR --count``: each rule's count, kind and version, as the run that
+    writes the matches gives them; each rule's count is its batch matches (the oracle),
+    and a file's rules add up to ``graphcep run FILE --count`` on the same input."""
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    names = ("pair.sal", "two.sal", "back.nu", "back.ddst", "echo.subs")
+    for name in names:
+        (folder / name).write_text(TEXTS[name])
+    stream = random_stream(5, 240)
+    edges = tmp_path / "e.snap"
+    write_snap(stream, edges)
+    by_rule = Counter(rule for rule, _, _ in oracle_keys(
+        tmp_path / "oracle", [(name, TEXTS[name], NEVER, float("inf")) for name in names],
+        stream).elements())
+    assert len(by_rule) >= 4  # most rules match: a count of 0 for all would not pass
+
+    def summary_of(*command: str) -> dict:
+        nu = "--rules" in command or command[0].endswith(".nu")
+        assert main(["run", *command, "-i", str(edges), "--summary", "json",
+                     *(["--nu-engine", "interpreted"] if nu else []),
+                     *(["--master", "local[2]"] if "spark" in command else [])]) == 0
+        return json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+
+    # on Spark: replayed in the driver, and in a task (--shards: the tasks' count rows)
+    for engine in (["local"], ["spark"], ["spark", "--shards", "3"]):
+        written = summary_of("--rules", str(folder), "--engine", *engine,
+                             "-o", str(tmp_path / f"{len(engine)}{engine[0]}.jsonl"))
+        counted = summary_of("--rules", str(folder), "--engine", *engine, "--count")
+        assert counted["counted"] and counted["rules"] == written["rules"], engine
+        assert {name: facts["matches"] for name, facts in counted["rules"].items()} == {
+            name: by_rule.get(name, 0) for name in counted["rules"]}, engine
+        assert counted["matches"] == by_rule.total()
+        for name in names:
+            alone = summary_of(str(folder / name), "--engine", *engine, "--count")
+            assert alone["matches"] == sum(
+                facts["matches"] for rule, facts in counted["rules"].items()
+                if rule.split("#")[0] == name), (engine, name)
+    assert main(["run", "--rules", str(folder), "-i", str(edges), "--engine", "local",
+                 "--count", "--nu-engine", "interpreted"]) == 0
+    text = capsys.readouterr().out
+    assert f"matches by rule ({len(counted['rules'])} rules):" in text
+    for name, facts in counted["rules"].items():
+        assert f"  {name} ({facts['kind']}, {facts['version']}): {by_rule[name]:,}" in text
+
+
 def test_rules_and_a_query_file_together_are_refused_in_one_line(tmp_path, capsys):
     (tmp_path / "pair.sal").write_text(TEXTS["pair.sal"])
     (tmp_path / "e.snap").write_text("a b 0\n")
@@ -177,3 +224,26 @@ def test_history_without_rules_is_refused_in_one_line(tmp_path, capsys):
                    str(tmp_path), "--checkpoint", str(tmp_path / "ckpt")])
     err = capsys.readouterr().err.strip().splitlines()
     assert status == 2 and len(err) == 1 and "--history applies to --rules DIR" in err[0]
+
+
+@pytest.mark.spark
+def test_counting_tasks_count_each_rule(spark, tmp_path):
+    """Counting tasks of a rules run in time shards send each rule's count (each rule's
+    engine counts its own), which add up to each rule's batch matches."""
+    from graphcep.jobs import rules
+    from graphcep.runtime.spark.replay import plan_spark
+    from graphcep.runtime.spark.tasks import counted, counted_parts
+
+    folder = tmp_path / "rules"
+    folder.mkdir()
+    for name in ("pair.sal", "two.sal"):
+        (folder / name).write_text(TEXTS[name])
+    stream = random_stream(7, 300)
+    by_rule = Counter(rule for rule, _, _ in oracle_keys(
+        tmp_path / "oracle", [(name, TEXTS[name], NEVER, float("inf"))
+                              for name in ("pair.sal", "two.sal")], stream).elements())
+    run = plan_spark(spark, rules.load(str(folder), {}), stream, strategy="shuffle", shards=4,
+                     count=True)
+    rows = pa.Table.from_batches(list(run.batches()))
+    assert run.stats.extra["strategy"] == "shuffle" and run.stats.extra["shards"] > 1
+    assert counted_parts(rows) == dict(by_rule) and counted(rows) == by_rule.total() > 0

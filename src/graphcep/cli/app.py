@@ -98,7 +98,7 @@ from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
-from graphcep.runtime.local import BoundedOutput, RunStats, stream_job
+from graphcep.runtime.local import BoundedOutput, RunStats, add_counts, stream_job
 from graphcep.runtime.spark_start import SparkStartError
 from graphcep.runtime.widening import LevelStats, run_widening
 from graphcep.runtime.widening.report import explain_lines, level_lines, widened_format
@@ -522,7 +522,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         with writing(args.output), opened_sink() as sink:
             written = bounded(sink)
             stats, lines, edges = _run_local(job, args.input, fmt, options, rejects, phases,
-                                             written, args.count)
+                                             written, args.count, counts)
         phases.add(WRITING, written.seconds)  # while matching: the chunks as they came
     elif widening is None:  # Spark: the tasks' matches written as the driver takes them
         from graphcep.interrupts import signals_kept
@@ -531,7 +531,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             run, lines, edges = _run_spark(job, args, fmt, options, rejects, phases)
             with writing(args.output), opened_sink() as sink:
                 written = bounded(sink)
-                stats = _write_spark_run(run, written, args)
+                stats = _write_spark_run(run, written, args, counts)
         phases.update(stats.phases)
         phases.add(WRITING, written.seconds)
     else:
@@ -561,7 +561,7 @@ def cmd_run(args: argparse.Namespace) -> int:
                        clock_for(args.time_format))
     stats.seconds = time.perf_counter() - started
     stats.phases = phases.seconds
-    if counts is not None and not args.count:  # --rules: each rule's matches
+    if counts is not None:  # --rules: each rule's matches, written or counted
         stats.extra["rules"] = job.rule_summary(counts)
     summary = _summary(args, job, stats, lines, rejects)
     _print_summary(args, job, stats, summary, rejects)
@@ -689,9 +689,10 @@ def _first_file(inputs: list[str]) -> str:
 
 
 def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases: Phases,
-               consume: BoundedOutput, count: bool):
+               consume: BoundedOutput, count: bool, parts: dict[str, int] | None = None):
     """Read and match in this process, each chunk of matches to ``consume`` as it is
-    found (``count``: counted instead, none made)."""
+    found (``count``: counted instead, none made, each part's count -- a rule's -- added
+    to ``parts``)."""
     # The engine's kernels load in a thread while the input is read, and on while the
     # run sorts and interns the edges: nothing waits for them until the first compiled
     # call, which numba's compiler lock holds until the thread has loaded that kernel.
@@ -704,7 +705,7 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases:
         phases.add(beside, 0.0)  # listed under the reading
         progress = Progress(result.edges.num_rows)
         stats = stream_job(job, result.edges, consume, on_progress=progress.advance,
-                           count=count)
+                           count=count, parts=parts)
     phases.add(beside, preparing.result()[1])
     phases.update(stats.phases)
     progress.close()
@@ -750,18 +751,25 @@ def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: P
     return run, lines, edges
 
 
-def _write_spark_run(run: Any, written: BoundedOutput, args: argparse.Namespace) -> RunStats:
+def _write_spark_run(run: Any, written: BoundedOutput, args: argparse.Namespace,
+                     parts: dict[str, int] | None = None) -> RunStats:
     """Take the planned run's matches and write them as they come, or count them
-    (``--count``): the driver holds one task's output at a time, each task making at
-    most one match more than ``--max-matches``, enough to tell that the bound was
-    passed (:meth:`~graphcep.runtime.spark.replay.SparkRun.batches`)."""
+    (``--count``, each part's count -- a rule's -- added to ``parts``): the driver holds
+    one task's output at a time, each task making at most one match more than
+    ``--max-matches``, enough to tell that the bound was passed
+    (:meth:`~graphcep.runtime.spark.replay.SparkRun.batches`)."""
     import pyarrow as pa
 
-    from graphcep.runtime.spark.tasks import counted
+    from graphcep.runtime.spark.tasks import counted, counted_parts
 
     with SparkProgress(run.spark), run.replaying(lambda: written.seconds):
         if args.count:
-            found = sum(counted(pa.Table.from_batches([b])) for b in run.batches())
+            found = 0
+            for batch in run.batches():
+                rows = pa.Table.from_batches([batch])
+                found += counted(rows)
+                if parts is not None:
+                    add_counts(parts, counted_parts(rows))
         else:
             tables = (pa.Table.from_batches([b]) for b in
                       run.batches(limit=args.max_matches + 1))

@@ -53,7 +53,8 @@ def add_kafka_arguments(parser: argparse.ArgumentParser) -> None:
 
 def refuse_kafka_options(args: argparse.Namespace, source: str) -> None:
     """A Kafka option given with another source is refused, naming it -- but the security
-    settings among ``--kafka-option`` pairs when a Kafka output takes them."""
+    settings among ``--kafka-option`` pairs when a Kafka output or a rules control topic
+    takes them."""
     given = [f"--{name.replace('_', '-')}" for name, default in KAFKA_DEFAULTS.items()
              if getattr(args, name, default) != default
              and not (name == "kafka_option" and _security_only(args))]
@@ -64,12 +65,15 @@ def refuse_kafka_options(args: argparse.Namespace, source: str) -> None:
 
 
 def _security_only(args: argparse.Namespace) -> bool:
-    """Whether every ``--kafka-option`` pair is a security setting and a Kafka output is
-    there to take them."""
+    """Whether every ``--kafka-option`` pair is a security setting and a Kafka client is
+    there to take them: a Kafka output's, or the rules control topic's
+    (``--rules kafka://BROKER/TOPIC``)."""
     from graphcep.runtime.streaming.kafka_client import SECURITY_KEYS
     from graphcep.runtime.streaming.kafka_sink import kafka_targets_of
+    from graphcep.runtime.streaming.rules_topic import is_control_topic
 
-    return bool(kafka_targets_of(args)) and all(
+    control = is_control_topic(getattr(args, "rules", None))
+    return (control or bool(kafka_targets_of(args))) and all(
         pair.startswith(tuple(f"kafka.{key}" for key in SECURITY_KEYS))
         for pair in args.kafka_option or [])
 
@@ -80,11 +84,12 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
     :mod:`graphcep.runtime.streaming.kafka_sink`); role -> text of those that name Kafka."""
     from graphcep.runtime.streaming.kafka_client import (
         check_client_settings,
+        check_reachable,
         client_settings,
         confluent,
     )
     from graphcep.runtime.streaming.kafka_sink import (
-        check_reachable,
+        bootstrap_brokers,
         kafka_targets_of,
         parse_targets,
     )
@@ -100,7 +105,7 @@ def check_kafka_targets(args: argparse.Namespace) -> dict[str, str]:
         confluent()
         bootstrap, _ = parse_targets(targets)
         check_client_settings(client_settings(kafka_options(args.kafka_option)))
-        check_reachable(bootstrap)
+        check_reachable(bootstrap_brokers(bootstrap), f"kafka://{bootstrap}")
     return targets
 
 

@@ -351,6 +351,8 @@ def _stream(args: argparse.Namespace, live: Any = None) -> int:
 
     rules_in_place_of_query(args)
     validate_output(args)
+    if not (args.source or "").startswith("kafka://"):  # before a control topic is read
+        refuse_kafka_options(args, args.source or "the program's VastStream")
     widening = pww_options(args)  # --pww-base without --pww: refused before the query
     exit_on_interrupt("nothing was started" + _pictures_note(args, "not written"))
     job, resumed = _load_job(args, args.format)
@@ -733,8 +735,6 @@ def make_source(args: argparse.Namespace, declared: DeclaredSource | None) -> An
     options = reader_options(args)  # --time-unit, --time-format, --header and --columns
     cap = args.max_records_per_batch or DEFAULT_MAX_RECORDS
     text = args.source
-    if not (text or "").startswith("kafka://"):
-        refuse_kafka_options(args, text or "the program's VastStream")
     if text is None:
         if declared is None:
             raise QueryError("give --source: DIR, tcp://HOST:PORT or generator (the query "
@@ -805,11 +805,15 @@ def _live_rules(args: argparse.Namespace, options: dict[str, Any]) -> ReplayJob:
                          "to widen it")
     history = None if args.history is None else seconds_to_us(args.history)
     if args.query.startswith("kafka://"):  # a control topic: its records are the files
-        from graphcep.runtime.streaming.kafka_client import client_settings
+        from graphcep.runtime.streaming.kafka_client import (
+            check_client_settings,
+            client_settings,
+        )
         from graphcep.runtime.streaming.kafka_source import kafka_options
         from graphcep.runtime.streaming.rules_topic import live_job
 
         settings = client_settings(kafka_options(args.kafka_option))
+        check_client_settings(settings)  # one line where librdkafka refuses one
         return live_job(args.query, options, history, args.accept_partial, settings)
     return rules.load(args.query, options, strict=False).live(history, args.accept_partial)
 

@@ -625,6 +625,17 @@ class RulesEngine:
         total["history_edges"] = 0 if self.history is None else self.history.num_rows
         return total
 
+    def part_counts(self) -> dict[str, int]:
+        """Each rule's matches so far (rules without any left out): the parts of a counting
+        run's total (``graphcep run --rules DIR --count``)."""
+        return {name: count for name, count in self.counts.items() if count}
+
+    def rule_state_size(self, name: str) -> dict[str, int]:
+        """What the engine of rule ``name`` holds (its ``state_size``), for the live
+        page's per-rule numbers; empty when no rule of that name is in force (removed)."""
+        live = self.live.get(name)
+        return live.engine.state_size() if live is not None else {}
+
     def describe(self) -> str:
         return "; ".join(f"{name}: {live.engine.describe()}" for name, live in self.live.items())
 

@@ -136,9 +136,8 @@ def rule_numbers(engine: Any) -> dict[str, dict[str, Any]]:
     if summary is None:
         return {}
     rules = {name: dict(facts) for name, facts in summary().items()}
-    live = getattr(engine, "live", {})  # the rules in force, each with its engine
     for name, facts in rules.items():
-        facts["state"] = live[name].engine.state_size() if name in live else {}
+        facts["state"] = engine.rule_state_size(name)
     return rules
 
 

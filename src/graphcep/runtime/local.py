@@ -7,7 +7,7 @@ shard is replayed with exactly this loop), so the two runtimes cannot drift apar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -175,11 +175,31 @@ def count_job(
     threads: int | None = 1,
     on_progress: Callable[[int], None] | None = None,
     phases: Phases | None = None,
+    parts: dict[str, int] | None = None,
 ) -> int:
-    """How many matches :func:`replay_job_chunks` would give, counted (:func:`count_replay`)."""
+    """How many matches :func:`replay_job_chunks` would give, counted (:func:`count_replay`).
+    ``parts``: each part's count added to it, where the engine counts its parts apart
+    (:func:`part_counts`)."""
     phases = phases if phases is not None else Phases()
     edges, warmup, engine = _started(job, edges, warmup, threads, phases)
-    return count_replay(engine, edges, warmup=warmup, on_progress=on_progress, phases=phases)
+    found = count_replay(engine, edges, warmup=warmup, on_progress=on_progress, phases=phases)
+    if parts is not None:
+        add_counts(parts, part_counts(engine))
+    return found
+
+
+def part_counts(engine: Engine) -> dict[str, int]:
+    """The matches the engine counted of each of its parts (a rules engine's
+    ``part_counts``: each rule's; parts of none left out), or none: an engine of one
+    query has no parts."""
+    counting = getattr(engine, "part_counts", None)
+    return dict(counting()) if counting is not None else {}
+
+
+def add_counts(total: dict[str, int], more: Mapping[str, int]) -> None:
+    """Add the counts of ``more`` to ``total``, name by name."""
+    for name, count in more.items():
+        total[name] = total.get(name, 0) + count
 
 
 def _started(job: ReplayJob, edges: pa.Table, warmup: pa.Table | None, threads: int | None,
@@ -243,11 +263,13 @@ def stream_job(
     on_progress: Callable[[int], None] | None = None,
     count: bool = False,
     chunk_rows: int | None = None,
+    parts: dict[str, int] | None = None,
 ) -> RunStats:
     """Run ``job`` on ``edges`` in this process (as :func:`run_job`), handing each chunk of
     matches to ``consume`` as it is found: the run holds at most one chunk of matches
     (``chunk_rows``, default :data:`MATCH_CHUNK_ROWS`). ``count``: count the matches
-    instead, none made (:func:`count_job`); ``consume`` gets nothing. A consumer raising
+    instead, none made (:func:`count_job`, each part's count added to ``parts``);
+    ``consume`` gets nothing. A consumer raising
     :class:`MatchLimitReached` ends the run early: the statistics then hold the matches
     consumed and ``extra["stopped"]``, its reason."""
     started = time.perf_counter()
@@ -257,7 +279,7 @@ def stream_job(
     stats = RunStats(edges=edges.num_rows)
     if count:
         stats.matches = count_job(job, edges, threads=None, on_progress=on_progress,
-                                  phases=phases)
+                                  phases=phases, parts=parts)
     else:
         try:
             for chunk in replay_job_chunks(job, edges, threads=None, on_progress=on_progress,

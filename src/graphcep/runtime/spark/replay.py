@@ -65,6 +65,7 @@ from graphcep.runtime.spark.tasks import (
     COUNT_SCHEMA,
     PACKED_TYPE,
     TaskPlan,
+    count_batch,
     counted,
     driver_threads,
     ipc_bytes,
@@ -470,8 +471,9 @@ def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
         steps = Phases()
         threads = driver_threads(spark)
         if count:
-            found = count_job(job, table, threads=threads, phases=steps)
-            yield pa.record_batch([pa.array([found], pa.int64())], schema=COUNT_SCHEMA)
+            parts: dict[str, int] = {}
+            found = count_job(job, table, threads=threads, phases=steps, parts=parts)
+            yield count_batch(found, parts)
         else:
             for chunk in replay_job_chunks(job, table, threads=threads, phases=steps):
                 yield from chunk.cast(job.output.schema).to_batches()

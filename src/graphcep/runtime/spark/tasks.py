@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -171,8 +171,19 @@ def replay_chunks(job: ReplayJob, own: pa.Table, warm: pa.Table | None,
         timings.add(phases.seconds)
 
 
-#: What a counting task yields: one row, how many matches its shard completes.
-COUNT_SCHEMA = pa.schema([("matches", pa.int64())])
+#: What a counting task yields: how many matches its shard completes, in one row (``part``
+#: null), or one row per part where the engine counts its parts apart (``part``: a rule's
+#: name, :func:`~graphcep.runtime.local.part_counts`).
+COUNT_SCHEMA = pa.schema([("matches", pa.int64()), ("part", pa.string())])
+
+
+def count_batch(found: int, parts: Mapping[str, int]) -> pa.RecordBatch:
+    """A counting task's rows (:data:`COUNT_SCHEMA`): ``found`` in one row, or, where
+    there are ``parts``, the count of each (they add up to ``found``)."""
+    rows = sorted(parts.items()) if parts else [(None, found)]
+    return pa.record_batch([pa.array([count for _, count in rows], pa.int64()),
+                            pa.array([part for part, _ in rows], pa.string())],
+                           schema=COUNT_SCHEMA)
 
 
 def task_schema(job: ReplayJob, count: bool = False):
@@ -190,26 +201,36 @@ def task_rows(job: ReplayJob, own: pa.Table, warm: pa.Table | None, *, count: bo
               keep: Callable[[pa.Table], pa.Table] | None = None) -> Iterator[pa.RecordBatch]:
     """What a task yields for one shard: its matches, chunk by chunk as they are found
     (:func:`replay_chunks`), those ``keep`` keeps of each chunk when given; or, when
-    ``count``, one row holding how many there are (counted by the engine, no match made,
-    unless ``keep`` must look at each)."""
+    ``count``, how many there are (:func:`count_batch`: counted by the engine, no match
+    made, unless ``keep`` must look at each)."""
     if not count:
         chunks = replay_chunks(job, own, warm, threads=threads, timings=timings)
         yield from batches_of(map(keep, chunks) if keep is not None else chunks)
         return
+    parts: dict[str, int] = {}  # cells (keep) split no job of several parts
     if keep is not None:
         found = sum(keep(chunk).num_rows
                     for chunk in replay_chunks(job, own, warm, threads=threads, timings=timings))
     else:
         phases = Phases()
-        found = count_job(job, own, warmup=warm, threads=threads, phases=phases)
+        found = count_job(job, own, warmup=warm, threads=threads, phases=phases, parts=parts)
         if timings is not None:
             timings.add(phases.seconds)
-    yield pa.record_batch([pa.array([found], pa.int64())], schema=COUNT_SCHEMA)
+    yield count_batch(found, parts)
 
 
 def counted(table: pa.Table) -> int:
     """The matches counted by the tasks of a counting run (their :data:`COUNT_SCHEMA` rows)."""
     return int(pc.sum(table.column("matches")).as_py() or 0) if table.num_rows else 0
+
+
+def counted_parts(table: pa.Table) -> dict[str, int]:
+    """Each part's matches among the rows of a counting run's tasks (:func:`count_batch`;
+    none for a job of one part)."""
+    named = table.filter(pc.is_valid(table.column("part")))
+    summed = named.group_by("part").aggregate([("matches", "sum")])
+    return dict(zip(summed.column("part").to_pylist(),
+                    summed.column("matches_sum").to_pylist(), strict=True))
 
 
 def batches_of(tables: Iterator[pa.Table]) -> Iterator[pa.RecordBatch]:

@@ -10,6 +10,8 @@ import contextlib
 import errno
 import logging
 import re
+import socket
+from collections.abc import Sequence
 from typing import Any
 
 from graphcep.patterns.subgraph import QueryError
@@ -26,6 +28,30 @@ _QUIET = logging.getLogger("graphcep.kafka.client")
 _QUIET.addHandler(logging.NullHandler())
 _QUIET.propagate = False
 
+
+def check_reachable(brokers: Sequence[tuple[str, int]], named: str,
+                    timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """One line, led by ``named`` (``--source kafka://HOST:PORT/TOPIC``), when no broker of
+    ``brokers`` accepts a TCP connection within ``timeout_s``: a Kafka client -- Spark's
+    source, librdkafka -- would retry without end, logging each try, or answer in its own
+    words (``Failed to get metadata: Local: Broker transport failure``)."""
+    reasons = []
+    for host, port in brokers:
+        try:
+            with socket.create_connection((host, port), timeout=timeout_s):
+                return
+        except OSError as err:
+            reasons.append(f"{host}:{port} ({_connect_reason(err)})")
+    raise QueryError(f"{named}: no Kafka broker answers: {'; '.join(reasons)}; start the "
+                     "broker or correct the address")
+
+
+def _connect_reason(err: OSError) -> str:
+    if isinstance(err, TimeoutError | socket.timeout):
+        return "no answer"
+    if isinstance(err, socket.gaierror):
+        return "unknown host"
+    return err.strerror or type(err).__name__
 
 
 def confluent() -> Any:

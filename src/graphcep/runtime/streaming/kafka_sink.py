@@ -86,7 +86,6 @@ import contextlib
 import hashlib
 import json
 import os
-import socket
 import time
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -99,7 +98,6 @@ from graphcep.io.sinks import SAL_MATCHES, MatchFormat, Sink
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming.kafka_client import (
     BROKER_WAIT_S,
-    CONNECT_TIMEOUT_S,
     BrokerLost,
     client_config,
     confluent,
@@ -165,21 +163,11 @@ def transactional_id(checkpoint: str | os.PathLike, query: str) -> str:
     return "graphcep-" + hashlib.sha256(text.encode()).hexdigest()[:32]
 
 
-def check_reachable(bootstrap: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
-    """One line when no broker of ``bootstrap`` accepts a TCP connection within
-    ``timeout_s`` (the client would retry without end, logging each try)."""
-    from graphcep.runtime.streaming.kafka_source import _connect_reason
-
-    reasons = []
-    for address in bootstrap.split(","):
-        host, _, port = address.rpartition(":")
-        try:
-            with socket.create_connection((host, int(port)), timeout=timeout_s):
-                return
-        except OSError as err:
-            reasons.append(f"{address} ({_connect_reason(err)})")
-    raise QueryError(f"kafka://{bootstrap}: no Kafka broker answers: {'; '.join(reasons)}; "
-                     "start the broker or correct the address")
+def bootstrap_brokers(bootstrap: str) -> list[tuple[str, int]]:
+    """The ``(host, port)`` pairs of a ``HOST:PORT,...`` bootstrap list (a host may be an
+    IPv6 address: its last ``:`` is the port's)."""
+    return [(host, int(port)) for host, _, port in
+            (address.rpartition(":") for address in bootstrap.split(","))]
 
 
 @dataclass
@@ -525,7 +513,7 @@ __all__ = [
     "KafkaPartWriter",
     "KafkaSinkError",
     "KafkaTransactions",
-    "check_reachable",
+    "bootstrap_brokers",
     "is_kafka_target",
     "kafka_targets_of",
     "parse_targets",

@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import json
 import re
-import socket
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -48,14 +47,17 @@ from graphcep.io.formats import (
 )
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming import kafka_jars
-from graphcep.runtime.streaming.kafka_client import BROKER_WAIT_S, BrokerLost
+from graphcep.runtime.streaming.kafka_client import (
+    BROKER_WAIT_S,
+    CONNECT_TIMEOUT_S,
+    BrokerLost,
+    check_reachable,
+)
 
 #: The formats a record's value may hold: the line formats and goflow2's protobuf (the
 #: whole-file formats and Parquet need files).
 KAFKA_FORMATS = (*LINE_FORMATS, *RECORD_FORMATS)
 DEFAULT_PORT = 9092
-#: Seconds to wait for a broker's TCP handshake before the stream is refused.
-CONNECT_TIMEOUT_S = 3.0
 #: Kafka's legal topic names (``[a-zA-Z0-9._-]``, at most 249 characters).
 TOPIC_NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 #: Spark's words for records of a micro-batch that are gone (``failOnDataLoss``)
@@ -200,15 +202,7 @@ class KafkaSource:
     def check_reachable(self, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
         """Refuse the stream in one line when no broker accepts a TCP connection within
         ``timeout_s`` (Spark's Kafka source would wait for one without end)."""
-        reasons = []
-        for host, port in self.brokers:
-            try:
-                with socket.create_connection((host, port), timeout=timeout_s):
-                    return
-            except OSError as err:
-                reasons.append(f"{host}:{port} ({_connect_reason(err)})")
-        raise QueryError(f"--source {self.describe()}: no Kafka broker answers: "
-                         f"{'; '.join(reasons)}; start the broker or correct the address")
+        check_reachable(self.brokers, f"--source {self.describe()}", timeout_s)
 
     def stream_df(self, spark: Any) -> Any:
         reader = (spark.readStream.format("kafka")
@@ -527,14 +521,6 @@ def _with_placeholder_time(lines: pa.Array) -> pa.Array:
 
 PLACEHOLDER = ',"t":0}'
 PLACEHOLDER_PATTERN = re.escape(PLACEHOLDER) + "$"
-
-
-def _connect_reason(err: OSError) -> str:
-    if isinstance(err, TimeoutError | socket.timeout):
-        return "no answer"
-    if isinstance(err, socket.gaierror):
-        return "unknown host"
-    return err.strerror or type(err).__name__
 
 
 def connector_conf(jars_dir: str | None) -> dict[str, str]:

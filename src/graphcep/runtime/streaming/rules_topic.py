@@ -30,6 +30,7 @@ from graphcep.jobs import rules
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming.kafka_client import (
     CONNECT_TIMEOUT_S,
+    check_reachable,
     client_config,
     confluent,
     kafka_reason,
@@ -72,6 +73,7 @@ class RulesTopic:
         if len(topics) != 1:
             raise QueryError(f"--rules {url}: name one control topic")
         self.url = url
+        self.brokers = brokers
         self.bootstrap = ",".join(f"{host}:{port}" for host, port in brokers)
         self.topic = topics[0]
         self.settings = dict(settings or {})
@@ -87,6 +89,8 @@ class RulesTopic:
             The brokers do not answer, the topic is absent, or its end is not reached
             within :data:`READ_TIMEOUT_S` (one line).
         """
+        # librdkafka would answer an absent broker in its own words, after its timeout
+        check_reachable(self.brokers, f"--rules {self.url}")
         kafka = confluent()
         consumer = kafka.Consumer(client_config(
             self.settings, bootstrap_servers=self.bootstrap, group_id="graphcep-rules",
