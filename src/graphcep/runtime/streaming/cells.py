@@ -63,7 +63,7 @@ Each cell's step times its phases (state and rows in, restoring, matching, the s
 state and matches out) and every task's heartbeat to cell 0 its reading and routing;
 they ride in the ``stats`` rows, and
 :class:`~graphcep.runtime.streaming.cells_run.CellsProfile` sums them per batch for
-``--profile``.
+``--profile``, with Spark's side of each batch from the query's progress.
 
 End of input
 ------------
