@@ -128,6 +128,10 @@ def check_profile(summary: dict, err: list[str]) -> None:
     phases = summary["phases"]
     assert "  cells: matching (summed)" in phases
     assert "  cells: routing to cells (tasks) (summed)" in phases
+    assert "  cells: numbering, late edges, reorder buffer (the rest of a step) (summed)" \
+        in phases
+    # 8 cells in the tasks of local[2]: a task steps several, with Spark's work between
+    assert "  cells: Spark between two cells of a task (Python worker) (summed)" in phases
     assert 0 < phases["  Spark and the driver (the rest of the batches)"] \
         <= phases["micro-batches"]
     spark = {name: seconds for name, seconds in phases.items()

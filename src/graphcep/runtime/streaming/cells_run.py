@@ -51,9 +51,13 @@ _SUMMED = ("edges", "late", "rejected", "matches", "released", "buffered", "wind
 PHASES = {"read": "reading files (tasks)", "route": "routing to cells (tasks)",
           "state in": "state in (Spark to the cell)", "rows in": "rows in (Arrow to the cell)",
           "restore": "restoring engines from snapshots", "match": "matching",
+          "arrange": "numbering, late edges, reorder buffer (the rest of a step)",
           "snapshot": "snapshots of the engines", "state out": "state out (the blob to Spark)",
-          "rows out": "matches out (Arrow IPC)"}
-_TASK_PHASES = ("read", "route")
+          "rows out": "matches out (Arrow IPC)",
+          "between": "Spark between two cells of a task (Python worker)"}
+#: phases outside a cell's own step: the tasks' reading and routing, and Spark's work
+#: between the cells of a task
+_TASK_PHASES = ("read", "route", "between")
 
 #: the parts of a micro-batch's trigger that Spark times (its progress's ``durationMs``),
 #: as ``--profile`` names them; ``addBatch`` holds the tasks and the driver's
@@ -100,8 +104,8 @@ class CellsProfile:
         own = [sum(v for k, v in s.items() if k.startswith(SECONDS)
                    and k[len(SECONDS):] not in _TASK_PHASES) for s in stats]
         busiest = max(own, default=0.0)
-        routing = sum(spent[p] for p in _TASK_PHASES) / max(1, self.tasks)
-        rest = max(0.0, wall - busiest - routing)
+        outside = sum(spent[p] for p in _TASK_PHASES) / max(1, self.tasks)
+        rest = max(0.0, wall - busiest - outside)
         restored = sum(s.get("restored", 0) for s in stats)
         for name, value in spent.items():
             self.seconds[name] = self.seconds.get(name, 0.0) + value
