@@ -142,6 +142,10 @@ def check_profile(summary: dict, err: list[str]) -> None:
     # Spark times the same batches the phase does, inside it
     assert 0 < sum(spark.values()) <= phases["micro-batches"]
     assert phases["  Spark: running the batch: state store commit"] <= spark[running[0]]
+    # the driver's foreachBatch runs inside Spark's addBatch (timed in whole ms)
+    driver = (phases["  driver: collecting the batch (its Spark job included)"]
+              + phases["  driver: writing the parts"])
+    assert 0 < driver <= spark[running[0]] + 0.001 * summary["batches"]
     batches = sorted(int(line.split()[3].rstrip(":")) for line in err
                      if line.startswith("graphcep: profile: micro-batch ")
                      and ": Spark " in line)

@@ -619,6 +619,9 @@ class CellsOutput:
     late: pa.Table
     rejects: pa.Table
     stats: list[dict[str, int]]
+    #: the driver's seconds: ``collect`` (the batch's Spark job and gathering its rows)
+    #: and ``write`` (the parts before ``on_batch``), for ``--profile``
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def collect_outputs(batch_df: Any, empty: pa.Table | None = None) -> CellsOutput:
@@ -659,11 +662,13 @@ class CellSinks:
     on_batch: Callable[[int, CellsOutput], None] | None = None
 
     def write(self, batch_id: int, output: CellsOutput) -> None:
+        started = time.perf_counter()
         self.matches.write(output.matches, batch_id)
         if self.late is not None and output.late.num_rows:
             self.late.write(output.late, batch_id)
         if self.rejects is not None and output.rejects.num_rows:
             self.rejects.write(output.rejects, batch_id)
+        output.seconds["write"] = time.perf_counter() - started
         if self.on_batch is not None:
             self.on_batch(batch_id, output)
 
@@ -705,9 +710,15 @@ def write_cells_stream(output: Any, sinks: CellSinks, *, checkpoint: str,
     ``checkpoint`` (:func:`start_cells_stream`); ``empty``: the job's match records, none
     of them (:func:`collect_outputs`)."""
     discard_unfinished_writes(Path(checkpoint))
-    writer = (output.writeStream.foreachBatch(
-        lambda batch_df, batch_id: sinks.write(batch_id, collect_outputs(batch_df, empty)))
-        .option("checkpointLocation", str(checkpoint)))
+
+    def write_batch(batch_df: Any, batch_id: int) -> None:
+        started = time.perf_counter()
+        collected = collect_outputs(batch_df, empty)
+        collected.seconds["collect"] = time.perf_counter() - started
+        sinks.write(batch_id, collected)
+
+    writer = (output.writeStream.foreachBatch(write_batch)
+              .option("checkpointLocation", str(checkpoint)))
     if available_now:
         writer = writer.trigger(availableNow=True)
     elif trigger_seconds:

@@ -66,6 +66,10 @@ SPARK_PHASES = {"latestOffset": "finding new input", "getBatch": "getting the ba
                 "queryPlanning": "planning the batch",
                 "addBatch": "running the batch (tasks, foreachBatch)",
                 "walCommit": "writing the offsets log", "commitOffsets": "writing the commit log"}
+#: the driver's part of a batch in ``foreachBatch``
+#: (:attr:`~graphcep.runtime.streaming.cells.CellsOutput.seconds`)
+DRIVER_PHASES = {"collect": "collecting the batch (its Spark job included)",
+                 "write": "writing the parts"}
 #: what the state operator's progress times inside ``addBatch`` (``stateOperators``)
 STATE_PHASES = {"allUpdatesTimeMs": "state updates (the cells' function included)",
                 "commitTimeMs": "state store commit"}
@@ -88,6 +92,8 @@ class CellsProfile:
     rest: float = 0.0
     steps: int = 0
     restored: int = 0
+    #: the driver's seconds in ``foreachBatch`` (:data:`DRIVER_PHASES`)
+    driver: dict[str, float] = field(default_factory=dict)
     #: Spark's own seconds per part of the batches (:data:`SPARK_PHASES`,
     #: :data:`STATE_PHASES`), from the query's progress
     spark: dict[str, float] = field(default_factory=dict)
@@ -98,8 +104,12 @@ class CellsProfile:
     #: Spark jobs, stages and tasks of the query's batches (its job group), once counted
     work: tuple[int, int, int] | None = None
 
-    def add(self, batch_id: int, stats: list[dict[str, Any]], wall: float) -> str:
-        """Count one micro-batch's cells' stats; its line (per batch, per cell)."""
+    def add(self, batch_id: int, stats: list[dict[str, Any]], wall: float,
+            driver: dict[str, float] | None = None) -> str:
+        """Count one micro-batch's cells' stats and the ``driver``'s seconds
+        (:attr:`~graphcep.runtime.streaming.cells.CellsOutput.seconds`); its line."""
+        for name, value in (driver or {}).items():
+            self.driver[name] = self.driver.get(name, 0.0) + value
         spent = {name: sum(s.get(SECONDS + name, 0.0) for s in stats) for name in PHASES}
         own = [sum(v for k, v in s.items() if k.startswith(SECONDS)
                    and k[len(SECONDS):] not in _TASK_PHASES) for s in stats]
@@ -115,10 +125,12 @@ class CellsProfile:
         self.restored += restored
         parts = ", ".join(f"{name} {value:.3f}" for name, value in spent.items() if value)
         processes = {s["process"] for s in stats if "process" in s}
+        driven = "".join(f"; driver: {DRIVER_PHASES[name]} {value:.3f} s"
+                         for name, value in (driver or {}).items())
         return (f"graphcep: profile: micro-batch {batch_id}: {wall:.3f} s; {len(stats)} "
                 f"cell steps in {len(processes)} Python workers, {restored} restored from "
                 f"snapshots; summed s: {parts}; busiest "
-                f"cell step {busiest:.3f} s; Spark and the driver {rest:.3f} s")
+                f"cell step {busiest:.3f} s; Spark and the driver {rest:.3f} s{driven}")
 
     def follow(self, query: Any, spark: Any) -> None:
         """Read Spark's side of the batches from ``query``'s progress from now on (and
@@ -187,6 +199,8 @@ class CellsProfile:
                 f"cells: busiest cell per batch ({self.restored} of {self.steps} steps "
                 "restored)": self.busiest,
                 "Spark and the driver (the rest of the batches)": self.rest,
+                **{f"driver: {DRIVER_PHASES[name]}": value
+                   for name, value in self.driver.items()},
                 **{f"Spark: {_SPARK_WORDS[name]}"
                    + (work if name == "addBatch" else ""): value
                    for name, value in self.spark.items()}}
@@ -340,7 +354,8 @@ class CellsRun:
         if persist:
             self._save(batch_id)
         if self.profile is not None and persist:
-            lines = [self.profile.add(batch_id, output.stats, time.perf_counter() - self._clock),
+            lines = [self.profile.add(batch_id, output.stats, time.perf_counter() - self._clock,
+                                      output.seconds),
                      *self.profile.spark_lines()]  # Spark's of the batches before
             print("\n".join(lines), file=sys.stderr)
         if self.on_report is not None:
