@@ -45,6 +45,7 @@ import pyarrow.parquet as pq
 
 from bench.nu import machine_lines
 from bench.triangles import record
+from graphcep.io.sinks import Sink
 
 START_MARK, END_MARK = "<!-- bench.stream_modes:start -->", "<!-- bench.stream_modes:end -->"
 TRIANGLE = """{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2);
@@ -52,8 +53,9 @@ TRIANGLE = """{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2);
 LATENESS_US = 2_000_000
 
 
-class _Count:
-    """A sink that counts the matches written."""
+class _Count(Sink):
+    """A sink that counts the matches written (a :class:`Sink`: the driver mode hands it
+    a batch's matches in chunks, ``write_chunks``)."""
 
     def __init__(self) -> None:
         self.rows = 0

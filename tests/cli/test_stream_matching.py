@@ -63,13 +63,17 @@ def oracle(directory: Path) -> set[tuple[int, ...]]:
     return brute_force_matches(SubgraphJob.create(parse_program(QUERY)).query, on_time)
 
 
-def stream(work: Path, source: Path, query: Path, *extra: str, capsys) -> dict:
+def stream(work: Path, source: Path, query: Path, *extra: str, capsys,
+           stderr: list[str] | None = None) -> dict:
+    """The summary of one ``--once`` run; its stderr lines added to ``stderr``."""
     code = main(["stream", str(query), "--source", str(source), "--format", "csv",
                  "--checkpoint", str(work / "ck"), "--output", f"{work / 'out'}/", "--once",
                  "--lateness", str(LATENESS), "--max-files-per-trigger", "1",
                  "--master", "local[2]", "--quiet", "--summary", "json", *extra])
     captured = capsys.readouterr()
     assert code == 0, captured.err[-3000:]
+    if stderr is not None:
+        stderr.extend(captured.err.splitlines())
     return json.loads(captured.out.strip().splitlines()[-1])
 
 
@@ -97,15 +101,12 @@ def test_executor_mode_equals_the_oracle_and_the_driver_mode(spark, tmp_path, ca
     for cells in (1, 8, 27):
         work = tmp_path / f"cells-{cells}"
         profile = ("--profile",) if cells == 8 else ()
+        err: list[str] = []
         summary = stream(work, source, query, "--matching", "executors", "--cells", str(cells),
-                         *profile, capsys=capsys)
+                         *profile, capsys=capsys, stderr=err)
         assert summary["matching"].startswith("executors")
-        if profile:  # the cells' phases under the micro-batches, summed over batches
-            phases = summary["phases"]
-            assert "  cells: matching (summed)" in phases
-            assert "  cells: routing to cells (tasks) (summed)" in phases
-            assert 0 < phases["  Spark and the driver (the rest of the batches)"] \
-                <= phases["micro-batches"]
+        if profile:
+            check_profile(summary, err)
         got = match_keys(work / "out")
         assert len(got) == len(set(got)), f"{cells} cells: a match written twice"
         assert set(got) == want, f"{cells} cells"
@@ -117,6 +118,38 @@ def test_executor_mode_equals_the_oracle_and_the_driver_mode(spark, tmp_path, ca
                         for line in written(tmp_path / "driver" / "ck" / "late")]
         for total in ("edges", "late", "rejected", "matches", "files", "lines", "batches"):
             assert summary[total] == driver[total], (cells, total)
+
+
+def check_profile(summary: dict, err: list[str]) -> None:
+    """``--profile`` of an executor-mode ``--once`` run: the cells' phases and Spark's
+    parts of the batches under the micro-batches, and one Spark line per micro-batch
+    Spark ran -- the batches the summary counts but the end-of-input flush, which is no
+    Spark micro-batch."""
+    phases = summary["phases"]
+    assert "  cells: matching (summed)" in phases
+    assert "  cells: routing to cells (tasks) (summed)" in phases
+    assert "  cells: numbering, late edges, reorder buffer (the rest of a step) (summed)" \
+        in phases
+    # 8 cells in the tasks of local[2]: a task steps several, with Spark's work between
+    assert "  cells: Spark between two cells of a task (Python worker) (summed)" in phases
+    assert 0 < phases["  Spark and the driver (the rest of the batches)"] \
+        <= phases["micro-batches"]
+    spark = {name: seconds for name, seconds in phases.items()
+             if name.startswith("  Spark: ") and ": running the batch: " not in name}
+    running = [name for name in spark if name.startswith("  Spark: running the batch")]
+    assert len(running) == 1 and "jobs" in running[0] and "tasks per batch" in running[0]
+    assert "  Spark: planning the batch" in spark
+    # Spark times the same batches the phase does, inside it
+    assert 0 < sum(spark.values()) <= phases["micro-batches"]
+    assert phases["  Spark: running the batch: state store commit"] <= spark[running[0]]
+    # the driver's foreachBatch runs inside Spark's addBatch (timed in whole ms)
+    driver = (phases["  driver: collecting the batch (its Spark job included)"]
+              + phases["  driver: writing the parts"])
+    assert 0 < driver <= spark[running[0]] + 0.001 * summary["batches"]
+    batches = sorted(int(line.split()[3].rstrip(":")) for line in err
+                     if line.startswith("graphcep: profile: micro-batch ")
+                     and ": Spark " in line)
+    assert batches == list(range(summary["batches"] - 1))
 
 
 def refused(tmp_path: Path, capsys, query: Path, *args: str) -> str:

@@ -59,11 +59,13 @@ large one.
 
 Profile
 -------
-Each cell's step times its phases (state and rows in, restoring, matching, the snapshot,
-state and matches out) and every task's heartbeat to cell 0 its reading and routing;
+Each cell's step times its phases (state and rows in, restoring, matching, the rest of
+the step, the snapshot, state and matches out, and the time since the step before it in
+the same task: Spark's work between two cells, :class:`StepEnds`) and every task's
+heartbeat to cell 0 its reading and routing;
 they ride in the ``stats`` rows, and
 :class:`~graphcep.runtime.streaming.cells_run.CellsProfile` sums them per batch for
-``--profile``.
+``--profile``, with Spark's side of each batch from the query's progress.
 
 End of input
 ------------
@@ -307,6 +309,15 @@ class Clock:
     def stats(self) -> dict[str, float]:
         return {SECONDS + name: seconds for name, seconds in self.seconds.items()}
 
+    def total(self, names: tuple[str, ...]) -> float:
+        """The seconds of the phases ``names`` so far."""
+        return sum(self.seconds.get(name, 0.0) for name in names)
+
+
+#: the phases :func:`step_cell` times; the rest of a step is ``arrange`` (numbering,
+#: lateness, the reorder buffer, the home filter, late records)
+_STEP_PHASES = ("restore", "match", "snapshot")
+
 
 class LiveCells:
     """Engines kept alive in this process between micro-batches, by run and cell.
@@ -350,6 +361,34 @@ def live_cells() -> LiveCells:
     return LIVE
 
 
+class StepEnds:
+    """When this Python worker last finished a cell's step, per Spark task attempt: the
+    time from there to the task's next cell is Spark's work between two cells (turning
+    the output to Arrow, the JVM's state store, the next group's rows and state to
+    pandas), which ``--profile`` shows beside the cells' own phases."""
+
+    def __init__(self) -> None:
+        self._ends: dict[int, float] = {}
+
+    def since(self, attempt: int) -> float | None:
+        """Seconds since task ``attempt``'s last step ended here; None before its first."""
+        ended = self._ends.get(attempt)
+        return None if ended is None else time.perf_counter() - ended
+
+    def mark(self, attempt: int) -> None:
+        """A step of task ``attempt`` ended now (only the newest task is kept)."""
+        self._ends = {attempt: time.perf_counter()}
+
+
+#: this Python worker's :class:`StepEnds`
+STEP_ENDS = StepEnds()
+
+
+def step_ends() -> StepEnds:
+    """This process's :data:`STEP_ENDS`, reached by reference (as :func:`live_cells`)."""
+    return STEP_ENDS
+
+
 def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
               state: CellState | None, rows: pa.Table, live: Any = None,
               clock: Clock | None = None) -> CellStep:
@@ -359,8 +398,10 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     ``live``: the engine that ``state``'s snapshot holds, kept alive since the step that
     made it (:class:`LiveCells`); None restores it from the snapshot. ``clock`` times the
     phases (restoring, matching, the snapshot) into the step's stats."""
+    started = time.perf_counter()
     state = state or CellState()
     clock = clock or Clock()
+    timed = clock.total(_STEP_PHASES)
     restored = int(live is None and state.engine is not None)  # else live, or a new one
     with clock.phase("restore"):
         engine = live if live is not None else _engine(job, state)
@@ -397,6 +438,8 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     step = CellStep(state, home_filter(matches, shares, cell),
                     late_records(job, late, names) if late.num_rows else empty_edges(),
                     _rejects(metas))
+    clock.seconds["arrange"] = (time.perf_counter() - started
+                                - (clock.total(_STEP_PHASES) - timed))
     step.stats = {**stats, **_counts(step, engine, released), "restored": restored,
                   "process": os.getpid(),
                   **clock.stats(), **_routing(metas)}
@@ -545,6 +588,11 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePa
 
     def run_cell(key: tuple, frames: Iterator[Any], group: Any) -> Iterator[Any]:
         clock, cell = Clock(), int(key[0])
+        task = TaskContext.get()
+        attempt = task.taskAttemptId() if task is not None else -1
+        gap = step_ends().since(attempt)
+        if gap is not None:  # Spark's work between two cells of one task
+            clock.seconds["between"] = gap
         with clock.phase("state in"):
             state = pickle.loads(group.get[0]) if group.exists else None
         with clock.phase("rows in"):
@@ -554,7 +602,9 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePa
         with clock.phase("state out"):
             group.update((step.state.blob(),))
         live_cells().keep((run, cell), step)
-        yield _output_rows(step, clock)
+        out = _output_rows(step, clock)
+        step_ends().mark(attempt)
+        yield out
 
     routed = stream_df.mapInArrow(route_partition, from_arrow_schema(PACKED))
     return routed.groupBy("_cell").applyInPandasWithState(
@@ -569,6 +619,9 @@ class CellsOutput:
     late: pa.Table
     rejects: pa.Table
     stats: list[dict[str, int]]
+    #: the driver's seconds: ``collect`` (the batch's Spark job and gathering its rows)
+    #: and ``write`` (the parts before ``on_batch``), for ``--profile``
+    seconds: dict[str, float] = field(default_factory=dict)
 
 
 def collect_outputs(batch_df: Any, empty: pa.Table | None = None) -> CellsOutput:
@@ -609,11 +662,13 @@ class CellSinks:
     on_batch: Callable[[int, CellsOutput], None] | None = None
 
     def write(self, batch_id: int, output: CellsOutput) -> None:
+        started = time.perf_counter()
         self.matches.write(output.matches, batch_id)
         if self.late is not None and output.late.num_rows:
             self.late.write(output.late, batch_id)
         if self.rejects is not None and output.rejects.num_rows:
             self.rejects.write(output.rejects, batch_id)
+        output.seconds["write"] = time.perf_counter() - started
         if self.on_batch is not None:
             self.on_batch(batch_id, output)
 
@@ -655,9 +710,15 @@ def write_cells_stream(output: Any, sinks: CellSinks, *, checkpoint: str,
     ``checkpoint`` (:func:`start_cells_stream`); ``empty``: the job's match records, none
     of them (:func:`collect_outputs`)."""
     discard_unfinished_writes(Path(checkpoint))
-    writer = (output.writeStream.foreachBatch(
-        lambda batch_df, batch_id: sinks.write(batch_id, collect_outputs(batch_df, empty)))
-        .option("checkpointLocation", str(checkpoint)))
+
+    def write_batch(batch_df: Any, batch_id: int) -> None:
+        started = time.perf_counter()
+        collected = collect_outputs(batch_df, empty)
+        collected.seconds["collect"] = time.perf_counter() - started
+        sinks.write(batch_id, collected)
+
+    writer = (output.writeStream.foreachBatch(write_batch)
+              .option("checkpointLocation", str(checkpoint)))
     if available_now:
         writer = writer.trigger(availableNow=True)
     elif trigger_seconds:

@@ -51,9 +51,28 @@ _SUMMED = ("edges", "late", "rejected", "matches", "released", "buffered", "wind
 PHASES = {"read": "reading files (tasks)", "route": "routing to cells (tasks)",
           "state in": "state in (Spark to the cell)", "rows in": "rows in (Arrow to the cell)",
           "restore": "restoring engines from snapshots", "match": "matching",
+          "arrange": "numbering, late edges, reorder buffer (the rest of a step)",
           "snapshot": "snapshots of the engines", "state out": "state out (the blob to Spark)",
-          "rows out": "matches out (Arrow IPC)"}
-_TASK_PHASES = ("read", "route")
+          "rows out": "matches out (Arrow IPC)",
+          "between": "Spark between two cells of a task (Python worker)"}
+#: phases outside a cell's own step: the tasks' reading and routing, and Spark's work
+#: between the cells of a task
+_TASK_PHASES = ("read", "route", "between")
+
+#: the parts of a micro-batch's trigger that Spark times (its progress's ``durationMs``),
+#: as ``--profile`` names them; ``addBatch`` holds the tasks and the driver's
+#: ``foreachBatch`` (collecting the cells' output, writing the parts)
+SPARK_PHASES = {"latestOffset": "finding new input", "getBatch": "getting the batch",
+                "queryPlanning": "planning the batch",
+                "addBatch": "running the batch (tasks, foreachBatch)",
+                "walCommit": "writing the offsets log", "commitOffsets": "writing the commit log"}
+#: the driver's part of a batch in ``foreachBatch``
+#: (:attr:`~graphcep.runtime.streaming.cells.CellsOutput.seconds`)
+DRIVER_PHASES = {"collect": "collecting the batch (its Spark job included)",
+                 "write": "writing the parts"}
+#: what the state operator's progress times inside ``addBatch`` (``stateOperators``)
+STATE_PHASES = {"allUpdatesTimeMs": "state updates (the cells' function included)",
+                "commitTimeMs": "state store commit"}
 
 
 @dataclass
@@ -63,7 +82,9 @@ class CellsProfile:
     seconds per batch (the cells run side by side, so it sets the batch's pace); and the
     rest of each batch's wall time -- Spark's scheduling, shuffle and state store, and the
     driver's writing of the parts -- after the busiest cell and the routing (its sum over
-    tasks spread over ``tasks`` cores)."""
+    tasks spread over ``tasks`` cores). Spark's side of the batches comes from the
+    followed query's progress (:meth:`follow`, :func:`spark_seconds`): where the rest
+    goes."""
 
     tasks: int = 1
     seconds: dict[str, float] = field(default_factory=dict)
@@ -71,15 +92,30 @@ class CellsProfile:
     rest: float = 0.0
     steps: int = 0
     restored: int = 0
+    #: the driver's seconds in ``foreachBatch`` (:data:`DRIVER_PHASES`)
+    driver: dict[str, float] = field(default_factory=dict)
+    #: Spark's own seconds per part of the batches (:data:`SPARK_PHASES`,
+    #: :data:`STATE_PHASES`), from the query's progress
+    spark: dict[str, float] = field(default_factory=dict)
+    #: the micro-batches whose progress was counted, and the query it comes from
+    spark_batches: set[int] = field(default_factory=set)
+    query: Any = None
+    session: Any = None
+    #: Spark jobs, stages and tasks of the query's batches (its job group), once counted
+    work: tuple[int, int, int] | None = None
 
-    def add(self, batch_id: int, stats: list[dict[str, Any]], wall: float) -> str:
-        """Count one micro-batch's cells' stats; its line (per batch, per cell)."""
+    def add(self, batch_id: int, stats: list[dict[str, Any]], wall: float,
+            driver: dict[str, float] | None = None) -> str:
+        """Count one micro-batch's cells' stats and the ``driver``'s seconds
+        (:attr:`~graphcep.runtime.streaming.cells.CellsOutput.seconds`); its line."""
+        for name, value in (driver or {}).items():
+            self.driver[name] = self.driver.get(name, 0.0) + value
         spent = {name: sum(s.get(SECONDS + name, 0.0) for s in stats) for name in PHASES}
         own = [sum(v for k, v in s.items() if k.startswith(SECONDS)
                    and k[len(SECONDS):] not in _TASK_PHASES) for s in stats]
         busiest = max(own, default=0.0)
-        routing = sum(spent[p] for p in _TASK_PHASES) / max(1, self.tasks)
-        rest = max(0.0, wall - busiest - routing)
+        outside = sum(spent[p] for p in _TASK_PHASES) / max(1, self.tasks)
+        rest = max(0.0, wall - busiest - outside)
         restored = sum(s.get("restored", 0) for s in stats)
         for name, value in spent.items():
             self.seconds[name] = self.seconds.get(name, 0.0) + value
@@ -89,18 +125,101 @@ class CellsProfile:
         self.restored += restored
         parts = ", ".join(f"{name} {value:.3f}" for name, value in spent.items() if value)
         processes = {s["process"] for s in stats if "process" in s}
+        driven = "".join(f"; driver: {DRIVER_PHASES[name]} {value:.3f} s"
+                         for name, value in (driver or {}).items())
         return (f"graphcep: profile: micro-batch {batch_id}: {wall:.3f} s; {len(stats)} "
                 f"cell steps in {len(processes)} Python workers, {restored} restored from "
                 f"snapshots; summed s: {parts}; busiest "
-                f"cell step {busiest:.3f} s; Spark and the driver {rest:.3f} s")
+                f"cell step {busiest:.3f} s; Spark and the driver {rest:.3f} s{driven}")
+
+    def follow(self, query: Any, spark: Any) -> None:
+        """Read Spark's side of the batches from ``query``'s progress from now on (and
+        its jobs from ``spark``'s status tracker)."""
+        self.query, self.session = query, spark
+
+    def spark_lines(self) -> list[str]:
+        """One line per micro-batch whose progress Spark reported since the last call
+        (a batch's progress comes after its ``foreachBatch``: the line of batch ``b``
+        is printed with the cells' line of the batch after it, or at the end), its
+        seconds added to :attr:`spark`."""
+        if self.query is None:
+            return []
+        lines = []
+        for progress in self.query.recentProgress:
+            batch_id = int(progress["batchId"])
+            if batch_id in self.spark_batches:
+                continue
+            self.spark_batches.add(batch_id)
+            lines.append(self._add_progress(batch_id, progress))
+        return lines
+
+    def _add_progress(self, batch_id: int, progress: Any) -> str:
+        spent = spark_seconds(progress)
+        for name, value in spent.items():
+            self.spark[name] = self.spark.get(name, 0.0) + value
+        total = progress["durationMs"].get("triggerExecution", 0) / 1e3
+        parts = ", ".join(f"{SPARK_PHASES[name]} {value:.3f}" for name, value in spent.items()
+                          if name in SPARK_PHASES)
+        inside = ", ".join(f"{STATE_PHASES[name]} {spent[name]:.3f}" for name in STATE_PHASES)
+        return (f"graphcep: profile: micro-batch {batch_id}: Spark {total:.3f} s: {parts}; "
+                f"of running the batch: {inside}")
+
+    def count_work(self) -> None:
+        """Count the Spark jobs, stages and tasks of the followed query's batches (Spark
+        runs them in a job group named by the query's run id; it keeps the last
+        ``spark.ui.retainedJobs`` jobs)."""
+        if self.query is None or self.session is None:
+            return
+        tracker = self.session.sparkContext.statusTracker()
+        jobs = stages = tasks = 0
+        for job_id in tracker.getJobIdsForGroup(str(self.query.runId)):
+            info = tracker.getJobInfo(job_id)
+            if info is None:
+                continue
+            jobs += 1
+            for stage_id in info.stageIds:
+                stage = tracker.getStageInfo(stage_id)
+                if stage is not None:
+                    stages += 1
+                    tasks += stage.numTasks
+        self.work = (jobs, stages, tasks)
 
     def phases(self) -> dict[str, float]:
-        """The totals as ``--profile``'s nested phases."""
+        """The totals as ``--profile``'s nested phases; the Spark lines of the batches
+        not printed yet are printed first (on stderr), the jobs counted."""
+        for line in self.spark_lines():
+            print(line, file=sys.stderr)
+        self.count_work()
+        batches = max(1, len(self.spark_batches))
+        work = ("" if self.work is None else
+                f", {self.work[0] / batches:.1f} jobs, {self.work[1] / batches:.1f} stages, "
+                f"{self.work[2] / batches:.1f} tasks per batch")
         return {**{f"cells: {PHASES[name]} (summed)": value
                    for name, value in self.seconds.items()},
                 f"cells: busiest cell per batch ({self.restored} of {self.steps} steps "
                 "restored)": self.busiest,
-                "Spark and the driver (the rest of the batches)": self.rest}
+                "Spark and the driver (the rest of the batches)": self.rest,
+                **{f"driver: {DRIVER_PHASES[name]}": value
+                   for name, value in self.driver.items()},
+                **{f"Spark: {_SPARK_WORDS[name]}"
+                   + (work if name == "addBatch" else ""): value
+                   for name, value in self.spark.items()}}
+
+
+#: ``--profile``'s names of :func:`spark_seconds`' parts in the summary
+_SPARK_WORDS = {**SPARK_PHASES, **{name: f"running the batch: {words}"
+                                   for name, words in STATE_PHASES.items()}}
+
+
+def spark_seconds(progress: Any) -> dict[str, float]:
+    """Seconds of one micro-batch's parts from its ``StreamingQueryProgress``:
+    :data:`SPARK_PHASES` in order, then :data:`STATE_PHASES` summed over the state
+    operators (parts of ``addBatch``)."""
+    durations = progress["durationMs"]
+    spent = {name: durations[name] / 1e3 for name in SPARK_PHASES if name in durations}
+    for name in STATE_PHASES:
+        spent[name] = sum(op.get(name, 0) for op in progress["stateOperators"] or ()) / 1e3
+    return spent
 
 
 class CellsRun:
@@ -196,10 +315,13 @@ class CellsRun:
         try:
             sinks = CellSinks(self.sinks["matches"], self.sinks["late"],
                               self.sinks["rejects"], self._on_batch)
-            return write_cells_stream(output, sinks, checkpoint=str(self.checkpoint / "spark"),
-                                      empty=self.job.output.schema.empty_table(),
-                                      available_now=available_now,
-                                      trigger_seconds=trigger_seconds)
+            query = write_cells_stream(output, sinks, checkpoint=str(self.checkpoint / "spark"),
+                                       empty=self.job.output.schema.empty_table(),
+                                       available_now=available_now,
+                                       trigger_seconds=trigger_seconds)
+            if self.profile is not None:
+                self.profile.follow(query, spark)
+            return query
         finally:
             spark.conf.set(key, before)
 
@@ -232,8 +354,10 @@ class CellsRun:
         if persist:
             self._save(batch_id)
         if self.profile is not None and persist:
-            print(self.profile.add(batch_id, output.stats, time.perf_counter() - self._clock),
-                  file=sys.stderr)
+            lines = [self.profile.add(batch_id, output.stats, time.perf_counter() - self._clock,
+                                      output.seconds),
+                     *self.profile.spark_lines()]  # Spark's of the batches before
+            print("\n".join(lines), file=sys.stderr)
         if self.on_report is not None:
             self.on_report(BatchReport(
                 batch_id, sums["edges"], sums["late"], sums["rejected"], sums["released"],
