@@ -493,8 +493,9 @@ def unlabelled_streams(draw: st.DrawFn) -> list[dict]:
 def test_unlabelled_streams_with_both_directions(data):
     """Unlabelled hosts, patterns with a query edge and its reverse, count and time
     windows, streams pushed in a few batches (edges leave inside a batch, their rows are
-    taken again) with a snapshot/restore between them: the reports are the oracle's, and
-    after every batch the coloring and components equal a from-scratch computation."""
+    taken again; vertices leave and are reused, or not) with a snapshot/restore between
+    them: the reports are the oracle's, and after every batch the coloring and components
+    equal a from-scratch computation."""
     shape = parse_ddst(data.draw(st.sampled_from(UNLABELLED_SHAPES), "shape") + "; WITHIN 1 s")
     if data.draw(st.booleans(), "time window"):
         window = Window("time", data.draw(st.sampled_from([0, 3, 8, 20])))
@@ -503,13 +504,15 @@ def test_unlabelled_streams_with_both_directions(data):
     query = DDSTQuery("q", shape.vertices, shape.edges, shape.order, window)
     stream = data.draw(unlabelled_streams(), "stream")
     cuts = sorted(set(data.draw(st.lists(st.integers(1, len(stream)), max_size=3), "cuts")))
+    spare = data.draw(st.sampled_from([0, 1, 1024]), "vertices kept for reuse")
     engine = DDSTColoringEngine(query)
     rows: list[dict] = []
-    for lo, hi in zip([0, *cuts], [*cuts, len(stream)], strict=True):
-        if hi > lo:
-            rows += engine.push(table(stream[lo:hi])).to_pylist()
-            check_coloring(engine, query, stream[:hi])
-            engine = DDSTColoringEngine.restore(engine.snapshot())
+    with mock.patch.object(coloring_module, "_SPARE_VERTICES", spare):
+        for lo, hi in zip([0, *cuts], [*cuts, len(stream)], strict=True):
+            if hi > lo:
+                rows += engine.push(table(stream[lo:hi])).to_pylist()
+                check_coloring(engine, query, stream[:hi])
+                engine = DDSTColoringEngine.restore(engine.snapshot())
     assert reported(pa.Table.from_pylist(rows, DDST_MATCH_SCHEMA)) == oracle.reports(query, stream)
 
 

@@ -200,6 +200,10 @@ _LOCAL_BUDGET = 64
 _DIRECT_COMPONENT = 4096
 _NUM = attrgetter("num")
 _ROW = attrgetter("row")
+#: Vertices left without edges kept for reuse, at most this many: on sparse windows over
+#: many hosts (netflow) most arrivals bring a vertex the window does not hold, and most
+#: departures take one away; a kept one is reused with its row instead of being rebuilt.
+_SPARE_VERTICES = 1024
 #: :meth:`DDSTColoringEngine._local_part`'s answer for a part over the budget.
 _TOO_BIG: dict = {}
 
@@ -471,6 +475,8 @@ class DDSTColoringEngine(EngineBase):
         self._edge_rows = _Rows(t=np.int64, seq=np.int64, src=np.int64, dst=np.int64,
                                 label=object, num=np.int64, red=emask)  # fmt: skip
         self._part_graphs = PartGraphs()
+        # vertices without edges (all their counts empty, hosting nothing) and their rows
+        self._spare: list[_Vertex] = []
         # the same edges, oldest first; vertices list theirs by number, so that pickling
         # (snapshot) stays shallow however long the chains of edges in a window
         self._fifo: deque[_Edge] = deque()
@@ -557,6 +563,7 @@ class DDSTColoringEngine(EngineBase):
             "union_find": (self._parent, self._node_edge, self._comps, self._next_node),
             "count": self._count,
             "verifications": self.verifications,
+            "spare": self._spare,
         }
 
     @classmethod
@@ -566,6 +573,7 @@ class DDSTColoringEngine(EngineBase):
          engine._edge_rows) = state["graph"]
         engine._parent, engine._node_edge, engine._comps, engine._next_node = state["union_find"]
         engine._count = state["count"]
+        engine._spare = state.get("spare", [])
         engine.verifications = state["verifications"]
         engine._reported = state["reported"]
         return engine
@@ -698,11 +706,25 @@ class DDSTColoringEngine(EngineBase):
     # -- arrival and departure (COLOR-EDGE) -----------------------------------------------
 
     def _new_vertex(self, key: tuple[str, str | None]) -> _Vertex:
-        """A vertex not in the window yet, in a vertex row of its own."""
+        """A vertex not in the window yet, in a vertex row of its own: a spare one if
+        there is one (its counts are empty, it hosts nothing; its row holds it)."""
         rows = self._vertex_rows
-        row = rows.take(key[0], key[1], None, 0)
-        v = self._vertices[key] = rows.cols["vertex"][row] = _Vertex(key, row)
+        if self._spare:
+            v = self._spare.pop()
+            v.key = key
+            rows.cols["name"][v.row], rows.cols["label"][v.row] = key
+        else:
+            row = rows.take(key[0], key[1], None, 0)
+            v = rows.cols["vertex"][row] = _Vertex(key, row)
+        self._vertices[key] = v
         return v
+
+    def _forget_vertex(self, v: _Vertex) -> None:
+        """``v`` has no edge left in the window: keep it as a spare, or free its row."""
+        if len(self._spare) < _SPARE_VERTICES:
+            self._spare.append(v)
+        else:
+            self._vertex_rows.give(v.row, clear="vertex")
 
     def _arrive(self, e: _Edge, src: _Vertex, dst: _Vertex, fits: int) -> None:
         """Lines 1-23 for a black edge ``e`` (registered in the window, its row filled):
@@ -757,10 +779,10 @@ class DDSTColoringEngine(EngineBase):
                     self._recolor_at(dst, down)
         vertices = self._vertices
         if not src.out_edges and not src.in_edges and vertices.pop(src.key, None):
-            self._vertex_rows.give(src.row, clear="vertex")
+            self._forget_vertex(src)
         # a self-loop's one vertex was popped just above: pop it once
         if not dst.out_edges and not dst.in_edges and vertices.pop(dst.key, None):
-            self._vertex_rows.give(dst.row, clear="vertex")
+            self._forget_vertex(dst)
 
     def _roles(self, fits: int, cache: dict[int, int], end: list[int]) -> int:
         """Query vertices whose hosting an edge with this fit set can change at one end."""
