@@ -499,6 +499,9 @@ class DDSTColoringEngine(EngineBase):
         self._out_want = [sum(1 << j for j in q.out_q[s]) for s in range(nv)]
         self._in_want = [sum(1 << j for j in q.in_q[s]) for s in range(nv)]
         self._wants = list(zip(self._out_want, self._in_want, strict=True))
+        # query vertices that need no in-edge / no out-edge
+        self._no_in = sum(1 << s for s in range(nv) if not self._in_want[s])
+        self._no_out = sum(1 << s for s in range(nv) if not self._out_want[s])
         self._last_edges = sum(1 << j for j in range(ne) if not q.post[j])
         self._ordered = any(q.pre)
         self._src_roles: dict[int, int] = {}  # fit set -> query vertices its source may host
@@ -734,10 +737,14 @@ class DDSTColoringEngine(EngineBase):
         src.out_edges.append(e.num)
         in_fits[fits] = in_fits.get(fits, 0) + 1
         dst.in_edges.append(e.num)
+        # what may start hosting: not hosted yet, and, at an end with edges on one side
+        # only (a vertex new to the window), needing no edge on the other side
         roles = self._src_roles.get(fits) or self._roles(fits, self._src_roles, self._esrc)
-        up_src = self._gain(src, roles) if roles & ~src.hosts else 0
+        roles &= ~src.hosts if src.in_fits else self._no_in & ~src.hosts
+        up_src = self._gain(src, roles) if roles else 0
         roles = self._dst_roles.get(fits) or self._roles(fits, self._dst_roles, self._edst)
-        up_dst = self._gain(dst, roles) if roles & ~dst.hosts else 0
+        roles &= ~dst.hosts if dst.out_fits else self._no_out & ~dst.hosts
+        up_dst = self._gain(dst, roles) if roles else 0
         if src.hosts and dst.hosts:  # red needs both ends hosting something
             self._recolor(e, fits)  # the new edge first (lines 5-20), as its master rule needs
         if up_src:
@@ -761,9 +768,17 @@ class DDSTColoringEngine(EngineBase):
             self._remove_red(e, e.red)
         src, dst, fits = e.src, e.dst, e.fits
         self._edge_rows.give(e.row, clear="label")
-        _decrement(src.out_fits, fits)
+        counts = src.out_fits  # _decrement, inline: every departure passes here twice
+        if counts[fits] > 1:
+            counts[fits] -= 1
+        else:
+            del counts[fits]
         src.out_edges.popleft()  # it is the oldest edge anywhere, so the oldest here
-        _decrement(dst.in_fits, fits)
+        counts = dst.in_fits
+        if counts[fits] > 1:
+            counts[fits] -= 1
+        else:
+            del counts[fits]
         dst.in_edges.popleft()
         if src.hosts:
             roles = self._src_roles.get(fits) or self._roles(fits, self._src_roles, self._esrc)
@@ -800,9 +815,10 @@ class DDSTColoringEngine(EngineBase):
         )
 
     def _gain(self, v: _Vertex, roles: int) -> int:
-        """After an arrival at ``v``: the query vertices it can now host and could not."""
+        """After an arrival at ``v``: which of the query vertices ``roles``, not hosted
+        there yet, it can now host (hosting only grows with more edges)."""
         flips = 0
-        for s in _bits(roles & ~v.hosts):  # hosting only grows with more edges
+        for s in _bits(roles):
             if self._hosts(v.out_fits, v.in_fits, s):
                 flips |= 1 << s
         if flips:
