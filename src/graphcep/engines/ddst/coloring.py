@@ -200,6 +200,10 @@ _LOCAL_BUDGET = 64
 _DIRECT_COMPONENT = 4096
 _NUM = attrgetter("num")
 _ROW = attrgetter("row")
+#: Vertices left without edges kept for reuse, at most this many: on sparse windows over
+#: many hosts (netflow) most arrivals bring a vertex the window does not hold, and most
+#: departures take one away; a kept one is reused with its row instead of being rebuilt.
+_SPARE_VERTICES = 1024
 #: :meth:`DDSTColoringEngine._local_part`'s answer for a part over the budget.
 _TOO_BIG: dict = {}
 
@@ -296,15 +300,34 @@ class _Rows:
     def take(self, *values: object) -> int:
         """A free row, set to ``values`` (in column order); the columns double when full."""
         if not self.free:
-            size = len(next(iter(self.cols.values())))
-            grown = max(64, 2 * size)
-            for name, col in self.cols.items():
-                self.cols[name] = np.concatenate([col, np.empty(grown - size, dtype=col.dtype)])
-            self.free = list(range(grown - 1, size - 1, -1))  # lowest rows first
+            self._grow(1)
         row = self.free.pop()
         for col, value in zip(self.cols.values(), values, strict=True):
             col[row] = value
         return row
+
+    def take_many(self, n: int, **values: np.ndarray) -> list[int]:
+        """``n`` free rows, in the order :meth:`take` would give them with nothing given
+        back between; the columns named in ``values`` are set at once (a batch's arrivals:
+        one fancy assignment per column instead of one NumPy scalar write per edge)."""
+        if len(self.free) < n:
+            self._grow(n - len(self.free))
+        cut = len(self.free) - n
+        rows = self.free[cut:][::-1]  # the stack's top first, as pop() takes them
+        del self.free[cut:]
+        at = np.asarray(rows, dtype=np.int64)
+        for name, value in values.items():
+            self.cols[name][at] = value
+        return rows
+
+    def _grow(self, more: int) -> None:
+        """Double the columns (at least ``more`` new rows); the new rows are free, lowest
+        taken first."""
+        size = len(next(iter(self.cols.values())))
+        grown = max(64, 2 * size, size + more)
+        for name, col in self.cols.items():
+            self.cols[name] = np.concatenate([col, np.empty(grown - size, dtype=col.dtype)])
+        self.free[:0] = range(grown - 1, size - 1, -1)
 
     def give(self, row: int, clear: str | None = None) -> None:
         """Free ``row``; drop the object it holds in column ``clear``."""
@@ -319,15 +342,15 @@ class _Rows:
 def _distinct_representatives(fits: dict[int, int], want: int) -> bool:
     """Whether the query edges ``want`` (a bit mask) can take pairwise distinct edges, given
     edge counts by fit set; a bipartite matching on the few distinct fit sets."""
-    need = _bits(want)
-    n = len(need)
-    if n < 2:  # most query vertices have at most one edge on a side: any fitting edge does
-        if not n:
+    if not want & (want - 1):  # most query vertices have at most one edge on a side:
+        if not want:  # any fitting edge does
             return True
         for mask in fits:  # noqa: SIM110 -- a loop, not any(): this runs at every arrival
             if mask & want:
                 return True
         return False
+    need = _bits(want)
+    n = len(need)
     if n <= _HALL_LIMIT:
         return _hall(fits, _hall_sets(want))
     groups: dict[int, int] = {}
@@ -452,6 +475,8 @@ class DDSTColoringEngine(EngineBase):
         self._edge_rows = _Rows(t=np.int64, seq=np.int64, src=np.int64, dst=np.int64,
                                 label=object, num=np.int64, red=emask)  # fmt: skip
         self._part_graphs = PartGraphs()
+        # vertices without edges (all their counts empty, hosting nothing) and their rows
+        self._spare: list[_Vertex] = []
         # the same edges, oldest first; vertices list theirs by number, so that pickling
         # (snapshot) stays shallow however long the chains of edges in a window
         self._fifo: deque[_Edge] = deque()
@@ -473,6 +498,10 @@ class DDSTColoringEngine(EngineBase):
         self._edst = q.qdst.tolist()
         self._out_want = [sum(1 << j for j in q.out_q[s]) for s in range(nv)]
         self._in_want = [sum(1 << j for j in q.in_q[s]) for s in range(nv)]
+        self._wants = list(zip(self._out_want, self._in_want, strict=True))
+        # query vertices that need no in-edge / no out-edge
+        self._no_in = sum(1 << s for s in range(nv) if not self._in_want[s])
+        self._no_out = sum(1 << s for s in range(nv) if not self._out_want[s])
         self._last_edges = sum(1 << j for j in range(ne) if not q.post[j])
         self._ordered = any(q.pre)
         self._src_roles: dict[int, int] = {}  # fit set -> query vertices its source may host
@@ -537,6 +566,7 @@ class DDSTColoringEngine(EngineBase):
             "union_find": (self._parent, self._node_edge, self._comps, self._next_node),
             "count": self._count,
             "verifications": self.verifications,
+            "spare": self._spare,
         }
 
     @classmethod
@@ -546,6 +576,7 @@ class DDSTColoringEngine(EngineBase):
          engine._edge_rows) = state["graph"]
         engine._parent, engine._node_edge, engine._comps, engine._next_node = state["union_find"]
         engine._count = state["count"]
+        engine._spare = state.get("spare", [])
         engine.verifications = state["verifications"]
         engine._reported = state["reported"]
         return engine
@@ -632,50 +663,94 @@ class DDSTColoringEngine(EngineBase):
         return fits
 
     def _run(self, cols: dict[str, np.ndarray], opened: np.ndarray, reports: Reports) -> None:
-        """Color the black edges of a batch one by one; report the matches they trigger."""
+        """Color the black edges of a batch one by one; report the matches they trigger.
+
+        The loop is the engine's hot path (every black edge passes it twice, arriving and
+        leaving): what every edge needs is done here with local names, and the edge rows
+        of the batch are taken and filled at once; methods are called only where
+        something changes (a hosting bit flips, an edge turns red, a trigger).
+        """
         fits = self._fit_sets(cols)
         black = np.flatnonzero(fits)
         if not len(black):
             return
         columns = ("t", "seq", "src", "dst", "label", "src_label", "dst_label")
         t, seq, src, dst, label, sl, dl = (cols[c][black].tolist() for c in columns)
+        nums = black + self._count
+        rows = self._edge_rows.take_many(
+            len(black), t=cols["t"][black], seq=cols["seq"][black], label=cols["label"][black],
+            num=nums, red=0)  # fmt: skip
+        ends_src, ends_dst = self._edge_rows.cols["src"], self._edge_rows.cols["dst"]
         starts = opened[black].tolist()
-        for i, k in enumerate(black.tolist()):
-            num = self._count + k
-            self._expire(num, t[i])
-            raw = (src[i], dst[i], label[i], sl[i], dl[i])
-            e = self._arrive(num, t[i], seq[i], raw, int(fits[k]))
-            if e.red & self._last_edges:
+        fit_list = fits[black].tolist()
+        vertices, edges, fifo, last = self._vertices, self._edges, self._fifo, self._last_edges
+        count_kind, size, depart = self._kind == "count", self._size, self._depart
+        for i, num in enumerate(nums.tolist()):
+            ti = t[i]
+            if count_kind:  # _expire, inline: a full count window loses an edge per arrival
+                while fifo and fifo[0].num <= num - size:
+                    depart(edges.pop(fifo.popleft().num))
+            else:
+                while fifo and fifo[0].t < ti - size:
+                    depart(edges.pop(fifo.popleft().num))
+            f = fit_list[i]
+            key = (src[i], sl[i])
+            a = vertices.get(key) or self._new_vertex(key)
+            key = (dst[i], dl[i])
+            b = vertices.get(key) or self._new_vertex(key)
+            row = rows[i]
+            ends_src[row], ends_dst[row] = a.row, b.row
+            e = edges[num] = _Edge(num, row, ti, seq[i], a, b, f)
+            fifo.append(e)
+            self._arrive(e, a, b, f)
+            if e.red & last:
                 self._trigger(e, starts[i], reports)
 
     # -- arrival and departure (COLOR-EDGE) -----------------------------------------------
 
-    def _vertex(self, key: tuple[str, str | None]) -> _Vertex:
-        v = self._vertices.get(key)
-        if v is None:
-            row = self._vertex_rows.take(key[0], key[1], None, 0)
-            v = self._vertices[key] = self._vertex_rows.cols["vertex"][row] = _Vertex(key, row)
+    def _new_vertex(self, key: tuple[str, str | None]) -> _Vertex:
+        """A vertex not in the window yet, in a vertex row of its own: a spare one if
+        there is one (its counts are empty, it hosts nothing; its row holds it)."""
+        rows = self._vertex_rows
+        if self._spare:
+            v = self._spare.pop()
+            v.key = key
+            rows.cols["name"][v.row], rows.cols["label"][v.row] = key
+        else:
+            row = rows.take(key[0], key[1], None, 0)
+            v = rows.cols["vertex"][row] = _Vertex(key, row)
+        self._vertices[key] = v
         return v
 
-    def _arrive(self, num: int, t: int, seq: int, raw: tuple, fits: int) -> _Edge:
-        """Lines 1-23 for a black edge: count it at its ends, color it, then its neighbours."""
-        src = self._vertex((raw[0], raw[3]))
-        dst = self._vertex((raw[1], raw[4]))
-        row = self._edge_rows.take(t, seq, src.row, dst.row, raw[2], num, 0)
-        e = self._edges[num] = _Edge(num, row, t, seq, src, dst, fits)
-        self._fifo.append(e)
-        src.out_fits[fits] = src.out_fits.get(fits, 0) + 1
-        src.out_edges.append(num)
-        dst.in_fits[fits] = dst.in_fits.get(fits, 0) + 1
-        dst.in_edges.append(num)
-        up_src = self._gain(src, self._roles(fits, self._src_roles, self._esrc))
-        up_dst = self._gain(dst, self._roles(fits, self._dst_roles, self._edst))
-        self._recolor(e, fits)  # the new edge first (lines 5-20), as its master rule needs
+    def _forget_vertex(self, v: _Vertex) -> None:
+        """``v`` has no edge left in the window: keep it as a spare, or free its row."""
+        if len(self._spare) < _SPARE_VERTICES:
+            self._spare.append(v)
+        else:
+            self._vertex_rows.give(v.row, clear="vertex")
+
+    def _arrive(self, e: _Edge, src: _Vertex, dst: _Vertex, fits: int) -> None:
+        """Lines 1-23 for a black edge ``e`` (registered in the window, its row filled):
+        count it at its ends, color it, then its neighbours."""
+        out_fits, in_fits = src.out_fits, dst.in_fits
+        out_fits[fits] = out_fits.get(fits, 0) + 1
+        src.out_edges.append(e.num)
+        in_fits[fits] = in_fits.get(fits, 0) + 1
+        dst.in_edges.append(e.num)
+        # what may start hosting: not hosted yet, and, at an end with edges on one side
+        # only (a vertex new to the window), needing no edge on the other side
+        roles = self._src_roles.get(fits) or self._roles(fits, self._src_roles, self._esrc)
+        roles &= ~src.hosts if src.in_fits else self._no_in & ~src.hosts
+        up_src = self._gain(src, roles) if roles else 0
+        roles = self._dst_roles.get(fits) or self._roles(fits, self._dst_roles, self._edst)
+        roles &= ~dst.hosts if dst.out_fits else self._no_out & ~dst.hosts
+        up_dst = self._gain(dst, roles) if roles else 0
+        if src.hosts and dst.hosts:  # red needs both ends hosting something
+            self._recolor(e, fits)  # the new edge first (lines 5-20), as its master rule needs
         if up_src:
             self._recolor_at(src, up_src)  # lines 21-23: black neighbours turning red
         if up_dst:
             self._recolor_at(dst, up_dst)
-        return e
 
     def _expire(self, num: int, now: int) -> None:
         """Departures before arrival ``num`` at time ``now`` (oldest first)."""
@@ -691,21 +766,38 @@ class DDSTColoringEngine(EngineBase):
         """An edge leaves the window: delete it logically and recolor around its ends."""
         if e.red:
             self._remove_red(e, e.red)
-        src, dst = e.src, e.dst
+        src, dst, fits = e.src, e.dst, e.fits
         self._edge_rows.give(e.row, clear="label")
-        _decrement(src.out_fits, e.fits)
+        counts = src.out_fits  # _decrement, inline: every departure passes here twice
+        if counts[fits] > 1:
+            counts[fits] -= 1
+        else:
+            del counts[fits]
         src.out_edges.popleft()  # it is the oldest edge anywhere, so the oldest here
-        _decrement(dst.in_fits, e.fits)
+        counts = dst.in_fits
+        if counts[fits] > 1:
+            counts[fits] -= 1
+        else:
+            del counts[fits]
         dst.in_edges.popleft()
-        down = self._lose(src, self._roles(e.fits, self._src_roles, self._esrc))
-        if down:
-            self._recolor_at(src, down)
-        down = self._lose(dst, self._roles(e.fits, self._dst_roles, self._edst))
-        if down:
-            self._recolor_at(dst, down)
-        for v in (src, dst):  # the same vertex twice for a self-loop: pop it once
-            if not v.out_edges and not v.in_edges and self._vertices.pop(v.key, None):
-                self._vertex_rows.give(v.row, clear="vertex")
+        if src.hosts:
+            roles = self._src_roles.get(fits) or self._roles(fits, self._src_roles, self._esrc)
+            if roles & src.hosts:
+                down = self._lose(src, roles)
+                if down:
+                    self._recolor_at(src, down)
+        if dst.hosts:
+            roles = self._dst_roles.get(fits) or self._roles(fits, self._dst_roles, self._edst)
+            if roles & dst.hosts:
+                down = self._lose(dst, roles)
+                if down:
+                    self._recolor_at(dst, down)
+        vertices = self._vertices
+        if not src.out_edges and not src.in_edges and vertices.pop(src.key, None):
+            self._forget_vertex(src)
+        # a self-loop's one vertex was popped just above: pop it once
+        if not dst.out_edges and not dst.in_edges and vertices.pop(dst.key, None):
+            self._forget_vertex(dst)
 
     def _roles(self, fits: int, cache: dict[int, int], end: list[int]) -> int:
         """Query vertices whose hosting an edge with this fit set can change at one end."""
@@ -714,23 +806,20 @@ class DDSTColoringEngine(EngineBase):
             roles = cache[fits] = sum({1 << end[j] for j in _bits(fits)})
         return roles
 
-    def _can_host(self, v: _Vertex, s: int) -> bool:
-        """Distinct black edges at ``v`` for all out- and in-edges of query vertex ``s``."""
-        return self._hosts(v.out_fits, v.in_fits, s)
-
     def _hosts(self, out_fits: dict[int, int], in_fits: dict[int, int], s: int) -> bool:
         """Whether edges counted by fit (or match) set, out of and into a vertex, give query
         vertex ``s`` distinct edges for all its out- and in-edges."""
-        ow, iw = self._out_want[s], self._in_want[s]  # often 0 on one side: no call then
-        return (not ow or _distinct_representatives(out_fits, ow)) and (
-            not iw or _distinct_representatives(in_fits, iw)
+        ow, iw = self._wants[s]  # often 0 on one side: no call then; no edges there: no
+        return (not ow or (bool(out_fits) and _distinct_representatives(out_fits, ow))) and (
+            not iw or (bool(in_fits) and _distinct_representatives(in_fits, iw))
         )
 
     def _gain(self, v: _Vertex, roles: int) -> int:
-        """After an arrival at ``v``: the query vertices it can now host and could not."""
+        """After an arrival at ``v``: which of the query vertices ``roles``, not hosted
+        there yet, it can now host (hosting only grows with more edges)."""
         flips = 0
-        for s in _bits(roles & ~v.hosts):  # hosting only grows with more edges
-            if self._can_host(v, s):
+        for s in _bits(roles):
+            if self._hosts(v.out_fits, v.in_fits, s):
                 flips |= 1 << s
         if flips:
             self._set_hosts(v, v.hosts | flips)
@@ -740,7 +829,7 @@ class DDSTColoringEngine(EngineBase):
         """After a departure at ``v``: the query vertices it can no longer host."""
         flips = 0
         for s in _bits(roles & v.hosts):
-            if not self._can_host(v, s):
+            if not self._hosts(v.out_fits, v.in_fits, s):
                 flips |= 1 << s
         if flips:
             self._set_hosts(v, v.hosts & ~flips)
