@@ -261,6 +261,15 @@ def newest_batch(checkpoint: Path) -> int:
     return max([newest_state(checkpoint), *totals])
 
 
+def the_one_line(proc: subprocess.Popen, log: Path) -> str:
+    """A stream that stopped with exit status 1: the one ``graphcep`` line it wrote, its
+    last."""
+    assert proc.wait(120) == 1, log.read_text()[-2000:]
+    said = [line for line in log.read_text().splitlines() if line.startswith("graphcep")]
+    assert len(said) == 1 and log.read_text().rstrip().endswith(said[0]), said
+    return said[0]
+
+
 def read_back(broker, topic: str) -> list:
     """The matches a read_committed consumer sees on ``topic``, each once."""
     got = consume(broker.bootstrap, topic)
@@ -302,14 +311,12 @@ def test_a_broker_stopped_mid_stream_is_waited_for_or_one_line_and_a_restart(
     log = tmp_path / "long.err"
     proc = start_stream(long, log)
     kill_broker_mid_stream(own_broker, proc, tmp_path / "long" / "ck", log, files)
-    assert proc.wait(120) == 1, log.read_text()[-2000:]
-    said = [line for line in log.read_text().splitlines() if line.startswith("graphcep")]
-    assert len(said) == 1 and log.read_text().rstrip().endswith(said[0]), said
+    said = the_one_line(proc, log)
     assert re.fullmatch(
         rf"graphcep: micro-batch \d+: kafka://{own_broker.bootstrap}: the brokers did not "
         r"answer for 5 s \(--broker-wait\), micro-batch \d+ not delivered \(.*\) \(not "
         r"committed: the checkpoint holds the micro-batches before it, and a restart runs "
-        r"it again\)", said[0]), said[0]
+        r"it again\)", said), said
     own_broker.start_again()
     assert main(long) == 0, capsys.readouterr().err[-2000:]
     assert read_back(own_broker, "outage-long") == expected
@@ -361,14 +368,12 @@ def test_a_source_broker_stopped_mid_stream_is_waited_for_or_one_line_and_a_rest
     log = tmp_path / "long.err"
     proc = start_stream(long, log)
     kill_broker_mid_stream(own_broker, proc, tmp_path / "long" / "ck", log, 10)
-    assert proc.wait(120) == 1, log.read_text()[-2000:]
-    said = [line for line in log.read_text().splitlines() if line.startswith("graphcep")]
-    assert len(said) == 1 and log.read_text().rstrip().endswith(said[0]), said
+    said = the_one_line(proc, log)
     assert re.fullmatch(
         rf"graphcep: micro-batch (\d+): kafka://{own_broker.bootstrap}: the brokers did not "
         r"answer for 5 s \(--broker-wait\), micro-batch \1 not read \(.+\) \(not "
         r"committed: the checkpoint holds the micro-batches before it, and a restart runs "
-        r"it again\)", said[0]), said[0]
+        r"it again\)", said), said
     own_broker.start_again()
     log = tmp_path / "restart.err"  # a process of its own: its Spark session has the connector
     assert start_stream(long, log).wait(300) == 0, log.read_text()[-2000:]
