@@ -395,6 +395,7 @@ def test_kafka_in_the_executors_equals_the_batch_run_and_the_driver_mode(
         assert summary["matching"].startswith(mode)
         assert (summary["edges"], summary["late"], summary["rejected"]) == (len(edges), 0, 1)
         assert summary["batches"] >= 3  # the record limit cut the topic into micro-batches
+        assert summary["partition_lag"] == {"in-executors/0": 0, "in-executors/1": 0}
         rows = stream_rows(work / "out")
         assert match_keys(rows) == expected, mode
         found[mode] = match_seqs(rows)
@@ -548,3 +549,21 @@ def test_each_partitions_lag_is_its_end_less_what_was_read(kafka_broker, tmp_pat
     report = operator.process(0, got.edges, lines=got.lines)
     report.partition_lag = got.partition_lag
     assert report.line().endswith(" | lag lagging/0 3, lagging/1 0")
+
+
+def test_the_executor_modes_lag_is_each_end_less_the_batch_end_spark_logged(kafka_broker,
+                                                                           tmp_path):
+    """The executor mode's driver sees no records: after micro-batch 4, whose entry in
+    Spark's offsets log (written by hand here, as Spark writes it) ends at offsets 2 and
+    3, partitions holding 5 and 3 records have 3 and 0 not read."""
+    kafka_broker.create_topic("lagging-cells", partitions=2)
+    kafka_broker.produce("lagging-cells", [(0, b"x")] * 5 + [(1, b"x")] * 3)
+    (tmp_path / "offsets").mkdir()
+    (tmp_path / "offsets" / "4").write_text(
+        'v1\n{"batchWatermarkMs":0,"batchTimestampMs":1}\n{"lagging-cells":{"1":3,"0":2}}')
+    source = KafkaSource(*parse_kafka_uri(f"kafka://{kafka_broker.bootstrap}/lagging-cells"))
+    try:
+        assert source.lag_after(tmp_path, 4) == {"lagging-cells/0": 3, "lagging-cells/1": 0}
+        assert source.lag_after(tmp_path, 5) == {}  # no batch 5 logged: nothing known
+    finally:
+        source.close()

@@ -577,13 +577,14 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
     summary as the driver mode."""
     from graphcep.api_stream import start_cells
     from graphcep.runtime.streaming.cells_run import CellsRun
+    from graphcep.runtime.streaming.kafka_source import KafkaSource
     from graphcep.runtime.streaming.query import await_query, stop_between_batches
 
     started, phases = clock
     checkpoint = Path(args.checkpoint)
     run = CellsRun(job, cells=args.cells, default_cells=spark.sparkContext.defaultParallelism,
                    lateness_us=seconds_to_us(args.lateness), checkpoint=checkpoint, attrs=attrs,
-                   on_report=on_report, profile=args.profile,
+                   on_report=on_report, profile=args.profile, source=source,
                    sinks={"matches": sink,
                           "late": PartWriter(args.late or checkpoint / "late"),
                           "rejects": _counted_rejects(live, PartWriter(
@@ -609,6 +610,8 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
                     run.flush(spark)
         finally:
             sink.close()
+            if isinstance(source, KafkaSource):  # its offsets client
+                source.close()
         running.clear()
         pictures(_print_summary(args, job, run, time.perf_counter() - started, checkpoint,
                                 run.describe(), phases))

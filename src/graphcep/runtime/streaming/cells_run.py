@@ -246,11 +246,14 @@ class CellsRun:
         The attribute columns the cells carry (:func:`attributes_for`).
     profile : bool
         Time the batches' phases (:class:`CellsProfile`), one line per batch on stderr.
+    source : object or None
+        The stream's source: a Kafka source gives each partition's lag after every
+        micro-batch (:meth:`KafkaSource.lag_after`), as in the driver mode.
     """
 
     def __init__(self, job: SubgraphJob, *, cells: int | None, lateness_us: int,
                  checkpoint: Path, sinks: dict[str, Any], on_report: Any, attrs: pa.Schema,
-                 default_cells: int = 1, profile: bool = False) -> None:
+                 default_cells: int = 1, profile: bool = False, source: Any = None) -> None:
         self.job = job
         self.checkpoint = Path(checkpoint)
         (self.checkpoint / "cells").mkdir(parents=True, exist_ok=True)
@@ -269,6 +272,8 @@ class CellsRun:
         self._last = -1
         self._clock = time.perf_counter()  # the end of the last batch: a batch's seconds
         self.profile = CellsProfile() if profile else None
+        self.source = source
+        self.partition_lag: dict[str, int] | None = None  # as StreamOperator's
 
     def _recorded_cells(self, cells: int | None, default: int) -> int:
         """The cell budget of this checkpoint (recorded at its first start)."""
@@ -358,12 +363,16 @@ class CellsRun:
                                       output.seconds),
                      *self.profile.spark_lines()]  # Spark's of the batches before
             print("\n".join(lines), file=sys.stderr)
+        if persist and isinstance(self.source, KafkaSource):
+            self.partition_lag = self.source.lag_after(self.checkpoint / "spark", batch_id)
         if self.on_report is not None:
-            self.on_report(BatchReport(
+            report = BatchReport(
                 batch_id, sums["edges"], sums["late"], sums["rejected"], sums["released"],
                 sums["matches"], sums["buffered"], {"edges": sums["window"]}, frontier,
                 time.perf_counter() - self._clock, started=totals.released > 0,
-                final=not persist))  # the end-of-input flush is not persisted
+                final=not persist)  # the end-of-input flush is not persisted
+            report.partition_lag = self.partition_lag if persist else None
+            self.on_report(report)
         self._clock = time.perf_counter()
 
     def _recover(self, batch_id: int) -> None:

@@ -322,30 +322,32 @@ class KafkaSource:
         state_dir = getattr(operator, "state_dir", None)
         if state_dir is None:
             return {}
-        log = state_dir.parent / "spark" / "offsets" / str(operator.resume())
-        if not log.is_file():
-            return {}
-        lines = log.read_text().splitlines()
-        try:  # a version line, the batch's metadata, then the source's offsets
-            offsets = json.loads(lines[2])
-        except (IndexError, ValueError):
-            return {}
-        return {(topic, int(partition)): int(offset)
-                for topic, parts in offsets.items() for partition, offset in parts.items()}
+        return offsets_logged(state_dir.parent / "spark" / "offsets" / str(operator.resume()))
 
     def lag(self, rows: pa.Table) -> dict[str, int] | None:
         """``TOPIC/PARTITION`` -> records not read yet (the partition's end offset less the
         next offset to read), for each partition this run has read; None when the brokers
         cannot be asked (no confluent-kafka)."""
-        from graphcep.runtime.streaming.kafka_client import OffsetsClient, end_offsets
-
-        if self._offsets is None:
-            self._offsets = OffsetsClient(self.bootstrap, self._client_settings())
         ends = self._next_offsets
         grouped = rows.group_by(["topic", "partition"]).aggregate([("offset", "max")])
         for topic, partition, last in zip(*(grouped.column(n).to_pylist() for n in (
                 "topic", "partition", "offset_max")), strict=True):
             ends[(topic, partition)] = last + 1
+        return self._lag_behind(ends)
+
+    def lag_after(self, spark_dir: Path, batch_id: int) -> dict[str, int] | None:
+        """As :meth:`lag`, after micro-batch ``batch_id`` of the executor mode, whose
+        records the driver does not see: the next offsets to read are the batch's end in
+        Spark's offsets log under ``spark_dir`` (written before the batch runs), for every
+        partition of the topics."""
+        return self._lag_behind(offsets_logged(spark_dir / "offsets" / str(batch_id)))
+
+    def _lag_behind(self, ends: dict[tuple[str, int], int]) -> dict[str, int] | None:
+        """``TOPIC/PARTITION`` -> each partition's end offset less ``ends``' offset."""
+        from graphcep.runtime.streaming.kafka_client import OffsetsClient, end_offsets
+
+        if self._offsets is None:
+            self._offsets = OffsetsClient(self.bootstrap, self._client_settings())
         latest = end_offsets(self.bootstrap, self._client_settings(), list(ends),
                              client=self._offsets)
         if latest is None:
@@ -472,6 +474,20 @@ class KafkaSource:
         return pa.table([place, pa.array(index - starts[record] + 1, pa.int64()),
                          rejects.column("reason"), text, topic, partition, offset],
                         schema=KAFKA_REJECT_SCHEMA)
+
+
+def offsets_logged(log: Path) -> dict[tuple[str, int], int]:
+    """(topic, partition) -> offset in one entry of Spark's offsets log of a Kafka source
+    (where the micro-batch it names ends: the next offset to read); empty: none logged."""
+    if not log.is_file():
+        return {}
+    lines = log.read_text().splitlines()
+    try:  # a version line, the batch's metadata, then the source's offsets
+        offsets = json.loads(lines[2])
+    except (IndexError, ValueError):
+        return {}
+    return {(topic, int(partition)): int(offset)
+            for topic, parts in offsets.items() for partition, offset in parts.items()}
 
 
 def broker_wait_options(wait_s: float) -> dict[str, str]:
