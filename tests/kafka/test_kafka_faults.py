@@ -270,6 +270,16 @@ def the_one_line(proc: subprocess.Popen, log: Path) -> str:
     return said[0]
 
 
+def outage_line(broker, verb: str) -> str:
+    """The one line of a stream whose brokers did not answer for 5 s (``--broker-wait
+    5``), the micro-batch it names not ``verb`` (read: a source's; delivered: an
+    output's), as a regular expression."""
+    return (rf"graphcep: micro-batch (\d+): kafka://{re.escape(broker.bootstrap)}: the "
+            rf"brokers did not answer for 5 s \(--broker-wait\), micro-batch \1 not {verb} "
+            r"\(.*\) \(not committed: the checkpoint holds the micro-batches before it, and "
+            r"a restart runs it again\)")
+
+
 def read_back(broker, topic: str) -> list:
     """The matches a read_committed consumer sees on ``topic``, each once."""
     got = consume(broker.bootstrap, topic)
@@ -312,11 +322,7 @@ def test_a_broker_stopped_mid_stream_is_waited_for_or_one_line_and_a_restart(
     proc = start_stream(long, log)
     kill_broker_mid_stream(own_broker, proc, tmp_path / "long" / "ck", log, files)
     said = the_one_line(proc, log)
-    assert re.fullmatch(
-        rf"graphcep: micro-batch \d+: kafka://{own_broker.bootstrap}: the brokers did not "
-        r"answer for 5 s \(--broker-wait\), micro-batch \d+ not delivered \(.*\) \(not "
-        r"committed: the checkpoint holds the micro-batches before it, and a restart runs "
-        r"it again\)", said), said
+    assert re.fullmatch(outage_line(own_broker, "delivered"), said), said
     own_broker.start_again()
     assert main(long) == 0, capsys.readouterr().err[-2000:]
     assert read_back(own_broker, "outage-long") == expected
@@ -369,11 +375,7 @@ def test_a_source_broker_stopped_mid_stream_is_waited_for_or_one_line_and_a_rest
     proc = start_stream(long, log)
     kill_broker_mid_stream(own_broker, proc, tmp_path / "long" / "ck", log, 10)
     said = the_one_line(proc, log)
-    assert re.fullmatch(
-        rf"graphcep: micro-batch (\d+): kafka://{own_broker.bootstrap}: the brokers did not "
-        r"answer for 5 s \(--broker-wait\), micro-batch \1 not read \(.+\) \(not "
-        r"committed: the checkpoint holds the micro-batches before it, and a restart runs "
-        r"it again\)", said), said
+    assert re.fullmatch(outage_line(own_broker, "read"), said), said
     own_broker.start_again()
     log = tmp_path / "restart.err"  # a process of its own: its Spark session has the connector
     assert start_stream(long, log).wait(300) == 0, log.read_text()[-2000:]

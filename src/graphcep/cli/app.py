@@ -35,6 +35,7 @@ import os
 import re
 import sys
 import time
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -98,7 +99,7 @@ from graphcep.lang.errors import QuerySyntaxError
 from graphcep.lazy_pandas import defer_pandas
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
-from graphcep.runtime.local import BoundedOutput, RunStats, add_counts, stream_job
+from graphcep.runtime.local import BoundedOutput, RunStats, stream_job
 from graphcep.runtime.spark_start import SparkStartError
 from graphcep.runtime.widening import LevelStats, run_widening
 from graphcep.runtime.widening.report import explain_lines, level_lines, widened_format
@@ -500,7 +501,8 @@ def cmd_run(args: argparse.Namespace) -> int:
         return make_sink(args.output, out_format, limit=args.limit, matches=output,
                          whole=True)
 
-    counts: dict[str, int] | None = {} if getattr(args, "query_kind", None) == "rules" else None
+    counts: Counter[str] | None = Counter() if getattr(args, "query_kind", None) == "rules" \
+        else None
 
     def bounded(sink) -> BoundedOutput:
         """The sink behind --max-matches, keeping what the pictures draw (--rules: the
@@ -689,7 +691,7 @@ def _first_file(inputs: list[str]) -> str:
 
 
 def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases: Phases,
-               consume: BoundedOutput, count: bool, parts: dict[str, int] | None = None):
+               consume: BoundedOutput, count: bool, parts: Counter[str] | None = None):
     """Read and match in this process, each chunk of matches to ``consume`` as it is
     found (``count``: counted instead, none made, each part's count -- a rule's -- added
     to ``parts``)."""
@@ -752,7 +754,7 @@ def _run_spark(job: ReplayJob, args, fmt, options, rejects: RejectLog, phases: P
 
 
 def _write_spark_run(run: Any, written: BoundedOutput, args: argparse.Namespace,
-                     parts: dict[str, int] | None = None) -> RunStats:
+                     parts: Counter[str] | None = None) -> RunStats:
     """Take the planned run's matches and write them as they come, or count them
     (``--count``, each part's count -- a rule's -- added to ``parts``): the driver holds
     one task's output at a time, each task making at most one match more than
@@ -769,7 +771,7 @@ def _write_spark_run(run: Any, written: BoundedOutput, args: argparse.Namespace,
                 rows = pa.Table.from_batches([batch])
                 found += counted(rows)
                 if parts is not None:
-                    add_counts(parts, counted_parts(rows))
+                    parts.update(counted_parts(rows))
         else:
             tables = (pa.Table.from_batches([b]) for b in
                       run.batches(limit=args.max_matches + 1))

@@ -59,6 +59,7 @@ import hashlib
 import json
 import pickle
 import tempfile
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -328,13 +329,12 @@ class CountingSink:
     """A sink that counts the matches of each rule it writes (``counts``), then writes
     them to ``sink`` (everything else is the sink's own)."""
 
-    def __init__(self, sink: Any, counts: dict[str, int]) -> None:
+    def __init__(self, sink: Any, counts: Counter[str]) -> None:
         self.sink = sink
         self.counts = counts
 
     def write(self, table: pa.Table, *args: Any, **kwargs: Any) -> Any:
-        for name, count in rule_counts(table).items():
-            self.counts[name] = self.counts.get(name, 0) + count
+        self.counts.update(rule_counts(table))
         return self.sink.write(table, *args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:

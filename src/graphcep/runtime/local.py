@@ -7,7 +7,8 @@ shard is replayed with exactly this loop), so the two runtimes cannot drift apar
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -175,7 +176,7 @@ def count_job(
     threads: int | None = 1,
     on_progress: Callable[[int], None] | None = None,
     phases: Phases | None = None,
-    parts: dict[str, int] | None = None,
+    parts: Counter[str] | None = None,
 ) -> int:
     """How many matches :func:`replay_job_chunks` would give, counted (:func:`count_replay`).
     ``parts``: each part's count added to it, where the engine counts its parts apart
@@ -184,7 +185,7 @@ def count_job(
     edges, warmup, engine = _started(job, edges, warmup, threads, phases)
     found = count_replay(engine, edges, warmup=warmup, on_progress=on_progress, phases=phases)
     if parts is not None:
-        add_counts(parts, part_counts(engine))
+        parts.update(part_counts(engine))
     return found
 
 
@@ -194,12 +195,6 @@ def part_counts(engine: Engine) -> dict[str, int]:
     query has no parts."""
     counting = getattr(engine, "part_counts", None)
     return dict(counting()) if counting is not None else {}
-
-
-def add_counts(total: dict[str, int], more: Mapping[str, int]) -> None:
-    """Add the counts of ``more`` to ``total``, name by name."""
-    for name, count in more.items():
-        total[name] = total.get(name, 0) + count
 
 
 def _started(job: ReplayJob, edges: pa.Table, warmup: pa.Table | None, threads: int | None,
@@ -263,7 +258,7 @@ def stream_job(
     on_progress: Callable[[int], None] | None = None,
     count: bool = False,
     chunk_rows: int | None = None,
-    parts: dict[str, int] | None = None,
+    parts: Counter[str] | None = None,
 ) -> RunStats:
     """Run ``job`` on ``edges`` in this process (as :func:`run_job`), handing each chunk of
     matches to ``consume`` as it is found: the run holds at most one chunk of matches

@@ -684,15 +684,9 @@ class DDSTColoringEngine(EngineBase):
         starts = opened[black].tolist()
         fit_list = fits[black].tolist()
         vertices, edges, fifo, last = self._vertices, self._edges, self._fifo, self._last_edges
-        count_kind, size, depart = self._kind == "count", self._size, self._depart
         for i, num in enumerate(nums.tolist()):
             ti = t[i]
-            if count_kind:  # _expire, inline: a full count window loses an edge per arrival
-                while fifo and fifo[0].num <= num - size:
-                    depart(edges.pop(fifo.popleft().num))
-            else:
-                while fifo and fifo[0].t < ti - size:
-                    depart(edges.pop(fifo.popleft().num))
+            self._expire(num, ti)
             f = fit_list[i]
             key = (src[i], sl[i])
             a = vertices.get(key) or self._new_vertex(key)
@@ -739,10 +733,10 @@ class DDSTColoringEngine(EngineBase):
         dst.in_edges.append(e.num)
         # what may start hosting: not hosted yet, and, at an end with edges on one side
         # only (a vertex new to the window), needing no edge on the other side
-        roles = self._src_roles.get(fits) or self._roles(fits, self._src_roles, self._esrc)
+        roles = self._roles(fits, self._src_roles, self._esrc)
         roles &= ~src.hosts if src.in_fits else self._no_in & ~src.hosts
         up_src = self._gain(src, roles) if roles else 0
-        roles = self._dst_roles.get(fits) or self._roles(fits, self._dst_roles, self._edst)
+        roles = self._roles(fits, self._dst_roles, self._edst)
         roles &= ~dst.hosts if dst.out_fits else self._no_out & ~dst.hosts
         up_dst = self._gain(dst, roles) if roles else 0
         if src.hosts and dst.hosts:  # red needs both ends hosting something
@@ -768,30 +762,14 @@ class DDSTColoringEngine(EngineBase):
             self._remove_red(e, e.red)
         src, dst, fits = e.src, e.dst, e.fits
         self._edge_rows.give(e.row, clear="label")
-        counts = src.out_fits  # _decrement, inline: every departure passes here twice
-        if counts[fits] > 1:
-            counts[fits] -= 1
-        else:
-            del counts[fits]
+        _decrement(src.out_fits, fits)
         src.out_edges.popleft()  # it is the oldest edge anywhere, so the oldest here
-        counts = dst.in_fits
-        if counts[fits] > 1:
-            counts[fits] -= 1
-        else:
-            del counts[fits]
+        _decrement(dst.in_fits, fits)
         dst.in_edges.popleft()
-        if src.hosts:
-            roles = self._src_roles.get(fits) or self._roles(fits, self._src_roles, self._esrc)
-            if roles & src.hosts:
-                down = self._lose(src, roles)
-                if down:
-                    self._recolor_at(src, down)
+        if src.hosts:  # a vertex hosting nothing has nothing to lose: no call then
+            self._lose(src, self._roles(fits, self._src_roles, self._esrc))
         if dst.hosts:
-            roles = self._dst_roles.get(fits) or self._roles(fits, self._dst_roles, self._edst)
-            if roles & dst.hosts:
-                down = self._lose(dst, roles)
-                if down:
-                    self._recolor_at(dst, down)
+            self._lose(dst, self._roles(fits, self._dst_roles, self._edst))
         vertices = self._vertices
         if not src.out_edges and not src.in_edges and vertices.pop(src.key, None):
             self._forget_vertex(src)
@@ -825,15 +803,16 @@ class DDSTColoringEngine(EngineBase):
             self._set_hosts(v, v.hosts | flips)
         return flips
 
-    def _lose(self, v: _Vertex, roles: int) -> int:
-        """After a departure at ``v``: the query vertices it can no longer host."""
+    def _lose(self, v: _Vertex, roles: int) -> None:
+        """After a departure at ``v``: the query vertices among ``roles`` it can no longer
+        host stop being hosted, and the edges around it are recolored."""
         flips = 0
         for s in _bits(roles & v.hosts):
             if not self._hosts(v.out_fits, v.in_fits, s):
                 flips |= 1 << s
         if flips:
             self._set_hosts(v, v.hosts & ~flips)
-        return flips
+            self._recolor_at(v, flips)
 
     def _set_hosts(self, v: _Vertex, hosts: int) -> None:
         """Change what ``v`` can host, in its vertex row too (verifications read it there)."""

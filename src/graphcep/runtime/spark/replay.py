@@ -38,6 +38,7 @@ edge than a sort does, so the parallel replay pays for it.
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -471,7 +472,7 @@ def _in_driver(spark, job: ReplayJob, table: pa.Table, shards: int | None,
         steps = Phases()
         threads = driver_threads(spark)
         if count:
-            parts: dict[str, int] = {}
+            parts: Counter[str] = Counter()
             found = count_job(job, table, threads=threads, phases=steps, parts=parts)
             yield count_batch(found, parts)
         else:

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -207,7 +208,7 @@ def task_rows(job: ReplayJob, own: pa.Table, warm: pa.Table | None, *, count: bo
         chunks = replay_chunks(job, own, warm, threads=threads, timings=timings)
         yield from batches_of(map(keep, chunks) if keep is not None else chunks)
         return
-    parts: dict[str, int] = {}  # cells (keep) split no job of several parts
+    parts: Counter[str] = Counter()  # cells (keep) split no job of several parts
     if keep is not None:
         found = sum(keep(chunk).num_rows
                     for chunk in replay_chunks(job, own, warm, threads=threads, timings=timings))
