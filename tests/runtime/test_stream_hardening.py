@@ -584,7 +584,7 @@ def test_an_overloaded_generator_stream_stays_capped_says_it_falls_behind_and_st
     run_for = 40  # at least four micro-batches on a loaded machine
     done = subprocess.run(
         stream_command(tmp_path, "--source", "generator", "--rate", "100000", "--vertices",
-                       "300", "--max-records-per-batch", "2000", "--run-for", str(run_for),
+                       "3000", "--max-records-per-batch", "2000", "--run-for", str(run_for),
                        "--output", str(tmp_path / "out") + "/", "--summary", "json",
                        "--profile"),
         capture_output=True, text=True, timeout=600)
@@ -605,7 +605,7 @@ def test_an_overloaded_generator_stream_stays_capped_says_it_falls_behind_and_st
     # here; before: 186 s for --run-for 60)
     assert summary["phases"]["micro-batches"] <= run_for + 30
     # exactly the generated rows 0 .. n-1, matched as the batch run matches them
-    edges = generated_edges(np.arange(summary["edges"]), 300, 100_000, 1)
+    edges = generated_edges(np.arange(summary["edges"]), 3000, 100_000, 1)
     released = edges.filter(pa.compute.less(edges.column("t"),
                                             pa.compute.max(edges.column("t")).as_py()))
     matches, _ = run_local(SubgraphJob.create(parse_program(TRIANGLE)).query, released)
