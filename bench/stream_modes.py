@@ -114,7 +114,7 @@ def run_mode(spark, job, source: Path, checkpoint: Path, cells: int | None
     return time.perf_counter() - started, sink.rows, profile
 
 
-class _Latencies:
+class _Latencies(Sink):
     """A sink that records, per match, when its part was written against the arrival of
     its last edge (edge ``seq`` arrived ``(seq - 1) / rate`` s after ``started``)."""
 

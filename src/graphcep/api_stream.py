@@ -534,10 +534,14 @@ def start_cells(spark: Any, run: Any, source: Any, *, once: bool = False,
     :func:`start_matching`, the start of ``graphcep stream --matching executors``. ``run``
     (a :class:`~graphcep.runtime.streaming.cells_run.CellsRun`) writes the
     :func:`cells_output` to its sinks, part per micro-batch, and keeps the totals;
-    ``once``: what the source holds now (Spark's ``availableNow``)."""
+    ``once``: what the source holds now (Spark's ``availableNow``); ``trigger_seconds``:
+    between micro-batches (a generator's own pace instead, as :func:`start_matching`)."""
+    from graphcep.runtime.streaming.sources import paced
+
     output = cells_output(spark, run.job, source, cells=run.cells,
                           lateness_us=run.lateness_us, attrs=run.attrs)
-    return run.start(spark, output, available_now=once, trigger_seconds=trigger_seconds)
+    return run.start(spark, output, available_now=once,
+                     trigger_seconds=paced(source, trigger_seconds))
 
 
 #: the name of a streaming DataFrame of matches' observed metrics (:func:`match_stream`)

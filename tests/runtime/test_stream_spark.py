@@ -125,6 +125,17 @@ def test_generator_source_is_the_generated_stream(spark, tmp_path):
     assert set(got) == expected and expected
 
 
+def test_both_modes_start_a_generator_at_its_own_pace():
+    """A generator's micro-batches are its interval apart in either mode (back to back, it
+    would offer more than its rate); any other source takes the trigger asked for."""
+    from graphcep.runtime.streaming.sources import FileSource, GeneratorSource, paced
+
+    generator = GeneratorSource(vertices=10, rate=1_000, max_records=250)
+    assert paced(generator, None) == paced(generator, 5.0) == 0.25
+    assert paced(FileSource("in", "vast"), 5.0) == 5.0
+    assert paced(FileSource("in", "vast"), None) is None
+
+
 def test_a_capped_generator_stream_restarts_where_it_stopped(spark, tmp_path):
     """Two starts on one checkpoint, micro-batches capped at 700 rows and stopped between
     batches: together they read rows 0 .. n-1 of the generated stream once each (the

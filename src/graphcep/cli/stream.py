@@ -598,7 +598,7 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
         try:
             with phases.phase("micro-batches"):
                 query = start_cells(spark, run, source, once=args.once,
-                                    trigger_seconds=_trigger(args, source))
+                                    trigger_seconds=args.trigger or None)
                 try:
                     await_query(query, run, None if args.once else args.run_for, source)
                 finally:
@@ -618,12 +618,6 @@ def _stream_cells(args: argparse.Namespace, job: Any, source: Any, spark: Any, s
         return 0
     except (BatchFailure, StreamFailure) as failure:
         return _report_failure(failure)
-
-
-def _trigger(args: argparse.Namespace, source: Any) -> float | None:
-    """Seconds between micro-batches: ``--trigger``, or the generator's pace."""
-    interval = getattr(source, "interval", None)
-    return interval() if interval is not None else args.trigger or None
 
 
 def _report_failure(failure: Exception) -> int:

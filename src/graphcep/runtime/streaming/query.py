@@ -31,6 +31,7 @@ from graphcep.runtime.streaming.sources import (
     GeneratorSource,
     SocketSource,
     StreamFailure,
+    paced,
 )
 
 
@@ -97,8 +98,7 @@ def start_stream(
                                                 _source_failure(source, err, batch_id) or err)
             raise
 
-    if isinstance(source, GeneratorSource):  # its rows are due at this pace
-        trigger_seconds = source.interval()
+    trigger_seconds = paced(source, trigger_seconds)
     discard_unfinished_writes(Path(checkpoint) / "spark")
     writer = (source.stream_df(spark).writeStream.foreachBatch(on_batch)
               .option("checkpointLocation", str(Path(checkpoint) / "spark")))

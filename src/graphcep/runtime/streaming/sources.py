@@ -482,6 +482,13 @@ class GeneratorSource:
         return SourcePart(edges, [], rows.num_rows)
 
 
+def paced(source: Any, trigger_seconds: float | None) -> float | None:
+    """Seconds between micro-batches: a generator's pace (:meth:`GeneratorSource.interval`:
+    its rows are due then, and back-to-back batches would offer more than its rate), else
+    ``trigger_seconds`` (None: each batch as soon as the one before ends)."""
+    return source.interval() if isinstance(source, GeneratorSource) else trigger_seconds
+
+
 def generated_edges(index: np.ndarray, vertices: int, rate: int, seed: int = 1) -> pa.Table:
     """Edges number ``index`` of the generated stream (any subset, in any order).
 
