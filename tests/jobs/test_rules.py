@@ -396,3 +396,57 @@ def test_each_rule_state_is_its_own_engine_state(tmp_path) -> None:
     assert {name: facts["state"] for name, facts in rule_numbers(engine).items()} == alone
     engine.remove("back.nu")
     assert engine.rule_state_size("back.nu") == {}
+
+
+#: SAL rules over flows with a port: two read the same predicates (they share one filtered
+#: input), one another predicate, one a loop (an edge ``u -> u``), one no predicate
+FILTERED = {
+    "ssh.sal": "{ x e1 y; y e2 x; e1.port == 22; e2.port == 22; "
+               "starttime(e1) < starttime(e2); starttime(e2) - starttime(e1) <= 4; }",
+    "ssh_wide.sal": "{ x e1 y; y e2 x; e2.port == 22; e1.port == 22; "
+                    "starttime(e1) < starttime(e2); starttime(e2) - starttime(e1) <= 9; }",
+    "web.sal": "{ x e1 y; y e2 z; e1.port != 22; e2.port >= 80; "
+               "starttime(e1) < starttime(e2); starttime(e2) - starttime(e1) <= 5; }",
+    "loop.sal": "{ x e1 x; x e2 y; starttime(e1) < starttime(e2); "
+                "starttime(e2) - starttime(e1) <= 3; }",
+    "any.sal": "{ x e1 y; y e2 x; starttime(e1) < starttime(e2); "
+               "starttime(e2) - starttime(e1) <= 2; }",
+}
+flows = st.lists(st.tuples(st.integers(0, 20), vertices, vertices, st.sampled_from([22, 80, 443])),
+                 min_size=2, max_size=40)
+
+
+@settings(max_examples=40, deadline=None)
+@given(rows=flows, cuts=st.lists(st.floats(0, 1), max_size=3))
+def test_rules_with_the_same_predicates_share_one_filtered_input_and_lose_no_match(
+        tmp_path_factory, rows, cuts) -> None:
+    """Each rule's engine reads only the edges that may play one of its query edges, those
+    of rules with the same predicates filtered once; every rule still reports exactly the
+    matches of the brute force over the whole stream, loops and other ports included."""
+    from tests.oracle import brute_force_matches
+
+    folder = tmp_path_factory.mktemp("filtered")
+    for name, text in FILTERED.items():
+        (folder / name).write_text(text)
+    ordered = sorted(rows, key=lambda r: r[0])
+    stream = pa.table({"t": pa.array([r[0] * SECOND for r in ordered], pa.int64()),
+                       "src": [r[1] for r in ordered], "dst": [r[2] for r in ordered],
+                       "dur": pa.array([0] * len(ordered), pa.int64()),
+                       "seq": pa.array(range(1, len(ordered) + 1), pa.int64()),
+                       "port": pa.array([r[3] for r in ordered], pa.int64())})
+    job = rules.load(str(folder), OPTIONS)
+    by_name = {rule.name: rule for rule in job.rules}
+    inputs = rules._shared_inputs(stream)
+    assert inputs(by_name["ssh.sal"].job) is inputs(by_name["ssh_wide.sal"].job)
+    assert inputs(by_name["any.sal"].job).num_rows == sum(r[1] != r[2] for r in rows)
+    found: dict[str, set[tuple[int, ...]]] = {name: set() for name in FILTERED}
+    operator = StreamOperator(job, lateness_us=0,
+                              on_matches=lambda m, b: [
+                                  found[row["rule"]].add(tuple(e["seq"] for e in row["sal"]["edges"]))
+                                  for row in m.to_pylist()])
+    for batch_id, chunk in enumerate(cut(stream, sorted(cuts))):
+        operator.process(batch_id, chunk)
+    operator.flush()
+    edges = stream.to_pylist()
+    for name, rule in by_name.items():
+        assert found[name] == brute_force_matches(rule.job.query, edges), name

@@ -164,6 +164,16 @@ class ReplayJob(Protocol):
         :class:`QueryError` saying why when no split is exact."""
         ...
 
+    def playable(self, edges: pa.Table) -> np.ndarray | None:
+        """bool[n]: the (oriented) edges that may take part in a match -- the others change
+        none and may be left out of the job's input; None: every edge may matter."""
+        ...
+
+    def playable_key(self) -> Any:
+        """A hashable key: jobs with equal keys keep the same edges (:meth:`playable`), so
+        several jobs over one stream filter it once; None when :meth:`playable` is."""
+        ...
+
     def wanted_labels(self) -> dict[str, set[str]]:
         """The labels the query asks for, by kind (``edge label``, ``vertex label``)."""
         ...
@@ -259,6 +269,12 @@ class JobBase:
 
     def cell_split(self) -> CellSplit:
         return CellSplit(query=self.cell_query())  # HyperCube, where the kind has a query
+
+    def playable(self, edges: pa.Table) -> np.ndarray | None:
+        return None
+
+    def playable_key(self) -> Any:
+        return None
 
     def wanted_labels(self) -> dict[str, set[str]]:
         return {}

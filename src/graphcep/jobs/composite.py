@@ -192,6 +192,12 @@ class CompositeJob:
     def cell_split(self) -> CellSplit:
         return CellSplit(query=self.cell_query())  # refused: several queries
 
+    def playable(self, edges: pa.Table) -> None:
+        return None  # each member keeps its own edges (RulesEngine filters per member)
+
+    def playable_key(self) -> None:
+        return None
+
     def wanted_labels(self) -> dict[str, set[str]]:
         return _merged(self._each("wanted_labels"))
 

@@ -583,16 +583,18 @@ class RulesEngine:
         self.last_counts = {}
         self._remember(batch)
         total = 0
+        input_of = _shared_inputs(batch)
         for live in list(self.live.values()):
-            found = self._pushes_of(live, MATCH_CHUNK_ROWS).count(live.rule.job.orient(batch))
+            found = self._pushes_of(live, MATCH_CHUNK_ROWS).count(input_of(live.rule.job))
             for counts in (self.counts, self.last_counts) if found else ():
                 counts[live.rule.name] = counts.get(live.rule.name, 0) + found
             total += found
         return total
 
     def _counted_chunks(self, batch: pa.Table, chunk_rows: int) -> Iterator[pa.Table]:
+        input_of = _shared_inputs(batch)
         for live in list(self.live.values()):
-            for table in self._pushes_of(live, chunk_rows)(live.rule.job.orient(batch)):
+            for table in self._pushes_of(live, chunk_rows)(input_of(live.rule.job)):
                 if table.num_rows:
                     yield self._counted([enveloped(live.rule, table)], more=True)
 
@@ -605,8 +607,9 @@ class RulesEngine:
         return pushes
 
     def warm(self, batch: pa.Table) -> None:
+        input_of = _shared_inputs(batch)
         for live in self.live.values():
-            live.engine.warm(live.rule.job.orient(batch))
+            live.engine.warm(input_of(live.rule.job))
         self._remember(batch)
 
     def advance(self, watermark_us: int) -> pa.Table:
@@ -749,7 +752,7 @@ class RulesEngine:
             if extent.unit == "us" and not rule.job.whole_stream:
                 warm = warm.filter(pc.greater_equal(warm.column("t"),
                                                     self.watermark - extent.size))
-            engine.warm(rule.job.orient(sort_stream(warm)))
+            engine.warm(_shared_inputs(sort_stream(warm))(rule.job))
         if self.watermark != _NEVER:
             engine.advance(self.watermark)  # decided by the warm-up alone: not reported
         self.live[rule.name] = LiveRule(rule, engine, self.watermark)
@@ -810,6 +813,24 @@ class RulesEngine:
         engine.columns = state["columns"]
         engine.control = state.get("control")
         return engine
+
+
+def _shared_inputs(batch: pa.Table) -> Callable[[Any], pa.Table]:
+    """Each rule's input from ``batch``: oriented as its query reads edges, and only the
+    edges that may play one of its query edges where the others change no match
+    (``job.playable``) -- filtered once for all the rules that keep the same edges
+    (equal ``job.playable_key``: the same predicates), as cells drop them."""
+    kept: dict[Any, pa.Table] = {}
+
+    def input_of(job: Any) -> pa.Table:
+        key = job.playable_key()
+        if key is None:
+            return job.orient(batch)
+        if key not in kept:
+            oriented = job.orient(batch)
+            kept[key] = oriented.filter(job.playable(oriented))
+        return kept[key]
+    return input_of
 
 
 def _kind_of_name(name: str) -> str:

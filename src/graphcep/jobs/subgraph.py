@@ -28,7 +28,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from graphcep.engines.difference_bounds import (
     UnboundedQueryError,
@@ -307,6 +309,51 @@ class SubgraphJob(JobBase):
             raise QueryError(f"query {self.name!r} uses vertex features {names}, which "
                              "count the whole stream (no cell sees it)")
         return self.query
+
+    def eligible_patterns(self, edges: pa.Table) -> dict[tuple[str, str], np.ndarray]:
+        """``(x, y) -> bool[n]``: which of the (oriented) ``edges`` may play some query edge
+        ``x -> y`` -- its predicates hold, and it is a loop ``u -> u`` exactly when the
+        query edge is (under isomorphism, distinct variables bind distinct vertices).
+        Query edges with the same endpoints share one mask (their cells are the same)."""
+        from graphcep.engines.subgraph.engine import predicate_mask  # numba: loaded when used
+
+        same = np.asarray(pc.fill_null(pc.equal(edges.column("src"), edges.column("dst")),
+                                       False).to_numpy(zero_copy_only=False), dtype=bool)
+        masks: dict[tuple[str, str], np.ndarray] = {}
+        for edge in self.query.edges:
+            if edge.src == edge.dst:
+                ok = same.copy()  # x -> x binds both ends to one vertex
+            elif self.homomorphic:
+                ok = np.ones(edges.num_rows, dtype=bool)
+            else:
+                ok = ~same
+            for pred in self.query.edge_predicates:
+                if pred.edge == edge.name:
+                    ok &= predicate_mask(edges, pred, self.field_aliases)
+            key = (edge.src, edge.dst)
+            masks[key] = masks[key] | ok if key in masks else ok
+        return masks
+
+    def playable(self, edges: pa.Table) -> np.ndarray | None:
+        """bool[n]: the (oriented) edges that may play some query edge; the others change
+        no match (a cell drops them, and so may many rules' shared input). None when they
+        do: vertex features count every edge of the stream."""
+        if self.whole_stream:
+            return None
+        masks = list(self.eligible_patterns(edges).values())
+        return np.logical_or.reduce(masks) if masks else np.zeros(edges.num_rows, bool)
+
+    def playable_key(self) -> Any:
+        """What decides :meth:`playable` (the queries with equal keys keep the same edges
+        of a stream): how the query reads edges and, per query edge, whether it is a loop
+        and its predicates' text. None when nothing is dropped (:meth:`playable`)."""
+        if self.whole_stream:
+            return None
+        per_edge = sorted((edge.src == edge.dst, tuple(sorted(
+            str(p) for p in self.query.edge_predicates if p.edge == edge.name)))
+            for edge in self.query.edges)
+        return ("sal", self.swap_endpoints, self.homomorphic,
+                tuple(sorted(self.field_aliases.items())), tuple(per_edge))
 
     def cell_split(self) -> CellSplit:
         """HyperCube over the query's vertex variables; the cells carry the fields the

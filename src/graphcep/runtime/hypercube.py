@@ -111,7 +111,6 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from graphcep.engines.subgraph.engine import predicate_mask
 from graphcep.events import empty_matches, max_duration_of, normalize_edges
 from graphcep.hashing import vertex_hash
 from graphcep.jobs import as_job
@@ -437,7 +436,7 @@ def route(
     stride = shares.strides
     index = {v: i for i, v in enumerate(shares.variables)}
     cells, rows = [], []
-    for (x, y), mask in _eligible_patterns(job, edges).items():
+    for (x, y), mask in job.eligible_patterns(edges).items():
         eligible = np.flatnonzero(mask)
         ix, iy = index[x], index[y]
         base = (src_hash[eligible] % size[ix]) * stride[ix]
@@ -478,32 +477,6 @@ def free_offsets(shares: Shares, fixed: set[int]) -> np.ndarray:
     for i in fixed:
         keep &= (cell // shares.strides[i]) % shares.shares[i] == 0
     return cell[keep]
-
-
-def _eligible_patterns(job: SubgraphJob, edges: pa.Table) -> dict[tuple[str, str], np.ndarray]:
-    """``(x, y) -> bool[n]``: which edges may play some query edge ``x -> y``.
-
-    Query edges with the same endpoints share one mask (their cells are the same).
-    """
-    same = _as_bool(pc.equal(edges.column("src"), edges.column("dst")))
-    masks: dict[tuple[str, str], np.ndarray] = {}
-    for edge in job.query.edges:
-        if edge.src == edge.dst:
-            ok = same.copy()  # x -> x binds both ends to one vertex
-        elif job.homomorphic:
-            ok = np.ones(edges.num_rows, dtype=bool)
-        else:
-            ok = ~same  # distinct variables bind distinct vertices
-        for pred in job.query.edge_predicates:
-            if pred.edge == edge.name:
-                ok &= predicate_mask(edges, pred, job.field_aliases)
-        key = (edge.src, edge.dst)
-        masks[key] = masks[key] | ok if key in masks else ok
-    return masks
-
-
-def _as_bool(result: pa.Array | pa.ChunkedArray) -> np.ndarray:
-    return np.asarray(pc.fill_null(result, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 # -- exactly once --------------------------------------------------------------------

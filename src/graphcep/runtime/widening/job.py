@@ -118,6 +118,12 @@ class WidenedJob:
     def cell_split(self) -> Any:
         return self.cell_query()  # refused: not the job's own split
 
+    def playable(self, edges: Any) -> None:
+        return None  # not filtered: each window replays its edges in an engine of its own
+
+    def playable_key(self) -> None:
+        return None
+
     def partition_key(self) -> str | None:
         return None
 
