@@ -366,13 +366,12 @@ class CellsRun:
         if persist and isinstance(self.source, KafkaSource):
             self.partition_lag = self.source.lag_after(self.checkpoint / "spark", batch_id)
         if self.on_report is not None:
-            report = BatchReport(
+            self.on_report(BatchReport(
                 batch_id, sums["edges"], sums["late"], sums["rejected"], sums["released"],
                 sums["matches"], sums["buffered"], {"edges": sums["window"]}, frontier,
                 time.perf_counter() - self._clock, started=totals.released > 0,
-                final=not persist)  # the end-of-input flush is not persisted
-            report.partition_lag = self.partition_lag if persist else None
-            self.on_report(report)
+                final=not persist,  # the end-of-input flush is not persisted
+                partition_lag=self.partition_lag if persist else None))
         self._clock = time.perf_counter()
 
     def _recover(self, batch_id: int) -> None:
