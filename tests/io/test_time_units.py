@@ -104,6 +104,31 @@ def test_text_times_are_read_exactly_or_refused_naming_their_unit(
                 read_edges(path)
 
 
+#: a VAST line (the CTU-13 sample's first, its leading Label kept) with its time and hosts
+#: left open
+VAST_LINE = ("0,{t},2011-08-10 02:13:42,201181021342,6,tcp,{src},{dst},35049,6881,0,0,"
+             "1.419550,0,0,124,120,2,2,0")
+
+
+@given(epoch_streams(), st.sampled_from(["s", "ms", "us"]), st.booleans(), st.booleans())
+def test_vast_times_are_seconds_unless_the_unit_given_says_otherwise(
+        times, unit, unit_given, labelled):
+    """The VAST layout's TimeSeconds, after a leading Label or first: read as seconds, as
+    the format says, or in the unit given; epoch milliseconds or microseconds there are
+    refused naming their unit, never read as a time past the year 9999."""
+    lines = [VAST_LINE.format(t=written(ms, unit), src=f"10.0.0.{i % 250}",
+                              dst=f"10.0.1.{i % 250}") for i, ms in enumerate(times)]
+    if not labelled:
+        lines = [line.split(",", 1)[1] for line in lines]
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "x.csv"
+        path.write_text("\n".join(lines) + "\n")
+        check(path, unit, unit if unit_given else None, [ms * 1000 for ms in times], "vast")
+        if not unit_given and unit != "s":  # read as seconds: never silently
+            with pytest.raises(InputError, match=f"pass --time-unit {unit} "):
+                read_edges(path, "vast")
+
+
 @given(epoch_streams(), st.sampled_from(["s", "ms", "us"]), st.booleans(),
        st.sampled_from(["t", "TimeSeconds"]))
 def test_parquet_integer_times_are_read_exactly_or_refused_naming_their_unit(

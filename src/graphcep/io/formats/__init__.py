@@ -40,7 +40,8 @@ Formats
     text).
 ``vast``
     VAST Challenge 2013 MC3 netflow, 19 fields (see :data:`VAST_FIELDS`), or 20 with a
-    leading ``Label`` (the SAM project's CTU-13 converter). ``t`` = TimeSeconds,
+    leading ``Label`` (the SAM project's CTU-13 converter). ``t`` = TimeSeconds (seconds,
+    or ``options.time_unit``; without one, checked on the first lines as ``csv`` times are),
     ``src`` = SourceIp, ``dst`` = DestIp, ``dur`` = DurationSeconds; the other fields are
     kept under their VAST names with fixed types. In the real files IpLayerProtocol holds
     the number (6/17, int64) and IpLayerProtocolCode the name (tcp/udp, string): kept as

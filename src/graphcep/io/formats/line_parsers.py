@@ -85,9 +85,11 @@ def parse_vast(
         for i, (name, kind) in enumerate(VAST_FIELDS)
     ]
     specs.append(FieldSpec(-1, "Label", "Label", "int64"))
-    # Seconds, whatever the options say: the format fixes the unit.
+    # Seconds, as the format says, unless --time-unit says otherwise (an export that
+    # writes epoch milliseconds in the VAST layout; the first lines are checked for it)
     columns = convert(
-        split, specs, replace(options, time_unit="s", time_format="number"), rows, rejects
+        split, specs, replace(options, time_unit=options.time_unit or "s", time_format="number"),
+        rows, rejects,
     )
     return columns, rows
 

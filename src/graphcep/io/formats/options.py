@@ -117,6 +117,8 @@ def prepare_options(
     options = options or ReaderOptions()
     if fmt == "jsonl" and options.column_names is None:
         _check_json_head_times(head, options, name)
+    if fmt == "vast":
+        _check_vast_head_times(head, options, name)
     if fmt in LAYOUTS and (guess := time_guess(fmt, head)) is not None:
         warnings.warn(InputNote(f"{name}: {guess}" if name else guess), stacklevel=2)
     if fmt not in ("csv", "tsv", "snap") or options.column_names is not None:
@@ -264,6 +266,21 @@ def _check_json_head_times(head: Sequence[str], options: ReaderOptions,
             continue
         if isinstance(value, int | float | str) and not isinstance(value, bool):
             texts.append(str(value))
+    _refuse_implausible(texts, name)
+
+
+def _check_vast_head_times(head: Sequence[str], options: ReaderOptions,
+                           name: str | None) -> None:
+    """:func:`_check_head_times` for VAST lines: ``TimeSeconds``, the first field, or the
+    second after a leading ``Label`` (a line of 20 fields). The format says seconds; epoch
+    milliseconds written there would otherwise read as times past the year 9999."""
+    if options.time_unit is not None:
+        return
+    texts = []
+    for line in head:
+        fields = line.split(",")
+        if len(fields) in (19, 20):
+            texts.append(fields[len(fields) - 19].strip())
     _refuse_implausible(texts, name)
 
 
