@@ -92,7 +92,7 @@ def run_mode(spark, job, source: Path, checkpoint: Path, cells: int | None
              ) -> tuple[float, int, object]:
     """Seconds, matches and (executor mode) the cells' profile of one run: the driver
     mode when ``cells`` is None."""
-    from graphcep.runtime.streaming.cells import start_cells_stream
+    from graphcep.runtime.streaming.cells import StateFiles, start_cells_stream
     from graphcep.runtime.streaming.cells_run import CellsProfile
     from graphcep.runtime.streaming.driver import StreamOperator
     from graphcep.runtime.streaming.query import run_available_now
@@ -117,7 +117,8 @@ def run_mode(spark, job, source: Path, checkpoint: Path, cells: int | None
                  .option("maxFilesPerTrigger", "1").parquet(str(source)))
         start_cells_stream(spark, edges, job, cells=cells, lateness_us=LATENESS_US,
                            checkpoint=str(checkpoint), sink=sink, on_batch=on_batch,
-                           available_now=True).awaitTermination()
+                           available_now=True,
+                           states=StateFiles(f"{checkpoint}-states")).awaitTermination()
     return time.perf_counter() - started, sink.rows, profile
 
 

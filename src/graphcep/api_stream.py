@@ -515,17 +515,18 @@ def widened_job(job: Any, widening: tuple[int, int, int | None] | None) -> Any:
 
 
 def cells_output(spark: Any, job: Any, source: Any, *, cells: int, lateness_us: int,
-                 attrs: pa.Schema) -> Any:
+                 attrs: pa.Schema, states: Any = None) -> Any:
     """The streaming DataFrame of the executor mode's cells
     (:func:`~graphcep.runtime.streaming.cells.cell_matches`, rows of
     :data:`~graphcep.runtime.streaming.cells.OUTPUT_DDL`) over ``source``'s streaming
     DataFrame, its tasks' rows read by ``source.read_part``: the one making of the cells,
     for :func:`match_stream` (a user's frame) and :func:`start_cells` (``graphcep stream
-    --matching executors``: files, Kafka, the generator)."""
+    --matching executors``: files, Kafka, the generator); ``states``: where the cells keep
+    their states (:func:`~graphcep.runtime.streaming.cells.cell_matches`)."""
     from graphcep.runtime.streaming.cells import cell_grid, cell_matches
 
     return cell_matches(source.stream_df(spark), source.read_part, job,
-                        cell_grid(job, cells), lateness_us, attrs)
+                        cell_grid(job, cells), lateness_us, attrs, states)
 
 
 def start_cells(spark: Any, run: Any, source: Any, *, once: bool = False,
@@ -539,7 +540,7 @@ def start_cells(spark: Any, run: Any, source: Any, *, once: bool = False,
     from graphcep.runtime.streaming.sources import paced
 
     output = cells_output(spark, run.job, source, cells=run.cells,
-                          lateness_us=run.lateness_us, attrs=run.attrs)
+                          lateness_us=run.lateness_us, attrs=run.attrs, states=run.states)
     return run.start(spark, output, available_now=once,
                      trigger_seconds=paced(source, trigger_seconds))
 

@@ -5,6 +5,8 @@ Spark, across a restart from its checkpoint and a SIGKILL of the driver."""
 from __future__ import annotations
 
 import pickle
+import tempfile
+from pathlib import Path
 
 import pyarrow as pa
 import pyarrow.compute as pc
@@ -19,7 +21,9 @@ from graphcep.lang.sal import parse_program
 from graphcep.runtime.streaming.cells import (
     PACKED,
     CellState,
+    InlineStates,
     LiveCells,
+    StateFiles,
     cell_attributes,
     cell_grid,
     edges_part,
@@ -141,14 +145,18 @@ def test_cells_carry_the_attributes_the_predicates_read(cells):
 
 
 def run_live_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: int,
-                   workers: list[int], reruns: set[int]) -> tuple[list[pa.Table], int]:
+                   workers: list[int], reruns: set[int],
+                   states: InlineStates | StateFiles | None = None
+                   ) -> tuple[list[pa.Table], int]:
     """The cells' steps as Spark's Python workers run them: two workers, each keeping the
     engines it stepped (:class:`LiveCells`), step ``i`` of the run on worker
     ``workers[i % len(workers)]``; a step whose number is in ``reruns`` is run, then lost
     (its batch re-run from the state before it: a failed task, a killed driver), then run
-    again on the next worker. The state store keeps the blobs. The matches the committed
-    steps report, flush included, and how many steps found their engine alive."""
+    again on the next worker. The state store keeps what ``states`` (default: inline
+    blobs) gives it. The matches the committed steps report, flush included, and how many
+    steps found their engine alive."""
     shares = cell_grid(job, cells)
+    states = states if states is not None else InlineStates()
     pool, store = [LiveCells(), LiveCells()], {}
     found, alive, number = [], 0, 0
     for batch in batches:
@@ -158,33 +166,39 @@ def run_live_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, latene
             for _ in range(2 if number in reruns else 1):
                 live = pool[workers[number % len(workers)]]
                 number += 1
-                state = pickle.loads(store[cell]) if cell in store else None
-                engine = live.take(("run", cell), state)
+                state, engine = states.open(store.get(cell), ("run", cell), live)
                 alive += engine is not None
                 step = step_cell(job, shares, lateness, cell, state, mine, engine)
+                saved = states.save(cell, step.state, store.get(cell))
                 live.keep(("run", cell), step)
-            store[cell] = step.state.blob()  # the last run of the batch is committed
+            store[cell] = saved  # the last run of the batch is committed
             found.append(step.matches)
-    found.extend(flush_cell(job, shares, cell, pickle.loads(blob)).matches
+    found.extend(flush_cell(job, shares, cell, states.read(blob)).matches
                  for cell, blob in store.items())
     return found, alive
+
+
+def state_stores(tmp: Path) -> dict[str, InlineStates | StateFiles]:
+    return {"inline": InlineStates(), "files": StateFiles(tmp / "state")}
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(seed=st.integers(0, 10_000), cells=st.sampled_from([1, 8]),
        workers=st.lists(st.integers(0, 1), min_size=1, max_size=5),
-       reruns=st.sets(st.integers(0, 30), max_size=6))
+       reruns=st.sets(st.integers(0, 30), max_size=6), kept=st.sampled_from(["inline", "files"]))
 def test_live_engines_match_like_the_oracle_across_workers_and_reruns(seed, cells, workers,
-                                                                     reruns):
+                                                                     reruns, kept):
     """An engine kept alive serves only the state its snapshot is in: a cell moved to the
-    other worker, or a batch re-run from the state before it, restores from the blob (a
-    live engine that had already taken the batch would report its matches twice or
-    refuse the edges as out of order)."""
+    other worker, or a batch re-run from the state before it, restores from the stored
+    state (a live engine that had already taken the batch would report its matches twice
+    or refuse the edges as out of order) -- a blob in the state store or its file."""
     table = generate_netflow(120, 8, 20, seed=seed).select(["t", "src", "dst", "dur", "seq"])
     delays = [((i * 104729 + seed) % 4) * S for i in range(table.num_rows)]
     batches = arrival_batches(table, delays, [20, 45, 70, 90, 105])
     job = triangle_job()
-    found, _ = run_live_cells(job, batches, cells, S, workers, reruns)
+    with tempfile.TemporaryDirectory() as tmp:
+        found, _ = run_live_cells(job, batches, cells, S, workers, reruns,
+                                  state_stores(Path(tmp))[kept])
     late = late_seqs(batches, S)
     on_time = [r for r in table.to_pylist() if r["seq"] not in late]
     got = keys(found)
@@ -192,17 +206,40 @@ def test_live_engines_match_like_the_oracle_across_workers_and_reruns(seed, cell
     assert set(got) == brute_force_matches(job.query, on_time)
 
 
-def test_one_worker_keeps_every_engine_alive_after_the_first_batch():
+@pytest.mark.parametrize("kept", ["inline", "files"])
+def test_one_worker_keeps_every_engine_alive_after_the_first_batch(kept, tmp_path):
     """With one worker and no failure, every step after a cell's first finds its engine
     alive (no restore), and the matches are the restoring steps' own."""
     table, batches = stream_batches(400, 80)
     job = triangle_job()
-    found, alive = run_live_cells(job, batches, 8, 2 * S, [0], set())
+    found, alive = run_live_cells(job, batches, 8, 2 * S, [0], set(),
+                                  state_stores(tmp_path)[kept])
     restored, _ = run_cells(job, batches, 8, 2 * S, partitions=1, flush=True)
     steps = sum(len(set(routed_rows(edges_part(b), job, cell_grid(job, 8))
                         .column("_cell").to_pylist())) for b in batches)
     assert alive == steps - 8  # each of the 8 cells restores nothing at its first step
     assert sorted(keys(found)) == sorted(keys(restored))
+
+
+def test_state_files_keep_the_committed_state_and_the_one_before_it(tmp_path):
+    """A cell's state files: each step writes its own; the file of the state a step
+    started from is kept (a re-run of the batch starts from it) until the step after
+    deletes it, so a cell holds at most two files, and a re-run from the state before
+    finds its file."""
+    table, batches = stream_batches(400, 80)
+    job, files = triangle_job(), StateFiles(tmp_path)
+    shares, live, stored = cell_grid(job, 1), LiveCells(), None
+    for number, batch in enumerate(batches):
+        rows = routed_rows(edges_part(batch), job, shares)
+        state, engine = files.open(stored, ("run", 0), live)
+        step = step_cell(job, shares, 2 * S, 0, state, rows, engine)
+        before, stored = stored, files.save(0, step.state, stored)
+        live.keep(("run", 0), step)
+        kept = sorted(p.name for p in (tmp_path / "cell-0").iterdir())
+        assert len(kept) == (1 if number == 0 else 2), kept
+        if before is not None:  # the batch re-run from the state before it, elsewhere
+            again, engine = files.open(before, ("run", 0), LiveCells())
+            assert engine is None and again.version == pickle.loads(before).version
 
 
 # -- on Spark ------------------------------------------------------------------------------

@@ -90,8 +90,8 @@ import pickle
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -324,30 +324,129 @@ class LiveCells:
 
     Spark reuses its Python workers (``spark.python.worker.reuse``, on by default) and its
     state store's affinity usually runs a cell where it ran before, so the worker that
-    stepped a cell last often steps it next: then the engine it kept is the one the state's
-    snapshot holds (same :attr:`CellState.version`) and needs no restoring. Any other
+    stepped a cell last often steps it next: then the engine it kept is the one the stored
+    state holds (same :attr:`CellState.version`) and needs no restoring. Any other
     version -- another worker stepped the cell since, or Spark re-runs a batch from the
-    state before it after a failure -- restores from the snapshot, which stays the truth.
-    An engine is taken out while it steps: a step that fails leaves nothing behind. At
-    most ``limit`` engines are kept, the least recently used dropped first.
+    state before it after a failure -- restores from the stored state, which stays the
+    truth. An engine is taken out while it steps: a step that fails leaves nothing behind.
+    At most ``limit`` engines are kept, the least recently used dropped first.
     """
 
     def __init__(self, limit: int = 64) -> None:
         self.limit = limit
-        self._engines: OrderedDict[tuple[str, int], tuple[bytes, Any]] = OrderedDict()
+        self._engines: OrderedDict[tuple[str, int], tuple[bytes, Any, CellState]] = \
+            OrderedDict()
 
-    def take(self, key: tuple[str, int], state: CellState | None) -> Any:
-        """The engine ``state`` snapshots, if this process kept it; else None."""
+    def take(self, key: tuple[str, int], version: bytes) -> tuple[Any, CellState] | None:
+        """The engine and the state of version ``version``, if this process kept them."""
         kept = self._engines.pop(key, None)
-        if kept is None or state is None or not state.version or kept[0] != state.version:
+        if kept is None or not version or kept[0] != version:
             return None
-        return kept[1]
+        return kept[1], kept[2]
 
     def keep(self, key: tuple[str, int], step: CellStep) -> None:
-        """Keep the engine of a finished step, as its state's version."""
-        self._engines[key] = (step.state.version, step.engine)
+        """Keep the engine and the state of a finished step, as its state's version (the
+        state without the snapshot: the engine itself is kept)."""
+        self._engines[key] = (step.state.version, step.engine, replace(step.state, engine=None))
         while len(self._engines) > self.limit:
             self._engines.popitem(last=False)
+
+
+@dataclass(frozen=True)
+class CellFile:
+    """What Spark's state store holds of a cell whose state is a file
+    (:class:`StateFiles`): the file's name under the directory, the state's version, and
+    the file of the state before it, deleted by the next step."""
+
+    name: str
+    version: bytes
+    retired: tuple[str, ...] = ()
+
+
+class InlineStates:
+    """The cells' states as blobs in Spark's state store: the whole state, snapshot and
+    reorder buffer, goes through Spark every micro-batch (into the JVM, to its state store,
+    and back to Python the batch after). ``Query.match`` on a user's streaming DataFrame
+    keeps them so: Spark's checkpoint, chosen by the user's ``writeStream``, is all there
+    is."""
+
+    def open(self, stored: bytes | None, key: tuple[str, int],
+             live: LiveCells) -> tuple[CellState | None, Any]:
+        """The state stored, and its engine if ``live`` kept it (else None: restore)."""
+        if stored is None:
+            return None, None
+        state = self.read(stored)
+        kept = live.take(key, state.version)
+        return state, None if kept is None else kept[0]
+
+    def read(self, stored: bytes) -> CellState:
+        return pickle.loads(stored)
+
+    def save(self, cell: int, state: CellState, stored: bytes | None) -> bytes:
+        """What Spark's state store keeps of ``state``, the state after ``stored``'s."""
+        return state.blob()
+
+
+class StateFiles:
+    """The cells' states as files under ``directory``, Spark's state store holding only
+    their names and versions (:class:`CellFile`): the executor mode of ``graphcep stream``,
+    whose checkpoint holds both.
+
+    Why: a cell's state holds its engine's whole window (about 43 bytes an edge for the
+    triangle: 9.5 MB at 20,000 edges/s and W = 10 s). In Spark's state store it crosses
+    from Python to the JVM, is written to the store's delta file and crosses back at the
+    next micro-batch, every batch: measured, 0.2-0.25 s of a batch's time at 10 MB, more
+    than the cell's matching. A file costs a write from the Python worker; it is read only
+    when the worker that steps the cell did not keep its engine (:class:`LiveCells`).
+
+    Exactly once as with inline states: a step writes a new file named by its state's
+    version and never touches the file of the state it started from, so a micro-batch
+    re-run from that state finds it; that file is deleted by the step after, when Spark
+    has committed the batch. A failed attempt's file is never named in the store and
+    stays behind. The directory must be one every executor and the driver see (the
+    command's checkpoint: local on one machine, a shared mount on a cluster).
+    """
+
+    def __init__(self, directory: str | Path) -> None:
+        self.directory = str(directory)
+
+    def open(self, stored: bytes | None, key: tuple[str, int],
+             live: LiveCells) -> tuple[CellState | None, Any]:
+        """As :meth:`InlineStates.open`; the file is read only when the engine was not
+        kept, and the state before this one's file is deleted."""
+        if stored is None:
+            return None, None
+        ref = pickle.loads(stored)
+        if isinstance(ref, CellState):  # a checkpoint of a start that kept states inline
+            return InlineStates().open(stored, key, live)
+        for name in ref.retired:
+            with suppress(FileNotFoundError):
+                os.unlink(os.path.join(self.directory, name))
+        kept = live.take(key, ref.version)
+        if kept is not None:
+            return kept[1], kept[0]
+        return self.read(stored), None
+
+    def read(self, stored: bytes) -> CellState:
+        ref = pickle.loads(stored)
+        if isinstance(ref, CellState):
+            return ref
+        with open(os.path.join(self.directory, ref.name), "rb") as file:
+            return pickle.load(file)
+
+    def save(self, cell: int, state: CellState, stored: bytes | None) -> bytes:
+        name = os.path.join(f"cell-{cell}", state.version.hex())
+        path = os.path.join(self.directory, name)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path + ".part", "wb") as file:
+            file.write(state.blob())
+        os.replace(path + ".part", path)
+        ref = None if stored is None else pickle.loads(stored)
+        before = (ref.name,) if isinstance(ref, CellFile) else ()
+        return pickle.dumps(CellFile(name, state.version, before))
+
+
+CellStates = InlineStates | StateFiles
 
 
 #: this Python worker's live engines (:class:`LiveCells`)
@@ -567,10 +666,11 @@ def _output_rows(step: CellStep, clock: Clock | None = None) -> Any:
 
 def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePart],
                  job: SubgraphJob, shares: CellPlan, lateness_us: int,
-                 attrs: pa.Schema) -> Any:
+                 attrs: pa.Schema, states: CellStates | None = None) -> Any:
     """The streaming DataFrame of the cells' output (:data:`OUTPUT_DDL`) for a streaming
     DataFrame whose tasks' rows ``read_part`` reads (a source's files, Kafka records, a
-    frame's rows, or edges), told where in the micro-batch they lie."""
+    frame's rows, or edges), told where in the micro-batch they lie; ``states``: where
+    the cells' states are kept (:class:`StateFiles`; default :class:`InlineStates`)."""
     from pyspark import TaskContext
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
@@ -585,6 +685,7 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePa
                                           time.perf_counter() - started))
 
     run = os.urandom(8).hex()  # this query's start: its cells' live engines are its own
+    states = states if states is not None else InlineStates()
 
     def run_cell(key: tuple, frames: Iterator[Any], group: Any) -> Iterator[Any]:
         clock, cell = Clock(), int(key[0])
@@ -593,14 +694,14 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePa
         gap = step_ends().since(attempt)
         if gap is not None:  # Spark's work between two cells of one task
             clock.seconds["between"] = gap
+        stored = group.get[0] if group.exists else None
         with clock.phase("state in"):
-            state = pickle.loads(group.get[0]) if group.exists else None
+            state, live = states.open(stored, (run, cell), live_cells())
         with clock.phase("rows in"):
             rows = unpacked_rows(frames, attrs)
-        live = live_cells().take((run, cell), state)
         step = step_cell(job, shares, lateness_us, cell, state, rows, live, clock)
         with clock.phase("state out"):
-            group.update((step.state.blob(),))
+            group.update((states.save(cell, step.state, stored),))
         live_cells().keep((run, cell), step)
         out = _output_rows(step, clock)
         step_ends().mark(attempt)
@@ -678,7 +779,8 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
                        available_now: bool = False, source: Any = None,
                        attrs: pa.Schema | None = None, reject_sink: Any = None,
                        on_batch: Callable[[int, CellsOutput], None] | None = None,
-                       trigger_seconds: float | None = None) -> Any:
+                       trigger_seconds: float | None = None,
+                       states: CellStates | None = None) -> Any:
     """Start the query: a stream -> cells -> part ``b`` of ``sink`` (matches),
     ``late_sink`` (late edges) and ``reject_sink`` per micro-batch ``b``.
 
@@ -686,7 +788,8 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
     ``edges_df`` is None, a ``source`` of :mod:`graphcep.runtime.streaming.sources` (its
     ``stream_df``, read in the executors by its ``read_part``). ``attrs``: the attribute
     columns the cells carry (:func:`cell_attributes`). Spark keeps its offsets and the
-    cells' state under ``checkpoint``; a restart from it re-runs the unfinished
+    cells' state under ``checkpoint`` (``states``: the cells' states kept elsewhere, as
+    :func:`cell_matches` takes them); a restart from it re-runs the unfinished
     micro-batch from the state before it and overwrites its parts.
     """
     shares = cell_grid(job, cells)
@@ -696,7 +799,7 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
     else:
         stream_df, read_part = edges_df, edges_part
     output = cell_matches(stream_df, read_part, job, shares, lateness_us,
-                          attrs if attrs is not None else pa.schema([]))
+                          attrs if attrs is not None else pa.schema([]), states)
     return write_cells_stream(output, sinks, checkpoint=checkpoint,
                               empty=job.output.schema.empty_table(),
                               available_now=available_now, trigger_seconds=trigger_seconds)
@@ -735,10 +838,13 @@ def last_committed(checkpoint: str | Path) -> int:
 
 
 def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | Path,
-                sink: Any, on_batch: Callable[[int, CellsOutput], None] | None = None) -> int:
+                sink: Any, on_batch: Callable[[int, CellsOutput], None] | None = None,
+                states: CellStates | None = None) -> int:
     """End of input (module docstring): the cells' buffered edges released and matched,
     the matches written as part ``b + 1`` of ``sink`` after the last committed batch
-    ``b``; returns that batch id. Nothing is committed."""
+    ``b``; returns that batch id. Nothing is committed. ``states``: as the stream kept
+    them (:func:`cell_matches`)."""
+    states = states if states is not None else InlineStates()
     from pyspark.sql import functions as F
 
     shares = cell_grid(job, cells)
@@ -753,13 +859,13 @@ def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | P
         for batch in batches:
             for cell, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
                                   strict=True):
-                step = flush_cell(job, shares, int(cell), pickle.loads(blob))
+                step = flush_cell(job, shares, int(cell), states.read(blob))
                 yield from pa.Table.from_pandas(_output_rows(step),
                                                 preserve_index=False).to_batches()
 
-    states = (spark.read.format("statestore").load(str(checkpoint))
+    stored = (spark.read.format("statestore").load(str(checkpoint))
               .select(F.col("key._cell"), F.col("value.groupState.blob")))
-    output = collect_outputs(states.mapInArrow(flush_partition, OUTPUT_DDL),
+    output = collect_outputs(stored.mapInArrow(flush_partition, OUTPUT_DDL),
                              job.output.schema.empty_table())
     CellSinks(sink, on_batch=on_batch).write(batch_id, output)
     return batch_id

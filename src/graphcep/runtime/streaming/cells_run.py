@@ -30,6 +30,7 @@ from graphcep.runtime.streaming.cells import (
     SECONDS,
     CellSinks,
     CellsOutput,
+    StateFiles,
     cell_attributes,
     cell_grid,
     flush_cells,
@@ -237,7 +238,8 @@ class CellsRun:
     lateness_us : int
         As the driver mode's ``--lateness``.
     checkpoint : Path
-        The command's checkpoint: Spark's under ``spark``, the totals under ``cells``.
+        The command's checkpoint: Spark's under ``spark``, the totals and the cells'
+        states (:class:`~graphcep.runtime.streaming.cells.StateFiles`) under ``cells``.
     sinks : dict
         ``matches``, ``late`` and ``rejects`` sinks (part per micro-batch).
     on_report : callable or None
@@ -257,6 +259,8 @@ class CellsRun:
         self.job = job
         self.checkpoint = Path(checkpoint)
         (self.checkpoint / "cells").mkdir(parents=True, exist_ok=True)
+        #: the cells' states, as files beside Spark's checkpoint (:class:`StateFiles`)
+        self.states = StateFiles(self.checkpoint / "cells" / "state")
         self.cells = self._recorded_cells(cells, default_cells)
         self.shares = cell_grid(job, self.cells)
         self.lateness_us = lateness_us
@@ -333,7 +337,7 @@ class CellsRun:
     def flush(self, spark: Any) -> None:
         """End of input: the cells' buffers released and matched, not committed."""
         flush_cells(spark, self.job, cells=self.cells, checkpoint=self.checkpoint / "spark",
-                    sink=self.sinks["matches"],
+                    sink=self.sinks["matches"], states=self.states,
                     on_batch=lambda b, out: self._count(b, out, persist=False))
 
     def close(self) -> None:
