@@ -394,7 +394,7 @@ def machine_lines(command: str) -> list[str]:
         model = found.group(1).strip() if found else model
     except OSError:
         pass
-    dirty = [line[3:] for line in git("status", "--porcelain", "src").splitlines() if line.strip()]
+    dirty = [line.split(maxsplit=1)[-1] for line in git("status", "--porcelain", "src").splitlines() if line.strip()]
     load = os.getloadavg()
     return [
         f"Command: `{command}`", "",

@@ -110,6 +110,7 @@ from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.runtime.cell_plans import CellPlan, cell_plan, home_filter, route
 from graphcep.runtime.streaming.cell_engines import _ipc
+from graphcep.runtime.streaming.checkpoint_bytes import compressed, decompressed
 from graphcep.runtime.streaming.driver import late_records
 from graphcep.runtime.streaming.query import discard_unfinished_writes
 from graphcep.runtime.streaming.sources import Place, SourcePart, file_key, local_name
@@ -432,14 +433,14 @@ class StateFiles:
         if isinstance(ref, CellState):
             return ref
         with open(os.path.join(self.directory, ref.name), "rb") as file:
-            return pickle.load(file)
+            return pickle.loads(decompressed(file.read()))
 
     def save(self, cell: int, state: CellState, stored: bytes | None) -> bytes:
         name = os.path.join(f"cell-{cell}", state.version.hex())
         path = os.path.join(self.directory, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".part", "wb") as file:
-            file.write(state.blob())
+            file.write(compressed(state.blob()))
         os.replace(path + ".part", path)
         ref = None if stored is None else pickle.loads(stored)
         before = (ref.name,) if isinstance(ref, CellFile) else ()

@@ -73,6 +73,7 @@ from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
 from graphcep.jobs.base import QueryWatch, ReplayJob
 from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime.streaming.checkpoint_bytes import compressed, decompressed
 
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
 _NEVER = np.iinfo(np.int64).min
@@ -662,7 +663,7 @@ class StreamOperator:
         if not self._logged:
             st.engine = self._engine.snapshot()
             st.features = getattr(self._engine, "features", None)
-        blob = pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL)
+        blob = compressed(pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL))
         st.engine = st.features = None
         replace_atomically(self.state_dir / f"state-{batch_id:012d}.bin",
                           lambda path: Path(path).write_bytes(blob))
@@ -709,7 +710,8 @@ class StreamOperator:
 
 
     def _load(self, batch_id: int) -> None:
-        self._state = pickle.loads((self.state_dir / f"state-{batch_id:012d}.bin").read_bytes())
+        self._state = pickle.loads(decompressed(
+            (self.state_dir / f"state-{batch_id:012d}.bin").read_bytes()))
         st = self._state
         if st.engine is not None:
             cls = type(self._engine)

@@ -1,0 +1,120 @@
+"""``graphcep stream --rules`` as a stream: the twenty mixed rules at offered rates.
+
+Stream: the generator source (``--source generator``: Spark's ``rate-micro-batch`` source,
+one micro-batch a second) with S1's shape -- 5,000 hosts, 10,000 flows per second of event
+time, seed 1 -- offered at increasing rates of wall time. Rules: the twenty of
+:mod:`bench.rules` (5 of each kind), watched in their directory, in the driver's streaming
+operator (:class:`~graphcep.runtime.streaming.driver.StreamOperator`, lateness 0), as
+``graphcep stream --rules DIR --source generator --rate R`` runs them on ``--master``
+(default ``local[2]``).
+
+Each rate runs ``--seconds`` after a warm-up run; the rates stop rising after the first
+that is not sustained. As :mod:`bench.stream_modes` measures a stream: *sustained* edges/s
+after the first quarter of the run, counted when the latency stays bounded (p99 at most
+2 s and at least 90 % of the rate matched: Karimov et al., ICDE 2018); the *latency* of a
+match is the wall time its part was written less when its last edge's micro-batch was due
+on Spark's one-second trigger grid (a match's last edge is the generator's row
+``last_t * 10,000 / 10**6``). A stream's matches are not checked here:
+``tests/jobs/test_rules.py`` checks every rule kind's live matches against batch runs,
+and :mod:`bench.rules` each rule's count against its own run.
+
+Target (issue: live rules): the twenty rules sustain >= 100,000 edges/s at p99 <= 2 s.
+
+Run: ``python -m bench.rules_stream [--rates 10000,20000,...] [--seconds 20]``; prints a
+markdown table (bench/RESULTS.md keeps the figures).
+"""
+
+from __future__ import annotations
+
+import argparse
+import tempfile
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+from bench.nu import machine_lines
+from bench.rules import write_rules
+from bench.stream_modes import MAX_P99_S, _first_trigger, _Latencies, _Progress
+
+HOSTS, EVENT_RATE, TARGET = 5_000, 10_000, 100_000
+
+
+class _RuleLatencies(_Latencies):
+    """:class:`bench.stream_modes._Latencies` for the rules' envelope: a match's last edge
+    is the generator's row at its ``last_t`` (row ``i`` is at ``i / EVENT_RATE`` s)."""
+
+    def write(self, table: pa.Table, batch_id: int | None = None) -> None:
+        import time
+
+        now = time.time()
+        last = table.column("last_t").to_numpy() * EVENT_RATE // 1_000_000
+        self.samples.extend((now, int(row)) for row in last)
+
+
+def run_rate(spark, folder: Path, work: Path, rate: int, seconds: float) -> dict:
+    """The rules at one offered rate: sustained edges/s, p50/p99 latency (s), matches."""
+    from graphcep.jobs import rules
+    from graphcep.runtime.streaming.driver import StreamOperator
+    from graphcep.runtime.streaming.query import start_stream
+    from graphcep.runtime.streaming.sources import GeneratorSource
+
+    job = rules.load(str(folder), {}, strict=False).live(None, False)
+    source = GeneratorSource(HOSTS, rate, seed=1, event_rate=EVENT_RATE)
+    sink, progress = _RuleLatencies(), _Progress()
+    operator = StreamOperator(job, lateness_us=0, checkpoint=work, sink=sink,
+                              watch=job.watch(str(folder)))
+    query = start_stream(spark, operator, source, checkpoint=work, on_report=progress,
+                         trigger_seconds=source.interval())
+    query.awaitTermination(seconds)
+    query.stop()
+    since = sink.started + seconds / 4
+    latency = sink.latencies(_first_trigger(query), source.rows_per_batch(), source.interval(),
+                             since)
+    sustained = progress.sustained(since)
+    p99 = float(np.percentile(latency, 99)) if len(latency) else float("inf")
+    return {"sustained": sustained, "ok": sustained >= 0.9 * rate and p99 <= MAX_P99_S,
+            "p50": float(np.percentile(latency, 50)) if len(latency) else float("nan"),
+            "p99": p99, "matches": len(sink.samples)}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench.rules_stream",
+                                     description=__doc__.split("\n")[0])
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--rates", default="10000,20000,30000,50000,100000")
+    parser.add_argument("--seconds", type=float, default=20.0, help="per offered rate")
+    args = parser.parse_args(argv)
+    from graphcep.runtime.spark import spark_session
+
+    header = machine_lines("python -m bench.rules_stream " + " ".join(argv or []))
+    work = Path(tempfile.mkdtemp(prefix="rules-stream-"))
+    folder = work / "rules"
+    folder.mkdir()
+    write_rules(folder)
+    spark = spark_session(args.master, shuffle_partitions=2)
+    run_rate(spark, folder, work / "warm", 5_000, 8)
+    rows, best = [], 0.0
+    for rate in (int(r) for r in args.rates.split(",")):
+        got = run_rate(spark, folder, work / f"rate-{rate}", rate, args.seconds)
+        rows.append(f"| {args.master} | {rate:,} | {got['sustained']:,.0f} | "
+                    f"{'yes' if got['ok'] else 'no'} | {got['p50']:.2f} | {got['p99']:.2f} | "
+                    f"{got['matches']:,} |")
+        if not got["ok"]:
+            break
+        best = max(best, got["sustained"])
+    print("\n".join(header))
+    print(f"- 20 rules (5 of each kind, bench.rules), generator {HOSTS:,} hosts, "
+          f"{EVENT_RATE:,} edges per event second, {args.seconds:g} s per rate\n")
+    print("| master | offered edges/s | sustained edges/s | sustained? | p50 s | p99 s | "
+          "matches |")
+    print("|---|---:|---:|---|---:|---:|---:|")
+    print("\n".join(rows))
+    verdict = "MET" if best >= TARGET else "NOT MET"
+    print(f"\nTarget (>= {TARGET:,} edges/s at p99 <= {MAX_P99_S:g} s): {verdict} "
+          f"(highest rate sustained: {best:,.0f} edges/s)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
