@@ -247,7 +247,8 @@ def test_state_files_keep_the_committed_state_and_the_one_before_it(tmp_path):
 
 def start_cells_query(spark, source, work, cells: int, once: bool, text: str):
     """The stream of the kill test: Parquet parts, one a micro-batch, through ``cells``
-    cells; matches, late edges and checkpoint under ``work``."""
+    cells; matches, late edges, checkpoint and the cells' state files (as ``graphcep
+    stream --matching executors`` keeps them) under ``work``."""
     from graphcep.io.sinks import JsonlSink
     from graphcep.runtime.streaming.cells import start_cells_stream
     from graphcep.runtime.streaming.driver import PartWriter
@@ -258,7 +259,8 @@ def start_cells_query(spark, source, work, cells: int, once: bool, text: str):
                               cells=cells, lateness_us=2_000_000,
                               checkpoint=f"{work}/checkpoint",
                               sink=JsonlSink(f"{work}/out", directory=True),
-                              late_sink=PartWriter(f"{work}/late"), available_now=once)
+                              late_sink=PartWriter(f"{work}/late"), available_now=once,
+                              states=StateFiles(f"{work}/cells"))
 
 
 #: the driver a test starts and kills: :func:`start_cells_query` in a process of its own
