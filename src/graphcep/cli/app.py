@@ -47,6 +47,7 @@ from graphcep.cli.motifs import add_parser as add_motifs_parser
 from graphcep.cli.options import (
     CONSOLE_LIMIT,
     DEFAULT_REJECTS,
+    REJECTS_HELP,
     add_ddst_arguments,
     add_input_arguments,
     add_match_bound_arguments,
@@ -421,8 +422,7 @@ def _add_run_arguments(parser: argparse.ArgumentParser) -> None:
     add_spark_arguments(parser)
     add_input_arguments(parser)
     parser.add_argument("--rejects", default=DEFAULT_REJECTS, type=path_option,
-                        help="where malformed lines go, with line number and reason "
-                             "(default rejects.jsonl)")
+                        help=REJECTS_HELP)
     parser.add_argument("--shards", type=count_option(1), metavar="N",
                         help="Spark: number of time shards (default: from the input's size)")
     parser.add_argument("--limit", type=count_option(0), metavar="N",

@@ -70,6 +70,7 @@ def add_parser(sub: Any) -> None:
     """Register ``motifs`` on the CLI's subparsers."""
     from graphcep.cli.options import (
         DEFAULT_REJECTS,
+        REJECTS_HELP,
         add_input_arguments,
         add_spark_arguments,
         group_options,
@@ -103,8 +104,7 @@ def add_parser(sub: Any) -> None:
                              f"at most {PNG_MAX_DELTAS} δ; needs -o); default: from the -o "
                              "suffix, else text")
     motifs.add_argument("--rejects", default=DEFAULT_REJECTS, type=path_option,
-                        help="where malformed lines go, with line number and reason "
-                             "(default rejects.jsonl)")
+                        help=REJECTS_HELP)
     motifs.add_argument("--engine", choices=("local", "spark"), default="local",
                         help="in-process (local, default) or spark (each counter's groups "
                              "spread over the tasks; embedded local[*] unless --master)")

@@ -407,6 +407,10 @@ def rules_in_place_of_query(args: argparse.Namespace) -> None:
 
 #: Where rejected lines go without --rejects (in the current directory).
 DEFAULT_REJECTS = "rejects.jsonl"
+#: --rejects' help, for every command that reads input.
+REJECTS_HELP = ("where malformed lines go, with line number and reason (default "
+                "rejects.jsonl); written when a line is rejected, and emptied when a run "
+                "without rejects finds an earlier run's file there")
 
 #: Matches the console prints when ``--limit`` does not say.
 CONSOLE_LIMIT = 20
