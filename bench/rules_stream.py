@@ -30,12 +30,11 @@ import argparse
 import tempfile
 from pathlib import Path
 
-import numpy as np
 import pyarrow as pa
 
 from bench.nu import machine_lines
 from bench.rules import write_rules
-from bench.stream_modes import MAX_P99_S, _first_trigger, _Latencies, _Progress
+from bench.stream_modes import MAX_P99_S, _Latencies, _Progress, measured
 
 HOSTS, EVENT_RATE, TARGET = 5_000, 10_000, 100_000
 
@@ -66,16 +65,8 @@ def run_rate(spark, folder: Path, work: Path, rate: int, seconds: float) -> dict
                               watch=job.watch(str(folder)))
     query = start_stream(spark, operator, source, checkpoint=work, on_report=progress,
                          trigger_seconds=source.interval())
-    query.awaitTermination(seconds)
-    query.stop()
-    since = sink.started + seconds / 4
-    latency = sink.latencies(_first_trigger(query), source.rows_per_batch(), source.interval(),
-                             since)
-    sustained = progress.sustained(since)
-    p99 = float(np.percentile(latency, 99)) if len(latency) else float("inf")
-    return {"sustained": sustained, "ok": sustained >= 0.9 * rate and p99 <= MAX_P99_S,
-            "p50": float(np.percentile(latency, 50)) if len(latency) else float("nan"),
-            "p99": p99, "matches": len(sink.samples)}
+    return {**measured(query, source, sink, progress, rate, seconds),
+            "matches": len(sink.samples)}
 
 
 def main(argv: list[str] | None = None) -> int:

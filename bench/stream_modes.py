@@ -202,6 +202,14 @@ def run_rate(spark, job, work: Path, rate: int, vertices: int, seconds: float,
                        on_report=progress, sinks={"matches": sink, "late": None,
                                                   "rejects": None})
         query = start_cells(spark, run, source)
+    return measured(query, source, sink, progress, rate, seconds)
+
+
+def measured(query, source, sink: _Latencies, progress: _Progress, rate: int,
+             seconds: float) -> dict:
+    """Run ``query`` for ``seconds``, then stop it: the edges/s sustained after the first
+    quarter of the run, whether the rate was sustained (p99 bounded, 90 % matched) and
+    the p50 and p99 latency (s) of the matches ``sink`` saw."""
     query.awaitTermination(seconds)
     query.stop()
     since = sink.started + seconds / 4
