@@ -159,7 +159,7 @@ def run_live_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, latene
     states = states if states is not None else InlineStates()
     pool, store = [LiveCells(), LiveCells()], {}
     found, alive, number = [], 0, 0
-    for batch in batches:
+    for batch_id, batch in enumerate(batches):
         rows = routed_rows(edges_part(batch), job, shares)
         for cell in sorted(set(rows.column("_cell").to_pylist())):
             mine = rows.filter(pc.equal(rows.column("_cell"), cell))
@@ -169,7 +169,7 @@ def run_live_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, latene
                 state, engine = states.open(store.get(cell), ("run", cell), live)
                 alive += engine is not None
                 step = step_cell(job, shares, lateness, cell, state, mine, engine)
-                saved = states.save(cell, step.state, store.get(cell))
+                saved = states.save(cell, step.state, store.get(cell), batch_id)
                 live.keep(("run", cell), step)
             store[cell] = saved  # the last run of the batch is committed
             found.append(step.matches)
@@ -221,25 +221,37 @@ def test_one_worker_keeps_every_engine_alive_after_the_first_batch(kept, tmp_pat
     assert sorted(keys(found)) == sorted(keys(restored))
 
 
-def test_state_files_keep_the_committed_state_and_the_one_before_it(tmp_path):
+def test_state_files_keep_what_a_rerun_needs_and_sweep_the_rest(tmp_path):
     """A cell's state files: each step writes its own; the file of the state a step
-    started from is kept (a re-run of the batch starts from it) until the step after
-    deletes it, so a cell holds at most two files, and a re-run from the state before
-    finds its file."""
+    started from is kept (a re-run of the batch starts from it, and finds it), and the
+    step after deletes it with what failed attempts left, but not a file of a later
+    micro-batch (an attempt running beside it): a cell holds at most two files of its
+    own."""
     table, batches = stream_batches(400, 80)
     job, files = triangle_job(), StateFiles(tmp_path)
     shares, live, stored = cell_grid(job, 1), LiveCells(), None
+    folder = tmp_path / "cell-0"
     for number, batch in enumerate(batches):
         rows = routed_rows(edges_part(batch), job, shares)
         state, engine = files.open(stored, ("run", 0), live)
+        left = {p.name for p in folder.iterdir()} if folder.exists() else set()
+        assert not {n for n in left if n.startswith(f"{number - 3:012d}-")}, left
+        if number:  # a failed attempt of this batch, and one of a later batch beside it
+            (folder / f"{number:012d}-dead").write_bytes(b"x")
+            (folder / f"{number + 1:012d}-beef").write_bytes(b"x")
         step = step_cell(job, shares, 2 * S, 0, state, rows, engine)
-        before, stored = stored, files.save(0, step.state, stored)
+        before, stored = stored, files.save(0, step.state, stored, number)
         live.keep(("run", 0), step)
-        kept = sorted(p.name for p in (tmp_path / "cell-0").iterdir())
-        assert len(kept) == (1 if number == 0 else 2), kept
+        ours = [p.name for p in folder.iterdir() if "dead" not in p.name
+                and "beef" not in p.name]
+        assert len(ours) == (1 if number == 0 else 2), ours
         if before is not None:  # the batch re-run from the state before it, elsewhere
             again, engine = files.open(before, ("run", 0), LiveCells())
             assert engine is None and again.version == pickle.loads(before).version
+    files.open(stored, ("run", 0), LiveCells())
+    last = len(batches) - 1
+    assert sorted(p.name for p in folder.iterdir()) == sorted(
+        [pickle.loads(stored).name.split("/")[-1], f"{last + 1:012d}-beef"])
 
 
 # -- on Spark ------------------------------------------------------------------------------

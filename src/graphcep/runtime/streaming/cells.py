@@ -6,10 +6,12 @@ micro-batch is read and routed to the cells of
 :func:`~graphcep.runtime.hypercube.choose_shares`'s grid, one Spark row per task and
 cell holding that cell's rows as Arrow IPC (``mapInArrow``, :func:`packed_rows`; a
 source's files are read in the executors too), and
-``applyInPandasWithState`` hands each cell its rows together with its state -- one
-compact blob: the engine's :meth:`snapshot`, the cell's reorder buffer, the newest time,
-the frontier and the count of files read. Spark checkpoints and recovers that state with
-the micro-batch, so a re-run batch starts from the state of the batch before it, and
+``applyInPandasWithState`` hands each cell its rows together with its state: the
+engine's :meth:`snapshot`, the cell's reorder buffer, the newest time, the frontier and
+the count of files read (:class:`CellState`), kept in Spark's state store
+(:class:`InlineStates`) or, for ``graphcep stream``, as a file under its checkpoint that
+the state store names (:class:`StateFiles`). Spark checkpoints and recovers that state
+with the micro-batch, so a re-run batch starts from the state of the batch before it, and
 adding executors adds cells that match at once.
 
 Event time and numbering as the driver's operator keeps them
@@ -53,9 +55,9 @@ default) and its state store runs a cell where it ran before, so this is the com
 when another worker stepped the cell since, or Spark re-runs a batch from the state before
 it (a failed task, a restarted driver), the versions differ and the engine is restored
 from the snapshot, which stays the truth. The snapshot itself is still written whole every
-micro-batch (Spark's state store holds one value per key): ``--profile`` shows it is a
-small share of a batch's time (``bench/RESULTS.md``), Spark's own per-batch work the
-large one.
+micro-batch -- by the Python worker, compressed, with :class:`StateFiles`: through Spark's
+state store it cost more than the cell's matching (``bench/cell_state.py``) -- and Spark's
+own per-batch work is most of a batch's time (``--profile``, ``bench/RESULTS.md``).
 
 Profile
 -------
@@ -87,6 +89,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import re
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterator
@@ -356,12 +359,18 @@ class LiveCells:
 @dataclass(frozen=True)
 class CellFile:
     """What Spark's state store holds of a cell whose state is a file
-    (:class:`StateFiles`): the file's name under the directory, the state's version, and
-    the file of the state before it, deleted by the next step."""
+    (:class:`StateFiles`): the file's name under the directory (``cell-K/<batch>-<version>``),
+    the state's version, and the micro-batch that wrote it."""
 
     name: str
     version: bytes
-    retired: tuple[str, ...] = ()
+    batch: int
+
+
+#: the local property that names a task's micro-batch (Spark's MicroBatchExecution)
+_BATCH_ID = "streaming.sql.batchId"
+#: a cell's state file: the micro-batch that wrote it, then the state's version
+_STATE_NAME = re.compile(r"(\d{12})-[0-9a-f]+(\.part)?\Z")
 
 
 class InlineStates:
@@ -383,8 +392,9 @@ class InlineStates:
     def read(self, stored: bytes) -> CellState:
         return pickle.loads(stored)
 
-    def save(self, cell: int, state: CellState, stored: bytes | None) -> bytes:
-        """What Spark's state store keeps of ``state``, the state after ``stored``'s."""
+    def save(self, cell: int, state: CellState, stored: bytes | None, batch: int) -> bytes:
+        """What Spark's state store keeps of ``state``, the state after ``stored``'s,
+        made by micro-batch ``batch``."""
         return state.blob()
 
 
@@ -396,15 +406,18 @@ class StateFiles:
     Why: a cell's state holds its engine's whole window (about 43 bytes an edge for the
     triangle: 9.5 MB at 20,000 edges/s and W = 10 s). In Spark's state store it crosses
     from Python to the JVM, is written to the store's delta file and crosses back at the
-    next micro-batch, every batch: measured, 0.2-0.25 s of a batch's time at 10 MB, more
-    than the cell's matching. A file costs a write from the Python worker; it is read only
-    when the worker that steps the cell did not keep its engine (:class:`LiveCells`).
+    next micro-batch, every batch: with 10 MB, a micro-batch of a cell that does nothing
+    else took 0.55 s against 0.36 s with a file (``bench/cell_state.py``). A file costs a
+    compressed write from the Python worker; it is read only when the worker that steps
+    the cell did not keep its engine (:class:`LiveCells`).
 
-    Exactly once as with inline states: a step writes a new file named by its state's
-    version and never touches the file of the state it started from, so a micro-batch
-    re-run from that state finds it; that file is deleted by the step after, when Spark
-    has committed the batch. A failed attempt's file is never named in the store and
-    stays behind. The directory must be one every executor and the driver see (the
+    Exactly once as with inline states: a step writes a new file named by its micro-batch
+    and its state's version and never touches the file of the state it started from, so
+    a micro-batch re-run from that state finds it. A step deletes the files of its cell
+    from that state's micro-batch and before, but that state's own: Spark has committed
+    that batch, so they are the states before it and what failed attempts left. A file
+    of a later micro-batch -- an attempt of this one running beside it (speculation) --
+    is left alone. The directory must be one every executor and the driver see (the
     command's checkpoint: local on one machine, a shared mount on a cluster).
     """
 
@@ -414,15 +427,13 @@ class StateFiles:
     def open(self, stored: bytes | None, key: tuple[str, int],
              live: LiveCells) -> tuple[CellState | None, Any]:
         """As :meth:`InlineStates.open`; the file is read only when the engine was not
-        kept, and the state before this one's file is deleted."""
+        kept, and the files this state makes no one's are deleted (class docstring)."""
         if stored is None:
             return None, None
         ref = pickle.loads(stored)
         if isinstance(ref, CellState):  # a checkpoint of a start that kept states inline
             return InlineStates().open(stored, key, live)
-        for name in ref.retired:
-            with suppress(FileNotFoundError):
-                os.unlink(os.path.join(self.directory, name))
+        self._sweep(ref)
         kept = live.take(key, ref.version)
         if kept is not None:
             return kept[1], kept[0]
@@ -435,16 +446,24 @@ class StateFiles:
         with open(os.path.join(self.directory, ref.name), "rb") as file:
             return pickle.loads(decompressed(file.read()))
 
-    def save(self, cell: int, state: CellState, stored: bytes | None) -> bytes:
-        name = os.path.join(f"cell-{cell}", state.version.hex())
+    def save(self, cell: int, state: CellState, stored: bytes | None, batch: int) -> bytes:
+        name = os.path.join(f"cell-{cell}", f"{batch:012d}-{state.version.hex()}")
         path = os.path.join(self.directory, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".part", "wb") as file:
             file.write(compressed(state.blob()))
         os.replace(path + ".part", path)
-        ref = None if stored is None else pickle.loads(stored)
-        before = (ref.name,) if isinstance(ref, CellFile) else ()
-        return pickle.dumps(CellFile(name, state.version, before))
+        return pickle.dumps(CellFile(name, state.version, batch))
+
+    def _sweep(self, ref: CellFile) -> None:
+        """Delete the cell's files of ``ref``'s micro-batch and before, but ``ref``'s."""
+        folder, mine = os.path.split(ref.name)
+        with suppress(FileNotFoundError):
+            for name in os.listdir(os.path.join(self.directory, folder)):
+                made = _STATE_NAME.match(name)
+                if made and name != mine and int(made.group(1)) <= ref.batch:
+                    with suppress(FileNotFoundError):
+                        os.unlink(os.path.join(self.directory, folder, name))
 
 
 CellStates = InlineStates | StateFiles
@@ -692,6 +711,8 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePa
         clock, cell = Clock(), int(key[0])
         task = TaskContext.get()
         attempt = task.taskAttemptId() if task is not None else -1
+        # the micro-batch, as Spark's streaming execution tells its tasks
+        batch = int((task.getLocalProperty(_BATCH_ID) if task is not None else None) or -1)
         gap = step_ends().since(attempt)
         if gap is not None:  # Spark's work between two cells of one task
             clock.seconds["between"] = gap
@@ -702,7 +723,7 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePa
             rows = unpacked_rows(frames, attrs)
         step = step_cell(job, shares, lateness_us, cell, state, rows, live, clock)
         with clock.phase("state out"):
-            group.update((states.save(cell, step.state, stored),))
+            group.update((states.save(cell, step.state, stored, batch),))
         live_cells().keep((run, cell), step)
         out = _output_rows(step, clock)
         step_ends().mark(attempt)
