@@ -84,13 +84,20 @@ class LiveRun:
     """A stream over micro-batches whose rules directory changes between them."""
 
     def __init__(self, folder: Path, history_us: int | None, checkpoint: Path | None = None,
-                 accept_partial: bool = False) -> None:
+                 accept_partial: bool = False, snapshot_interval: float = 30.0) -> None:
         self.folder = folder
         self.found: list[pa.Table] = []
         self.notes: list[str] = []
-        job = rules.load(str(folder), OPTIONS, strict=False).live(history_us, accept_partial)
-        self.operator = StreamOperator(job, lateness_us=0, watch=job.watch(str(folder)),
-                                       checkpoint=checkpoint,
+        self._options = (history_us, checkpoint, accept_partial, snapshot_interval)
+        self.restart()
+
+    def restart(self) -> None:
+        """A new process from the checkpoint (the rules loaded from the directory now)."""
+        history_us, checkpoint, accept_partial, interval = self._options
+        job = rules.load(str(self.folder), OPTIONS, strict=False).live(history_us,
+                                                                       accept_partial)
+        self.operator = StreamOperator(job, lateness_us=0, watch=job.watch(str(self.folder)),
+                                       checkpoint=checkpoint, snapshot_interval=interval,
                                        on_matches=lambda m, b: self.found.append(m))
 
     def batch(self, batch_id: int, chunk: pa.Table) -> None:
@@ -146,9 +153,14 @@ def cut(stream: pa.Table, fractions: list[float]) -> list[pa.Table]:
 
 
 @settings(max_examples=30)
-@given(rows=streams, schedule=schedules())
-def test_live_rules_report_the_batch_matches_of_their_time_in_force(tmp_path_factory, rows,
-                                                                      schedule) -> None:
+@given(rows=streams, schedule=schedules(),
+       restarts=st.sets(st.integers(1, 6), max_size=3),
+       interval=st.sampled_from([0.0, float("inf")]))
+def test_live_rules_report_the_batch_matches_of_their_time_in_force(
+        tmp_path_factory, rows, schedule, restarts, interval) -> None:
+    """... also across restarts from the checkpoint before random micro-batches (and the
+    flush), the engines snapshotted every batch or only at the first: a restart then
+    replays every batch since through the restored rules."""
     fractions, plan, history_s = schedule
     folder = tmp_path_factory.mktemp("rules")
     stream = edges_table(rows)
@@ -163,13 +175,16 @@ def test_live_rules_report_the_batch_matches_of_their_time_in_force(tmp_path_fac
         if change is not None:
             events.setdefault(change, []).append((name, CHANGED[name]))
         events.setdefault(remove, []).append((name, None))
-    run = LiveRun(folder, history_s * SECOND)
+    run = LiveRun(folder, history_s * SECOND, tmp_path_factory.mktemp("ckpt"),
+                  snapshot_interval=interval)
     for step in range(len(chunks) + 1):
         for name, text in events.get(step, []):
             if text is None:
                 (folder / name).unlink(missing_ok=True)
             else:
                 (folder / name).write_text(text)
+        if step in restarts:  # the process died after the batch before: changes made
+            run.restart()     # while down take effect at this batch, as they would have
         if step < len(chunks):
             run.batch(step, chunks[step])
         else:
@@ -194,6 +209,36 @@ def test_live_rules_report_the_batch_matches_of_their_time_in_force(tmp_path_fac
                     assert any(rule.name in note and "refused" in note for note in run.notes)
                     continue
                 expected += batch_oracle(rule, stream, since, until)
+    assert run.reported() == expected
+
+
+@settings(max_examples=25)
+@given(rows=streams, fractions=st.lists(st.floats(0, 1), min_size=1, max_size=6),
+       restarts=st.sets(st.integers(1, 7), min_size=1, max_size=4))
+def test_a_restart_replays_the_batches_since_the_snapshot_through_every_kind_of_rule(
+        tmp_path_factory, rows, fractions, restarts) -> None:
+    """Rules of every kind, unchanged, snapshotted only after the first micro-batch: each
+    restart restores that snapshot and replays every batch since (their edges and
+    frontiers) before going on. Each rule reports its batch matches, each once."""
+    folder = tmp_path_factory.mktemp("rules")
+    for name, text in TEXTS.items():
+        (folder / name).write_text(text)
+    stream = edges_table(rows)
+    chunks = cut(stream, sorted(fractions))
+    run = LiveRun(folder, 100 * SECOND, tmp_path_factory.mktemp("ckpt"),
+                  snapshot_interval=float("inf"))
+    for step in range(len(chunks) + 1):
+        if step in restarts:
+            run.restart()
+        if step < len(chunks):
+            run.batch(step, chunks[step])
+        else:
+            run.flush()
+    spare = tmp_path_factory.mktemp("oracle")
+    expected: Counter = Counter()
+    for name, text in TEXTS.items():
+        for rule in file_rules(spare, name, text):
+            expected += batch_oracle(rule, stream, NEVER, float("inf"))
     assert run.reported() == expected
 
 

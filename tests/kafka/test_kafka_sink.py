@@ -291,7 +291,7 @@ elif point == "committed-lines":
     after(kafka_sink.KafkaTransactions, "commit",
           lambda self, b, *rest, lines=None, **named: bool(lines))
 elif point == "checkpointed":
-    after(streaming.StreamOperator, "_checkpoint", lambda self, b: b == batch)
+    after(streaming.StreamOperator, "_checkpoint", lambda self, b, **named: b == batch)
 else:
     raise SystemExit(f"no kill point {point}")
 from graphcep.cli import main

@@ -152,14 +152,16 @@ def test_restart_from_checkpoint_and_rerun_of_a_batch_lose_and_repeat_nothing(tm
     assert len(ids) == len(set(ids))
 
 
-def run_with_restarts(job, batches, directory, restart_at=(), lateness=0) -> list[pa.Table]:
+def run_with_restarts(job, batches, directory, restart_at=(), lateness=0,
+                      snapshot_interval: float = 30.0) -> list[pa.Table]:
     """Matches of ``batches`` through operators that are replaced (a restart from the
     checkpoint) before the batches in ``restart_at``; flushed at the end."""
     found: list[pa.Table] = []
 
     def operator() -> StreamOperator:
         return StreamOperator(job, lateness_us=lateness, checkpoint=directory,
-                              on_matches=lambda m, _: found.append(m))
+                              on_matches=lambda m, _: found.append(m),
+                              snapshot_interval=snapshot_interval)
 
     op = operator()
     for batch_id, batch in enumerate(batches):
@@ -170,22 +172,35 @@ def run_with_restarts(job, batches, directory, restart_at=(), lateness=0) -> lis
     return found
 
 
-def test_feature_queries_restart_from_a_snapshot(tmp_path):
+@pytest.mark.parametrize("interval", [0.0, float("inf")])
+def test_feature_queries_restart_from_a_snapshot_and_the_batches_since(tmp_path, interval):
+    """A feature query's engine is snapshotted (every batch, or only after the first: then
+    every restart replays the batches since it through the restored engine) and restarts
+    to the matches of a run that never stopped, each once."""
     from graphcep.io.generator import generate_netflow
 
     job = SubgraphJob.create(parse_program(FEATURE_QUERY), fmt="vast")
     table = generate_netflow(1_500, 30, 100, seed=9)
     batches = [table.slice(i, 150) for i in range(0, 1_500, 150)]
     straight = keys(run_with_restarts(job, batches, tmp_path / "a"))
-    restarted = keys(run_with_restarts(job, batches, tmp_path / "b", restart_at=(2, 5, 6)))
+    restarted = keys(run_with_restarts(job, batches, tmp_path / "b", restart_at=(2, 5, 6),
+                                       snapshot_interval=interval))
     assert straight and sorted(restarted) == sorted(straight)
-    assert not list((tmp_path / "b" / "state").glob("released-*"))  # snapshots, no log
+    state = tmp_path / "b" / "state"
+    snapshots = sorted(p.name for p in state.glob("engine-*.bin"))
+    logged = list(state.glob("released-*.arrow"))
+    if interval == 0:  # the newest two states' snapshots; their logs empty
+        assert snapshots == ["engine-000000000008.bin", "engine-000000000009.bin"]
+        assert len(logged) <= 1
+    else:  # the first batch's snapshot, and every batch since
+        assert snapshots == ["engine-000000000000.bin"] and len(logged) == 9
 
 
-def test_state_is_written_compressed_and_an_uncompressed_one_still_restarts(tmp_path):
-    """The operator's state files are compressed (a feature query's snapshot: most of its
-    bytes are small integers); a checkpoint whose state an earlier graphcep wrote as the
-    bare pickle restarts as well, to the same matches as a run without restarts."""
+def test_state_is_written_compressed_and_an_earlier_uncompressed_one_still_restarts(tmp_path):
+    """The engine's snapshot is compressed (a feature query's: most of its bytes are
+    small integers); a checkpoint as an earlier graphcep wrote it -- one bare pickle, the
+    engine's snapshot inside -- restarts as well, to the matches of a run without
+    restarts."""
     from graphcep.io.generator import generate_netflow
     from graphcep.runtime.streaming.checkpoint_bytes import decompressed
 
@@ -196,17 +211,22 @@ def test_state_is_written_compressed_and_an_uncompressed_one_still_restarts(tmp_
     directory, found = tmp_path / "b", []
 
     def operator() -> StreamOperator:
-        return StreamOperator(job, lateness_us=0, checkpoint=directory,
+        return StreamOperator(job, lateness_us=0, checkpoint=directory, snapshot_interval=0,
                               on_matches=lambda m, _: found.append(m))
 
     op = operator()
     for batch_id, batch in enumerate(batches):
         if batch_id in (3, 7):
-            states = sorted((directory / "state").glob("state-*.bin"))
-            packed = states[-1].read_bytes()
+            newest = sorted((directory / "state").glob("state-*.bin"))[-1]
+            state = pickle.loads(decompressed(newest.read_bytes()))
+            engine_file = directory / "state" / f"engine-{state.engine_batch:012d}.bin"
+            packed = engine_file.read_bytes()
             bare = decompressed(packed)
-            assert len(packed) < len(bare) // 2 and pickle.loads(bare) is not None
-            states[-1].write_bytes(bare)  # as an earlier graphcep left it
+            assert len(packed) < len(bare) // 2 and state.log == []
+            state.engine, state.features = pickle.loads(bare)
+            del state.engine_batch  # as an earlier graphcep left it
+            engine_file.unlink()
+            newest.write_bytes(pickle.dumps(state))
             op = operator()
         op.process(batch_id, batch)
     operator().flush()

@@ -95,6 +95,7 @@ from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
 from graphcep.runtime.streaming.driver import (
+    SNAPSHOT_INTERVAL_S,
     Pace,
     PartWriter,
     StreamOperator,
@@ -181,6 +182,13 @@ def add_parser(sub: Any) -> None:
     add_input_arguments(stream)
     stream.add_argument("--trigger", type=nonnegative_seconds, default=0.0, metavar="SECONDS",
                         help="seconds between micro-batches (default 0: back to back)")
+    stream.add_argument("--snapshot-interval", type=nonnegative_seconds,
+                        default=SNAPSHOT_INTERVAL_S, metavar="SECONDS",
+                        help="seconds between snapshots of engines that are more than a "
+                             "window (rules, DDST, ν, subscriptions, vertex features); "
+                             "between them each micro-batch checkpoints only its edges, "
+                             "which a restart replays (default "
+                             f"{SNAPSHOT_INTERVAL_S:g}; 0: every micro-batch)")
     stream.add_argument("--max-files-per-trigger", type=count_option(1), metavar="N",
                         help="files source: at most N new files per micro-batch (default: "
                              "all that arrived)")
@@ -442,6 +450,7 @@ def _stream(args: argparse.Namespace, live: Any = None) -> int:
         threads=max(1, min(spark.sparkContext.defaultParallelism, usable_cores())),
         watch=watch,
         max_matches=args.max_matches,
+        snapshot_interval=args.snapshot_interval,
         **cells,
     )
     mode = "driver" + (f", {cells['cells']} cells in driver processes" if cells else "")

@@ -73,9 +73,18 @@ from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
 from graphcep.jobs.base import QueryWatch, ReplayJob
 from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime.streaming.batch_log import (
+    LogEntry,
+    edges_name,
+    read_edges,
+    window_entries,
+    write_edges,
+)
 from graphcep.runtime.streaming.checkpoint_bytes import compressed, decompressed
 
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
+#: seconds between snapshots of an engine replayed from its log (``--snapshot-interval``)
+SNAPSHOT_INTERVAL_S = 30.0
 _NEVER = np.iinfo(np.int64).min
 
 MatchCallback = Callable[[pa.Table, int], None]
@@ -161,13 +170,8 @@ class StreamTotals:
         return {f.name: getattr(self, f.name) for f in fields(self)}
 
 
-@dataclass(frozen=True)
-class _LogEntry:
-    """One micro-batch's released edges, kept on disk while the window may need them."""
-
-    batch_id: int
-    rows: int
-    t_max: int
+#: the name checkpoints written before :mod:`~graphcep.runtime.streaming.batch_log` pickled
+_LogEntry = LogEntry
 
 
 @dataclass
@@ -186,11 +190,15 @@ class _Jump:
 class _State:
     """Everything a restart needs, pickled into one small file per batch.
 
-    The engine's window is *not* pickled each batch (at 250k edges/s a 10 s window is
-    2.5M edges): it is exactly the edges released within the query's extent, so each
-    batch appends its released edges to a log (``released-<b>.arrow``) and a restart
-    warms a new engine up from the log. Engines whose state is more than the window
-    (vertex features over the whole stream, DDST engines) are snapshotted instead.
+    The engine is *not* pickled each batch (at 250k edges/s a 10 s window is 2.5M edges;
+    twenty rules' engines 63 MB): each batch writes its released edges to a file of its
+    own (``released-<b>.arrow``) and lists it in :attr:`log`
+    (:mod:`~graphcep.runtime.streaming.batch_log`). An engine whose whole state is its
+    window is warmed up from the entries within the query's extent. Any other (vertex
+    features, DDST, ν-expressions, subscriptions, rules) is snapshotted into
+    ``engine-<s>.bin`` every ``snapshot_interval`` seconds and whenever a watched query
+    changed it; :attr:`log` then lists the batches since batch :attr:`engine_batch`,
+    replayed through the restored engine on a restart.
     """
 
     engine: bytes | None = None
@@ -203,6 +211,9 @@ class _State:
     log: list[_LogEntry] = field(default_factory=list)
     newest_place: str = ""  # where the edge at max_t came from
     jump: _Jump | None = None
+    #: the batch after which ``engine-<b>.bin`` snapshots the engine (-1: none; a state
+    #: pickled before the field holds its snapshot in :attr:`engine`)
+    engine_batch: int = -1
 
 
 class StreamOperator:
@@ -247,6 +258,10 @@ class StreamOperator:
     watch : QueryWatch or None
         The query file, re-read before each batch, its changes applied to the engine
         (module docstring); the lines it gives go into :attr:`BatchReport.notes`.
+    snapshot_interval : float
+        Seconds between snapshots of an engine that cannot be warmed up from its window
+        (:class:`_State`): a restart replays at most about this long a stretch of the
+        stream's batches through it. 0: a snapshot every batch.
 
     Examples
     --------
@@ -286,6 +301,7 @@ class StreamOperator:
         watch: QueryWatch | None = None,
         commit: Callable[..., None] | None = None,
         max_matches: int | None = None,
+        snapshot_interval: float = SNAPSHOT_INTERVAL_S,
     ) -> None:
         if lateness_us < 0:
             raise ValueError("lateness must be >= 0")
@@ -307,6 +323,8 @@ class StreamOperator:
         self.watch = watch
         self.commit = commit
         self.max_matches = max_matches
+        self.snapshot_interval = snapshot_interval
+        self._snapshot_at = time.monotonic()
         self._state = _State()
         #: why a micro-batch was refused (a stream lacking fields the query reads); kept
         #: because Spark hands a foreachBatch error back as its own text
@@ -483,7 +501,7 @@ class StreamOperator:
         st = self._state
         notes = self.watch.changes(self._engine) if self.watch is not None else []
         found: list[Iterable[pa.Table]] = []  # the batch's matches, made as they are written
-        released = 0
+        released, ready, advanced_to = 0, None, None
         if st.buffer is not None and st.frontier != _NEVER:
             # strictly before: an edge at F may still arrive, and with any seq
             due = pc.less(st.buffer.column("t"), st.frontier)
@@ -492,9 +510,8 @@ class StreamOperator:
             released = ready.num_rows
             if released:
                 found.append(self._chunked_pushes()(ready))
-                if checkpoint:
-                    self._log_released(batch_id, ready)
             found.append(_later(self._engine.advance, st.frontier))
+            advanced_to = st.frontier
         if final and (end := getattr(self._engine, "flush", None)) is not None:
             found.append(_later(end))  # an engine that reports at the stream's end
         late = late if late is not None else empty_edges()
@@ -515,7 +532,8 @@ class StreamOperator:
         totals.released += released
         st.last_batch = batch_id
         if checkpoint:
-            self._checkpoint(batch_id)
+            self._log_batch(batch_id, ready if released else None, advanced_to)
+            self._checkpoint(batch_id, changed=bool(notes))
         buffered = 0 if st.buffer is None else st.buffer.num_rows
         progress = getattr(self._engine, "progress", None)  # several rules: by rule
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
@@ -645,26 +663,33 @@ class StreamOperator:
 
     # -- checkpoints ------------------------------------------------------------------
 
-    def _log_released(self, batch_id: int, released: pa.Table) -> None:
-        if self.state_dir is None or not self._logged:
+    def _log_batch(self, batch_id: int, released: pa.Table | None,
+                   advanced_to: int | None) -> None:
+        """List the batch in the state's log, its released edges in a file of their own
+        (a windowed engine's log: batches that released edges only)."""
+        if self.state_dir is None or (released is None and (self._logged or
+                                                             advanced_to is None)):
             return
-        replace_atomically(self.state_dir / f"released-{batch_id:012d}.arrow",
-                          lambda path: _write_ipc(released, path))
-        t_max = int(released.column("t")[-1].as_py())
-        self._state.log.append(_LogEntry(batch_id, released.num_rows, t_max))
+        rows, t_max = 0, _NEVER
+        if released is not None:
+            write_edges(self.state_dir / edges_name(batch_id), released)
+            rows, t_max = released.num_rows, int(released.column("t")[-1].as_py())
+        self._state.log.append(LogEntry(batch_id, rows, t_max, advanced_to))
 
-    def _checkpoint(self, batch_id: int) -> None:
+    def _checkpoint(self, batch_id: int, changed: bool = False) -> None:
+        """Save the state after batch ``batch_id`` (``changed``: a watched query changed
+        the engine before its edges, which a replay would not redo: snapshot it)."""
         if self.state_dir is None:
             return
         st = self._state
-        # files older than what the previous state still lists are no one's any more
+        # files older than what the previous state still reads are no one's any more
         floor = st.log[0].batch_id if st.log else batch_id
-        st.log = self._window_entries(st.log)
-        if not self._logged:
-            st.engine = self._engine.snapshot()
-            st.features = getattr(self._engine, "features", None)
+        engine_floor = st.engine_batch
+        if self._logged:
+            st.log = window_entries(st.log, self.extent, st.frontier)
+        elif changed or self._snapshot_due():
+            self._snapshot(batch_id)
         blob = compressed(pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL))
-        st.engine = st.features = None
         replace_atomically(self.state_dir / f"state-{batch_id:012d}.bin",
                           lambda path: Path(path).write_bytes(blob))
         for old in self._saved_batches()[:-2]:
@@ -672,19 +697,26 @@ class StreamOperator:
         for path in self.state_dir.glob("released-*.arrow"):
             if int(path.stem.split("-")[1]) < floor:
                 path.unlink(missing_ok=True)
+        for path in self.state_dir.glob("engine-*.bin"):
+            if int(path.stem.split("-")[1]) < engine_floor:
+                path.unlink(missing_ok=True)
 
-    def _window_entries(self, log: list[_LogEntry]) -> list[_LogEntry]:
-        """The newest log entries that together hold every edge the window can need."""
-        if self.extent.unit == "edges":
-            kept, rows = [], 0
-            for entry in reversed(log):
-                if rows >= self.extent.size:
-                    break
-                kept.append(entry)
-                rows += entry.rows
-            return kept[::-1]
-        oldest_needed = self._state.frontier - self.extent.size
-        return [e for e in log if e.t_max >= oldest_needed]
+    def _snapshot_due(self) -> bool:
+        """Whether to snapshot the engine now: never yet (a replay must start from the
+        engine this stream started with, not one built from the query files of a later
+        start), or ``snapshot_interval`` seconds since the last."""
+        return (self._state.engine_batch < 0
+                or time.monotonic() - self._snapshot_at >= self.snapshot_interval)
+
+    def _snapshot(self, batch_id: int) -> None:
+        """Write the engine (and its feature set) as ``engine-<batch_id>.bin``; the log
+        starts again after it."""
+        engine = (self._engine.snapshot(), getattr(self._engine, "features", None))
+        blob = compressed(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL))
+        replace_atomically(self.state_dir / f"engine-{batch_id:012d}.bin",
+                          lambda path: Path(path).write_bytes(blob))
+        self._state.engine_batch, self._state.log = batch_id, []
+        self._snapshot_at = time.monotonic()
 
     def _saved_batches(self) -> list[int]:
         if self.state_dir is None or not self.state_dir.exists():
@@ -713,21 +745,43 @@ class StreamOperator:
         self._state = pickle.loads(decompressed(
             (self.state_dir / f"state-{batch_id:012d}.bin").read_bytes()))
         st = self._state
-        if st.engine is not None:
-            cls = type(self._engine)
-            context = {"features": st.features} if st.features is not None else {}
-            # what the snapshot does not hold, from the engine of this job (a widening's
-            # detector)
-            context.update(getattr(self._engine, "restore_context", dict)())
-            self._engine = cls.restore(st.engine, **context)
+        if st.engine is not None:  # a state written with its engine inside
+            self._engine = self._restored(st.engine, st.features)
             st.engine = st.features = None
             return
-        self._engine = self._new_engine()
-        for entry in self._state.log:
-            path = self.state_dir / f"released-{entry.batch_id:012d}.arrow"
-            self._engine.warm(pa.ipc.open_stream(path.read_bytes()).read_all())
-        if self._state.frontier != _NEVER:
-            self._engine.advance(self._state.frontier)
+        if self._logged:
+            self._engine = self._new_engine()
+            for entry in st.log:
+                self._engine.warm(read_edges(self.state_dir / edges_name(entry.batch_id)))
+            if st.frontier != _NEVER:
+                self._engine.advance(st.frontier)
+            return
+        if st.engine_batch >= 0:
+            snapshot, features = pickle.loads(decompressed(
+                (self.state_dir / f"engine-{st.engine_batch:012d}.bin").read_bytes()))
+            self._engine = self._restored(snapshot, features)
+        else:
+            self._engine = self._new_engine()
+        self._replay(st.log)
+
+    def _restored(self, snapshot: bytes, features: Any) -> Any:
+        """The engine of ``snapshot`` (and ``features``, a feature query's set)."""
+        context = {"features": features} if features is not None else {}
+        # what the snapshot does not hold, from the engine of this job (a widening's
+        # detector)
+        context.update(getattr(self._engine, "restore_context", dict)())
+        return type(self._engine).restore(snapshot, **context)
+
+    def _replay(self, log: list[LogEntry]) -> None:
+        """Push the logged batches through the engine as they were pushed, their matches
+        (written when the batches ran) dropped."""
+        for entry in log:
+            if entry.rows:
+                edges = read_edges(self.state_dir / edges_name(entry.batch_id))
+                for _ in self._chunked_pushes()(edges):
+                    pass
+            if entry.frontier is not None:
+                self._engine.advance(entry.frontier)
 
 
 def late_records(job: ReplayJob, late: pa.Table, names: dict[int, str] | None,
@@ -766,11 +820,6 @@ def record_places(first_seq: np.ndarray, topic: pa.Array, partition: pa.Array,
 def _later(method: Callable[..., pa.Table], *args: Any) -> Iterator[pa.Table]:
     """``method(*args)``'s table, called when it is taken (after the chunks before it)."""
     yield method(*args)
-
-
-def _write_ipc(table: pa.Table, path: str) -> None:
-    with pa.OSFile(str(path), "wb") as sink, pa.ipc.new_stream(sink, table.schema) as writer:
-        writer.write_table(table)
 
 
 def edge_place(seq: int, names: dict[int, str] | None) -> str:
