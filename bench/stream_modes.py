@@ -347,7 +347,7 @@ def main(argv: list[str] | None = None) -> int:
         "tasks, cells and batches, as `--profile` prints them; the busiest cell's step "
         "summed over batches; the rest of the batches' wall time is Spark's scheduling, "
         "shuffle and state store and the driver's writing):", "",
-        "| mode | cell steps | restored from snapshots | reading + routing | cells' phases | "
+        "| mode | cell steps | restored from stored states | reading + routing | cells' phases | "
         "matching | snapshot + state out | busiest cell | Spark and the driver |",
         "|---|---|---|---|---|---|---|---|---|", *profiles, "",
         f"2. Offered rates (generator, {args.seconds:.0f} s per rate, lateness 0; latency: "

@@ -56,7 +56,8 @@ def run_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: i
     states: dict[int, CellState] = {}
     found, late = [], []
     attrs = attrs if attrs is not None else pa.schema([])
-    for batch in batches:
+    inline = InlineStates()  # each step restores its engine from the state's snapshot
+    for batch_id, batch in enumerate(batches):
         step = -(-batch.num_rows // partitions) or 1
         # each task's rows packed one Spark row per cell, as the shuffle carries them
         packed = pa.Table.from_batches([
@@ -67,7 +68,7 @@ def run_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: i
             mine = unpacked_rows(iter(frames), attrs)
             assert set(mine.column("_cell").to_pylist()) == {cell}
             result = step_cell(job, shares, lateness, cell, states.get(cell), mine)
-            states[cell] = result.state
+            states[cell] = inline.read(inline.save(cell, result, None, batch_id))
             found.append(result.matches)
             late.extend(result.late.column("seq").to_pylist())
     if flush:
@@ -168,12 +169,12 @@ def run_live_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, latene
                 number += 1
                 state, engine = states.open(store.get(cell), ("run", cell), live)
                 alive += engine is not None
-                step = step_cell(job, shares, lateness, cell, state, mine, engine)
-                saved = states.save(cell, step.state, store.get(cell), batch_id)
+                step = step_cell(job, shares, lateness, cell, state, mine, engine, states=states)
+                saved = states.save(cell, step, store.get(cell), batch_id)
                 live.keep(("run", cell), step)
             store[cell] = saved  # the last run of the batch is committed
             found.append(step.matches)
-    found.extend(flush_cell(job, shares, cell, states.read(blob)).matches
+    found.extend(flush_cell(job, shares, cell, states.read(blob), states).matches
                  for cell, blob in store.items())
     return found, alive
 
@@ -230,7 +231,7 @@ def test_state_files_keep_what_a_rerun_needs_and_sweep_the_rest(tmp_path):
     table, batches = stream_batches(400, 80)
     job, files = triangle_job(), StateFiles(tmp_path)
     shares, live, stored = cell_grid(job, 1), LiveCells(), None
-    folder = tmp_path / "cell-0"
+    folder, windows = tmp_path / "cell-0", []
     for number, batch in enumerate(batches):
         rows = routed_rows(edges_part(batch), job, shares)
         state, engine = files.open(stored, ("run", 0), live)
@@ -239,19 +240,25 @@ def test_state_files_keep_what_a_rerun_needs_and_sweep_the_rest(tmp_path):
         if number:  # a failed attempt of this batch, and one of a later batch beside it
             (folder / f"{number:012d}-dead").write_bytes(b"x")
             (folder / f"{number + 1:012d}-beef").write_bytes(b"x")
-        step = step_cell(job, shares, 2 * S, 0, state, rows, engine)
-        before, stored = stored, files.save(0, step.state, stored, number)
+        step = step_cell(job, shares, 2 * S, 0, state, rows, engine, states=files)
+        before, stored = stored, files.save(0, step, stored, number)
         live.keep(("run", 0), step)
         ours = [p.name for p in folder.iterdir() if "dead" not in p.name
-                and "beef" not in p.name]
+                and "beef" not in p.name and not p.name.startswith("released-")]
         assert len(ours) == (1 if number == 0 else 2), ours
+        # the released edges the two newest states read, no more
+        read = {e.batch_id for ref in (before, stored) if ref is not None
+                for e in files.read(ref).log}
+        assert {int(p.stem.split("-")[1]) for p in folder.glob("released-*")} == read
+        windows.append(len(files.read(stored).log))
         if before is not None:  # the batch re-run from the state before it, elsewhere
             again, engine = files.open(before, ("run", 0), LiveCells())
             assert engine is None and again.version == pickle.loads(before).version
     files.open(stored, ("run", 0), LiveCells())
     last = len(batches) - 1
-    assert sorted(p.name for p in folder.iterdir()) == sorted(
-        [pickle.loads(stored).name.split("/")[-1], f"{last + 1:012d}-beef"])
+    assert sorted(p.name for p in folder.iterdir() if not p.name.startswith("released-")) \
+        == sorted([pickle.loads(stored).name.split("/")[-1], f"{last + 1:012d}-beef"])
+    assert max(windows) < len(batches), "the log keeps the window's batches only"
 
 
 # -- on Spark ------------------------------------------------------------------------------

@@ -54,10 +54,12 @@ engine as it is. Spark reuses its Python workers (``spark.python.worker.reuse``,
 default) and its state store runs a cell where it ran before, so this is the common case;
 when another worker stepped the cell since, or Spark re-runs a batch from the state before
 it (a failed task, a restarted driver), the versions differ and the engine is restored
-from the snapshot, which stays the truth. The snapshot itself is still written whole every
-micro-batch -- by the Python worker, compressed, with :class:`StateFiles`: through Spark's
-state store it cost more than the cell's matching (``bench/cell_state.py``) -- and Spark's
-own per-batch work is most of a batch's time (``--profile``, ``bench/RESULTS.md``).
+from the stored state, which stays the truth. With :class:`StateFiles` that state is not
+the engine: a cell whose engine is its window (SAL, windowed ν-expressions) writes only
+the edges the batch released to it, and a restore warms a new engine from the batches
+within the window (:mod:`~graphcep.runtime.streaming.batch_log`); other engines
+(subscriptions, over the whole stream) are snapshotted whole each batch. Spark's own
+per-batch work is most of a batch's time (``--profile``, ``bench/RESULTS.md``).
 
 Profile
 -------
@@ -112,6 +114,13 @@ from graphcep.events import (
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.runtime.cell_plans import CellPlan, cell_plan, home_filter, route
+from graphcep.runtime.streaming.batch_log import (
+    LogEntry,
+    edges_name,
+    read_edges,
+    window_entries,
+    write_edges,
+)
 from graphcep.runtime.streaming.cell_engines import _ipc
 from graphcep.runtime.streaming.checkpoint_bytes import compressed, decompressed
 from graphcep.runtime.streaming.driver import late_records
@@ -275,6 +284,9 @@ class CellState:
     #: random bytes new with every step: the engine kept alive with the same version is
     #: the engine this state's snapshot holds (:class:`LiveCells`)
     version: bytes = b""
+    #: the batches whose released edges rebuild the engine (:class:`StateFiles`; empty
+    #: where :attr:`engine` holds it)
+    log: tuple[LogEntry, ...] = ()
 
     def blob(self) -> bytes:
         return pickle.dumps(self, protocol=pickle.HIGHEST_PROTOCOL)
@@ -289,7 +301,11 @@ class CellStep:
     late: pa.Table
     rejects: pa.Table | None = None
     stats: dict[str, int] = field(default_factory=dict)
-    engine: Any = None  # the engine after the step, which ``state.engine`` snapshots
+    engine: Any = None  # the engine after the step, which the stored state holds
+    #: the edges the step released to the engine (None: none)
+    released: pa.Table | None = None
+    #: the engine's window, where the engine is only that (else None: a snapshot holds it)
+    window: Any = None
 
 
 #: the prefix of a phase's seconds among a step's stats (``s_match``: matching)
@@ -320,7 +336,7 @@ class Clock:
 
 #: the phases :func:`step_cell` times; the rest of a step is ``arrange`` (numbering,
 #: lateness, the reorder buffer, the home filter, late records)
-_STEP_PHASES = ("restore", "match", "snapshot")
+_STEP_PHASES = ("restore", "match")
 
 
 class LiveCells:
@@ -360,17 +376,21 @@ class LiveCells:
 class CellFile:
     """What Spark's state store holds of a cell whose state is a file
     (:class:`StateFiles`): the file's name under the directory (``cell-K/<batch>-<version>``),
-    the state's version, and the micro-batch that wrote it."""
+    the state's version, the micro-batch that wrote it, and the first batch whose released
+    edges the state reads (-1: none)."""
 
     name: str
     version: bytes
     batch: int
+    log_from: int = -1
 
 
 #: the local property that names a task's micro-batch (Spark's MicroBatchExecution)
 _BATCH_ID = "streaming.sql.batchId"
 #: a cell's state file: the micro-batch that wrote it, then the state's version
 _STATE_NAME = re.compile(r"(\d{12})-[0-9a-f]+(\.part)?\Z")
+#: a cell's released edges of one micro-batch (:func:`~graphcep.runtime.streaming.batch_log.edges_name`)
+_EDGES_NAME = re.compile(r"released-(\d{12})\.arrow\Z")
 
 
 class InlineStates:
@@ -392,10 +412,15 @@ class InlineStates:
     def read(self, stored: bytes) -> CellState:
         return pickle.loads(stored)
 
-    def save(self, cell: int, state: CellState, stored: bytes | None, batch: int) -> bytes:
-        """What Spark's state store keeps of ``state``, the state after ``stored``'s,
-        made by micro-batch ``batch``."""
-        return state.blob()
+    def restore(self, job: SubgraphJob, cell: int, state: CellState) -> Any:
+        """The engine ``state`` holds (a new one for no state)."""
+        return _engine(job, state)
+
+    def save(self, cell: int, step: CellStep, stored: bytes | None, batch: int) -> bytes:
+        """What Spark's state store keeps of ``step``'s state, the state after
+        ``stored``'s, made by micro-batch ``batch``: here the engine's snapshot inside."""
+        step.state.engine = step.engine.snapshot()
+        return step.state.blob()
 
 
 class StateFiles:
@@ -446,22 +471,62 @@ class StateFiles:
         with open(os.path.join(self.directory, ref.name), "rb") as file:
             return pickle.loads(decompressed(file.read()))
 
-    def save(self, cell: int, state: CellState, stored: bytes | None, batch: int) -> bytes:
+    def restore(self, job: SubgraphJob, cell: int, state: CellState) -> Any:
+        """The engine of ``state``: from its snapshot, or warmed from the released edges
+        of the batches its log lists, then advanced to its frontier."""
+        if state.engine is not None:
+            return _engine(job, state)
+        engine = job.new_engine(threads=1)
+        for entry in state.log:
+            engine.warm(read_edges(self._edges_path(cell, entry.batch_id)))
+        if state.frontier != _NEVER:
+            engine.advance(state.frontier)  # what it reports was reported by the batch
+        return engine
+
+    def save(self, cell: int, step: CellStep, stored: bytes | None, batch: int) -> bytes:
+        """Write ``step``'s state as a file of its own -- with the edges the batch
+        released where the engine is its window, else with the engine's snapshot -- and
+        return what Spark's state store keeps: the file's name (:class:`CellFile`)."""
+        state = step.state
+        if step.window is not None:
+            log = list(state.log)
+            released = step.released
+            if released is not None and released.num_rows:
+                log.append(LogEntry(batch, released.num_rows,
+                                    int(released.column("t")[-1].as_py())))
+            state.log = tuple(window_entries(log, step.window, state.frontier))
+            if state.log and state.log[-1].batch_id == batch:  # its edges in the window
+                path = self._edges_path(cell, batch)
+                os.makedirs(os.path.dirname(path), exist_ok=True)
+                write_edges(path, released)
+            state.engine = None
+        else:
+            state.engine, state.log = step.engine.snapshot(), ()
         name = os.path.join(f"cell-{cell}", f"{batch:012d}-{state.version.hex()}")
         path = os.path.join(self.directory, name)
         os.makedirs(os.path.dirname(path), exist_ok=True)
         with open(path + ".part", "wb") as file:
             file.write(compressed(state.blob()))
         os.replace(path + ".part", path)
-        return pickle.dumps(CellFile(name, state.version, batch))
+        log_from = state.log[0].batch_id if state.log else -1
+        return pickle.dumps(CellFile(name, state.version, batch, log_from))
+
+    def _edges_path(self, cell: int, batch: int) -> str:
+        return os.path.join(self.directory, f"cell-{cell}", edges_name(batch))
 
     def _sweep(self, ref: CellFile) -> None:
-        """Delete the cell's files of ``ref``'s micro-batch and before, but ``ref``'s."""
+        """Delete the cell's files of ``ref``'s micro-batch and before that ``ref``'s
+        state does not read: the other states, and released edges before its log's."""
         folder, mine = os.path.split(ref.name)
+        # a state of an earlier graphcep (no log_from) reads no released edges
+        first_read = ref.log_from if ref.log_from >= 0 else ref.batch + 1
         with suppress(FileNotFoundError):
             for name in os.listdir(os.path.join(self.directory, folder)):
                 made = _STATE_NAME.match(name)
-                if made and name != mine and int(made.group(1)) <= ref.batch:
+                edges = _EDGES_NAME.match(name)
+                stale = ((made and name != mine and int(made.group(1)) <= ref.batch) or
+                         (edges and int(edges.group(1)) < min(first_read, ref.batch + 1)))
+                if stale:
                     with suppress(FileNotFoundError):
                         os.unlink(os.path.join(self.directory, folder, name))
 
@@ -510,20 +575,23 @@ def step_ends() -> StepEnds:
 
 def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
               state: CellState | None, rows: pa.Table, live: Any = None,
-              clock: Clock | None = None) -> CellStep:
+              clock: Clock | None = None, states: CellStates | None = None) -> CellStep:
     """Cell ``cell`` takes its rows of one micro-batch (:func:`routed_rows`, any order):
     late edges out, the rest buffered, what the frontier passed released to its engine.
 
-    ``live``: the engine that ``state``'s snapshot holds, kept alive since the step that
-    made it (:class:`LiveCells`); None restores it from the snapshot. ``clock`` times the
-    phases (restoring, matching, the snapshot) into the step's stats."""
+    ``live``: the engine that ``state`` holds, kept alive since the step that made it
+    (:class:`LiveCells`); None restores it from ``states`` (default
+    :class:`InlineStates`: the state's snapshot). ``clock`` times the phases (restoring,
+    matching) into the step's stats. The step's state is stored by ``states.save``."""
     started = time.perf_counter()
     state = state or CellState()
+    states = states if states is not None else InlineStates()
     clock = clock or Clock()
     timed = clock.total(_STEP_PHASES)
-    restored = int(live is None and state.engine is not None)  # else live, or a new one
+    # else live, or a new one
+    restored = int(live is None and (state.engine is not None or bool(state.log)))
     with clock.phase("restore"):
-        engine = live if live is not None else _engine(job, state)
+        engine = live if live is not None else states.restore(job, cell, state)
     kind = rows.column("_kind")
     metas = [pickle.loads(m) for m in rows.filter(pc.equal(kind, HEARTBEAT))
              .column("_meta").to_pylist() if m is not None]
@@ -546,9 +614,8 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     state.buffer = on_time if state.buffer is None else pa.concat_tables(
         [state.buffer, on_time])
     with clock.phase("match"):
-        matches, released = _release(engine, state)
-    with clock.phase("snapshot"):
-        state.engine = engine.snapshot()
+        matches, released, pushed = _release(engine, state)
+    state.engine = None  # the store writes what rebuilds the engine (``states.save``)
     state.version = os.urandom(16)
     late = late.drop_columns(["_cell", "_kind", "_file", "_meta"])
     stats = {"edges": pc.sum(counted).as_py() or 0, "late": late.num_rows,
@@ -562,17 +629,27 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     step.stats = {**stats, **_counts(step, engine, released), "restored": restored,
                   "process": os.getpid(),
                   **clock.stats(), **_routing(metas)}
-    step.engine = engine
+    step.engine, step.released, step.window = engine, pushed, _window_of(job, engine)
     return step
 
 
-def flush_cell(job: SubgraphJob, shares: CellPlan, cell: int, state: CellState) -> CellStep:
+def _window_of(job: SubgraphJob, engine: Any) -> Any:
+    """The job's extent where its engine is exactly its window (warmed up from the
+    window's edges: :meth:`StateFiles.restore`), else None."""
+    if not hasattr(engine, "warm") or job.whole_stream:
+        return None
+    return job.extent()
+
+
+def flush_cell(job: SubgraphJob, shares: CellPlan, cell: int, state: CellState,
+               states: CellStates | None = None) -> CellStep:
     """End of input for one cell: every buffered edge released (the frontier moves past
-    the newest edge), what the engine reports at the end included."""
-    engine = _engine(job, state)
+    the newest edge), what the engine reports at the end included (``states``: where the
+    stream kept the state, which restores the engine)."""
+    engine = (states if states is not None else InlineStates()).restore(job, cell, state)
     if state.max_t != _NEVER:
         state.frontier = max(state.frontier, state.max_t + 1)
-    matches, released = _release(engine, state, final=True)
+    matches, released, _ = _release(engine, state, final=True)
     step = CellStep(state, home_filter(matches, shares, cell), empty_edges())
     step.stats = {"edges": 0, "late": 0, "lines": 0, "files": 0,
                   **_counts(step, engine, released)}
@@ -621,22 +698,25 @@ def _in_stream_order(edges: pa.Table, metas: list[dict[str, Any]],
                             pa.array(seq, pa.int64()))
 
 
-def _release(engine: Any, state: CellState, final: bool = False) -> tuple[pa.Table, int]:
-    """Push the buffered edges the frontier passed, in stream order; the matches and how
-    many of the edges were first copies (edges of the stream, not copies)."""
-    found, released = [], 0
+def _release(engine: Any, state: CellState, final: bool = False
+             ) -> tuple[pa.Table, int, pa.Table | None]:
+    """Push the buffered edges the frontier passed, in stream order; the matches, how
+    many of the edges were first copies (edges of the stream, not copies), and the edges
+    pushed (None: none)."""
+    found, released, pushed = [], 0, None
     if state.buffer is not None and state.frontier != _NEVER:
         due = pc.less(state.buffer.column("t"), state.frontier)
         ready = sort_stream(state.buffer.filter(due))
         state.buffer = state.buffer.filter(pc.invert(due))
         released = pc.sum(pc.equal(ready.column("_kind"), FIRST_COPY)).as_py() or 0
         if ready.num_rows:
-            found.append(engine.push(ready.drop_columns(["_kind"])))
+            pushed = ready.drop_columns(["_kind"])
+            found.append(engine.push(pushed))
         found.append(engine.advance(state.frontier))
     if final and (end := getattr(engine, "flush", None)) is not None:
         found.append(end())
     found = [m for m in found if m.num_rows]
-    return (pa.concat_tables(found) if found else empty_matches()), released
+    return (pa.concat_tables(found) if found else empty_matches()), released, pushed
 
 
 def _counts(step: CellStep, engine: Any, released: int) -> dict[str, int]:
@@ -721,9 +801,9 @@ def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePa
             state, live = states.open(stored, (run, cell), live_cells())
         with clock.phase("rows in"):
             rows = unpacked_rows(frames, attrs)
-        step = step_cell(job, shares, lateness_us, cell, state, rows, live, clock)
+        step = step_cell(job, shares, lateness_us, cell, state, rows, live, clock, states)
         with clock.phase("state out"):
-            group.update((states.save(cell, step.state, stored, batch),))
+            group.update((states.save(cell, step, stored, batch),))
         live_cells().keep((run, cell), step)
         out = _output_rows(step, clock)
         step_ends().mark(attempt)
@@ -881,7 +961,7 @@ def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | P
         for batch in batches:
             for cell, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
                                   strict=True):
-                step = flush_cell(job, shares, int(cell), states.read(blob))
+                step = flush_cell(job, shares, int(cell), states.read(blob), states)
                 yield from pa.Table.from_pandas(_output_rows(step),
                                                 preserve_index=False).to_batches()
 

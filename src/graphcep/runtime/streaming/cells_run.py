@@ -51,9 +51,9 @@ _SUMMED = ("edges", "late", "rejected", "matches", "released", "buffered", "wind
 #: ``s_<phase>``); reading and routing run in the tasks before the shuffle
 PHASES = {"read": "reading files (tasks)", "route": "routing to cells (tasks)",
           "state in": "state in (Spark to the cell)", "rows in": "rows in (Arrow to the cell)",
-          "restore": "restoring engines from snapshots", "match": "matching",
+          "restore": "restoring engines from stored states", "match": "matching",
           "arrange": "numbering, late edges, reorder buffer (the rest of a step)",
-          "snapshot": "snapshots of the engines", "state out": "state out (the blob to Spark)",
+          "state out": "state out (the engine's snapshot, or the batch's edges, written)",
           "rows out": "matches out (Arrow IPC)",
           "between": "Spark between two cells of a task (Python worker)"}
 #: phases outside a cell's own step: the tasks' reading and routing, and Spark's work
@@ -130,7 +130,7 @@ class CellsProfile:
                          for name, value in (driver or {}).items())
         return (f"graphcep: profile: micro-batch {batch_id}: {wall:.3f} s; {len(stats)} "
                 f"cell steps in {len(processes)} Python workers, {restored} restored from "
-                f"snapshots; summed s: {parts}; busiest "
+                f"their stored states; summed s: {parts}; busiest "
                 f"cell step {busiest:.3f} s; Spark and the driver {rest:.3f} s{driven}")
 
     def follow(self, query: Any, spark: Any) -> None:
