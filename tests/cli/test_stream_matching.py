@@ -176,6 +176,8 @@ def test_wrong_combinations_are_one_line_and_exit_2(tmp_path, capsys):
     assert "--processes" in refused(tmp_path, capsys, triangle, *source, "--cells", "4",
                                     "--processes", "2")
     assert "--pww" in refused(tmp_path, capsys, triangle, *source, "--pww", "3")
+    assert "--snapshot-interval" in refused(tmp_path, capsys, triangle, *source,
+                                            "--snapshot-interval", "5")
     # the types of the attributes come from a file there when the stream starts
     assert "none there yet" in refused(tmp_path, capsys, sal, *source)
     assert "generator" in refused(tmp_path, capsys, sal, "--source", "generator")

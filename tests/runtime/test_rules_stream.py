@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import random
 import re
 import signal
@@ -23,6 +24,7 @@ import pytest
 
 from graphcep.cli import main
 from graphcep.io.readers import FILE_INDEX_SHIFT
+from graphcep.runtime.streaming.checkpoint_bytes import decompressed
 from tests.jobs.test_rules import CHANGED, NEVER, SECOND, TEXTS, batch_oracle, file_rules
 
 
@@ -195,9 +197,17 @@ def test_killed_rules_stream_with_rules_changed_while_down_loses_and_repeats_not
     (folder / "back.nu").write_text(TEXTS["back.nu"])
     arrive(range(5, 9))
     capsys.readouterr()
-    status = main([*command[3:], "--once", "--quiet", "--max-files-per-trigger", "100"])
+    # the restart snapshots the rules' engines every batch (the first run: only its first
+    # batch's, then each batch's edges, which this restart replayed)
+    status = main([*command[3:], "--once", "--quiet", "--max-files-per-trigger", "100",
+                   "--snapshot-interval", "0"])
     err = capsys.readouterr().err
     assert status == 0, err[-2000:]
+    state = tmp_path / "ckpt" / "state"
+    kept = sorted(state.glob("state-*.bin"))
+    named = {pickle.loads(decompressed(p.read_bytes())).engine_batch for p in kept}
+    assert {int(p.stem.split("-")[1]) for p in state.glob("engine-*.bin")} == named
+    assert int(kept[-1].stem.split("-")[1]) in named  # the restart's batch: a snapshot
     said = re.findall(r"graphcep: rules: changed pair\.sal version \w+ \(sal\), from event "
                       r"time ([\d.]+) s", err)
     assert len(said) == 1, err[-2000:]

@@ -182,8 +182,7 @@ def add_parser(sub: Any) -> None:
     add_input_arguments(stream)
     stream.add_argument("--trigger", type=nonnegative_seconds, default=0.0, metavar="SECONDS",
                         help="seconds between micro-batches (default 0: back to back)")
-    stream.add_argument("--snapshot-interval", type=nonnegative_seconds,
-                        default=SNAPSHOT_INTERVAL_S, metavar="SECONDS",
+    stream.add_argument("--snapshot-interval", type=nonnegative_seconds, metavar="SECONDS",
                         help="seconds between snapshots of engines that are more than a "
                              "window (rules, DDST, ν, subscriptions, vertex features); "
                              "between them each micro-batch checkpoints only its edges, "
@@ -450,7 +449,8 @@ def _stream(args: argparse.Namespace, live: Any = None) -> int:
         threads=max(1, min(spark.sparkContext.defaultParallelism, usable_cores())),
         watch=watch,
         max_matches=args.max_matches,
-        snapshot_interval=args.snapshot_interval,
+        snapshot_interval=(SNAPSHOT_INTERVAL_S if args.snapshot_interval is None
+                           else args.snapshot_interval),
         **cells,
     )
     mode = "driver" + (f", {cells['cells']} cells in driver processes" if cells else "")
@@ -551,6 +551,8 @@ def _executors_refusal(args: argparse.Namespace, job: ReplayJob, source: Any,
         return "--max-matches counts the stream's matches in the driver"
     if getattr(args, "pww", None) is not None:
         return "--pww runs in the driver"
+    if getattr(args, "snapshot_interval", None) is not None:
+        return "--snapshot-interval paces the driver's snapshots (cells store each batch)"
     if watched:
         return "a watched query (subscriptions, --rules) is applied in the driver"
     if any(str(getattr(args, role, None)).startswith("kafka://")
