@@ -69,7 +69,7 @@ def run_rate(spark, folder: Path, work: Path, rate: int, seconds: float) -> dict
                               watch=job.watch(str(folder)))
     query = start_stream(spark, operator, source, checkpoint=work, on_report=progress,
                          trigger_seconds=source.interval())
-    return {**measured(query, source, sink, progress, rate, seconds),
+    return {**measured(query, source, sink, progress, rate, seconds, operator),
             "matches": len(sink.samples)}
 
 
