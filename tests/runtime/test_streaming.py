@@ -379,3 +379,23 @@ def test_pace_without_a_lag_reports_the_matched_rate_only():
     assert pace.observe(300, 2.0, None, now=10.0) == []
     assert pace.line() == "matched 150/s"
     assert pace.as_dict() == {"matched_rate": 150.0}
+
+
+@pytest.mark.parametrize("damage", ["missing", "truncated"])
+def test_a_damaged_checkpoint_is_one_clear_error_naming_its_file(tmp_path, damage):
+    """A snapshot or logged batch of the checkpoint gone or cut short: the restart says
+    which file and that the stream cannot go on from it, not a bare traceback."""
+    from graphcep.io.generator import generate_netflow
+    from graphcep.runtime.streaming.driver import CheckpointDamaged
+
+    job = SubgraphJob.create(parse_program(FEATURE_QUERY), fmt="vast")
+    table = generate_netflow(600, 30, 100, seed=9)
+    batches = [table.slice(i, 150) for i in range(0, 600, 150)]
+    run_with_restarts(job, batches[:3], tmp_path)
+    victim = sorted((tmp_path / "state").glob("released-*.arrow"))[-1]
+    if damage == "missing":
+        victim.unlink()
+    else:
+        victim.write_bytes(victim.read_bytes()[:20])
+    with pytest.raises(CheckpointDamaged, match=f"cannot be read: {victim}"):
+        StreamOperator(job, checkpoint=tmp_path).process(3, batches[3])

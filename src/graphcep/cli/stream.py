@@ -96,6 +96,7 @@ from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
 from graphcep.runtime.streaming.driver import (
     SNAPSHOT_INTERVAL_S,
+    CheckpointDamaged,
     Pace,
     PartWriter,
     StreamOperator,
@@ -639,6 +640,9 @@ def _report_failure(failure: Exception) -> int:
         print(f"graphcep: {failure}", file=sys.stderr)
         return 2
     cause = failure.cause
+    if isinstance(cause, CheckpointDamaged):  # a restart would fail the same way
+        print(f"graphcep: micro-batch {failure.batch_id}: {cause}", file=sys.stderr)
+        return 2
     known = isinstance(cause, (QueryError, StateBoundError, OSError))
     reason = " ".join(str(cause).split()) if known else one_line(cause)
     if system_failed(cause):  # the file named, as the command line names it

@@ -174,6 +174,11 @@ class StreamTotals:
 _LogEntry = LogEntry
 
 
+class CheckpointDamaged(Exception):
+    """A file of the operator's checkpoint is missing or unreadable: the stream cannot go
+    on from it (one line naming the file)."""
+
+
 @dataclass
 class _Jump:
     """An edge that moved event time further ahead than the window and the lateness
@@ -742,8 +747,10 @@ class StreamOperator:
 
 
     def _load(self, batch_id: int) -> None:
-        self._state = pickle.loads(decompressed(
-            (self.state_dir / f"state-{batch_id:012d}.bin").read_bytes()))
+        """The state after batch ``batch_id``, its engine restored (or rebuilt from the
+        batches logged)."""
+        self._state = _read_checkpoint(self.state_dir / f"state-{batch_id:012d}.bin",
+                                       _unpickled)
         st = self._state
         if st.engine is not None:  # a state written with its engine inside
             self._engine = self._restored(st.engine, st.features)
@@ -752,17 +759,20 @@ class StreamOperator:
         if self._logged:
             self._engine = self._new_engine()
             for entry in st.log:
-                self._engine.warm(read_edges(self.state_dir / edges_name(entry.batch_id)))
+                self._engine.warm(self._logged_edges(entry))
             if st.frontier != _NEVER:
                 self._engine.advance(st.frontier)
             return
         if st.engine_batch >= 0:
-            snapshot, features = pickle.loads(decompressed(
-                (self.state_dir / f"engine-{st.engine_batch:012d}.bin").read_bytes()))
+            snapshot, features = _read_checkpoint(
+                self.state_dir / f"engine-{st.engine_batch:012d}.bin", _unpickled)
             self._engine = self._restored(snapshot, features)
         else:
             self._engine = self._new_engine()
         self._replay(st.log)
+
+    def _logged_edges(self, entry: LogEntry) -> pa.Table:
+        return _read_checkpoint(self.state_dir / edges_name(entry.batch_id), read_edges)
 
     def _restored(self, snapshot: bytes, features: Any) -> Any:
         """The engine of ``snapshot`` (and ``features``, a feature query's set)."""
@@ -777,11 +787,27 @@ class StreamOperator:
         (written when the batches ran) dropped."""
         for entry in log:
             if entry.rows:
-                edges = read_edges(self.state_dir / edges_name(entry.batch_id))
-                for _ in self._chunked_pushes()(edges):
+                for _ in self._chunked_pushes()(self._logged_edges(entry)):
                     pass
             if entry.frontier is not None:
                 self._engine.advance(entry.frontier)
+
+
+def _read_checkpoint(path: Path, read: Callable[[Path], Any]) -> Any:
+    """``read(path)`` of a checkpoint file; :class:`CheckpointDamaged` naming the file
+    where it is missing or unreadable (a restart could not go on either)."""
+    try:
+        return read(path)
+    except (OSError, EOFError, pickle.UnpicklingError, pa.ArrowInvalid) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
+        raise CheckpointDamaged(
+            f"the checkpoint cannot be read: {path}: {' '.join(reason.split())}; the stream "
+            "cannot go on from it: start with a new --checkpoint (from the stream's "
+            "start)") from err
+
+
+def _unpickled(path: Path) -> Any:
+    return pickle.loads(decompressed(path.read_bytes()))
 
 
 def late_records(job: ReplayJob, late: pa.Table, names: dict[int, str] | None,
