@@ -284,7 +284,8 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
            rejects: str | os.PathLike[str] | None = None, trigger: float | None = None,
            once: bool = False, on_report: Callable[[BatchReport], None] | None = None,
            pww: int | None = None, pww_base: float | str = 1,
-           pww_max_duration: float | str | None = None) -> MatchStream:
+           pww_max_duration: float | str | None = None,
+           snapshot_interval: float | None = None) -> MatchStream:
     """Match ``query`` continuously over the streaming Spark DataFrame ``data``.
 
     Parameters
@@ -323,6 +324,11 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
         Progressive window widening, as :meth:`~graphcep.api.Query.match` takes it
         (``graphcep stream --pww L``): the micro-batches feed level 0, and the levels'
         state is checkpointed with the rest.
+    snapshot_interval
+        Seconds between snapshots of an engine that is more than its window (DDST,
+        ν-expressions, subscriptions, vertex features, a widening); each micro-batch in
+        between checkpoints only the edges it released, which a restart replays
+        (``graphcep stream --snapshot-interval``; default 30, 0: every micro-batch).
 
     Returns
     -------
@@ -348,6 +354,8 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
     source = _checked_source(data, mapping, checked_unit(time_unit), columns, job)
     lateness_us = _seconds_argument("lateness", lateness, allow_zero=True)
     trigger_s = None if trigger is None else _seconds_argument("trigger", trigger) / 1e6
+    snapshots = {} if snapshot_interval is None else {"snapshot_interval": _seconds_argument(
+        "snapshot_interval", snapshot_interval, allow_zero=True) / 1e6}
     folder = Path(checkpoint)
     sink = _match_sink(job, output, on_matches, folder)
     _claim(folder, source, query, job, widening)
@@ -355,7 +363,8 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
                               checkpoint=folder, sink=sink,
                               late_sink=PartWriter(late or folder / "late"),
                               reject_sink=PartWriter(rejects or folder / "rejects"),
-                              on_matches=on_matches, threads=_driver_threads(data))
+                              on_matches=on_matches, threads=_driver_threads(data),
+                              **snapshots)
     try:
         running = start_matching(data.sparkSession, operator, source, checkpoint=folder,
                                  once=once, trigger_seconds=trigger_s, on_report=on_report,

@@ -199,6 +199,7 @@ def events(spark, tmp_path_factory):
     ({"time_unit": "min"}, ValueError, "time_unit='min'"),
     ({"dur": "a"}, TypeError, "column 'a' (dur=) has type string"),
     ({"lateness": -1}, ValueError, "lateness=-1: seconds"),
+    ({"snapshot_interval": -1}, ValueError, "snapshot_interval=-1: seconds"),
     ({"output": None}, ValueError, "give output="),
 ])
 def test_bad_arguments_are_one_clear_error_before_spark_starts(events, tmp_path, options,
