@@ -325,8 +325,9 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
         (``graphcep stream --pww L``): the micro-batches feed level 0, and the levels'
         state is checkpointed with the rest.
     snapshot_interval
-        Seconds between snapshots of an engine that is more than its window (DDST,
-        ν-expressions, subscriptions, vertex features, a widening); each micro-batch in
+        Seconds between snapshots of an engine that is more than its window
+        (subscriptions, vertex features, anchored or unbounded ν-expressions, a
+        widening); each micro-batch in
         between checkpoints only the edges it released, which a restart replays
         (``graphcep stream --snapshot-interval``; default 30, 0: every micro-batch).
 

@@ -185,7 +185,8 @@ def add_parser(sub: Any) -> None:
                         help="seconds between micro-batches (default 0: back to back)")
     stream.add_argument("--snapshot-interval", type=nonnegative_seconds, metavar="SECONDS",
                         help="seconds between snapshots of engines that are more than a "
-                             "window (rules, DDST, ν, subscriptions, vertex features); "
+                             "window (several rules, subscriptions, vertex features, "
+                             "anchored or unbounded ν, a widening); "
                              "between them each micro-batch checkpoints only its edges, "
                              "which a restart replays (default "
                              f"{SNAPSHOT_INTERVAL_S:g}; 0: every micro-batch)")

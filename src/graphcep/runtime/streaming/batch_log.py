@@ -7,11 +7,11 @@ itself: it can hold the list of those batches (:class:`LogEntry`), each batch's 
 file of their own (written once, by the batch that released them), and a restart replays
 them. Two uses:
 
-* an engine whose whole state is its window (a SAL query) is *warmed* from the entries
+* an engine whose whole state is its window (SAL, DDST, windowed ν) is *warmed* from the entries
   that still hold window edges (:func:`window_entries`): the log is trimmed as the
   watermark moves, and no snapshot is ever written;
-* any other engine (rules, ν-expressions, DDST, subscriptions, vertex features) is
-  snapshotted now and then, and a restart replays the entries since the snapshot
+* any other engine (several rules, subscriptions, vertex features, anchored or unbounded
+  ν-expressions, a widening) is snapshotted now and then, and a restart replays the entries since the snapshot
   through it, pushes and advances as they happened.
 
 Either way a micro-batch writes what it added, not the whole state: with twenty rules

@@ -199,8 +199,9 @@ class _State:
     twenty rules' engines 63 MB): each batch writes its released edges to a file of its
     own (``released-<b>.arrow``) and lists it in :attr:`log`
     (:mod:`~graphcep.runtime.streaming.batch_log`). An engine whose whole state is its
-    window is warmed up from the entries within the query's extent. Any other (vertex
-    features, DDST, ν-expressions, subscriptions, rules) is snapshotted into
+    window (SAL, DDST, windowed ν-expressions) is warmed up from the entries within the
+    query's extent. Any other (several rules, subscriptions, vertex features, anchored or
+    unbounded ν-expressions, a widening) is snapshotted into
     ``engine-<s>.bin`` every ``snapshot_interval`` seconds and whenever a watched query
     changed it; :attr:`log` then lists the batches since batch :attr:`engine_batch`,
     replayed through the restored engine on a restart.
