@@ -538,8 +538,9 @@ class StreamOperator:
         totals.released += released
         st.last_batch = batch_id
         if checkpoint:
-            self._log_batch(batch_id, ready if released else None, advanced_to)
-            self._checkpoint(batch_id, changed=bool(notes))
+            pushed = ready if released else None
+            self._log_batch(batch_id, pushed, advanced_to)
+            self._checkpoint(batch_id, changed=bool(notes), released=pushed)
         buffered = 0 if st.buffer is None else st.buffer.num_rows
         progress = getattr(self._engine, "progress", None)  # several rules: by rule
         return BatchReport(batch_id, edges_in, late.num_rows, rejects.num_rows, released,
@@ -671,20 +672,22 @@ class StreamOperator:
 
     def _log_batch(self, batch_id: int, released: pa.Table | None,
                    advanced_to: int | None) -> None:
-        """List the batch in the state's log, its released edges in a file of their own
-        (a windowed engine's log: batches that released edges only)."""
+        """List the batch in the state's log (a windowed engine's log: batches that
+        released edges only); :meth:`_checkpoint` writes its edges if the log keeps it."""
         if self.state_dir is None or (released is None and (self._logged or
                                                              advanced_to is None)):
             return
         rows, t_max = 0, _NEVER
         if released is not None:
-            write_edges(self.state_dir / edges_name(batch_id), released)
             rows, t_max = released.num_rows, int(released.column("t")[-1].as_py())
         self._state.log.append(LogEntry(batch_id, rows, t_max, advanced_to))
 
-    def _checkpoint(self, batch_id: int, changed: bool = False) -> None:
-        """Save the state after batch ``batch_id`` (``changed``: a watched query changed
-        the engine before its edges, which a replay would not redo: snapshot it)."""
+    def _checkpoint(self, batch_id: int, changed: bool = False,
+                    released: pa.Table | None = None) -> None:
+        """Save the state after batch ``batch_id``, with the edges it ``released`` where
+        the log still lists it (not where the window has already dropped them, nor after
+        a snapshot of this batch). ``changed``: a watched query changed the engine before
+        its edges, which a replay would not redo: snapshot it."""
         if self.state_dir is None:
             return
         st = self._state
@@ -695,6 +698,8 @@ class StreamOperator:
             st.log = window_entries(st.log, self.extent, st.frontier)
         elif changed or self._snapshot_due():
             self._snapshot(batch_id)
+        if released is not None and st.log and st.log[-1].batch_id == batch_id:
+            write_edges(self.state_dir / edges_name(batch_id), released)
         blob = compressed(pickle.dumps(st, protocol=pickle.HIGHEST_PROTOCOL))
         replace_atomically(self.state_dir / f"state-{batch_id:012d}.bin",
                           lambda path: Path(path).write_bytes(blob))
