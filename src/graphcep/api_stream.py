@@ -346,7 +346,11 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
         the frame lacks, or a directory cannot be written.
     """
     from graphcep.frame_edges import ColumnMapping, checked_unit
-    from graphcep.runtime.streaming.driver import PartWriter, StreamOperator
+    from graphcep.runtime.streaming.driver import (
+        SNAPSHOT_INTERVAL_S,
+        PartWriter,
+        StreamOperator,
+    )
 
     _check_streaming(data)
     widening = query._widening(pww, pww_base, pww_max_duration)
@@ -355,8 +359,8 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
     source = _checked_source(data, mapping, checked_unit(time_unit), columns, job)
     lateness_us = _seconds_argument("lateness", lateness, allow_zero=True)
     trigger_s = None if trigger is None else _seconds_argument("trigger", trigger) / 1e6
-    snapshots = {} if snapshot_interval is None else {"snapshot_interval": _seconds_argument(
-        "snapshot_interval", snapshot_interval, allow_zero=True) / 1e6}
+    snapshot_s = (SNAPSHOT_INTERVAL_S if snapshot_interval is None else
+                  _seconds_argument("snapshot_interval", snapshot_interval, True) / 1e6)
     folder = Path(checkpoint)
     sink = _match_sink(job, output, on_matches, folder)
     _claim(folder, source, query, job, widening)
@@ -365,7 +369,7 @@ def stream(query: Any, data: Any, *, src: str = "src", dst: str = "dst", time: s
                               late_sink=PartWriter(late or folder / "late"),
                               reject_sink=PartWriter(rejects or folder / "rejects"),
                               on_matches=on_matches, threads=_driver_threads(data),
-                              **snapshots)
+                              snapshot_interval=snapshot_s)
     try:
         running = start_matching(data.sparkSession, operator, source, checkpoint=folder,
                                  once=once, trigger_seconds=trigger_s, on_report=on_report,

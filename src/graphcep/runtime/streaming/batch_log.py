@@ -21,14 +21,18 @@ that is a few hundred kilobytes of edges against a 63 MB snapshot.
 from __future__ import annotations
 
 import os
+from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from graphcep.io.sinks import replace_atomically
-from graphcep.jobs.base import Extent
+from graphcep.jobs.base import Extent, ReplayJob
 
+_NEVER = int(np.iinfo(np.int64).min)
 #: IPC buffers compressed: a batch's edges are mostly small integers and repeated names
 _IPC_OPTIONS = pa.ipc.IpcWriteOptions(compression="zstd")
 
@@ -43,6 +47,32 @@ class LogEntry:
     rows: int
     t_max: int
     frontier: int | None = None  # a default: entries pickled before the field lack it
+
+
+def entry_of(batch_id: int, released: pa.Table | None,
+             frontier: int | None = None) -> LogEntry:
+    """The log entry of batch ``batch_id`` that released ``released`` (None: nothing;
+    in stream order, so its last edge is the newest) and advanced to ``frontier``."""
+    if released is None or not released.num_rows:
+        return LogEntry(batch_id, 0, _NEVER, frontier)
+    return LogEntry(batch_id, released.num_rows, int(released.column("t")[-1].as_py()),
+                    frontier)
+
+
+def windowed(job: ReplayJob, engine: Any) -> bool:
+    """Whether ``engine``'s whole state is its window, so that the batches within the
+    job's extent rebuild it (:func:`warmed`) and no snapshot is needed."""
+    return hasattr(engine, "warm") and not job.whole_stream
+
+
+def warmed(engine: Any, batches: Iterable[pa.Table], frontier: int | None) -> Any:
+    """``engine`` warmed up from the logged ``batches`` of its window, then advanced to
+    ``frontier`` (what that reports was reported when the batches ran)."""
+    for edges in batches:
+        engine.warm(edges)
+    if frontier is not None:
+        engine.advance(frontier)
+    return engine
 
 
 def edges_name(batch_id: int) -> str:
@@ -82,4 +112,5 @@ def window_entries(log: list[LogEntry], extent: Extent, frontier: int) -> list[L
     return [e for e in log if e.t_max >= oldest_needed]
 
 
-__all__ = ["LogEntry", "edges_name", "read_edges", "window_entries", "write_edges"]
+__all__ = ["LogEntry", "edges_name", "entry_of", "read_edges", "warmed", "window_entries",
+           "windowed", "write_edges"]

@@ -112,13 +112,17 @@ from graphcep.events import (
     sort_stream,
 )
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
+from graphcep.jobs.base import Extent
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.runtime.cell_plans import CellPlan, cell_plan, home_filter, route
 from graphcep.runtime.streaming.batch_log import (
     LogEntry,
     edges_name,
+    entry_of,
     read_edges,
+    warmed,
     window_entries,
+    windowed,
     write_edges,
 )
 from graphcep.runtime.streaming.cell_engines import _ipc
@@ -305,7 +309,7 @@ class CellStep:
     #: the edges the step released to the engine (None: none)
     released: pa.Table | None = None
     #: the engine's window, where the engine is only that (else None: a snapshot holds it)
-    window: Any = None
+    window: Extent | None = None
 
 
 #: the prefix of a phase's seconds among a step's stats (``s_match``: matching)
@@ -476,12 +480,9 @@ class StateFiles:
         of the batches its log lists, then advanced to its frontier."""
         if state.engine is not None:
             return _engine(job, state)
-        engine = job.new_engine(threads=1)
-        for entry in state.log:
-            engine.warm(read_edges(self._edges_path(cell, entry.batch_id)))
-        if state.frontier != _NEVER:
-            engine.advance(state.frontier)  # what it reports was reported by the batch
-        return engine
+        return warmed(job.new_engine(threads=1),
+                      (read_edges(self._edges_path(cell, e.batch_id)) for e in state.log),
+                      None if state.frontier == _NEVER else state.frontier)
 
     def save(self, cell: int, step: CellStep, stored: bytes | None, batch: int) -> bytes:
         """Write ``step``'s state as a file of its own -- with the edges the batch
@@ -492,8 +493,7 @@ class StateFiles:
             log = list(state.log)
             released = step.released
             if released is not None and released.num_rows:
-                log.append(LogEntry(batch, released.num_rows,
-                                    int(released.column("t")[-1].as_py())))
+                log.append(entry_of(batch, released))
             state.log = tuple(window_entries(log, step.window, state.frontier))
             if state.log and state.log[-1].batch_id == batch:  # its edges in the window
                 path = self._edges_path(cell, batch)
@@ -633,12 +633,10 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     return step
 
 
-def _window_of(job: SubgraphJob, engine: Any) -> Any:
+def _window_of(job: SubgraphJob, engine: Any) -> Extent | None:
     """The job's extent where its engine is exactly its window (warmed up from the
     window's edges: :meth:`StateFiles.restore`), else None."""
-    if not hasattr(engine, "warm") or job.whole_stream:
-        return None
-    return job.extent()
+    return job.extent() if windowed(job, engine) else None
 
 
 def flush_cell(job: SubgraphJob, shares: CellPlan, cell: int, state: CellState,

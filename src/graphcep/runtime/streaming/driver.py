@@ -76,8 +76,11 @@ from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming.batch_log import (
     LogEntry,
     edges_name,
+    entry_of,
     read_edges,
+    warmed,
     window_entries,
+    windowed,
     write_edges,
 )
 from graphcep.runtime.streaming.checkpoint_bytes import compressed, decompressed
@@ -355,7 +358,7 @@ class StreamOperator:
         self._engine = self._new_engine()
         # warm-up from the log rebuilds exactly the window: only for engines whose whole
         # state is the window (a watched query's changes are state too)
-        self._logged = hasattr(self._engine, "warm") and not job.whole_stream and watch is None
+        self._logged = windowed(job, self._engine) and watch is None
         if self.state_dir is not None:
             self.state_dir.mkdir(parents=True, exist_ok=True)
 
@@ -677,10 +680,7 @@ class StreamOperator:
         if self.state_dir is None or (released is None and (self._logged or
                                                              advanced_to is None)):
             return
-        rows, t_max = 0, _NEVER
-        if released is not None:
-            rows, t_max = released.num_rows, int(released.column("t")[-1].as_py())
-        self._state.log.append(LogEntry(batch_id, rows, t_max, advanced_to))
+        self._state.log.append(entry_of(batch_id, released, advanced_to))
 
     def _checkpoint(self, batch_id: int, changed: bool = False,
                     released: pa.Table | None = None) -> None:
@@ -763,11 +763,8 @@ class StreamOperator:
             st.engine = st.features = None
             return
         if self._logged:
-            self._engine = self._new_engine()
-            for entry in st.log:
-                self._engine.warm(self._logged_edges(entry))
-            if st.frontier != _NEVER:
-                self._engine.advance(st.frontier)
+            self._engine = warmed(self._new_engine(), map(self._logged_edges, st.log),
+                                  None if st.frontier == _NEVER else st.frontier)
             return
         if st.engine_batch >= 0:
             snapshot, features = _read_checkpoint(
