@@ -107,8 +107,9 @@ def test_restarts_and_reruns_from_checkpoints_equal_an_uninterrupted_stream(kind
                          rerun=(3, 9))
     expected, _ = run_widening(JOBS[kind](), edges, keep=3, base_us=S)
     assert straight.equals(expected) and restarted.equals(expected)
-    # one snapshot, after the first batch: every restart replayed the batches since
-    assert [p.name for p in (tmp_path / "state").glob("engine-*")] == ["engine-000000000000.bin"]
+    # every restart replayed the batches since the last snapshot, then snapshotted at its
+    # first batch: the newest at the last restart's
+    assert [p.name for p in (tmp_path / "state").glob("engine-*")] == ["engine-000000000011.bin"]
 
 
 def test_a_snapshot_mid_stream_continues_as_the_uninterrupted_engine():

@@ -50,6 +50,7 @@ engine's batch search and its threads work at full speed.
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import re
@@ -270,7 +271,8 @@ class StreamOperator:
     snapshot_interval : float
         Seconds between snapshots of an engine that cannot be warmed up from its window
         (:class:`_State`): a restart replays at most about this long a stretch of the
-        stream's batches through it. 0: a snapshot every batch.
+        stream's batches through it, and snapshots at its first batch. 0: a snapshot
+        every batch.
 
     Examples
     --------
@@ -773,6 +775,8 @@ class StreamOperator:
         else:
             self._engine = self._new_engine()
         self._replay(st.log)
+        if st.log:  # snapshot at the next batch: a log must not span restarts (a stream
+            self._snapshot_at = -math.inf  # run --once again and again would replay all)
 
     def _logged_edges(self, entry: LogEntry) -> pa.Table:
         return _read_checkpoint(self.state_dir / edges_name(entry.batch_id), read_edges)
