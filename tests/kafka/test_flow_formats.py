@@ -140,6 +140,25 @@ def count_messages(bootstrap: str, topic: str) -> int:
         consumer.close()
 
 
+def udp_bound(port: int, proc: subprocess.Popen, seconds: float = 60) -> None:
+    """Wait until a UDP socket is bound to ``port`` on this machine (``/proc/net/udp``;
+    elsewhere two seconds), ``proc`` still running: a fixed wait lost datagrams when a
+    loaded machine started goflow2 late."""
+    udp = Path("/proc/net/udp")
+    deadline = time.monotonic() + seconds
+    while True:
+        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        if not udp.exists():
+            time.sleep(2)
+            return
+        ports = {int(line.split()[1].rsplit(":", 1)[1], 16)
+                 for line in udp.read_text().splitlines()[1:] if line.strip()}
+        if port in ports:
+            return
+        assert time.monotonic() < deadline, f"goflow2 did not listen on UDP port {port}"
+        time.sleep(0.1)
+
+
 @pytest.mark.slow
 @pytest.mark.spark
 def test_goflow2_to_kafka_equals_the_batch_run(spark, kafka_broker, goflow2_binary, tmp_path,
@@ -157,8 +176,7 @@ def test_goflow2_to_kafka_equals_the_batch_run(spark, kafka_broker, goflow2_bina
          "-transport.kafka.topic", topic, "-transport.kafka.flushfreq", "200ms",
          "-addr", "127.0.0.1:0"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
-        time.sleep(2)
-        assert proc.poll() is None, proc.stderr.read().decode()[-2000:]
+        udp_bound(port, proc)  # a datagram sent before goflow2 listens is lost
         send(datagrams(pa.Table.from_pylist(flows)), "127.0.0.1", port, per_second=500)
         deadline = time.monotonic() + 60
         while count_messages(kafka_broker.bootstrap, topic) < len(flows):
