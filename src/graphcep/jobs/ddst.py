@@ -34,7 +34,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.base import Engine
-from graphcep.engines.ddst.schema import DDST_MATCH_SCHEMA, REPORT_MODES
+from graphcep.engines.ddst.schema import COLORING_MAX_BITS, DDST_MATCH_SCHEMA, REPORT_MODES
 from graphcep.events import format_seconds
 from graphcep.hashing import salt64
 from graphcep.io.flat_columns import FlatColumns
@@ -78,6 +78,14 @@ ENGINES = DDST_ENGINES
 #: signature engine falls below it where most arrivals pass its filter).
 DEFAULT_DDST_ENGINE = "coloring"
 
+def engine_for(query: DDSTQuery, chosen: str | None) -> str:
+    """The engine a job over ``query`` runs: ``chosen`` (``--ddst-engine``), else the
+    default, or the signature engine for a query wider than the coloring engine takes."""
+    if chosen:
+        return chosen
+    wide = max(len(query.edges), len(query.vertices)) > COLORING_MAX_BITS
+    return "signature" if wide else DEFAULT_DDST_ENGINE
+
 #: SAL options a DDST query has no use for, with what DDST does instead.
 NOT_FOR = {
     "query_name": "a DDST file holds one query, named by its QUERY statement",
@@ -92,8 +100,9 @@ def load(path: str, options: Mapping[str, Any]) -> DDSTJob:
     saying what DDST does instead."""
     from graphcep.lang.ddst import parse_ddst_file
 
-    engine = options.get("ddst_engine") or DEFAULT_DDST_ENGINE
-    job = DDSTJob(parse_ddst_file(path), engine, engine_options(engine, options))
+    query = parse_ddst_file(path)
+    engine = engine_for(query, options.get("ddst_engine"))
+    job = DDSTJob(query, engine, engine_options(engine, options))
     try:
         job.new_engine()  # an option the engine rejects (p not prime) fails here, clearly
     except ValueError as err:
@@ -126,7 +135,7 @@ def accepts(pattern: Any) -> bool:
 
 def from_pattern(pattern: DDSTQuery, **options: Any) -> DDSTJob:
     """A bare DDST query as a job (``engine=``, engine keyword ``options=``)."""
-    return DDSTJob(pattern, **options)
+    return DDSTJob(pattern, **{**options, "engine": engine_for(pattern, options.get("engine"))})
 
 
 #: Where a DDST query's labels are looked for: edge labels, and vertex labels at either end.

@@ -42,3 +42,7 @@ DDST_MATCH_SCHEMA = pa.schema(
 
 #: What a report holds: the whole match component, or only its pairs not reported before.
 REPORT_MODES = ("component", "new")
+
+#: The coloring engine keeps query edges and vertices as bits of int64 masks: at most this
+#: many of each (a wider query runs on the signature engine unless ``--ddst-engine`` says).
+COLORING_MAX_BITS = 62
