@@ -129,10 +129,12 @@ def main(argv: list[str] | None = None) -> int:
     folder.mkdir()
     write_rules(folder)
     costs = checkpoint_costs(folder, work) if args.checkpoints else []
-    spark = spark_session(args.master, shuffle_partitions=2)
-    run_rate(spark, folder, work / "warm", 5_000, 8)
+    rates = [int(r) for r in args.rates.split(",") if r.strip()]  # none: --checkpoints only
+    spark = spark_session(args.master, shuffle_partitions=2) if rates else None
+    if rates:
+        run_rate(spark, folder, work / "warm", 5_000, 8)
     rows, best = [], 0.0
-    for rate in (int(r) for r in args.rates.split(",")):
+    for rate in rates:
         got = run_rate(spark, folder, work / f"rate-{rate}", rate, args.seconds)
         rows.append(f"| {args.master} | {rate:,} | {got['sustained']:,.0f} | "
                     f"{'yes' if got['ok'] else 'no'} | {got['p50']:.2f} | {got['p99']:.2f} | "

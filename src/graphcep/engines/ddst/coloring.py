@@ -163,6 +163,7 @@ True
 from __future__ import annotations
 
 from dataclasses import dataclass
+from itertools import repeat
 from operator import attrgetter
 from typing import Any
 
@@ -207,7 +208,7 @@ _DIRECT_COMPONENT = 4096
 #: Vertex rows whose edges all left stay numbered (they equal absent vertices) until the
 #: rows in use exceed twice the vertices with edges plus this many; then they are freed
 #: at once (on sparse windows over many hosts most arrivals bring a new vertex).
-_IDLE_VERTICES = 4096
+_IDLE_VERTICES = 16384
 #: :meth:`DDSTColoringEngine._local_part`'s answer for a part over the budget.
 _TOO_BIG: dict = {}
 
@@ -506,8 +507,10 @@ class DDSTColoringEngine(EngineBase):
         if not len(black):
             return
         fids = self._number_fits(fits[black])
-        src = self._vertex_rows(cols["src"][black], cols["src_label"][black])
-        dst = self._vertex_rows(cols["dst"][black], cols["dst_label"][black])
+        ends = self._vertex_rows(np.concatenate([cols["src"][black], cols["dst"][black]]),
+                                 np.concatenate([cols["src_label"][black],
+                                                 cols["dst_label"][black]]))
+        src, dst = ends[: len(black)], ends[len(black) :]
         rows = self._take_edges(len(black))
         E = self._E
         for field, values in ((K.T, cols["t"][black]), (K.SEQ, cols["seq"][black]),
@@ -567,18 +570,29 @@ class DDSTColoringEngine(EngineBase):
         return roles
 
     def _vertex_rows(self, ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        """The vertex row of each ``(id, label)``; vertices new to the window get free rows."""
+        """The vertex row of each ``(id, label)``; vertices new to the window get free rows.
+
+        A vertex is keyed by its id alone when it has no label (most streams), else by
+        ``(id, label)``: the two kinds of key never collide (a string or int against a
+        tuple), and no tuple is built and hashed per vertex of an unlabelled stream."""
         number, names, vlabels = number_vertices(ids, labels)
-        vertices = self._vertices
-        rows = np.empty(len(names), dtype=np.int64)
-        for i, key in enumerate(zip(names.tolist(), vlabels.tolist(), strict=True)):
-            row = vertices.get(key)
-            if row is None:
-                if not self._vfree:
-                    self._grow_vertices(len(names) - i)
-                row = vertices[key] = self._vfree.pop()
-                self._vname[row], self._vlabel[row] = key
-            rows[i] = row
+        name_list, label_list = names.tolist(), vlabels.tolist()
+        if label_list.count(None) == len(label_list):
+            keys = name_list
+        else:
+            keys = [n if lab is None else (n, lab) for n, lab in zip(name_list, label_list,
+                                                                      strict=True)]
+        rows = np.fromiter(map(self._vertices.get, keys, repeat(-1)), np.int64, len(keys))
+        new = np.flatnonzero(rows < 0)
+        if len(new):
+            if len(self._vfree) < len(new):
+                self._grow_vertices(len(new) - len(self._vfree))
+            taken = self._vfree[-len(new):][::-1]  # as pop() would take them
+            del self._vfree[-len(new):]
+            rows[new] = taken
+            self._vertices.update(zip([keys[i] for i in new.tolist()], taken, strict=True))
+            self._vname[taken] = names[new]
+            self._vlabel[taken] = vlabels[new]
         return rows[number]
 
     def _free_idle_vertices(self) -> None:
