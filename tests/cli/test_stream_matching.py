@@ -247,6 +247,36 @@ def test_a_state_bound_hit_in_an_executor_cell_is_one_line_and_status_3(spark, t
     assert len(ours) == 1 and "above max_window_edges=20" in ours[0], ours
 
 
+@pytest.mark.spark
+def test_a_cells_missing_checkpoint_file_is_one_line_naming_it_and_status_2(spark, tmp_path,
+                                                                           capsys):
+    """A cell warms its engine from the edges earlier batches released to it; with one of
+    those files gone, the restart stops at its first batch with one line naming the file
+    (a restart could not go on either: no 'runs it again'), exit status 2."""
+    source = tmp_path / "in"
+    write_stream(source, count=400, files=3)
+    later = sorted(source.iterdir())[-1]
+    held = later.read_bytes()
+    later.unlink()
+    query = tmp_path / "q.sal"
+    query.write_text(QUERY)
+    stream(tmp_path, source, query, "--matching", "executors", "--cells", "1", capsys=capsys)
+    released = sorted((tmp_path / "ck").rglob("released-*.arrow"))
+    assert released, "the cell logged no released edges"
+    released[-1].unlink()
+    later.write_bytes(held)
+    code = main(["stream", str(query), "--source", str(source), "--format", "csv",
+                 "--checkpoint", str(tmp_path / "ck"), "--output", f"{tmp_path / 'out'}/",
+                 "--once", "--lateness", str(LATENESS), "--max-files-per-trigger", "1",
+                 "--master", "local[2]", "--quiet", "--matching", "executors", "--cells", "1"])
+    ours = [line for line in capsys.readouterr().err.splitlines()
+            if line.startswith("graphcep: ")]
+    assert code == 2
+    assert len(ours) == 1, ours
+    assert f"the checkpoint cannot be read: {released[-1]}" in ours[0]
+    assert "runs it again" not in ours[0] and "Traceback" not in ours[0]
+
+
 def test_subscriptions_in_the_cells_are_read_once_their_text_in_the_checkpoint(tmp_path):
     """Watched in the driver, an edit is applied (the digest leaves the text out); in
     the cells it is the query's text, so a checkpoint refuses an edited file."""

@@ -387,7 +387,7 @@ def test_a_damaged_checkpoint_is_one_clear_error_naming_its_file(tmp_path, damag
     """A snapshot or logged batch of the checkpoint gone or cut short: the restart says
     which file and that the stream cannot go on from it, not a bare traceback."""
     from graphcep.io.generator import generate_netflow
-    from graphcep.runtime.streaming.driver import CheckpointDamaged
+    from graphcep.runtime.streaming.checkpoint_bytes import CheckpointDamaged
 
     job = SubgraphJob.create(parse_program(FEATURE_QUERY), fmt="vast")
     table = generate_netflow(600, 30, 100, seed=9)

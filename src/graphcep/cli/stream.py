@@ -94,9 +94,9 @@ from graphcep.jobs.base import DeclaredSource, ReplayJob
 from graphcep.lang.errors import QuerySyntaxError
 from graphcep.patterns.subgraph import QueryError
 from graphcep.pictures.report import REPORT_MATCHES, check_picture_targets
+from graphcep.runtime.streaming.checkpoint_bytes import CheckpointDamaged
 from graphcep.runtime.streaming.driver import (
     SNAPSHOT_INTERVAL_S,
-    CheckpointDamaged,
     Pace,
     PartWriter,
     StreamOperator,

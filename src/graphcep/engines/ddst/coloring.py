@@ -271,6 +271,9 @@ class DDSTColoringEngine(EngineBase):
     ``verifications`` counts the runs of Algorithm DDST.
     """
 
+    #: 2: the state as arrays (the compiled upkeep); 1 held Python objects
+    state_version = 2
+
     def __init__(self, query: DDSTQuery, *, max_window_edges: int = 1_000_000,
                  report: str = "component") -> None:
         super().__init__()
@@ -401,9 +404,6 @@ class DDSTColoringEngine(EngineBase):
 
     @classmethod
     def from_state(cls, state: dict) -> DDSTColoringEngine:
-        if "arrays" not in state:
-            raise ValueError("a coloring DDST engine state from an earlier graphcep, which kept "
-                             "objects: start this stream from a new checkpoint directory")
         engine = cls(state["query"], **state["options"])
         for name, value in state["arrays"].items():
             setattr(engine, name, value)

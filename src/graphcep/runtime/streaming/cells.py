@@ -126,7 +126,11 @@ from graphcep.runtime.streaming.batch_log import (
     write_edges,
 )
 from graphcep.runtime.streaming.cell_engines import _ipc
-from graphcep.runtime.streaming.checkpoint_bytes import compressed, decompressed
+from graphcep.runtime.streaming.checkpoint_bytes import (
+    compressed,
+    decompressed,
+    read_checkpoint,
+)
 from graphcep.runtime.streaming.driver import late_records
 from graphcep.runtime.streaming.query import discard_unfinished_writes
 from graphcep.runtime.streaming.sources import Place, SourcePart, file_key, local_name
@@ -472,8 +476,8 @@ class StateFiles:
         ref = pickle.loads(stored)
         if isinstance(ref, CellState):
             return ref
-        with open(os.path.join(self.directory, ref.name), "rb") as file:
-            return pickle.loads(decompressed(file.read()))
+        return read_checkpoint(os.path.join(self.directory, ref.name),
+                               lambda path: pickle.loads(decompressed(path.read_bytes())))
 
     def restore(self, job: SubgraphJob, cell: int, state: CellState) -> Any:
         """The engine of ``state``: from its snapshot, or warmed from the released edges
@@ -481,7 +485,8 @@ class StateFiles:
         if state.engine is not None:
             return _engine(job, state)
         return warmed(job.new_engine(threads=1),
-                      (read_edges(self._edges_path(cell, e.batch_id)) for e in state.log),
+                      (read_checkpoint(self._edges_path(cell, e.batch_id), read_edges)
+                       for e in state.log),
                       None if state.frontier == _NEVER else state.frontier)
 
     def save(self, cell: int, step: CellStep, stored: bytes | None, batch: int) -> bytes:

@@ -84,7 +84,11 @@ from graphcep.runtime.streaming.batch_log import (
     windowed,
     write_edges,
 )
-from graphcep.runtime.streaming.checkpoint_bytes import compressed, decompressed
+from graphcep.runtime.streaming.checkpoint_bytes import (
+    compressed,
+    decompressed,
+    read_checkpoint,
+)
 
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
 #: seconds between snapshots of an engine replayed from its log (``--snapshot-interval``)
@@ -176,11 +180,6 @@ class StreamTotals:
 
 #: the name checkpoints written before :mod:`~graphcep.runtime.streaming.batch_log` pickled
 _LogEntry = LogEntry
-
-
-class CheckpointDamaged(Exception):
-    """A file of the operator's checkpoint is missing or unreadable: the stream cannot go
-    on from it (one line naming the file)."""
 
 
 @dataclass
@@ -757,7 +756,7 @@ class StreamOperator:
     def _load(self, batch_id: int) -> None:
         """The state after batch ``batch_id``, its engine restored (or rebuilt from the
         batches logged)."""
-        self._state = _read_checkpoint(self.state_dir / f"state-{batch_id:012d}.bin",
+        self._state = read_checkpoint(self.state_dir / f"state-{batch_id:012d}.bin",
                                        _unpickled)
         st = self._state
         if st.engine is not None:  # a state written with its engine inside
@@ -769,7 +768,7 @@ class StreamOperator:
                                   None if st.frontier == _NEVER else st.frontier)
             return
         if st.engine_batch >= 0:
-            snapshot, features = _read_checkpoint(
+            snapshot, features = read_checkpoint(
                 self.state_dir / f"engine-{st.engine_batch:012d}.bin", _unpickled)
             self._engine = self._restored(snapshot, features)
         else:
@@ -779,7 +778,7 @@ class StreamOperator:
             self._snapshot_at = -math.inf  # run --once again and again would replay all)
 
     def _logged_edges(self, entry: LogEntry) -> pa.Table:
-        return _read_checkpoint(self.state_dir / edges_name(entry.batch_id), read_edges)
+        return read_checkpoint(self.state_dir / edges_name(entry.batch_id), read_edges)
 
     def _restored(self, snapshot: bytes, features: Any) -> Any:
         """The engine of ``snapshot`` (and ``features``, a feature query's set)."""
@@ -798,19 +797,6 @@ class StreamOperator:
                     pass
             if entry.frontier is not None:
                 self._engine.advance(entry.frontier)
-
-
-def _read_checkpoint(path: Path, read: Callable[[Path], Any]) -> Any:
-    """``read(path)`` of a checkpoint file; :class:`CheckpointDamaged` naming the file
-    where it is missing or unreadable (a restart could not go on either)."""
-    try:
-        return read(path)
-    except (OSError, EOFError, pickle.UnpicklingError, pa.ArrowInvalid) as err:
-        reason = err.strerror if isinstance(err, OSError) and err.strerror else str(err)
-        raise CheckpointDamaged(
-            f"the checkpoint cannot be read: {path}: {' '.join(reason.split())}; the stream "
-            "cannot go on from it: start with a new --checkpoint (from the stream's "
-            "start)") from err
 
 
 def _unpickled(path: Path) -> Any:

@@ -25,6 +25,7 @@ from typing import Any, NoReturn
 from graphcep.engines.base import StateBoundError
 from graphcep.io.sinks import replace_atomically
 from graphcep.patterns.subgraph import QueryError
+from graphcep.runtime.streaming.checkpoint_bytes import CheckpointDamaged
 from graphcep.runtime.streaming.driver import BatchReport, Pace, StreamOperator, print_report
 from graphcep.runtime.streaming.sources import (
     FileSource,
@@ -245,6 +246,9 @@ def _failure(err: Any, operator: StreamOperator, source: Any) -> Exception:
         return StateBoundError(f"{bound} (in a cell on an executor; the checkpoint holds "
                                "the micro-batches before it, and a restart runs it again)")
     batch_id = _next_batch(_checkpoint_of(operator) / "spark")
+    damaged = CheckpointDamaged.found_in(text)  # a cell's file, read on an executor
+    if damaged is not None:
+        return BatchFailure(batch_id, CheckpointDamaged(damaged))
     lost = _source_failure(source, err, batch_id)
     if lost is not None:  # the source's brokers gone while planning a batch's offsets
         return BatchFailure(batch_id, lost)
