@@ -1167,7 +1167,7 @@ def tradeoff(cfgs: list[Config]) -> list[str]:
         lines.append(
             "- Coloring: its verification tests look only at the arriving edge's red "
             "neighbourhood, so it verifies less often than signature, but its per-edge "
-            "upkeep (hosting tests, recoloring, union-find) is interpreted Python whose cost "
+            "upkeep (hosting tests, recoloring, union-find) is compiled, and its cost "
             "grows with vertex degrees and red components in the window, and its "
             "verifications grow with the match rate. Spread of its throughput across window "
             "sizes (max / min): " + "; ".join(spreads) + ". It is insensitive to the window "
