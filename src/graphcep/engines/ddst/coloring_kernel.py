@@ -22,6 +22,8 @@ from __future__ import annotations
 import numba as nb
 import numpy as np
 
+from graphcep.engines.ddst.kernel import distinct
+
 INT_MIN = np.iinfo(np.int64).min
 INT_MAX = np.iinfo(np.int64).max
 
@@ -54,7 +56,8 @@ DONE, TRIGGER, NEED_NODES = 0, 1, 2
 def representatives(masks: np.ndarray, counts: np.ndarray, want: int) -> bool:
     """Whether the query edges ``want`` (a bit mask) can take pairwise distinct edges,
     given ``counts[i]`` edges whose fit (or match) set is ``masks[i]``: Hall's condition up
-    to 4 query edges, a bipartite matching (augmenting paths) beyond."""
+    to 4 query edges, a bipartite matching beyond (:func:`kernel.distinct`, over at most
+    ``len(want)`` copies of each fit set: more copies never help)."""
     if want == 0:
         return True
     if not want & (want - 1):
@@ -88,47 +91,15 @@ def representatives(masks: np.ndarray, counts: np.ndarray, want: int) -> bool:
             slots += min(counts[i], n)
     if slots < n:
         return False
-    slot_mask = np.empty(slots, dtype=np.int64)
+    cand = np.zeros((n, slots), dtype=np.bool_)  # query edge x distinct edge it may take
     k = 0
     for i in range(len(masks)):
         if counts[i] > 0 and masks[i] & want:
             for _ in range(min(counts[i], n)):
-                slot_mask[k] = masks[i]
+                for x in range(n):
+                    cand[x, k] = masks[i] >> bits[x] & 1
                 k += 1
-    owner = np.full(slots, -1, dtype=np.int64)  # slot -> the query edge (index) holding it
-    came = np.empty(slots, dtype=np.int64)  # BFS: the query edge that reached a slot
-    queue = np.empty(n, dtype=np.int64)
-    for u in range(n):
-        came[:] = -1
-        head, tail = 0, 1
-        queue[0] = u
-        found = -1
-        while head < tail and found < 0:
-            x = queue[head]
-            head += 1
-            for s in range(slots):
-                if came[s] < 0 and slot_mask[s] >> bits[x] & 1:
-                    came[s] = x
-                    if owner[s] < 0:
-                        found = s
-                        break
-                    queue[tail] = owner[s]
-                    tail += 1
-        if found < 0:
-            return False
-        s = found
-        while True:  # flip the path back to u
-            x = came[s]
-            prev = -1
-            for r in range(slots):
-                if owner[r] == x:
-                    prev = r
-                    break
-            owner[s] = x
-            if x == u:
-                break
-            s = prev
-    return True
+    return distinct(cand)
 
 
 @nb.njit(cache=True, nogil=True)

@@ -166,7 +166,7 @@ def _timing_filter(se, src, dst, t, n, topo, pre_ptr, pre_idx, post_ptr, post_id
 
 
 @nb.njit(cache=True, nogil=True)
-def _distinct(cand: np.ndarray) -> bool:
+def distinct(cand: np.ndarray) -> bool:
     """Whether the rows (query edges) of ``cand`` ``(L, d)`` take pairwise distinct columns
     (stream edges): augmenting paths (Kuhn), breadth first."""
     rows, cols = cand.shape
@@ -226,7 +226,7 @@ def _side_ok(se, qs, at, start, stop) -> bool:
     for i in range(size):
         for j in range(start, stop):
             cand[i, j - start] = se[qs[i], at[j]]
-    return _distinct(cand)
+    return distinct(cand)
 
 
 @nb.njit(cache=True, nogil=True)
