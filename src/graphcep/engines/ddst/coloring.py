@@ -83,9 +83,10 @@ newest edge's component loses nothing):
    distinct partners do, by induction). ``e_k`` must keep a pair of test 1 in round 2 --
    the trigger's neighbourhood within two hops -- and the *part* grown from ``e_k``
    through edges keeping round-2 pairs (which holds ``C``) must pass tests 2-3 exactly.
-   At vertices with more than 16 edges round 1, read from the kept counts of red edges by
-   match set, stands in for round 2 (rounds only shrink: still a superset), so this costs
-   the size of the part and of the vertices around it, not of the red component. A part
+   At vertices with more than 16 edges round 1, read from the match sets of their red
+   edges (one compiled pass), stands in for round 2 (rounds only shrink: still a superset),
+   so this costs the size of the part and of the vertices around it, not of the red
+   component. A part
    that grows past 64 edges ends tests 4-5: on dense windows such parts are nearly always
    match components about to be reported, and interpreted rounds over them cost several
    times compiled Algorithm DDST, which then runs on the whole red component (it holds
