@@ -358,7 +358,6 @@ class DDSTColoringEngine(EngineBase):
         self._record_last(cols["t"], cols["seq"])
         self._times = kept
         reports = Reports(self._q, self.query.name, self._reported)
-        self._P[K.P_SLACK] = _GARBAGE_SLACK
         self._run(cols, opened, reports)
         self._count += batch.num_rows
         self._expire(self._count, int(cols["t"][-1]))  # what the next window cannot hold
