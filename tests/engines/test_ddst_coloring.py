@@ -17,6 +17,7 @@ import graphcep.engines.ddst.coloring as coloring_module
 from graphcep.engines.base import OutOfOrderError, StateBoundError
 from graphcep.engines.ddst.baseline import DDST_MATCH_SCHEMA, DDSTBaselineEngine
 from graphcep.engines.ddst.coloring import DDSTColoringEngine, RedComponent
+from graphcep.engines.ddst.signature import DDSTSignatureEngine
 from graphcep.lang.ddst import parse_ddst
 from graphcep.patterns.ddst import DDSTQuery, Window
 from tests import ddst_oracle as oracle
@@ -651,3 +652,24 @@ def test_a_query_wider_than_a_machine_word():
     assert rows == DDSTSignatureEngine(q).push(table(stream)).to_pylist()
     assert [r["trigger_seq"] for r in rows] == [n - 1, 2 * n - 1]
     assert [len(r["edges"]) for r in rows] == [n, n]
+
+
+BACK_AND_FORTH = parse_ddst("QUERY back; VERTICES A, B; EDGES x: A -> B; y: B -> A; "
+                            "ORDER x < y; WITHIN 1000 s;")
+
+
+@pytest.mark.parametrize("engine_class", [DDSTBaselineEngine, DDSTSignatureEngine,
+                                          DDSTColoringEngine])
+def test_a_giant_component_is_handed_out_in_chunks(engine_class):
+    """On a window that is one giant match component every arrival reports all of it, so
+    one push's reports hold the square of the window: ``push_chunks`` hands them out as
+    they fill a chunk, and together they are the push's reports."""
+    rows = [(i, f"h{(7 * i) % 9}", f"h{(4 * i + 1) % 9}", None) for i in range(300)]
+    batch = table(stream_of(rows))
+    chunk = 2_000
+    chunks = list(engine_class(BACK_AND_FORTH).push_chunks(batch, chunk))
+    sizes = [[len(edges) for edges in c.column("edges").to_pylist()] for c in chunks]
+    assert sum(map(sum, sizes)) > 10 * chunk  # the reports hold far more than a chunk
+    assert all(sum(s[:-1]) < chunk for s in sizes)  # a chunk ends at the report that fills it
+    whole = DDSTBaselineEngine(BACK_AND_FORTH).push(batch)
+    assert pa.concat_tables(chunks).to_pylist() == whole.to_pylist()

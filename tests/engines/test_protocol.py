@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 import pytest
 
 from graphcep import jobs
-from graphcep.engines.base import EngineBase, OutOfOrderError, SnapshotError
+from graphcep.engines.base import ChunkedPushes, EngineBase, OutOfOrderError, SnapshotError
 from graphcep.events import sort_stream
 from graphcep.lang.ddst import parse_ddst
 from graphcep.lang.nu import parse_nu
@@ -140,6 +140,18 @@ def test_matches_do_not_depend_on_batches(case, cuts):
     stream = case.stream()
     cuts = [c for c in cuts if c < stream.num_rows]
     assert run(case.new(), stream, cuts) == run(case.new(), stream, [])
+
+
+def test_matches_do_not_depend_on_chunks(case):
+    """A push's matches taken in chunks of one row are the push's, and an engine that
+    hands out its own chunks (``push_chunks``) cuts a push that finds several."""
+    stream = case.stream()
+    engine = case.new()
+    chunks = list(ChunkedPushes(engine, chunk_rows=1)(stream))
+    assert sorted((row for c in chunks for row in c.to_pylist()),
+                  key=lambda row: row["match_id"]) == run(case.new(), stream, [])
+    if hasattr(engine, "push_chunks"):
+        assert sum(1 for c in chunks if c.num_rows) > 1
 
 
 def test_out_of_order_batch_is_refused_and_changes_nothing(case):

@@ -124,12 +124,12 @@ Example (the paper's Example 5 as a stream: AB edges at 30, 40, 90; CA at 2, 45,
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 
 import numpy as np
 import pyarrow as pa
 
-from graphcep.engines.base import EngineBase, StateBoundError
+from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError, joined_chunks
 from graphcep.engines.ddst import kernel
 from graphcep.engines.ddst.common import (
     INT_MIN,
@@ -302,19 +302,23 @@ class DDSTBaselineEngine(EngineBase):
         Returns one row per arriving edge that is in the maximal match graph of its
         window: that graph's component holding the edge.
         """
+        return joined_chunks(self.push_chunks(batch, None), lambda: NO_MATCHES)
+
+    def push_chunks(self, batch: pa.Table | pa.RecordBatch,
+                    chunk_rows: int | None = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
+        """:meth:`push`'s rows, handed out as they are made once they hold about
+        ``chunk_rows`` edges (None: all at the end). Take every chunk before the next
+        push."""
         new = batch_columns(batch, self._next_seq)
         if new is None:
-            return NO_MATCHES
-        self._check_order(new["t"], new["seq"])
-        base = len(self._cols["t"])
-        self._cols = {k: np.concatenate([self._cols[k], new[k]]) for k in self._cols}
+            return
         reports = Reports(self._q, self.query.name, self._reported)
-        for k in range(base, base + batch.num_rows):
-            self._evaluate(k, reports)
+        yield from self._report(new, reports, chunk_rows)
         self._evict(int(new["t"][-1]))
         self.edges_seen += batch.num_rows
-        self.matches_found += len(reports)
-        return reports.table()
+        self.matches_found += reports.made
+        if len(reports):
+            yield reports.take()
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No edge before ``watermark_us`` will come: drop edges no later window holds.
@@ -385,6 +389,18 @@ class DDSTBaselineEngine(EngineBase):
                 f"query {self.query.name!r}: a window holds {edges:,} edges, above "
                 f"max_window_edges={self.max_window_edges:,}; raise the bound or narrow the window"
             )
+
+    def _report(self, new: dict[str, np.ndarray], reports: Reports,
+                chunk_rows: int | None) -> Iterator[pa.Table]:
+        """Take the new edges into the window and report each one's window, handing out
+        the reports each time they fill a chunk."""
+        self._check_order(new["t"], new["seq"])
+        base = len(self._cols["t"])
+        self._cols = {k: np.concatenate([self._cols[k], new[k]]) for k in self._cols}
+        for k in range(base, len(self._cols["t"])):
+            self._evaluate(k, reports)
+            if reports.full(chunk_rows):
+                yield reports.take()
 
     def _evaluate(self, k: int, reports: Reports) -> None:
         """Algorithm DDST on the window ending at edge ``k``; its report, if any."""

@@ -163,6 +163,7 @@ True
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 from itertools import repeat
 from operator import attrgetter
@@ -171,7 +172,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from graphcep.engines.base import EngineBase, StateBoundError
+from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError, joined_chunks
 from graphcep.engines.ddst import coloring_kernel as K
 from graphcep.engines.ddst.common import (
     INT_MAX,
@@ -350,20 +351,28 @@ class DDSTColoringEngine(EngineBase):
         Returns one row per arriving edge that is in the maximal match graph of its
         window: that graph's component holding the edge (as the baseline does).
         """
+        return joined_chunks(self.push_chunks(batch, None), lambda: NO_MATCHES)
+
+    def push_chunks(self, batch: pa.Table | pa.RecordBatch,
+                    chunk_rows: int | None = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
+        """:meth:`push`'s rows, handed out as they are made once they hold about
+        ``chunk_rows`` edges (None: all at the end). Take every chunk before the next
+        push."""
         cols = batch_columns(batch, self._next_seq)
         if cols is None:
-            return NO_MATCHES
+            return
         self._check_order(cols["t"], cols["seq"], record=False)
         opened, kept = self._window_marks(cols["t"])  # raises before anything changes
         self._record_last(cols["t"], cols["seq"])
         self._times = kept
         reports = Reports(self._q, self.query.name, self._reported)
-        self._run(cols, opened, reports)
+        yield from self._run(cols, opened, reports, chunk_rows)
         self._count += batch.num_rows
         self._expire(self._count, int(cols["t"][-1]))  # what the next window cannot hold
         self.edges_seen += batch.num_rows
-        self.matches_found += len(reports)
-        return reports.table()
+        self.matches_found += reports.made
+        if len(reports):
+            yield reports.take()
 
     def advance(self, watermark_us: int) -> pa.Table:
         """No edge before ``watermark_us`` will come: drop edges no later window holds.
@@ -500,8 +509,10 @@ class DDSTColoringEngine(EngineBase):
             fits |= ok.astype(np.int64) << j
         return fits
 
-    def _run(self, cols: dict[str, np.ndarray], opened: np.ndarray, reports: Reports) -> None:
-        """Color the black edges of a batch (compiled); verify the triggers it stops at."""
+    def _run(self, cols: dict[str, np.ndarray], opened: np.ndarray, reports: Reports,
+             chunk_rows: int | None) -> Iterator[pa.Table]:
+        """Color the black edges of a batch (compiled); verify the triggers it stops at,
+        handing out the reports each time they fill a chunk."""
         fits = self._fit_sets(cols)
         black = np.flatnonzero(fits)
         if not len(black):
@@ -530,6 +541,8 @@ class DDSTColoringEngine(EngineBase):
                 self._grow_nodes(int(2 * self._E.shape[1]) + 64)
                 continue
             self._trigger(int(rows[at]), int(opened[black[at]]), reports)
+            if reports.full(chunk_rows):
+                yield reports.take()
             at += 1
 
     def _expire(self, num: int, now: int) -> None:

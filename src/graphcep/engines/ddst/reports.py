@@ -178,6 +178,11 @@ class Reports:
     not reported before and the vertex pairs at their ends; ``first_t`` stays the
     component's earliest time. The arriving edge's own pairs are always new, so every
     report that the component rule makes is made, smaller.
+
+    An engine's ``push_chunks`` hands the rows out as they are made (:meth:`take`) once
+    they hold about ``chunk_rows`` edges (:meth:`full`): on a window that is one giant
+    component every arrival reports all of it, and a push's reports together hold the
+    square of the window.
     """
 
     def __init__(self, q: IndexedQuery, query_name: str,
@@ -189,9 +194,22 @@ class Reports:
         self._vnames = pa.array(list(q.vnames), pa.string())
         self._heads: list[tuple[int, int, int, int]] = []  # start, end, trigger, first_t
         self._parts: list[_Part] = []
+        self._held = 0  # edges held: the reports' graphs and pairs
+        self.made = 0  # reports made, taken or not
 
     def __len__(self) -> int:
+        """Reports held (made and not taken)."""
         return len(self._heads)
+
+    def full(self, chunk_rows: int | None) -> bool:
+        """Whether the reports held hold ``chunk_rows`` edges or more (None: no bound)."""
+        return chunk_rows is not None and self._held >= chunk_rows
+
+    def take(self) -> pa.Table:
+        """The rows held, in the order added; none are held after."""
+        table = self.table()
+        self._heads, self._parts, self._held = [], [], 0
+        return table
 
     def add(self, g: WindowGraph, sim: np.ndarray, se: np.ndarray, at: int, opened: int) -> None:
         """Report the component ``(sim, se)`` of ``g``, triggered by edge ``at``."""
@@ -205,9 +223,11 @@ class Reports:
             sim[self._q.qdst[ks], g.dst[es]] = True
         self._parts.append(_Part(g, ks, es, *np.nonzero(sim)))
         self._heads.append((opened, int(g.t[at]), int(g.seq[at]), first_t))
+        self._held += len(g.t) + len(es)
+        self.made += 1
 
     def table(self) -> pa.Table:
-        """The rows added so far, in the order added."""
+        """The rows held, in the order added."""
         if not self._heads:
             return NO_MATCHES
         opened, ends, triggers, firsts = (list(c) for c in zip(*self._heads, strict=True))

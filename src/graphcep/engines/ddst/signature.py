@@ -145,7 +145,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -159,7 +159,6 @@ from graphcep.engines.ddst.baseline import (
 from graphcep.engines.ddst.common import (
     PartGraphs,
     WindowGraph,
-    batch_columns,
     component_of,
     edge_fit,
     label_fit,
@@ -167,7 +166,6 @@ from graphcep.engines.ddst.common import (
     run_ddst,
 )
 from graphcep.engines.ddst.reports import (
-    NO_MATCHES,
     Reports,
 )
 from graphcep.patterns.ddst import DDSTQuery
@@ -626,12 +624,9 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
 
     # -- protocol -----------------------------------------------------------------------
 
-    def push(self, batch: pa.Table | pa.RecordBatch) -> pa.Table:
-        """Add edges in stream order; return the match components they complete (one row
-        per arriving edge in its window's maximal match graph, as the baseline)."""
-        new = batch_columns(batch, self._next_seq)
-        if new is None:
-            return NO_MATCHES
+    def _report(self, new: dict[str, np.ndarray], reports: Reports,
+                chunk_rows: int | None) -> Iterator[pa.Table]:
+        """The baseline's reports of the new edges, from the windows the signatures pick."""
         self._check_order(new["t"], new["seq"])
         if self._dirty or len(self._vid) > 4 * (len(self._cols["t"]) + self._slack):
             self._resync()  # after a failed push, a restore, or to forget old vertices
@@ -640,12 +635,7 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
         self._append(new)
         lo = self._window_starts(base)
         self._check_bound(base, lo)
-        reports = Reports(self._q, self.query.name, self._reported)
-        self._scan(base, lo, reports)
-        self._evict(int(new["t"][-1]))
-        self.edges_seen += batch.num_rows
-        self.matches_found += len(reports)
-        return reports.table()
+        yield from self._scan(base, lo, reports, chunk_rows)
 
     @property
     def rebuilds(self) -> int:
@@ -692,8 +682,10 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
 
     # -- internals ----------------------------------------------------------------------
 
-    def _scan(self, base: int, lo: np.ndarray, reports: Reports) -> None:
-        """Feed the new edges to the kernel; verify each signature match with DDST."""
+    def _scan(self, base: int, lo: np.ndarray, reports: Reports,
+              chunk_rows: int | None) -> Iterator[pa.Table]:
+        """Feed the new edges to the kernel; verify each signature match with DDST,
+        handing out the reports each time they fill a chunk."""
         start, stop = base, len(self._cols["t"])
         while start < stop:
             hit = _feed(start, stop, base, lo, self._offset, self._may_trigger, self._qt, self._edges(),
@@ -702,6 +694,8 @@ class DDSTSignatureEngine(DDSTBaselineEngine):
                 break
             self.verifications += 1
             self._verify(hit, int(lo[hit - base]), reports)
+            if reports.full(chunk_rows):
+                yield reports.take()
             start = hit + 1
 
     def _verify(self, k: int, lo: int, reports: Reports) -> None:
