@@ -36,6 +36,7 @@ import re
 import sys
 import time
 from collections import Counter
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from pathlib import Path
@@ -705,8 +706,13 @@ def _run_local(job: ReplayJob, inputs, fmt, options, rejects: RejectLog, phases:
             rejects.add(result.rejects)
         beside = f"{NESTED}loading the kernels (beside the reading and the matching's start)"
         phases.add(beside, 0.0)  # listed under the reading
-        progress = Progress(result.edges.num_rows)
-        stats = stream_job(job, result.edges, consume, on_progress=progress.advance,
+        progress = Progress(result.edges.num_rows, lambda: consume.written)
+
+        def consume_shown(chunk: Any) -> None:
+            consume(chunk)
+            progress.draw()
+
+        stats = stream_job(job, result.edges, consume_shown, on_progress=progress.advance,
                            count=count, parts=parts)
     phases.add(beside, preparing.result()[1])
     phases.update(stats.phases)
@@ -987,25 +993,36 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 class Progress:
-    """A one-line progress bar on stderr, only when stderr is a terminal."""
+    """A one-line progress line on stderr, only when stderr is a terminal: the edges
+    matched, their rate and the matches written, once the run has taken a second (a run
+    whose matches are large can spend minutes in one batch: the written count moves)."""
 
-    def __init__(self, total: int) -> None:
+    def __init__(self, total: int, written: Callable[[], int] = lambda: 0) -> None:
         self.total = max(total, 1)
         self.done = 0
-        self.enabled = sys.stderr.isatty() and total >= 500_000
-        self.started = time.perf_counter()
+        self.written = written
+        self.enabled = sys.stderr.isatty()
+        self.started = self._drawn = time.perf_counter()
+        self._shown = False
 
     def advance(self, count: int) -> None:
         self.done += count
-        if not self.enabled:
+        self.draw()
+
+    def draw(self) -> None:
+        """Redraw the line, at most four times a second."""
+        now = time.perf_counter()
+        if not self.enabled or now - self.started < 1 or now - self._drawn < 0.25:
             return
+        self._drawn, self._shown = now, True
         share = self.done / self.total
-        rate = self.done / max(time.perf_counter() - self.started, 1e-9)
+        rate = self.done / (now - self.started)
         bar = "#" * int(30 * share)
-        print(f"\r[{bar:<30}] {share:6.1%} {rate:,.0f} edges/s", end="", file=sys.stderr)
+        print(f"\r[{bar:<30}] {share:6.1%} {rate:,.0f} edges/s, {self.written():,} matches "
+              f"written", end="", file=sys.stderr)
 
     def close(self) -> None:
-        if self.enabled:
+        if self._shown:
             print(file=sys.stderr)
 
 
