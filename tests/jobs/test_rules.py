@@ -495,3 +495,23 @@ def test_rules_with_the_same_predicates_share_one_filtered_input_and_lose_no_mat
     edges = stream.to_pylist()
     for name, rule in by_name.items():
         assert found[name] == brute_force_matches(rule.job.query, edges), name
+
+
+@pytest.mark.parametrize("threads", [2, 3])
+def test_rules_in_threads_give_what_one_thread_gives(tmp_path, threads) -> None:
+    """Rules match in threads (``threads``; their kernels release the GIL), and the
+    chunks come out as one thread gives them: the same rows in the same order, batch after
+    batch, and the same counts."""
+    chosen = [rule for name, text in TEXTS.items() for rule in file_rules(tmp_path, name, text)]
+    stream = edges_table([(t // 2, "abcd"[t % 4], "abcd"[(3 * t + 1) % 4]) for t in range(60)])
+    one, many = (rules.RulesEngine(chosen, None, options=OPTIONS, threads=n)
+                 for n in (1, threads))
+    rows = 0
+    for part in cut(stream, [0.3, 0.6]):
+        expected = [c.to_pylist() for c in one.push_chunks(part, chunk_rows=2)]
+        assert [c.to_pylist() for c in many.push_chunks(part, chunk_rows=2)] == expected
+        rows += sum(map(len, expected))
+    assert rows >= 10 and len(one.counts) >= 4 and one.counts == many.counts
+    counting = rules.RulesEngine(chosen, None, options=OPTIONS, threads=threads)
+    assert counting.count(stream) == sum(one.counts.values())
+    assert counting.counts == one.counts

@@ -27,15 +27,19 @@ a broken engine. An engine subclass adds only its own state (:meth:`EngineBase.s
 from __future__ import annotations
 
 import pickle
+import queue
 import re
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar, Protocol
+import threading
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from typing import Any, ClassVar, Protocol, TypeVar
 
 import numpy as np
 import pyarrow as pa
 
 import graphcep
 from graphcep.events import normalize_edges
+
+T = TypeVar("T")
 
 
 class OutOfOrderError(ValueError):
@@ -334,6 +338,63 @@ def joined_chunks(chunks: Iterable[pa.Table], empty: Callable[[], pa.Table]) -> 
     if len(found) == 1:
         return found[0]
     return pa.concat_tables(found) if found else empty()
+
+
+def in_order(producers: Sequence[Iterator[T]], ahead: int = 2,
+             width: int | None = None) -> Iterator[T]:
+    """The items of every producer, producer by producer, each producer run in a thread
+    of its own at most ``ahead`` items ahead of what was taken: producers whose work
+    releases the GIL (the compiled kernels) run in parallel, memory stays bounded, and
+    the items come out in the order one thread would give them. With ``width``, at most
+    that many producers past the one being taken have started (each starts when the
+    consumer comes within ``width`` of it, so the one taken always runs). Leaving the
+    loop early stops them; a producer's exception is raised in the consumer.
+
+    Examples
+    --------
+    >>> def squares(n):
+    ...     yield from (k * k for k in range(n))
+    >>> list(in_order([squares(3), squares(2), squares(0), squares(1)], width=2))
+    [0, 1, 4, 0, 1, 0]
+    """
+    done = object()
+    stop = threading.Event()
+    queues: list[queue.Queue] = [queue.Queue(maxsize=ahead) for _ in producers]
+
+    def put(into: queue.Queue, item: object) -> bool:
+        while not stop.is_set():
+            try:
+                into.put(item, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def run(items: Iterator[T], into: queue.Queue) -> None:
+        try:
+            for item in items:
+                if not put(into, item):
+                    return
+            put(into, done)
+        except BaseException as err:  # handed to the consumer, raised there
+            put(into, err)
+
+    threads = [threading.Thread(target=run, args=(p, q), daemon=True)
+               for p, q in zip(producers, queues, strict=True)]
+    started = 0
+    try:
+        for at, into in enumerate(queues):
+            while started < min(len(threads), at + (width or len(threads))):
+                threads[started].start()
+                started += 1
+            while (item := into.get()) is not done:
+                if isinstance(item, BaseException):
+                    raise item
+                yield item
+    finally:
+        stop.set()
+        for thread in threads[:started]:
+            thread.join()
 
 
 def coalesced(tables: Iterable[pa.Table], rows: int | None = None) -> Iterator[pa.Table]:

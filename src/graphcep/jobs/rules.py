@@ -62,6 +62,7 @@ import tempfile
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -69,12 +70,15 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.cores import usable_cores
 from graphcep.engines.base import (
     MATCH_CHUNK_ROWS,
     ChunkedPushes,
     Engine,
     SnapshotError,
     StateBoundError,
+    T,
+    in_order,
     joined_chunks,
 )
 from graphcep.engines.difference_bounds import UnboundedQueryError
@@ -584,8 +588,11 @@ class RulesEngine:
         self._remember(batch)
         total = 0
         input_of = _shared_inputs(batch)
-        for live in list(self.live.values()):
-            found = self._pushes_of(live, MATCH_CHUNK_ROWS).count(input_of(live.rule.job))
+
+        def count(live: LiveRule, pushes: ChunkedPushes) -> Iterator[int]:
+            yield pushes.count(input_of(live.rule.job))
+
+        for live, found in self._each_rule(count, MATCH_CHUNK_ROWS):
             for counts in (self.counts, self.last_counts) if found else ():
                 counts[live.rule.name] = counts.get(live.rule.name, 0) + found
             total += found
@@ -593,10 +600,31 @@ class RulesEngine:
 
     def _counted_chunks(self, batch: pa.Table, chunk_rows: int) -> Iterator[pa.Table]:
         input_of = _shared_inputs(batch)
-        for live in list(self.live.values()):
-            for table in self._pushes_of(live, chunk_rows)(input_of(live.rule.job)):
-                if table.num_rows:
-                    yield self._counted([enveloped(live.rule, table)], more=True)
+
+        def chunks(live: LiveRule, pushes: ChunkedPushes) -> Iterator[pa.Table]:
+            yield from pushes(input_of(live.rule.job))
+
+        for live, table in self._each_rule(chunks, chunk_rows):
+            if table.num_rows:
+                yield self._counted([enveloped(live.rule, table)], more=True)
+
+    def _each_rule(self, work: Callable[[LiveRule, ChunkedPushes], Iterator[T]],
+                   chunk_rows: int) -> Iterator[tuple[LiveRule, T]]:
+        """What ``work`` gives for each rule in force, rule after rule, as ``(rule,
+        item)``. The rules run in threads, ``threads`` of them at once (all the cores when
+        None; Spark tasks ask for one): each rule has its own engine, and their compiled
+        kernels release the GIL, so rules match in parallel while the items come out as
+        one thread would give them (:func:`~graphcep.engines.base.in_order`)."""
+        def tagged(live: LiveRule, pushes: ChunkedPushes) -> Iterator[tuple[LiveRule, T]]:
+            for item in work(live, pushes):
+                yield live, item
+
+        producers = [tagged(live, self._pushes_of(live, chunk_rows))
+                     for live in list(self.live.values())]
+        width = self.threads if self.threads is not None else usable_cores()
+        if width < 2 or len(producers) < 2:
+            return chain.from_iterable(producers)
+        return in_order(producers, width=width)
 
     def _pushes_of(self, live: LiveRule, chunk_rows: int) -> ChunkedPushes:
         """The rule's pushes in chunks, kept while its engine and the chunk size are."""

@@ -816,7 +816,7 @@ def _witnessed(dst, row, source, link, tab):
     return True
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def read_links(ts, us, vs, seqs, begin, limit, tab, starts, tok, deadline, stamp, born, htab,
                ent, chunks, head, tail, pkeys, scratch, cand, pairs, hist, hkeys,
                hbits, reports, counters):

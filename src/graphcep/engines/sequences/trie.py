@@ -360,7 +360,7 @@ def _group(batch_key: np.ndarray, batch_row: np.ndarray, keys: int):
     return rows, bounds
 
 
-@nb.njit(cache=True)
+@nb.njit(cache=True, nogil=True)
 def match(nodes: np.ndarray, table: np.ndarray, root: np.ndarray, subs: np.ndarray,
           longest: int,
           batch_key: np.ndarray, batch_row: np.ndarray, key_ids: np.ndarray,

@@ -41,8 +41,6 @@ Example
 
 from __future__ import annotations
 
-import queue
-import threading
 from collections.abc import Iterator, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Protocol
@@ -52,7 +50,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.cores import usable_cores
-from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError, joined_chunks
+from graphcep.engines.base import (
+    MATCH_CHUNK_ROWS,
+    EngineBase,
+    StateBoundError,
+    in_order,
+    joined_chunks,
+)
 from graphcep.engines.subgraph.kernel import (
     build_pair_index,
     build_signatures,
@@ -128,49 +132,6 @@ def _count_rows(anchors: np.ndarray, plan_args: tuple, shared: tuple, k: int,
     scratch = np.empty(state_size, dtype=np.int64)
     nothing = np.empty((0, k), dtype=np.int32)
     return int(search(anchors, 0, *plan_args, *shared, nothing, scratch, False, True)[1])
-
-
-def _in_order(producers: list[Iterator[np.ndarray]], ahead: int = 2) -> Iterator[np.ndarray]:
-    """The blocks of every producer, producer by producer, each producer run in a thread
-    of its own (the compiled search releases the GIL) at most ``ahead`` blocks ahead of
-    what was taken: threads search in parallel, memory stays bounded, and the rows come
-    out in the order one thread would give them. Leaving the loop early stops them."""
-    done = object()
-    stop = threading.Event()
-    queues = [queue.Queue(maxsize=ahead) for _ in producers]
-
-    def put(into: queue.Queue, item: object) -> bool:
-        while not stop.is_set():
-            try:
-                into.put(item, timeout=0.05)
-                return True
-            except queue.Full:
-                continue
-        return False
-
-    def run(blocks: Iterator[np.ndarray], into: queue.Queue) -> None:
-        try:
-            for block in blocks:
-                if not put(into, block):
-                    return
-            put(into, done)
-        except BaseException as err:  # handed to the consumer, raised there
-            put(into, err)
-
-    threads = [threading.Thread(target=run, args=(p, q), daemon=True)
-               for p, q in zip(producers, queues, strict=True)]
-    for thread in threads:
-        thread.start()
-    try:
-        for into in queues:
-            while (item := into.get()) is not done:
-                if isinstance(item, BaseException):
-                    raise item
-                yield item
-    finally:
-        stop.set()
-        for thread in threads:
-            thread.join()
 
 
 def predicate_mask(edges: pa.Table, pred: EdgePredicate,
@@ -457,7 +418,7 @@ class SubgraphEngine(EngineBase):
             slices = np.array_split(anchors, self._chunks(len(anchors)))
             producers = [_row_blocks(part, plan_args, shared, c.k, state, chunk_rows)
                          for part in slices]
-            yield from producers[0] if len(producers) == 1 else _in_order(producers)
+            yield from producers[0] if len(producers) == 1 else in_order(producers)
 
     def _count(self, batch_start: int) -> int:
         """How many matches end at an edge from ``batch_start`` on (no rows written)."""
