@@ -447,13 +447,15 @@ def test_sliding_windows_on_longer_streams(data):
 def test_local_rounds_and_hub_cutoff_only_change_the_work(data):
     """Tests 4-5 are filters: with no local round, or more, with every vertex treated as a
     hub, and with parts cut short (DDST on the whole red component), the rows stay the
-    baseline's. Small red components skip them by default, so most draws run them on all."""
+    baseline's; so do they when a batch's edges take their rows a few at a time. Small red components skip them by default, so most draws run them on all."""
     query, stream = sliding_case(data)
     direct = data.draw(st.sampled_from([0, 0, 0, 4]), "largest red component verified whole")
     rounds = data.draw(st.sampled_from([0, 1, 3]), "rounds")
     degree = data.draw(st.sampled_from([0, 1, 2]), "hub degree")
     budget = data.draw(st.sampled_from([0, 1, 3, 64]), "part budget")
+    at_once = data.draw(st.sampled_from([1, 2, 5, 4096]), "edge rows taken at once")
     with (
+        mock.patch.object(coloring_module, "_ROWS_AT_ONCE", at_once),
         mock.patch.object(coloring_module, "_LOCAL_ROUNDS", rounds),
         mock.patch.object(coloring_module, "_LOCAL_DEGREE", degree),
         mock.patch.object(coloring_module, "_LOCAL_BUDGET", budget),
@@ -559,6 +561,17 @@ def test_state_is_bounded_by_the_window():
     engine = DDSTColoringEngine(q)
     engine.push(table(stream_of([(t, "a", "b", None) for t in range(10)])))
     assert engine.state_size()["edges"] == 1
+
+
+def test_a_large_batch_takes_edge_rows_near_the_window():
+    """A batch far larger than the window colors its edges a slice at a time: the rows
+    (and the snapshot) grow with the window, not the batch."""
+    q = parse_ddst("VERTICES A, B; EDGES x: A -> B; y: B -> A; WITHIN 100 EDGES")
+    engine = DDSTColoringEngine(q)
+    size = 5 * coloring_module._ROWS_AT_ONCE
+    engine.push(table(stream_of([(t, f"h{t % 7}", f"h{t % 5}", None) for t in range(size)])))
+    assert engine.state_size()["edges"] == 99  # what the next window can still hold
+    assert engine._E.shape[1] <= 2 * (100 + coloring_module._ROWS_AT_ONCE)
 
 
 def test_snapshot_restore_mid_stream():

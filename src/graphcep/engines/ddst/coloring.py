@@ -211,6 +211,10 @@ _DIRECT_COMPONENT = 4096
 #: rows in use exceed twice the vertices with edges plus this many; then they are freed
 #: at once (on sparse windows over many hosts most arrivals bring a new vertex).
 _IDLE_VERTICES = 16384
+#: Edge rows taken at once: a batch's black edges are colored this many at a time, so the
+#: rows (and snapshots) stay near the window's size, not the batch's (the departures of one
+#: slice free rows for the next).
+_ROWS_AT_ONCE = 4096
 #: :meth:`DDSTColoringEngine._local_part`'s answer for a part over the budget.
 _TOO_BIG: dict = {}
 
@@ -522,13 +526,23 @@ class DDSTColoringEngine(EngineBase):
                                  np.concatenate([cols["src_label"][black],
                                                  cols["dst_label"][black]]))
         src, dst = ends[: len(black)], ends[len(black) :]
+        for lo in range(0, len(black), _ROWS_AT_ONCE):
+            part = slice(lo, lo + _ROWS_AT_ONCE)
+            values = ((K.T, cols["t"][black[part]]), (K.SEQ, cols["seq"][black[part]]),
+                      (K.SRC, src[part]), (K.DST, dst[part]), (K.FID, fids[part]),
+                      (K.FITS, fits[black[part]]))  # fmt: skip
+            yield from self._color(values, cols["label"][black[part]], black[part],
+                                   opened, reports, chunk_rows)
+
+    def _color(self, values: tuple[tuple[int, np.ndarray], ...], labels: np.ndarray,
+               black: np.ndarray, opened: np.ndarray, reports: Reports,
+               chunk_rows: int | None) -> Iterator[pa.Table]:
+        """Arrivals of black edges (batch positions ``black``, their edge fields
+        ``values``), in rows taken for them."""
         rows = self._take_edges(len(black))
-        E = self._E
-        for field, values in ((K.T, cols["t"][black]), (K.SEQ, cols["seq"][black]),
-                              (K.SRC, src), (K.DST, dst), (K.FID, fids),
-                              (K.FITS, fits[black])):  # fmt: skip
-            E[field, rows] = values
-        self._labels[rows] = cols["label"][black]
+        for field, column in values:
+            self._E[field, rows] = column
+        self._labels[rows] = labels
         nums = black + self._count
         at = 0
         while True:
