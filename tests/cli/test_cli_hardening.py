@@ -372,7 +372,9 @@ def test_a_run_interrupted_while_writing_leaves_the_earlier_output(tmp_path, cap
     out = write(tmp_path / "m.jsonl", "earlier\n")
     assert main(["run", str(write(tmp_path / "q.sal", PAIR)), "--input", str(pair_stream),
                  "--engine", "local", "-o", str(out)]) == 130
-    assert one_line_error(capsys) == "graphcep: interrupted"
+    assert one_line_error(capsys) == (f"graphcep: interrupted; {out} was not written (an "
+                                      "output file appears when the command ends; a file "
+                                      "that was there is kept)")
     assert out.read_text() == "earlier\n"
     assert sorted(p.name for p in tmp_path.iterdir()) == ["edges.txt", "m.jsonl", "q.sal"]
 

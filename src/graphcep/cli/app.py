@@ -219,7 +219,7 @@ def _main(argv: list[str] | None) -> int:
         print(f"graphcep: {err}", file=sys.stderr)
         return 3
     except KeyboardInterrupt:
-        print("graphcep: interrupted", file=sys.stderr)
+        print(f"graphcep: interrupted{_unwritten(args)}", file=sys.stderr)
         return 130
     except BrokenPipeError:  # the reader left (``graphcep run ... | head``): stop quietly
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())  # no flush error at exit
@@ -990,6 +990,20 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 # -- helpers ----------------------------------------------------------------------------
+
+
+def _unwritten(args: argparse.Namespace) -> str:
+    """What an interrupted ``run`` leaves of its ``--output`` file: nothing (its one file
+    is written under a temporary name and renamed into place when the run ends; see
+    ``io.sinks``). A directory of parts keeps the parts written; a device or pipe is
+    written in place."""
+    output = getattr(args, "output", None)
+    if getattr(args, "command", None) not in ("run", "subscribe") or output in (None, "-") \
+            or is_directory_target(output) or not Path(output).parent.is_dir() \
+            or (Path(output).exists() and not Path(output).is_file()):
+        return ""
+    return (f"; {output} was not written (an output file appears when the command ends; "
+            "a file that was there is kept)")
 
 
 class Progress:
