@@ -510,6 +510,8 @@ class StreamOperator:
         where it has one), write the batch, checkpoint."""
         st = self._state
         notes = self.watch.changes(self._engine) if self.watch is not None else []
+        if checkpoint and not notes and self._first_snapshot_due():
+            self._snapshot(batch_id)  # the engine the stream starts with, before its edges
         found: list[Iterable[pa.Table]] = []  # the batch's matches, made as they are written
         released, ready, advanced_to = 0, None, None
         if st.buffer is not None and st.frontier != _NEVER:
@@ -713,6 +715,14 @@ class StreamOperator:
             if int(path.stem.split("-")[1]) < engine_floor:
                 path.unlink(missing_ok=True)
 
+    def _first_snapshot_due(self) -> bool:
+        """Whether the stream's first engine snapshot is due: taken before the first
+        batch's edges, of the engine as the stream started (empty: a rule set's snapshot
+        is then kilobytes, not the window's megabytes, and the first micro-batch is not
+        the slowest). The batch is then the log's first entry, replayed after it."""
+        return (self.state_dir is not None and not self._logged
+                and self._state.engine_batch < 0)
+
     def _snapshot_due(self) -> bool:
         """Whether to snapshot the engine now: never yet (a replay must start from the
         engine this stream started with, not one built from the query files of a later
@@ -722,7 +732,8 @@ class StreamOperator:
 
     def _snapshot(self, batch_id: int) -> None:
         """Write the engine (and its feature set) as ``engine-<batch_id>.bin``; the log
-        starts again after it."""
+        starts again after it (the stream's first snapshot is taken before batch
+        ``batch_id``'s edges, which the log then lists: see :meth:`_first_snapshot_due`)."""
         engine = (self._engine.snapshot(), getattr(self._engine, "features", None))
         blob = compressed(pickle.dumps(engine, protocol=pickle.HIGHEST_PROTOCOL))
         replace_atomically(self.state_dir / f"engine-{batch_id:012d}.bin",
