@@ -599,6 +599,32 @@ def test_a_ddst_label_that_never_occurs_is_warned_about(tmp_path, capsys):
     assert last_json(captured.out)["matches"] == 1 and captured.err == ""
 
 
+def test_ddst_reports_of_giant_components_are_said_while_the_run_writes_them(
+        tmp_path, capsys, monkeypatch):
+    """An unlabelled back-and-forth over a few busy hosts is one giant match component,
+    which every arrival reports whole: the run says so at its first matches, naming
+    --ddst-report new, which writes each pair once (and is not warned about)."""
+    import graphcep.jobs.ddst as ddst_job
+
+    monkeypatch.setattr(ddst_job, "LARGE_REPORT", 20)  # a large report, at test size
+    rows = [f"h{(7 * t) % 9} h{(4 * t + 1) % 9} {t}\n" for t in range(200)]  # SNAP
+    stream = write(tmp_path / "e.txt", "".join(rows))
+    query = write(tmp_path / "back.ddst", "VERTICES A, B; EDGES x: A -> B; y: B -> A; "
+                                          "ORDER x < y; WITHIN 1000 s;")
+    base = ["run", str(query), "--input", str(stream), "--engine", "local", "--summary",
+            "json", "-o", str(tmp_path / "m.jsonl"), "--rejects", str(tmp_path / "r.jsonl")]
+    assert main(base) == 0
+    captured = capsys.readouterr()
+    average = [line for line in captured.err.splitlines() if "edge pairs on average" in line]
+    assert len(average) == 1 and average[0].startswith("graphcep: warning: query 'back': "
+                                                       "its reports hold ")
+    assert "--ddst-report new writes each pair once" in average[0]
+    written = [json.loads(line) for line in (tmp_path / "m.jsonl").read_text().splitlines()]
+    assert sum(len(r["edges"]) for r in written) / len(written) >= 20  # as the line says
+    assert main([*base, "--ddst-report", "new"]) == 0
+    assert "on average" not in capsys.readouterr().err
+
+
 @pytest.mark.spark
 def test_a_ddst_label_that_never_occurs_is_warned_about_on_spark(tmp_path, capsys, spark):
     stream = write(tmp_path / "e.jsonl", "".join(json.dumps(r) + "\n" for r in LABELLED))

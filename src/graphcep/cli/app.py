@@ -49,6 +49,7 @@ from graphcep.cli.options import (
     CONSOLE_LIMIT,
     DEFAULT_REJECTS,
     REJECTS_HELP,
+    OutputWarnings,
     add_ddst_arguments,
     add_input_arguments,
     add_match_bound_arguments,
@@ -512,6 +513,7 @@ def cmd_run(args: argparse.Namespace) -> int:
             from graphcep.jobs.rules import CountingSink
 
             sink = CountingSink(sink, counts)
+        sink = OutputWarnings(sink, job)
         times_column = None
         if args.timeline is not None or args.report is not None:
             from graphcep.pictures.records import match_time_column

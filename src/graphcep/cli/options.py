@@ -321,6 +321,31 @@ def warn_about_input(job: ReplayJob, edges: Any) -> None:
         print(f"graphcep: warning: query {job.name!r}: {line}", file=sys.stderr)
 
 
+class OutputWarnings:
+    """A sink that says what the job finds worth a warning in the matches it writes
+    (:meth:`~graphcep.jobs.base.ReplayJob.output_warnings`: a DDST run's reports of whole
+    giant components), once, at the first chunk that shows it, then writes to ``sink``
+    (everything else is the sink's own): the user hears it while the run goes on, not
+    after hours of it."""
+
+    def __init__(self, sink: Any, job: ReplayJob) -> None:
+        self.sink = sink
+        self._job: ReplayJob | None = job
+
+    def write(self, table: Any, *args: Any, **kwargs: Any) -> Any:
+        warnings = getattr(self._job, "output_warnings", None)
+        lines = warnings(table) if warnings is not None and table.num_rows else []
+        for line in lines:
+            print(f"graphcep: warning: query {self._job.name!r}: {line}", file=sys.stderr,
+                  flush=True)
+        if lines:
+            self._job = None  # said once
+        return self.sink.write(table, *args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.sink, name)
+
+
 def warn_absent_labels(job: ReplayJob, present: dict[str, set[str]]) -> None:
     """One line on stderr when a query label never occurs: the run's 0 matches then say
     nothing about the pattern, only about the labelling."""

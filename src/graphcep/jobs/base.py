@@ -195,6 +195,11 @@ class ReplayJob(Protocol):
         would silently stop this query from matching, one line each (no prefix)."""
         ...
 
+    def output_warnings(self, matches: pa.Table) -> list[str]:
+        """What the first matches written say the user should hear while the run goes on
+        (their size, say), one line each (no prefix)."""
+        ...
+
     def watch(self, path: str) -> QueryWatch | None:
         """A watch on the query file ``path`` whose changes a stream applies between
         micro-batches (subscriptions), or None: the query is fixed when the stream starts."""
@@ -289,6 +294,9 @@ class JobBase:
         return None
 
     def input_warnings(self, edges: Any) -> list[str]:
+        return []
+
+    def output_warnings(self, matches: pa.Table) -> list[str]:
         return []
 
     def watch(self, path: str) -> QueryWatch | None:

@@ -140,6 +140,9 @@ def from_pattern(pattern: DDSTQuery, **options: Any) -> DDSTJob:
 
 #: Where a DDST query's labels are looked for: edge labels, and vertex labels at either end.
 LABEL_COLUMNS = {"edge label": ("label",), "vertex label": ("src_label", "dst_label")}
+#: Reports holding this many edge pairs on average are said while a run writes them
+#: (:meth:`DDSTJob.output_warnings`).
+LARGE_REPORT = 1_000
 
 
 @dataclass(frozen=True)
@@ -244,6 +247,23 @@ class DDSTJob(JobBase):
             seen = set().union(*(present.get(c, set()) for c in LABEL_COLUMNS[what]))
             absent += [f"{label!r} ({what})" for label in sorted(labels - seen)]
         return absent
+
+    def output_warnings(self, matches: pa.Table) -> list[str]:
+        """Reports of whole components (``report="component"``) that hold at least
+        :data:`LARGE_REPORT` edge pairs on average: every arrival in a component writes it
+        again, so the output grows with the square of the window (an unlabelled pattern
+        over a dense stream is one giant component); ``report="new"`` writes each pair
+        once."""
+        if self.options.get("report") == "new" or not matches.num_rows:
+            return []
+        pairs = pc.sum(pc.list_value_length(matches.column("edges"))).as_py() or 0
+        average = pairs / matches.num_rows
+        if average < LARGE_REPORT:
+            return []
+        return [f"its reports hold {average:,.0f} edge pairs on average: each is a whole "
+                "match component, written again by every arrival in it, so the output "
+                "grows with the square of the window (--ddst-report new writes each pair "
+                "once)"]
 
     def orient(self, edges: pa.Table) -> pa.Table:
         return edges  # DDST edges are read as the stream gives them
