@@ -60,7 +60,9 @@ def test_ctrl_c_while_the_session_is_made_is_one_line(tmp_path):
          "--input", str(edges), "--master", "local[1]", "-o", str(tmp_path / "out.jsonl")],
         capture_output=True, text=True, timeout=180)
     assert done.returncode == 130, done.stderr[-3000:]
-    assert graphcep_lines(done.stderr) == ["graphcep: interrupted"]
+    assert graphcep_lines(done.stderr) == [
+        f"graphcep: interrupted; {tmp_path / 'out.jsonl'} was not written (an output file "
+        "appears when the command ends; a file that was there is kept)"]
     assert not (tmp_path / "out.jsonl").exists()
 
 
