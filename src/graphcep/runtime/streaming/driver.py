@@ -716,19 +716,19 @@ class StreamOperator:
                 path.unlink(missing_ok=True)
 
     def _first_snapshot_due(self) -> bool:
-        """Whether the stream's first engine snapshot is due: taken before the first
-        batch's edges, of the engine as the stream started (empty: a rule set's snapshot
-        is then kilobytes, not the window's megabytes, and the first micro-batch is not
-        the slowest). The batch is then the log's first entry, replayed after it."""
+        """Whether the stream's first engine snapshot is due: a replay must start from
+        the engine this stream started with, not one built from the query files of a
+        later start. Taken before the first batch's edges (the engine is then empty: a
+        rule set's snapshot is kilobytes, not the window's megabytes, and the first
+        micro-batch is not the slowest); that batch is the log's first entry, replayed
+        after it. (A first batch that changed the query snapshots after it, as every
+        such batch does.)"""
         return (self.state_dir is not None and not self._logged
                 and self._state.engine_batch < 0)
 
     def _snapshot_due(self) -> bool:
-        """Whether to snapshot the engine now: never yet (a replay must start from the
-        engine this stream started with, not one built from the query files of a later
-        start), or ``snapshot_interval`` seconds since the last."""
-        return (self._state.engine_batch < 0
-                or time.monotonic() - self._snapshot_at >= self.snapshot_interval)
+        """Whether ``snapshot_interval`` seconds have passed since the last snapshot."""
+        return time.monotonic() - self._snapshot_at >= self.snapshot_interval
 
     def _snapshot(self, batch_id: int) -> None:
         """Write the engine (and its feature set) as ``engine-<batch_id>.bin``; the log
