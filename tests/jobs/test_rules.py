@@ -31,7 +31,7 @@ NEVER = -(2**63)
 OPTIONS = {"nu_engine": "interpreted"}
 
 #: One file of each kind (and a SAL program with two SUBGRAPHs: two rules), each with an
-#: extent of at most 5 s; ``pair.sal`` has a second text, its change.
+#: extent of at most 5 s; ``pair.sal`` and ``back_soon.nu`` have a second text, their change.
 TEXTS = {
     "pair.sal": "{ x e1 y; y e2 x; starttime(e1) < starttime(e2); "
                 "starttime(e2) - starttime(e1) <= 5; }",
@@ -40,12 +40,15 @@ TEXTS = {
                "SUBGRAPH Path { x e1 y; y e2 z; starttime(e1) < starttime(e2); "
                "starttime(e2) - starttime(e1) <= 4; }",
     "back.nu": "<#X ~> #Y . Y ~> X>[0, 5]",
+    # back.nu with a narrower bound: one engine serves both while back.nu is in force
+    "back_soon.nu": "<#X ~> #Y . Y ~> X>[0, 3]",
     "path.nu": "<#X ~> #Y . Y ~> #Z>[0, 3]",
     "back.ddst": "VERTICES A, B; EDGES x: A -> B; y: B -> A; ORDER x < y; WITHIN 5 s",
     "echo.subs": "pp: @a.@b.@a\nsame: @a.@a\n",
 }
 CHANGED = {"pair.sal": "{ x e1 y; y e2 x; starttime(e1) < starttime(e2); "
-                       "starttime(e2) - starttime(e1) <= 3; }"}
+                       "starttime(e2) - starttime(e1) <= 3; }",
+           "back_soon.nu": "<#X ~> #Y . Y ~> X>[0, 2]"}
 SECOND = 1_000_000
 
 

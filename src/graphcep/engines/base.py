@@ -342,13 +342,14 @@ def joined_chunks(chunks: Iterable[pa.Table], empty: Callable[[], pa.Table]) -> 
 
 def in_order(producers: Sequence[Iterator[T]], ahead: int = 2,
              width: int | None = None) -> Iterator[T]:
-    """The items of every producer, producer by producer, each producer run in a thread
-    of its own at most ``ahead`` items ahead of what was taken: producers whose work
-    releases the GIL (the compiled kernels) run in parallel, memory stays bounded, and
-    the items come out in the order one thread would give them. With ``width``, at most
-    that many producers past the one being taken have started (each starts when the
-    consumer comes within ``width`` of it, so the one taken always runs). Leaving the
-    loop early stops them; a producer's exception is raised in the consumer.
+    """The items of every producer, producer by producer, the producers run by ``width``
+    worker threads (one per producer when None), each at most ``ahead`` items ahead of
+    what was taken: producers whose work releases the GIL (the compiled kernels) run in
+    parallel, and the items come out in the order one thread would give them. A worker
+    that finishes a producer takes the next one not started, up to ``4 * width``
+    producers past the one being taken (so that a long producer does not idle the other
+    workers, and what waits to be taken stays bounded). Leaving the loop early stops
+    them; a producer's exception is raised in the consumer.
 
     Examples
     --------
@@ -360,6 +361,10 @@ def in_order(producers: Sequence[Iterator[T]], ahead: int = 2,
     done = object()
     stop = threading.Event()
     queues: list[queue.Queue] = [queue.Queue(maxsize=ahead) for _ in producers]
+    workers = min(width or len(producers), len(producers))
+    window = 4 * workers
+    turn = threading.Condition()
+    state = {"taken": 0, "next": 0}
 
     def put(into: queue.Queue, item: object) -> bool:
         while not stop.is_set():
@@ -379,21 +384,32 @@ def in_order(producers: Sequence[Iterator[T]], ahead: int = 2,
         except BaseException as err:  # handed to the consumer, raised there
             put(into, err)
 
-    threads = [threading.Thread(target=run, args=(p, q), daemon=True)
-               for p, q in zip(producers, queues, strict=True)]
-    started = 0
+    def work() -> None:
+        while not stop.is_set():
+            with turn:
+                at = state["next"]
+                if at >= len(producers):
+                    return
+                state["next"] = at + 1
+                while at >= state["taken"] + window and not stop.is_set():
+                    turn.wait(0.05)
+            run(producers[at], queues[at])
+
+    threads = [threading.Thread(target=work, daemon=True) for _ in range(workers)]
+    for thread in threads:
+        thread.start()
     try:
         for at, into in enumerate(queues):
-            while started < min(len(threads), at + (width or len(threads))):
-                threads[started].start()
-                started += 1
+            with turn:
+                state["taken"] = at
+                turn.notify_all()
             while (item := into.get()) is not done:
                 if isinstance(item, BaseException):
                     raise item
                 yield item
     finally:
         stop.set()
-        for thread in threads[:started]:
+        for thread in threads:
             thread.join()
 
 

@@ -12,7 +12,7 @@ of job it holds.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -205,6 +205,18 @@ class ReplayJob(Protocol):
         micro-batches (subscriptions), or None: the query is fixed when the stream starts."""
         ...
 
+    def shared_form(self) -> tuple[Hashable, int] | None:
+        """``(key, bound)`` when the job's matches are those of any job of the same key
+        with a bound at least as wide, passed through :meth:`own_matches` -- so that rules
+        differing only in a bound share one engine (:class:`~graphcep.jobs.rules.
+        RulesEngine`); None: the job needs an engine of its own."""
+        ...
+
+    def own_matches(self, matches: pa.Table) -> pa.Table:
+        """The job's own matches among those of the engine of a job of its shared form
+        with a wider bound (its records, its name, its match ids)."""
+        ...
+
     def plan_dot(self) -> str:
         """The job's plan as Graphviz DOT (a ν-expression's automaton, a subscriptions
         file's pattern tree); a :class:`QueryError` for kinds that have none to draw."""
@@ -301,6 +313,12 @@ class JobBase:
 
     def watch(self, path: str) -> QueryWatch | None:
         return None
+
+    def shared_form(self) -> tuple[Hashable, int] | None:
+        return None
+
+    def own_matches(self, matches: pa.Table) -> pa.Table:
+        return matches
 
     def partition_key(self) -> str | None:
         return None

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Hashable, Mapping
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -34,13 +34,19 @@ import pyarrow.compute as pc
 
 from graphcep.engines.base import Engine
 from graphcep.engines.nu.automaton import compile_pattern, unallocated_reads
-from graphcep.engines.nu.engine import MODES, NuEngine
+from graphcep.engines.nu.engine import MODES, NuEngine, match_id
 from graphcep.engines.nu.tables import ineligibility
 from graphcep.events import format_seconds
 from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.jobs.base import CellSplit, Extent, JobBase
-from graphcep.patterns.nu import NuPattern, NuPatternError, key_variable, leading_delays
+from graphcep.patterns.nu import (
+    Delay,
+    NuPattern,
+    NuPatternError,
+    key_variable,
+    leading_delays,
+)
 from graphcep.patterns.nu_autom import AutomatonPattern
 from graphcep.patterns.subgraph import QueryError
 
@@ -204,6 +210,41 @@ class NuJob(JobBase):
 
     def orient(self, edges: pa.Table) -> pa.Table:
         return edges  # a link is read from src to dst
+
+    def shared_form(self) -> tuple[Hashable, int] | None:
+        """Expressions that differ only in the upper bound of a delay around the whole
+        expression share one engine (search mode): such a delay bounds a match's span,
+        first link to last, so the matches of ``<e>[low, w]`` are those of ``<e>[low, W]``
+        (``W >= w``) that span at most ``w``.
+
+        Exact token by token, witnesses included: a token's identity holds the time the
+        whole-pattern clock started, and no step resets that clock, so the wider engine's
+        tokens are the narrower one's plus tokens whose clock has passed ``w`` -- as has
+        that of every token they make. The narrower tokens are therefore made in the same
+        order, deduplicated alike (a token equal to one the narrower engine dropped is
+        past ``w`` too), and each match is first found at the same link through the same
+        witness. Anchored mode counts the delay from time 0 (not the span): no sharing."""
+        expr = getattr(self.pattern, "expr", None)
+        if self.mode != "search" or not isinstance(expr, Delay) or expr.high_us is None:
+            return None
+        return ("nu", self.chosen, self.max_tokens, replace(expr, high_us=None)), expr.high_us
+
+    def own_matches(self, matches: pa.Table) -> pa.Table:
+        """The matches spanning at most this expression's bound, named after it."""
+        span = pc.subtract(matches.column("last_t"), matches.column("first_t"))
+        mine = matches.filter(pc.less_equal(span, self.pattern.expr.high_us))
+        if not mine.num_rows:
+            return mine
+        name = self.pattern.name
+        ids = [match_id(name, first, last, tuple(map(tuple, bindings)))
+               for first, last, bindings in zip(mine.column("first_t").to_pylist(),
+                                                mine.column("last_t").to_pylist(),
+                                                mine.column("bindings").to_pylist(),
+                                                strict=True)]
+        return (mine.set_column(mine.schema.get_field_index("query"), "query",
+                                pa.array([name] * mine.num_rows, pa.string()))
+                .set_column(mine.schema.get_field_index("match_id"), "match_id",
+                            pa.array(ids, pa.string())))
 
     def new_engine(self, threads: int | None = 1) -> Engine:
         if self.chosen == "compiled":

@@ -98,7 +98,7 @@ __all__ = ["RULE_MATCHES", "Rule", "RulesEngine", "RulesJob", "RulesWatch", "loa
 ENGINES: dict[str, tuple[str, str]] = {}
 
 #: The version of :meth:`RulesEngine.snapshot`'s layout.
-_SNAPSHOT_VERSION = 1
+_SNAPSHOT_VERSION = 2
 _NEVER = np.iinfo(np.int64).min
 #: rule names shown in one line, at most
 _SHOWN = 8
@@ -528,16 +528,25 @@ class RulesJob(CompositeJob):
 @dataclass
 class LiveRule:
     """A rule in force: its engine, and the watermark it was added at (its effective
-    point; ``_NEVER``: from the stream's start)."""
+    point; ``_NEVER``: from the stream's start).
+
+    Rules of one shared form (:meth:`~graphcep.jobs.base.ReplayJob.shared_form`: ν
+    expressions differing only in the bound around the whole expression) run on one
+    engine, built for the widest of them; ``reach`` is that engine's form and bound, and
+    a rule that runs on an engine built for another (``borrowed``) takes its own matches
+    from the engine's (``own_matches``)."""
 
     rule: Rule
     engine: Engine
     since: int = _NEVER
+    reach: tuple[Any, int] | None = None
+    borrowed: bool = False
 
 
 class RulesEngine:
-    """One engine per rule, rules added and removed between pushes, and the shared
-    history of released edges that warms a rule added live (module docstring)."""
+    """One engine per rule -- rules that differ only in a bound share one -- rules added
+    and removed between pushes, and the shared history of released edges that warms a
+    rule added live (module docstring)."""
 
     def __init__(self, rules: Sequence[Rule], history_us: int | None, *,
                  threads: int | None = 1, options: Mapping[str, Any] | None = None,
@@ -547,8 +556,10 @@ class RulesEngine:
         self.threads = threads
         self.options = dict(options or {})
         self.accept_partial = accept_partial
-        self.live: dict[str, LiveRule] = {
-            rule.name: LiveRule(rule, rule.job.new_engine(threads)) for rule in rules}
+        self.live: dict[str, LiveRule] = {}
+        for rule in sorted(rules, key=_widest_first):  # the widest makes the shared engine
+            self.live[rule.name] = self._in_force(rule)
+        self.live = {rule.name: self.live[rule.name] for rule in rules}
         #: the released edges of the last ``history_us`` before the watermark
         self.history: pa.Table | None = None
         #: whether the history still holds every released edge (none dropped yet)
@@ -564,8 +575,28 @@ class RulesEngine:
         #: what the watch has read of a control topic (offsets and the files they made),
         #: checkpointed with the rules; None: a watched directory
         self.control: dict[str, Any] | None = None
-        #: each rule's pushes in chunks (they remember how finely to slice a batch)
-        self._pushes: dict[str, ChunkedPushes] = {}
+        #: each engine's pushes in chunks (they remember how finely to slice a batch)
+        self._pushes: dict[int, ChunkedPushes] = {}
+
+    def _in_force(self, rule: Rule, since: int = _NEVER) -> LiveRule:
+        """``rule`` in force: on the engine of a rule in force of its shared form whose
+        bound is the narrowest that covers its own, else on a new engine of its own
+        (added to :attr:`live` by the caller)."""
+        form = rule.job.shared_form()
+        if form is not None:
+            hosts = [live for live in self.live.values() if live.reach is not None
+                     and live.reach[0] == form[0] and live.reach[1] >= form[1]]
+            if hosts:
+                host = min(hosts, key=lambda live: live.reach[1])
+                return LiveRule(rule, host.engine, since, host.reach, borrowed=True)
+        return LiveRule(rule, rule.job.new_engine(self.threads), since, form)
+
+    def _engines(self) -> list[tuple[Engine, list[LiveRule]]]:
+        """Each engine in force with the rules it runs, in the rules' order."""
+        by_engine: dict[int, tuple[Engine, list[LiveRule]]] = {}
+        for live in self.live.values():
+            by_engine.setdefault(id(live.engine), (live.engine, []))[1].append(live)
+        return list(by_engine.values())
 
     # -- the engine protocol ------------------------------------------------------------
 
@@ -574,9 +605,9 @@ class RulesEngine:
 
     def push_chunks(self, batch: pa.Table,
                     chunk_rows: int = MATCH_CHUNK_ROWS) -> Iterator[pa.Table]:
-        """The matches ``batch`` completes, rule by rule, in chunks of about
-        ``chunk_rows`` as each rule's engine finds them (:class:`ChunkedPushes`), counted
-        as they are taken. Take every chunk before the next push."""
+        """The matches ``batch`` completes, engine by engine, in chunks of about
+        ``chunk_rows`` as each engine finds them (:class:`ChunkedPushes`), counted as
+        they are taken. Take every chunk before the next push."""
         self.last_counts = {}
         self._remember(batch)
         return self._counted_chunks(batch, chunk_rows)
@@ -586,13 +617,20 @@ class RulesEngine:
         search makes none) and added to the rules' counts."""
         self.last_counts = {}
         self._remember(batch)
-        total = 0
         input_of = _shared_inputs(batch)
 
-        def count(live: LiveRule, pushes: ChunkedPushes) -> Iterator[int]:
-            yield pushes.count(input_of(live.rule.job))
+        def count(lives: list[LiveRule], pushes: ChunkedPushes
+                  ) -> Iterator[tuple[LiveRule, int]]:
+            edges = input_of(lives[0].rule.job)
+            if len(lives) == 1 and not lives[0].borrowed:
+                yield lives[0], pushes.count(edges)
+                return
+            for table in pushes(edges):  # a shared engine: each rule counts its own
+                for live in lives:
+                    yield live, _own(live, table).num_rows
 
-        for live, found in self._each_rule(count, MATCH_CHUNK_ROWS):
+        total = 0
+        for live, found in self._each_engine(count, MATCH_CHUNK_ROWS):
             for counts in (self.counts, self.last_counts) if found else ():
                 counts[live.rule.name] = counts.get(live.rule.name, 0) + found
             total += found
@@ -601,56 +639,56 @@ class RulesEngine:
     def _counted_chunks(self, batch: pa.Table, chunk_rows: int) -> Iterator[pa.Table]:
         input_of = _shared_inputs(batch)
 
-        def chunks(live: LiveRule, pushes: ChunkedPushes) -> Iterator[pa.Table]:
-            yield from pushes(input_of(live.rule.job))
+        def chunks(lives: list[LiveRule], pushes: ChunkedPushes
+                   ) -> Iterator[tuple[LiveRule, pa.Table]]:
+            for table in pushes(input_of(lives[0].rule.job)):
+                for live in lives:
+                    yield live, _own(live, table)
 
-        for live, table in self._each_rule(chunks, chunk_rows):
+        for live, table in self._each_engine(chunks, chunk_rows):
             if table.num_rows:
                 yield self._counted([enveloped(live.rule, table)], more=True)
 
-    def _each_rule(self, work: Callable[[LiveRule, ChunkedPushes], Iterator[T]],
-                   chunk_rows: int) -> Iterator[tuple[LiveRule, T]]:
-        """What ``work`` gives for each rule in force, rule after rule, as ``(rule,
-        item)``. The rules run in threads, ``threads`` of them at once (all the cores when
-        None; Spark tasks ask for one): each rule has its own engine, and their compiled
-        kernels release the GIL, so rules match in parallel while the items come out as
-        one thread would give them (:func:`~graphcep.engines.base.in_order`)."""
-        def tagged(live: LiveRule, pushes: ChunkedPushes) -> Iterator[tuple[LiveRule, T]]:
-            for item in work(live, pushes):
-                yield live, item
-
-        producers = [tagged(live, self._pushes_of(live, chunk_rows))
-                     for live in list(self.live.values())]
+    def _each_engine(self, work: Callable[[list[LiveRule], ChunkedPushes],
+                                          Iterator[tuple[LiveRule, T]]],
+                     chunk_rows: int) -> Iterator[tuple[LiveRule, T]]:
+        """What ``work`` gives for each engine in force (with the rules it runs), engine
+        after engine. The engines run in threads, ``threads`` of them at once (all the
+        cores when None; Spark tasks ask for one): their compiled kernels release the
+        GIL, so rules match in parallel while the items come out as one thread would give
+        them (:func:`~graphcep.engines.base.in_order`)."""
+        producers = [work(lives, self._pushes_of(engine, chunk_rows))
+                     for engine, lives in self._engines()]
         width = self.threads if self.threads is not None else usable_cores()
         if width < 2 or len(producers) < 2:
             return chain.from_iterable(producers)
         return in_order(producers, width=width)
 
-    def _pushes_of(self, live: LiveRule, chunk_rows: int) -> ChunkedPushes:
-        """The rule's pushes in chunks, kept while its engine and the chunk size are."""
-        pushes = self._pushes.get(live.rule.name)
-        if pushes is None or pushes.engine is not live.engine or \
-                pushes.chunk_rows != chunk_rows:
-            pushes = self._pushes[live.rule.name] = ChunkedPushes(live.engine, chunk_rows)
+    def _pushes_of(self, engine: Engine, chunk_rows: int) -> ChunkedPushes:
+        """The engine's pushes in chunks, kept while the engine and the chunk size are."""
+        pushes = self._pushes.get(id(engine))
+        if pushes is None or pushes.engine is not engine or pushes.chunk_rows != chunk_rows:
+            pushes = self._pushes[id(engine)] = ChunkedPushes(engine, chunk_rows)
         return pushes
 
     def warm(self, batch: pa.Table) -> None:
         input_of = _shared_inputs(batch)
-        for live in self.live.values():
-            live.engine.warm(input_of(live.rule.job))
+        for engine, lives in self._engines():
+            engine.warm(input_of(lives[0].rule.job))
         self._remember(batch)
 
     def advance(self, watermark_us: int) -> pa.Table:
-        tables = [enveloped(live.rule, live.engine.advance(watermark_us))
-                  for live in self.live.values()]
+        tables = [enveloped(live.rule, _own(live, found))
+                  for engine, lives in self._engines()
+                  for found in (engine.advance(watermark_us),) for live in lives]
         self.watermark = max(self.watermark, int(watermark_us))
         self._trim()
         return self._counted(tables, more=True)
 
     def state_size(self) -> dict[str, int]:
         total: dict[str, int] = {}
-        for live in self.live.values():
-            for key, value in live.engine.state_size().items():
+        for engine, _ in self._engines():
+            for key, value in engine.state_size().items():
                 total[key] = total.get(key, 0) + value
         total["rules"] = len(self.live)
         total["history_edges"] = 0 if self.history is None else self.history.num_rows
@@ -662,19 +700,22 @@ class RulesEngine:
         return {name: count for name, count in self.counts.items() if count}
 
     def rule_state_size(self, name: str) -> dict[str, int]:
-        """What the engine of rule ``name`` holds (its ``state_size``), for the live
-        page's per-rule numbers; empty when no rule of that name is in force (removed)."""
+        """What the engine of rule ``name`` holds (its ``state_size``; a shared engine's
+        whole), for the live page's per-rule numbers; empty when no rule of that name is
+        in force (removed)."""
         live = self.live.get(name)
         return live.engine.state_size() if live is not None else {}
 
     def describe(self) -> str:
-        return "; ".join(f"{name}: {live.engine.describe()}" for name, live in self.live.items())
+        return "; ".join(
+            f"{name}: {live.engine.describe()}" + (" (an engine shared by rules that differ "
+                                                   "in a bound, its matches within this "
+                                                   "rule's)" if live.borrowed else "")
+            for name, live in self.live.items())
 
     def close(self) -> None:
-        for live in self.live.values():
-            close = getattr(live.engine, "close", None)
-            if close is not None:
-                close()
+        for engine, _ in self._engines():
+            _close(engine)
 
     def _counted(self, tables: list[pa.Table], more: bool = False) -> pa.Table:
         found = [table for table in tables if table.num_rows]
@@ -773,39 +814,68 @@ class RulesEngine:
         missing = self.misses(rule)
         if missing is not None and not self.accept_partial:
             return False, f"refused: {missing} (raise --history, or --accept-partial)"
-        engine = rule.job.new_engine(self.threads)
-        if self.history is not None and self.history.num_rows:
-            warm = self.history
-            extent = rule.job.extent()
-            if extent.unit == "us" and not rule.job.whole_stream:
-                warm = warm.filter(pc.greater_equal(warm.column("t"),
-                                                    self.watermark - extent.size))
-            engine.warm(_shared_inputs(sort_stream(warm))(rule.job))
-        if self.watermark != _NEVER:
-            engine.advance(self.watermark)  # decided by the warm-up alone: not reported
-        self.live[rule.name] = LiveRule(rule, engine, self.watermark)
+        live = self._in_force(rule, self.watermark)
+        if not live.borrowed:
+            self._warm_up(live)
+        # a shared engine has read the stream since its own rule came: it reports the
+        # matches ending from now on, the new rule's among them
+        self.live[rule.name] = live
         return True, None if missing is None else f"warning: it misses {missing}"
 
+    def _warm_up(self, live: LiveRule) -> None:
+        """Fill a new engine from the history, reporting nothing."""
+        job, engine = live.rule.job, live.engine
+        if self.history is not None and self.history.num_rows:
+            warm = self.history
+            extent = job.extent()
+            if extent.unit == "us" and not job.whole_stream:
+                warm = warm.filter(pc.greater_equal(warm.column("t"),
+                                                    self.watermark - extent.size))
+            engine.warm(_shared_inputs(sort_stream(warm))(job))
+        if self.watermark != _NEVER:
+            engine.advance(self.watermark)  # decided by the warm-up alone: not reported
+
     def remove(self, name: str) -> None:
-        live = self.live.pop(name)
-        close = getattr(live.engine, "close", None)
-        if close is not None:
-            close()
+        """Remove rule ``name``; its engine goes with the last rule it runs."""
+        self._release(self.live.pop(name).engine)
+
+    def change(self, name: str, rule: Rule) -> tuple[bool, str | None]:
+        """Replace rule ``name`` by ``rule`` (:meth:`add`'s answer); refused, the running
+        version stays."""
+        old = self.live.pop(name)
+        added, said = self.add(rule)
+        if added:
+            self._release(old.engine)
+        else:
+            self.live[name] = old
+        return added, said
+
+    def _release(self, engine: Engine) -> None:
+        """Close ``engine`` unless a rule in force still runs on it."""
+        if all(live.engine is not engine for live in self.live.values()):
+            self._pushes.pop(id(engine), None)
+            _close(engine)
 
     # -- checkpoints ----------------------------------------------------------------------
 
     def snapshot(self) -> bytes:
-        """The rules (name, kind, file, text, effective point), each engine's snapshot
-        with its vertex features, the history and the counters."""
+        """The rules (name, kind, file, text, effective point, engine), each engine's
+        snapshot with its vertex features, the history and the counters."""
+        engines = self._engines()
+        number = {id(engine): n for n, (engine, _) in enumerate(engines)}
         rules = [(live.rule.name, live.rule.version, live.rule.kind, live.rule.file,
-                  live.rule.text, live.since, live.engine.snapshot(),
-                  getattr(live.engine, "features", None)) for live in self.live.values()]
+                  live.rule.text, live.since, number[id(live.engine)],
+                  None if live.reach is None else live.reach[1], live.borrowed)
+                 for live in self.live.values()]
+        parts = [(engine.snapshot(), getattr(engine, "features", None))
+                 for engine, _ in engines]
         history = None if self.history is None else _ipc_bytes(self.history)
-        return pickle.dumps({"rules": _SNAPSHOT_VERSION, "live": rules, "history": history,
-                             "whole_history": self.whole_history, "watermark": self.watermark,
-                             "history_us": self.history_us, "counts": self.counts,
-                             "changes": self.changes, "columns": self.columns,
-                             "control": self.control}, protocol=pickle.HIGHEST_PROTOCOL)
+        return pickle.dumps({"rules": _SNAPSHOT_VERSION, "live": rules, "engines": parts,
+                             "history": history, "whole_history": self.whole_history,
+                             "watermark": self.watermark, "history_us": self.history_us,
+                             "counts": self.counts, "changes": self.changes,
+                             "columns": self.columns, "control": self.control},
+                            protocol=pickle.HIGHEST_PROTOCOL)
 
     def restore_context(self) -> dict[str, Any]:
         return {"template": self}
@@ -825,13 +895,19 @@ class RulesEngine:
         engine = cls([], template.history_us, threads=template.threads,
                      options=template.options, accept_partial=template.accept_partial)
         now = {(name, live.rule.version): live.rule for name, live in template.live.items()}
-        for name, version, _kind, file, text, since, part, features in state["live"]:
+        restored: dict[int, Engine] = {}
+        for name, version, _kind, file, text, since, number, bound, borrowed in state["live"]:
             rule = now.get((name, version)) or _rebuilt(name, file, text, template.options)
-            blank = rule.job.new_engine(template.threads)
-            own = dict(getattr(blank, "restore_context", dict)())
-            if features is not None:
-                own["features"] = features
-            engine.live[name] = LiveRule(rule, type(blank).restore(part, **own), since)
+            if number not in restored:
+                part, features = state["engines"][number]
+                blank = rule.job.new_engine(template.threads)
+                own = dict(getattr(blank, "restore_context", dict)())
+                if features is not None:
+                    own["features"] = features
+                restored[number] = type(blank).restore(part, **own)
+            form = rule.job.shared_form()
+            reach = None if form is None or bound is None else (form[0], bound)
+            engine.live[name] = LiveRule(rule, restored[number], since, reach, borrowed)
         if state["history"] is not None:
             engine.history = pa.ipc.open_stream(state["history"]).read_all()
         engine.whole_history = state["whole_history"]
@@ -859,6 +935,25 @@ def _shared_inputs(batch: pa.Table) -> Callable[[Any], pa.Table]:
             kept[key] = oriented.filter(job.playable(oriented))
         return kept[key]
     return input_of
+
+
+def _own(live: LiveRule, matches: pa.Table) -> pa.Table:
+    """A rule's own matches among its engine's (all of them: its own engine)."""
+    if not live.borrowed or not matches.num_rows:
+        return matches
+    return live.rule.job.own_matches(matches)
+
+
+def _close(engine: Engine) -> None:
+    close = getattr(engine, "close", None)
+    if close is not None:
+        close()
+
+
+def _widest_first(rule: Rule) -> int:
+    """Rules of a shared form widest first (the others in their order)."""
+    form = rule.job.shared_form()
+    return 0 if form is None else -form[1]
 
 
 def _kind_of_name(name: str) -> str:
@@ -947,12 +1042,8 @@ class RulesWatch:
             if live is not None and live.rule.version == rule.version:
                 continue
             what = "changed" if live is not None else "added"
-            if live is not None:
-                engine.remove(name)
-            added, said = engine.add(rule)
+            added, said = engine.change(name, rule) if live is not None else engine.add(rule)
             if not added:
-                if live is not None:  # the old version keeps running
-                    engine.live[name] = live
                 notes.append(f"rules: {name} version {rule.version} {said}"
                              + ("; the running version stays" if live is not None else ""))
                 continue

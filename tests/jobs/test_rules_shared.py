@@ -1,0 +1,134 @@
+"""Rules that differ only in a bound share one engine, and each still reports exactly its
+own matches.
+
+ν expressions whose whole is a delay ``<e>[low, high]`` with the same ``e`` and ``low``
+run on the engine of the widest ``high`` (:meth:`graphcep.jobs.nu.NuJob.shared_form`).
+The oracle of each rule is the brute-force matcher of the paper's definitions
+(tests/nu_oracle.py) over its own expression; each rule's records (witness links, match
+ids) are also held to its own engine run alone.
+"""
+
+from __future__ import annotations
+
+import random
+from dataclasses import replace
+
+import pyarrow as pa
+import pytest
+
+from graphcep.jobs import rules
+from graphcep.jobs.nu import NuJob
+from graphcep.patterns.nu import Delay, NuPattern
+from tests.engines.test_nu_oracle import PATTERNS, PLANTED, planted, random_links
+from tests.nu_oracle import Oracle
+
+SHAREABLE = sorted(name for name, expr in PATTERNS.items() if isinstance(expr, Delay))
+
+
+def nu_rule(name: str, pattern: NuPattern, **options) -> rules.Rule:
+    text = pattern.text()
+    return rules.Rule(f"{name}.nu", rules.version_of(text), "nu", f"{name}.nu", text,
+                      NuJob(pattern, **options))
+
+
+def narrowed(name: str, fractions: tuple[float, ...], **options) -> list[rules.Rule]:
+    """Rules of pattern ``name`` with its outer bound scaled by each fraction."""
+    expr = PATTERNS[name]
+    return [nu_rule(f"{name}{i}", NuPattern(f"{name}{i}", replace(
+        expr, high_us=max(expr.low_us, int(expr.high_us * f)))), **options)
+        for i, f in enumerate(fractions)]
+
+
+def table_of(links: list[tuple[int, str, str]]) -> pa.Table:
+    return pa.table({"t": pa.array([x[0] for x in links], pa.int64()),
+                     "src": [x[1] for x in links], "dst": [x[2] for x in links],
+                     "seq": pa.array(range(1, len(links) + 1), pa.int64())})
+
+
+def pushed(engine, table: pa.Table, size: int) -> list[dict]:
+    """Every row ``engine`` reports over ``table`` pushed in slices of ``size``."""
+    rows = []
+    for start in range(0, table.num_rows, size):
+        rows += engine.push(table.slice(start, size)).to_pylist()
+    return rows
+
+
+def records(rows: list[dict]) -> list[tuple]:
+    return sorted((r["match_id"], r["first_t"], r["last_t"], tuple(r["bindings"]),
+                   tuple((e["t"], e["src"], e["dst"], e["seq"]) for e in r["edges"]))
+                  for r in rows)
+
+
+@pytest.mark.parametrize("engine", ["auto", "interpreted"])
+@pytest.mark.parametrize("name", SHAREABLE)
+def test_rules_differing_in_the_outer_bound_share_an_engine_and_find_their_own(
+        name: str, engine: str) -> None:
+    members = narrowed(name, (1.0, 0.5, 0.75, 1.0), engine=engine)
+    oracles = {rule.name: Oracle(rule.job.pattern) for rule in members}
+    rng = random.Random(sum(map(ord, name)))
+    nonempty = 0
+    for trial in range(25):
+        links = random_links(rng, rng.randint(4, 10), "abc" if trial % 3 else "abcd")
+        if name in PLANTED and trial % 2:
+            links = planted(rng, links[:6], PLANTED[name])
+        table, size = table_of(links), 1 + trial % 4
+        shared = rules.RulesEngine(members, None)
+        assert len(shared._engines()) == 1
+        found = pushed(shared, table, size)
+        for rule in members:
+            mine = [row["sal"] for row in found if row["rule"] == rule.name]
+            got = {(r["first_t"], r["last_t"], tuple(r["bindings"])) for r in mine}
+            assert got == oracles[rule.name].matches(links), (rule.name, links)
+            assert records(mine) == records(pushed(rule.job.new_engine(), table, size))
+            nonempty += bool(mine)
+    assert nonempty >= 10
+
+
+def test_only_a_delay_around_the_whole_expression_in_search_mode_is_shared() -> None:
+    path = [nu_rule(f"path{i}", NuPattern(f"path{i}", PATTERNS["path"])) for i in range(2)]
+    anchored = narrowed("triangle", (1.0, 0.5), mode="anchored")
+    other_low = [nu_rule("t0", NuPattern("t0", PATTERNS["triangle"])),
+                 nu_rule("t1", NuPattern("t1", replace(PATTERNS["triangle"], low_us=1)))]
+    for members in (path, anchored, other_low):
+        assert len(rules.RulesEngine(members, None)._engines()) == len(members)
+    assert len(rules.RulesEngine(narrowed("star", (1.0, 0.5)) + path, None)._engines()) == 3
+
+
+def test_a_shared_engine_outlives_its_widest_rule_across_a_checkpoint() -> None:
+    """The widest rule removed mid-stream: the narrower one keeps the engine, through a
+    snapshot and restore, and reports what it reports alone."""
+    wide, narrow = narrowed("triangle", (1.0, 0.5))
+    rng = random.Random(7)
+    links = planted(rng, random_links(rng, 60, "abcd"), PLANTED["triangle"])
+    table = table_of(links)
+    half = table.num_rows // 2
+    shared = rules.RulesEngine([wide, narrow], 10**9)
+    found = pushed(shared, table.slice(0, half), 7)
+    shared.remove(wide.name)
+    template = rules.RulesEngine([narrow], 10**9)
+    restored = rules.RulesEngine.restore(shared.snapshot(), template=template)
+    assert [live.borrowed for live in restored.live.values()] == [True]
+    found += pushed(restored, table.slice(half), 7)
+    mine = [row["sal"] for row in found if row["rule"] == narrow.name]
+    assert records(mine) == records(pushed(narrow.job.new_engine(), table, 7))
+    assert mine
+
+
+def test_a_rule_added_live_joins_the_engine_of_a_wider_one() -> None:
+    """Added at watermark τ, it reports exactly its batch matches whose last link is at
+    or after τ (nothing to warm: the shared engine has read the stream all along)."""
+    wide, narrow = narrowed("square", (1.0, 0.6))
+    rng = random.Random(11)
+    links = planted(rng, random_links(rng, 50, "abcd"), PLANTED["square"])
+    table = table_of(links)
+    cut = table.num_rows // 3
+    live = rules.RulesEngine([wide], 10**9)
+    pushed(live, table.slice(0, cut), 5)
+    tau = table.column("t")[cut - 1].as_py()
+    live.advance(tau)
+    assert live.add(narrow) == (True, None)
+    assert live.live[narrow.name].engine is live.live[wide.name].engine
+    found = pushed(live, table.slice(cut), 5)
+    mine = [row["sal"] for row in found if row["rule"] == narrow.name]
+    alone = [r for r in pushed(narrow.job.new_engine(), table, 5) if r["last_t"] >= tau]
+    assert records(mine) == records(alone)
