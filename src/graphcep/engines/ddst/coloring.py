@@ -171,20 +171,28 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
-from graphcep.engines.base import MATCH_CHUNK_ROWS, EngineBase, StateBoundError, joined_chunks
+from graphcep.engines.base import (
+    MATCH_CHUNK_ROWS,
+    EngineBase,
+    StateBoundError,
+    joined_chunks,
+    numbered_batch,
+)
 from graphcep.engines.ddst import coloring_kernel as K
 from graphcep.engines.ddst.common import (
     INT_MAX,
     INT_MIN,
     PartGraphs,
     WindowGraph,
-    batch_columns,
     component_of,
     edge_fit,
+    engine_columns,
     index_query,
     number_vertices,
     run_ddst,
+    strings,
 )
 from graphcep.engines.ddst.reports import (
     NO_MATCHES,
@@ -362,15 +370,16 @@ class DDSTColoringEngine(EngineBase):
         """:meth:`push`'s rows, handed out as they are made once they hold about
         ``chunk_rows`` edges (None: all at the end). Take every chunk before the next
         push."""
-        cols = batch_columns(batch, self._next_seq)
-        if cols is None:
+        table = numbered_batch(batch, self._next_seq)
+        if table is None:
             return
+        cols = engine_columns(table, ends=False)
         self._check_order(cols["t"], cols["seq"], record=False)
         opened, kept = self._window_marks(cols["t"])  # raises before anything changes
         self._record_last(cols["t"], cols["seq"])
         self._times = kept
         reports = Reports(self._q, self.query.name, self._reported)
-        yield from self._run(cols, opened, reports, chunk_rows)
+        yield from self._run(cols, table, opened, reports, chunk_rows)
         self._count += batch.num_rows
         self._expire(self._count, int(cols["t"][-1]))  # what the next window cannot hold
         self.edges_seen += batch.num_rows
@@ -513,8 +522,8 @@ class DDSTColoringEngine(EngineBase):
             fits |= ok.astype(np.int64) << j
         return fits
 
-    def _run(self, cols: dict[str, np.ndarray], opened: np.ndarray, reports: Reports,
-             chunk_rows: int | None) -> Iterator[pa.Table]:
+    def _run(self, cols: dict[str, np.ndarray], table: pa.Table, opened: np.ndarray,
+             reports: Reports, chunk_rows: int | None) -> Iterator[pa.Table]:
         """Color the black edges of a batch (compiled); verify the triggers it stops at,
         handing out the reports each time they fill a chunk."""
         fits = self._fit_sets(cols)
@@ -522,9 +531,15 @@ class DDSTColoringEngine(EngineBase):
         if not len(black):
             return
         fids = self._number_fits(fits[black])
-        ends = self._vertex_rows(np.concatenate([cols["src"][black], cols["dst"][black]]),
-                                 np.concatenate([cols["src_label"][black],
-                                                 cols["dst_label"][black]]))
+        taken = pa.array(black)
+        labelled = any(name in table.column_names and
+                       table.column(name).null_count < table.num_rows
+                       for name in ("src_label", "dst_label"))
+        ends = self._vertex_rows(
+            pa.concat_arrays([table.column(end).take(taken).combine_chunks()
+                              for end in ("src", "dst")]),
+            np.concatenate([cols["src_label"][black], cols["dst_label"][black]])
+            if labelled else None)
         src, dst = ends[: len(black)], ends[len(black) :]
         for lo in range(0, len(black), _ROWS_AT_ONCE):
             part = slice(lo, lo + _ROWS_AT_ONCE)
@@ -596,17 +611,24 @@ class DDSTColoringEngine(EngineBase):
             roles |= 1 << end[j]
         return roles
 
-    def _vertex_rows(self, ids: np.ndarray, labels: np.ndarray) -> np.ndarray:
-        """The vertex row of each ``(id, label)``; vertices new to the window get free rows.
+    def _vertex_rows(self, ids: pa.Array, labels: np.ndarray | None) -> np.ndarray:
+        """The vertex row of each ``(id, label)`` (``labels`` None: none has a label);
+        vertices new to the window get free rows.
 
         A vertex is keyed by its id alone when it has no label (most streams), else by
         ``(id, label)``: the two kinds of key never collide (a string or int against a
-        tuple), and no tuple is built and hashed per vertex of an unlabelled stream."""
-        number, names, vlabels = number_vertices(ids, labels)
-        name_list, label_list = names.tolist(), vlabels.tolist()
-        if label_list.count(None) == len(label_list):
+        tuple), and no tuple is built and hashed per vertex of an unlabelled stream --
+        whose ids Arrow numbers (no Python string per edge)."""
+        if labels is None:
+            encoded = pc.dictionary_encode(ids)
+            number = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+            name_list = encoded.dictionary.to_pylist()
+            names = np.array(name_list, dtype=object)
+            vlabels = np.full(len(names), None, dtype=object)
             keys = name_list
         else:
+            number, names, vlabels = number_vertices(strings(ids), labels)
+            name_list, label_list = names.tolist(), vlabels.tolist()
             keys = [n if lab is None else (n, lab) for n, lab in zip(name_list, label_list,
                                                                       strict=True)]
         rows = np.fromiter(map(self._vertices.get, keys, repeat(-1)), np.int64, len(keys))

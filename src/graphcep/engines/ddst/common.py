@@ -206,19 +206,20 @@ def _labels(table: pa.Table, name: str) -> np.ndarray:
     return strings(col)
 
 
-def strings(col: pa.ChunkedArray) -> np.ndarray:
+def strings(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A string column as a 1-d object array of str/None (half the cost of ``to_pylist``)."""
-    return np.asarray(col.to_numpy(), dtype=object).reshape(len(col))
+    return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object).reshape(len(col))
 
 
-def engine_columns(table: pa.Table) -> dict[str, np.ndarray]:
-    """The columns the engine keeps, as NumPy arrays."""
+def engine_columns(table: pa.Table, ends: bool = True) -> dict[str, np.ndarray]:
+    """The columns the engine keeps, as NumPy arrays (without ``src`` and ``dst`` when
+    not ``ends``: an engine that numbers them from Arrow's columns)."""
     cols = {
         "t": table.column("t").to_numpy().astype(np.int64),
         "seq": table.column("seq").to_numpy().astype(np.int64),
-        "src": strings(table.column("src")),
-        "dst": strings(table.column("dst")),
     }
+    if ends:
+        cols["src"], cols["dst"] = strings(table.column("src")), strings(table.column("dst"))
     cols.update({name: _labels(table, name) for name in LABEL_COLUMNS})
     return cols
 
