@@ -132,3 +132,15 @@ def test_a_rule_added_live_joins_the_engine_of_a_wider_one() -> None:
     mine = [row["sal"] for row in found if row["rule"] == narrow.name]
     alone = [r for r in pushed(narrow.job.new_engine(), table, 5) if r["last_t"] >= tau]
     assert records(mine) == records(alone)
+
+
+def test_explain_says_which_rules_share_an_engine(tmp_path, capsys) -> None:
+    from graphcep.cli.app import main
+
+    for name, bound in (("soon.nu", 2), ("wide.nu", 9), ("late.nu", 5)):
+        (tmp_path / name).write_text(f"<#X ~> #Y . Y ~> X>[0, {bound}]")
+    (tmp_path / "path.nu").write_text("#X ~> #Y . <Y ~> #Z>[0, 9]")
+    assert main(["explain", "--rules", str(tmp_path)]) == 0
+    shared = [line for line in capsys.readouterr().out.splitlines() if "runs on" in line]
+    assert shared == ["runs on the engine of wide.nu (the same expression, a wider bound): "
+                      "its matches are those that fit its own"] * 2

@@ -347,9 +347,11 @@ def build_parser() -> argparse.ArgumentParser:
 
     explain = sub.add_parser("explain", help="show the parsed query, its extent and plan",
                              **with_examples(EXPLAIN_EXAMPLES))
-    explain.add_argument("query", help="query file: SAL (.sal), DDST (.ddst), timed "
-                                       "ν-expression (.nu), timed ν-automaton (.autom) or "
-                                       "subscriptions (.subs)")
+    explain.add_argument("query", nargs="?",
+                         help="query file: SAL (.sal), DDST (.ddst), timed ν-expression "
+                              "(.nu), timed ν-automaton (.autom) or subscriptions (.subs) "
+                              "(or --rules)")
+    add_rules_arguments(explain)
     add_sal_arguments(explain)
     add_ddst_arguments(explain)
     add_nu_arguments(explain)
@@ -950,8 +952,11 @@ def cmd_explain(args: argparse.Namespace) -> int:
         refuse_overwriting_inputs([args.query], {"--dot": args.dot})
     from graphcep.api import plan_lines
 
+    rules_in_place_of_query(args)
     widening = pww_options(args)  # --pww-base without --pww: named before the query's needs
-    job = jobs.load(args.query, {**job_options(args, None), "explain": True})
+    kind = getattr(args, "query_kind", None)
+    job = jobs.load(args.query, {**job_options(args, None), "explain": True},
+                    jobs.kind_named(kind) if kind else None)
     drawing = job.plan_dot() if getattr(args, "dot", None) else None  # refused before the plan
     print("\n".join(plan_lines(job, widening)))
     if drawing is not None:

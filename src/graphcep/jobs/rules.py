@@ -486,9 +486,19 @@ class RulesJob(CompositeJob):
                  "match names its rule and version)"]
         if self.ignored:
             lines.append(f"not read, without a query suffix: {_names(list(self.ignored))}")
+        hosts: dict[Any, Rule] = {}
+        for rule in sorted(self.rules, key=_widest_first):  # as RulesEngine shares them
+            form = rule.job.shared_form()
+            if form is not None:
+                hosts.setdefault(form[0], rule)
         for i, rule in enumerate(self.rules, 1):
             lines += ["", f"[{i}/{count}] {rule.name} ({rule.kind}, version {rule.version})",
                       *rule.job.describe()]
+            form = rule.job.shared_form()
+            host = None if form is None else hosts[form[0]]
+            if host is not None and host is not rule:
+                lines.append(f"runs on the engine of {host.name} (the same expression, a "
+                             "wider bound): its matches are those that fit its own")
         return lines
 
     def instances(self, matches: pa.Table) -> Instances:
@@ -920,18 +930,21 @@ class RulesEngine:
 
 
 def _shared_inputs(batch: pa.Table) -> Callable[[Any], pa.Table]:
-    """Each rule's input from ``batch``: oriented as its query reads edges, and only the
-    edges that may play one of its query edges where the others change no match
-    (``job.playable``) -- filtered once for all the rules that keep the same edges
-    (equal ``job.playable_key``: the same predicates), as cells drop them."""
+    """Each rule's input from ``batch``: the fields it reads (``job.needed_columns``),
+    oriented as its query reads edges, and only the edges that may play one of its query
+    edges where the others change no match (``job.playable``) -- filtered once for all the
+    rules that keep the same edges of the same fields (equal ``job.playable_key``: the
+    same predicates), as cells drop them."""
     kept: dict[Any, pa.Table] = {}
 
     def input_of(job: Any) -> pa.Table:
+        fields = job.needed_columns(batch.column_names)
         key = job.playable_key()
         if key is None:
-            return job.orient(batch)
+            return job.orient(batch.select(fields))
+        key = (key, tuple(fields))
         if key not in kept:
-            oriented = job.orient(batch)
+            oriented = job.orient(batch.select(fields))
             kept[key] = oriented.filter(job.playable(oriented))
         return kept[key]
     return input_of

@@ -531,13 +531,14 @@ class DDSTColoringEngine(EngineBase):
         if not len(black):
             return
         fids = self._number_fits(fits[black])
-        taken = pa.array(black)
+        taken = None if len(black) == table.num_rows else pa.array(black)  # None: all
         labelled = any(name in table.column_names and
                        table.column(name).null_count < table.num_rows
                        for name in ("src_label", "dst_label"))
         ends = self._vertex_rows(
-            pa.concat_arrays([table.column(end).take(taken).combine_chunks()
-                              for end in ("src", "dst")]),
+            pa.concat_arrays([(column if taken is None else column.take(taken))
+                              .combine_chunks() for column in (table.column("src"),
+                                                               table.column("dst"))]),
             np.concatenate([cols["src_label"][black], cols["dst_label"][black]])
             if labelled else None)
         src, dst = ends[: len(black)], ends[len(black) :]
