@@ -35,6 +35,9 @@ OPTIONS = {"nu_engine": "interpreted"}
 TEXTS = {
     "pair.sal": "{ x e1 y; y e2 x; starttime(e1) < starttime(e2); "
                 "starttime(e2) - starttime(e1) <= 5; }",
+    # pair.sal with a narrower bound: one engine serves both while pair.sal's is wider
+    "pair_soon.sal": "{ x e1 y; y e2 x; starttime(e1) < starttime(e2); "
+                     "starttime(e2) - starttime(e1) <= 2; }",
     "two.sal": "SUBGRAPH Fan { x e1 y; x e2 z; starttime(e1) < starttime(e2); "
                "starttime(e2) - starttime(e1) <= 2; } "
                "SUBGRAPH Path { x e1 y; y e2 z; starttime(e1) < starttime(e2); "

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass
+from numbers import Real
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 import numpy as np
@@ -205,7 +206,7 @@ class ReplayJob(Protocol):
         micro-batches (subscriptions), or None: the query is fixed when the stream starts."""
         ...
 
-    def shared_form(self) -> tuple[Hashable, int] | None:
+    def shared_form(self) -> tuple[Hashable, Real] | None:
         """``(key, bound)`` when the job's matches are those of any job of the same key
         with a bound at least as wide, passed through :meth:`own_matches` -- so that rules
         differing only in a bound share one engine (:class:`~graphcep.jobs.rules.
@@ -314,7 +315,7 @@ class JobBase:
     def watch(self, path: str) -> QueryWatch | None:
         return None
 
-    def shared_form(self) -> tuple[Hashable, int] | None:
+    def shared_form(self) -> tuple[Hashable, Real] | None:
         return None
 
     def own_matches(self, matches: pa.Table) -> pa.Table:
@@ -358,6 +359,15 @@ class JobBase:
     def plan_dot(self) -> str:
         raise QueryError(f"--dot draws a ν-expression's automaton or a subscriptions file's "
                          f"pattern tree; {self.name!r} is neither")
+
+
+def renamed_matches(matches: pa.Table, name: str, ids: list[str] | np.ndarray) -> pa.Table:
+    """SAL-shaped match records named after query ``name``, with match ids ``ids``: what
+    a rule takes of an engine it shares (``ReplayJob.own_matches``)."""
+    names = matches.schema.names
+    return (matches.set_column(names.index("query"), "query",
+                               pa.array([name] * matches.num_rows, pa.string()))
+            .set_column(names.index("match_id"), "match_id", pa.array(ids, pa.string())))
 
 
 def cell_query_or_none(job: ReplayJob) -> SubgraphQuery | None:

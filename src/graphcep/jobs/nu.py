@@ -27,6 +27,7 @@ import math
 import sys
 from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
+from numbers import Real
 from typing import Any
 
 import pyarrow as pa
@@ -39,7 +40,7 @@ from graphcep.engines.nu.tables import ineligibility
 from graphcep.events import format_seconds
 from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
-from graphcep.jobs.base import CellSplit, Extent, JobBase
+from graphcep.jobs.base import CellSplit, Extent, JobBase, renamed_matches
 from graphcep.patterns.nu import (
     Delay,
     NuPattern,
@@ -211,7 +212,7 @@ class NuJob(JobBase):
     def orient(self, edges: pa.Table) -> pa.Table:
         return edges  # a link is read from src to dst
 
-    def shared_form(self) -> tuple[Hashable, int] | None:
+    def shared_form(self) -> tuple[Hashable, Real] | None:
         """Expressions that differ only in the upper bound of a delay around the whole
         expression share one engine (search mode): such a delay bounds a match's span,
         first link to last, so the matches of ``<e>[low, w]`` are those of ``<e>[low, W]``
@@ -241,10 +242,7 @@ class NuJob(JobBase):
                                                 mine.column("last_t").to_pylist(),
                                                 mine.column("bindings").to_pylist(),
                                                 strict=True)]
-        return (mine.set_column(mine.schema.get_field_index("query"), "query",
-                                pa.array([name] * mine.num_rows, pa.string()))
-                .set_column(mine.schema.get_field_index("match_id"), "match_id",
-                            pa.array(ids, pa.string())))
+        return renamed_matches(mine, name, ids)
 
     def new_engine(self, threads: int | None = 1) -> Engine:
         if self.chosen == "compiled":

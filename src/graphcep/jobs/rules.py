@@ -1,5 +1,7 @@
 """Many detection rules over one stream: a directory of query files of every kind, read
-once, one engine per rule, rules added, changed and removed while the stream runs.
+once, one engine per rule (rules that differ only in a bound share one:
+:meth:`~graphcep.jobs.base.ReplayJob.shared_form`), rules added, changed and removed while
+the stream runs.
 
 A *rule* is one query of a query file in the rules directory (``.sal``, ``.nu``,
 ``.regex``, ``.autom``, ``.ddst``, ``.subs``): the file's name, or ``file.sal#NAME`` for
@@ -10,7 +12,8 @@ each SUBGRAPH of a SAL program with several. Its *version* is a hash of the file
 be of different kinds: their matches go out in one envelope (:data:`RULE_MATCHES`) --
 the rule, its version, its kind, the identity and times of the match, and the kind's own
 record in the column of its record kind (``sal``: SAL and ν matches, ``ddst``, ``subs``).
-The stream is read, parsed, interned, sorted and reordered once for all rules.
+The stream is read, parsed, sorted and reordered once for all rules; each engine numbers
+the vertex names of the edges it reads.
 
 Live rules (:class:`RulesEngine`, :class:`RulesWatch`)
 -------------------------------------------------------
@@ -63,6 +66,7 @@ from collections import Counter
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from itertools import chain
+from numbers import Real
 from pathlib import Path
 from typing import Any
 
@@ -497,7 +501,7 @@ class RulesJob(CompositeJob):
             form = rule.job.shared_form()
             host = None if form is None else hosts[form[0]]
             if host is not None and host is not rule:
-                lines.append(f"runs on the engine of {host.name} (the same expression, a "
+                lines.append(f"runs on the engine of {host.name} (the same query, a "
                              "wider bound): its matches are those that fit its own")
         return lines
 
@@ -549,7 +553,7 @@ class LiveRule:
     rule: Rule
     engine: Engine
     since: int = _NEVER
-    reach: tuple[Any, int] | None = None
+    reach: tuple[Any, Real] | None = None
     borrowed: bool = False
 
 
@@ -963,7 +967,7 @@ def _close(engine: Engine) -> None:
         close()
 
 
-def _widest_first(rule: Rule) -> int:
+def _widest_first(rule: Rule) -> Real:
     """Rules of a shared form widest first (the others in their order)."""
     form = rule.job.shared_form()
     return 0 if form is None else -form[1]

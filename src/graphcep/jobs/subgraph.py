@@ -24,8 +24,11 @@ Example
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import math
+from collections.abc import Hashable, Mapping
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
+from numbers import Real
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -38,14 +41,20 @@ from graphcep.engines.difference_bounds import (
     check_window,
 )
 from graphcep.engines.subgraph.plan import compile_query
-from graphcep.events import CORE_NAMES, format_seconds, max_duration_of
+from graphcep.events import CORE_NAMES, format_seconds, match_ids, max_duration_of
 from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
-from graphcep.jobs.base import CellSplit, DeclaredSource, Extent, JobBase
+from graphcep.jobs.base import CellSplit, DeclaredSource, Extent, JobBase, renamed_matches
 from graphcep.jobs.composite import CompositeJob
 from graphcep.patterns.program import Program
-from graphcep.patterns.subgraph import MAX_BOUND_US, EdgePredicate, QueryError, SubgraphQuery
+from graphcep.patterns.subgraph import (
+    MAX_BOUND_US,
+    EdgePredicate,
+    QueryError,
+    SubgraphQuery,
+    TimeRef,
+)
 
 if TYPE_CHECKING:
     from graphcep.engines.subgraph.engine import SubgraphEngine, VertexFeatures
@@ -259,6 +268,55 @@ class SubgraphJob(JobBase):
     def new_engine(self, threads: int | None = 1) -> SubgraphEngine:
         return make_engine(self.query, features=self.features(), threads=threads,
                            **self.engine_options())
+
+    def shared_form(self) -> tuple[Hashable, Real] | None:
+        """Queries that differ only in the bound of their one *span* constraint
+        (``starttime(e2) - starttime(e1) <= 5``: a difference of two edges' times bounded
+        above by a positive bound) share one engine: a match is an assignment of stream
+        edges that satisfies every constraint, so the matches under a bound are those
+        under a wider one whose difference keeps within it. A query with vertex features
+        keeps an engine of its own (its features count the edges of its own window)."""
+        at = self._span_constraint()
+        if at is None:
+            return None
+        constraint = self.query.temporal[at]
+        temporal = list(self.query.temporal)
+        temporal[at] = replace(constraint, bound_us=Fraction(0))
+        query = replace(self.query, name="", temporal=tuple(temporal))
+        return ("sal", query, constraint.op, self.fmt, self.homomorphic,
+                self.max_duration_us, self.swap_endpoints,
+                tuple(sorted(self.field_aliases.items())), self.max_window_edges,
+                self.window_us), constraint.bound_us
+
+    def own_matches(self, matches: pa.Table) -> pa.Table:
+        """The matches whose span constraint holds under this query's bound, named
+        after it."""
+        constraint = self.query.temporal[self._span_constraint()]
+        k = len(self.query.edges)
+        edges = pa.chunked_array(matches.column("edges")).combine_chunks().flatten()
+
+        def time_of(ref: TimeRef) -> np.ndarray:
+            j = self.query.edge_names.index(ref.edge)
+            start = edges.field("t").to_numpy().reshape(-1, k)[:, j]
+            return start + (edges.field("dur").to_numpy().reshape(-1, k)[:, j]
+                            if ref.kind == "end" else 0)
+
+        gap = time_of(constraint.plus) - time_of(constraint.minus)
+        bound = constraint.bound_us  # exact: integer gaps against a rational bound
+        most = math.floor(bound) if constraint.op == "<=" else math.ceil(bound) - 1
+        keep = gap <= most
+        mine = matches.filter(pa.array(keep))
+        seqs = edges.field("seq").to_numpy().reshape(-1, k)[keep]
+        return renamed_matches(mine, self.query.name, match_ids(self.query.name, seqs))
+
+    def _span_constraint(self) -> int | None:
+        """The place of the query's one span constraint among its temporal ones (None:
+        none, several, or a query with vertex features)."""
+        if self.query.vertex_constraints:
+            return None
+        spans = [at for at, c in enumerate(self.query.temporal)
+                 if c.minus is not None and c.op in ("<", "<=") and c.bound_us > 0]
+        return spans[0] if len(spans) == 1 else None
 
     def engine_options(self) -> dict:
         return {
