@@ -200,7 +200,7 @@ def normalize_edges(table: pa.Table) -> pa.Table:
             raise ValueError(f"edge table has {column.null_count:,} null(s) in the required "
                              f"column {f.name!r} (the first at row {first}); every edge needs "
                              f"a time, both vertices, a duration and a sequence number")
-        columns.append(column.cast(f.type))
+        columns.append(column if _core_type(f, column.type) else column.cast(f.type))
         names.append(f.name)
     for name in table.column_names:
         if name not in CORE_NAMES:
@@ -215,8 +215,52 @@ def _normalized(table: pa.Table) -> bool:
     schema = table.schema
     if len(schema) < len(CORE_FIELDS):
         return False
-    return all(schema.field(i).name == f.name and schema.field(i).type == f.type
+    return all(schema.field(i).name == f.name and _core_type(f, schema.field(i).type)
                and table.column(i).null_count == 0 for i, f in enumerate(CORE_FIELDS))
+
+
+#: Vertex names dictionary-encoded: engines number a batch's distinct names, not each
+#: row's (a rules engine encodes a batch once for all its rules).
+VERTEX_DICTIONARY = pa.dictionary(pa.int32(), pa.string())
+
+
+def encoded_vertices(table: pa.Table) -> pa.Table:
+    """``table`` with ``src`` and ``dst`` dictionary-encoded by one dictionary
+    (:data:`VERTEX_DICTIONARY`, the names by first appearance, ``src`` before ``dst``):
+    hashed once, for every engine that reads the table.
+
+    >>> encoded = encoded_vertices(pa.table({"src": ["a", "b"], "dst": ["b", "c"]}))
+    >>> encoded.column("dst").chunk(0).indices.to_pylist()
+    [1, 2]
+    >>> decoded_vertices(encoded).column("dst").to_pylist()
+    ['b', 'c']
+    """
+    names = table.schema.names
+    if not table.num_rows or table.schema.field("src").type != pa.string() or \
+            table.schema.field("dst").type != pa.string():
+        return table
+    src, dst = (table.column(end).combine_chunks() for end in ("src", "dst"))
+    both = pc.dictionary_encode(pa.concat_arrays([src, dst]))
+    codes, rows = both.indices, len(src)
+    return (table.set_column(names.index("src"), "src", pa.DictionaryArray.from_arrays(
+        codes.slice(0, rows), both.dictionary))
+        .set_column(names.index("dst"), "dst", pa.DictionaryArray.from_arrays(
+            codes.slice(rows), both.dictionary)))
+
+
+def decoded_vertices(table: pa.Table) -> pa.Table:
+    """``table`` with its columns of :data:`VERTEX_DICTIONARY` (vertex names, or values
+    taken from them) as plain strings: what an output holds."""
+    for at, column in enumerate(table.schema):
+        if column.type == VERTEX_DICTIONARY:
+            table = table.set_column(at, column.name, table.column(at).cast(pa.string()))
+    return table
+
+
+def _core_type(core: pa.Field, typ: pa.DataType) -> bool:
+    """Whether ``typ`` is one the core field ``core`` is kept in: its own, or for the
+    vertex fields :data:`VERTEX_DICTIONARY`."""
+    return typ == core.type or (core.name in ("src", "dst") and typ == VERTEX_DICTIONARY)
 
 
 def concat_edges(tables: list[pa.Table]) -> pa.Table:

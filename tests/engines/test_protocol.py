@@ -30,7 +30,7 @@ import pytest
 
 from graphcep import jobs
 from graphcep.engines.base import ChunkedPushes, EngineBase, OutOfOrderError, SnapshotError
-from graphcep.events import sort_stream
+from graphcep.events import encoded_vertices, sort_stream
 from graphcep.lang.ddst import parse_ddst
 from graphcep.lang.nu import parse_nu
 from graphcep.lang.sal import parse_program
@@ -263,3 +263,31 @@ def test_describe_and_state_size_answer(case):
     assert isinstance(engine.describe(), str) and engine.describe()
     size = engine.state_size()
     assert size and all(isinstance(v, int) for v in size.values())
+
+
+def test_vertices_encoded_once_give_the_same_matches(case):
+    """Batches whose ``src`` and ``dst`` come dictionary-encoded by one dictionary (a rules
+    engine encodes each batch once for all its rules) give the matches, output types
+    included, of plain strings -- also when the dictionary holds names the batch no
+    longer uses (a filtered batch), and across a snapshot and restore."""
+    stream = case.stream()
+    cuts = [0, 37, 38, 150, 311, stream.num_rows]
+    keep = pa.array(np.arange(stream.num_rows) % 5 != 2)
+    plain, encoded = case.new(), case.new()
+    got: dict[str, list] = {"plain": [], "encoded": []}
+    schemas = set()
+    for n, (start, end) in enumerate(zip(cuts, cuts[1:], strict=False)):
+        piece, kept = stream.slice(start, end - start), keep.slice(start, end - start)
+        if n == 3:
+            encoded = type(encoded).restore(encoded.snapshot(), **dict(
+                getattr(encoded, "restore_context", dict)()))
+        for name, engine, batch in (("plain", plain, piece.filter(kept)),
+                                    ("encoded", encoded,
+                                     encoded_vertices(piece).filter(kept))):
+            out = engine.push(batch)
+            schemas.add((name, out.schema))
+            got[name] += out.to_pylist()
+    assert len({schema for _, schema in schemas}) == 1
+    assert matches_of(pa.Table.from_pylist(got["encoded"])) == \
+        matches_of(pa.Table.from_pylist(got["plain"]))
+    assert got["plain"]

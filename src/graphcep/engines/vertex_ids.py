@@ -21,9 +21,35 @@ def _dictionary(column: pa.Array | pa.ChunkedArray) -> Encoded | None:
         column = column.combine_chunks()
     if len(column) == 0:
         return None
+    if pa.types.is_dictionary(column.type):
+        codes, remap, names = used_names(column)
+        return [(codes, remap)], names
     encoded = pc.dictionary_encode(column if column.type == pa.string()
                                    else column.cast(pa.string()))
     return [(encoded.indices.to_numpy(zero_copy_only=False), None)], encoded.dictionary
+
+
+def used_names(column: pa.DictionaryArray) -> tuple[np.ndarray, np.ndarray, pa.Array]:
+    """A dictionary-encoded column (no nulls) as its codes, the map of its codes to
+    places among the names its rows use, and those names in dictionary order -- a
+    dictionary shared by several columns (a batch's ``src`` and ``dst``), or kept by a
+    filter, holds names a column does not use, which must not be numbered. A dictionary
+    made by encoding the column (or ``src`` then ``dst``) lists names by first
+    appearance, so they are numbered as the encoding of the strings would number them.
+
+    >>> codes, remap, names = used_names(pa.DictionaryArray.from_arrays(
+    ...     pa.array([2, 0, 2], pa.int32()), pa.array(["a", "b", "c"])))
+    >>> remap[codes].tolist(), names.to_pylist()
+    ([1, 0, 1], ['a', 'c'])
+    """
+    codes = column.indices.to_numpy(zero_copy_only=False)
+    size = len(column.dictionary)
+    used = np.flatnonzero(np.bincount(codes, minlength=size))
+    if len(used) == size:
+        return codes, None, column.dictionary
+    remap = np.full(size, -1, np.int32)
+    remap[used] = np.arange(len(used), dtype=np.int32)
+    return codes, remap, column.dictionary.take(pa.array(used))
 
 
 def _unified(parts: list[Encoded | None]) -> Encoded | None:
@@ -126,7 +152,8 @@ class VertexIds:
         by their first appearance."""
         if _small_text(columns):
             return self._intern(columns)
-        if not threads or sum(len(column) for column in columns) < THREADED_ROWS:
+        if not threads or sum(len(column) for column in columns) < THREADED_ROWS or \
+                any(pa.types.is_dictionary(column.type) for column in columns):
             return [self._assign(_dictionary(column)) for column in columns]
         pieces = [_pieces(column) for column in columns]
         flat = [piece for column in pieces for piece in column]

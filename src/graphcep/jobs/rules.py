@@ -86,7 +86,7 @@ from graphcep.engines.base import (
     joined_chunks,
 )
 from graphcep.engines.difference_bounds import UnboundedQueryError
-from graphcep.events import format_seconds, sort_stream
+from graphcep.events import encoded_vertices, format_seconds, sort_stream
 from graphcep.io.sinks import SAL_MATCHES, MatchFormat
 from graphcep.io.time_text import SECONDS
 from graphcep.jobs.base import Extent, Instances, ReplayJob
@@ -938,7 +938,10 @@ def _shared_inputs(batch: pa.Table) -> Callable[[Any], pa.Table]:
     oriented as its query reads edges, and only the edges that may play one of its query
     edges where the others change no match (``job.playable``) -- filtered once for all the
     rules that keep the same edges of the same fields (equal ``job.playable_key``: the
-    same predicates), as cells drop them."""
+    same predicates), as cells drop them. The vertex names are hashed once for all the
+    rules (:func:`~graphcep.events.encoded_vertices`): each engine numbers the batch's
+    distinct names, not each row's."""
+    batch = encoded_vertices(batch)
     kept: dict[Any, pa.Table] = {}
 
     def input_of(job: Any) -> pa.Table:

@@ -200,6 +200,7 @@ from graphcep.engines.ddst.reports import (
     reported_pairs,
 )
 from graphcep.engines.ddst.schema import COLORING_MAX_BITS
+from graphcep.engines.vertex_ids import used_names
 from graphcep.patterns.ddst import DDSTQuery
 
 __all__ = ["DDSTColoringEngine", "RedComponent"]
@@ -621,9 +622,11 @@ class DDSTColoringEngine(EngineBase):
         tuple), and no tuple is built and hashed per vertex of an unlabelled stream --
         whose ids Arrow numbers (no Python string per edge)."""
         if labels is None:
-            encoded = pc.dictionary_encode(ids)
-            number = encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
-            name_list = encoded.dictionary.to_pylist()
+            if not pa.types.is_dictionary(ids.type):
+                ids = pc.dictionary_encode(ids)
+            codes, remap, distinct = used_names(ids)
+            number = (codes if remap is None else remap[codes]).astype(np.int64)
+            name_list = distinct.to_pylist()
             names = np.array(name_list, dtype=object)
             vlabels = np.full(len(names), None, dtype=object)
             keys = name_list

@@ -208,6 +208,8 @@ def _labels(table: pa.Table, name: str) -> np.ndarray:
 
 def strings(col: pa.ChunkedArray | pa.Array) -> np.ndarray:
     """A string column as a 1-d object array of str/None (half the cost of ``to_pylist``)."""
+    if pa.types.is_dictionary(col.type):
+        col = col.cast(pa.string())
     return np.asarray(col.to_numpy(zero_copy_only=False), dtype=object).reshape(len(col))
 
 

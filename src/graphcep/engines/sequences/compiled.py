@@ -83,7 +83,8 @@ from graphcep.engines.sequences.engine import (
 )
 from graphcep.engines.sequences.sharded import ShardedDict
 from graphcep.engines.sequences.trie_arrays import Trie
-from graphcep.events import ragged_match_ids
+from graphcep.engines.vertex_ids import used_names
+from graphcep.events import decoded_vertices, ragged_match_ids
 from graphcep.hashing import salt64
 from graphcep.patterns.sequences import SequencePattern
 
@@ -347,7 +348,10 @@ class _EdgeStore:
         return np.arange(self.size - n, self.size, dtype=np.int64)
 
     def take(self, rows: np.ndarray) -> pa.Table:
-        """The rows ``rows`` (any order, repeats allowed)."""
+        """The rows ``rows`` (any order, repeats allowed), vertex names as strings."""
+        return decoded_vertices(self._take(rows))
+
+    def _take(self, rows: np.ndarray) -> pa.Table:
         piece = np.searchsorted(np.array(self.starts), rows, side="right") - 1
         if len(self.pieces) == 1 or (len(rows) and piece.min() == piece.max()):
             p = int(piece[0]) if len(rows) else 0
@@ -379,16 +383,21 @@ class _EdgeStore:
 def _codes(column: pa.Array, intern: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """Per row, its value's number among the column's distinct values (-1: null), and
     per distinct value its number in ``intern`` (new values numbered on)."""
-    encoded = pc.dictionary_encode(column)
-    values = encoded.dictionary.to_pylist()
+    if pa.types.is_dictionary(column.type) and not column.null_count:
+        codes, remap, names = used_names(column)  # encoded once for every engine
+        local = (codes if remap is None else remap[codes]).astype(np.int64)
+    else:
+        encoded = pc.dictionary_encode(column)
+        indices = encoded.indices
+        if indices.null_count:
+            indices = indices.fill_null(-1)
+        local = indices.to_numpy(zero_copy_only=False).astype(np.int64)
+        names = encoded.dictionary
+    values = names.to_pylist()
     numbers = list(map(intern.get, values))
     if None in numbers:
         numbers = [intern.setdefault(v, len(intern)) for v in values]
-    indices = encoded.indices
-    if indices.null_count:
-        indices = indices.fill_null(-1)
-    return indices.to_numpy(zero_copy_only=False).astype(np.int64), \
-        np.array(numbers, dtype=np.int64)
+    return local, np.array(numbers, dtype=np.int64)
 
 
 def _offsets(lengths: np.ndarray) -> np.ndarray:

@@ -50,7 +50,7 @@ from graphcep.engines.sequences.active import KeyState, TreeEvaluator
 from graphcep.engines.sequences.kmp_var import KmpVar, State
 from graphcep.engines.sequences.sharded import ShardedDict
 from graphcep.engines.sequences.tree import PatternTree
-from graphcep.events import match_ids
+from graphcep.events import VERTEX_DICTIONARY, match_ids
 from graphcep.patterns.sequences import SequencePattern
 from graphcep.patterns.subgraph import QueryError
 
@@ -195,7 +195,7 @@ def as_text(column: pa.ChunkedArray | pa.Array, role: str, field: str
     """A column as text (the symbols patterns name), nulls kept; a :class:`QueryError`
     naming the option (``role``) and ``field`` when its values have no text (a list, a
     struct)."""
-    if pa.types.is_string(column.type):
+    if pa.types.is_string(column.type) or column.type == VERTEX_DICTIONARY:
         return column
     try:
         return column.cast(pa.string())
