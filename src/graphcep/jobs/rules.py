@@ -12,8 +12,9 @@ each SUBGRAPH of a SAL program with several. Its *version* is a hash of the file
 be of different kinds: their matches go out in one envelope (:data:`RULE_MATCHES`) --
 the rule, its version, its kind, the identity and times of the match, and the kind's own
 record in the column of its record kind (``sal``: SAL and ν matches, ``ddst``, ``subs``).
-The stream is read, parsed, sorted and reordered once for all rules; each engine numbers
-the vertex names of the edges it reads.
+The stream is read, parsed, sorted and reordered once for all rules, and each batch's
+vertex names hashed once (:func:`_shared_inputs`); each engine numbers the distinct names
+of the edges it reads.
 
 Live rules (:class:`RulesEngine`, :class:`RulesWatch`)
 -------------------------------------------------------
