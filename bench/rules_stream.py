@@ -21,8 +21,11 @@ and :mod:`bench.rules` each rule's count against its own run.
 Target: the twenty rules sustain >= 100,000 edges/s at p99 <= 2 s.
 
 ``--checkpoints`` also runs the operator alone in this process over S1's 200,000 edges
-in batches of 10,000: without a checkpoint, with every engine snapshotted each batch, and
-with each batch's edges logged (the default), then a restart replaying that log.
+in batches of 10,000: without a checkpoint (also with an engine per rule, as twenty rules
+of twenty different queries would run: the bench's are four queries at five bounds, and
+rules that differ only in a bound share one engine), with every engine snapshotted each
+batch, and with each batch's edges logged (the default), then a restart replaying that
+log.
 
 Run: ``python -m bench.rules_stream [--rates 10000,20000,...] [--seconds 20]
 [--checkpoints]``; prints markdown tables (bench/RESULTS.md keeps the figures).
@@ -32,6 +35,8 @@ from __future__ import annotations
 
 import argparse
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pyarrow as pa
@@ -87,42 +92,70 @@ def warm_kernels(folder: Path, edges: pa.Table | None = None) -> None:
     StreamOperator(job, lateness_us=0, on_matches=lambda m, b: None).process(0, edges)
 
 
+@contextmanager
+def engine_per_rule(wanted: bool = True) -> Iterator[None]:
+    """Rules loaded within it each run an engine of their own (no shared_form): what
+    twenty rules of twenty different queries would cost, where the bench's are four
+    queries at five bounds each (the ν and SAL ones then share two engines)."""
+    from graphcep.jobs.nu import NuJob
+    from graphcep.jobs.subgraph import SubgraphJob
+
+    saved = NuJob.shared_form, SubgraphJob.shared_form
+    if wanted:
+        NuJob.shared_form = SubgraphJob.shared_form = lambda self: None
+    try:
+        yield
+    finally:
+        NuJob.shared_form, SubgraphJob.shared_form = saved
+
+
+def _operator_row(folder: Path, stream: pa.Table, name: str, options: dict,
+                  batch: int) -> str:
+    """One row of :func:`checkpoint_costs`: the operator with ``options`` over
+    ``stream``, then (with a checkpoint that logs edges) a restart from it."""
+    import time
+
+    from graphcep.jobs import rules
+    from graphcep.runtime.streaming.driver import StreamOperator
+
+    edges = stream.num_rows
+    job = rules.load(str(folder), {}, strict=False).live(None, False)
+
+    def operator() -> StreamOperator:
+        return StreamOperator(job, lateness_us=0, watch=job.watch(str(folder)),
+                              on_matches=lambda m, b: None, **options)
+
+    op, started = operator(), time.perf_counter()
+    for number, first in enumerate(range(0, edges, batch)):
+        op.process(number, stream.slice(first, batch))
+    seconds = time.perf_counter() - started
+    restart = "-"
+    if "snapshot_interval" not in options and options:
+        started = time.perf_counter()
+        operator().resume()
+        restart = f"{time.perf_counter() - started:.2f}"
+    return (f"| {name} | {edges:,} | {edges // batch} | {seconds:.2f} | "
+            f"{edges / seconds:,.0f} | {restart} |")
+
+
 def checkpoint_costs(folder: Path, work: Path, edges: int = 200_000,
                      batch: int = 10_000) -> list[str]:
     """The operator alone, in this process, over S1's first ``edges`` edges in batches of
-    ``batch``: without a checkpoint, snapshotting every engine each batch, and logging
-    each batch's edges (the default); then a restart replaying the log. Table rows."""
-    import time
-
+    ``batch``: without a checkpoint (also with an engine per rule: :func:`engine_per_rule`),
+    snapshotting every engine each batch, and logging each batch's edges (the default);
+    then a restart replaying the log. Table rows."""
     from graphcep.io.generator import generate_netflow
-    from graphcep.jobs import rules
-    from graphcep.runtime.streaming.driver import StreamOperator
 
     stream = generate_netflow(edges, HOSTS, EVENT_RATE, seed=1).select(
         ["t", "src", "dst", "dur", "seq"])
     rows = []
     warm_kernels(folder, stream.slice(0, batch))
-    for name, options in (("none", {}), ("a snapshot every batch",
-                                          {"checkpoint": work / "every",
-                                           "snapshot_interval": 0}),
+    for name, options in (("none", {}), ("none, an engine per rule", {}),
+                          ("a snapshot every batch", {"checkpoint": work / "every",
+                                                      "snapshot_interval": 0}),
                           ("the batches' edges (default)", {"checkpoint": work / "log"})):
-        job = rules.load(str(folder), {}, strict=False).live(None, False)
-
-        def operator() -> StreamOperator:
-            return StreamOperator(job, lateness_us=0, watch=job.watch(str(folder)),  # noqa: B023
-                                  on_matches=lambda m, b: None, **options)  # noqa: B023
-
-        op, started = operator(), time.perf_counter()
-        for number, first in enumerate(range(0, edges, batch)):
-            op.process(number, stream.slice(first, batch))
-        seconds = time.perf_counter() - started
-        restart = "-"
-        if "snapshot_interval" not in options and options:
-            started = time.perf_counter()
-            operator().resume()
-            restart = f"{time.perf_counter() - started:.2f}"
-        rows.append(f"| {name} | {edges:,} | {edges // batch} | {seconds:.2f} | "
-                    f"{edges / seconds:,.0f} | {restart} |")
+        with engine_per_rule(name.endswith("an engine per rule")):
+            rows.append(_operator_row(folder, stream, name, options, batch))
         print(rows[-1], flush=True)
     return rows
 

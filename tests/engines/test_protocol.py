@@ -273,21 +273,22 @@ def test_vertices_encoded_once_give_the_same_matches(case):
     stream = case.stream()
     cuts = [0, 37, 38, 150, 311, stream.num_rows]
     keep = pa.array(np.arange(stream.num_rows) % 5 != 2)
-    plain, encoded = case.new(), case.new()
-    got: dict[str, list] = {"plain": [], "encoded": []}
+    engines = {"plain": case.new(), "encoded": case.new(), "mixed": case.new()}
+    got: dict[str, list] = {name: [] for name in engines}
     schemas = set()
     for n, (start, end) in enumerate(zip(cuts, cuts[1:], strict=False)):
         piece, kept = stream.slice(start, end - start), keep.slice(start, end - start)
         if n == 3:
-            encoded = type(encoded).restore(encoded.snapshot(), **dict(
-                getattr(encoded, "restore_context", dict)()))
-        for name, engine, batch in (("plain", plain, piece.filter(kept)),
-                                    ("encoded", encoded,
-                                     encoded_vertices(piece).filter(kept))):
-            out = engine.push(batch)
-            schemas.add((name, out.schema))
+            engine = engines["encoded"]
+            engines["encoded"] = type(engine).restore(engine.snapshot(), **dict(
+                getattr(engine, "restore_context", dict)()))
+        for name, engine in engines.items():  # mixed: every other batch encoded
+            encode = name == "encoded" or (name == "mixed" and n % 2)
+            out = engine.push((encoded_vertices(piece) if encode else piece).filter(kept))
+            schemas.add(out.schema)
             got[name] += out.to_pylist()
-    assert len({schema for _, schema in schemas}) == 1
-    assert matches_of(pa.Table.from_pylist(got["encoded"])) == \
-        matches_of(pa.Table.from_pylist(got["plain"]))
+    assert len(schemas) == 1
+    for name in ("encoded", "mixed"):
+        assert matches_of(pa.Table.from_pylist(got[name])) == \
+            matches_of(pa.Table.from_pylist(got["plain"])), name
     assert got["plain"]

@@ -348,19 +348,18 @@ class _EdgeStore:
         return np.arange(self.size - n, self.size, dtype=np.int64)
 
     def take(self, rows: np.ndarray) -> pa.Table:
-        """The rows ``rows`` (any order, repeats allowed), vertex names as strings."""
-        return decoded_vertices(self._take(rows))
-
-    def _take(self, rows: np.ndarray) -> pa.Table:
+        """The rows ``rows`` (any order, repeats allowed), vertex names as strings (a
+        piece may hold them dictionary-encoded, another as strings)."""
         piece = np.searchsorted(np.array(self.starts), rows, side="right") - 1
         if len(self.pieces) == 1 or (len(rows) and piece.min() == piece.max()):
             p = int(piece[0]) if len(rows) else 0
-            return self.pieces[p].take(pa.array(rows - self.starts[p]))
+            return decoded_vertices(self.pieces[p].take(pa.array(rows - self.starts[p])))
         order = np.argsort(piece, kind="stable")
         parts = []
         for p in np.unique(piece):
             chosen = rows[order][piece[order] == p]
-            parts.append(self.pieces[p].take(pa.array(chosen - self.starts[p])))
+            parts.append(decoded_vertices(
+                self.pieces[p].take(pa.array(chosen - self.starts[p]))))
         back = np.empty(len(rows), dtype=np.int64)
         back[order] = np.arange(len(rows))
         return pa.concat_tables(parts).take(pa.array(back))
