@@ -134,6 +134,15 @@ def engine_matches(pattern: NuPattern, links, cuts: int = 1) -> set[tuple]:
     return found
 
 
+def trial_links(rng: random.Random, name: str, trial: int) -> list[tuple[int, str, str]]:
+    """A trial's random links for pattern ``name``: three or four nodes, an instance of
+    the pattern planted in every other trial where one is known."""
+    links = random_links(rng, rng.randint(4, 10), "abc" if trial % 3 else "abcd")
+    if name in PLANTED and trial % 2:
+        links = planted(rng, links[:6], PLANTED[name])
+    return links
+
+
 @pytest.mark.parametrize("name", sorted(PATTERNS))
 def test_search_mode_equals_the_oracle(name):
     pattern = NuPattern(name, PATTERNS[name])
@@ -141,9 +150,7 @@ def test_search_mode_equals_the_oracle(name):
     rng = random.Random(sum(map(ord, name)))
     nonempty = 0
     for trial in range(60):
-        links = random_links(rng, rng.randint(4, 10), "abc" if trial % 3 else "abcd")
-        if name in PLANTED and trial % 2:
-            links = planted(rng, links[:6], PLANTED[name])
+        links = trial_links(rng, name, trial)
         expected = oracle.matches(links)
         assert engine_matches(pattern, links, cuts=1 + trial % 3) == expected, (name, links)
         nonempty += bool(expected)

@@ -19,7 +19,13 @@ import pytest
 from graphcep.jobs import rules
 from graphcep.jobs.nu import NuJob
 from graphcep.patterns.nu import Delay, NuPattern
-from tests.engines.test_nu_oracle import PATTERNS, PLANTED, planted, random_links
+from tests.engines.test_nu_oracle import (
+    PATTERNS,
+    PLANTED,
+    planted,
+    random_links,
+    trial_links,
+)
 from tests.nu_oracle import Oracle
 
 SHAREABLE = sorted(name for name, expr in PATTERNS.items() if isinstance(expr, Delay))
@@ -68,9 +74,7 @@ def test_rules_differing_in_the_outer_bound_share_an_engine_and_find_their_own(
     rng = random.Random(sum(map(ord, name)))
     nonempty = 0
     for trial in range(25):
-        links = random_links(rng, rng.randint(4, 10), "abc" if trial % 3 else "abcd")
-        if name in PLANTED and trial % 2:
-            links = planted(rng, links[:6], PLANTED[name])
+        links = trial_links(rng, name, trial)
         table, size = table_of(links), 1 + trial % 4
         shared = rules.RulesEngine(members, None)
         assert len(shared._engines()) == 1
