@@ -146,8 +146,8 @@ def test_explain_says_which_rules_share_an_engine(tmp_path, capsys) -> None:
     (tmp_path / "path.nu").write_text("#X ~> #Y . <Y ~> #Z>[0, 9]")
     assert main(["explain", "--rules", str(tmp_path)]) == 0
     shared = [line for line in capsys.readouterr().out.splitlines() if "runs on" in line]
-    assert shared == ["runs on the engine of wide.nu (the same query, a wider bound): "
-                      "its matches are those that fit its own"] * 2
+    assert shared == ["runs on the engine of wide.nu (the same query, a bound at least as "
+                      "wide): its matches are those within its own bound"] * 2
 
 
 SAL_FORMS = {

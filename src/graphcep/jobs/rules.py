@@ -502,8 +502,8 @@ class RulesJob(CompositeJob):
             form = rule.job.shared_form()
             host = None if form is None else hosts[form[0]]
             if host is not None and host is not rule:
-                lines.append(f"runs on the engine of {host.name} (the same query, a "
-                             "wider bound): its matches are those that fit its own")
+                lines.append(f"runs on the engine of {host.name} (the same query, a bound "
+                             "at least as wide): its matches are those within its own bound")
         return lines
 
     def instances(self, matches: pa.Table) -> Instances:
