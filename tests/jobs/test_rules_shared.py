@@ -194,3 +194,18 @@ def test_sal_rules_differing_in_their_span_bound_share_an_engine(tmp_path, form)
                                                    1 + trial % 5))
             nonempty += bool(mine)
     assert nonempty >= 6
+
+
+def test_a_state_bound_names_the_rules_of_the_engine_that_hit_it(tmp_path) -> None:
+    """A SAL file without SUBGRAPH names its query ``query1``, as do the others: the
+    message must say which file's engine holds too much."""
+    from graphcep.engines.base import StateBoundError
+
+    (tmp_path / "wide.sal").write_text(SAL_FORMS["back"].format(b=20))
+    (tmp_path / "narrow.sal").write_text(SAL_FORMS["back"].format(b=2))
+    (tmp_path / "ring.sal").write_text(SAL_FORMS["ring"].format(b=3))
+    rows = [{"t": 10_000 * i, "src": "ab"[i % 2], "dst": "ba"[i % 2], "dur": 0,
+             "seq": i + 1} for i in range(300)]
+    engine = rules.load(str(tmp_path), {"max_window_edges": 100}).bind(0).new_engine()
+    with pytest.raises(StateBoundError, match=r"^rules narrow\.sal, wide\.sal: "):
+        engine.push(pa.Table.from_pylist(rows))

@@ -672,7 +672,7 @@ class RulesEngine:
         cores when None; Spark tasks ask for one): their compiled kernels release the
         GIL, so rules match in parallel while the items come out as one thread would give
         them (:func:`~graphcep.engines.base.in_order`)."""
-        producers = [work(lives, self._pushes_of(engine, chunk_rows))
+        producers = [_naming(lives, work(lives, self._pushes_of(engine, chunk_rows)))
                      for engine, lives in self._engines()]
         width = self.threads if self.threads is not None else usable_cores()
         if width < 2 or len(producers) < 2:
@@ -956,6 +956,17 @@ def _shared_inputs(batch: pa.Table) -> Callable[[Any], pa.Table]:
             kept[key] = oriented.filter(job.playable(oriented))
         return kept[key]
     return input_of
+
+
+def _naming(lives: list[LiveRule], items: Iterator[T]) -> Iterator[T]:
+    """``items``; a state bound their engine hits says which rules it runs (the query
+    names in the message may be a program's default, the same for many files)."""
+    try:
+        yield from items
+    except StateBoundError as err:
+        names = [live.rule.name for live in lives]
+        raise StateBoundError(f"{'rule' if len(names) == 1 else 'rules'} "
+                              f"{_names(names)}: {err}") from None
 
 
 def _own(live: LiveRule, matches: pa.Table) -> pa.Table:
