@@ -546,8 +546,9 @@ class LiveRule:
     point; ``_NEVER``: from the stream's start).
 
     Rules of one shared form (:meth:`~graphcep.jobs.base.ReplayJob.shared_form`: ν
-    expressions differing only in the bound around the whole expression) run on one
-    engine, built for the widest of them; ``reach`` is that engine's form and bound, and
+    expressions differing only in the bound around the whole expression, SAL queries
+    only in the bound of their span constraint) run on one engine, built for the widest
+    of them; ``reach`` is that engine's form and bound, and
     a rule that runs on an engine built for another (``borrowed``) takes its own matches
     from the engine's (``own_matches``)."""
 
