@@ -52,6 +52,27 @@ def used_names(column: pa.DictionaryArray) -> tuple[np.ndarray, np.ndarray, pa.A
     return codes, remap, column.dictionary.take(pa.array(used))
 
 
+def distinct_codes(column: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, pa.Array]:
+    """Per row, the number of its value among the column's distinct values (-1: null),
+    and those values by first appearance: hashed here, or for a dictionary-encoded
+    column taken from its dictionary (the names its rows use, :func:`used_names`).
+
+    >>> codes, values = distinct_codes(pa.array(["b", None, "a", "b"]))
+    >>> codes.tolist(), values.to_pylist()
+    ([0, -1, 1, 0], ['b', 'a'])
+    """
+    if isinstance(column, pa.ChunkedArray):
+        column = column.combine_chunks()
+    if pa.types.is_dictionary(column.type) and not column.null_count:
+        codes, remap, names = used_names(column)
+        return (codes if remap is None else remap[codes]).astype(np.int64), names
+    encoded = pc.dictionary_encode(column)
+    indices = encoded.indices
+    if indices.null_count:
+        indices = indices.fill_null(-1)
+    return indices.to_numpy(zero_copy_only=False).astype(np.int64), encoded.dictionary
+
+
 def _unified(parts: list[Encoded | None]) -> Encoded | None:
     """One column's encoding from those of its consecutive pieces: the pieces' names in
     piece order, encoded again, number every name by its first appearance in the column,

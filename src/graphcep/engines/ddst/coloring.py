@@ -171,7 +171,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from graphcep.engines.base import (
     MATCH_CHUNK_ROWS,
@@ -200,7 +199,7 @@ from graphcep.engines.ddst.reports import (
     reported_pairs,
 )
 from graphcep.engines.ddst.schema import COLORING_MAX_BITS
-from graphcep.engines.vertex_ids import used_names
+from graphcep.engines.vertex_ids import distinct_codes
 from graphcep.patterns.ddst import DDSTQuery
 
 __all__ = ["DDSTColoringEngine", "RedComponent"]
@@ -622,10 +621,7 @@ class DDSTColoringEngine(EngineBase):
         tuple), and no tuple is built and hashed per vertex of an unlabelled stream --
         whose ids Arrow numbers (no Python string per edge)."""
         if labels is None:
-            if not pa.types.is_dictionary(ids.type):
-                ids = pc.dictionary_encode(ids)
-            codes, remap, distinct = used_names(ids)
-            number = (codes if remap is None else remap[codes]).astype(np.int64)
+            number, distinct = distinct_codes(ids)
             name_list = distinct.to_pylist()
             names = np.array(name_list, dtype=object)
             vlabels = np.full(len(names), None, dtype=object)

@@ -71,7 +71,6 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from graphcep.engines.sequences import trie as kernel
 from graphcep.engines.sequences.engine import (
@@ -83,7 +82,7 @@ from graphcep.engines.sequences.engine import (
 )
 from graphcep.engines.sequences.sharded import ShardedDict
 from graphcep.engines.sequences.trie_arrays import Trie
-from graphcep.engines.vertex_ids import used_names
+from graphcep.engines.vertex_ids import distinct_codes
 from graphcep.events import decoded_vertices, ragged_match_ids
 from graphcep.hashing import salt64
 from graphcep.patterns.sequences import SequencePattern
@@ -382,16 +381,7 @@ class _EdgeStore:
 def _codes(column: pa.Array, intern: dict[str, int]) -> tuple[np.ndarray, np.ndarray]:
     """Per row, its value's number among the column's distinct values (-1: null), and
     per distinct value its number in ``intern`` (new values numbered on)."""
-    if pa.types.is_dictionary(column.type) and not column.null_count:
-        codes, remap, names = used_names(column)  # encoded once for every engine
-        local = (codes if remap is None else remap[codes]).astype(np.int64)
-    else:
-        encoded = pc.dictionary_encode(column)
-        indices = encoded.indices
-        if indices.null_count:
-            indices = indices.fill_null(-1)
-        local = indices.to_numpy(zero_copy_only=False).astype(np.int64)
-        names = encoded.dictionary
+    local, names = distinct_codes(column)
     values = names.to_pylist()
     numbers = list(map(intern.get, values))
     if None in numbers:
