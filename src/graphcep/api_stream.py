@@ -46,8 +46,10 @@ Decisions
   classic one (Spark Connect runs ``foreachBatch`` in a process of its own).
 * **In the executors**, :func:`match_stream` (``Query.match`` on a streaming DataFrame)
   returns a streaming DataFrame of matches made by the HyperCube cells of ``graphcep
-  stream --matching executors``: :func:`cells_output` makes those cells for both, and
-  :func:`start_cells` is the command line's executor-mode start. Each task converts its
+  stream --matching executors`` (:func:`cells_output`; their states in Spark's state
+  store, so any sink serves), and :func:`start_cells` is the command line's executor-mode
+  start (the same cells, stepped in ``foreachBatch``, their states recorded beside the
+  checkpoint: Spark's stateful operator left out of each batch). Each task converts its
   rows as :meth:`DataFrameSource.read_batch` converts a micro-batch and numbers them
   within its chunk; the cells number the chunks in the order ``toArrow`` would hand them
   to the driver (:attr:`~graphcep.runtime.streaming.sources.SourcePart.chunks`), so the
@@ -529,33 +531,31 @@ def widened_job(job: Any, widening: tuple[int, int, int | None] | None) -> Any:
 
 
 def cells_output(spark: Any, job: Any, source: Any, *, cells: int, lateness_us: int,
-                 attrs: pa.Schema, states: Any = None) -> Any:
+                 attrs: pa.Schema) -> Any:
     """The streaming DataFrame of the executor mode's cells
     (:func:`~graphcep.runtime.streaming.cells.cell_matches`, rows of
     :data:`~graphcep.runtime.streaming.cells.OUTPUT_DDL`) over ``source``'s streaming
-    DataFrame, its tasks' rows read by ``source.read_part``: the one making of the cells,
-    for :func:`match_stream` (a user's frame) and :func:`start_cells` (``graphcep stream
-    --matching executors``: files, Kafka, the generator); ``states``: where the cells keep
-    their states (:func:`~graphcep.runtime.streaming.cells.cell_matches`)."""
+    DataFrame, its tasks' rows read by ``source.read_part``, the cells' states in Spark's
+    state store: a streaming DataFrame for :func:`match_stream` (a user's frame) to write
+    to any sink."""
     from graphcep.runtime.streaming.cells import cell_grid, cell_matches
 
     return cell_matches(source.stream_df(spark), source.read_part, job,
-                        cell_grid(job, cells), lateness_us, attrs, states)
+                        cell_grid(job, cells), lateness_us, attrs)
 
 
 def start_cells(spark: Any, run: Any, source: Any, *, once: bool = False,
                 trigger_seconds: float | None = None) -> Any:
     """Start matching ``source`` in the executors: the executor mode's counterpart of
     :func:`start_matching`, the start of ``graphcep stream --matching executors``. ``run``
-    (a :class:`~graphcep.runtime.streaming.cells_run.CellsRun`) writes the
-    :func:`cells_output` to its sinks, part per micro-batch, and keeps the totals;
+    (a :class:`~graphcep.runtime.streaming.cells_run.CellsRun`) steps the cells in
+    ``foreachBatch`` (:func:`~graphcep.runtime.streaming.cells.write_cells_stream`), writes
+    their output to its sinks, part per micro-batch, and keeps the totals;
     ``once``: what the source holds now (Spark's ``availableNow``); ``trigger_seconds``:
     between micro-batches (a generator's own pace instead, as :func:`start_matching`)."""
     from graphcep.runtime.streaming.sources import paced
 
-    output = cells_output(spark, run.job, source, cells=run.cells,
-                          lateness_us=run.lateness_us, attrs=run.attrs, states=run.states)
-    return run.start(spark, output, available_now=once,
+    return run.start(spark, source, available_now=once,
                      trigger_seconds=paced(source, trigger_seconds))
 
 

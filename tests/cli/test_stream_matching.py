@@ -141,7 +141,6 @@ def check_profile(summary: dict, err: list[str]) -> None:
     assert "  Spark: planning the batch" in spark
     # Spark times the same batches the phase does, inside it
     assert 0 < sum(spark.values()) <= phases["micro-batches"]
-    assert phases["  Spark: running the batch: state store commit"] <= spark[running[0]]
     # the driver's foreachBatch runs inside Spark's addBatch (timed in whole ms)
     driver = (phases["  driver: collecting the batch (its Spark job included)"]
               + phases["  driver: writing the parts"])
@@ -294,3 +293,27 @@ def test_subscriptions_in_the_cells_are_read_once_their_text_in_the_checkpoint(t
     assert digest("a: @x.@x\n", watched=True) == digest("b: @y\n", watched=True)
     assert digest("a: @x.@x\n", matching="executors") != digest("b: @y\n",
                                                                  matching="executors")
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_an_executor_stream_stops_between_micro_batches(tmp_path):
+    """``--run-for`` stops the stream after the micro-batch under way (one mostly is: the
+    stream runs near its capacity on one core). Stopping inside one cut its Python code
+    short, and Spark's reading of that error's long text overflowed the JVM's stack (a
+    thousand-line trace on stderr). The summary counts whole batches."""
+    import subprocess
+    import sys
+
+    query = tmp_path / "q.sal"
+    query.write_text(QUERY.replace("e1.port != 443; e3.proto == \"tcp\";", ""))
+    done = subprocess.run(
+        [sys.executable, "-m", "graphcep", "stream", str(query), "--source", "generator",
+         "--rate", "30000", "--vertices", "3000", "--run-for", "12", "--checkpoint",
+         str(tmp_path / "ck"), "--output", f"{tmp_path / 'out'}/", "--master", "local[1]",
+         "--matching", "executors", "--cells", "1", "--quiet", "--summary", "json"],
+        capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "StackOverflowError" not in done.stderr and "Exception in thread" not in done.stderr
+    summary = json.loads(done.stdout.strip().splitlines()[-1])
+    assert summary["edges"] == 30000 * summary["batches"] > 0

@@ -29,10 +29,13 @@ from graphcep.runtime.streaming.cells import (
     edges_part,
     flush_cell,
     packed_rows,
+    partition_keys,
+    refuse_state_store,
     routed_rows,
     step_cell,
     unpacked_rows,
 )
+from graphcep.runtime.streaming.checkpoint_bytes import CheckpointDamaged
 from graphcep.runtime.streaming.driver import StreamOperator
 from tests.oracle import brute_force_matches
 from tests.runtime.test_streaming import arrival_batches, late_seqs
@@ -64,8 +67,7 @@ def run_cells(job: SubgraphJob, batches: list[pa.Table], cells: int, lateness: i
             packed_rows(routed_rows(edges_part(batch.slice(i, step)), job, shares, attrs))
             for i in range(0, max(batch.num_rows, 1), step)], schema=PACKED).to_pandas()
         for cell in sorted(set(packed["_cell"])):
-            frames = [packed[packed["_cell"] == cell]]
-            mine = unpacked_rows(iter(frames), attrs)
+            mine = unpacked_rows(packed[packed["_cell"] == cell]["rows"], attrs)
             assert set(mine.column("_cell").to_pylist()) == {cell}
             result = step_cell(job, shares, lateness, cell, states.get(cell), mine)
             states[cell] = inline.read(inline.save(cell, result, None, batch_id))
@@ -412,3 +414,48 @@ def test_a_killed_driver_restarts_from_spark_state_losing_and_repeating_nothing(
     written_late = [json.loads(line)["seq"] for part in (tmp_path / "late").glob("part-*")
                     for line in part.read_text().splitlines()]
     assert sorted(written_late) == sorted(late)
+
+
+def test_state_records_keep_what_a_rerun_starts_from(tmp_path):
+    """The driver records the cells' states after each micro-batch before Spark commits
+    it: a batch (re-)run starts from the newest record before it, and that record
+    outlives the next batch's, so a batch re-run after a kill finds its start."""
+    files = StateFiles(tmp_path)
+    assert files.recorded_before(0) == {} and not files.recorded()
+    for batch in range(4):
+        files.record(batch, {0: f"after {batch}".encode(), 1: b"one"})
+    assert files.recorded_before(4) == {0: b"after 3", 1: b"one"}
+    assert files.recorded_before(3) == {0: b"after 2", 1: b"one"}  # batch 3 re-run
+    assert sorted(p.name for p in tmp_path.iterdir()) == [
+        "states-000000000002.pickle", "states-000000000003.pickle"]
+    (tmp_path / "states-000000000003.pickle").write_bytes(b"not a pickle")
+    with pytest.raises(CheckpointDamaged, match="states-000000000003"):
+        files.recorded_before(4)
+
+
+def test_a_checkpoint_whose_cells_kept_states_in_spark_is_refused(tmp_path):
+    """A checkpoint of the executor mode before its states were recorded beside it holds
+    them in Spark's state store, which the cells no longer read: one line to start anew."""
+    from graphcep.patterns.subgraph import QueryError
+
+    checkpoint = tmp_path / "spark"
+    (checkpoint / "state" / "0").mkdir(parents=True)
+    files = StateFiles(tmp_path / "cells")
+    with pytest.raises(QueryError, match="start from a new --checkpoint"):
+        refuse_state_store(checkpoint, files)
+    files.record(0, {})
+    refuse_state_store(checkpoint, files)  # a checkpoint of this graphcep's cells
+
+
+@pytest.mark.spark
+def test_partition_keys_send_each_cells_rows_to_its_own_task(spark):
+    """``repartition(tasks, key)`` puts the rows keyed for task ``i`` in partition ``i``:
+    the cells spread evenly over the tasks."""
+    from pyspark.sql import functions as F
+
+    for tasks in (1, 2, 3, 5):
+        keys = partition_keys(spark, tasks)
+        frame = spark.createDataFrame([(k, i) for i, k in enumerate(keys)], "key long, i long")
+        placed = (frame.repartition(tasks, "key")
+                  .select("i", F.spark_partition_id().alias("p")).collect())
+        assert sorted((row.i, row.p) for row in placed) == [(i, i) for i in range(tasks)]

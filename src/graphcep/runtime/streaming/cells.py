@@ -1,18 +1,30 @@
-"""HyperCube cells as Spark keys: each cell's engine state in Spark's state store.
+"""HyperCube cells in Spark's executors: each cell's engine stepped by a Spark task.
 
 The driver's streaming operator (:mod:`graphcep.runtime.streaming.driver`) reorders, matches and
 checkpoints in the driver. Here the matching runs in Spark's executors instead: every
 micro-batch is read and routed to the cells of
 :func:`~graphcep.runtime.hypercube.choose_shares`'s grid, one Spark row per task and
 cell holding that cell's rows as Arrow IPC (``mapInArrow``, :func:`packed_rows`; a
-source's files are read in the executors too), and
-``applyInPandasWithState`` hands each cell its rows together with its state: the
-engine's :meth:`snapshot`, the cell's reorder buffer, the newest time, the frontier and
-the count of files read (:class:`CellState`), kept in Spark's state store
-(:class:`InlineStates`) or, for ``graphcep stream``, as a file under its checkpoint that
-the state store names (:class:`StateFiles`). Spark checkpoints and recovers that state
-with the micro-batch, so a re-run batch starts from the state of the batch before it, and
-adding executors adds cells that match at once.
+source's files are read in the executors too), and each cell takes its rows together with
+its state (:class:`CellState`: the engine, the cell's reorder buffer, the newest time, the
+frontier and the count of files read) in a task of its own (:class:`CellRunner`). Where
+that state is kept, and who hands it to the cell, is one of two:
+
+* ``graphcep stream`` (:func:`write_cells_stream`): each micro-batch is one Spark job run
+  from ``foreachBatch`` -- route, shuffle to at most a task per core
+  (:func:`partition_keys`), step (:func:`step_batch`) -- and the cells' states are files
+  beside the checkpoint (:class:`StateFiles`) that the driver names to each batch's cells
+  and records, once the batch's parts are written, before Spark commits it
+  (:meth:`StateFiles.record`). A re-run batch starts from the record of the batch before
+  it. Spark's stateful operator is left out: it cost a micro-batch a third of its time
+  (pandas frames in and out of every cell, the state store's commit, a second job for
+  adaptive execution), with the states already in files.
+* ``Query.match`` on a user's streaming DataFrame (:func:`cell_matches`): a streaming
+  DataFrame of matches the user writes to any sink, so ``applyInPandasWithState`` hands
+  each cell its rows and its state, a blob in Spark's state store (:class:`InlineStates`),
+  which Spark checkpoints with the batch.
+
+Either way adding executors adds cells that match at once.
 
 Event time and numbering as the driver's operator keeps them
 -------------------------------------------------------------
@@ -42,19 +54,20 @@ plan has one schema); an edge missing one carries a null there.
 Each cell yields at most one row per micro-batch and kind (``match``, ``late``,
 ``reject``, ``stats``), its tables as Arrow IPC bytes; :func:`start_cells_stream` writes
 them as part ``b`` of the sinks in ``foreachBatch``, overwriting on a re-run: exactly once,
-as Spark re-runs a batch from the state before it on the same input.
+as Spark re-runs a batch on the same input and the cells from the states before it.
 
 Engines kept alive
 ------------------
 Restoring an engine from its snapshot every micro-batch costs work in proportion to its
 window. So each Python worker keeps the engines it stepped (:class:`LiveCells`, keyed by
 the query's start and the cell): a state carries a random version, new with every step,
-and a worker whose kept engine has the version of the state Spark hands it steps that
+and a worker whose kept engine has the version of the state it is handed steps that
 engine as it is. Spark reuses its Python workers (``spark.python.worker.reuse``, on by
-default) and its state store runs a cell where it ran before, so this is the common case;
-when another worker stepped the cell since, or Spark re-runs a batch from the state before
-it (a failed task, a restarted driver), the versions differ and the engine is restored
-from the stored state, which stays the truth. With :class:`StateFiles` that state is not
+default), so on one core this is every step; when another worker stepped the cell since
+(with several cores Spark hands a task whichever of its idle workers comes first), or
+Spark re-runs a batch from the state before it (a failed task, a restarted driver), the
+versions differ and the engine is restored from the stored state, which stays the
+truth. With :class:`StateFiles` that state is not
 the engine: a cell whose engine is its window (SAL, windowed ν-expressions) writes only
 the edges the batch released to it, and a restore warms a new engine from the batches
 within the window (:mod:`~graphcep.runtime.streaming.batch_log`); other engines
@@ -74,7 +87,7 @@ they ride in the ``stats`` rows, and
 End of input
 ------------
 :func:`flush_cells` reads the cells' state as the last committed micro-batch left it
-(Spark's ``statestore`` reader), releases every buffered edge (the frontier moves past
+(:meth:`StateFiles.recorded_before`), releases every buffered edge (the frontier moves past
 the newest one) and writes the matches as the batch after the last -- not committed, as
 the driver mode's flush: if the stream goes on later, that batch replaces the flush's
 part and the flushed edges are matched once, when the watermark passes them.
@@ -83,8 +96,8 @@ Scope: every kind whose stream splits into cells exactly
 (:meth:`~graphcep.jobs.base.ReplayJob.cell_split`, :mod:`graphcep.runtime.cell_plans`):
 SAL queries without vertex features (a feature counts over the whole stream, which no
 cell sees) on a HyperCube grid; ν-expressions keyed by the variable on every link, and
-subscriptions by their key, on keyed cells, each cell running the kind's own engine. Late-edge records carry the columns the cells carry, not every column of
-the input.
+subscriptions by their key, on keyed cells, each cell running the kind's own engine. Late-edge records carry the columns the cells
+carry, not every column of the input.
 """
 
 from __future__ import annotations
@@ -94,8 +107,8 @@ import pickle
 import re
 import time
 from collections import OrderedDict
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager, nullcontext, suppress
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -112,8 +125,10 @@ from graphcep.events import (
     sort_stream,
 )
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
+from graphcep.io.sinks import replace_atomically
 from graphcep.jobs.base import Extent
 from graphcep.jobs.subgraph import SubgraphJob
+from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.cell_plans import CellPlan, cell_plan, home_filter, route
 from graphcep.runtime.streaming.batch_log import (
     LogEntry,
@@ -148,6 +163,12 @@ _KEYS = pa.schema([("_cell", pa.int64()), ("_kind", pa.int32()), ("_file", pa.in
                    ("_meta", pa.binary())])
 #: a task's rows for one cell as Arrow IPC (:func:`packed_rows`)
 PACKED = pa.schema([("_cell", pa.int64()), ("rows", pa.binary())])
+#: :data:`PACKED` rows keyed by the partition of the task that steps their cell
+TASKED = pa.schema([("_task", pa.int64()), *PACKED])
+#: a cell's output row as :func:`step_batch` collects it: the cell, then :data:`OUTPUT_DDL`
+#: (``kind`` ``state``: what keeps the cell's state after the batch)
+STEPPED = pa.schema([("_cell", pa.int64()), ("kind", pa.string()), ("rows", pa.binary()),
+                     ("count", pa.int64())])
 _CORE = pa.schema([("t", pa.int64()), ("src", pa.string()), ("dst", pa.string()),
                    ("dur", pa.int64()), ("seq", pa.int64())])
 _NEVER = int(np.iinfo(np.int64).min)
@@ -226,10 +247,9 @@ def packed_rows(rows: pa.Table) -> pa.RecordBatch:
          pa.array(payloads, pa.binary())], schema=PACKED)
 
 
-def unpacked_rows(frames: Iterator[Any], attrs: pa.Schema) -> pa.Table:
-    """A cell's rows of a micro-batch from the pandas frames of :func:`packed_rows`' rows."""
-    tables = [pa.ipc.open_stream(payload).read_all()
-              for frame in frames for payload in frame["rows"]]
+def unpacked_rows(payloads: Iterable[bytes], attrs: pa.Schema) -> pa.Table:
+    """A cell's rows of a micro-batch from the Arrow IPC payloads of :func:`packed_rows`."""
+    tables = [pa.ipc.open_stream(payload).read_all() for payload in payloads]
     return pa.concat_tables(tables) if tables else routed_schema(attrs).empty_table()
 
 
@@ -281,7 +301,8 @@ def _keyed(attrs: pa.Schema, edges: pa.Table, cells: np.ndarray, kinds: np.ndarr
 
 @dataclass
 class CellState:
-    """One cell's state between micro-batches (pickled into Spark's state store)."""
+    """One cell's state between micro-batches (pickled: a blob in Spark's state store, or
+    a file of :class:`StateFiles`)."""
 
     engine: bytes | None = None
     buffer: pa.Table | None = None
@@ -350,10 +371,9 @@ _STEP_PHASES = ("restore", "match")
 class LiveCells:
     """Engines kept alive in this process between micro-batches, by run and cell.
 
-    Spark reuses its Python workers (``spark.python.worker.reuse``, on by default) and its
-    state store's affinity usually runs a cell where it ran before, so the worker that
-    stepped a cell last often steps it next: then the engine it kept is the one the stored
-    state holds (same :attr:`CellState.version`) and needs no restoring. Any other
+    Spark reuses its Python workers (``spark.python.worker.reuse``, on by default), so the
+    worker that stepped a cell last often steps it next: then the engine it kept is the one
+    the stored state holds (same :attr:`CellState.version`) and needs no restoring. Any other
     version -- another worker stepped the cell since, or Spark re-runs a batch from the
     state before it after a failure -- restores from the stored state, which stays the
     truth. An engine is taken out while it steps: a step that fails leaves nothing behind.
@@ -382,8 +402,8 @@ class LiveCells:
 
 @dataclass(frozen=True)
 class CellFile:
-    """What Spark's state store holds of a cell whose state is a file
-    (:class:`StateFiles`): the file's name under the directory (``cell-K/<batch>-<version>``),
+    """What names a cell's state file (:class:`StateFiles`), as the driver records it
+    (:meth:`StateFiles.record`): the file's name under the directory (``cell-K/<batch>-<version>``),
     the state's version, the micro-batch that wrote it, and the first batch whose released
     edges the state reads (-1: none)."""
 
@@ -399,6 +419,8 @@ _BATCH_ID = "streaming.sql.batchId"
 _STATE_NAME = re.compile(r"(\d{12})-[0-9a-f]+(\.part)?\Z")
 #: a cell's released edges of one micro-batch (:func:`~graphcep.runtime.streaming.batch_log.edges_name`)
 _EDGES_NAME = re.compile(r"released-(\d{12})\.arrow\Z")
+#: the cells' states after one micro-batch (:meth:`StateFiles.record`)
+_RECORD_NAME = re.compile(r"states-(\d{12})\.pickle\Z")
 
 
 class InlineStates:
@@ -432,9 +454,9 @@ class InlineStates:
 
 
 class StateFiles:
-    """The cells' states as files under ``directory``, Spark's state store holding only
-    their names and versions (:class:`CellFile`): the executor mode of ``graphcep stream``,
-    whose checkpoint holds both.
+    """The cells' states as files under ``directory``, the driver recording after each
+    micro-batch their names and versions (:class:`CellFile`, :meth:`record`): the executor
+    mode of ``graphcep stream``, whose checkpoint holds both.
 
     Why: a cell's state holds its engine's whole window (about 43 bytes an edge for the
     triangle: 9.5 MB at 20,000 edges/s and W = 10 s). In Spark's state store it crosses
@@ -444,11 +466,12 @@ class StateFiles:
     compressed write from the Python worker; it is read only when the worker that steps
     the cell did not keep its engine (:class:`LiveCells`).
 
-    Exactly once as with inline states: a step writes a new file named by its micro-batch
-    and its state's version and never touches the file of the state it started from, so
-    a micro-batch re-run from that state finds it. A step deletes the files of its cell
-    from that state's micro-batch and before, but that state's own: Spark has committed
-    that batch, so they are the states before it and what failed attempts left. A file
+    Exactly once: a step writes a new file named by its micro-batch and its state's
+    version and never touches the file of the state it started from, so a micro-batch
+    re-run from that state finds it. A step deletes the files of its cell from that
+    state's micro-batch and before, but that state's own: Spark has committed that batch
+    (a batch starts once the one before it is committed), so they are the states before
+    it and what failed attempts left. A file
     of a later micro-batch -- an attempt of this one running beside it (speculation) --
     is left alone. The directory must be one every executor and the driver see (the
     command's checkpoint: local on one machine, a shared mount on a cluster).
@@ -464,8 +487,6 @@ class StateFiles:
         if stored is None:
             return None, None
         ref = pickle.loads(stored)
-        if isinstance(ref, CellState):  # a checkpoint of a start that kept states inline
-            return InlineStates().open(stored, key, live)
         self._sweep(ref)
         kept = live.take(key, ref.version)
         if kept is not None:
@@ -474,8 +495,6 @@ class StateFiles:
 
     def read(self, stored: bytes) -> CellState:
         ref = pickle.loads(stored)
-        if isinstance(ref, CellState):
-            return ref
         return read_checkpoint(os.path.join(self.directory, ref.name),
                                lambda path: pickle.loads(decompressed(path.read_bytes())))
 
@@ -492,7 +511,7 @@ class StateFiles:
     def save(self, cell: int, step: CellStep, stored: bytes | None, batch: int) -> bytes:
         """Write ``step``'s state as a file of its own -- with the edges the batch
         released where the engine is its window, else with the engine's snapshot -- and
-        return what Spark's state store keeps: the file's name (:class:`CellFile`)."""
+        return what names it (:class:`CellFile`, pickled)."""
         state = step.state
         if step.window is not None:
             log = list(state.log)
@@ -515,6 +534,40 @@ class StateFiles:
         os.replace(path + ".part", path)
         log_from = state.log[0].batch_id if state.log else -1
         return pickle.dumps(CellFile(name, state.version, batch, log_from))
+
+    def recorded_before(self, batch_id: int) -> dict[int, bytes]:
+        """The cells' states after the newest micro-batch before ``batch_id`` recorded
+        (:meth:`record`): cell to what :meth:`save` returned (empty: none yet)."""
+        done = [b for b in self._records() if b < batch_id]
+        if not done:
+            return {}
+        return read_checkpoint(self._record_path(done[-1]),
+                               lambda path: pickle.loads(path.read_bytes()))
+
+    def record(self, batch_id: int, stored: dict[int, bytes]) -> None:
+        """Record the cells' states after micro-batch ``batch_id`` (written whole, before
+        Spark commits the batch); the records before the one before it go: a re-run
+        starts from the newest record before its batch, which Spark has committed."""
+        os.makedirs(self.directory, exist_ok=True)
+        replace_atomically(Path(self._record_path(batch_id)), lambda path: Path(path)
+                           .write_bytes(pickle.dumps(stored, protocol=pickle.HIGHEST_PROTOCOL)))
+        for old in [b for b in self._records() if b < batch_id][:-1]:
+            with suppress(FileNotFoundError):
+                os.unlink(self._record_path(old))
+
+    def recorded(self) -> bool:
+        """Whether any micro-batch recorded the cells' states here."""
+        return bool(self._records())
+
+    def _records(self) -> list[int]:
+        try:
+            names = os.listdir(self.directory)
+        except FileNotFoundError:
+            return []
+        return sorted(int(m.group(1)) for n in names if (m := _RECORD_NAME.match(n)))
+
+    def _record_path(self, batch_id: int) -> str:
+        return os.path.join(self.directory, f"states-{batch_id:012d}.pickle")
 
     def _edges_path(self, cell: int, batch: int) -> str:
         return os.path.join(self.directory, f"cell-{cell}", edges_name(batch))
@@ -552,9 +605,9 @@ def live_cells() -> LiveCells:
 
 class StepEnds:
     """When this Python worker last finished a cell's step, per Spark task attempt: the
-    time from there to the task's next cell is Spark's work between two cells (turning
-    the output to Arrow, the JVM's state store, the next group's rows and state to
-    pandas), which ``--profile`` shows beside the cells' own phases."""
+    time from there to the task's next cell is Spark's work between two cells (the
+    output to the JVM; with Spark's state store, its writes and the next group's rows and
+    state to pandas), which ``--profile`` shows beside the cells' own phases."""
 
     def __init__(self) -> None:
         self._ends: dict[int, float] = {}
@@ -746,75 +799,175 @@ def _rejects(metas: list[dict[str, Any]]) -> pa.Table | None:
     return pa.concat_tables(tables) if tables else None
 
 
-def _output_rows(step: CellStep, clock: Clock | None = None) -> Any:
-    """A cell's step as the rows of :data:`OUTPUT_DDL` (a pandas frame); ``clock``: the
-    step's, its Arrow IPC of the output added to the stats."""
-    import pandas as pd
+#: a cell's output rows (:data:`OUTPUT_DDL`)
+OUTPUT = pa.schema([("kind", pa.string()), ("rows", pa.binary()), ("count", pa.int64())])
 
+
+def _output_table(step: CellStep, clock: Clock | None = None) -> pa.Table:
+    """A cell's step as the rows of :data:`OUTPUT`; ``clock``: the step's, its Arrow IPC
+    of the output added to the stats."""
     started = time.perf_counter()
-    out = [(kind, _ipc(table)) for kind, table in (
+    tables = [(kind, table) for kind, table in (
         ("match", step.matches), ("late", step.late), ("reject", step.rejects))
         if table is not None and table.num_rows]
+    out = [(kind, _ipc(table), table.num_rows) for kind, table in tables]
     if clock is not None:
         step.stats = {**step.stats, **clock.stats(),
                       SECONDS + "rows out": time.perf_counter() - started}
-    counts = [table.num_rows for kind, table in (
-        ("match", step.matches), ("late", step.late), ("reject", step.rejects))
-        if table is not None and table.num_rows]
-    out.append(("stats", pickle.dumps(step.stats)))
-    counts.append(int(step.stats.get("edges", 0)))
-    return pd.DataFrame({"kind": [k for k, _ in out], "rows": [r for _, r in out],
-                         "count": counts}, columns=["kind", "rows", "count"])
+    out.append(("stats", pickle.dumps(step.stats), int(step.stats.get("edges", 0))))
+    return pa.Table.from_pylist([dict(zip(OUTPUT.names, row, strict=True)) for row in out],
+                                schema=OUTPUT)
+
+
+@dataclass
+class CellRunner:
+    """How a Spark task steps one cell of a micro-batch, whichever way the stream keeps
+    the cells' states (Spark's state store in :func:`cell_matches`, the driver in
+    :func:`write_cells_stream`): the engine kept alive or restored from ``stored``, the
+    step (:func:`step_cell`), its state saved; ``run``: the query's start, whose live
+    engines are its own."""
+
+    job: SubgraphJob
+    shares: CellPlan
+    lateness_us: int
+    attrs: pa.Schema
+    states: CellStates
+    run: str = field(default_factory=lambda: os.urandom(8).hex())
+
+    def step(self, cell: int, stored: bytes | None, payloads: list[bytes], batch: int,
+             attempt: int) -> tuple[pa.Table, bytes]:
+        """Cell ``cell`` takes its rows (Arrow IPC ``payloads`` of :func:`packed_rows`) of
+        micro-batch ``batch`` in Spark task ``attempt``: its output rows (:data:`OUTPUT`)
+        and what keeps its new state (``states.save``)."""
+        clock = Clock()
+        gap = step_ends().since(attempt)
+        if gap is not None:  # Spark's work between two cells of one task
+            clock.seconds["between"] = gap
+        with clock.phase("state in"):
+            state, live = self.states.open(stored, (self.run, cell), live_cells())
+        with clock.phase("rows in"):
+            rows = unpacked_rows(payloads, self.attrs)
+        step = step_cell(self.job, self.shares, self.lateness_us, cell, state, rows, live,
+                         clock, self.states)
+        with clock.phase("state out"):
+            saved = self.states.save(cell, step, stored, batch)
+        live_cells().keep((self.run, cell), step)
+        out = _output_table(step, clock)
+        step_ends().mark(attempt)
+        return out, saved
+
+
+def _task_ids() -> tuple[int, int, int]:
+    """This Spark task's partition, attempt id and micro-batch (-1 where unknown)."""
+    from pyspark import TaskContext
+
+    task = TaskContext.get()
+    if task is None:
+        return 0, -1, -1
+    # the micro-batch, as Spark's streaming execution tells its tasks
+    batch = int(task.getLocalProperty(_BATCH_ID) or -1)
+    return task.partitionId(), task.taskAttemptId(), batch
+
+
+def _router(read_part: Callable[[pa.Table, Place], SourcePart], runner: CellRunner,
+            task_keys: list[int] | None = None) -> Callable[..., Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function that reads a task's rows (``read_part``) and routes them
+    to the cells, one row per cell (:func:`packed_rows`); with ``task_keys``, each row
+    keyed for the partition of the task that steps its cell (:func:`partition_keys`)."""
+    keys = None if task_keys is None else np.array(task_keys, np.int64)
+
+    def route_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        partition = _task_ids()[0]
+        for number, batch in enumerate(batches):
+            started = time.perf_counter()
+            part = read_part(pa.Table.from_batches([batch]), (partition, number))
+            packed = packed_rows(routed_rows(part, runner.job, runner.shares, runner.attrs,
+                                             time.perf_counter() - started))
+            if keys is not None:
+                cells = packed.column("_cell").to_numpy()
+                packed = pa.RecordBatch.from_arrays(
+                    [pa.array(keys[cells % len(keys)]), *packed.columns], schema=TASKED)
+            yield packed
+
+    return route_partition
 
 
 def cell_matches(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePart],
                  job: SubgraphJob, shares: CellPlan, lateness_us: int,
-                 attrs: pa.Schema, states: CellStates | None = None) -> Any:
+                 attrs: pa.Schema) -> Any:
     """The streaming DataFrame of the cells' output (:data:`OUTPUT_DDL`) for a streaming
     DataFrame whose tasks' rows ``read_part`` reads (a source's files, Kafka records, a
-    frame's rows, or edges), told where in the micro-batch they lie; ``states``: where
-    the cells' states are kept (:class:`StateFiles`; default :class:`InlineStates`)."""
-    from pyspark import TaskContext
+    frame's rows, or edges), told where in the micro-batch they lie; the cells' states
+    are blobs in Spark's state store (:class:`InlineStates`), so the result is a streaming
+    DataFrame a user writes to any sink (``Query.match``)."""
     from pyspark.sql.pandas.types import from_arrow_schema
     from pyspark.sql.streaming.state import GroupStateTimeout
 
-    def route_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        task = TaskContext.get()
-        partition = task.partitionId() if task is not None else 0
-        for number, batch in enumerate(batches):
-            started = time.perf_counter()
-            part = read_part(pa.Table.from_batches([batch]), (partition, number))
-            yield packed_rows(routed_rows(part, job, shares, attrs,
-                                          time.perf_counter() - started))
-
-    run = os.urandom(8).hex()  # this query's start: its cells' live engines are its own
-    states = states if states is not None else InlineStates()
+    runner = CellRunner(job, shares, lateness_us, attrs, InlineStates())
 
     def run_cell(key: tuple, frames: Iterator[Any], group: Any) -> Iterator[Any]:
-        clock, cell = Clock(), int(key[0])
-        task = TaskContext.get()
-        attempt = task.taskAttemptId() if task is not None else -1
-        # the micro-batch, as Spark's streaming execution tells its tasks
-        batch = int((task.getLocalProperty(_BATCH_ID) if task is not None else None) or -1)
-        gap = step_ends().since(attempt)
-        if gap is not None:  # Spark's work between two cells of one task
-            clock.seconds["between"] = gap
+        _, attempt, batch = _task_ids()
         stored = group.get[0] if group.exists else None
-        with clock.phase("state in"):
-            state, live = states.open(stored, (run, cell), live_cells())
-        with clock.phase("rows in"):
-            rows = unpacked_rows(frames, attrs)
-        step = step_cell(job, shares, lateness_us, cell, state, rows, live, clock, states)
-        with clock.phase("state out"):
-            group.update((states.save(cell, step, stored, batch),))
-        live_cells().keep((run, cell), step)
-        out = _output_rows(step, clock)
-        step_ends().mark(attempt)
-        yield out
+        payloads = [payload for frame in frames for payload in frame["rows"]]
+        out, saved = runner.step(int(key[0]), stored, payloads, batch, attempt)
+        group.update((saved,))
+        yield out.to_pandas()
 
-    routed = stream_df.mapInArrow(route_partition, from_arrow_schema(PACKED))
+    routed = stream_df.mapInArrow(_router(read_part, runner), from_arrow_schema(PACKED))
     return routed.groupBy("_cell").applyInPandasWithState(
         run_cell, OUTPUT_DDL, STATE_DDL, "append", GroupStateTimeout.NoTimeout)
+
+
+def partition_keys(spark: Any, tasks: int) -> list[int]:
+    """For each of ``tasks`` partitions a key that Spark's hash partitioning
+    (``repartition(tasks, key)``: Murmur3 with seed 42, modulo ``tasks``) sends there:
+    the rows of cell ``c`` go to partition ``c mod tasks``, so each task steps as many
+    cells as the others, where hashing the cell numbers would pile some on one task."""
+    from pyspark.sql import functions as F
+
+    found: dict[int, int] = {}
+    span = 64 * tasks
+    while len(found) < tasks:
+        table = spark.range(span - 64 * tasks, span).select(
+            "id", F.expr(f"pmod(hash(id), {tasks})").alias("p")).toArrow()
+        for key, part in zip(table.column("id").to_pylist(), table.column("p").to_pylist(),
+                             strict=True):
+            found.setdefault(part, key)
+        span += 64 * tasks
+    return [found[part] for part in range(tasks)]
+
+
+def step_batch(batch_df: Any, batch_id: int, route: Callable[..., Any], runner: CellRunner,
+               stored: dict[int, bytes], tasks: int) -> tuple[pa.Table, dict[int, bytes]]:
+    """One micro-batch through the cells as one Spark job: the tasks' rows routed
+    (``route``, :func:`_router` with :func:`partition_keys`), shuffled to ``tasks``
+    tasks, each stepping its cells from the states ``stored`` names (cell to what
+    ``runner.states`` saved). The cells' output rows (:data:`OUTPUT`) and the states
+    after the batch."""
+    from pyspark.sql.pandas.types import from_arrow_schema
+
+    def step_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        _, attempt, _ = _task_ids()
+        rows = pa.Table.from_batches(list(batches), schema=TASKED)
+        cells = rows.column("_cell").to_numpy()
+        payloads = rows.column("rows")
+        for cell in np.unique(cells):
+            mine = payloads.filter(pa.array(cells == cell)).to_pylist()
+            out, saved = runner.step(int(cell), stored.get(int(cell)), mine, batch_id, attempt)
+            out = pa.concat_tables([out, pa.table({"kind": ["state"], "rows": [saved],
+                                                   "count": [0]}, schema=OUTPUT)])
+            out = out.add_column(0, "_cell", pa.array(np.full(out.num_rows, cell, np.int64)))
+            yield from out.to_batches()
+
+    stepped = (batch_df.mapInArrow(route, from_arrow_schema(TASKED))
+               .repartition(tasks, "_task")
+               .mapInArrow(step_partition, from_arrow_schema(STEPPED))).toArrow()
+    is_state = pc.equal(stepped.column("kind"), "state")
+    states = stepped.filter(is_state)
+    after = dict(stored)
+    after.update(zip(states.column("_cell").to_pylist(), states.column("rows").to_pylist(),
+                     strict=True))
+    return stepped.filter(pc.invert(is_state)).drop_columns(["_cell"]), after
 
 
 @dataclass
@@ -830,11 +983,10 @@ class CellsOutput:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def collect_outputs(batch_df: Any, empty: pa.Table | None = None) -> CellsOutput:
-    """A micro-batch of :func:`cell_matches`' output (or :func:`flush_cells`');
-    ``empty``: the job's match records, none of them, for a batch without matches (SAL's
-    when not given)."""
-    rows = batch_df.select("kind", "rows").toArrow()
+def collect_outputs(rows: pa.Table, empty: pa.Table | None = None) -> CellsOutput:
+    """A micro-batch of the cells' output rows (:data:`OUTPUT`, :func:`step_batch`, or
+    :func:`flush_cells`'); ``empty``: the job's match records, none of them, for a batch
+    without matches (SAL's when not given)."""
     tables: dict[str, list[Any]] = {"match": [], "late": [], "reject": [], "stats": []}
     for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("rows").to_pylist(),
                              strict=True):
@@ -885,17 +1037,18 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
                        attrs: pa.Schema | None = None, reject_sink: Any = None,
                        on_batch: Callable[[int, CellsOutput], None] | None = None,
                        trigger_seconds: float | None = None,
-                       states: CellStates | None = None) -> Any:
+                       states: StateFiles | None = None, gate: Any = None) -> Any:
     """Start the query: a stream -> cells -> part ``b`` of ``sink`` (matches),
     ``late_sink`` (late edges) and ``reject_sink`` per micro-batch ``b``.
 
     The stream is ``edges_df`` (a streaming DataFrame of edges, read as is) or, when
     ``edges_df`` is None, a ``source`` of :mod:`graphcep.runtime.streaming.sources` (its
     ``stream_df``, read in the executors by its ``read_part``). ``attrs``: the attribute
-    columns the cells carry (:func:`cell_attributes`). Spark keeps its offsets and the
-    cells' state under ``checkpoint`` (``states``: the cells' states kept elsewhere, as
-    :func:`cell_matches` takes them); a restart from it re-runs the unfinished
-    micro-batch from the state before it and overwrites its parts.
+    columns the cells carry (:func:`cell_attributes`). Spark keeps its offsets under
+    ``checkpoint``, the cells their states in ``states`` (default: ``cells`` under the
+    checkpoint); a restart from them re-runs the unfinished micro-batch from the states
+    before it and overwrites its parts. ``gate``: a
+    :class:`~graphcep.runtime.streaming.query.BatchGate` a stop waits on.
     """
     shares = cell_grid(job, cells)
     sinks = CellSinks(sink, late_sink, reject_sink, on_batch)
@@ -903,35 +1056,63 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
         stream_df, read_part = source.stream_df(spark), source.read_part
     else:
         stream_df, read_part = edges_df, edges_part
-    output = cell_matches(stream_df, read_part, job, shares, lateness_us,
-                          attrs if attrs is not None else pa.schema([]), states)
-    return write_cells_stream(output, sinks, checkpoint=checkpoint,
-                              empty=job.output.schema.empty_table(),
-                              available_now=available_now, trigger_seconds=trigger_seconds)
+    states = states if states is not None else StateFiles(Path(checkpoint) / "cells")
+    runner = CellRunner(job, shares, lateness_us,
+                        attrs if attrs is not None else pa.schema([]), states)
+    tasks = max(1, min(shares.cells, spark.sparkContext.defaultParallelism))
+    return write_cells_stream(stream_df, read_part, runner, sinks, checkpoint=checkpoint,
+                              tasks=tasks, available_now=available_now,
+                              trigger_seconds=trigger_seconds, gate=gate)
 
 
-def write_cells_stream(output: Any, sinks: CellSinks, *, checkpoint: str,
-                       empty: pa.Table | None = None, available_now: bool = False,
-                       trigger_seconds: float | None = None) -> Any:
-    """Start writing the cells' output (:func:`cell_matches`) to ``sinks``, part ``b`` per
-    micro-batch ``b`` in ``foreachBatch``, Spark's offsets and the cells' state under
-    ``checkpoint`` (:func:`start_cells_stream`); ``empty``: the job's match records, none
-    of them (:func:`collect_outputs`)."""
+def write_cells_stream(stream_df: Any, read_part: Callable[[pa.Table, Place], SourcePart],
+                       runner: CellRunner, sinks: CellSinks, *, checkpoint: str, tasks: int,
+                       available_now: bool = False, trigger_seconds: float | None = None,
+                       gate: Any = None) -> Any:
+    """Start stepping the cells of ``runner`` over ``stream_df`` (its tasks' rows read by
+    ``read_part``) in ``foreachBatch``: each micro-batch one Spark job on ``tasks`` tasks
+    (:func:`step_batch`), its output written to ``sinks`` as part ``b``, then the cells'
+    states after it recorded (:meth:`StateFiles.record`) before Spark commits the batch;
+    Spark's offsets under ``checkpoint`` (:func:`start_cells_stream`)."""
+    states = runner.states
+    if not isinstance(states, StateFiles):
+        raise TypeError("a stream of cells keeps their states in StateFiles")
+    refuse_state_store(checkpoint, states)
     discard_unfinished_writes(Path(checkpoint))
+    route = _router(read_part, runner, partition_keys(stream_df.sparkSession, tasks))
+    empty = runner.job.output.schema.empty_table()
 
     def write_batch(batch_df: Any, batch_id: int) -> None:
-        started = time.perf_counter()
-        collected = collect_outputs(batch_df, empty)
-        collected.seconds["collect"] = time.perf_counter() - started
-        sinks.write(batch_id, collected)
+        with gate.batch() if gate is not None else nullcontext():
+            started = time.perf_counter()
+            # the stream's own session: the shuffle's partitions are the cells' tasks by
+            # construction, nothing adaptive execution would change, and it would split
+            # the batch into two Spark jobs
+            batch_df.sparkSession.conf.set("spark.sql.adaptive.enabled", "false")
+            rows, after = step_batch(batch_df, batch_id, route, runner,
+                                     states.recorded_before(batch_id), tasks)
+            collected = collect_outputs(rows, empty)
+            collected.seconds["collect"] = time.perf_counter() - started
+            sinks.write(batch_id, collected)
+            states.record(batch_id, after)
 
-    writer = (output.writeStream.foreachBatch(write_batch)
+    writer = (stream_df.writeStream.foreachBatch(write_batch)
               .option("checkpointLocation", str(checkpoint)))
     if available_now:
         writer = writer.trigger(availableNow=True)
     elif trigger_seconds:
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()
+
+
+def refuse_state_store(checkpoint: str | Path, states: StateFiles) -> None:
+    """Refuse a checkpoint whose cells kept their states in Spark's state store (an
+    earlier graphcep's executor mode): those states cannot be read into the files the
+    cells now keep, and starting over beside them would match the stream twice."""
+    if (Path(checkpoint) / "state").is_dir() and not states.recorded():
+        raise QueryError(f"checkpoint {checkpoint} holds executor cells whose states are in "
+                         "Spark's state store, as an earlier graphcep kept them: start from a "
+                         "new --checkpoint")
 
 
 def last_committed(checkpoint: str | Path) -> int:
@@ -944,17 +1125,17 @@ def last_committed(checkpoint: str | Path) -> int:
 
 def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | Path,
                 sink: Any, on_batch: Callable[[int, CellsOutput], None] | None = None,
-                states: CellStates | None = None) -> int:
+                states: StateFiles | None = None) -> int:
     """End of input (module docstring): the cells' buffered edges released and matched,
     the matches written as part ``b + 1`` of ``sink`` after the last committed batch
     ``b``; returns that batch id. Nothing is committed. ``states``: as the stream kept
-    them (:func:`cell_matches`)."""
-    states = states if states is not None else InlineStates()
-    from pyspark.sql import functions as F
-
+    them (:func:`start_cells_stream`)."""
+    states = states if states is not None else StateFiles(Path(checkpoint) / "cells")
+    refuse_state_store(checkpoint, states)
     shares = cell_grid(job, cells)
     batch_id = last_committed(checkpoint) + 1
-    if batch_id == 0:  # no micro-batch ever finished: no state to flush
+    stored = states.recorded_before(batch_id)
+    if not stored:  # no micro-batch ever finished: no state to flush
         output = CellsOutput(job.output.schema.empty_table(), empty_edges(),
                              READ_REJECT_SCHEMA.empty_table(), [])
         CellSinks(sink, on_batch=on_batch).write(batch_id, output)
@@ -965,12 +1146,10 @@ def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | P
             for cell, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
                                   strict=True):
                 step = flush_cell(job, shares, int(cell), states.read(blob), states)
-                yield from pa.Table.from_pandas(_output_rows(step),
-                                                preserve_index=False).to_batches()
+                yield from _output_table(step).to_batches()
 
-    stored = (spark.read.format("statestore").load(str(checkpoint))
-              .select(F.col("key._cell"), F.col("value.groupState.blob")))
-    output = collect_outputs(stored.mapInArrow(flush_partition, OUTPUT_DDL),
+    rows = spark.createDataFrame(sorted(stored.items()), "cell long, blob binary")
+    output = collect_outputs(rows.mapInArrow(flush_partition, OUTPUT_DDL).toArrow(),
                              job.output.schema.empty_table())
     CellSinks(sink, on_batch=on_batch).write(batch_id, output)
     return batch_id

@@ -28,6 +28,7 @@ from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.cell_plans import plan_words
 from graphcep.runtime.streaming.cells import (
     SECONDS,
+    CellRunner,
     CellSinks,
     CellsOutput,
     StateFiles,
@@ -38,7 +39,7 @@ from graphcep.runtime.streaming.cells import (
 )
 from graphcep.runtime.streaming.driver import BatchReport, StreamTotals
 from graphcep.runtime.streaming.kafka_source import KafkaSource
-from graphcep.runtime.streaming.query import BatchFailure
+from graphcep.runtime.streaming.query import BatchFailure, BatchGate
 from graphcep.runtime.streaming.sources import FileSource
 
 _TOTALS_FILE = re.compile(r"totals-(\d+)\.json\Z")
@@ -71,9 +72,6 @@ SPARK_PHASES = {"latestOffset": "finding new input", "getBatch": "getting the ba
 #: (:attr:`~graphcep.runtime.streaming.cells.CellsOutput.seconds`)
 DRIVER_PHASES = {"collect": "collecting the batch (its Spark job included)",
                  "write": "writing the parts"}
-#: what the state operator's progress times inside ``addBatch`` (``stateOperators``)
-STATE_PHASES = {"allUpdatesTimeMs": "state updates (the cells' function included)",
-                "commitTimeMs": "state store commit"}
 
 
 @dataclass
@@ -95,8 +93,8 @@ class CellsProfile:
     restored: int = 0
     #: the driver's seconds in ``foreachBatch`` (:data:`DRIVER_PHASES`)
     driver: dict[str, float] = field(default_factory=dict)
-    #: Spark's own seconds per part of the batches (:data:`SPARK_PHASES`,
-    #: :data:`STATE_PHASES`), from the query's progress
+    #: Spark's own seconds per part of the batches (:data:`SPARK_PHASES`), from the
+    #: query's progress
     spark: dict[str, float] = field(default_factory=dict)
     #: the micro-batches whose progress was counted, and the query it comes from
     spark_batches: set[int] = field(default_factory=set)
@@ -161,9 +159,7 @@ class CellsProfile:
         total = progress["durationMs"].get("triggerExecution", 0) / 1e3
         parts = ", ".join(f"{SPARK_PHASES[name]} {value:.3f}" for name, value in spent.items()
                           if name in SPARK_PHASES)
-        inside = ", ".join(f"{STATE_PHASES[name]} {spent[name]:.3f}" for name in STATE_PHASES)
-        return (f"graphcep: profile: micro-batch {batch_id}: Spark {total:.3f} s: {parts}; "
-                f"of running the batch: {inside}")
+        return f"graphcep: profile: micro-batch {batch_id}: Spark {total:.3f} s: {parts}"
 
     def count_work(self) -> None:
         """Count the Spark jobs, stages and tasks of the followed query's batches (Spark
@@ -202,25 +198,18 @@ class CellsProfile:
                 "Spark and the driver (the rest of the batches)": self.rest,
                 **{f"driver: {DRIVER_PHASES[name]}": value
                    for name, value in self.driver.items()},
-                **{f"Spark: {_SPARK_WORDS[name]}"
+                **{f"Spark: {SPARK_PHASES[name]}"
                    + (work if name == "addBatch" else ""): value
                    for name, value in self.spark.items()}}
 
 
-#: ``--profile``'s names of :func:`spark_seconds`' parts in the summary
-_SPARK_WORDS = {**SPARK_PHASES, **{name: f"running the batch: {words}"
-                                   for name, words in STATE_PHASES.items()}}
 
 
 def spark_seconds(progress: Any) -> dict[str, float]:
     """Seconds of one micro-batch's parts from its ``StreamingQueryProgress``:
-    :data:`SPARK_PHASES` in order, then :data:`STATE_PHASES` summed over the state
-    operators (parts of ``addBatch``)."""
+    :data:`SPARK_PHASES` in order."""
     durations = progress["durationMs"]
-    spent = {name: durations[name] / 1e3 for name in SPARK_PHASES if name in durations}
-    for name in STATE_PHASES:
-        spent[name] = sum(op.get(name, 0) for op in progress["stateOperators"] or ()) / 1e3
-    return spent
+    return {name: durations[name] / 1e3 for name in SPARK_PHASES if name in durations}
 
 
 class CellsRun:
@@ -278,6 +267,8 @@ class CellsRun:
         self.profile = CellsProfile() if profile else None
         self.source = source
         self.partition_lag: dict[str, int] | None = None  # as StreamOperator's
+        #: a stop waits for the micro-batch under way (:func:`stop_between_batches`)
+        self.gate = BatchGate()
 
     def _recorded_cells(self, cells: int | None, default: int) -> int:
         """The cell budget of this checkpoint (recorded at its first start)."""
@@ -306,33 +297,27 @@ class CellsRun:
         cells = self.shares.cells
         return f"executors, {cells} cell{'' if cells == 1 else 's'} ({plan_words(self.shares)})"
 
-    def start(self, spark: Any, output: Any, *, available_now: bool = False,
+    def start(self, spark: Any, source: Any, *, available_now: bool = False,
               trigger_seconds: float | None = None) -> Any:
-        """Start the streaming query writing ``output``, the cells' streaming DataFrame
-        (:func:`graphcep.api_stream.start_cells` makes it as ``Query.match`` does for a
-        streaming DataFrame), its cells in at most as many Spark tasks as the master has
-        cores (Spark keeps that number in the checkpoint for later starts; the session's
-        setting is left as it was)."""
+        """Start the streaming query over ``source`` (its streaming DataFrame, each task's
+        rows read by its ``read_part``): each micro-batch one Spark job whose tasks route
+        the rows to the cells and step them, at most as many tasks as the master has cores
+        (:func:`~graphcep.runtime.streaming.cells.write_cells_stream`)."""
         self.failure = None
         self._clock = time.perf_counter()
         tasks = max(1, min(self.shares.cells, spark.sparkContext.defaultParallelism))
         if self.profile is not None:
             self.profile.tasks = tasks
-        key = "spark.sql.shuffle.partitions"
-        before = spark.conf.get(key)
-        spark.conf.set(key, str(tasks))
-        try:
-            sinks = CellSinks(self.sinks["matches"], self.sinks["late"],
-                              self.sinks["rejects"], self._on_batch)
-            query = write_cells_stream(output, sinks, checkpoint=str(self.checkpoint / "spark"),
-                                       empty=self.job.output.schema.empty_table(),
-                                       available_now=available_now,
-                                       trigger_seconds=trigger_seconds)
-            if self.profile is not None:
-                self.profile.follow(query, spark)
-            return query
-        finally:
-            spark.conf.set(key, before)
+        sinks = CellSinks(self.sinks["matches"], self.sinks["late"], self.sinks["rejects"],
+                          self._on_batch)
+        runner = CellRunner(self.job, self.shares, self.lateness_us, self.attrs, self.states)
+        query = write_cells_stream(source.stream_df(spark), source.read_part, runner, sinks,
+                                   checkpoint=str(self.checkpoint / "spark"), tasks=tasks,
+                                   available_now=available_now,
+                                   trigger_seconds=trigger_seconds, gate=self.gate)
+        if self.profile is not None:
+            self.profile.follow(query, spark)
+        return query
 
     def flush(self, spark: Any) -> None:
         """End of input: the cells' buffers released and matched, not committed."""

@@ -185,6 +185,11 @@ class KafkaSource:
     #: seconds Spark's clients wait for brokers that stopped answering (``--broker-wait``)
     broker_wait_s: float = BROKER_WAIT_S
 
+    def __getstate__(self) -> dict[str, Any]:
+        """The source as the executors get it with its ``read_part`` (pickled into every
+        micro-batch's tasks): without the driver's offsets client, a live connection."""
+        return {**self.__dict__, "_offsets": None}
+
     @property
     def bootstrap(self) -> str:
         return ",".join(f"[{h}]:{p}" if ":" in h else f"{h}:{p}" for h, p in self.brokers)
