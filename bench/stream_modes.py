@@ -203,6 +203,7 @@ def run_rate(spark, job, work: Path, rate: int, vertices: int, seconds: float,
                        on_report=progress, sinks={"matches": sink, "late": None,
                                                   "rejects": None})
         query = start_cells(spark, run, source)
+        operator = run  # stopped between micro-batches, as graphcep stream stops it
     return measured(query, source, sink, progress, rate, seconds, operator)
 
 
@@ -229,20 +230,27 @@ def measured(query, source, sink: _Latencies, progress: _Progress, rate: int,
             "p99": p99}
 
 
-def rate_rows(master: str, job, work: Path, args) -> tuple[list[str], dict]:
-    """Section 2 on one master: table rows, and each mode's capacity."""
+def rate_rows(master: str, job, work: Path, args, vertices: int | None = None,
+              rates: dict[str, str] | None = None) -> tuple[list[str], dict]:
+    """Section 2 on one master: table rows, and each mode's capacity (``rates``: the
+    offered rates per mode, default ``--rates`` for the driver and each of
+    ``--rate-cells``; ``vertices``: default ``--vertices``)."""
     from graphcep.runtime.spark import spark_session
 
+    vertices = vertices or args.vertices
+    rates = rates or {c: args.rates for c in ["driver", *args.rate_cells.split(",")]}
     spark = spark_session(master, shuffle_partitions=2)
     cores = spark.sparkContext.defaultParallelism
     rows, best = [], {}
-    modes = [("driver", None)] + [(f"executors, {c} cells", int(c))
-                                  for c in args.rate_cells.split(",")]
-    for name, cells in modes:
-        run_rate(spark, job, work / f"warm-{master}-{name}", 5_000, args.vertices, 8, cells)
-        for rate in (int(r) for r in args.rates.split(",")):
-            got = run_rate(spark, job, work / f"{master}-{name}-{rate}", rate, args.vertices,
-                           args.seconds, cells)
+    modes = [("driver" if c == "driver" else f"executors, {c} cells",
+              None if c == "driver" else int(c)) for c in rates]
+    for (name, cells), offered in zip(modes, rates.values(), strict=True):
+        # a warm-up long enough for Spark's first plan and the cell hosts' start
+        run_rate(spark, job, work / f"warm-{master}-{vertices}-{name}", 5_000, vertices, 15,
+                 cells)
+        for rate in (int(r) for r in offered.split(",")):
+            got = run_rate(spark, job, work / f"{master}-{vertices}-{name}-{rate}", rate,
+                           vertices, args.seconds, cells)
             # a rate it cannot sustain saturates it: what it matched then is its capacity
             best[name] = max(best.get(name, 0.0), got["sustained"])
             rows.append(f"| {master} | {name} | {rate:,} | {got['sustained']:,.0f} | "
@@ -268,14 +276,16 @@ def profile_row(name: str, profile) -> str:
             f"{profile.busiest:.2f} | {profile.rest:.2f} |")
 
 
-def projection(job, per_core: float, counts: list[int], own: float = 0.0) -> list[str]:
+def projection(job, per_core: float, counts: list[int], own: float = 0.0,
+               vertices: int = 3_000) -> list[str]:
     """Section 3: the busiest cell's share of N cells, and N executors' projected rate
-    (from ``per_core``, and from ``own``: one cell's rate on its own work alone)."""
+    (from ``per_core``, and from ``own``: one cell's rate on its own work alone), for the
+    stream over ``vertices`` vertices."""
     from graphcep.io.generator import generate_netflow
     from graphcep.runtime.hypercube import route
     from graphcep.runtime.streaming.cells import cell_grid
 
-    edges = generate_netflow(200_000, 3_000, 60_000, seed=1).select(
+    edges = generate_netflow(200_000, vertices, 60_000, seed=1).select(
         ["t", "src", "dst", "dur", "seq"])
     rows = []
     for n in counts:
@@ -286,6 +296,30 @@ def projection(job, per_core: float, counts: list[int], own: float = 0.0) -> lis
         rows.append(f"| {n} | {grid} ({shares.cells}) | {len(cells) / edges.num_rows:.2f} | "
                     f"{busiest:.3f} | {per_core / busiest:,.0f} | {own / busiest:,.0f} |")
     return rows
+
+
+#: S2's vertices (bench/RESULTS.md's streams: 25,000 vertices, 60,000 edges/s of event time)
+S2_VERTICES = 25_000
+
+
+def s2_rows(job, work: Path, args) -> list[str]:
+    """Section 4: the driver and one cell on ``local[1]`` at ``--s2-rates`` over S2, and
+    the projection to N one-core executors from that cell's capacity and S2's grid."""
+    if not args.s2_rates:
+        return []
+    rates = dict(part.split("=") for part in args.s2_rates.split(";"))
+    rows, summary = rate_rows("local[1]", job, work, args, S2_VERTICES, rates)
+    one = summary["best"].get("executors, 1 cells", 0.0)
+    projected = projection(job, one, [int(n) for n in args.project.split(",")], 0.0,
+                           S2_VERTICES)
+    return ["", f"4. S2 (the triangle over {S2_VERTICES:,} vertices, 60,000 edges/s of event "
+            "time, as bench/RESULTS.md's S2), local[1], offered rates as in 2.:", "",
+            "| master | mode | offered edges/s | sustained edges/s | sustained? | p50 s | "
+            "p99 s |", "|---|---|---|---|---|---|---|", *rows, "",
+            f"Projection, not a measurement, as in 3., from one cell's capacity on S2 "
+            f"({one:,.0f} edges/s):", "",
+            "| N | grid (cells) | copies per edge | busiest cell's share | projected edges/s | "
+            "- |", "|---|---|---|---|---|---|", *projected]
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -305,6 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="per offered rate")
     parser.add_argument("--project", default="1,8,27,64",
                         help="executor counts for the projection")
+    parser.add_argument("--s2-rates", default="driver=100000,200000,300000;1=60000,100000,150000",
+                        help="section 4: offered rates per mode on S2 (local[1]); empty: skip")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
     args = parser.parse_args(argv)
     from graphcep.jobs.subgraph import SubgraphJob
@@ -343,7 +379,8 @@ def main(argv: list[str] | None = None) -> int:
         rate_table += got
     one = summary.get("local[1]", {}).get("best", {}).get("executors, 1 cells", 0.0)
     projected = projection(job, one, [int(n) for n in args.project.split(",")],
-                           own.get(1, 0.0))
+                           own.get(1, 0.0), args.vertices)
+    s2_section = s2_rows(job, work, args)
     text = "\n".join([
         "### Streaming modes: driver against executors", "", *header,
         f"- load average (1 min) at the end {load:.2f}; 1. files: Spark {args.master}, "
@@ -373,7 +410,7 @@ def main(argv: list[str] | None = None) -> int:
         "per-batch work were amortized over batches large enough:", "",
         "| N | grid (cells) | copies per edge | busiest cell's share | projected edges/s | "
         "projected, cells' own work |",
-        "|---|---|---|---|---|---|", *projected])
+        "|---|---|---|---|---|---|", *projected, *s2_section])
     print(text)
     if args.record:
         record(text, START_MARK, END_MARK)

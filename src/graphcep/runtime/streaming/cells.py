@@ -937,27 +937,44 @@ def partition_keys(spark: Any, tasks: int) -> list[int]:
     return [found[part] for part in range(tasks)]
 
 
+def _stepped_rows(cell: int, out: pa.Table, saved: bytes) -> pa.RecordBatch:
+    """A cell's output rows and its saved state as rows of :data:`STEPPED`."""
+    out = pa.concat_tables([out, pa.table({"kind": ["state"], "rows": [saved], "count": [0]},
+                                          schema=OUTPUT)])
+    out = out.add_column(0, "_cell", pa.array(np.full(out.num_rows, cell, np.int64)))
+    return out.combine_chunks().to_batches()[0]
+
+
 def step_batch(batch_df: Any, batch_id: int, route: Callable[..., Any], runner: CellRunner,
-               stored: dict[int, bytes], tasks: int) -> tuple[pa.Table, dict[int, bytes]]:
+               stored: dict[int, bytes], tasks: int, hosts: bool = True
+               ) -> tuple[pa.Table, dict[int, bytes]]:
     """One micro-batch through the cells as one Spark job: the tasks' rows routed
     (``route``, :func:`_router` with :func:`partition_keys`), shuffled to ``tasks``
     tasks, each stepping its cells from the states ``stored`` names (cell to what
-    ``runner.states`` saved). The cells' output rows (:data:`OUTPUT`) and the states
-    after the batch."""
+    ``runner.states`` saved) -- in its slot's cell host, which keeps their engines alive
+    (:mod:`~graphcep.runtime.streaming.cell_hosts`), or itself without ``hosts``. The
+    cells' output rows (:data:`OUTPUT`) and the states after the batch."""
     from pyspark.sql.pandas.types import from_arrow_schema
 
     def step_partition(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        _, attempt, _ = _task_ids()
+        from graphcep.runtime.streaming.cell_hosts import connect
+
+        slot, attempt, _ = _task_ids()
         rows = pa.Table.from_batches(list(batches), schema=TASKED)
         cells = rows.column("_cell").to_numpy()
         payloads = rows.column("rows")
-        for cell in np.unique(cells):
-            mine = payloads.filter(pa.array(cells == cell)).to_pylist()
-            out, saved = runner.step(int(cell), stored.get(int(cell)), mine, batch_id, attempt)
-            out = pa.concat_tables([out, pa.table({"kind": ["state"], "rows": [saved],
-                                                   "count": [0]}, schema=OUTPUT)])
-            out = out.add_column(0, "_cell", pa.array(np.full(out.num_rows, cell, np.int64)))
-            yield from out.to_batches()
+        with connect(slot, runner) if hosts else nullcontext() as host:
+            for cell in np.unique(cells):
+                mine = payloads.filter(pa.array(cells == cell)).to_pylist()
+                request = (int(cell), stored.get(int(cell)), mine, batch_id, attempt)
+                try:
+                    out, saved = (host or runner).step(*request)
+                except (ConnectionError, OSError):
+                    if host is None:
+                        raise
+                    host = None  # the host is gone: this task steps its cells itself
+                    out, saved = runner.step(*request)
+                yield _stepped_rows(int(cell), out, saved)
 
     stepped = (batch_df.mapInArrow(route, from_arrow_schema(TASKED))
                .repartition(tasks, "_task")
