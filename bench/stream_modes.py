@@ -339,7 +339,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=15.0, help="per offered rate")
     parser.add_argument("--project", default="1,8,27,64",
                         help="executor counts for the projection")
-    parser.add_argument("--s2-rates", default="driver=100000,200000,300000;1=60000,100000,150000",
+    parser.add_argument("--s2-rates",
+                        default="driver=100000,200000,300000,400000;1=100000,150000,200000,250000",
                         help="section 4: offered rates per mode on S2 (local[1]); empty: skip")
     parser.add_argument("--record", action="store_true", help="write bench/RESULTS.md")
     args = parser.parse_args(argv)

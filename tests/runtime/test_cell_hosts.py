@@ -11,7 +11,7 @@ import time
 
 import pyarrow as pa
 
-from graphcep.runtime.streaming.cell_hosts import connect, socket_path
+from graphcep.runtime.streaming.cell_hosts import alive, connect, socket_path
 from graphcep.runtime.streaming.cells import (
     CellRunner,
     StateFiles,
@@ -56,16 +56,8 @@ def host_steps(runner: CellRunner, batches, slot: int, hosts: list[int],
 
 def _wait_gone(pid: int) -> None:
     deadline = time.monotonic() + 10
-    while time.monotonic() < deadline and _alive(pid):
+    while time.monotonic() < deadline and alive(pid):
         time.sleep(0.05)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_a_host_keeps_the_engines_alive_and_a_dead_one_is_replaced(tmp_path):
@@ -82,7 +74,7 @@ def test_a_host_keeps_the_engines_alive_and_a_dead_one_is_replaced(tmp_path):
         found, stored, steps = host_steps(runner, batches, slot, hosts, kill_after=2)
     finally:
         for pid in set(hosts):
-            if _alive(pid):
+            if alive(pid):
                 os.kill(pid, signal.SIGKILL)
         socket_path(slot).unlink(missing_ok=True)  # the killed host could not
     found.extend(flush_cell(job, runner.shares, cell, files.read(blob), files).matches

@@ -162,7 +162,7 @@ def serve(path: Path, daemon: int, idle_s: float = IDLE_S) -> None:
     server.settimeout(1.0)
     last = time.monotonic()
     try:
-        while _alive(daemon) and time.monotonic() - last < idle_s:
+        while alive(daemon) and time.monotonic() - last < idle_s:
             try:
                 conn, _ = server.accept()
             except TimeoutError:
@@ -202,7 +202,8 @@ def _picklable(err: Exception) -> Exception:
     return err
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether process ``pid`` exists."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:

@@ -950,7 +950,9 @@ def step_batch(batch_df: Any, batch_id: int, route: Callable[..., Any], runner: 
                ) -> tuple[pa.Table, dict[int, bytes]]:
     """One micro-batch through the cells as one Spark job: the tasks' rows routed
     (``route``, :func:`_router` with :func:`partition_keys`), shuffled to ``tasks``
-    tasks, each stepping its cells from the states ``stored`` names (cell to what
+    tasks (with one, no shuffle: the batch's partitions coalesced into the task that
+    steps the cells, the shuffle's write and read and a second Python stage saved), each
+    stepping its cells from the states ``stored`` names (cell to what
     ``runner.states`` saved) -- in its slot's cell host, which keeps their engines alive
     (:mod:`~graphcep.runtime.streaming.cell_hosts`), or itself without ``hosts``
     (:func:`several_slots`). The
@@ -977,9 +979,16 @@ def step_batch(batch_df: Any, batch_id: int, route: Callable[..., Any], runner: 
                     out, saved = runner.step(*request)
                 yield _stepped_rows(int(cell), out, saved)
 
-    stepped = (batch_df.mapInArrow(route, from_arrow_schema(TASKED))
+    if tasks == 1:  # one task steps every cell: it reads and routes the batch itself
+        def route_and_step(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+            return step_partition(route(batches))
+
+        job = batch_df.coalesce(1).mapInArrow(route_and_step, from_arrow_schema(STEPPED))
+    else:
+        job = (batch_df.mapInArrow(route, from_arrow_schema(TASKED))
                .repartition(tasks, "_task")
-               .mapInArrow(step_partition, from_arrow_schema(STEPPED))).toArrow()
+               .mapInArrow(step_partition, from_arrow_schema(STEPPED)))
+    stepped = job.toArrow()
     is_state = pc.equal(stepped.column("kind"), "state")
     states = stepped.filter(is_state)
     after = dict(stored)
