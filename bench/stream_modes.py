@@ -390,8 +390,8 @@ def main(argv: list[str] | None = None) -> int:
         "| mode | best seconds | edges/s | matches |", "|---|---|---|---|", *rows, "",
         "Where the executor mode's time went in those runs (seconds; phases summed over "
         "tasks, cells and batches, as `--profile` prints them; the busiest cell's step "
-        "summed over batches; the rest of the batches' wall time is Spark's scheduling, "
-        "shuffle and state store and the driver's writing):", "",
+        "summed over batches; the rest of the batches' wall time is Spark's scheduling "
+        "and shuffle and the driver's writing):", "",
         "| mode | cell steps | restored from stored states | reading + routing | cells' phases | "
         "matching | snapshot + state out | busiest cell | Spark and the driver |",
         "|---|---|---|---|---|---|---|---|---|", *profiles, "",
