@@ -211,7 +211,29 @@ def test_cli_refuses_bad_parquet_in_one_line(tmp_path: Path, capsys, kind: str) 
     code = run_triangle(tmp_path, path)
     err = capsys.readouterr().err
     assert code == 2
-    assert err.count("\n") == 1 and err.startswith(f"graphcep: {path}: ")
+    # a file that is not Parquet at all is damage, said as a damaged gzip is said
+    lead = f"graphcep: {path}: " if kind == "schema" else f"graphcep: nothing could be read: {path}: "
+    assert err.count("\n") == 1 and err.startswith(lead)
+
+
+def test_a_damaged_parquet_file_among_others_is_one_reject_and_the_rest_is_read(tmp_path):
+    """A directory of Parquet files with one cut short (its footer gone) reads the others
+    and counts the damaged one as one reject naming why, as a damaged gzip among text
+    files is: the one file does not stop the run."""
+    folder = tmp_path / "pdir"
+    folder.mkdir()
+    good = pa.table({"t": [1, 2], "src": ["a", "b"], "dst": ["b", "c"]})
+    pq.write_table(good, folder / "a.parquet")
+    pq.write_table(good, folder / "c.parquet")
+    whole = (folder / "a.parquet").read_bytes()
+    write(folder / "b.parquet", whole[: len(whole) // 2])
+    result = read_edges(folder)
+    assert result.edges.num_rows == 4
+    assert result.rejects.num_rows == 1
+    reject = result.rejects.to_pylist()[0]
+    assert reject["file"].endswith("b.parquet") and "not a Parquet file" in reject["reason"]
+    code = run_triangle(tmp_path, folder)
+    assert code == 0
 
 
 # ---------------------------------------------------------------------------------------

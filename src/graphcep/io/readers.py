@@ -699,12 +699,12 @@ def last_second(parts: list[pa.Table]) -> int:
 def _read_parquet_file(
     path: Path | BinaryIO, options: ReaderOptions, name: str | None = None
 ) -> FileRead:
-    """Parse one Parquet file batch by batch.
+    """Parse one Parquet file batch by batch. A file that is not Parquet (no footer: also a
+    truncated one) is one reject naming why, as a damaged text file is: among other files
+    the rest is read, alone it is "nothing could be read" (:func:`read_edges`).
 
     Raises
     ------
-    InputError
-        Not a Parquet file (no footer: also a truncated one).
     SchemaError
         A core column missing or of the wrong type; the message names the file.
     """
@@ -712,7 +712,8 @@ def _read_parquet_file(
     try:
         file = pq.ParquetFile(path)
     except (pa.ArrowException, OSError) as exc:
-        raise InputError(f"{name}: not a Parquet file, or a damaged one ({exc})") from None
+        damage = DamagedInputError(f"not a Parquet file, or a damaged one ({exc})", 0)
+        return FileRead([], [_damage_rejects(name, damage)], 1, damaged=True)
     metadata = file.schema_arrow.metadata or {}
     unit = metadata.get(b"graphcep.time_unit")
     if options.time_unit is None and unit is not None:
