@@ -815,8 +815,9 @@ def _output_table(step: CellStep, clock: Clock | None = None) -> pa.Table:
         step.stats = {**step.stats, **clock.stats(),
                       SECONDS + "rows out": time.perf_counter() - started}
     out.append(("stats", pickle.dumps(step.stats), int(step.stats.get("edges", 0))))
-    return pa.Table.from_pylist([dict(zip(OUTPUT.names, row, strict=True)) for row in out],
-                                schema=OUTPUT)
+    kinds, payloads, counts = zip(*out, strict=True)
+    return pa.Table.from_arrays([pa.array(kinds, pa.string()), pa.array(payloads, pa.binary()),
+                                 pa.array(counts, pa.int64())], schema=OUTPUT)
 
 
 @dataclass
@@ -1086,9 +1087,8 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
     states = states if states is not None else StateFiles(Path(checkpoint) / "cells")
     runner = CellRunner(job, shares, lateness_us,
                         attrs if attrs is not None else pa.schema([]), states)
-    tasks = max(1, min(shares.cells, spark.sparkContext.defaultParallelism))
     return write_cells_stream(stream_df, read_part, runner, sinks, checkpoint=checkpoint,
-                              tasks=tasks, available_now=available_now,
+                              tasks=cell_tasks(spark, shares), available_now=available_now,
                               trigger_seconds=trigger_seconds, gate=gate)
 
 
@@ -1131,6 +1131,12 @@ def write_cells_stream(stream_df: Any, read_part: Callable[[pa.Table, Place], So
     elif trigger_seconds:
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()
+
+
+def cell_tasks(spark: Any, shares: CellPlan) -> int:
+    """The tasks that step a micro-batch's cells: one per cell, at most one per core of
+    the master."""
+    return max(1, min(shares.cells, spark.sparkContext.defaultParallelism))
 
 
 def several_slots(spark: Any) -> bool:

@@ -34,6 +34,7 @@ from graphcep.runtime.streaming.cells import (
     StateFiles,
     cell_attributes,
     cell_grid,
+    cell_tasks,
     flush_cells,
     write_cells_stream,
 )
@@ -203,8 +204,6 @@ class CellsProfile:
                    for name, value in self.spark.items()}}
 
 
-
-
 def spark_seconds(progress: Any) -> dict[str, float]:
     """Seconds of one micro-batch's parts from its ``StreamingQueryProgress``:
     :data:`SPARK_PHASES` in order."""
@@ -305,7 +304,7 @@ class CellsRun:
         (:func:`~graphcep.runtime.streaming.cells.write_cells_stream`)."""
         self.failure = None
         self._clock = time.perf_counter()
-        tasks = max(1, min(self.shares.cells, spark.sparkContext.defaultParallelism))
+        tasks = cell_tasks(spark, self.shares)
         if self.profile is not None:
             self.profile.tasks = tasks
         sinks = CellSinks(self.sinks["matches"], self.sinks["late"], self.sinks["rejects"],
