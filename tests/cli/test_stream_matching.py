@@ -317,3 +317,38 @@ def test_an_executor_stream_stops_between_micro_batches(tmp_path):
     assert "StackOverflowError" not in done.stderr and "Exception in thread" not in done.stderr
     summary = json.loads(done.stdout.strip().splitlines()[-1])
     assert summary["edges"] == 30000 * summary["batches"] > 0
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("matching", ["driver", "executors"])
+def test_a_file_of_millisecond_times_is_skipped_with_a_warning_naming_the_fix(
+        matching, tmp_path, capsys):
+    """A file whose times are milliseconds (read as seconds they fall 50,000 years
+    ahead) is skipped whole, in either mode: besides its reject, one warning line on
+    stderr names it and the fix, and the other files are matched as before."""
+    source = tmp_path / "in"
+    write_stream(source, count=300, files=2)
+    ms = source / "flows-zzz.csv"
+    ms.write_text("t,src,dst,dur,port,proto,note\n" + "".join(
+        f"{1_700_000_000_000 + 37 * i},h{i % 7},h{i % 5},0,80,tcp,x\n" for i in range(50)))
+    os.utime(ms, (1_700_000_100, 1_700_000_100))
+    query = tmp_path / "q.sal"
+    query.write_text(QUERY)
+    err: list[str] = []
+    summary = stream(tmp_path / matching, source, query, "--matching", matching,
+                     capsys=capsys, stderr=err)
+    warned = [line for line in err if "flows-zzz.csv" in line]
+    assert len(warned) == 1, err
+    assert warned[0].startswith("graphcep: warning: skipped ") and "--time-unit ms" in warned[0]
+    assert summary["rejected"] == 2  # the malformed line of the second file, and the file
+    assert set(match_keys(tmp_path / matching / "out")) == oracle_without(source, ms)
+
+
+def oracle_without(source: Path, skipped: Path) -> set[tuple[int, ...]]:
+    """The oracle's matches of the stream without ``skipped`` (its ordinal kept empty:
+    the files after it keep theirs, as the stream numbers them)."""
+    rest = source.parent / "oracle-in"
+    rest.mkdir()
+    for path in source.iterdir():
+        (rest / path.name).write_bytes(b"" if path == skipped else path.read_bytes())
+    return oracle(rest)

@@ -5,7 +5,6 @@ and a host that died is started anew, its cells rebuilt from their state files."
 from __future__ import annotations
 
 import os
-import pickle
 import signal
 import time
 
@@ -16,6 +15,7 @@ from graphcep.runtime.streaming.cells import (
     CellRunner,
     StateFiles,
     cell_grid,
+    collect_outputs,
     edges_part,
     flush_cell,
     packed_rows,
@@ -41,13 +41,10 @@ def host_steps(runner: CellRunner, batches, slot: int, hosts: list[int],
             for cell, payload in zip(packed.column("_cell").to_pylist(),
                                      packed.column("rows").to_pylist(), strict=True):
                 out, stored[cell] = host.step(cell, stored.get(cell), [payload], number, -1)
-                for kind, rows in zip(out.column("kind").to_pylist(),
-                                      out.column("rows").to_pylist(), strict=True):
-                    if kind == "stats":
-                        steps.append((number, cell, pickle.loads(rows)))
-                        hosts.append(steps[-1][2]["process"])
-                    elif kind == "match":
-                        found.append(pa.ipc.open_stream(rows).read_all())
+                output = collect_outputs(out)  # the matches spilled to a file of the batch's
+                steps.append((number, cell, output.stats[0]))
+                hosts.append(steps[-1][2]["process"])
+                found.extend(output.match_chunks())
         if number == kill_after:
             os.kill(hosts[-1], signal.SIGKILL)
             _wait_gone(hosts[-1])

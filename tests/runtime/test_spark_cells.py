@@ -32,6 +32,7 @@ from graphcep.runtime.streaming.cells import (
     partition_keys,
     refuse_state_store,
     routed_rows,
+    spilled_chunks,
     step_cell,
     unpacked_rows,
 )
@@ -459,3 +460,35 @@ def test_partition_keys_send_each_cells_rows_to_its_own_task(spark):
         placed = (frame.repartition(tasks, "key")
                   .select("i", F.spark_partition_id().alias("p")).collect())
         assert sorted((row.i, row.p) for row in placed) == [(i, i) for i in range(tasks)]
+
+
+def test_a_batch_of_many_matches_is_spilled_in_chunks(tmp_path, monkeypatch):
+    """A micro-batch whose edges complete many matches: the cell writes them to its
+    spill file chunk by chunk as the engine finds them (none larger than a chunk, so no
+    process holds the batch's matches at once), and the driver reads back the brute-force
+    matcher's matches, each once, from the files the output rows name."""
+    import graphcep.engines.base as engines
+
+    monkeypatch.setattr(engines, "MATCH_CHUNK_ROWS", 200)
+    path = SubgraphJob.create(parse_program(
+        "{ a e1 b; b e2 c; starttime(e1) < starttime(e2); "
+        "starttime(e2) - starttime(e1) <= 10; }"))
+    table = generate_netflow(600, 6, 5, seed=3).select(["t", "src", "dst", "dur", "seq"])
+    end = pa.table({"t": [10**12], "src": ["far1"], "dst": ["far2"], "dur": [0],
+                    "seq": [10**6]}).cast(table.schema)
+    files, shares = StateFiles(tmp_path), cell_grid(path, 2)
+    spilled, steps = [], {}
+    for batch_id, batch in enumerate([table, end]):
+        rows = routed_rows(edges_part(batch), path, shares)
+        for cell in range(shares.cells):
+            mine = rows.filter(pc.equal(rows.column("_cell"), cell))
+            out = files.matches_out(cell, batch_id)
+            before = steps.get(cell)
+            steps[cell] = step_cell(path, shares, S, cell, before and before.state, mine,
+                                    before and before.engine, states=files, out=out)
+            spilled.extend(name.decode() for kind, name, _ in out.rows() if kind == "spilled")
+    sizes = [b.num_rows for name in spilled for b in pa.ipc.open_stream(pa.OSFile(name))]
+    assert max(sizes) <= 200 and len(sizes) > 5, sizes
+    got = keys([t for name in spilled for t in spilled_chunks(name)])
+    assert len(got) == len(set(got))
+    assert set(got) == brute_force_matches(path.query, table.to_pylist())

@@ -51,10 +51,16 @@ predicates read (``label``, ``bytes``, ...): :func:`cell_attributes` picks them 
 sample of the stream's schema, whose types are then fixed for the query's life (Spark's
 plan has one schema); an edge missing one carries a null there.
 
-Each cell yields at most one row per micro-batch and kind (``match``, ``late``,
-``reject``, ``stats``), its tables as Arrow IPC bytes; :func:`start_cells_stream` writes
-them as part ``b`` of the sinks in ``foreachBatch``, overwriting on a re-run: exactly once,
-as Spark re-runs a batch on the same input and the cells from the states before it.
+Each cell yields a few rows per micro-batch (``late``, ``reject``, ``stats``: Arrow IPC
+bytes or a pickle), and its matches go where its states do
+(:meth:`StateFiles.matches_out`): ``graphcep stream``'s cells write them to a file of the
+batch's beside their states, chunk by chunk as the engine finds them, and their row
+names the file (``spilled``), which the driver reads into the sinks a chunk at a time --
+a batch whose edges complete millions of matches is held whole by no process, and the
+matches do not cross into Spark's JVM and back; ``Query.match``'s cells carry them in
+their rows (``match``, a row a chunk). :func:`start_cells_stream` writes them as part
+``b`` of the sinks in ``foreachBatch``, overwriting on a re-run: exactly once, as Spark
+re-runs a batch on the same input and the cells from the states before it.
 
 Engines kept alive
 ------------------
@@ -105,6 +111,7 @@ from __future__ import annotations
 import os
 import pickle
 import re
+import shutil
 import time
 from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator
@@ -117,6 +124,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines.base import ChunkedPushes, coalesced
 from graphcep.events import (
     CORE_NAMES,
     empty_edges,
@@ -155,7 +163,8 @@ EDGE_COLUMNS = ("t", "src", "dst", "dur", "seq")
 #: ``_kind`` of a routed row: a copy of an edge; the copy that also reports it if late; a
 #: heartbeat (``t``: the newest time of its task); an edge only checked for lateness
 COPY, FIRST_COPY, HEARTBEAT, CHECK_ONLY = 0, 1, 2, 3
-#: a cell's output row: its kind, the table (Arrow IPC; pickled for ``stats``) and a count
+#: a cell's output row: its kind, the table (Arrow IPC; pickled for ``stats``; for ``spilled``
+#: the path of the file that holds it) and a count
 #: Spark can sum (rows of the table; for ``stats`` the stream's edges the cell counted)
 OUTPUT_DDL = "kind string, rows binary, count long"
 STATE_DDL = "blob binary"
@@ -335,6 +344,8 @@ class CellStep:
     released: pa.Table | None = None
     #: the engine's window, where the engine is only that (else None: a snapshot holds it)
     window: Extent | None = None
+    #: where the step's matches went (:class:`HeldMatches`: also :attr:`matches`)
+    out: Any = None
 
 
 #: the prefix of a phase's seconds among a step's stats (``s_match``: matching)
@@ -421,6 +432,8 @@ _STATE_NAME = re.compile(r"(\d{12})-[0-9a-f]+(\.part)?\Z")
 _EDGES_NAME = re.compile(r"released-(\d{12})\.arrow\Z")
 #: the cells' states after one micro-batch (:meth:`StateFiles.record`)
 _RECORD_NAME = re.compile(r"states-(\d{12})\.pickle\Z")
+#: the matches the cells spilled in one micro-batch (:meth:`StateFiles.matches_out`)
+_MATCHES_NAME = re.compile(r"matches-(\d{12})\Z")
 
 
 class InlineStates:
@@ -445,6 +458,11 @@ class InlineStates:
     def restore(self, job: SubgraphJob, cell: int, state: CellState) -> Any:
         """The engine ``state`` holds (a new one for no state)."""
         return _engine(job, state)
+
+    def matches_out(self, cell: int, batch: int) -> MatchesOut:
+        """Where a step's matches go: its output rows, as Spark's result is a streaming
+        DataFrame of them."""
+        return HeldMatches()
 
     def save(self, cell: int, step: CellStep, stored: bytes | None, batch: int) -> bytes:
         """What Spark's state store keeps of ``step``'s state, the state after
@@ -535,6 +553,24 @@ class StateFiles:
         log_from = state.log[0].batch_id if state.log else -1
         return pickle.dumps(CellFile(name, state.version, batch, log_from))
 
+    def matches_out(self, cell: int, batch: int) -> MatchesOut:
+        """Where a step's matches go: a file of the micro-batch's (:class:`SpilledMatches`),
+        which the driver reads into the sinks and then drops (:meth:`drop_matches`)."""
+        return SpilledMatches(os.path.join(self._matches_dir(batch),
+                                           f"cell-{cell}-{os.urandom(8).hex()}.arrow"))
+
+    def drop_matches(self, batch: int | None = None) -> None:
+        """Delete the matches the cells spilled in micro-batch ``batch`` (None: in every
+        batch: what an interrupted batch left, whose re-run spills its own)."""
+        folders = ([self._matches_dir(batch)] if batch is not None else
+                   [os.path.join(self.directory, name) for name in _listed(self.directory)
+                    if _MATCHES_NAME.match(name)])
+        for folder in folders:
+            shutil.rmtree(folder, ignore_errors=True)
+
+    def _matches_dir(self, batch: int) -> str:
+        return os.path.join(self.directory, f"matches-{batch:012d}")
+
     def recorded_before(self, batch_id: int) -> dict[int, bytes]:
         """The cells' states after the newest micro-batch before ``batch_id`` recorded
         (:meth:`record`): cell to what :meth:`save` returned (empty: none yet)."""
@@ -560,11 +596,8 @@ class StateFiles:
         return bool(self._records())
 
     def _records(self) -> list[int]:
-        try:
-            names = os.listdir(self.directory)
-        except FileNotFoundError:
-            return []
-        return sorted(int(m.group(1)) for n in names if (m := _RECORD_NAME.match(n)))
+        return sorted(int(m.group(1)) for n in _listed(self.directory)
+                      if (m := _RECORD_NAME.match(n)))
 
     def _record_path(self, batch_id: int) -> str:
         return os.path.join(self.directory, f"states-{batch_id:012d}.pickle")
@@ -590,6 +623,13 @@ class StateFiles:
 
 
 CellStates = InlineStates | StateFiles
+
+
+def _listed(directory: str) -> list[str]:
+    try:
+        return os.listdir(directory)
+    except FileNotFoundError:
+        return []
 
 
 #: this Python worker's live engines (:class:`LiveCells`)
@@ -633,14 +673,17 @@ def step_ends() -> StepEnds:
 
 def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
               state: CellState | None, rows: pa.Table, live: Any = None,
-              clock: Clock | None = None, states: CellStates | None = None) -> CellStep:
+              clock: Clock | None = None, states: CellStates | None = None,
+              out: MatchesOut | None = None) -> CellStep:
     """Cell ``cell`` takes its rows of one micro-batch (:func:`routed_rows`, any order):
     late edges out, the rest buffered, what the frontier passed released to its engine.
 
     ``live``: the engine that ``state`` holds, kept alive since the step that made it
     (:class:`LiveCells`); None restores it from ``states`` (default
     :class:`InlineStates`: the state's snapshot). ``clock`` times the phases (restoring,
-    matching) into the step's stats. The step's state is stored by ``states.save``."""
+    matching) into the step's stats. The step's state is stored by ``states.save``. The
+    matches the cell reports go to ``out`` as the engine finds them (default
+    :class:`HeldMatches`: kept, the step's ``matches``)."""
     started = time.perf_counter()
     state = state or CellState()
     states = states if states is not None else InlineStates()
@@ -671,17 +714,19 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     on_time = on_time.drop_columns(["_cell", "_file", "_meta"])
     state.buffer = on_time if state.buffer is None else pa.concat_tables(
         [state.buffer, on_time])
+    out = out if out is not None else HeldMatches()
     with clock.phase("match"):
-        matches, released, pushed = _release(engine, state)
+        released, pushed = _release(engine, state, _home(out, shares, cell))
+        out.close()
     state.engine = None  # the store writes what rebuilds the engine (``states.save``)
     state.version = os.urandom(16)
     late = late.drop_columns(["_cell", "_kind", "_file", "_meta"])
     stats = {"edges": pc.sum(counted).as_py() or 0, "late": late.num_rows,
              "lines": sum(m.get("lines", 0) for m in metas),
              "files": len(uris) if cell == 0 else 0}  # every cell sees them: one counts
-    step = CellStep(state, home_filter(matches, shares, cell),
+    step = CellStep(state, out.table(),
                     late_records(job, late, names) if late.num_rows else empty_edges(),
-                    _rejects(metas))
+                    _rejects(metas), out=out)
     clock.seconds["arrange"] = (time.perf_counter() - started
                                 - (clock.total(_STEP_PHASES) - timed))
     step.stats = {**stats, **_counts(step, engine, released), "restored": restored,
@@ -698,18 +743,25 @@ def _window_of(job: SubgraphJob, engine: Any) -> Extent | None:
 
 
 def flush_cell(job: SubgraphJob, shares: CellPlan, cell: int, state: CellState,
-               states: CellStates | None = None) -> CellStep:
+               states: CellStates | None = None, out: MatchesOut | None = None) -> CellStep:
     """End of input for one cell: every buffered edge released (the frontier moves past
     the newest edge), what the engine reports at the end included (``states``: where the
-    stream kept the state, which restores the engine)."""
+    stream kept the state, which restores the engine; ``out``: as :func:`step_cell`'s)."""
     engine = (states if states is not None else InlineStates()).restore(job, cell, state)
     if state.max_t != _NEVER:
         state.frontier = max(state.frontier, state.max_t + 1)
-    matches, released, _ = _release(engine, state, final=True)
-    step = CellStep(state, home_filter(matches, shares, cell), empty_edges())
+    out = out if out is not None else HeldMatches()
+    released, _ = _release(engine, state, _home(out, shares, cell), final=True)
+    out.close()
+    step = CellStep(state, out.table(), empty_edges(), out=out)
     step.stats = {"edges": 0, "late": 0, "lines": 0, "files": 0,
                   **_counts(step, engine, released)}
     return step
+
+
+def _home(out: MatchesOut, shares: CellPlan, cell: int) -> Callable[[pa.Table], None]:
+    """What takes the engine's chunks of matches: those whose home is ``cell`` to ``out``."""
+    return lambda chunk: out.add(home_filter(chunk, shares, cell))
 
 
 def _engine(job: SubgraphJob, state: CellState) -> Any:
@@ -754,12 +806,15 @@ def _in_stream_order(edges: pa.Table, metas: list[dict[str, Any]],
                             pa.array(seq, pa.int64()))
 
 
-def _release(engine: Any, state: CellState, final: bool = False
-             ) -> tuple[pa.Table, int, pa.Table | None]:
-    """Push the buffered edges the frontier passed, in stream order; the matches, how
-    many of the edges were first copies (edges of the stream, not copies), and the edges
-    pushed (None: none)."""
-    found, released, pushed = [], 0, None
+def _release(engine: Any, state: CellState, report: Callable[[pa.Table], None],
+             final: bool = False) -> tuple[int, pa.Table | None]:
+    """Push the buffered edges the frontier passed, in stream order, their matches handed
+    to ``report`` in chunks as the engine finds them (:class:`ChunkedPushes`: a batch
+    whose edges complete millions of matches holds one chunk at a time); how many of
+    the edges were first copies (edges of the stream, not copies), and the edges pushed
+    (None: none)."""
+    released, pushed = 0, None
+    found: list[Iterable[pa.Table]] = []
     if state.buffer is not None and state.frontier != _NEVER:
         due = pc.less(state.buffer.column("t"), state.frontier)
         ready = sort_stream(state.buffer.filter(due))
@@ -767,19 +822,91 @@ def _release(engine: Any, state: CellState, final: bool = False
         released = pc.sum(pc.equal(ready.column("_kind"), FIRST_COPY)).as_py() or 0
         if ready.num_rows:
             pushed = ready.drop_columns(["_kind"])
-            found.append(engine.push(pushed))
-        found.append(engine.advance(state.frontier))
+            found.append(ChunkedPushes(engine)(pushed))
+        found.append(_later(lambda: engine.advance(state.frontier)))
     if final and (end := getattr(engine, "flush", None)) is not None:
-        found.append(end())
-    found = [m for m in found if m.num_rows]
-    return (pa.concat_tables(found) if found else empty_matches()), released, pushed
+        found.append(_later(end))
+    for chunk in coalesced(table for tables in found for table in tables):
+        report(chunk)
+    return released, pushed
+
+
+def _later(make: Callable[[], pa.Table]) -> Iterator[pa.Table]:
+    """``make()``'s table, made when taken (after the chunks before it)."""
+    yield make()
+
+
+class HeldMatches:
+    """A step's matches kept in memory (a cell of ``Query.match``, whose output rows carry
+    them; a test's step)."""
+
+    def __init__(self) -> None:
+        self.tables: list[pa.Table] = []
+        self.count = 0
+
+    def add(self, table: pa.Table) -> None:
+        if table.num_rows:
+            self.tables.append(table)
+            self.count += table.num_rows
+
+    def table(self) -> pa.Table:
+        return pa.concat_tables(self.tables) if self.tables else empty_matches()
+
+    def rows(self) -> list[tuple[str, bytes, int]]:
+        """The matches as output rows (:data:`OUTPUT`): Arrow IPC, one row a chunk."""
+        return [("match", _ipc(table), table.num_rows) for table in self.tables]
+
+    def close(self) -> None:
+        """Nothing to finish."""
+
+
+class SpilledMatches:
+    """A step's matches written, chunk by chunk as found, to an Arrow IPC stream file
+    (:meth:`StateFiles.matches_out`) that its one output row names: neither the cell, nor
+    Spark, nor the driver holds more than a chunk of a micro-batch's matches, however many
+    its edges complete, and the matches do not cross into Spark's JVM and back."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self.count = 0
+        self._writer: Any = None
+
+    def add(self, table: pa.Table) -> None:
+        if not table.num_rows:
+            return
+        if self._writer is None:
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            self._writer = pa.ipc.new_stream(self.path, table.schema)
+        self._writer.write_table(table)
+        self.count += table.num_rows
+
+    def table(self) -> pa.Table:
+        return empty_matches()
+
+    def rows(self) -> list[tuple[str, bytes, int]]:
+        return [("spilled", self.path.encode(), self.count)] if self.count else []
+
+    def close(self) -> None:
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+
+MatchesOut = HeldMatches | SpilledMatches
+
+
+def spilled_chunks(path: str) -> Iterator[pa.Table]:
+    """The matches a cell spilled to ``path`` (:class:`SpilledMatches`), a chunk at a time."""
+    with pa.OSFile(path) as file:
+        for batch in pa.ipc.open_stream(file):
+            yield pa.Table.from_batches([batch])
 
 
 def _counts(step: CellStep, engine: Any, released: int) -> dict[str, int]:
     buffer = step.state.buffer
     buffered = 0 if buffer is None else (
         pc.sum(pc.equal(buffer.column("_kind"), FIRST_COPY)).as_py() or 0)
-    return {"matches": step.matches.num_rows, "released": released, "buffered": buffered,
+    return {"matches": step.out.count, "released": released, "buffered": buffered,
             "window": int(engine.state_size().get("edges", 0)),
             "frontier": step.state.frontier,
             "rejected": 0 if step.rejects is None else step.rejects.num_rows}
@@ -807,10 +934,9 @@ def _output_table(step: CellStep, clock: Clock | None = None) -> pa.Table:
     """A cell's step as the rows of :data:`OUTPUT`; ``clock``: the step's, its Arrow IPC
     of the output added to the stats."""
     started = time.perf_counter()
-    tables = [(kind, table) for kind, table in (
-        ("match", step.matches), ("late", step.late), ("reject", step.rejects))
-        if table is not None and table.num_rows]
-    out = [(kind, _ipc(table), table.num_rows) for kind, table in tables]
+    tables = [(kind, table) for kind, table in (("late", step.late), ("reject", step.rejects))
+              if table is not None and table.num_rows]
+    out = [*step.out.rows(), *((kind, _ipc(table), table.num_rows) for kind, table in tables)]
     if clock is not None:
         step.stats = {**step.stats, **clock.stats(),
                       SECONDS + "rows out": time.perf_counter() - started}
@@ -849,7 +975,7 @@ class CellRunner:
         with clock.phase("rows in"):
             rows = unpacked_rows(payloads, self.attrs)
         step = step_cell(self.job, self.shares, self.lateness_us, cell, state, rows, live,
-                         clock, self.states)
+                         clock, self.states, self.states.matches_out(cell, batch))
         with clock.phase("state out"):
             saved = self.states.save(cell, step, stored, batch)
         live_cells().keep((self.run, cell), step)
@@ -1000,9 +1126,11 @@ def step_batch(batch_df: Any, batch_id: int, route: Callable[..., Any], runner: 
 
 @dataclass
 class CellsOutput:
-    """One micro-batch of the cells' output, gathered in the driver."""
+    """One micro-batch of the cells' output, gathered in the driver: the matches as the
+    cells left them (tables, or the files they spilled them to), taken chunk by chunk
+    (:meth:`match_chunks`)."""
 
-    matches: pa.Table
+    matches: list[pa.Table | str]
     late: pa.Table
     rejects: pa.Table
     stats: list[dict[str, int]]
@@ -1010,31 +1138,31 @@ class CellsOutput:
     #: and ``write`` (the parts before ``on_batch``), for ``--profile``
     seconds: dict[str, float] = field(default_factory=dict)
 
+    def match_chunks(self) -> Iterator[pa.Table]:
+        """The batch's matches, one chunk at a time, cell after cell in the order the
+        cells' tasks and steps ran (fixed by the batch: a re-run writes the same part)."""
+        for matches in self.matches:
+            if isinstance(matches, str):
+                yield from spilled_chunks(matches)
+            else:
+                yield matches
 
-def collect_outputs(rows: pa.Table, empty: pa.Table | None = None) -> CellsOutput:
+
+def collect_outputs(rows: pa.Table) -> CellsOutput:
     """A micro-batch of the cells' output rows (:data:`OUTPUT`, :func:`step_batch`, or
-    :func:`flush_cells`'); ``empty``: the job's match records, none of them, for a batch
-    without matches (SAL's when not given)."""
+    :func:`flush_cells`')."""
     tables: dict[str, list[Any]] = {"match": [], "late": [], "reject": [], "stats": []}
     for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("rows").to_pylist(),
                              strict=True):
-        tables[kind].append(pickle.loads(payload) if kind == "stats"
-                            else pa.ipc.open_stream(payload).read_all())
-    matches = (pa.concat_tables(tables["match"]) if tables["match"]
-               else empty if empty is not None else empty_matches())
+        if kind == "spilled":
+            tables["match"].append(payload.decode())
+        else:
+            tables[kind].append(pickle.loads(payload) if kind == "stats"
+                                else pa.ipc.open_stream(payload).read_all())
     late = pa.concat_tables(tables["late"]) if tables["late"] else empty_edges()
     rejects = (pa.concat_tables(tables["reject"]) if tables["reject"]
                else READ_REJECT_SCHEMA.empty_table())
-    return CellsOutput(sort_matches(matches), late, rejects, tables["stats"])
-
-
-def sort_matches(matches: pa.Table) -> pa.Table:
-    """Matches in a fixed order (by last time -- ``end_t`` for subscriptions' records --
-    then id): a re-run writes the same part."""
-    if matches.num_rows == 0:
-        return matches
-    last = "last_t" if "last_t" in matches.column_names else "end_t"
-    return matches.sort_by([(last, "ascending"), ("match_id", "ascending")])
+    return CellsOutput(tables["match"], late, rejects, tables["stats"])
 
 
 @dataclass
@@ -1049,7 +1177,7 @@ class CellSinks:
 
     def write(self, batch_id: int, output: CellsOutput) -> None:
         started = time.perf_counter()
-        self.matches.write(output.matches, batch_id)
+        self.matches.write_chunks(output.match_chunks(), batch_id)
         if self.late is not None and output.late.num_rows:
             self.late.write(output.late, batch_id)
         if self.rejects is not None and output.rejects.num_rows:
@@ -1106,9 +1234,9 @@ def write_cells_stream(stream_df: Any, read_part: Callable[[pa.Table, Place], So
         raise TypeError("a stream of cells keeps their states in StateFiles")
     refuse_state_store(checkpoint, states)
     discard_unfinished_writes(Path(checkpoint))
+    states.drop_matches()  # an interrupted batch's: its re-run spills its own
     route = _router(read_part, runner, partition_keys(stream_df.sparkSession, tasks))
     hosts = several_slots(stream_df.sparkSession)
-    empty = runner.job.output.schema.empty_table()
 
     def write_batch(batch_df: Any, batch_id: int) -> None:
         with gate.batch() if gate is not None else nullcontext():
@@ -1119,10 +1247,11 @@ def write_cells_stream(stream_df: Any, read_part: Callable[[pa.Table, Place], So
             batch_df.sparkSession.conf.set("spark.sql.adaptive.enabled", "false")
             rows, after = step_batch(batch_df, batch_id, route, runner,
                                      states.recorded_before(batch_id), tasks, hosts)
-            collected = collect_outputs(rows, empty)
+            collected = collect_outputs(rows)
             collected.seconds["collect"] = time.perf_counter() - started
             sinks.write(batch_id, collected)
             states.record(batch_id, after)
+            states.drop_matches(batch_id)
 
     writer = (stream_df.writeStream.foreachBatch(write_batch)
               .option("checkpointLocation", str(checkpoint)))
@@ -1182,8 +1311,7 @@ def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | P
     batch_id = last_committed(checkpoint) + 1
     stored = states.recorded_before(batch_id)
     if not stored:  # no micro-batch ever finished: no state to flush
-        output = CellsOutput(job.output.schema.empty_table(), empty_edges(),
-                             READ_REJECT_SCHEMA.empty_table(), [])
+        output = CellsOutput([], empty_edges(), READ_REJECT_SCHEMA.empty_table(), [])
         CellSinks(sink, on_batch=on_batch).write(batch_id, output)
         return batch_id
 
@@ -1191,11 +1319,12 @@ def flush_cells(spark: Any, job: SubgraphJob, *, cells: int, checkpoint: str | P
         for batch in batches:
             for cell, blob in zip(batch.column(0).to_pylist(), batch.column(1).to_pylist(),
                                   strict=True):
-                step = flush_cell(job, shares, int(cell), states.read(blob), states)
+                step = flush_cell(job, shares, int(cell), states.read(blob), states,
+                                  states.matches_out(int(cell), batch_id))
                 yield from _output_table(step).to_batches()
 
     rows = spark.createDataFrame(sorted(stored.items()), "cell long, blob binary")
-    output = collect_outputs(rows.mapInArrow(flush_partition, OUTPUT_DDL).toArrow(),
-                             job.output.schema.empty_table())
+    output = collect_outputs(rows.mapInArrow(flush_partition, OUTPUT_DDL).toArrow())
     CellSinks(sink, on_batch=on_batch).write(batch_id, output)
+    states.drop_matches(batch_id)
     return batch_id

@@ -38,7 +38,11 @@ from graphcep.runtime.streaming.cells import (
     flush_cells,
     write_cells_stream,
 )
-from graphcep.runtime.streaming.driver import BatchReport, StreamTotals
+from graphcep.runtime.streaming.driver import (
+    BatchReport,
+    StreamTotals,
+    skipped_file_warnings,
+)
 from graphcep.runtime.streaming.kafka_source import KafkaSource
 from graphcep.runtime.streaming.query import BatchFailure, BatchGate
 from graphcep.runtime.streaming.sources import FileSource
@@ -359,7 +363,8 @@ class CellsRun:
                 sums["matches"], sums["buffered"], {"edges": sums["window"]}, frontier,
                 time.perf_counter() - self._clock, started=totals.released > 0,
                 final=not persist,  # the end-of-input flush is not persisted
-                partition_lag=self.partition_lag if persist else None))
+                partition_lag=self.partition_lag if persist else None,
+                warnings=skipped_file_warnings(output.rejects)))
         self._clock = time.perf_counter()
 
     def _recover(self, batch_id: int) -> None:

@@ -421,7 +421,7 @@ class StreamOperator:
                 [st.buffer, on_time], promote_options="permissive")
         report = self._advance(batch_id, started, edges.num_rows, late, rejects, files, lines,
                                names=names, places=places)
-        report.warnings = warnings
+        report.warnings = [*skipped_file_warnings(rejects), *warnings]
         return report
 
     def flush(self) -> BatchReport:
@@ -997,6 +997,26 @@ class Pace:
                            max_lag_s=round((self.max_lag_us or 0) / 1e6, 3),
                            backlog=self.backlog())
         return figures
+
+
+#: the reason a stream's reject gives for a file it skipped whole (a file it could not
+#: read at all: :meth:`~graphcep.runtime.streaming.sources.FileSource` quarantines it)
+SKIPPED_FILE = "unreadable file, skipped: "
+
+
+def skipped_file_warnings(rejects: pa.Table | None) -> list[str]:
+    """A warning line for each file of ``rejects`` the stream skipped whole: one reject
+    among the malformed lines would be easy to miss, and not one of the file's edges was
+    matched (times in milliseconds read as seconds, a file of another format)."""
+    if rejects is None or rejects.num_rows == 0:
+        return []
+    lines = []
+    for row in rejects.filter(pc.starts_with(rejects.column("reason"), SKIPPED_FILE)).to_pylist():
+        why = row["reason"].removeprefix(SKIPPED_FILE)
+        why = re.sub(r"^\w+(Error|Exception): ", "", why).removeprefix(f"{row['file']}: ")
+        lines.append(f"skipped {row['file']}, none of its edges read (the stream goes on "
+                     f"without it; a fixed copy under a new name is read): {why}")
+    return lines
 
 
 def print_report(report: BatchReport) -> None:

@@ -72,7 +72,7 @@ from graphcep.io.readers import (
 )
 from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.streaming.driver import StreamOperator
+from graphcep.runtime.streaming.driver import SKIPPED_FILE, StreamOperator
 
 #: ``--max-records-per-batch`` when not given: about two seconds of matching at the driver
 #: engine's quarter of a million edges a second, so that a stream offered more than it can
@@ -215,7 +215,7 @@ class FileSource:
             return read_edges_bytes(name, _read_file(uri), self.fmt, self.options,
                                     file_index=file_index, symbols=symbols, after=after)
         except Exception as err:  # whatever the damage: the file's, not the stream's
-            reason = f"unreadable file, skipped: {type(err).__name__}: {err}"
+            reason = f"{SKIPPED_FILE}{type(err).__name__}: {err}"
             reject = pa.table({"file": [name], "line": [0], "reason": [reason], "text": [""]},
                               schema=READ_REJECT_SCHEMA)
             return ReadResult(empty_edges(), reject, 0, 0, self.fmt or "")
