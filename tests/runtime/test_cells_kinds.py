@@ -127,11 +127,12 @@ def test_nu_keyed_routing_sends_each_edge_to_the_cells_of_its_key_ends():
     for name in NU:
         job = NuJob(parse_nu(NU[name][0], name))
         plan = cell_plan(job, 5)
-        cells, rows = route(table, job, plan)
+        cells, rows, roles = route(table, job, plan)
         src, dst = cell_of(table["src"], 5), cell_of(table["dst"], 5)
         want = sorted({(int(c), i) for i in range(table.num_rows)
                        for c in ([src[i], dst[i]] if "dst" in plan.columns else [src[i]])})
         assert sorted(zip(cells.tolist(), rows.tolist(), strict=True)) == want
+        assert (roles == -1).all()  # keyed: every edge may play any link
 
 
 @pytest.mark.parametrize("text, key", [

@@ -32,8 +32,10 @@ from graphcep.runtime.hypercube import (
     partitioning_lines,
     replay_cells,
     route,
+    route_roles,
+    with_roles,
 )
-from graphcep.runtime.local import run_local
+from graphcep.runtime.local import replay_job, run_local
 from tests.engines.test_subgraph_engine import random_query, random_stream
 from tests.oracle import brute_force_matches
 from tests.paths import EXAMPLES
@@ -185,6 +187,43 @@ def test_home_filter_is_what_makes_it_exactly_once():
         filtered += keys(home_filter(found, shares, int(cell)))
     assert len(unfiltered) > len(set(unfiltered))
     assert sorted(filtered) == sorted({(TRIANGLE.name, m) for m in planted.instances})
+
+
+@pytest.mark.parametrize("shape, homomorphic", [
+    *((shape, False) for shape in sorted(SHAPES)), ("triangle", True), ("two-cycle", True)])
+def test_roles_make_each_cell_find_its_own_matches_only(shape, homomorphic):
+    """Told the query edges each edge was routed to play (``route_roles``), a cell's
+    engine finds only the matches whose home it is -- where without them it also builds
+    other cells' matches, to be dropped -- and the cells together find the brute-force
+    matcher's, each once."""
+    builder = QueryBuilder(shape)
+    for i, (s, d) in enumerate(SHAPES[shape]):
+        builder.edge(s, f"e{i + 1}", d)
+    for i in range(2, len(SHAPES[shape]) + 1):  # every edge within 5 s of e1
+        builder.constraint(TimeRef(f"e{i}", "start"), "<=", "5", TimeRef("e1", "start"))
+        builder.constraint(TimeRef("e1", "start"), "<=", "5", TimeRef(f"e{i}", "start"))
+    query = builder.build()
+    table = generate_netflow(120, 6, 12, seed=5).select(["t", "src", "dst", "dur", "seq"])
+    # a loop (for the query edge a -> a) on a triangle's vertex
+    planted = pa.table({"t": [10**6 * k for k in (1, 2, 3, 4)], "src": ["p", "q", "r", "p"],
+                        "dst": ["q", "r", "p", "p"], "dur": [0] * 4,
+                        "seq": list(range(10**5, 10**5 + 4))})
+    table = pa.concat_tables([table, planted.cast(table.schema)]).sort_by("t")
+    job = SubgraphJob.create(Program(queries=[query]), homomorphic=homomorphic)
+    job = replace(job, max_duration_us=max_duration_of(table))
+    shares = Shares(query.vertices, tuple(2 for _ in query.vertices))
+    cells, rows, roles = route_roles(table, job, shares)
+    found, foreign = [], 0
+    for cell in np.unique(cells):
+        mine = cells == cell
+        matches = replay_job(job, with_roles(table.take(rows[mine]), roles[mine]))
+        assert matches.num_rows == home_filter(matches, shares, int(cell)).num_rows
+        foreign += replay_job(job, table.take(rows[mine])).num_rows - matches.num_rows
+        found += keys(matches)
+    assert len(found) == len(set(found))
+    want = brute_force_matches(query, table.to_pylist(), homomorphic)
+    assert {m for _, m in found} == want and want
+    assert foreign > 0 or shape == "triangle+loop"  # the roles made a difference
 
 
 # -- shares ----------------------------------------------------------------------------

@@ -4,6 +4,7 @@ Spark, across a restart from its checkpoint and a SIGKILL of the driver."""
 
 from __future__ import annotations
 
+import json
 import pickle
 import tempfile
 from pathlib import Path
@@ -492,3 +493,46 @@ def test_a_batch_of_many_matches_is_spilled_in_chunks(tmp_path, monkeypatch):
     got = keys([t for name in spilled for t in spilled_chunks(name)])
     assert len(got) == len(set(got))
     assert set(got) == brute_force_matches(path.query, table.to_pylist())
+
+
+
+def test_cells_write_the_json_lines_the_sink_would_and_the_driver_joins_them(tmp_path):
+    """Given the JSONL sink's encoder, each cell writes its matches as the sink's own
+    lines, and the part joined from the cells' pieces is, byte for byte, the part the sink
+    writes from the same cells' matches spilled as Arrow; its matches are the brute-force
+    matcher's."""
+    from graphcep.io.sinks import JsonlSink
+
+    table, batches = stream_batches(600, 200)
+    job, shares = triangle_job(), cell_grid(triangle_job(), 8)
+    sinks = {way: JsonlSink(tmp_path / way, directory=True) for way in ("encoded", "arrow")}
+    files = {way: StateFiles(tmp_path / f"state-{way}") for way in sinks}
+    steps: dict = {}
+    for batch_id, batch in enumerate(batches):
+        rows = routed_rows(edges_part(batch), job, shares)
+        written: dict = {"encoded": [], "arrow": []}
+        for cell in range(shares.cells):
+            mine = rows.filter(pc.equal(rows.column("_cell"), cell))
+            for way, sink in sinks.items():
+                out = files[way].matches_out(cell, batch_id,
+                                             sink.encoder() if way == "encoded" else None)
+                before = steps.get((way, cell))
+                steps[way, cell] = step_cell(job, shares, 2 * S, cell,
+                                             before and before.state, mine,
+                                             before and before.engine, states=files[way],
+                                             out=out)
+                written[way] += [(name.decode(), count) for _, name, count in out.rows()]
+        sinks["encoded"].write_encoded(written["encoded"], batch_id)
+        sinks["arrow"].write_chunks((t for name, _ in written["arrow"]
+                                     for t in spilled_chunks(name)), batch_id)
+    for number in range(len(batches)):
+        part = f"part-{number:08d}.jsonl"
+        assert (tmp_path / "encoded" / part).read_bytes() == \
+            (tmp_path / "arrow" / part).read_bytes()
+    got = [tuple(e["seq"] for e in json.loads(line)["edges"])
+           for path in sorted((tmp_path / "encoded").glob("part-*"))
+           for line in path.read_text().splitlines()]
+    late = late_seqs(batches, 2 * S)
+    on_time = [r for r in table.to_pylist() if r["seq"] not in late]
+    assert len(got) == len(set(got)) and len(got) > 20
+    assert set(got) == brute_force_matches(job.query, on_time)

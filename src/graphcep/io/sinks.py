@@ -51,6 +51,7 @@ import contextlib
 import json
 import os
 import re
+import shutil
 import sys
 import tempfile
 from collections.abc import Callable, Iterable, Iterator
@@ -606,6 +607,31 @@ class JsonlSink(_FileSink):
                 rows += table.num_rows
         return rows
 
+    def encoder(self) -> JsonLines | None:
+        """What turns a table of matches into this sink's bytes elsewhere (a cell in an
+        executor: :meth:`write_encoded` then joins the pieces into a part, the driver
+        formatting nothing); None for a single file."""
+        return JsonLines(self.matches) if self.directory else None
+
+    def write_encoded(self, pieces: list[tuple[str, int]], batch_id: int | str) -> int:
+        """Write one batch's part from ``pieces`` (a file of :meth:`encoder`'s bytes and
+        its rows, each), in order, renamed into place once whole as :meth:`write_chunks`
+        writes it; how many rows."""
+        if self._closed:
+            raise ValueError("sink is closed")
+
+        def join(tmp: str) -> None:
+            with open(tmp, "wb") as out:
+                for path, _ in pieces:
+                    with open(path, "rb") as piece:
+                        shutil.copyfileobj(piece, out, 1 << 20)
+
+        replace_atomically(self.path / _part_name(batch_id, self.suffix), join)
+        written = sum(rows for _, rows in pieces)
+        self._seen.add(batch_id)
+        self.rows_written += written
+        return written
+
     def _append(self, table: pa.Table) -> None:
         if self._out is None:
             self._out = open(self.path, "w", encoding="utf-8")  # noqa: SIM115 -- held open
@@ -618,6 +644,19 @@ class JsonlSink(_FileSink):
             self.path.touch()
         if self._out is not None:
             self._out.close()
+
+
+@dataclass(frozen=True)
+class JsonLines:
+    """A table of matches as the JSON lines :class:`JsonlSink` writes of it, UTF-8 bytes
+    (:meth:`JsonlSink.encoder`)."""
+
+    matches: MatchFormat
+
+    def __call__(self, table: pa.Table) -> bytes:
+        schema = self.matches.schema
+        lines = self.matches.lines(table.select(schema.names).cast(schema))
+        return "".join(line + "\n" for line in lines).encode()
 
 
 class ParquetSink(_FileSink):

@@ -40,7 +40,7 @@ from graphcep.engines.difference_bounds import (
     UnsatisfiableQueryError,
     check_window,
 )
-from graphcep.engines.subgraph.plan import compile_query
+from graphcep.engines.subgraph.plan import ROLES, compile_query
 from graphcep.events import CORE_NAMES, format_seconds, match_ids, max_duration_of
 from graphcep.io.flat_columns import FlatColumns
 from graphcep.io.formats import FORMAT_FIELD_ALIASES, resolve_field
@@ -330,7 +330,7 @@ class SubgraphJob(JobBase):
         """The edge columns the engine, the features and the match records read, in
         ``available``'s order: every core column (a match record carries each edge's
         ``dur`` even when no constraint reads it), the predicates' and features' fields."""
-        wanted = {*CORE_NAMES, "pos"}
+        wanted = {*CORE_NAMES, "pos", ROLES}  # ROLES: a HyperCube cell's, where given
         wanted |= {self.field_aliases.get(p.field, p.field) for p in self.query.edge_predicates}
         for name in {c.feature for c in self.query.vertex_constraints}:
             field_name = self.program.features[name].field

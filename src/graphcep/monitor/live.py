@@ -270,5 +270,10 @@ class _Tee(Sink):
         if close is not None:
             close()
 
+    def encoder(self) -> None:
+        """None: the tee sees the tables it hands on, so no one may write the inner
+        sink's bytes past it (:meth:`~graphcep.io.sinks.JsonlSink.encoder`)."""
+        return None
+
     def __getattr__(self, name: str) -> Any:  # rows(), directory, ... of the sink wrapped
         return getattr(self.inner, name)

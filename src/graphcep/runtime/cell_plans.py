@@ -86,19 +86,29 @@ def plan_words(plan: CellPlan) -> str:
     return f"keyed by {', '.join(plan.columns)}"
 
 
-def route(edges: pa.Table, job: Any, plan: CellPlan) -> tuple[np.ndarray, np.ndarray]:
+def route(edges: pa.Table, job: Any, plan: CellPlan
+          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Every (cell, row) pair, sorted by cell then row, as
-    :func:`graphcep.runtime.hypercube.route` gives them: row ``i`` of ``edges`` must be
-    matched in that cell. Keyed, an edge goes to the cell of each of its key values."""
+    :func:`graphcep.runtime.hypercube.route_roles` gives them: row ``i`` of ``edges`` must
+    be matched in that cell, playing the query edges whose bits its int64 sets (every
+    bit, -1, where it may play any: keyed cells). Keyed, an edge goes to the cell of each
+    of its key values."""
     if isinstance(plan, Shares):
-        return hypercube.route(edges, job, plan)
+        return hypercube.route_roles(edges, job, plan)
     n = edges.num_rows
     if n == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
     rows = np.arange(n, dtype=np.int64)
     keys = np.unique(np.concatenate([cell_of(edges.column(c), plan.cells) * n + rows
                                      for c in plan.columns]))
-    return keys // n, keys % n
+    return keys // n, keys % n, np.full(len(keys), -1, np.int64)
+
+
+def screens_roles(plan: CellPlan) -> bool:
+    """Whether a cell's engine is told the roles of its edges (HyperCube cells of a SAL
+    query, more than one): then it finds its own matches only
+    (:func:`~graphcep.runtime.hypercube.route_roles`)."""
+    return isinstance(plan, Shares) and plan.cells > 1
 
 
 def cell_of(values: pa.Array | pa.ChunkedArray, cells: int) -> np.ndarray:

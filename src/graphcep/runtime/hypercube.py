@@ -111,6 +111,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from graphcep.engines.subgraph.plan import ROLES
 from graphcep.events import empty_matches, max_duration_of, normalize_edges
 from graphcep.hashing import vertex_hash
 from graphcep.jobs import as_job
@@ -133,6 +134,8 @@ __all__ = [
     "replay_cell",
     "replay_cells",
     "route",
+    "route_roles",
+    "with_roles",
 ]
 
 
@@ -424,18 +427,36 @@ def route(
     order within a cell). An edge that can play no query edge -- its predicates fail, or a
     loop ``u -> u`` under isomorphism for a query edge between two variables -- goes nowhere.
     """
+    cells, rows, _ = route_roles(edges, job, shares)
+    return cells, rows
+
+
+def route_roles(
+    edges: pa.Table, job: SubgraphJob | SubgraphQuery, shares: Shares
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`route`'s pairs and, for each, the query edges the row was sent there to
+    play: bit ``q`` of the int64 is query edge ``q`` (:data:`ROLES`).
+
+    A cell's engine that lets each edge play only those (:func:`with_roles`) finds just
+    the matches whose home is that cell: a match binds each query edge ``x -> y`` to an
+    edge whose ends hash to the cell's coordinates of ``x`` and ``y``, so all its
+    variables agree with the cell. Without them the cell also builds every other cell's
+    matches that its edges happen to complete -- the edge sent as ``e1`` tried as ``e2``
+    and ``e3`` too -- only to drop them in :func:`home_filter`: on the triangle's 2 x 2 x 2
+    grid, most of its search.
+    """
     job = _as_job(job)
     _check_grid(job.query, shares)
     n = edges.num_rows
     if n == 0:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
     edges = job.orient(edges)
     src_hash = vertex_hash(edges.column("src"))
     dst_hash = vertex_hash(edges.column("dst"))
     size = np.asarray(shares.shares, dtype=np.int64)
     stride = shares.strides
     index = {v: i for i, v in enumerate(shares.variables)}
-    cells, rows = [], []
+    cells, rows, roles = [], [], []
     for (x, y), mask in job.eligible_patterns(edges).items():
         eligible = np.flatnonzero(mask)
         ix, iy = index[x], index[y]
@@ -445,15 +466,30 @@ def route(
         free = free_offsets(shares, {ix, iy})
         cells.append((base[:, None] + free[None, :]).ravel())
         rows.append(np.repeat(eligible, len(free)))
+        roles.append(np.full(len(eligible) * len(free), pattern_roles(job.query, x, y)))
     if not cells:
-        return np.empty(0, np.int64), np.empty(0, np.int64)
-    # an edge playing several query edges goes to the union of their cells: deduplicate
-    # (a sort: numpy's hash-based unique is several times slower on these keys)
-    key = np.sort(np.concatenate(cells) * n + np.concatenate(rows))
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int64)
+    # an edge playing several query edges goes to the union of their cells: one pair
+    # each, its roles joined
+    key = np.concatenate(cells) * n + np.concatenate(rows)
+    order = np.argsort(key, kind="stable")
+    key = key[order]
     first = np.ones(len(key), dtype=bool)
     first[1:] = key[1:] != key[:-1]
+    joined = np.bitwise_or.reduceat(np.concatenate(roles)[order], np.flatnonzero(first))
     key = key[first]
-    return key // n, key % n
+    return key // n, key % n, joined
+
+
+def pattern_roles(query: SubgraphQuery, x: str, y: str) -> int:
+    """The bits (:data:`ROLES`) of the query edges from ``x`` to ``y``."""
+    return sum(1 << q for q, edge in enumerate(query.edges) if (edge.src, edge.dst) == (x, y))
+
+
+def with_roles(edges: pa.Table, roles: np.ndarray) -> pa.Table:
+    """``edges`` with the query edges each may play in its cell (:func:`route_roles`), as
+    the SAL engine reads them (:data:`ROLES`)."""
+    return edges.append_column(ROLES, pa.array(roles, pa.int64()))
 
 
 def _as_job(job: SubgraphJob | SubgraphQuery) -> SubgraphJob:
@@ -532,12 +568,14 @@ def replay_cells(job: SubgraphJob | SubgraphQuery, edges: pa.Table, partitions: 
         job = replace(job, max_duration_us=max_duration_of(edges))
     if shares.cells == 1:
         return replay_cell(job, edges, shares, 0)  # unrouted: features see every edge
-    cells, rows = route(edges, job, shares)
+    cells, rows, roles = route_roles(edges, job, shares)
     bounds = np.flatnonzero(np.diff(cells)) + 1
     found = [
-        replay_cell(job, edges.take(part_rows), shares, int(part_cells[0]))
-        for part_cells, part_rows in zip(np.split(cells, bounds), np.split(rows, bounds),
-                                         strict=True)
+        replay_cell(job, with_roles(edges.take(part_rows), part_roles), shares,
+                    int(part_cells[0]))
+        for part_cells, part_rows, part_roles in zip(
+            np.split(cells, bounds), np.split(rows, bounds), np.split(roles, bounds),
+            strict=True)
         if len(part_cells)
     ]
     found = [m for m in found if m.num_rows]

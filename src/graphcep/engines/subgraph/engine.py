@@ -70,6 +70,7 @@ from graphcep.engines.subgraph.plan import (
     MODE_IN,
     MODE_OUT,
     MODE_PAIR,
+    ROLES,
     CompiledQuery,
     compile_query,
 )
@@ -222,6 +223,9 @@ class SubgraphEngine(EngineBase):
         self._seq = _EMPTY_I64
         self._pos = _EMPTY_I64
         self._ok = np.zeros((self.compiled.k, 0), dtype=np.uint8)
+        #: whether ``_ok`` screens the edges: the query has edge predicates, or the
+        #: batches came with the roles of a HyperCube cell (:data:`ROLES`)
+        self._screened = bool(self.query.edge_predicates)
         self._next_position = 0
 
     # -- protocol ---------------------------------------------------------------------
@@ -336,6 +340,7 @@ class SubgraphEngine(EngineBase):
             "ids": self._ids.state(),
             "arrays": (self._t, self._end, self._src, self._dst, self._seq, self._pos, self._ok),
             "next_position": self._next_position,
+            "screened": self._screened,
         }
 
     @classmethod
@@ -346,6 +351,7 @@ class SubgraphEngine(EngineBase):
         (engine._t, engine._end, engine._src, engine._dst, engine._seq, engine._pos,
          engine._ok) = state["arrays"]
         engine._next_position = state["next_position"]
+        engine._screened = state.get("screened", engine._screened)
         return engine
 
     # -- window ---------------------------------------------------------------------
@@ -400,6 +406,10 @@ class SubgraphEngine(EngineBase):
         names = self.query.edge_names
         for pred in self.query.edge_predicates:
             ok[names.index(pred.edge)] &= self._predicate_mask(batch, pred)
+        if ROLES in batch.column_names:  # the roles of its cell (plan.ROLES)
+            self._screened = True
+            roles = batch.column(ROLES).to_numpy()
+            ok &= ((roles[None, :] >> np.arange(k)[:, None]) & 1).astype(np.uint8)
         return ok
 
     def _predicate_mask(self, batch: pa.Table, pred: EdgePredicate) -> np.ndarray:
@@ -468,7 +478,7 @@ class SubgraphEngine(EngineBase):
         searches = []
         for plan in c.plans:
             a_q = int(plan.order[0])
-            if self.query.edge_predicates:
+            if self._screened:
                 anchors = np.flatnonzero(self._ok[a_q, batch_start:]) + batch_start
             else:
                 anchors = np.arange(batch_start, len(self._t), dtype=np.int64)
@@ -494,7 +504,7 @@ class SubgraphEngine(EngineBase):
         processes on 16 cores)."""
         src, dst = self._src, self._dst
         n = len(src)
-        ok = self._ok if self.query.edge_predicates else self._ok[:0]  # no predicates: no mask
+        ok = self._ok if self._screened else self._ok[:0]  # no predicates, no roles: no mask
         total = n * len(modes)
         layout = (np.empty(total, np.int32), np.empty(total, np.int64),
                   np.empty(total, np.int64), np.empty(total, np.int32),

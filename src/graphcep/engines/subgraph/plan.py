@@ -25,6 +25,13 @@ from graphcep.engines.difference_bounds import (
 )
 from graphcep.patterns.subgraph import SubgraphQuery
 
+#: An optional int64 column of a pushed batch: bit ``q`` set where the edge may play query
+#: edge ``q`` (in ``query.edges`` order), on top of the query's own edge predicates. A
+#: HyperCube cell sends each edge with the query edges it was routed there to play
+#: (:func:`graphcep.runtime.hypercube.route_roles`), so that the cell finds only its own
+#: matches.
+ROLES = "_roles"
+
 #: How a level finds its candidates (the compiled search's lookup modes; planning a query
 #: does not load the compiler).
 MODE_OUT = 0

@@ -48,7 +48,13 @@ from graphcep.cores import usable_cores
 from graphcep.events import empty_matches
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.hypercube import Shares, choose_shares, home_filter, route
+from graphcep.runtime.hypercube import (
+    Shares,
+    choose_shares,
+    home_filter,
+    route_roles,
+    with_roles,
+)
 
 _CELL = "_cell"
 
@@ -230,11 +236,13 @@ class CellEngines:
     def _exchange(self, op: str, batch: pa.Table) -> pa.Table:
         # route() orients what it is given; these edges are oriented already, and
         # orienting is its own inverse
-        cells, rows = route(self.job.orient(batch), self.job, self.shares)
+        cells, rows, roles = route_roles(self.job.orient(batch), self.job, self.shares)
         owner = cells % self.processes
         for index, w in enumerate(self._workers):
             mine = owner == index
             part = batch.take(pa.array(rows[mine])).append_column(_CELL, pa.array(cells[mine]))
+            if self.shares.cells > 1:  # each cell's engine finds its own matches only
+                part = with_roles(part, roles[mine])
             w.conn.send((op, None))
             w.conn.send_bytes(_ipc(part))
         found = []

@@ -125,6 +125,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from graphcep.engines.base import ChunkedPushes, coalesced
+from graphcep.engines.subgraph.plan import ROLES
 from graphcep.events import (
     CORE_NAMES,
     empty_edges,
@@ -137,7 +138,7 @@ from graphcep.io.sinks import replace_atomically
 from graphcep.jobs.base import Extent
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.cell_plans import CellPlan, cell_plan, home_filter, route
+from graphcep.runtime.cell_plans import CellPlan, cell_plan, home_filter, route, screens_roles
 from graphcep.runtime.streaming.batch_log import (
     LogEntry,
     edges_name,
@@ -169,7 +170,10 @@ COPY, FIRST_COPY, HEARTBEAT, CHECK_ONLY = 0, 1, 2, 3
 OUTPUT_DDL = "kind string, rows binary, count long"
 STATE_DDL = "blob binary"
 _KEYS = pa.schema([("_cell", pa.int64()), ("_kind", pa.int32()), ("_file", pa.int64()),
-                   ("_meta", pa.binary())])
+                   ("_meta", pa.binary()), (ROLES, pa.int64())])
+#: the routed rows' columns a cell drops before it buffers an edge (``_kind`` stays until
+#: it is released; :data:`ROLES` goes to the engine where the plan screens roles)
+_ROUTING = ["_cell", "_file", "_meta"]
 #: a task's rows for one cell as Arrow IPC (:func:`packed_rows`)
 PACKED = pa.schema([("_cell", pa.int64()), ("rows", pa.binary())])
 #: :data:`PACKED` rows keyed by the partition of the task that steps their cell
@@ -218,7 +222,7 @@ def routed_rows(part: SourcePart, job: SubgraphJob, shares: CellPlan,
     edges, files = _conformed(part.edges, attrs)
     if edges.num_rows == 0 and not part.files and not part.chunks:
         return routed_schema(attrs).empty_table()
-    cells, rows = route(edges, job, shares)
+    cells, rows, roles = route(edges, job, shares)
     kind = np.full(len(rows), COPY, dtype=np.int32)
     kind[np.unique(rows, return_index=True)[1]] = FIRST_COPY  # sorted by cell: the least
     unrouted = np.setdiff1d(np.arange(edges.num_rows), rows)
@@ -231,11 +235,12 @@ def routed_rows(part: SourcePart, job: SubgraphJob, shares: CellPlan,
                       "seq": np.zeros(count, np.int64)})
     beats = _with_nulls(beats, attrs)
     parts = [
-        (edges.take(rows), cells, kind, files[rows], None),
+        (edges.take(rows), cells, kind, files[rows], roles, None),
         (edges.take(unrouted), np.zeros(len(unrouted), np.int64),
-         np.full(len(unrouted), CHECK_ONLY, np.int32), files[unrouted], None),
+         np.full(len(unrouted), CHECK_ONLY, np.int32), files[unrouted],
+         np.zeros(len(unrouted), np.int64), None),
         (beats, np.arange(count, dtype=np.int64), np.full(count, HEARTBEAT, np.int32),
-         np.zeros(count, np.int64), metas),
+         np.zeros(count, np.int64), np.zeros(count, np.int64), metas),
     ]
     return pa.concat_tables([_keyed(attrs, *p) for p in parts])
 
@@ -300,11 +305,13 @@ def _meta(part: SourcePart, spent: dict[str, float] | None) -> bytes | None:
 
 
 def _keyed(attrs: pa.Schema, edges: pa.Table, cells: np.ndarray, kinds: np.ndarray,
-           files: np.ndarray, metas: list[bytes | None] | None) -> pa.Table:
+           files: np.ndarray, roles: np.ndarray, metas: list[bytes | None] | None
+           ) -> pa.Table:
     n = edges.num_rows
     keys = [pa.array(cells, pa.int64()), pa.array(kinds, pa.int32()),
             pa.array(files, pa.int64()),
-            pa.array(metas if metas is not None else [None] * n, pa.binary())]
+            pa.array(metas if metas is not None else [None] * n, pa.binary()),
+            pa.array(roles, pa.int64())]
     return pa.Table.from_arrays([*keys, *edges.columns], schema=routed_schema(attrs))
 
 
@@ -459,7 +466,7 @@ class InlineStates:
         """The engine ``state`` holds (a new one for no state)."""
         return _engine(job, state)
 
-    def matches_out(self, cell: int, batch: int) -> MatchesOut:
+    def matches_out(self, cell: int, batch: int, encode: Any = None) -> MatchesOut:
         """Where a step's matches go: its output rows, as Spark's result is a streaming
         DataFrame of them."""
         return HeldMatches()
@@ -553,11 +560,13 @@ class StateFiles:
         log_from = state.log[0].batch_id if state.log else -1
         return pickle.dumps(CellFile(name, state.version, batch, log_from))
 
-    def matches_out(self, cell: int, batch: int) -> MatchesOut:
-        """Where a step's matches go: a file of the micro-batch's (:class:`SpilledMatches`),
-        which the driver reads into the sinks and then drops (:meth:`drop_matches`)."""
+    def matches_out(self, cell: int, batch: int,
+                    encode: Callable[[pa.Table], bytes] | None = None) -> MatchesOut:
+        """Where a step's matches go: a file of the micro-batch's (:class:`SpilledMatches`,
+        ``encode``: as the sink encodes them), which the driver reads into the sinks and
+        then drops (:meth:`drop_matches`)."""
         return SpilledMatches(os.path.join(self._matches_dir(batch),
-                                           f"cell-{cell}-{os.urandom(8).hex()}.arrow"))
+                                           f"cell-{cell}-{os.urandom(8).hex()}"), encode)
 
     def drop_matches(self, batch: int | None = None) -> None:
         """Delete the matches the cells spilled in micro-batch ``batch`` (None: in every
@@ -711,7 +720,7 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     if newest is not None:
         state.max_t = max(state.max_t, int(newest))
         state.frontier = max(state.frontier, state.max_t - lateness_us)
-    on_time = on_time.drop_columns(["_cell", "_file", "_meta"])
+    on_time = on_time.drop_columns(_ROUTING if screens_roles(shares) else [*_ROUTING, ROLES])
     state.buffer = on_time if state.buffer is None else pa.concat_tables(
         [state.buffer, on_time])
     out = out if out is not None else HeldMatches()
@@ -720,7 +729,7 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
         out.close()
     state.engine = None  # the store writes what rebuilds the engine (``states.save``)
     state.version = os.urandom(16)
-    late = late.drop_columns(["_cell", "_kind", "_file", "_meta"])
+    late = late.drop_columns([*_ROUTING, "_kind", ROLES])
     stats = {"edges": pc.sum(counted).as_py() or 0, "late": late.num_rows,
              "lines": sum(m.get("lines", 0) for m in metas),
              "files": len(uris) if cell == 0 else 0}  # every cell sees them: one counts
@@ -861,13 +870,17 @@ class HeldMatches:
 
 
 class SpilledMatches:
-    """A step's matches written, chunk by chunk as found, to an Arrow IPC stream file
+    """A step's matches written, chunk by chunk as found, to a file
     (:meth:`StateFiles.matches_out`) that its one output row names: neither the cell, nor
     Spark, nor the driver holds more than a chunk of a micro-batch's matches, however many
-    its edges complete, and the matches do not cross into Spark's JVM and back."""
+    its edges complete, and the matches do not cross into Spark's JVM and back. The file
+    is an Arrow IPC stream (``spilled``), or, given the sink's ``encode`` (its
+    ``encoder()``: JSON lines), the sink's own bytes (``encoded``), which the driver
+    joins into the part without formatting a match itself."""
 
-    def __init__(self, path: str) -> None:
+    def __init__(self, path: str, encode: Callable[[pa.Table], bytes] | None = None) -> None:
         self.path = path
+        self.encode = encode
         self.count = 0
         self._writer: Any = None
 
@@ -876,15 +889,20 @@ class SpilledMatches:
             return
         if self._writer is None:
             os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            self._writer = pa.ipc.new_stream(self.path, table.schema)
-        self._writer.write_table(table)
+            self._writer = (open(self.path, "wb") if self.encode is not None  # noqa: SIM115
+                            else pa.ipc.new_stream(self.path, table.schema))
+        if self.encode is not None:
+            self._writer.write(self.encode(table))
+        else:
+            self._writer.write_table(table)
         self.count += table.num_rows
 
     def table(self) -> pa.Table:
         return empty_matches()
 
     def rows(self) -> list[tuple[str, bytes, int]]:
-        return [("spilled", self.path.encode(), self.count)] if self.count else []
+        kind = "spilled" if self.encode is None else "encoded"
+        return [(kind, self.path.encode(), self.count)] if self.count else []
 
     def close(self) -> None:
         if self._writer is not None:
@@ -960,6 +978,9 @@ class CellRunner:
     attrs: pa.Schema
     states: CellStates
     run: str = field(default_factory=lambda: os.urandom(8).hex())
+    #: the match sink's encoder, where it has one (:meth:`~graphcep.io.sinks.JsonlSink.encoder`):
+    #: the cells write its bytes, the driver joins them
+    encode: Callable[[pa.Table], bytes] | None = None
 
     def step(self, cell: int, stored: bytes | None, payloads: list[bytes], batch: int,
              attempt: int) -> tuple[pa.Table, bytes]:
@@ -975,7 +996,7 @@ class CellRunner:
         with clock.phase("rows in"):
             rows = unpacked_rows(payloads, self.attrs)
         step = step_cell(self.job, self.shares, self.lateness_us, cell, state, rows, live,
-                         clock, self.states, self.states.matches_out(cell, batch))
+                         clock, self.states, self.states.matches_out(cell, batch, self.encode))
         with clock.phase("state out"):
             saved = self.states.save(cell, step, stored, batch)
         live_cells().keep((self.run, cell), step)
@@ -1137,6 +1158,9 @@ class CellsOutput:
     #: the driver's seconds: ``collect`` (the batch's Spark job and gathering its rows)
     #: and ``write`` (the parts before ``on_batch``), for ``--profile``
     seconds: dict[str, float] = field(default_factory=dict)
+    #: the matches as files of the sink's own bytes and their rows
+    #: (:attr:`CellRunner.encode`), in the order of :meth:`match_chunks`
+    encoded: list[tuple[str, int]] = field(default_factory=list)
 
     def match_chunks(self) -> Iterator[pa.Table]:
         """The batch's matches, one chunk at a time, cell after cell in the order the
@@ -1151,18 +1175,23 @@ class CellsOutput:
 def collect_outputs(rows: pa.Table) -> CellsOutput:
     """A micro-batch of the cells' output rows (:data:`OUTPUT`, :func:`step_batch`, or
     :func:`flush_cells`')."""
-    tables: dict[str, list[Any]] = {"match": [], "late": [], "reject": [], "stats": []}
-    for kind, payload in zip(rows.column("kind").to_pylist(), rows.column("rows").to_pylist(),
-                             strict=True):
+    tables: dict[str, list[Any]] = {"match": [], "late": [], "reject": [], "stats": [],
+                                    "encoded": []}
+    for kind, payload, count in zip(rows.column("kind").to_pylist(),
+                                    rows.column("rows").to_pylist(),
+                                    rows.column("count").to_pylist(), strict=True):
         if kind == "spilled":
             tables["match"].append(payload.decode())
+        elif kind == "encoded":
+            tables["encoded"].append((payload.decode(), count))
         else:
             tables[kind].append(pickle.loads(payload) if kind == "stats"
                                 else pa.ipc.open_stream(payload).read_all())
     late = pa.concat_tables(tables["late"]) if tables["late"] else empty_edges()
     rejects = (pa.concat_tables(tables["reject"]) if tables["reject"]
                else READ_REJECT_SCHEMA.empty_table())
-    return CellsOutput(tables["match"], late, rejects, tables["stats"])
+    return CellsOutput(tables["match"], late, rejects, tables["stats"],
+                       encoded=tables["encoded"])
 
 
 @dataclass
@@ -1177,7 +1206,10 @@ class CellSinks:
 
     def write(self, batch_id: int, output: CellsOutput) -> None:
         started = time.perf_counter()
-        self.matches.write_chunks(output.match_chunks(), batch_id)
+        if output.encoded:  # the cells wrote the sink's bytes
+            self.matches.write_encoded(output.encoded, batch_id)
+        else:
+            self.matches.write_chunks(output.match_chunks(), batch_id)
         if self.late is not None and output.late.num_rows:
             self.late.write(output.late, batch_id)
         if self.rejects is not None and output.rejects.num_rows:
@@ -1214,7 +1246,8 @@ def start_cells_stream(spark: Any, edges_df: Any, job: SubgraphJob, *, cells: in
         stream_df, read_part = edges_df, edges_part
     states = states if states is not None else StateFiles(Path(checkpoint) / "cells")
     runner = CellRunner(job, shares, lateness_us,
-                        attrs if attrs is not None else pa.schema([]), states)
+                        attrs if attrs is not None else pa.schema([]), states,
+                        encode=encoder_of(sink))
     return write_cells_stream(stream_df, read_part, runner, sinks, checkpoint=checkpoint,
                               tasks=cell_tasks(spark, shares), available_now=available_now,
                               trigger_seconds=trigger_seconds, gate=gate)
@@ -1260,6 +1293,13 @@ def write_cells_stream(stream_df: Any, read_part: Callable[[pa.Table, Place], So
     elif trigger_seconds:
         writer = writer.trigger(processingTime=f"{trigger_seconds} seconds")
     return writer.start()
+
+
+def encoder_of(sink: Any) -> Callable[[pa.Table], bytes] | None:
+    """The match sink's encoder where it has one (:meth:`~graphcep.io.sinks.JsonlSink.encoder`:
+    the cells then write its bytes); None: the cells write Arrow and the sink formats it."""
+    encoder = getattr(sink, "encoder", None)
+    return encoder() if encoder is not None else None
 
 
 def cell_tasks(spark: Any, shares: CellPlan) -> int:

@@ -35,6 +35,7 @@ from graphcep.runtime.streaming.cells import (
     cell_attributes,
     cell_grid,
     cell_tasks,
+    encoder_of,
     flush_cells,
     write_cells_stream,
 )
@@ -313,7 +314,8 @@ class CellsRun:
             self.profile.tasks = tasks
         sinks = CellSinks(self.sinks["matches"], self.sinks["late"], self.sinks["rejects"],
                           self._on_batch)
-        runner = CellRunner(self.job, self.shares, self.lateness_us, self.attrs, self.states)
+        runner = CellRunner(self.job, self.shares, self.lateness_us, self.attrs, self.states,
+                            encode=encoder_of(self.sinks["matches"]))
         query = write_cells_stream(source.stream_df(spark), source.read_part, runner, sinks,
                                    checkpoint=str(self.checkpoint / "spark"), tasks=tasks,
                                    available_now=available_now,
