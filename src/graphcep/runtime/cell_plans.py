@@ -26,7 +26,7 @@ Example
 >>> plan
 KeyedCells(cells=4, columns=('src',), home=('column', 'key'))
 >>> edges = pa.table({"src": ["h", "k", "h"], "dst": ["a", "b", "a"]})
->>> cells, rows = route(edges, job, plan)
+>>> cells, rows, roles = route(edges, job, plan)  # roles: -1, any link (keyed)
 >>> cell = dict(zip(rows.tolist(), cells.tolist()))  # each edge once
 >>> len(cell), cell[0] == cell[2]  # a key's edges together
 (3, True)
