@@ -456,8 +456,12 @@ def route_roles(
     size = np.asarray(shares.shares, dtype=np.int64)
     stride = shares.strides
     index = {v: i for i, v in enumerate(shares.variables)}
+    patterns = job.eligible_patterns(edges)
+    if shares.cells == 1:  # one cell: every playable edge once, any role (no sort)
+        rows = np.flatnonzero(np.logical_or.reduce(list(patterns.values())))
+        return np.zeros(len(rows), np.int64), rows.astype(np.int64), np.full(len(rows), -1)
     cells, rows, roles = [], [], []
-    for (x, y), mask in job.eligible_patterns(edges).items():
+    for (x, y), mask in patterns.items():
         eligible = np.flatnonzero(mask)
         ix, iy = index[x], index[y]
         base = (src_hash[eligible] % size[ix]) * stride[ix]
