@@ -195,9 +195,37 @@ def test_a_checkpoint_keeps_the_cells_it_started_with(tmp_path):
                         checkpoint=tmp_path, sinks={}, on_report=None, attrs=pa.schema([]))
 
     assert start(None).cells == 2 and start(None).cells == 2
-    assert start(2).shares.cells == 1  # the triangle on 2 cells: one cell
+    assert start(2).shares.shares == (2, 1, 1)  # the cells screen roles: two halves
     with pytest.raises(QueryError, match="--cells 2"):
         start(8)
+
+
+def test_a_checkpoint_keeps_the_grid_an_earlier_graphcep_chose(tmp_path):
+    """A checkpoint whose record names no grid ran on the grid chosen without roles: for
+    the triangle on 4 cells, one cell. Its states are that cell's, so a restart that would
+    lay them out as 2 x 2 x 1 is refused; a record from before any batch is not."""
+    import json
+
+    from graphcep.patterns.subgraph import QueryError
+    from graphcep.runtime.streaming.cells import StateFiles
+    from graphcep.runtime.streaming.cells_run import CellsRun
+
+    job = SubgraphJob.create(parse_program(QUERY))
+
+    def start(checkpoint: Path) -> CellsRun:
+        return CellsRun(job, cells=None, lateness_us=0, checkpoint=checkpoint, sinks={},
+                        on_report=None, attrs=pa.schema([]))
+
+    for checkpoint, ran in ((tmp_path / "ran", True), (tmp_path / "new", False)):
+        (checkpoint / "cells").mkdir(parents=True)
+        (checkpoint / "cells" / "grid.json").write_text(json.dumps({"cells": 4}))
+        if ran:
+            StateFiles(checkpoint / "cells" / "state").record(0, {})
+    with pytest.raises(QueryError, match="grid 1x1x1; --cells 4 is now the grid 2x2x1"):
+        start(tmp_path / "ran")
+    with pytest.raises(QueryError, match="start from a new --checkpoint"):
+        start(tmp_path / "ran")  # refused again: the record now names its grid
+    assert start(tmp_path / "new").shares.shares == (2, 2, 1)
 
 
 def test_auto_picks_the_driver_on_local_masters_and_the_executors_on_a_cluster(tmp_path):

@@ -245,6 +245,35 @@ def test_a_grid_with_a_cell_receiving_every_edge_is_skipped():
     assert choose_shares(TRIANGLE, 2).cells == 1
 
 
+def _busiest_roles(edges: pa.Table, query: SubgraphQuery, shares: Shares,
+                   mean: bool = False) -> float:
+    """The busiest cell's (edge, query edge) pairs as routed (``mean``: a cell's on
+    average), over one cell's (every edge, every query edge): its share of the matching
+    work, measured."""
+    cells, _, roles = route_roles(edges, query, shares)
+    plays = np.bincount(cells, weights=np.bitwise_count(roles), minlength=shares.cells)
+    return float((plays.mean() if mean else plays.max()) / (edges.num_rows * len(query.edges)))
+
+
+def test_cells_that_screen_roles_take_the_grid_with_the_least_work(netflow):
+    """With roles, the chosen grid is the one whose busiest cell plays the fewest roles
+    as routing measures them on netflow, against every grid of at most n cells; the
+    triangle now splits on 2 and 4 cells, where without roles it runs as one."""
+    from itertools import product
+
+    for n in (2, 3, 4, 8):
+        chosen = choose_shares(TRIANGLE, n, roles=True)
+        grids = [g for g in product(range(1, n + 1), repeat=3) if 1 < np.prod(g) <= n]
+        best = min(_busiest_roles(netflow, TRIANGLE, Shares(TRIANGLE.vertices, g))
+                   for g in grids)
+        assert chosen.cells > 1
+        measured = _busiest_roles(netflow, TRIANGLE, chosen)
+        assert measured <= best * 1.05, (n, chosen)
+        assert chosen.work == pytest.approx(measured, rel=0.05)
+    assert choose_shares(TRIANGLE, 2, roles=True).shares == (2, 1, 1)
+    assert choose_shares(TRIANGLE, 4, roles=True).shares == (2, 2, 1)
+
+
 @pytest.mark.parametrize(("query", "centre"), [(WATERING_HOLE, "target"), (FAN_IN, "x")])
 @pytest.mark.parametrize("partitions", [2, 4, 8, 16])
 def test_stars_are_keyed_on_their_centre(query, centre, partitions, netflow):
@@ -415,11 +444,15 @@ def test_explain_names_the_partitioning_and_the_copies_routing_makes(text, key):
     edges = pa.table({"t": np.arange(20_000, dtype=np.int64), "src": [f"v{v}" for v in src],
                       "dst": [f"v{v}" for v in dst]})
     for count, line in zip((8, 64), lines[1:], strict=True):
-        shares = choose_shares(query, count)
+        shares = choose_shares(query, count, roles=True)
         assert shares.keyed_on(query) == key
         _, rows = route(edges, query, shares)
         measured = len(rows) / edges.num_rows
         printed = float(line.split(", ")[1].split(" ")[0])
         assert printed == pytest.approx(measured, rel=0.03), line
+        work = float(line.split("each cell ")[1].split(" ")[0])  # the same in every cell
+        assert work == pytest.approx(_busiest_roles(edges, query, shares, mean=True),
+                                     rel=0.03), line
+        assert work == pytest.approx(_busiest_roles(edges, query, shares), rel=0.2), line
         if key == "h":
             assert measured == 1.0 and " 1 copy per edge" in line

@@ -74,7 +74,7 @@ def cell_plan(job: Any, cells: int) -> CellPlan:
         raise ValueError(f"cells must be at least 1, got {cells}")
     split = job.cell_split()
     if split.query is not None:
-        return choose_shares(split.query, cells)
+        return choose_shares(split.query, cells, roles=True)  # the cells screen roles
     return KeyedCells(cells, split.columns, split.home, split.words)
 
 

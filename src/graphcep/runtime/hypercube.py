@@ -134,6 +134,7 @@ __all__ = [
     "replay_cell",
     "replay_cells",
     "route",
+    "role_work",
     "route_roles",
     "with_roles",
 ]
@@ -160,6 +161,10 @@ class Shares:
     shares: tuple[int, ...]
     expected_copies: float = 1.0
     max_load: float = 1.0
+    #: each cell's share of the matching work when its engine is told the roles of its
+    #: edges (:func:`route_roles`, :func:`role_work`); None: the grid was chosen for
+    #: cells that are not (:func:`choose_shares` without ``roles``)
+    work: float | None = None
 
     def __post_init__(self) -> None:
         if len(self.variables) != len(self.shares) or any(s < 1 for s in self.shares):
@@ -189,21 +194,40 @@ class Shares:
 
     def __str__(self) -> str:
         grid = " x ".join(f"{v}:{s}" for v, s in zip(self.variables, self.shares, strict=True))
+        work = "" if self.work is None else f", each cell {self.work:.3g} of the matching work"
         return (f"{grid} = {self.cells} cells, {self.expected_copies:.4g} copies per edge, "
-                f"busiest cell {self.max_load:.3g} of the stream")
+                f"busiest cell {self.max_load:.3g} of the stream{work}")
 
 
-def choose_shares(query: SubgraphQuery, partitions: int) -> Shares:
-    """The grid with product at most ``partitions`` with the least expected load per cell
-    (``copies / cells`` of the stream, the quantity HyperCube minimises); then the fewest
-    copies per edge; then larger shares on earlier variables.
+def choose_shares(query: SubgraphQuery, partitions: int, roles: bool = False) -> Shares:
+    """The grid with product at most ``partitions`` with the least expected load per cell;
+    then the fewest copies per edge; then larger shares on earlier variables.
 
-    Grids in which some cell expects every edge are skipped: that cell redoes all the work
-    of a single cell, so such a grid is never faster than one cell and costs more. It
-    happens: for the triangle on 2 x 2 x 1 cells, two of the four cells receive every edge
-    (an edge ``u -> v`` reaches cell ``(0, 1)`` as ``e1`` when ``h(u), h(v)`` are even and
-    odd, as ``e2`` when ``h(u)`` is odd, as ``e3`` when ``h(v)`` is even), so with 4
-    partitions the triangle runs as one cell.
+    The load depends on what a cell's engine does with its edges. Without ``roles`` (the
+    batch runtime's cells: every edge tries every query edge, :func:`home_filter` drops the
+    other cells' matches) it is the cell's share of the stream, ``copies / cells``, the
+    quantity HyperCube minimises; grids in which some cell expects every edge are skipped,
+    as that cell redoes all the work of a single cell. It happens: for the triangle on
+    2 x 2 x 1 cells, two of the four cells receive every edge (an edge ``u -> v`` reaches
+    cell ``(0, 1)`` as ``e1`` when ``h(u), h(v)`` are even and odd, as ``e2`` when
+    ``h(u)`` is odd, as ``e3`` when ``h(v)`` is even), so with 4 partitions the triangle
+    runs as one cell.
+
+    With ``roles`` (the streaming cells: each edge plays only the query edges it was sent
+    for, :func:`route_roles`) the load is :func:`role_work`, the same in every cell: an
+    edge a cell receives for one query edge costs it that query edge's share of the work,
+    not all of it. The triangle's 2 x 1 x 1 grid sends every edge to both cells, yet each
+    cell plays a third of its edges' roles as ``e2`` only and does two thirds of the work.
+
+    >>> from graphcep.lang.sal import parse_query
+    >>> triangle = parse_query("{ a e1 b; b e2 c; c e3 a; starttime(e1) < starttime(e2); "
+    ...                        "starttime(e2) < starttime(e3); }")
+    >>> [choose_shares(triangle, n).shares for n in (2, 4, 8)]
+    [(1, 1, 1), (1, 1, 1), (2, 2, 2)]
+    >>> [choose_shares(triangle, n, roles=True).shares for n in (2, 4, 8)]
+    [(2, 1, 1), (2, 2, 1), (2, 2, 2)]
+    >>> round(choose_shares(triangle, 2, roles=True).work, 3)
+    0.667
     """
     if partitions < 1:
         raise ValueError(f"partitions must be at least 1, got {partitions}")
@@ -213,15 +237,42 @@ def choose_shares(query: SubgraphQuery, partitions: int) -> Shares:
     candidates = _share_vectors(len(variables), partitions)
     copies = model.copies(candidates)
     cells = candidates.prod(axis=1)
+    load = role_work(query, variables, candidates) if roles else copies / cells
     # rounded so that float noise cannot break an exact tie between two grids
     keys = [-candidates[:, i] for i in reversed(range(len(variables)))]
-    order = np.lexsort([*keys, np.round(copies, 9), np.round(copies / cells, 9)])
+    order = np.lexsort([*keys, np.round(copies, 9), np.round(load, 9)])
     for i in order:
         grid = tuple(int(s) for s in candidates[i])
         busiest = float(model.cell_loads(grid).max())
-        if cells[i] == 1 or busiest < 1 - 1e-9:
-            return Shares(variables, grid, float(copies[i]), busiest)
+        if cells[i] == 1 or roles or busiest < 1 - 1e-9:
+            return Shares(variables, grid, float(copies[i]), busiest,
+                          float(load[i]) if roles else None)
     raise AssertionError("the one-cell grid is always acceptable")
+
+
+def role_work(query: SubgraphQuery, variables: tuple[str, ...],
+              candidates: np.ndarray) -> np.ndarray:
+    """float[m]: each cell's expected share of the matching work on each grid (row of
+    ``candidates``) when cells screen roles (:func:`route_roles`).
+
+    A stream edge plays query edge ``x -> y`` in the cells that agree with its ends on
+    ``x`` and ``y``: with uniform hashes, a given cell with probability
+    ``1 / (s_x * s_y)`` (``1 / s_x`` for a loop ``x -> x``), the same for every cell. The
+    work of a query edge -- keeping the edge as a candidate for it, and the searches that
+    start or pass there -- falls with the edges playing it, so a cell's share is the mean
+    of those probabilities over the query edges (one cell: 1).
+    """
+    index = {v: i for i, v in enumerate(variables)}
+    plays = [(index[e.src], index[e.dst]) for e in query.edges]
+    if any(x != y for x, y in plays):
+        plays = [(x, y) for x, y in plays if x != y]  # a non-loop edge plays no loop
+    total = np.zeros(len(candidates))
+    for x, y in plays:
+        share = candidates[:, x].astype(np.float64)
+        if x != y:
+            share = share * candidates[:, y]
+        total += 1 / share
+    return total / len(plays)
 
 
 def expected_copies(query: SubgraphQuery, shares: Shares) -> float:
@@ -353,14 +404,16 @@ def partitioning_lines(job: ReplayJob | SubgraphQuery, counts: tuple[int, ...] =
                        ) -> list[str]:
     """How cells split the job's query (``graphcep explain``): keyed by a vertex variable
     or HyperCube, and for ``counts`` cells the grid, the copies per edge and the busiest
-    cell's share of the stream (:func:`choose_shares`' model: uniform hashes, no skew).
+    cell's share of the stream and each cell's share of the matching work (the streaming
+    cells screen roles: :func:`choose_shares`' model with ``roles``, uniform hashes, no
+    skew).
 
     >>> from graphcep.lang.sal import parse_query
     >>> print("\\n".join(partitioning_lines(parse_query(
     ...     "{ h e1 a; h e2 b; starttime(e1) < starttime(e2); starttime(e2) - starttime(e1) <= 2; }"
     ... ), (8,))))
     cells (graphcep stream --cells N): keyed by h, on every query edge: an edge goes to the one cell of its h vertex
-      --cells 8: grid h:8 x a:1 x b:1, 1 copy per edge, busiest cell 0.125 of the stream
+      --cells 8: grid h:8 x a:1 x b:1, 1 copy per edge, busiest cell 0.125 of the stream, each cell 0.125 of the matching work
     """
     head = "cells (graphcep stream --cells N)"
     try:
@@ -381,17 +434,17 @@ def partitioning_lines(job: ReplayJob | SubgraphQuery, counts: tuple[int, ...] =
                f"and its target ({key} is the source of one query edge and the target of another)")
     lines = [f"{head}: {how}"]
     for count in counts:
-        shares = choose_shares(query, count)
+        shares = choose_shares(query, count, roles=True)
         grid = " x ".join(f"{v}:{n}" for v, n in zip(shares.variables, shares.shares,
                                                       strict=True))
         copies = shares.expected_copies
         if shares.cells == 1:
-            lines.append(f"  --cells {count}: one cell (a grid of at most {count} cells "
-                         "would send one cell every edge)")
+            lines.append(f"  --cells {count}: one cell")
             continue
         lines.append(f"  --cells {count}: grid {grid}, {copies:.3g} "
                      f"cop{'y' if copies == 1 else 'ies'} per edge, busiest cell "
-                     f"{shares.max_load:.3g} of the stream")
+                     f"{shares.max_load:.3g} of the stream, each cell {shares.work:.3g} "
+                     "of the matching work")
     return lines
 
 
@@ -562,7 +615,8 @@ def replay_cells(job: SubgraphJob | SubgraphQuery, edges: pa.Table, partitions: 
     The result equals a single replay of the whole stream, each match once.
     """
     job = _as_job(job)
-    shares = partitions if isinstance(partitions, Shares) else choose_shares(job.query, partitions)
+    shares = (partitions if isinstance(partitions, Shares)
+              else choose_shares(job.query, partitions, roles=True))
     _check_grid(job.query, shares)
     # numbered before splitting, so a match's edges and id are the same in every cell
     edges = normalize_edges(edges)

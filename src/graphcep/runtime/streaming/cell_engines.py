@@ -151,7 +151,7 @@ class CellEngines:
         except QueryError as err:
             raise ValueError(f"cells cannot run this job: {err}") from None
         self.job = job
-        self.shares = choose_shares(query, cells)
+        self.shares = choose_shares(query, cells, roles=True)
         count = processes or min(self.shares.cells, usable_cores())
         self.processes = max(1, min(count, self.shares.cells))
         ctx = multiprocessing.get_context("spawn")

@@ -26,6 +26,7 @@ from graphcep.io.sinks import replace_atomically
 from graphcep.jobs.subgraph import SubgraphJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.cell_plans import plan_words
+from graphcep.runtime.hypercube import Shares, choose_shares
 from graphcep.runtime.streaming.cells import (
     SECONDS,
     CellRunner,
@@ -256,6 +257,7 @@ class CellsRun:
         self.states = StateFiles(self.checkpoint / "cells" / "state")
         self.cells = self._recorded_cells(cells, default_cells)
         self.shares = cell_grid(job, self.cells)
+        self._keep_grid()
         self.lateness_us = lateness_us
         self.sinks = sinks
         self.on_report = on_report
@@ -288,6 +290,27 @@ class CellsRun:
         replace_atomically(record, lambda path: Path(path).write_text(
             json.dumps({"cells": chosen}), encoding="utf-8"))
         return chosen
+
+    def _keep_grid(self) -> None:
+        """Record the HyperCube grid at the first start, and refuse a restart that would
+        lay the cells out otherwise (a later graphcep choosing another grid for the same
+        budget): the states are its cells'. A record without one is from before the
+        grids were chosen for cells that screen roles, which chose without them."""
+        if not isinstance(self.shares, Shares):
+            return
+        record = self.checkpoint / "cells" / "grid.json"
+        stored = json.loads(record.read_text())
+        if "grid" not in stored:
+            earlier = choose_shares(self.job.cell_split().query, self.cells).shares
+            stored["grid"] = list(earlier if self.states.recorded() else self.shares.shares)
+            replace_atomically(record, lambda path: Path(path).write_text(
+                json.dumps(stored), encoding="utf-8"))
+        if tuple(stored["grid"]) != self.shares.shares:
+            grid = "x".join(map(str, stored["grid"]))
+            raise QueryError(
+                f"checkpoint {self.checkpoint} holds cells on grid {grid}; --cells "
+                f"{self.cells} is now the grid {'x'.join(map(str, self.shares.shares))}: "
+                "start from a new --checkpoint")
 
     @property
     def totals(self) -> StreamTotals:

@@ -492,7 +492,7 @@ class StreamOperator:
         from graphcep.runtime.hypercube import choose_shares
         from graphcep.runtime.streaming.cell_engines import CellEngines  # only where cells are used
 
-        if choose_shares(self.job.query, self.cells).cells == 1:
+        if choose_shares(self.job.query, self.cells, roles=True).cells == 1:
             # copies would cost more than cells save: one engine, here, is the same grid
             return self.job.new_engine(self.threads)
         engine = getattr(self, "_engine", None)
