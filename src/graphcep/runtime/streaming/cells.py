@@ -225,7 +225,9 @@ def routed_rows(part: SourcePart, job: SubgraphJob, shares: CellPlan,
     cells, rows, roles = route(edges, job, shares)
     kind = np.full(len(rows), COPY, dtype=np.int32)
     kind[np.unique(rows, return_index=True)[1]] = FIRST_COPY  # sorted by cell: the least
-    unrouted = np.setdiff1d(np.arange(edges.num_rows), rows)
+    routed = np.zeros(edges.num_rows, dtype=bool)
+    routed[rows] = True
+    unrouted = np.flatnonzero(~routed)  # not setdiff1d: it hashes both arrays, 10x slower
     newest = pc.max(edges.column("t")).as_py() if edges.num_rows else _NEVER
     count = shares.cells
     spent = {"read": read_s, "route": time.perf_counter() - started}
