@@ -236,15 +236,23 @@ def routed_rows(part: SourcePart, job: SubgraphJob, shares: CellPlan,
                       "dst": [""] * count, "dur": np.zeros(count, np.int64),
                       "seq": np.zeros(count, np.int64)})
     beats = _with_nulls(beats, attrs)
-    parts = [
-        (edges.take(rows), cells, kind, files[rows], roles, None),
-        (edges.take(unrouted), np.zeros(len(unrouted), np.int64),
-         np.full(len(unrouted), CHECK_ONLY, np.int32), files[unrouted],
-         np.zeros(len(unrouted), np.int64), None),
-        (beats, np.arange(count, dtype=np.int64), np.full(count, HEARTBEAT, np.int32),
-         np.zeros(count, np.int64), np.zeros(count, np.int64), metas),
-    ]
-    return pa.concat_tables([_keyed(attrs, *p) for p in parts])
+    copies = _keyed(attrs, edges.take(rows), cells, kind, files[rows], roles, None)
+    checks = _keyed(attrs, edges.take(unrouted), np.zeros(len(unrouted), np.int64),
+                    np.full(len(unrouted), CHECK_ONLY, np.int32), files[unrouted],
+                    np.zeros(len(unrouted), np.int64), None)
+    beats = _keyed(attrs, beats, np.arange(count, dtype=np.int64),
+                   np.full(count, HEARTBEAT, np.int32), np.zeros(count, np.int64),
+                   np.zeros(count, np.int64), metas)
+    # in cell order (the copies come sorted by cell), so that packing them takes slices
+    # of these columns instead of a copy of every row
+    bounds = np.searchsorted(cells, np.arange(count + 1))
+    pieces = []
+    for cell in range(count):
+        pieces.append(copies.slice(bounds[cell], bounds[cell + 1] - bounds[cell]))
+        if cell == 0:
+            pieces.append(checks)
+        pieces.append(beats.slice(cell, 1))
+    return pa.concat_tables(pieces)
 
 
 def packed_rows(rows: pa.Table) -> pa.RecordBatch:
@@ -252,9 +260,10 @@ def packed_rows(rows: pa.Table) -> pa.RecordBatch:
     as Arrow IPC bytes. Spark then shuffles a few rows per task, not a row per copy of
     an edge, and the cell reads its rows back from Arrow without a pass through pandas."""
     cells = rows.column("_cell").to_numpy()
-    order = np.argsort(cells, kind="stable")
-    cells = cells[order]
-    rows = rows.take(pa.array(order))
+    if np.any(cells[1:] < cells[:-1]):  # routed_rows' come sorted
+        order = np.argsort(cells, kind="stable")
+        cells = cells[order]
+        rows = rows.take(pa.array(order))
     starts = np.flatnonzero(np.r_[True, cells[1:] != cells[:-1]]) if len(cells) else []
     stops = np.r_[starts[1:], len(cells)] if len(cells) else []
     payloads = [_ipc(rows.slice(int(a), int(b - a))) for a, b in zip(starts, stops, strict=True)]
