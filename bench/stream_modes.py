@@ -365,12 +365,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--vertices", type=int, default=3_000)
     parser.add_argument("--files", type=int, default=10)
     parser.add_argument("--master", default="local[2]")
-    parser.add_argument("--cells", default="1,8", help="comma list of executor-mode cells")
+    parser.add_argument("--cells", default="1,2,8", help="comma list of executor-mode cells")
     parser.add_argument("--repeat", type=int, default=1)
     parser.add_argument("--rates", default="10000,20000,30000,40000,80000",
                         help="offered rates, edges/s (section 2)")
     parser.add_argument("--rate-masters", default="local[1],local[2]")
-    parser.add_argument("--rate-cells", default="1,8",
+    parser.add_argument("--rate-cells", default="1,2,8",
                         help="comma list of executor-mode cells (section 2)")
     parser.add_argument("--seconds", type=float, default=15.0, help="per offered rate")
     parser.add_argument("--project", default="1,8,27,64",
