@@ -72,3 +72,43 @@ def test_what_the_columns_do_not_cover_is_written_row_by_row(row_change, tmp_pat
     with JsonlSink(tmp_path / "m.jsonl") as sink:
         sink.write(table)
     assert (tmp_path / "m.jsonl").read_text() == match_to_json(table.to_pylist()[0]) + "\n"
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("count", [1, 3])
+def test_a_part_joined_from_encoded_pieces_holds_their_bytes_in_order(tmp_path, monkeypatch,
+                                                                      kernel, count):
+    """``write_encoded`` makes the part of one piece a hard link and copies several in the
+    kernel; where neither can be had (``kernel`` False: no links, ``sendfile`` failing
+    half-way) it copies through a buffer. The part is the pieces' bytes in order either
+    way, and stays whole once the pieces are deleted, as the driver deletes them."""
+    import os
+
+    from graphcep.io import sinks
+
+    if not kernel:
+        def no_link(*args):
+            raise OSError(18, "Invalid cross-device link")
+
+        def half(out_fd, in_fd, offset, count):
+            if offset:
+                raise OSError(22, "Invalid argument")
+            return real_sendfile(out_fd, in_fd, offset, max(1, count // 2))
+
+        real_sendfile = os.sendfile
+        monkeypatch.setattr(sinks.os, "link", no_link)
+        monkeypatch.setattr(sinks.os, "sendfile", half)
+    texts = [("".join(f'{{"piece": {p}, "line": {i}}}\n' for i in range(50_000 + p)))
+             for p in range(count)]
+    pieces = []
+    for number, text in enumerate(texts):
+        path = tmp_path / f"piece-{number}"
+        path.write_text(text)
+        pieces.append((str(path), text.count("\n")))
+    sink = JsonlSink(tmp_path / "out", directory=True)
+    assert sink.write_encoded(pieces, 7) == sum(rows for _, rows in pieces)
+    for path, _ in pieces:
+        os.unlink(path)
+    part = next((tmp_path / "out").glob("part-*7*"))
+    assert part.read_text() == "".join(texts)
+    assert [p.name for p in (tmp_path / "out").iterdir()] == [part.name]  # no temporary left
