@@ -98,7 +98,7 @@ def test_executor_mode_equals_the_oracle_and_the_driver_mode(spark, tmp_path, ca
     driver = stream(tmp_path / "driver", source, query, "--matching", "driver", capsys=capsys)
     assert driver["matching"] == "driver" and driver["rejected"] == 1 and driver["late"] > 0
     assert set(match_keys(tmp_path / "driver" / "out")) == want
-    for cells in (1, 8, 27):
+    for cells in (1, 2, 8, 27):  # 2: the grid 2x1x1, chosen for the work
         work = tmp_path / f"cells-{cells}"
         profile = ("--profile",) if cells == 8 else ()
         err: list[str] = []
