@@ -68,6 +68,14 @@ def test_example_files_parse_and_round_trip(path: Path):
     assert parse_ddst(q.to_text()) == q
 
 
+@pytest.mark.parametrize(("stem", "name"), [("web-then-irc", "web_then_irc"),
+                                            ("Query", "query"), ("within", "query")])
+def test_a_file_stem_names_the_query_as_a_name_or_query(tmp_path, stem, name):
+    path = tmp_path / f"{stem}.ddst"
+    path.write_text("VERTICES A; EDGES e: A -> A; WITHIN 1 s")
+    assert parse_ddst_file(path).name == name
+
+
 def test_example_files_exist():
     assert {p.stem for p in EXAMPLES.glob("*.ddst")} >= {"congestion", "job_market", "rumor"}
     fig1 = parse_ddst_file(EXAMPLES / "congestion.ddst")
@@ -208,7 +216,7 @@ def test_errors_pickle_and_file_errors_name_the_file(tmp_path: Path):
 
 
 def test_file_name_is_the_default_query_name(tmp_path: Path):
-    for name, expected in (("spread.ddst", "spread"), ("my-query.ddst", "query"),
+    for name, expected in (("spread.ddst", "spread"), ("my-query.ddst", "my_query"),
                            ("order.ddst", "query")):  # fmt: skip
         path = tmp_path / name
         path.write_text("VERTICES A; EDGES e: A -> A; WITHIN 1 s")

@@ -172,6 +172,16 @@ def test_a_file_is_named_after_its_stem(tmp_path):
     assert pattern.name == "ping_pong" and pattern.span_us() == 5 * S
 
 
+@pytest.mark.parametrize(("stem", "name"), [("port-scan", "port_scan"),
+                                            ("2024 scan", "_2024_scan"), ("--", "pattern")])
+def test_a_stem_that_is_no_name_is_made_one(tmp_path, stem, name):
+    """Each run of characters a name cannot hold becomes one ``_``; two files no longer
+    share the name ``pattern`` because both stems had a dash."""
+    path = tmp_path / f"{stem}.nu"
+    path.write_text("<#X ~> #Y>[0, 5]\n")
+    assert parse_nu_file(path).name == name
+
+
 def test_tokens():
     assert [t.value for t in tokenize_nu("#{X,Y}X~>@.<a>[1]")] == [
         "#", "{", "X", ",", "Y", "}", "X", "~>", "@", ".", "<", "a", ">", "[", "1", "]", ""]

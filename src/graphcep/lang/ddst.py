@@ -76,6 +76,7 @@ from graphcep.lang.tokens import (
     TokenCursor,
     _Scanner,
     emit_number,
+    name_of_file,
     position,
     read_source,
     scan_tokens,
@@ -335,9 +336,6 @@ class _Parser(TokenCursor):
         )  # fmt: skip
 
 
-_STEM = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
-
-
 def parse_ddst(text: str, source: str = "<query>", default_name: str = "query") -> DDSTQuery:
     """Parse DDST text into a :class:`~graphcep.patterns.ddst.DDSTQuery`.
 
@@ -387,8 +385,7 @@ def parse_ddst_file(path: str | Path) -> DDSTQuery:
         For malformed text or bytes that are not UTF-8. :class:`OSError` if the file cannot
         be read.
     """
-    stem = Path(path).stem
-    name = stem if _STEM.match(stem) and stem.lower() not in RESERVED else "query"
+    name = name_of_file(path, "query", {word.lower() for word in RESERVED})
     return parse_ddst(read_source(path), str(path), name)
 
 

@@ -381,8 +381,16 @@ class TokenCursor:
         return self.next() if self.peek().is_keyword(word) else None
 
 
-def name_of_file(path: str | Path) -> str:
-    """A pattern's name from its file: the stem, or ``pattern`` when the stem is not a
-    name."""
-    stem = Path(path).stem
-    return stem if re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", stem) else "pattern"
+def name_of_file(path: str | Path, fallback: str = "pattern",
+                 reserved: frozenset[str] | set[str] = frozenset()) -> str:
+    """A pattern's name from its file: the stem as a name, each run of other characters
+    one ``_`` (``port-scan.nu``: ``port_scan``; ``2024.nu``: ``_2024``), or ``fallback``
+    when nothing of it is left or it is one of the ``reserved`` words (lower case).
+
+    >>> name_of_file("rules/port-scan.nu"), name_of_file("2024 scan.nu"), name_of_file("-.nu")
+    ('port_scan', '_2024_scan', 'pattern')
+    """
+    name = re.sub(r"[^A-Za-z0-9_]+", "_", Path(path).stem)
+    if not name.strip("_") or name.lower() in reserved:
+        return fallback
+    return f"_{name}" if name[0].isdigit() else name
