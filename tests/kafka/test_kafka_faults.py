@@ -380,3 +380,42 @@ def test_a_source_broker_stopped_mid_stream_is_waited_for_or_one_line_and_a_rest
     log = tmp_path / "restart.err"  # a process of its own: its Spark session has the connector
     assert start_stream(long, log).wait(300) == 0, log.read_text()[-2000:]
     assert parts_read_once(tmp_path / "long" / "out") == expected
+
+
+class _Answers:
+    """A consumer whose ``get_watermark_offsets`` answers from a script: an error code
+    (raised as the client raises it) or offsets."""
+
+    def __init__(self, *script):
+        self.script, self.asked = list(script), 0
+
+    def get_watermark_offsets(self, partition, timeout, cached):
+        import confluent_kafka
+
+        self.asked += 1
+        answer = self.script.pop(0) if len(self.script) > 1 else self.script[0]
+        if isinstance(answer, int):
+            raise confluent_kafka.KafkaException(confluent_kafka.KafkaError(answer))
+        return answer
+
+
+def test_a_partition_without_a_leader_yet_is_asked_again_any_other_failure_raised():
+    """A commit topic created a moment before has no leader for a while (the broker says
+    NOT_LEADER_FOR_PARTITION): the sink's start asks again rather than failing the
+    stream with a traceback; any other error, or no leader past the time, is raised."""
+    confluent_kafka = pytest.importorskip("confluent_kafka")
+    from graphcep.runtime.streaming.kafka_client import settled_watermarks
+
+    error = confluent_kafka.KafkaError
+    part = confluent_kafka.TopicPartition("t", 0)
+    late_leader = _Answers(error.NOT_LEADER_FOR_PARTITION, error.LEADER_NOT_AVAILABLE, (0, 5))
+    assert settled_watermarks(late_leader, part, 10) == (0, 5) and late_leader.asked == 3
+    refused = _Answers(error.TOPIC_AUTHORIZATION_FAILED, (0, 5))
+    with pytest.raises(confluent_kafka.KafkaException):
+        settled_watermarks(refused, part, 10)
+    assert refused.asked == 1
+    never = _Answers(error.NOT_LEADER_FOR_PARTITION)
+    started = time.monotonic()
+    with pytest.raises(confluent_kafka.KafkaException):
+        settled_watermarks(never, part, 0.5)
+    assert never.asked > 1 and time.monotonic() - started < 5

@@ -11,6 +11,7 @@ import errno
 import logging
 import re
 import socket
+import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -222,6 +223,31 @@ class OffsetsClient:
             self._consumer = None
 
 
+#: what a broker answers for a partition without a leader yet (a topic just created, a
+#: leader moving): asked again until it has one
+_LEADERLESS = ("NOT_LEADER_FOR_PARTITION", "LEADER_NOT_AVAILABLE", "UNKNOWN_TOPIC_OR_PART")
+
+
+def settled_watermarks(consumer: Any, partition: Any, timeout_s: float) -> tuple[int, int]:
+    """A partition's (earliest, end) offsets from ``consumer``, asked again every 0.2 s
+    while the broker says the partition has no leader yet (a topic created a moment
+    before: its leader is elected after the creation returns), within ``timeout_s``;
+    any other failure, or that one past the time, is raised (a ``KafkaException``)."""
+    kafka = confluent()
+    waits = {getattr(kafka.KafkaError, name) for name in _LEADERLESS}
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            low, high = consumer.get_watermark_offsets(
+                partition, timeout=max(0.1, deadline - time.monotonic()), cached=False)
+            return int(low), int(high)
+        except kafka.KafkaException as err:
+            code = err.args[0].code() if err.args and hasattr(err.args[0], "code") else None
+            if code not in waits or time.monotonic() >= deadline:
+                raise
+            time.sleep(0.2)
+
+
 def _watermarks(bootstrap: str, settings: dict[str, str], partitions: list[tuple[str, int]],
                 timeout_s: float) -> dict[tuple[str, int], tuple[int, int]] | None:
     client = OffsetsClient(bootstrap, settings)
@@ -271,4 +297,5 @@ __all__ = [
     "earliest_offset",
     "end_offsets",
     "kafka_reason",
+    "settled_watermarks",
 ]

@@ -102,6 +102,7 @@ from graphcep.runtime.streaming.kafka_client import (
     client_config,
     confluent,
     kafka_reason,
+    settled_watermarks,
 )
 
 SCHEME = "kafka://"
@@ -309,8 +310,11 @@ class KafkaTransactions:
         try:
             part = kafka.TopicPartition(self.commits_topic, 0, kafka.OFFSET_BEGINNING)
             # read_committed: the last stable offset, past every committed transaction
-            _, end = consumer.get_watermark_offsets(part, timeout=TRANSACTION_TIMEOUT_S,
-                                                    cached=False)
+            try:
+                _, end = settled_watermarks(consumer, part, TRANSACTION_TIMEOUT_S)
+            except kafka.KafkaException as err:
+                raise KafkaSinkError(f"kafka://{self.bootstrap}/{self.commits_topic}: its "
+                                     f"offsets cannot be read ({kafka_reason(err)})") from None
             if end <= 0:
                 return
             consumer.assign([part])

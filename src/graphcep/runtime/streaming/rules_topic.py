@@ -34,6 +34,7 @@ from graphcep.runtime.streaming.kafka_client import (
     client_config,
     confluent,
     kafka_reason,
+    settled_watermarks,
 )
 from graphcep.runtime.streaming.kafka_source import parse_kafka_uri
 
@@ -142,9 +143,8 @@ class RulesTopic:
                                 and topic.error is not None else ""))
         ends = {}
         for partition in sorted(topic.partitions):
-            low, high = consumer.get_watermark_offsets(
-                kafka.TopicPartition(self.topic, partition), timeout=CONNECT_TIMEOUT_S,
-                cached=False)
+            low, high = settled_watermarks(
+                consumer, kafka.TopicPartition(self.topic, partition), CONNECT_TIMEOUT_S)
             offsets[partition] = max(offsets.get(partition, low), low)
             ends[partition] = high
         return ends
