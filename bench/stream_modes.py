@@ -92,6 +92,7 @@ def run_mode(spark, job, source: Path, checkpoint: Path, cells: int | None
              ) -> tuple[float, int, object]:
     """Seconds, matches and (executor mode) the cells' profile of one run: the driver
     mode when ``cells`` is None."""
+    from graphcep.io.readers import ReaderOptions
     from graphcep.runtime.streaming.cells import StateFiles, start_cells_stream
     from graphcep.runtime.streaming.cells_run import CellsProfile
     from graphcep.runtime.streaming.driver import StreamOperator
@@ -107,17 +108,17 @@ def run_mode(spark, job, source: Path, checkpoint: Path, cells: int | None
         now = time.perf_counter()
         profile.add(batch_id, output.stats, now - clock[0])
         clock[0] = now
+    # the far edge's file alone reads as epoch milliseconds as well as microseconds: the
+    # unit said, as a user says it
+    files = FileSource(str(source), "parquet", ReaderOptions(time_unit="us"),
+                       max_files_per_trigger=1)
     if cells is None:
         operator = StreamOperator(job, lateness_us=LATENESS_US, checkpoint=checkpoint, sink=sink)
-        run_available_now(spark, operator, FileSource(str(source), "parquet",
-                                                      max_files_per_trigger=1),
-                          checkpoint=checkpoint, on_report=None)
-    else:
-        edges = (spark.readStream.schema("t long, src string, dst string, dur long, seq long")
-                 .option("maxFilesPerTrigger", "1").parquet(str(source)))
-        start_cells_stream(spark, edges, job, cells=cells, lateness_us=LATENESS_US,
+        run_available_now(spark, operator, files, checkpoint=checkpoint, on_report=None)
+    else:  # the files read in the executors, as graphcep stream --matching executors reads them
+        start_cells_stream(spark, None, job, cells=cells, lateness_us=LATENESS_US,
                            checkpoint=str(checkpoint), sink=sink, on_batch=on_batch,
-                           available_now=True,
+                           available_now=True, source=files,
                            states=StateFiles(f"{checkpoint}-states")).awaitTermination()
     return time.perf_counter() - started, sink.rows, profile
 

@@ -88,7 +88,13 @@ def match_keys(directory: Path) -> list[tuple[int, ...]]:
 
 @pytest.mark.spark
 @pytest.mark.slow
-def test_executor_mode_equals_the_oracle_and_the_driver_mode(spark, tmp_path, capsys):
+def test_executor_mode_equals_the_oracle_and_the_driver_mode(spark, tmp_path, capsys,
+                                                            monkeypatch):
+    """On 1 to 27 cells; on two tasks (``local[2]``) each reads the whole micro-batch
+    (:func:`~graphcep.runtime.streaming.cells.rereads`), and 8 cells once more with the
+    batch's rows shuffled to the tasks instead, as a larger cluster's or Kafka's are."""
+    from graphcep.runtime.streaming import cells as cells_module
+
     source = tmp_path / "in"
     write_stream(source)
     query = tmp_path / "q.sal"
@@ -98,9 +104,11 @@ def test_executor_mode_equals_the_oracle_and_the_driver_mode(spark, tmp_path, ca
     driver = stream(tmp_path / "driver", source, query, "--matching", "driver", capsys=capsys)
     assert driver["matching"] == "driver" and driver["rejected"] == 1 and driver["late"] > 0
     assert set(match_keys(tmp_path / "driver" / "out")) == want
-    for cells in (1, 2, 8, 27):  # 2: the grid 2x1x1, chosen for the work
-        work = tmp_path / f"cells-{cells}"
-        profile = ("--profile",) if cells == 8 else ()
+    # 2: the grid 2x1x1, chosen for the work
+    for cells, reread in ((1, True), (2, True), (8, True), (8, False), (27, True)):
+        monkeypatch.setattr(cells_module, "REREAD_TASKS", 4 if reread else 1)
+        work = tmp_path / f"cells-{cells}-{reread}"
+        profile = ("--profile",) if cells == 8 and reread else ()
         err: list[str] = []
         summary = stream(work, source, query, "--matching", "executors", "--cells", str(cells),
                          *profile, capsys=capsys, stderr=err)

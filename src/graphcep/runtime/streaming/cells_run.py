@@ -38,6 +38,7 @@ from graphcep.runtime.streaming.cells import (
     cell_tasks,
     encoder_of,
     flush_cells,
+    rereads,
     write_cells_stream,
 )
 from graphcep.runtime.streaming.driver import (
@@ -342,7 +343,8 @@ class CellsRun:
         query = write_cells_stream(source.stream_df(spark), source.read_part, runner, sinks,
                                    checkpoint=str(self.checkpoint / "spark"), tasks=tasks,
                                    available_now=available_now,
-                                   trigger_seconds=trigger_seconds, gate=self.gate)
+                                   trigger_seconds=trigger_seconds, gate=self.gate,
+                                   reread=rereads(source, tasks))
         if self.profile is not None:
             self.profile.follow(query, spark)
         return query

@@ -54,7 +54,7 @@ import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 import pyarrow as pa
@@ -145,6 +145,9 @@ def file_key(name: str) -> int:
 class FileSource:
     """Files arriving in ``path`` (see module docstring)."""
 
+    #: a micro-batch's rows are file names: any task can read the whole batch from them
+    #: (:func:`~graphcep.runtime.streaming.cells.rereads`)
+    rows_name_data: ClassVar[bool] = True
     path: str
     fmt: str | None = None
     options: ReaderOptions = field(default_factory=ReaderOptions)
@@ -410,6 +413,9 @@ class SocketRelay:
 class GeneratorSource:
     """Generated netflow at ``rate`` edges per second (see module docstring)."""
 
+    #: a micro-batch's rows are row numbers: any task can generate the whole batch
+    #: (:func:`~graphcep.runtime.streaming.cells.rereads`)
+    rows_name_data: ClassVar[bool] = True
     vertices: int
     rate: int
     seed: int = 1
