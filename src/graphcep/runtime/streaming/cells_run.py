@@ -60,7 +60,8 @@ _SUMMED = ("edges", "late", "rejected", "matches", "released", "buffered", "wind
 #: ``s_<phase>``); reading and routing run in the tasks before the shuffle
 PHASES = {"read": "reading files (tasks)", "route": "routing to cells (tasks)",
           "state in": "state in (Spark to the cell)", "rows in": "rows in (Arrow to the cell)",
-          "restore": "restoring engines from stored states", "match": "matching",
+          "restore": "restoring engines from stored states, or building new ones",
+          "match": "matching",
           "arrange": "numbering, late edges, reorder buffer (the rest of a step)",
           "state out": "state out (the engine's snapshot, or the batch's edges, written)",
           "rows out": "matches out (Arrow IPC)",
