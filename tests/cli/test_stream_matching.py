@@ -186,7 +186,8 @@ def test_wrong_combinations_are_one_line_and_exit_2(tmp_path, capsys):
     assert "--snapshot-interval" in refused(tmp_path, capsys, triangle, *source,
                                             "--snapshot-interval", "5")
     # the types of the attributes come from a file there when the stream starts
-    assert "none there yet" in refused(tmp_path, capsys, sal, *source)
+    err = refused(tmp_path, capsys, sal, *source)
+    assert "none there yet: start the stream once one has arrived" in err and "lacks" not in err
     assert "generator" in refused(tmp_path, capsys, sal, "--source", "generator")
 
 

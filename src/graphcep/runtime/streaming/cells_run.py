@@ -436,15 +436,18 @@ def attributes_for(job: SubgraphJob, source: Any) -> pa.Schema:
         return pa.schema([])
     sample = _sample_schema(source) if isinstance(source, FileSource) else None
     attrs = cell_attributes(job, sample) if sample is not None else pa.schema([])
+    fixes = (f"--matching executors fixes the types of the fields the query reads "
+             f"({', '.join(sorted(wanted))}) when it starts")
+    if isinstance(source, FileSource) and sample is None:
+        raise QueryError(f"{fixes}, from the first file in --source, and there is none there "
+                         "yet: start the stream once one has arrived, or use --matching driver")
     if missing := sorted(wanted - set(attrs.names)):
-        where = ("the first file in --source" if sample is not None else
-                 "a file in --source (none there yet)" if isinstance(source, FileSource)
+        where = ("the first file in --source" if sample is not None
                  else "Kafka records, which cannot be sampled before the stream starts"
                  if isinstance(source, KafkaSource)
                  else "the generator's edges (t, src, dst, dur)")
-        raise QueryError(f"--matching executors fixes the types of the fields the query reads "
-                         f"({', '.join(sorted(wanted))}) when it starts, from {where}, which "
-                         f"lacks {', '.join(missing)}: use --matching driver")
+        raise QueryError(f"{fixes}, from {where}, which lacks {', '.join(missing)}: use "
+                         "--matching driver")
     return attrs
 
 
