@@ -17,9 +17,9 @@ that state is kept, and who hands it to the cell, is one of two:
   cells' states are files beside the checkpoint (:class:`StateFiles`) that the driver
   names to each batch's cells and records, once the batch's parts are written, before
   Spark commits it (:meth:`StateFiles.record`). A re-run batch starts from the record of
-  the batch before it. Spark's stateful operator is left out: it cost a micro-batch a third of its time
-  (pandas frames in and out of every cell, the state store's commit, a second job for
-  adaptive execution), with the states already in files.
+  the batch before it. Spark's stateful operator is left out: it cost a micro-batch a
+  third of its time (pandas frames in and out of every cell, the state store's commit, a
+  second job for adaptive execution), with the states already in files.
 * ``Query.match`` on a user's streaming DataFrame (:func:`cell_matches`): a streaming
   DataFrame of matches the user writes to any sink, so ``applyInPandasWithState`` hands
   each cell its rows and its state, a blob in Spark's state store (:class:`InlineStates`),
@@ -1192,9 +1192,10 @@ def rereads(source: Any, tasks: int) -> bool:
     names, the generator's row numbers: ``rows_name_data``), so that collecting them
     moves no data, and the tasks are few, so that reading the batch ``tasks`` times costs
     less than the shuffle it saves (20,000 edges read and routed: 0.005 to 0.02 s,
-    against 0.17 s). Kafka records are the data itself: they are shuffled. The
-    profile's reading and routing are then those of the task that steps cell 0 (its
-    heartbeat carries them), each task's own."""
+    against 0.17 s). Kafka records are the data itself: they are shuffled. Every task
+    then reads and routes the whole batch, and ``--profile`` counts the reading and
+    routing once: the task that steps cell 0 reports its own (cell 0's heartbeat
+    carries them)."""
     return 1 < tasks <= REREAD_TASKS and getattr(source, "rows_name_data", False)
 
 
