@@ -389,3 +389,38 @@ def oracle_without(source: Path, skipped: Path) -> set[tuple[int, ...]]:
     for path in source.iterdir():
         (rest / path.name).write_bytes(b"" if path == skipped else path.read_bytes())
     return oracle(rest)
+
+
+@pytest.mark.spark
+def test_late_edges_are_warned_of_as_in_the_driver_mode(tmp_path, capsys):
+    """The executor mode warns of late edges as the driver mode does, from the cells'
+    counts: an edge 10^6 s ahead (jump.csv, line 2) makes the next file's edges late, and
+    the warning names it; a batch mostly late where almost nothing was before names the
+    edge that set the watermark (line 21 of a.csv, t = 20 s). Before: no warning."""
+    query = tmp_path / "q.sal"
+    query.write_text(QUERY.replace("e1.port != 443; e3.proto == \"tcp\";", ""))
+    header = "t,src,dst,dur\n"
+    jump = {"a.csv": [(1, "a", "b"), (2, "b", "c")], "jump.csv": [(1_000_002, "c", "d")],
+            "z.csv": [(3, "c", "a"), (4, "d", "e")]}
+    share = {"a.csv": [(t, "a", "b") for t in range(1, 21)],
+             "b.csv": [(1, "x", "y"), (2, "y", "z"), (30, "z", "x")]}
+    for name, files in (("jump", jump), ("share", share)):
+        source = tmp_path / f"{name}-in"
+        source.mkdir()
+        expected = (f"2 edges late behind the edge at {source / 'jump.csv'}:2 (t = 1000002 "
+                    "s), which moved event time 1000000 s past the newest edge before it"
+                    if name == "jump" else
+                    f"batch 1: 2 of 3 edges late (watermark 15 s, set by the edge at "
+                    f"{source / 'a.csv'}:21, t = 20 s)")
+        for i, (file, rows) in enumerate(files.items()):
+            path = source / file
+            path.write_text(header + "".join(f"{t},{s},{d},0\n" for t, s, d in rows))
+            os.utime(path, (1_700_000_000 + i, 1_700_000_000 + i))
+        warned = {}
+        for matching in ("driver", "executors"):
+            err: list[str] = []
+            stream(tmp_path / name / matching, source, query, "--matching", matching,
+                   "--lateness", "5" if name == "share" else "1", capsys=capsys, stderr=err)
+            warned[matching] = [line for line in err if "late" in line and "warning" in line]
+        assert len(warned["driver"]) == 1 and expected in warned["driver"][0], warned
+        assert warned["executors"] == warned["driver"]

@@ -106,13 +106,15 @@ def test_unreadable_files_are_quarantined_and_the_stream_goes_on(spark, tmp_path
     (oracle / "b-cut.csv").write_bytes(readable)
     with_prefix = match_keys(oracle, "vast")
 
+    warnings: list[str] = []
+
     def run() -> StreamOperator:
         op = StreamOperator(SubgraphJob.create(parse_program(TRIANGLE), fmt="vast"),
                             checkpoint=tmp_path / "ckpt",
                             sink=JsonlSink(tmp_path / "out", directory=True),
                             reject_sink=PartWriter(tmp_path / "rejects"))
         run_available_now(spark, op, FileSource(str(incoming)), checkpoint=tmp_path / "ckpt",
-                          on_report=None)
+                          on_report=lambda report: warnings.extend(report.warnings))
         return op
 
     run()
@@ -120,6 +122,18 @@ def test_unreadable_files_are_quarantined_and_the_stream_goes_on(spark, tmp_path
     named = {Path(r["file"]).name for r in rejects}
     assert {"b-cut.csv.gz", "c-header.csv.gz", "d-fake.parquet"} <= named
     assert all(r["reason"] for r in rejects)
+    # besides its reject, each damaged file is one warning line: skipped whole, or read
+    # up to the line where it broke off (before: only a reject for these)
+    damage = readable.count(b"\n") + 1
+    assert len(warnings) == 3, warnings
+    assert (f"{incoming / 'b-cut.csv.gz'} is damaged at line {damage:,}: its edges before it "
+            "were read, none after (the stream goes on; a fixed copy under a new name is "
+            f"read whole): damaged gzip: unexpected end of data after line {damage - 1}"
+            ) in warnings
+    for name in ("c-header.csv.gz", "d-fake.parquet"):
+        assert sum(w.startswith(f"skipped {incoming / name}, none of its edges read")
+                   for w in warnings) == 1, warnings
+    assert sum("not a Parquet file" in w for w in warnings) == 1
     got = keys_of(jsonl_rows(tmp_path / "out"))
     assert set(got) == with_prefix  # the truncated file's whole lines are matched
     assert len(good_only) > 5 and len(with_prefix) > len(good_only)
@@ -571,14 +585,17 @@ def test_a_micro_batch_of_files_in_several_formats_and_a_file_of_no_edges_is_rea
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("matching", ["driver", "executors"])
 def test_an_overloaded_generator_stream_stays_capped_says_it_falls_behind_and_stops_in_time(
-        tmp_path):
+        matching, tmp_path):
     """The generator offering 100,000 edges/s in micro-batches capped at 2,000 rows (far
     more than a micro-batch's overhead lets it match): every micro-batch takes exactly
     2,000 rows (before: each took every row due, and the batches grew geometrically), the
     lag grows and one warning says so, the summary shows the offered rate above the
     matched one, --run-for stops the micro-batches within a batch's time of the limit, no
-    JVM trace, and the matches are those of the generated edges the watermark released."""
+    JVM trace, and the matches are those of the generated edges the watermark released.
+    The same with the matching in the executors (before: no pace there, and no pace
+    figures in the summary)."""
     from graphcep.runtime.streaming.sources import generated_edges
 
     run_for = 40  # at least four micro-batches on a loaded machine
@@ -586,7 +603,7 @@ def test_an_overloaded_generator_stream_stays_capped_says_it_falls_behind_and_st
         stream_command(tmp_path, "--source", "generator", "--rate", "100000", "--vertices",
                        "3000", "--max-records-per-batch", "2000", "--run-for", str(run_for),
                        "--output", str(tmp_path / "out") + "/", "--summary", "json",
-                       "--profile"),
+                       "--profile", "--matching", matching),
         capture_output=True, text=True, timeout=600)
     assert done.returncode == 0, done.stderr[-3000:]
     assert_no_traceback(done.stderr)

@@ -140,6 +140,9 @@ class ReadResult:
         Blank, comment and header lines.
     fmt
         The format used (guessed when not given).
+    damaged
+        The file broke off (a truncated gzip, a damaged Parquet file, a read error): its
+        last reject says where and why, the edges before the damage stand.
     """
 
     edges: pa.Table
@@ -147,6 +150,7 @@ class ReadResult:
     lines_read: int
     skipped: int
     fmt: str = ""
+    damaged: bool = False
 
 
 #: Name suffixes (``.gz`` looked through) of files a directory holds beside its data:
@@ -881,7 +885,7 @@ def read_edges_bytes(
     rejects = pa.concat_tables([r.cast(READ_REJECT_SCHEMA) for r in read.rejects]
                                or [READ_REJECT_SCHEMA.empty_table()])
     skipped = read.lines - edges.num_rows - rejects.num_rows
-    return ReadResult(edges, rejects, read.lines, skipped, fmt)
+    return ReadResult(edges, rejects, read.lines, skipped, fmt, read.damaged)
 
 
 def _guess_format_of_bytes(name: str, data: bytes) -> str:

@@ -156,7 +156,7 @@ from graphcep.runtime.streaming.checkpoint_bytes import (
     decompressed,
     read_checkpoint,
 )
-from graphcep.runtime.streaming.driver import late_records
+from graphcep.runtime.streaming.driver import edge_place, late_records, newest_edge
 from graphcep.runtime.streaming.query import discard_unfinished_writes
 from graphcep.runtime.streaming.sources import Place, SourcePart, file_key, local_name
 
@@ -310,6 +310,7 @@ def _meta(part: SourcePart, spent: dict[str, float] | None) -> bytes | None:
         meta["chunks"] = part.chunks
     if spent is not None:
         meta["lines"] = part.lines
+        meta["lag_us"] = part.lag_us
         meta["seconds"] = spent
         if part.rejects is not None and part.rejects.num_rows:
             meta["rejects"] = _ipc(part.rejects)
@@ -744,7 +745,9 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     late = late.drop_columns([*_ROUTING, "_kind", ROLES])
     stats = {"edges": pc.sum(counted).as_py() or 0, "late": late.num_rows,
              "lines": sum(m.get("lines", 0) for m in metas),
-             "files": len(uris) if cell == 0 else 0}  # every cell sees them: one counts
+             "files": len(uris) if cell == 0 else 0,  # every cell sees them: one counts
+             **_newest(edges.filter(pc.and_(pc.invert(late_mask), counted)), names),
+             **_lag(metas)}
     step = CellStep(state, out.table(),
                     late_records(job, late, names) if late.num_rows else empty_edges(),
                     _rejects(metas), out=out)
@@ -949,6 +952,24 @@ def _routing(metas: list[dict[str, Any]]) -> dict[str, float]:
         for name, seconds in meta.get("seconds", {}).items():
             spent[SECONDS + name] = spent.get(SECONDS + name, 0.0) + seconds
     return spent
+
+
+def _newest(counted: pa.Table, names: dict[int, str]) -> dict[str, Any]:
+    """The newest time of the on-time edges a cell counts (each edge is counted by one
+    cell), the newest below it, and that edge's ``seq`` and place: the driver follows
+    the stream's event time from them for its late-edge warnings (:class:`CellsRun`)."""
+    if counted.num_rows == 0:
+        return {}
+    newest, below, seq = newest_edge(counted)
+    return {"newest_t": newest, "below_t": below, "newest_seq": seq,
+            "newest_place": edge_place(seq, names)}
+
+
+def _lag(metas: list[dict[str, Any]]) -> dict[str, int]:
+    """How long the newest record of the batch had been due when a task read it, where
+    the source knows (a generator's rows): the least over the tasks."""
+    lags = [m["lag_us"] for m in metas if m.get("lag_us") is not None]
+    return {"lag_us": min(lags)} if lags else {}
 
 
 def _rejects(metas: list[dict[str, Any]]) -> pa.Table | None:

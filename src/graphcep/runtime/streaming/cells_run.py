@@ -42,8 +42,14 @@ from graphcep.runtime.streaming.cells import (
     write_cells_stream,
 )
 from graphcep.runtime.streaming.driver import (
+    NEVER,
     BatchReport,
+    Jump,
+    Pace,
     StreamTotals,
+    jump_limit,
+    late_warnings,
+    note_newest,
     skipped_file_warnings,
 )
 from graphcep.runtime.streaming.kafka_source import KafkaSource
@@ -219,6 +225,45 @@ def spark_seconds(progress: Any) -> dict[str, float]:
     return {name: durations[name] / 1e3 for name in SPARK_PHASES if name in durations}
 
 
+@dataclass
+class EventWatch:
+    """The stream's event time as the driver follows it from the cells' stats, for the
+    late-edge warnings (:class:`~graphcep.runtime.streaming.driver.EventTime`): kept
+    with the totals, so a restart warns as the run before would have."""
+
+    totals: StreamTotals
+    max_t: int = NEVER
+    frontier: int = NEVER
+    newest_place: str = ""
+    jump: Jump | None = None
+
+    def as_dict(self) -> dict[str, Any]:
+        jump = self.jump
+        return {"max_t": self.max_t, "frontier": self.frontier,
+                "newest_place": self.newest_place,
+                "jump": None if jump is None else [jump.t, jump.previous, jump.place,
+                                                   jump.warned]}
+
+    @classmethod
+    def of(cls, totals: StreamTotals, saved: dict[str, Any]) -> EventWatch:
+        jump = saved.get("jump")
+        return cls(totals, saved.get("max_t", NEVER), saved.get("frontier", NEVER),
+                   saved.get("newest_place", ""), None if jump is None else Jump(*jump))
+
+    def follow(self, stats: list[dict[str, Any]], frontier: int, limit: int) -> None:
+        """The batch's newest edge from the cells' stats (each on-time edge is counted
+        by one cell: the newest of theirs is the batch's) and the watermark after it."""
+        counted = [s for s in stats if "newest_t" in s]
+        if counted:
+            newest = max(s["newest_t"] for s in counted)
+            below = max(s["newest_t"] if s["newest_t"] < newest else s["below_t"]
+                        for s in counted)
+            first = min((s for s in counted if s["newest_t"] == newest),
+                        key=lambda s: s["newest_seq"])
+            note_newest(self, newest, below, first["newest_place"], limit)
+        self.frontier = max(self.frontier, frontier)
+
+
 class CellsRun:
     """The executor mode's stream: totals, progress lines and the flush (module docstring).
 
@@ -269,12 +314,16 @@ class CellsRun:
         self.labels_seen: dict[str, set[str]] = {}
         self.engine = None  # no engine in the driver
         self._totals = StreamTotals()
+        self._watch = EventWatch(self._totals)
         self._sizes = {"edges": 0, "buffered": 0}
         self._last = -1
         self._clock = time.perf_counter()  # the end of the last batch: a batch's seconds
         self.profile = CellsProfile() if profile else None
         self.source = source
         self.partition_lag: dict[str, int] | None = None  # as StreamOperator's
+        #: how the stream keeps up (as StreamOperator's): observed unless it runs --once
+        self.pace = Pace(getattr(source, "rate", None), getattr(source, "max_records", None))
+        self._paced = False
         #: a stop waits for the micro-batch under way (:func:`stop_between_batches`)
         self.gate = BatchGate()
 
@@ -334,6 +383,7 @@ class CellsRun:
         (:func:`~graphcep.runtime.streaming.cells.write_cells_stream`)."""
         self.failure = None
         self._clock = time.perf_counter()
+        self._paced = not available_now
         tasks = cell_tasks(spark, self.shares)
         if self.profile is not None:
             self.profile.tasks = tasks
@@ -369,8 +419,14 @@ class CellsRun:
     def _count(self, batch_id: int, output: CellsOutput, persist: bool) -> None:
         self._recover(batch_id)
         sums = {name: sum(s.get(name, 0) for s in output.stats) for name in _SUMMED}
-        frontier = max((s["frontier"] for s in output.stats), default=-(2**63))
+        frontier = max((s["frontier"] for s in output.stats), default=NEVER)
         totals = self._totals
+        warnings = skipped_file_warnings(output.rejects)
+        if persist:  # as the driver mode, from the totals before the batch
+            warnings += late_warnings(self._watch, batch_id, output.late.column("t"),
+                                      sums["edges"], self.lateness_us)
+        self._watch.follow(output.stats, frontier,
+                           jump_limit(self.job.extent(), self.lateness_us))
         totals.batches += 1
         for name in ("edges", "late", "rejected", "matches", "files", "lines", "released"):
             setattr(totals, name, getattr(totals, name) + sums[name])
@@ -385,14 +441,21 @@ class CellsRun:
             print("\n".join(lines), file=sys.stderr)
         if persist and isinstance(self.source, KafkaSource):
             self.partition_lag = self.source.lag_after(self.checkpoint / "spark", batch_id)
+        now = time.perf_counter()
+        pace = ""
+        if persist and self._paced:
+            lags = [s["lag_us"] for s in output.stats if "lag_us" in s]
+            warnings += self.pace.observe(sums["lines"], now - self._clock,
+                                          min(lags) if lags else None, now)
+            pace = self.pace.line()
         if self.on_report is not None:
             self.on_report(BatchReport(
                 batch_id, sums["edges"], sums["late"], sums["rejected"], sums["released"],
                 sums["matches"], sums["buffered"], {"edges": sums["window"]}, frontier,
-                time.perf_counter() - self._clock, started=totals.released > 0,
+                now - self._clock, started=totals.released > 0,
                 final=not persist,  # the end-of-input flush is not persisted
                 partition_lag=self.partition_lag if persist else None,
-                warnings=skipped_file_warnings(output.rejects)))
+                warnings=warnings, pace=pace))
         self._clock = time.perf_counter()
 
     def _recover(self, batch_id: int) -> None:
@@ -403,11 +466,13 @@ class CellsRun:
         record = (json.loads(self._path(saved[-1]).read_text()) if saved
                   else {"totals": {}, "sizes": {"edges": 0, "buffered": 0}})
         self._totals = StreamTotals(**record["totals"])
+        self._watch = EventWatch.of(self._totals, record.get("watch", {}))
         self._sizes = record["sizes"]
         self._last = saved[-1] if saved else -1
 
     def _save(self, batch_id: int) -> None:
-        text = json.dumps({"totals": self._totals.as_dict(), "sizes": self._sizes})
+        text = json.dumps({"totals": self._totals.as_dict(), "sizes": self._sizes,
+                           "watch": self._watch.as_dict()})
         replace_atomically(self._path(batch_id),
                            lambda path: Path(path).write_text(text, encoding="utf-8"))
         for old in self._saved()[:-2]:

@@ -60,7 +60,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field, fields
 from itertools import chain
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 import pyarrow as pa
@@ -72,7 +72,7 @@ from graphcep.events import counted_noun, empty_edges, format_seconds, normalize
 from graphcep.io.json_lines import record_lines
 from graphcep.io.readers import FILE_INDEX_SHIFT, READ_REJECT_SCHEMA
 from graphcep.io.sinks import Sink, replace_atomically
-from graphcep.jobs.base import QueryWatch, ReplayJob
+from graphcep.jobs.base import Extent, QueryWatch, ReplayJob
 from graphcep.patterns.subgraph import QueryError
 from graphcep.runtime.streaming.batch_log import (
     LogEntry,
@@ -93,7 +93,8 @@ from graphcep.runtime.streaming.checkpoint_bytes import (
 _STATE_FILE = re.compile(r"state-(\d+)\.bin\Z")
 #: seconds between snapshots of an engine replayed from its log (``--snapshot-interval``)
 SNAPSHOT_INTERVAL_S = 30.0
-_NEVER = np.iinfo(np.int64).min
+#: a time before every edge (no edge yet)
+NEVER = np.iinfo(np.int64).min
 
 MatchCallback = Callable[[pa.Table, int], None]
 
@@ -138,7 +139,7 @@ class BatchReport:
         held = self.state.get("edges", 0)
         frontier = ("end of input" if self.final
                     else f"{format_seconds(self.frontier_us)}s"
-                    if self.started and self.frontier_us != _NEVER else "-")
+                    if self.started and self.frontier_us != NEVER else "-")
         return (
             f"batch {self.batch_id}: {counted_noun(self.edges_in, 'edge')} in, "
             f"{self.late:,} late, {self.rejected:,} rejected, "
@@ -183,7 +184,7 @@ _LogEntry = LogEntry
 
 
 @dataclass
-class _Jump:
+class Jump:
     """An edge that moved event time further ahead than the window and the lateness
     together (``previous``: the newest time before it): every edge behind it by more than
     the lateness is late, so if later edges turn up late the user is told where it is."""
@@ -192,6 +193,10 @@ class _Jump:
     previous: int
     place: str
     warned: bool = False
+
+
+#: the name checkpoints pickled before :class:`Jump` was shared with the executor mode
+_Jump = Jump
 
 
 @dataclass
@@ -213,16 +218,86 @@ class _State:
     engine: bytes | None = None
     features: Any = None  # a feature query's feature set, pickled with its engine
     buffer: pa.Table | None = None
-    max_t: int = _NEVER
-    frontier: int = _NEVER
+    max_t: int = NEVER
+    frontier: int = NEVER
     last_batch: int = -1
     totals: StreamTotals = field(default_factory=StreamTotals)
     log: list[_LogEntry] = field(default_factory=list)
     newest_place: str = ""  # where the edge at max_t came from
-    jump: _Jump | None = None
+    jump: Jump | None = None
     #: the batch after which ``engine-<b>.bin`` snapshots the engine (-1: none; a state
     #: pickled before the field holds its snapshot in :attr:`engine`)
     engine_batch: int = -1
+
+
+class EventTime(Protocol):
+    """What the late-edge warnings follow of a stream (the driver's :class:`_State`,
+    the executor mode's :class:`~graphcep.runtime.streaming.cells_run.CellsRun` watch):
+    the newest time and where its edge came from, the watermark, the last far jump,
+    and the totals before the batch."""
+
+    max_t: int
+    frontier: int
+    newest_place: str
+    jump: Jump | None
+    totals: StreamTotals
+
+
+def jump_limit(extent: Extent, lateness_us: int) -> int:
+    """How far event time may move past the newest edge before it is a jump worth naming:
+    the query's ``extent`` (in time) and the lateness."""
+    return (extent.size if extent.unit == "us" else 0) + lateness_us
+
+
+def newest_edge(edges: pa.Table) -> tuple[int, int, int]:
+    """The newest ``t`` of ``edges`` (not empty), the newest below it (``NEVER``: none)
+    and the ``seq`` of the first edge at the newest. The time below counts for a jump:
+    the first batch, or one file, can bring the jump together with what it jumps over."""
+    times = edges.column("t")
+    newest = int(pc.max(times).as_py())
+    seq = int(edges.column("seq")[pc.index(times, newest).as_py()].as_py())
+    below = pc.max(pc.filter(times, pc.less(times, newest))).as_py()
+    return newest, NEVER if below is None else int(below), seq
+
+
+def note_newest(st: EventTime, newest: int, below: int, place: str, limit: int) -> None:
+    """Event time moved on to ``newest`` (the edge at ``place``; ``below``: the newest time
+    of the batch before it, ``NEVER`` if none): a jump past the newest time before it by
+    more than ``limit`` is remembered, to explain the late edges behind it."""
+    if newest <= st.max_t:
+        return
+    before = max(st.max_t, below)
+    if before != NEVER and newest - before > limit:
+        st.jump = Jump(newest, before, place)
+    st.max_t, st.newest_place = newest, place
+
+
+def late_warnings(st: EventTime, batch_id: int, late_times: pa.Array | pa.ChunkedArray,
+                  edges_in: int, lateness_us: int) -> list[str]:
+    """One line for late edges a far jump of event time explains (once per jump), else
+    one when at least half of the batch's ``edges_in`` are late where less than a tenth
+    of the stream's were before (``st``: as before the batch; ``late_times``: the late
+    edges' ``t``)."""
+    if len(late_times) == 0:
+        return []
+    jump = st.jump
+    if jump is not None and not jump.warned:
+        # late only because of the jump: within the lateness of the time before it
+        trailing = pc.sum(pc.greater_equal(late_times, jump.previous - lateness_us)).as_py()
+        if trailing:
+            jump.warned = True
+            edges = "edge" if trailing == 1 else "edges"
+            return [f"{trailing:,} {edges} late behind the edge at {jump.place} "
+                    f"(t = {format_seconds(jump.t)} s), which moved event time "
+                    f"{format_seconds(jump.t - jump.previous)} s past the newest edge "
+                    f"before it: a wrong timestamp there makes the edges after it late"]
+    totals = st.totals
+    if 2 * len(late_times) >= edges_in and 10 * totals.late < totals.edges:
+        return [f"batch {batch_id}: {len(late_times):,} of {edges_in:,} edges late "
+                f"(watermark {format_seconds(st.frontier)} s, set by the edge at "
+                f"{st.newest_place or 'an earlier batch'}, "
+                f"t = {format_seconds(st.max_t)} s)"]
+    return []
 
 
 class StreamOperator:
@@ -377,7 +452,7 @@ class StreamOperator:
     @property
     def newest_t(self) -> int:
         """The largest ``t`` seen so far, in microseconds (0 before the first edge)."""
-        return 0 if self._state.max_t == _NEVER else self._state.max_t
+        return 0 if self._state.max_t == NEVER else self._state.max_t
 
     @property
     def next_file_index(self) -> int:
@@ -435,7 +510,7 @@ class StreamOperator:
         """
         started = time.perf_counter()
         batch_id = self.resume() + 1
-        if self._state.max_t != _NEVER:
+        if self._state.max_t != NEVER:
             self._state.frontier = max(self._state.frontier, self._state.max_t + 1)
         return self._advance(batch_id, started, 0, None, None, 0, 0, checkpoint=False,
                              final=True)
@@ -466,7 +541,7 @@ class StreamOperator:
         once the frontier passes them, and it is decided within the extent of its first.
         A query over the whole stream, or with an extent counted in edges, has none."""
         frontier = self._state.frontier
-        if frontier == _NEVER:
+        if frontier == NEVER:
             return None
         if final:
             return int(frontier)
@@ -514,7 +589,7 @@ class StreamOperator:
             self._snapshot(batch_id)  # the engine the stream starts with, before its edges
         found: list[Iterable[pa.Table]] = []  # the batch's matches, made as they are written
         released, ready, advanced_to = 0, None, None
-        if st.buffer is not None and st.frontier != _NEVER:
+        if st.buffer is not None and st.frontier != NEVER:
             # strictly before: an edge at F may still arrive, and with any seq
             due = pc.less(st.buffer.column("t"), st.frontier)
             ready = sort_stream(st.buffer.filter(due))
@@ -556,52 +631,17 @@ class StreamOperator:
                            detail=progress() if progress is not None else "")
 
     def _note_newest(self, on_time: pa.Table, names: dict[int, str] | None) -> None:
-        """Move ``max_t`` to the batch's newest edge, remembering where it came from and
+        """Move the stream's newest time (and where that edge came from) on, noting
         whether it jumped further ahead than the window and the lateness."""
-        st = self._state
-        times = on_time.column("t")
-        newest = int(pc.max(times).as_py())
-        if newest <= st.max_t:
-            return
-        seq = int(on_time.column("seq")[pc.index(times, newest).as_py()].as_py())
-        place = edge_place(seq, names)
-        # the newest time before this edge: the stream's so far, or its own batch's (the
-        # first batch, or one file, can bring the jump together with what it jumps over)
-        below = pc.max(pc.filter(times, pc.less(times, newest))).as_py()
-        before = max(st.max_t, _NEVER if below is None else int(below))
-        if before != _NEVER and newest - before > self._jump_limit():
-            st.jump = _Jump(newest, before, place)
-        st.max_t, st.newest_place = newest, place
-
-    def _jump_limit(self) -> int:
-        window = self.extent.size if self.extent.unit == "us" else 0
-        return window + self.lateness_us
+        newest, below, seq = newest_edge(on_time)
+        if newest > self._state.max_t:
+            note_newest(self._state, newest, below, edge_place(seq, names),
+                        jump_limit(self.extent, self.lateness_us))
 
     def _late_warnings(self, batch_id: int, late: pa.Table, edges_in: int) -> list[str]:
-        """One line for late edges a far jump of event time explains (once per jump), else
-        one when the batch's late share jumps (see :meth:`process`)."""
-        st = self._state
-        if late.num_rows == 0:
-            return []
-        jump = st.jump
-        if jump is not None and not jump.warned:
-            # late only because of the jump: within the lateness of the time before it
-            trailing = pc.sum(pc.greater_equal(late.column("t"),
-                                               jump.previous - self.lateness_us)).as_py()
-            if trailing:
-                jump.warned = True
-                edges = "edge" if trailing == 1 else "edges"
-                return [f"{trailing:,} {edges} late behind the edge at {jump.place} "
-                        f"(t = {format_seconds(jump.t)} s), which moved event time "
-                        f"{format_seconds(jump.t - jump.previous)} s past the newest edge "
-                        f"before it: a wrong timestamp there makes the edges after it late"]
-        totals = st.totals
-        if 2 * late.num_rows >= edges_in and 10 * totals.late < totals.edges:
-            return [f"batch {batch_id}: {late.num_rows:,} of {edges_in:,} edges late "
-                    f"(watermark {format_seconds(st.frontier)} s, set by the edge at "
-                    f"{st.newest_place or 'an earlier batch'}, "
-                    f"t = {format_seconds(st.max_t)} s)"]
-        return []
+        """The batch's warnings on its late edges (:func:`late_warnings`)."""
+        return late_warnings(self._state, batch_id, late.column("t"), edges_in,
+                             self.lateness_us)
 
     def _check_columns(self, columns: list[str]) -> None:
         """The job's refusal of a stream without fields the query reads (before any state
@@ -624,7 +664,7 @@ class StreamOperator:
         return normalize_edges(self.job.orient(edges))
 
     def _split_late(self, edges: pa.Table) -> tuple[pa.Table, pa.Table]:
-        if self._state.frontier == _NEVER or edges.num_rows == 0:
+        if self._state.frontier == NEVER or edges.num_rows == 0:
             return edges.slice(0, 0), edges
         is_late = pc.less(edges.column("t"), self._state.frontier)
         return edges.filter(is_late), edges.filter(pc.invert(is_late))
@@ -776,7 +816,7 @@ class StreamOperator:
             return
         if self._logged:
             self._engine = warmed(self._new_engine(), map(self._logged_edges, st.log),
-                                  None if st.frontier == _NEVER else st.frontier)
+                                  None if st.frontier == NEVER else st.frontier)
             return
         if st.engine_batch >= 0:
             snapshot, features = read_checkpoint(
@@ -1004,18 +1044,33 @@ class Pace:
 SKIPPED_FILE = "unreadable file, skipped: "
 
 
+#: the reason a stream's reject gives for where a damaged file broke off, its edges
+#: before the damage read (a truncated gzip, a read error)
+DAMAGED_FILE = "damaged file, read up to the damage: "
+
+
 def skipped_file_warnings(rejects: pa.Table | None) -> list[str]:
-    """A warning line for each file of ``rejects`` the stream skipped whole: one reject
-    among the malformed lines would be easy to miss, and not one of the file's edges was
-    matched (times in milliseconds read as seconds, a file of another format)."""
+    """A warning line for each file of ``rejects`` the stream skipped whole or read only
+    up to a damage: one reject among the malformed lines would be easy to miss, and the
+    file's edges (all, or those after the damage) were not matched (times in
+    milliseconds read as seconds, a file of another format, a damaged Parquet file, a
+    truncated gzip)."""
     if rejects is None or rejects.num_rows == 0:
         return []
+    reasons = rejects.column("reason")
+    marked = pc.or_(pc.starts_with(reasons, SKIPPED_FILE), pc.starts_with(reasons, DAMAGED_FILE))
     lines = []
-    for row in rejects.filter(pc.starts_with(rejects.column("reason"), SKIPPED_FILE)).to_pylist():
-        why = row["reason"].removeprefix(SKIPPED_FILE)
+    for row in rejects.filter(marked).to_pylist():
+        skipped = row["reason"].startswith(SKIPPED_FILE)
+        why = row["reason"].removeprefix(SKIPPED_FILE).removeprefix(DAMAGED_FILE)
         why = re.sub(r"^\w+(Error|Exception): ", "", why).removeprefix(f"{row['file']}: ")
-        lines.append(f"skipped {row['file']}, none of its edges read (the stream goes on "
-                     f"without it; a fixed copy under a new name is read): {why}")
+        if skipped:
+            lines.append(f"skipped {row['file']}, none of its edges read (the stream goes on "
+                         f"without it; a fixed copy under a new name is read): {why}")
+        else:
+            lines.append(f"{row['file']} is damaged at line {row['line']:,}: its edges "
+                         f"before it were read, none after (the stream goes on; a fixed "
+                         f"copy under a new name is read whole): {why}")
     return lines
 
 

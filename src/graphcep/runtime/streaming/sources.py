@@ -72,7 +72,7 @@ from graphcep.io.readers import (
 )
 from graphcep.jobs.base import ReplayJob, format_refusal
 from graphcep.patterns.subgraph import QueryError
-from graphcep.runtime.streaming.driver import SKIPPED_FILE, StreamOperator
+from graphcep.runtime.streaming.driver import DAMAGED_FILE, SKIPPED_FILE, StreamOperator
 
 #: ``--max-records-per-batch`` when not given: about two seconds of matching at the driver
 #: engine's quarter of a million edges a second, so that a stream offered more than it can
@@ -126,6 +126,9 @@ class SourcePart:
     #: ``_file`` and ``seq`` 1, 2, ... within it; the cells number the batch's chunks in
     #: ``order`` after the lines of the batches before (the driver mode's numbering)
     chunks: list[tuple[tuple[Any, ...], int, int]] = field(default_factory=list)
+    #: how long the part's newest record had been due when the task read it (µs; None:
+    #: the source cannot tell), as :attr:`SourceBatch.lag_us`
+    lag_us: int | None = None
 
 
 #: where a task's rows lie in its micro-batch: the task's partition and the number of the
@@ -215,13 +218,26 @@ class FileSource:
         try:
             if refusal is not None:
                 raise QueryError(refusal)
-            return read_edges_bytes(name, _read_file(uri), self.fmt, self.options,
+            read = read_edges_bytes(name, _read_file(uri), self.fmt, self.options,
                                     file_index=file_index, symbols=symbols, after=after)
+            return _marked_damage(read) if read.damaged else read
         except Exception as err:  # whatever the damage: the file's, not the stream's
             reason = f"{SKIPPED_FILE}{type(err).__name__}: {err}"
             reject = pa.table({"file": [name], "line": [0], "reason": [reason], "text": [""]},
                               schema=READ_REJECT_SCHEMA)
             return ReadResult(empty_edges(), reject, 0, 0, self.fmt or "")
+
+
+def _marked_damage(read: ReadResult) -> ReadResult:
+    """A damaged file's last reject (where it broke off) marked as the stream's warnings
+    know it (:func:`~graphcep.runtime.streaming.driver.skipped_file_warnings`): skipped,
+    if not one of its edges was read, else read up to the damage."""
+    prefix = DAMAGED_FILE if read.edges.num_rows else SKIPPED_FILE
+    reasons = read.rejects.column("reason").to_pylist()
+    reasons[-1] = prefix + reasons[-1]
+    read.rejects = read.rejects.set_column(
+        read.rejects.schema.get_field_index("reason"), "reason", pa.array(reasons, pa.string()))
+    return read
 
 
 @dataclass
@@ -474,18 +490,27 @@ class GeneratorSource:
         if rows.num_rows == 0:
             return SourceBatch(None)
         index = rows.column("value").to_numpy().astype(np.int64)
-        arrived = pc.cast(rows.column("timestamp"), pa.timestamp("us")).cast(pa.int64())
+        arrived = _arrivals(rows)
         edges = generated_edges(index, self.vertices, self.event_rate or self.rate, self.seed)
         edges = edges.append_column("arrived_us", arrived)
-        # the rows' timestamps are when each was due: the newest one's age is the lag
-        lag_us = max(0, int(time.time() * US_PER_SECOND) - int(pc.max(arrived).as_py()))
-        return SourceBatch(edges, None, 0, rows.num_rows, lag_us=lag_us)
+        return SourceBatch(edges, None, 0, rows.num_rows, lag_us=_lag_us(arrived))
 
     def read_part(self, rows: pa.Table, place: Place = (0, 0)) -> SourcePart:
         """One executor task's rows as edges (see :class:`SourcePart`)."""
         index = rows.column("value").to_numpy().astype(np.int64)
         edges = generated_edges(index, self.vertices, self.event_rate or self.rate, self.seed)
-        return SourcePart(edges, [], rows.num_rows)
+        lag_us = _lag_us(_arrivals(rows)) if rows.num_rows else None
+        return SourcePart(edges, [], rows.num_rows, lag_us=lag_us)
+
+
+def _arrivals(rows: pa.Table) -> pa.Array:
+    """When each generated row was due (µs since the epoch): its ``timestamp``."""
+    return pc.cast(rows.column("timestamp"), pa.timestamp("us")).cast(pa.int64())
+
+
+def _lag_us(arrived: pa.Array) -> int:
+    """The rows' timestamps are when each was due: the newest one's age is the lag."""
+    return max(0, int(time.time() * US_PER_SECOND) - int(pc.max(arrived).as_py()))
 
 
 def paced(source: Any, trigger_seconds: float | None) -> float | None:
