@@ -176,11 +176,43 @@ def stop_between_batches(query: Any, operator: Any) -> None:
     """Stop a query after its micro-batch under way, if any (:class:`BatchGate`; a query
     started without one is stopped at once)."""
     gate = getattr(operator, "gate", None)
-    if gate is not None:
-        gate.close()
-    query.stop()
+    with _stream_log_off():
+        if gate is not None:
+            gate.close()
+        query.stop()
     if isinstance(getattr(operator.failure, "cause", None), StopRequested):
         operator.failure = None  # the batch it kept from starting is the next start's
+
+
+#: the loggers of Spark's micro-batch loop (``MicroBatchExecution``)
+_STREAM_LOGGERS = "org.apache.spark.sql.execution.streaming"
+
+
+@contextlib.contextmanager
+def _stream_log_off() -> Iterator[None]:
+    """Spark's streaming log off while a stream stops between micro-batches: a batch that
+    starts once the gate is closed ends the query with :class:`StopRequested`, which
+    Spark logs as an ERROR with a Java trace of sixty lines -- the stop that was asked
+    for, not a failure (a failure of the batch under way is the operator's, reported in
+    one line). Without a JVM, or a log4j to set, nothing changes."""
+    from pyspark import SparkContext
+
+    log4j = before = None
+    with contextlib.suppress(Exception):
+        jvm = SparkContext._active_spark_context._jvm  # type: ignore[union-attr]
+        config = (jvm.org.apache.logging.log4j.LogManager.getContext(False)
+                  .getConfiguration().getLoggerConfig(_STREAM_LOGGERS))
+        # a level set for these loggers is put back, else they inherit again (None)
+        before = config.getExplicitLevel() if config.getName() == _STREAM_LOGGERS else None
+        jvm.org.apache.logging.log4j.core.config.Configurator.setLevel(
+            _STREAM_LOGGERS, jvm.org.apache.logging.log4j.Level.OFF)
+        log4j = jvm.org.apache.logging.log4j
+    try:
+        yield
+    finally:
+        if log4j is not None:
+            with contextlib.suppress(Exception):
+                log4j.core.config.Configurator.setLevel(_STREAM_LOGGERS, before)
 
 
 class BatchFailure(Exception):
