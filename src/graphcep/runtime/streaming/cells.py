@@ -1262,7 +1262,10 @@ def collect_outputs(rows: pa.Table) -> CellsOutput:
         else:
             tables[kind].append(pickle.loads(payload) if kind == "stats"
                                 else pa.ipc.open_stream(payload).read_all())
-    late = pa.concat_tables(tables["late"]) if tables["late"] else empty_edges()
+    # in line order (``seq``: the file's ordinal, then the line), as the driver mode
+    # writes them, not grouped by the cell that found them late
+    late = (pa.concat_tables(tables["late"]).sort_by("seq") if tables["late"]
+            else empty_edges())
     rejects = (pa.concat_tables(tables["reject"]) if tables["reject"]
                else READ_REJECT_SCHEMA.empty_table())
     return CellsOutput(tables["match"], late, rejects, tables["stats"],
