@@ -431,3 +431,31 @@ def test_late_edges_are_warned_of_as_in_the_driver_mode(tmp_path, capsys):
             warned[matching] = [line for line in err if "late" in line and "warning" in line]
         assert len(warned["driver"]) == 1 and expected in warned["driver"][0], warned
         assert warned["executors"] == warned["driver"]
+
+
+def test_the_batch_newest_edge_is_the_newest_of_the_cells_newest():
+    """The driver follows event time from each cell's newest counted edge: the batch's
+    newest is the greatest; the time below it the greatest of the other cells' newest and
+    its own cell's next; at a tie the first line names it; a source of records is named
+    by its stream and line, as in the driver mode."""
+    from graphcep.runtime.streaming.cells_run import EventWatch
+    from graphcep.runtime.streaming.driver import NEVER, Jump, StreamTotals
+
+    watch = EventWatch(StreamTotals())
+    watch.follow([{"newest_t": 5, "below_t": 3, "newest_seq": 9},
+                  {"newest_t": 2, "below_t": NEVER, "newest_seq": 1}, {}],
+                 frontier=4, limit=10, stream="kafka://b:9092/t")
+    assert (watch.max_t, watch.newest_place, watch.frontier, watch.jump) == (
+        5, "kafka://b:9092/t:9", 4, None)
+    # 200 is 160 past 40 (another cell's newest, above the first cell's 6): a jump
+    watch.follow([{"newest_t": 200, "below_t": 6, "newest_seq": 30, "newest_place": "f:3"},
+                  {"newest_t": 40, "below_t": 7, "newest_seq": 12, "newest_place": "g:2"},
+                  {"newest_t": 200, "below_t": 8, "newest_seq": 20, "newest_place": "e:1"}],
+                 frontier=190, limit=100)
+    assert (watch.max_t, watch.newest_place, watch.frontier) == (200, "e:1", 190)
+    assert watch.jump == Jump(200, 40, "e:1")
+    watch.follow([{"newest_t": 150, "below_t": 1, "newest_seq": 40}], frontier=150, limit=100)
+    assert (watch.max_t, watch.frontier) == (200, 190)  # neither goes back
+    saved = EventWatch.of(StreamTotals(), watch.as_dict())  # kept with the totals
+    assert (saved.max_t, saved.frontier, saved.newest_place, saved.jump) == (
+        200, 190, "e:1", Jump(200, 40, "e:1"))

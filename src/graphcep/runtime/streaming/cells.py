@@ -961,8 +961,10 @@ def _newest(counted: pa.Table, names: dict[int, str]) -> dict[str, Any]:
     if counted.num_rows == 0:
         return {}
     newest, below, seq = newest_edge(counted)
-    return {"newest_t": newest, "below_t": below, "newest_seq": seq,
-            "newest_place": edge_place(seq, names)}
+    newest_at = {"newest_t": newest, "below_t": below, "newest_seq": seq}
+    if names:  # files: the driver names a source of records (Kafka) itself
+        newest_at["newest_place"] = edge_place(seq, names)
+    return newest_at
 
 
 def _lag(metas: list[dict[str, Any]]) -> dict[str, int]:

@@ -47,6 +47,7 @@ from graphcep.runtime.streaming.driver import (
     Jump,
     Pace,
     StreamTotals,
+    edge_place,
     jump_limit,
     late_warnings,
     note_newest,
@@ -250,9 +251,12 @@ class EventWatch:
         return cls(totals, saved.get("max_t", NEVER), saved.get("frontier", NEVER),
                    saved.get("newest_place", ""), None if jump is None else Jump(*jump))
 
-    def follow(self, stats: list[dict[str, Any]], frontier: int, limit: int) -> None:
+    def follow(self, stats: list[dict[str, Any]], frontier: int, limit: int,
+               stream: str | None = None) -> None:
         """The batch's newest edge from the cells' stats (each on-time edge is counted
-        by one cell: the newest of theirs is the batch's) and the watermark after it."""
+        by one cell: the newest of theirs is the batch's) and the watermark after it;
+        ``stream`` names a source of records, whose edges the cells know by line only
+        (``STREAM:LINE``, as the driver mode names them)."""
         counted = [s for s in stats if "newest_t" in s]
         if counted:
             newest = max(s["newest_t"] for s in counted)
@@ -260,7 +264,9 @@ class EventWatch:
                         for s in counted)
             first = min((s for s in counted if s["newest_t"] == newest),
                         key=lambda s: s["newest_seq"])
-            note_newest(self, newest, below, first["newest_place"], limit)
+            place = first.get("newest_place") or edge_place(
+                first["newest_seq"], {0: stream} if stream else None)
+            note_newest(self, newest, below, place, limit)
         self.frontier = max(self.frontier, frontier)
 
 
@@ -426,7 +432,9 @@ class CellsRun:
             warnings += late_warnings(self._watch, batch_id, output.late.column("t"),
                                       sums["edges"], self.lateness_us)
         self._watch.follow(output.stats, frontier,
-                           jump_limit(self.job.extent(), self.lateness_us))
+                           jump_limit(self.job.extent(), self.lateness_us),
+                           self.source.describe() if isinstance(self.source, KafkaSource)
+                           else None)
         totals.batches += 1
         for name in ("edges", "late", "rejected", "matches", "files", "lines", "released"):
             setattr(totals, name, getattr(totals, name) + sums[name])
