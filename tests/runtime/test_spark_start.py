@@ -56,3 +56,40 @@ def _active_session() -> bool:
     from pyspark.sql import SparkSession
 
     return SparkSession.getActiveSession() is not None
+
+
+@pytest.mark.spark
+def test_the_jvm_says_nothing_at_start_unless_spark_conf_sets_its_log(tmp_path):
+    """A Spark run's stderr holds no log lines of the JVM's start (before: Spark's default
+    profile printed the host name's loopback address, native Hadoop libraries and a note
+    on the log level, on every command); a ``log4j2.properties`` in ``SPARK_CONF_DIR`` is
+    the user's, used as it is."""
+    import os
+    import subprocess
+
+    edges = tmp_path / "edges.csv"
+    edges.write_text("t,src,dst,dur\n1,a,b,0\n2,b,c,0\n3,c,a,0\n")
+    command = [sys.executable, "-m", "graphcep", "run", str(EXAMPLES / "triangle.sal"),
+               "--input", str(edges), "--engine", "spark", "--master", "local[1]"]
+    conf = tmp_path / "conf"
+    conf.mkdir()
+    (conf / "log4j2.properties").write_text(
+        "rootLogger.level = info\nrootLogger.appenderRef.stderr.ref = stderr\n"
+        "appender.console.type = Console\nappender.console.name = stderr\n"
+        "appender.console.target = SYSTEM_ERR\nappender.console.layout.type = PatternLayout\n"
+        "appender.console.layout.pattern = %p %c{1}: %m%n\n"
+        # Spark's threshold for a Python session's console (else WARN)
+        "logger.gateway.name = org.apache.spark.api.python.PythonGatewayServer\n"
+        "logger.gateway.level = info\n")
+    stderr = {}
+    for name, extra in (("ours", {}), ("user's", {"SPARK_CONF_DIR": str(conf)})):
+        env = {k: v for k, v in os.environ.items() if k != "SPARK_CONF_DIR"}
+        done = subprocess.run(command, capture_output=True, text=True, timeout=300,
+                              env={**env, **extra})
+        assert done.returncode == 0, done.stderr[-3000:]
+        assert "match 1" in done.stdout
+        stderr[name] = done.stderr
+    # the JDK's own notice of an incubator module is not the log's
+    assert [line for line in stderr["ours"].splitlines()
+            if not line.startswith("WARNING: Using incubator modules")] == []
+    assert "INFO SparkContext: Running Spark version" in stderr["user's"]

@@ -53,7 +53,8 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep",
         # table may hold an export's numeric `Label` next to the string edge `label`
         .config("spark.sql.caseSensitive", "true")
     )
-    for key, value in (conf or {}).items():
+    settings = {**_quiet_log(), **(conf or {})}
+    for key, value in settings.items():
         builder = builder.config(key, value)
     try:
         with interrupt_deferred() as caught:
@@ -66,6 +67,28 @@ def spark_session(master: str = "local[*]", app_name: str = "graphcep",
         honour(caught)
     session.sparkContext.setLogLevel("ERROR")
     return session
+
+
+#: where the driver's Java options go: the administrators' option, which Spark puts
+#: before ``spark.driver.extraJavaOptions`` (a user's own stay as they are)
+_JAVA_OPTIONS = "spark.driver.defaultJavaOptions"
+
+
+def _quiet_log() -> dict[str, str]:
+    """The JVM's log at errors only from its start (``log4j2.properties`` beside this
+    module), unless Spark's conf directory configures it: a ``log4j2.properties`` there,
+    or a ``spark-defaults.conf`` that sets :data:`_JAVA_OPTIONS` (kept as it is)."""
+    from pathlib import Path
+
+    conf_dir = os.environ.get("SPARK_CONF_DIR") or (
+        os.path.join(os.environ["SPARK_HOME"], "conf") if "SPARK_HOME" in os.environ else None)
+    if conf_dir:
+        defaults = Path(conf_dir, "spark-defaults.conf")
+        if Path(conf_dir, "log4j2.properties").exists() or (
+                defaults.exists() and _JAVA_OPTIONS in defaults.read_text(errors="replace")):
+            return {}
+    profile = Path(__file__).with_name("log4j2.properties")
+    return {_JAVA_OPTIONS: f"-Dlog4j2.configurationFile={profile.as_uri()}"}
 
 
 def _get_or_create(builder):
