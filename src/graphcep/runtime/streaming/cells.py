@@ -746,7 +746,8 @@ def step_cell(job: SubgraphJob, shares: CellPlan, lateness_us: int, cell: int,
     stats = {"edges": pc.sum(counted).as_py() or 0, "late": late.num_rows,
              "lines": sum(m.get("lines", 0) for m in metas),
              "files": len(uris) if cell == 0 else 0,  # every cell sees them: one counts
-             **_newest(edges.filter(pc.and_(pc.invert(late_mask), counted)), names),
+             **_newest(edges.select(["t", "seq"]).filter(
+                 pc.and_(pc.invert(late_mask), counted)), names),
              **_lag(metas)}
     step = CellStep(state, out.table(),
                     late_records(job, late, names) if late.num_rows else empty_edges(),

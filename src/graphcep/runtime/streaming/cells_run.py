@@ -15,7 +15,7 @@ import json
 import re
 import sys
 import time
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -239,11 +239,9 @@ class EventWatch:
     jump: Jump | None = None
 
     def as_dict(self) -> dict[str, Any]:
-        jump = self.jump
         return {"max_t": self.max_t, "frontier": self.frontier,
                 "newest_place": self.newest_place,
-                "jump": None if jump is None else [jump.t, jump.previous, jump.place,
-                                                   jump.warned]}
+                "jump": None if self.jump is None else astuple(self.jump)}
 
     @classmethod
     def of(cls, totals: StreamTotals, saved: dict[str, Any]) -> EventWatch:
@@ -330,6 +328,10 @@ class CellsRun:
         #: how the stream keeps up (as StreamOperator's): observed unless it runs --once
         self.pace = Pace(getattr(source, "rate", None), getattr(source, "max_records", None))
         self._paced = False
+        #: for the late-edge warnings: how far event time jumps before it is named, and
+        #: the name of a source of records (its edges are known by their line only)
+        self._jump_limit = jump_limit(job.extent(), lateness_us)
+        self._records_from = source.describe() if isinstance(source, KafkaSource) else None
         #: a stop waits for the micro-batch under way (:func:`stop_between_batches`)
         self.gate = BatchGate()
 
@@ -431,10 +433,7 @@ class CellsRun:
         if persist:  # as the driver mode, from the totals before the batch
             warnings += late_warnings(self._watch, batch_id, output.late.column("t"),
                                       sums["edges"], self.lateness_us)
-        self._watch.follow(output.stats, frontier,
-                           jump_limit(self.job.extent(), self.lateness_us),
-                           self.source.describe() if isinstance(self.source, KafkaSource)
-                           else None)
+        self._watch.follow(output.stats, frontier, self._jump_limit, self._records_from)
         totals.batches += 1
         for name in ("edges", "late", "rejected", "matches", "files", "lines", "released"):
             setattr(totals, name, getattr(totals, name) + sums[name])

@@ -634,9 +634,8 @@ class StreamOperator:
         """Move the stream's newest time (and where that edge came from) on, noting
         whether it jumped further ahead than the window and the lateness."""
         newest, below, seq = newest_edge(on_time)
-        if newest > self._state.max_t:
-            note_newest(self._state, newest, below, edge_place(seq, names),
-                        jump_limit(self.extent, self.lateness_us))
+        note_newest(self._state, newest, below, edge_place(seq, names),
+                    jump_limit(self.extent, self.lateness_us))
 
     def _late_warnings(self, batch_id: int, late: pa.Table, edges_in: int) -> list[str]:
         """The batch's warnings on its late edges (:func:`late_warnings`)."""
